@@ -1,0 +1,103 @@
+//===- GraphBase.td - graph dialect, its types and attributes ---*- tablegen -*-===//
+//
+// The `graph` dialect describes a model's forward computation on statically shaped tensors with
+// value semantics. This file holds the dialect definition, the tensor type constraints shared by
+// the ops, the enums, and the parameter initializer attributes.
+//
+//===----------------------------------------------------------------------------------------===//
+
+#ifndef AMPC_DIALECTS_GRAPH_GRAPHBASE_TD
+#define AMPC_DIALECTS_GRAPH_GRAPHBASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def Graph_Dialect : Dialect {
+  let name = "graph";
+  let summary = "Tensor graphs of models for mixed-precision training";
+  let description = [{
+    A model is a `graph.model` holding named trainable parameters (`graph.param`), named inputs
+    (`graph.input`) and functions. The entry function reads parameters and inputs with
+    `graph.get_param` / `graph.get_input`, computes, and marks exactly one scalar loss with
+    `graph.loss`. Other functions (a transformer block written once) are called with `func.call`.
+    Every tensor is ranked and statically shaped; element types are f32, bf16, f16 for values and
+    i32, i64 for indices (token ids, labels).
+  }];
+  let cppNamespace = "::ampc::graph";
+  let useDefaultAttributePrinterParser = 1;
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
+//===----------------------------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------------------------===//
+
+def Graph_FloatElement : AnyTypeOf<[F32, BF16, F16], "f32, bf16 or f16">;
+def Graph_IndexElement : AnyTypeOf<[I32, I64], "i32 or i64">;
+
+def Graph_FloatTensor : StaticShapeTensorOf<[F32, BF16, F16]>;
+def Graph_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+def Graph_Tensor : StaticShapeTensorOf<[F32, BF16, F16, I32, I64]>;
+def Graph_ScalarFloatTensor : 0DTensorOf<[F32, BF16, F16]>;
+
+//===----------------------------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------------------------===//
+
+def Graph_GeluApproximation : I32EnumAttr<"GeluApproximation",
+    "how gelu evaluates the Gaussian CDF", [
+      I32EnumAttrCase<"erf", 0>,
+      I32EnumAttrCase<"tanh", 1>
+    ]> {
+  let cppNamespace = "::ampc::graph";
+}
+
+def Graph_LossReduction : I32EnumAttr<"LossReduction",
+    "how a per-example loss is reduced to a scalar", [
+      I32EnumAttrCase<"mean", 0>,
+      I32EnumAttrCase<"sum", 1>
+    ]> {
+  let cppNamespace = "::ampc::graph";
+}
+
+//===----------------------------------------------------------------------------------------===//
+// Parameter initializers
+//===----------------------------------------------------------------------------------------===//
+
+class Graph_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<Graph_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+def Graph_ZerosInitAttr : Graph_Attr<"ZerosInit", "zeros"> {
+  let summary = "initialise every element to 0";
+}
+
+def Graph_OnesInitAttr : Graph_Attr<"OnesInit", "ones"> {
+  let summary = "initialise every element to 1";
+}
+
+def Graph_NormalInitAttr : Graph_Attr<"NormalInit", "normal"> {
+  let summary = "initialise from a normal distribution";
+  let description = [{
+    `#graph.normal<std = 0.02>` or `#graph.normal<mean = 0.0, std = 0.02>`; the mean defaults
+    to 0. Values come from the counter-based generator keyed by (seed, parameter, element).
+  }];
+  let parameters = (ins APFloatParameter<"mean">:$mean, APFloatParameter<"standard deviation">:$std);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+}
+
+def Graph_UniformInitAttr : Graph_Attr<"UniformInit", "uniform"> {
+  let summary = "initialise from a uniform distribution on [low, high)";
+  let description = [{ `#graph.uniform<low = -0.1, high = 0.1>`. }];
+  let parameters = (ins APFloatParameter<"lower bound">:$low, APFloatParameter<"upper bound">:$high);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+}
+
+def Graph_InitializerAttr : AnyAttrOf<[Graph_ZerosInitAttr, Graph_OnesInitAttr,
+                                       Graph_NormalInitAttr, Graph_UniformInitAttr]>;
+
+#endif // AMPC_DIALECTS_GRAPH_GRAPHBASE_TD

@@ -1,0 +1,130 @@
+//===- GraphDialect.cpp - graph dialect and its attributes ----------------===//
+//
+// Registers the dialect's ops and attributes, and implements the textual form and the checks of
+// the parameter initializer attributes.
+//
+//===--------------------------------------------------------------------------===//
+
+#include "dialects/Graph/GraphDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace ampc::graph;
+
+#include "dialects/Graph/GraphDialect.cpp.inc"
+#include "dialects/Graph/GraphEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/Graph/GraphAttrs.cpp.inc"
+
+void GraphDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/Graph/GraphOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/Graph/GraphAttrs.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// Initializer attributes: `<name = value, ...>` with named, possibly defaulted fields.
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// One named double field of an initializer; `present` records whether it was written.
+struct InitField {
+  llvm::StringRef name;
+  double value;
+  bool required;
+  bool present = false;
+};
+} // namespace
+
+/// Parses `<name = number, ...>` into `fields`, in any order, each at most once.
+static LogicalResult parseInitFields(AsmParser &parser, llvm::MutableArrayRef<InitField> fields) {
+  if (parser.parseLess())
+    return failure();
+  auto parseOne = [&]() -> ParseResult {
+    llvm::SMLoc loc = parser.getCurrentLocation();
+    llvm::StringRef key;
+    if (parser.parseKeyword(&key) || parser.parseEqual())
+      return failure();
+    InitField *field = llvm::find_if(fields, [&](InitField &f) { return f.name == key; });
+    if (field == fields.end()) {
+      std::string known;
+      for (InitField &f : fields)
+        known += (known.empty() ? "'" : ", '") + f.name.str() + "'";
+      return parser.emitError(loc) << "unknown initializer field '" << key << "'; expected "
+                                   << known;
+    }
+    if (field->present)
+      return parser.emitError(loc) << "initializer field '" << key << "' given twice";
+    field->present = true;
+    return parser.parseFloat(field->value);
+  };
+  if (parser.parseCommaSeparatedList(parseOne) || parser.parseGreater())
+    return failure();
+  for (InitField &f : fields)
+    if (f.required && !f.present)
+      return parser.emitError(parser.getCurrentLocation())
+             << "initializer needs the field '" << f.name << "'";
+  return success();
+}
+
+Attribute NormalInitAttr::parse(AsmParser &parser, Type) {
+  InitField fields[] = {{"mean", 0.0, false}, {"std", 0.0, true}};
+  if (failed(parseInitFields(parser, fields)))
+    return {};
+  return parser.getChecked<NormalInitAttr>(parser.getContext(), llvm::APFloat(fields[0].value),
+                                           llvm::APFloat(fields[1].value));
+}
+
+void NormalInitAttr::print(AsmPrinter &printer) const {
+  printer << "<mean = ";
+  printer.printFloat(getMean());
+  printer << ", std = ";
+  printer.printFloat(getStd());
+  printer << ">";
+}
+
+LogicalResult NormalInitAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
+                                     llvm::APFloat meanValue, llvm::APFloat stdValue) {
+  double mean = meanValue.convertToDouble(), std = stdValue.convertToDouble();
+  if (!std::isfinite(mean) || !std::isfinite(std) || std <= 0.0)
+    return emitError() << "normal initializer needs a finite mean and std > 0, got mean = "
+                       << mean << ", std = " << std;
+  return success();
+}
+
+Attribute UniformInitAttr::parse(AsmParser &parser, Type) {
+  InitField fields[] = {{"low", 0.0, true}, {"high", 0.0, true}};
+  if (failed(parseInitFields(parser, fields)))
+    return {};
+  return parser.getChecked<UniformInitAttr>(parser.getContext(),
+                                            llvm::APFloat(fields[0].value),
+                                            llvm::APFloat(fields[1].value));
+}
+
+void UniformInitAttr::print(AsmPrinter &printer) const {
+  printer << "<low = ";
+  printer.printFloat(getLow());
+  printer << ", high = ";
+  printer.printFloat(getHigh());
+  printer << ">";
+}
+
+LogicalResult UniformInitAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
+                                      llvm::APFloat lowValue, llvm::APFloat highValue) {
+  double low = lowValue.convertToDouble(), high = highValue.convertToDouble();
+  if (!std::isfinite(low) || !std::isfinite(high) || !(low < high))
+    return emitError() << "uniform initializer needs finite bounds with low < high, got low = "
+                       << low << ", high = " << high;
+  return success();
+}

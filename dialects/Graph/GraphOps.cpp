@@ -1,0 +1,475 @@
+//===- GraphOps.cpp - graph dialect operations ----------------------------===//
+//
+// Verifiers and result-type inference of the graph ops. Shape arithmetic lives in
+// ShapeRules.cpp; this file turns its verdicts into located diagnostics and checks what only
+// the IR can tell (symbols, element types, where the loss is).
+//
+//===--------------------------------------------------------------------------===//
+
+#include "dialects/Graph/GraphDialect.h"
+#include "dialects/Graph/ShapeRules.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace ampc;
+using namespace ampc::graph;
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+/// The extents of a statically shaped ranked tensor type, or nullopt.
+static std::optional<shape::Shape> staticShape(Type type) {
+  auto tensor = llvm::dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return std::nullopt;
+  return shape::Shape(tensor.getShape().begin(), tensor.getShape().end());
+}
+
+/// Reads the static shapes of `values` into `shapes`, or reports the first that has none.
+/// Runs before the operand type constraints are checked, so it must reject anything unranked.
+static LogicalResult operandShapes(std::optional<Location> loc, ValueRange values,
+                                   llvm::SmallVectorImpl<shape::Shape> &shapes) {
+  for (Value value : values) {
+    auto s = staticShape(value.getType());
+    if (!s)
+      return emitOptionalError(loc, "expects statically shaped ranked tensors, got ",
+                               value.getType());
+    shapes.push_back(*s);
+  }
+  return success();
+}
+
+static Type elementType(Value value) {
+  return llvm::cast<ShapedType>(value.getType()).getElementType();
+}
+
+/// All `values` have one element type; otherwise a diagnostic suggesting a cast.
+static LogicalResult sameElementType(std::optional<Location> loc, llvm::StringRef op,
+                                     ValueRange values) {
+  for (Value value : values.drop_front())
+    if (elementType(value) != elementType(values.front()))
+      return emitOptionalError(loc, "'", op, "' operands have different element types ",
+                               elementType(values.front()), " and ", elementType(value),
+                               "; insert a graph.cast");
+  return success();
+}
+
+static RankedTensorType tensorOf(const shape::Shape &extents, Type element) {
+  return RankedTensorType::get(extents, element);
+}
+
+static std::vector<int64_t> toVector(llvm::ArrayRef<int64_t> values) {
+  return std::vector<int64_t>(values.begin(), values.end());
+}
+
+//===----------------------------------------------------------------------===//
+// ModelOp
+//===----------------------------------------------------------------------===//
+
+LossOp ModelOp::getLossOp() {
+  LossOp found;
+  walk([&](LossOp loss) {
+    found = loss;
+    return WalkResult::interrupt();
+  });
+  return found;
+}
+
+func::FuncOp ModelOp::getEntryFunction() {
+  LossOp loss = getLossOp();
+  return loss ? loss->getParentOfType<func::FuncOp>() : func::FuncOp();
+}
+
+/// Reports a call cycle reachable from `func` in the call graph `callees`.
+static LogicalResult
+checkNoRecursion(func::FuncOp func, llvm::DenseMap<Operation *, llvm::SmallVector<func::CallOp>> &calls,
+                 mlir::SymbolTable &symbols, llvm::DenseSet<Operation *> &onStack,
+                 llvm::DenseSet<Operation *> &done) {
+  if (done.contains(func))
+    return success();
+  onStack.insert(func);
+  for (func::CallOp call : calls[func]) {
+    auto callee = symbols.lookup<func::FuncOp>(call.getCallee());
+    if (!callee)
+      continue; // func.call's own verifier reports unknown callees.
+    if (onStack.contains(callee))
+      return call.emitOpError("makes a recursive call to @")
+             << call.getCallee() << "; a model's functions may not recurse";
+    if (failed(checkNoRecursion(callee, calls, symbols, onStack, done)))
+      return failure();
+  }
+  onStack.erase(func);
+  done.insert(func);
+  return success();
+}
+
+LogicalResult ModelOp::verifyRegions() {
+  llvm::DenseMap<Operation *, llvm::SmallVector<func::CallOp>> calls;
+  for (Operation &op : getBodyBlock()) {
+    if (!llvm::isa<ParamOp, InputOp, func::FuncOp>(op))
+      return op.emitOpError("cannot appear directly in a graph.model, which holds only "
+                            "graph.param, graph.input and func.func");
+    if (auto func = llvm::dyn_cast<func::FuncOp>(op))
+      func.walk([&](func::CallOp call) { calls[func].push_back(call); });
+  }
+
+  llvm::SmallVector<LossOp> losses;
+  walk([&](LossOp loss) { losses.push_back(loss); });
+  if (losses.empty())
+    return emitOpError("has no graph.loss: mark the model's scalar loss with graph.loss in "
+                       "its entry function");
+  if (losses.size() > 1)
+    return losses[1].emitOpError("is a second loss; a model has exactly one graph.loss")
+               .attachNote(losses[0].getLoc())
+           << "the first graph.loss is here";
+
+  mlir::SymbolTable symbols(getOperation());
+  auto entry = losses[0]->getParentOfType<func::FuncOp>();
+  for (auto &[caller, callOps] : calls)
+    for (func::CallOp call : callOps)
+      if (entry && call.getCallee() == entry.getSymName())
+        return call.emitOpError("calls the entry function @")
+               << entry.getSymName() << ", which holds the graph.loss and may not be called";
+
+  llvm::DenseSet<Operation *> onStack, done;
+  for (Operation &op : getBodyBlock())
+    if (auto func = llvm::dyn_cast<func::FuncOp>(op))
+      if (failed(checkNoRecursion(func, calls, symbols, onStack, done)))
+        return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ParamOp, GetParamOp, GetInputOp, LossOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParamOp::verify() {
+  for (int64_t extent : getTensorType().getShape())
+    if (extent <= 0)
+      return emitOpError("parameter @") << getSymName() << " has an empty dimension in "
+                                        << getType();
+  return success();
+}
+
+/// Resolves `name` to an op of type `T` in the enclosing model and checks its type.
+template <typename T>
+static LogicalResult verifyModelSymbol(Operation *user, FlatSymbolRefAttr name, Type readType,
+                                       llvm::StringRef what,
+                                       SymbolTableCollection &symbolTable) {
+  Operation *symbol = symbolTable.lookupNearestSymbolFrom(user, name);
+  if (!symbol)
+    return user->emitOpError("refers to an unknown ") << what << " " << name;
+  auto decl = llvm::dyn_cast<T>(symbol);
+  if (!decl)
+    return user->emitOpError() << name << " is a '" << symbol->getName() << "', not a " << what;
+  if (decl.getType() != readType)
+    return user->emitOpError() << what << " " << name << " is declared as " << decl.getType()
+                               << " but read as " << readType;
+  return success();
+}
+
+LogicalResult GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyModelSymbol<ParamOp>(*this, getNameAttr(), getType(), "parameter", symbolTable);
+}
+
+LogicalResult GetInputOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyModelSymbol<InputOp>(*this, getNameAttr(), getType(), "input", symbolTable);
+}
+
+LogicalResult LossOp::verify() {
+  auto type = llvm::dyn_cast<RankedTensorType>(getLoss().getType());
+  if (!type || type.getRank() != 0 || !llvm::isa<FloatType>(type.getElementType()))
+    return emitOpError("the loss must be a scalar float tensor such as tensor<f32>, got ")
+           << getLoss().getType();
+  if (!(*this)->getParentOfType<ModelOp>())
+    return emitOpError("must be inside a graph.model");
+  auto func = (*this)->getParentOfType<func::FuncOp>();
+  if (!func || func.getNumArguments() != 0 || func.getNumResults() != 0)
+    return emitOpError("must be in the model's entry function, which takes no arguments and "
+                       "returns nothing (read parameters and inputs with graph.get_param and "
+                       "graph.get_input)");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ConstantOp, ReshapeOp, BroadcastOp, DropoutOp, SoftmaxOp
+//===----------------------------------------------------------------------===//
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+LogicalResult ReshapeOp::verify() {
+  auto in = llvm::cast<RankedTensorType>(getInput().getType());
+  auto out = llvm::cast<RankedTensorType>(getType());
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("cannot change the element type (") << in.getElementType() << " to "
+                                                           << out.getElementType()
+                                                           << "); use graph.cast";
+  if (in.getNumElements() != out.getNumElements())
+    return emitOpError("cannot reshape ")
+           << in << " (" << in.getNumElements() << " elements) to " << out << " ("
+           << out.getNumElements() << " elements)";
+  return success();
+}
+
+LogicalResult BroadcastOp::verify() {
+  auto in = llvm::cast<RankedTensorType>(getInput().getType());
+  auto out = llvm::cast<RankedTensorType>(getType());
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("cannot change the element type (") << in.getElementType() << " to "
+                                                           << out.getElementType()
+                                                           << "); use graph.cast";
+  std::string error;
+  if (!shape::broadcastsTo(toVector(in.getShape()), toVector(out.getShape()), error))
+    return emitOpError(error);
+  return success();
+}
+
+LogicalResult DropoutOp::verify() {
+  double p = getP().convertToDouble();
+  if (!(p >= 0.0 && p < 1.0))
+    return emitOpError("dropout probability must be in [0, 1), got ") << p;
+  return success();
+}
+
+LogicalResult SoftmaxOp::verify() {
+  auto type = llvm::cast<RankedTensorType>(getType());
+  if (type.getRank() < 1)
+    return emitOpError("softmax needs a tensor of rank >= 1");
+  std::string error;
+  if (getCausal() && !shape::causalScores(toVector(type.getShape()), error))
+    return emitOpError(error);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Result-type inference
+//===----------------------------------------------------------------------===//
+
+/// Shared inference of the broadcasting binary ops.
+static LogicalResult inferBinary(std::optional<Location> loc, llvm::StringRef op, Value lhs,
+                                 Value rhs, llvm::SmallVectorImpl<Type> &results) {
+  llvm::SmallVector<shape::Shape> shapes;
+  if (failed(operandShapes(loc, {lhs, rhs}, shapes)) ||
+      failed(sameElementType(loc, op, {lhs, rhs})))
+    return failure();
+  std::string error;
+  auto result = shape::broadcast(shapes[0], shapes[1], error);
+  if (!result)
+    return emitOptionalError(loc, "'", op, "' ", error);
+  results.push_back(tensorOf(*result, elementType(lhs)));
+  return success();
+}
+
+#define AMPC_INFER_BINARY(OpClass, name)                                                       \
+  LogicalResult OpClass::inferReturnTypes(MLIRContext *, std::optional<Location> loc,          \
+                                          Adaptor adaptor,                                     \
+                                          llvm::SmallVectorImpl<Type> &results) {              \
+    return inferBinary(loc, name, adaptor.getLhs(), adaptor.getRhs(), results);                \
+  }
+AMPC_INFER_BINARY(AddOp, "graph.add")
+AMPC_INFER_BINARY(SubOp, "graph.sub")
+AMPC_INFER_BINARY(MulOp, "graph.mul")
+AMPC_INFER_BINARY(DivOp, "graph.div")
+#undef AMPC_INFER_BINARY
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
+  llvm::SmallVector<shape::Shape> shapes;
+  if (failed(operandShapes(loc, {adaptor.getLhs(), adaptor.getRhs()}, shapes)) ||
+      failed(sameElementType(loc, "graph.matmul", {adaptor.getLhs(), adaptor.getRhs()})))
+    return failure();
+  std::string error;
+  auto result = shape::matmul(shapes[0], shapes[1], adaptor.getTransposeLhs(),
+                              adaptor.getTransposeRhs(), error);
+  if (!result)
+    return emitOptionalError(loc, "'graph.matmul' ", error);
+  results.push_back(tensorOf(*result, elementType(adaptor.getLhs())));
+  return success();
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            llvm::SmallVectorImpl<Type> &results) {
+  llvm::SmallVector<shape::Shape> shapes;
+  if (failed(operandShapes(loc, adaptor.getInput(), shapes)))
+    return failure();
+  std::string error;
+  auto result = shape::transpose(shapes[0], toVector(adaptor.getPermutation()), error);
+  if (!result)
+    return emitOptionalError(loc, "'graph.transpose' ", error);
+  results.push_back(tensorOf(*result, elementType(adaptor.getInput())));
+  return success();
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
+  llvm::SmallVector<shape::Shape> shapes;
+  if (failed(operandShapes(loc, adaptor.getInput(), shapes)))
+    return failure();
+  std::string error;
+  auto result = shape::slice(shapes[0], toVector(adaptor.getStarts()),
+                             toVector(adaptor.getSizes()), error);
+  if (!result)
+    return emitOptionalError(loc, "'graph.slice' ", error);
+  results.push_back(tensorOf(*result, elementType(adaptor.getInput())));
+  return success();
+}
+
+LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
+  llvm::SmallVector<shape::Shape> shapes;
+  if (failed(operandShapes(loc, adaptor.getInput(), shapes)))
+    return failure();
+  std::string error;
+  auto pieces = shape::split(shapes[0], adaptor.getAxis(), toVector(adaptor.getSizes()), error);
+  if (!pieces)
+    return emitOptionalError(loc, "'graph.split' ", error);
+  for (const shape::Shape &piece : *pieces)
+    results.push_back(tensorOf(piece, elementType(adaptor.getInput())));
+  return success();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
+  llvm::SmallVector<shape::Shape> shapes;
+  if (adaptor.getInputs().empty())
+    return emitOptionalError(loc, "'graph.concat' needs at least one operand");
+  if (failed(operandShapes(loc, adaptor.getInputs(), shapes)) ||
+      failed(sameElementType(loc, "graph.concat", adaptor.getInputs())))
+    return failure();
+  std::string error;
+  auto result = shape::concat(std::vector<shape::Shape>(shapes.begin(), shapes.end()),
+                              adaptor.getAxis(), error);
+  if (!result)
+    return emitOptionalError(loc, "'graph.concat' ", error);
+  results.push_back(tensorOf(*result, elementType(adaptor.getInputs().front())));
+  return success();
+}
+
+/// Shared inference of sum, mean and max.
+template <typename AdaptorT>
+static LogicalResult inferReduce(std::optional<Location> loc, llvm::StringRef op,
+                                 AdaptorT adaptor, llvm::SmallVectorImpl<Type> &results) {
+  llvm::SmallVector<shape::Shape> shapes;
+  if (failed(operandShapes(loc, adaptor.getInput(), shapes)))
+    return failure();
+  std::string error;
+  auto result = shape::reduce(shapes[0], toVector(adaptor.getAxes()), adaptor.getKeepdims(),
+                              error);
+  if (!result)
+    return emitOptionalError(loc, "'", op, "' ", error);
+  results.push_back(tensorOf(*result, elementType(adaptor.getInput())));
+  return success();
+}
+
+#define AMPC_INFER_REDUCE(OpClass, name)                                                       \
+  LogicalResult OpClass::inferReturnTypes(MLIRContext *, std::optional<Location> loc,          \
+                                          Adaptor adaptor,                                     \
+                                          llvm::SmallVectorImpl<Type> &results) {              \
+    return inferReduce(loc, name, adaptor, results);                                           \
+  }
+AMPC_INFER_REDUCE(SumOp, "graph.sum")
+AMPC_INFER_REDUCE(MeanOp, "graph.mean")
+AMPC_INFER_REDUCE(MaxOp, "graph.max")
+#undef AMPC_INFER_REDUCE
+
+LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            llvm::SmallVectorImpl<Type> &results) {
+  llvm::SmallVector<shape::Shape> shapes;
+  if (failed(operandShapes(loc, {adaptor.getTable(), adaptor.getIndices()}, shapes)))
+    return failure();
+  std::string error;
+  auto result = shape::embedding(shapes[0], shapes[1], error);
+  if (!result)
+    return emitOptionalError(loc, "'graph.embedding' ", error);
+  results.push_back(tensorOf(*result, elementType(adaptor.getTable())));
+  return success();
+}
+
+/// Shared inference of layernorm and rmsnorm: the gains (and biases) are [D].
+static LogicalResult inferNorm(std::optional<Location> loc, llvm::StringRef op, Value input,
+                               ValueRange parameters, llvm::ArrayRef<const char *> names,
+                               llvm::SmallVectorImpl<Type> &results) {
+  llvm::SmallVector<shape::Shape> shapes;
+  if (failed(operandShapes(loc, input, shapes)) ||
+      failed(operandShapes(loc, parameters, shapes)))
+    return failure();
+  std::string error;
+  for (size_t i = 0; i < parameters.size(); ++i)
+    if (!shape::normParameter(shapes[0], shapes[i + 1], names[i], error))
+      return emitOptionalError(loc, "'", op, "' ", error);
+  results.push_back(input.getType());
+  return success();
+}
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            llvm::SmallVectorImpl<Type> &results) {
+  return inferNorm(loc, "graph.layernorm", adaptor.getInput(),
+                   {adaptor.getGamma(), adaptor.getBeta()}, {"gamma", "beta"}, results);
+}
+
+LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          llvm::SmallVectorImpl<Type> &results) {
+  return inferNorm(loc, "graph.rmsnorm", adaptor.getInput(), adaptor.getGamma(), {"gamma"},
+                   results);
+}
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            llvm::SmallVectorImpl<Type> &results) {
+  ValueRange qkv = {adaptor.getQuery(), adaptor.getKey(), adaptor.getValue()};
+  llvm::SmallVector<shape::Shape> shapes;
+  if (failed(operandShapes(loc, qkv, shapes)) ||
+      failed(sameElementType(loc, "graph.attention", qkv)))
+    return failure();
+  if (auto scale = adaptor.getScale())
+    if (!std::isfinite(scale->convertToDouble()) || scale->convertToDouble() <= 0.0)
+      return emitOptionalError(loc, "'graph.attention' scale must be finite and positive, got ",
+                               scale->convertToDouble());
+  std::string error;
+  auto result = shape::attention(shapes[0], shapes[1], shapes[2], adaptor.getCausal(), error);
+  if (!result)
+    return emitOptionalError(loc, "'graph.attention' ", error);
+  results.push_back(tensorOf(*result, elementType(adaptor.getQuery())));
+  return success();
+}
+
+double AttentionOp::getEffectiveScale() {
+  if (auto scale = getScale())
+    return scale->convertToDouble();
+  auto query = llvm::cast<RankedTensorType>(getQuery().getType());
+  return 1.0 / std::sqrt(static_cast<double>(query.getShape().back()));
+}
+
+LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context,
+                                               std::optional<Location> loc, Adaptor adaptor,
+                                               llvm::SmallVectorImpl<Type> &results) {
+  llvm::SmallVector<shape::Shape> shapes;
+  if (failed(operandShapes(loc, {adaptor.getLogits(), adaptor.getLabels()}, shapes)))
+    return failure();
+  std::string error;
+  if (!shape::crossEntropy(shapes[0], shapes[1], error))
+    return emitOptionalError(loc, "'graph.cross_entropy' ", error);
+  results.push_back(RankedTensorType::get({}, Float32Type::get(context)));
+  return success();
+}
+
+LogicalResult MseLossOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          llvm::SmallVectorImpl<Type> &results) {
+  results.push_back(RankedTensorType::get({}, Float32Type::get(context)));
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/Graph/GraphOps.cpp.inc"

@@ -1,0 +1,502 @@
+//===- GraphOps.td - graph dialect operations ---------------*- tablegen -*-===//
+//
+// Model structure (graph.model, graph.param, graph.input, graph.get_param, graph.get_input,
+// graph.loss) and the tensor ops of the forward computation. Every op checks shapes and element
+// types in its verifier; ops whose result type follows from their operands infer it, so the
+// result type is not written in the textual form.
+//
+//===----------------------------------------------------------------------------------------===//
+
+#ifndef AMPC_DIALECTS_GRAPH_GRAPHOPS_TD
+#define AMPC_DIALECTS_GRAPH_GRAPHOPS_TD
+
+include "dialects/Graph/GraphBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/RegionKindInterface.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/OpAsmInterface.td"
+
+class Graph_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Graph_Dialect, mnemonic, traits>;
+
+//===----------------------------------------------------------------------------------------===//
+// Model structure
+//===----------------------------------------------------------------------------------------===//
+
+def Graph_ModelOp : Graph_Op<"model", [IsolatedFromAbove, SymbolTable, Symbol,
+    NoTerminator, SingleBlock, NoRegionArguments]> {
+  let summary = "a model: parameters, inputs, and functions computing one scalar loss";
+  let description = [{
+    Holds `graph.param`, `graph.input` and `func.func` ops. Exactly one `graph.loss` appears in
+    the model, in its entry function (the function without arguments that holds it). Calls
+    between functions may not recurse, and nothing may call the entry function.
+
+    ```mlir
+    graph.model @linear {
+      graph.param @w : tensor<4x2xf32> init #graph.normal<std = 0.02>
+      graph.input @x : tensor<8x4xf32>
+      graph.input @y : tensor<8x2xf32>
+      func.func @forward() {
+        %w = graph.get_param @w : tensor<4x2xf32>
+        %x = graph.get_input @x : tensor<8x4xf32>
+        %y = graph.get_input @y : tensor<8x2xf32>
+        %p = graph.matmul %x, %w : tensor<8x4xf32>, tensor<4x2xf32>
+        %l = graph.mse_loss %p, %y : tensor<8x2xf32>
+        graph.loss %l : tensor<f32>
+        return
+      }
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The function holding the graph.loss op, or null if the model has none.
+    ::mlir::func::FuncOp getEntryFunction();
+    /// The graph.loss op, or null.
+    LossOp getLossOp();
+    ::mlir::Block &getBodyBlock() { return getBody().front(); }
+  }];
+}
+
+def Graph_ParamOp : Graph_Op<"param", [Symbol, HasParent<"ModelOp">]> {
+  let summary = "a named trainable parameter with its initializer";
+  let description = [{
+    ```mlir
+    graph.param @wte : tensor<8192x384xf32> init #graph.normal<std = 0.02>
+    graph.param @ln_g : tensor<384xf32> init #graph.ones
+    graph.param @fc_b : tensor<1536xf32> init #graph.zeros {weight_decay = true}
+    ```
+    `weight_decay` overrides the optimizer's default (decay for rank >= 2 parameters, none for
+    biases and norm gains). One parameter may be read any number of times (a tied embedding and
+    output head read the same parameter).
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<Graph_FloatTensor>:$type,
+                       Graph_InitializerAttr:$init, OptionalAttr<BoolAttr>:$weight_decay);
+  let assemblyFormat = "$sym_name `:` $type `init` $init attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+    /// Whether the optimizer decays this parameter: the explicit flag, else rank >= 2.
+    bool decays() {
+      if (auto flag = getWeightDecay()) return *flag;
+      return getTensorType().getRank() >= 2;
+    }
+  }];
+}
+
+def Graph_InputOp : Graph_Op<"input", [Symbol, HasParent<"ModelOp">]> {
+  let summary = "a named input of the model (a batch of data)";
+  let description = [{
+    ```mlir
+    graph.input @tokens : tensor<64x256xi32>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<Graph_Tensor>:$type);
+  let assemblyFormat = "$sym_name `:` $type attr-dict";
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+def Graph_GetParamOp : Graph_Op<"get_param", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "reads a parameter's current value";
+  let description = [{
+    ```mlir
+    %w = graph.get_param @wte : tensor<8192x384xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Graph_GetInputOp : Graph_Op<"get_input", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "reads the current batch of an input";
+  let description = [{
+    ```mlir
+    %tokens = graph.get_input @tokens : tensor<64x256xi32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Graph_LossOp : Graph_Op<"loss", []> {
+  let summary = "marks the model's scalar loss";
+  let description = [{
+    ```mlir
+    graph.loss %l : tensor<f32>
+    ```
+    Exactly one per model, in the entry function.
+  }];
+  let arguments = (ins AnyType:$loss);
+  let assemblyFormat = "$loss attr-dict `:` type($loss)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------------------------===//
+// Constants and casts
+//===----------------------------------------------------------------------------------------===//
+
+def Graph_ConstantOp : Graph_Op<"constant", [ConstantLike, Pure,
+    AllTypesMatch<["value", "result"]>]> {
+  let summary = "a constant tensor";
+  let description = [{
+    ```mlir
+    %c = graph.constant dense<[1.0, 2.0]> : tensor<2xf32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+def Graph_CastOp : Graph_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+  let summary = "converts the element type";
+  let description = [{
+    Float to float rounds to nearest even; float to integer truncates toward zero.
+    ```mlir
+    %h = graph.cast %x : tensor<4x8xf32> -> tensor<4x8xbf16>
+    ```
+  }];
+  let arguments = (ins Graph_Tensor:$input);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+//===----------------------------------------------------------------------------------------===//
+// Elementwise arithmetic
+//===----------------------------------------------------------------------------------------===//
+
+class Graph_BinaryOp<string mnemonic, string math>
+    : Graph_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let summary = "elementwise " # math # " with broadcasting";
+  let description = [{
+    Operands have the same element type and NumPy-broadcastable shapes: shapes are aligned at
+    their last dimension, and each pair of dimensions is equal or one of them is 1 (a missing
+    leading dimension counts as 1). The result has the broadcast shape.
+    ```mlir
+    %y = graph.}] # mnemonic # [{ %a, %b : tensor<4x8xf32>, tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
+}
+
+def Graph_AddOp : Graph_BinaryOp<"add", "lhs + rhs">;
+def Graph_SubOp : Graph_BinaryOp<"sub", "lhs - rhs">;
+def Graph_MulOp : Graph_BinaryOp<"mul", "lhs * rhs">;
+def Graph_DivOp : Graph_BinaryOp<"div", "lhs / rhs">;
+
+class Graph_UnaryOp<string mnemonic, string math, list<Trait> traits = []>
+    : Graph_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType], traits)> {
+  let summary = "elementwise " # math;
+  let description = [{
+    ```mlir
+    %y = graph.}] # mnemonic # [{ %x : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Graph_NegOp : Graph_UnaryOp<"neg", "-x">;
+def Graph_ReluOp : Graph_UnaryOp<"relu", "max(x, 0)">;
+def Graph_SiluOp : Graph_UnaryOp<"silu", "x * sigmoid(x)">;
+def Graph_TanhOp : Graph_UnaryOp<"tanh", "tanh(x)">;
+def Graph_ExpOp : Graph_UnaryOp<"exp", "e^x">;
+def Graph_LogOp : Graph_UnaryOp<"log", "natural logarithm">;
+def Graph_SqrtOp : Graph_UnaryOp<"sqrt", "square root">;
+def Graph_RsqrtOp : Graph_UnaryOp<"rsqrt", "1 / sqrt(x)">;
+
+def Graph_GeluOp : Graph_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+  let summary = "Gaussian error linear unit";
+  let description = [{
+    `erf`: 0.5 x (1 + erf(x / sqrt 2)); `tanh`: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+    ```mlir
+    %y = graph.gelu tanh %x : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_GeluApproximation:$approximation, Graph_FloatTensor:$input);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$approximation $input attr-dict `:` type($input)";
+}
+
+def Graph_DropoutOp : Graph_Op<"dropout", [SameOperandsAndResultType]> {
+  let summary = "zeroes elements with probability p while training";
+  let description = [{
+    While training, element e is kept when uniform(seed, step, op, e) >= p and kept values are
+    scaled by 1 / (1 - p); the generator is counter-based so a recomputed dropout reproduces its
+    mask. When evaluating, dropout is the identity.
+    ```mlir
+    %y = graph.dropout %x {p = 0.1 : f64} : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, F64Attr:$p);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------------------------===//
+// Linear algebra and data movement
+//===----------------------------------------------------------------------------------------===//
+
+def Graph_MatmulOp : Graph_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+  let summary = "batched matrix product";
+  let description = [{
+    After transposing the last two dimensions where `transpose_lhs` / `transpose_rhs` are set,
+    lhs is [..., M, K] and rhs is [..., K, N]; leading (batch) dimensions broadcast as in
+    graph.add, so a [B, T, D] activation times a [D, N] weight is one op. Result [..., M, N].
+    ```mlir
+    %y = graph.matmul %x, %w : tensor<64x256x384xf32>, tensor<384x1536xf32>
+    %s = graph.matmul %q, %k transpose_rhs : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
+    attr-dict `:` type($lhs) `,` type($rhs)
+  }];
+}
+
+def Graph_TransposeOp : Graph_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+  let summary = "permutes dimensions";
+  let description = [{
+    Result dimension i is input dimension permutation[i].
+    ```mlir
+    %y = graph.transpose %x [0, 2, 1, 3] : tensor<2x8x4x16xf32>
+    ```
+  }];
+  let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat = "$input $permutation attr-dict `:` type($input)";
+}
+
+def Graph_ReshapeOp : Graph_Op<"reshape", [Pure]> {
+  let summary = "reinterprets the row-major elements with a new shape";
+  let description = [{
+    ```mlir
+    %y = graph.reshape %x : tensor<2x8x64xf32> -> tensor<2x8x4x16xf32>
+    ```
+  }];
+  let arguments = (ins Graph_Tensor:$input);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Graph_BroadcastOp : Graph_Op<"broadcast", [Pure]> {
+  let summary = "broadcasts to a larger shape (NumPy rules)";
+  let description = [{
+    ```mlir
+    %y = graph.broadcast %b : tensor<8xf32> -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_Tensor:$input);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Graph_SliceOp : Graph_Op<"slice", [Pure, InferTypeOpAdaptor]> {
+  let summary = "a contiguous box of a tensor";
+  let description = [{
+    Takes `sizes[i]` elements from `starts[i]` along each dimension i.
+    ```mlir
+    %y = graph.slice %x starts [0, 0, 8] sizes [2, 4, 8] : tensor<2x4x24xf32>
+    ```
+  }];
+  let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$sizes);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat = "$input `starts` $starts `sizes` $sizes attr-dict `:` type($input)";
+}
+
+def Graph_SplitOp : Graph_Op<"split", [Pure, InferTypeOpAdaptor]> {
+  let summary = "splits a tensor along one axis into consecutive pieces";
+  let description = [{
+    ```mlir
+    %q, %k, %v = graph.split %qkv axis 2 sizes [8, 8, 8] : tensor<2x4x24xf32>
+    ```
+  }];
+  let arguments = (ins Graph_Tensor:$input, I64Attr:$axis, DenseI64ArrayAttr:$sizes);
+  let results = (outs Variadic<Graph_Tensor>:$results);
+  let assemblyFormat = "$input `axis` $axis `sizes` $sizes attr-dict `:` type($input)";
+}
+
+def Graph_ConcatOp : Graph_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+  let summary = "joins tensors along one axis";
+  let description = [{
+    ```mlir
+    %y = graph.concat %a, %b axis 1 : tensor<2x3xf32>, tensor<2x5xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Graph_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat = "$inputs `axis` $axis attr-dict `:` type($inputs)";
+}
+
+//===----------------------------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------------------------===//
+
+class Graph_ReduceOp<string mnemonic, string math>
+    : Graph_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let summary = math # " over the given axes";
+  let description = [{
+    `axes` are distinct dimensions in increasing order; with `keepdims` the reduced dimensions stay
+    as size 1.
+    ```mlir
+    %y = graph.}] # mnemonic # [{ %x axes [1] keepdims : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, DenseI64ArrayAttr:$axes, UnitAttr:$keepdims);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `axes` $axes (`keepdims` $keepdims^)? attr-dict `:` type($input)
+  }];
+}
+
+def Graph_SumOp : Graph_ReduceOp<"sum", "sum">;
+def Graph_MeanOp : Graph_ReduceOp<"mean", "arithmetic mean">;
+def Graph_MaxOp : Graph_ReduceOp<"max", "maximum">;
+
+//===----------------------------------------------------------------------------------------===//
+// Neural-network ops
+//===----------------------------------------------------------------------------------------===//
+
+def Graph_EmbeddingOp : Graph_Op<"embedding", [Pure, InferTypeOpAdaptor]> {
+  let summary = "gathers rows of a table";
+  let description = [{
+    table [V, D], indices [...] with values in [0, V) -> [..., D].
+    ```mlir
+    %x = graph.embedding %wte[%tokens] : tensor<8192x384xf32>, tensor<64x256xi32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$table, Graph_IndexTensor:$indices);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$table `[` $indices `]` attr-dict `:` type($table) `,` type($indices)";
+}
+
+def Graph_LayerNormOp : Graph_Op<"layernorm", [Pure, InferTypeOpAdaptor]> {
+  let summary = "layer normalisation over the last axis with gain and bias";
+  let description = [{
+    y = (x - mean) / sqrt(var + epsilon) * gamma + beta, mean and (biased) variance over the last
+    axis; gamma and beta have the shape of the last axis.
+    ```mlir
+    %y = graph.layernorm %x, %g, %b {epsilon = 1.0e-05 : f64}
+        : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$gamma,
+                       Graph_FloatTensor:$beta, DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $gamma `,` $beta attr-dict `:` type($input) `,` type($gamma) `,` type($beta)
+  }];
+}
+
+def Graph_RmsNormOp : Graph_Op<"rmsnorm", [Pure, InferTypeOpAdaptor]> {
+  let summary = "root-mean-square normalisation over the last axis with gain";
+  let description = [{
+    y = x / sqrt(mean(x^2) + epsilon) * gamma.
+    ```mlir
+    %y = graph.rmsnorm %x, %g {epsilon = 1.0e-06 : f64} : tensor<4x8xf32>, tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$gamma,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $gamma attr-dict `:` type($input) `,` type($gamma)";
+}
+
+def Graph_SoftmaxOp : Graph_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+  let summary = "softmax over the last axis, optionally causal";
+  let description = [{
+    With `causal`, the last two dimensions are [T, S] with S >= T, and element [..., i, j] is
+    excluded (probability 0) when j > i + (S - T).
+    ```mlir
+    %p = graph.softmax %s causal : tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, UnitAttr:$causal);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input (`causal` $causal^)? attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Graph_AttentionOp : Graph_Op<"attention", [Pure, InferTypeOpAdaptor]> {
+  let summary = "scaled dot-product attention";
+  let description = [{
+    softmax(scale * q k^T, causal) v with q [..., T, Dh], k [..., S, Dh], v [..., S, Dv] and equal
+    leading dimensions; the result is [..., T, Dv]. `scale` defaults to 1 / sqrt(Dh). One op so
+    that a fused kernel can implement it without materialising the T x S scores.
+    ```mlir
+    %o = graph.attention %q, %k, %v causal scale 0.125
+        : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
+                       Graph_FloatTensor:$value, UnitAttr:$causal,
+                       OptionalAttr<F64Attr>:$scale);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`causal` $causal^)? (`scale` $scale^)? attr-dict
+    `:` type($query) `,` type($key) `,` type($value)
+  }];
+  let extraClassDeclaration = [{
+    /// The scale applied to q k^T: the attribute, or 1 / sqrt(head dimension).
+    double getEffectiveScale();
+  }];
+}
+
+def Graph_CrossEntropyOp : Graph_Op<"cross_entropy", [Pure, InferTypeOpAdaptor]> {
+  let summary = "softmax cross-entropy against integer labels";
+  let description = [{
+    logits [..., C], labels [...] with values in [0, C) or equal to `ignore_index`; the result is
+    the f32 scalar mean (or sum) of -log softmax(logits)[label] over the rows not ignored.
+    ```mlir
+    %l = graph.cross_entropy %logits, %labels {ignore_index = -100 : i64}
+        : tensor<64x256x8192xf32>, tensor<64x256xi32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$logits, Graph_IndexTensor:$labels,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+                       DefaultValuedAttr<Graph_LossReduction,
+                                         "::ampc::graph::LossReduction::mean">:$reduction);
+  let results = (outs 0DTensorOf<[F32]>:$result);
+  let assemblyFormat = "$logits `,` $labels attr-dict `:` type($logits) `,` type($labels)";
+}
+
+def Graph_MseLossOp : Graph_Op<"mse_loss", [Pure, InferTypeOpAdaptor,
+    AllTypesMatch<["prediction", "target"]>]> {
+  let summary = "mean squared error";
+  let description = [{
+    The f32 scalar mean of (prediction - target)^2; both operands have the same type.
+    ```mlir
+    %l = graph.mse_loss %p, %t : tensor<8x2xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$prediction, Graph_FloatTensor:$target);
+  let results = (outs 0DTensorOf<[F32]>:$result);
+  let assemblyFormat = "$prediction `,` $target attr-dict `:` type($prediction)";
+}
+
+#endif // AMPC_DIALECTS_GRAPH_GRAPHOPS_TD
