@@ -1,0 +1,25 @@
+# lit.cfg.py: configuration of ampc's lit suite (FileCheck tests on ampc-opt and ampc).
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "ampc"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.ampc_obj_root, "test")
+# Inputs hold model files used by RUN lines; unit holds GoogleTest sources.
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "unit", "README.md"]
+
+config.environment["FILECHECK_OPTS"] = "--enable-var-scope --dump-input=fail"
+config.substitutions.append(("%ampc_src_root", config.ampc_src_root))
+config.substitutions.append(("%examples", os.path.join(config.ampc_src_root, "examples")))
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.ampc_tools_dir, append_path=True)
+llvm_config.add_tool_substitutions(["ampc-opt", "ampc"], [config.ampc_tools_dir])
+
+if config.ampc_have_cuda:
+    config.available_features.add("cuda")
