@@ -1,0 +1,174 @@
+//===- ElementwiseKernels.cpp - Unary, binary and dropout kernels ---------===//
+//
+// All arithmetic is in the compute type T; constants are converted to T
+// first, so the F32 backend evaluates every formula in float.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/StridedRows.h"
+#include "runtime/cpu/ThreadPool.h"
+#include "runtime/numerics/Philox.h"
+#include "runtime/plan/Plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ampc::cpu::kernels {
+namespace {
+
+/// Elements per parallel chunk for cheap per-element work.
+constexpr int64_t kElementGrain = 1 << 15;
+
+/// y[i] = f(x[i]), in parallel chunks.
+template <typename T, typename F>
+void mapElements(const T *x, T *y, int64_t count, F f) {
+  parallelFor(count, kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      y[i] = f(x[i]);
+  });
+}
+
+template <typename T> T geluErf(T x) {
+  // 0.5 x (1 + erf(x / sqrt 2))
+  const T invSqrt2 = T(0.70710678118654752440);
+  return T(0.5) * x * (T(1) + std::erf(x * invSqrt2));
+}
+
+template <typename T> T geluTanh(T x) {
+  // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+  const T sqrt2OverPi = T(0.79788456080286535588);
+  const T cubic = T(0.044715);
+  return T(0.5) * x * (T(1) + std::tanh(sqrt2OverPi * (x + cubic * x * x * x)));
+}
+
+/// One innermost row of a broadcast binary op: `aStride`/`bStride` are 0
+/// (broadcast) or 1. The four cases are separate loops so each vectorises.
+template <typename T, typename F>
+inline void binaryRow(const T *a, int64_t aStride, const T *b, int64_t bStride,
+                      T *out, int64_t length, F f) {
+  if (aStride == 1 && bStride == 1) {
+    for (int64_t i = 0; i < length; ++i)
+      out[i] = f(a[i], b[i]);
+  } else if (aStride == 1) {
+    const T bValue = b[0];
+    for (int64_t i = 0; i < length; ++i)
+      out[i] = f(a[i], bValue);
+  } else if (bStride == 1) {
+    const T aValue = a[0];
+    for (int64_t i = 0; i < length; ++i)
+      out[i] = f(aValue, b[i]);
+  } else {
+    const T value = f(a[0], b[0]);
+    for (int64_t i = 0; i < length; ++i)
+      out[i] = value;
+  }
+}
+
+template <typename T, typename F>
+void broadcastBinary(const T *a, const Shape &aShape, const T *b,
+                     const Shape &bShape, T *out, const Shape &outShape, F f) {
+  const int64_t count = plan::numElements(outShape);
+  if (count == 0)
+    return;
+  // Same shapes (the common case): one flat loop.
+  if (aShape == outShape && bShape == outShape) {
+    parallelFor(count, kElementGrain, [&](int64_t begin, int64_t end) {
+      binaryRow(a + begin, 1, b + begin, 1, out + begin, end - begin, f);
+    });
+    return;
+  }
+  const Shape aStrides = plan::broadcastStrides(aShape, outShape);
+  const Shape bStrides = plan::broadcastStrides(bShape, outShape);
+  const Shape outStrides = plan::rowMajorStrides(outShape);
+  const int64_t length = outShape.empty() ? 1 : outShape.back();
+  const int64_t rows = count / length;
+  // Short rows (e.g. a [N, 1] column) get several rows per chunk.
+  const int64_t grain = std::max<int64_t>(1, kElementGrain / length);
+  parallelFor(rows, grain, [&](int64_t begin, int64_t end) {
+    StridedRows walk(outShape, {&aStrides, &bStrides, &outStrides}, begin);
+    for (int64_t row = begin; row < end; ++row, walk.next())
+      binaryRow(a + walk.rowOffset(0), walk.innerStride(0),
+                b + walk.rowOffset(1), walk.innerStride(1),
+                out + walk.rowOffset(2), length, f);
+  });
+}
+
+} // namespace
+
+template <typename T> void unary(UnaryOp op, const T *x, T *y, int64_t count) {
+  switch (op) {
+  case UnaryOp::Neg:
+    return mapElements(x, y, count, [](T v) { return -v; });
+  case UnaryOp::Relu:
+    // max(x, 0) that keeps NaN, as PyTorch does.
+    return mapElements(x, y, count,
+                       [](T v) { return v > T(0) || v != v ? v : T(0); });
+  case UnaryOp::Silu:
+    // x * sigmoid(x) = x / (1 + exp(-x)); exp overflow gives -0, not NaN.
+    return mapElements(x, y, count,
+                       [](T v) { return v / (T(1) + std::exp(-v)); });
+  case UnaryOp::Tanh:
+    return mapElements(x, y, count, [](T v) { return std::tanh(v); });
+  case UnaryOp::Exp:
+    return mapElements(x, y, count, [](T v) { return std::exp(v); });
+  case UnaryOp::Log:
+    return mapElements(x, y, count, [](T v) { return std::log(v); });
+  case UnaryOp::Sqrt:
+    return mapElements(x, y, count, [](T v) { return std::sqrt(v); });
+  case UnaryOp::Rsqrt:
+    return mapElements(x, y, count, [](T v) { return T(1) / std::sqrt(v); });
+  case UnaryOp::GeluErf:
+    return mapElements(x, y, count, [](T v) { return geluErf(v); });
+  case UnaryOp::GeluTanh:
+    return mapElements(x, y, count, [](T v) { return geluTanh(v); });
+  }
+}
+
+template <typename T>
+void binary(BinaryOp op, const T *a, const Shape &aShape, const T *b,
+            const Shape &bShape, T *out, const Shape &outShape) {
+  switch (op) {
+  case BinaryOp::Add:
+    return broadcastBinary(a, aShape, b, bShape, out, outShape,
+                           [](T x, T y) { return x + y; });
+  case BinaryOp::Sub:
+    return broadcastBinary(a, aShape, b, bShape, out, outShape,
+                           [](T x, T y) { return x - y; });
+  case BinaryOp::Mul:
+    return broadcastBinary(a, aShape, b, bShape, out, outShape,
+                           [](T x, T y) { return x * y; });
+  case BinaryOp::Div:
+    return broadcastBinary(a, aShape, b, bShape, out, outShape,
+                           [](T x, T y) { return x / y; });
+  }
+}
+
+template <typename T>
+void dropout(const T *x, T *y, int64_t count, double p, uint64_t seed,
+             uint64_t step, uint32_t stream) {
+  // Element e survives iff uniform01(seed, step, stream, e) >= p, and is then
+  // scaled by 1 / (1 - p) (the scale rounded to T once).
+  const T scale = static_cast<T>(1.0 / (1.0 - p));
+  parallelFor(count, 1 << 13, [&](int64_t begin, int64_t end) {
+    for (int64_t e = begin; e < end; ++e) {
+      const double u = numerics::uniform01(seed, step, stream, e);
+      y[e] = u >= p ? x[e] * scale : T(0);
+    }
+  });
+}
+
+template void unary<float>(UnaryOp, const float *, float *, int64_t);
+template void unary<double>(UnaryOp, const double *, double *, int64_t);
+template void binary<float>(BinaryOp, const float *, const Shape &,
+                            const float *, const Shape &, float *,
+                            const Shape &);
+template void binary<double>(BinaryOp, const double *, const Shape &,
+                             const double *, const Shape &, double *,
+                             const Shape &);
+template void dropout<float>(const float *, float *, int64_t, double, uint64_t,
+                             uint64_t, uint32_t);
+template void dropout<double>(const double *, double *, int64_t, double,
+                              uint64_t, uint64_t, uint32_t);
+
+} // namespace ampc::cpu::kernels

@@ -1,0 +1,675 @@
+//===- Executor.cpp - The CPU reference backend ---------------------------===//
+//
+// The executor owns one storage slot per plan buffer: a vector of the compute
+// type for float buffers, of int64 for integer ones. Instructions dispatch to
+// the kernels in runtime/cpu/*Kernels.cpp; after each one the result is
+// rounded to its buffer's dtype, which is the only place a value is rounded
+// to a storage format.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/Executor.h"
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/ThreadPool.h"
+#include "runtime/numerics/Float16.h"
+#include "runtime/numerics/Philox.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <type_traits>
+
+namespace ampc::cpu {
+
+using plan::Buffer;
+using plan::BufferRole;
+using plan::DType;
+using plan::Instruction;
+using plan::OpCode;
+using plan::Shape;
+
+/// The precision-independent interface; TypedExecutor<T> implements it.
+class Executor::Impl {
+public:
+  Impl(const plan::Plan &plan, Precision precision)
+      : plan(plan), precision(precision) {}
+  virtual ~Impl() = default;
+  virtual void initializeParameters(uint64_t seed) = 0;
+  virtual void randomizeInputs(uint64_t seed) = 0;
+  virtual void setInput(const std::string &name, const void *data,
+                        size_t bytes) = 0;
+  virtual std::vector<double> values(uint32_t buffer) const = 0;
+  virtual void setValues(uint32_t buffer,
+                         const std::vector<double> &values) = 0;
+  virtual double run(const RunOptions &options) = 0;
+
+  const plan::Plan plan;
+  const Precision precision;
+};
+
+namespace {
+
+/// Stream-id offset that separates input data from parameters of the same
+/// name.
+constexpr uint32_t kInputStreamSalt = 0x9e3779b9u;
+
+/// Elements per parallel chunk for cheap per-element passes.
+constexpr int64_t kElementGrain = 1 << 15;
+
+uint32_t nameStream(const std::string &name) {
+  return numerics::fnv1a32(name.data(), name.size());
+}
+
+/// The value a number computed in double takes when stored in a buffer of
+/// \p dtype by a backend computing in T: rounded once to bf16/f16; for f32,
+/// converted to T (a float in F32 mode, kept as a double in F64 mode).
+template <typename T> T storedValue(double value, DType dtype) {
+  switch (dtype) {
+  case DType::BF16:
+    return static_cast<T>(numerics::roundToBF16(value));
+  case DType::F16:
+    return static_cast<T>(numerics::roundToF16(value));
+  default:
+    return static_cast<T>(value);
+  }
+}
+
+/// Rounds kernel results (computed in T) to the buffer's storage dtype.
+template <typename T> void roundToStorage(T *data, int64_t count, DType dtype) {
+  if (dtype != DType::BF16 && dtype != DType::F16)
+    return; // f32: already a float in F32 mode, kept as double in F64 mode
+  const bool bf16 = dtype == DType::BF16;
+  parallelFor(count, kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      data[i] =
+          bf16 ? numerics::roundToBF16(data[i]) : numerics::roundToF16(data[i]);
+  });
+}
+
+/// Reads a little-endian unsigned integer of \p size bytes.
+uint64_t readLittleEndian(const uint8_t *bytes, size_t size) {
+  uint64_t value = 0;
+  for (size_t i = 0; i < size; ++i)
+    value |= static_cast<uint64_t>(bytes[i]) << (8 * i);
+  return value;
+}
+
+/// Converts a float to an integer dtype: truncation toward zero, saturating
+/// at the dtype's range, NaN -> 0.
+int64_t floatToInteger(double value, DType dtype) {
+  if (value != value)
+    return 0;
+  const double low =
+      dtype == DType::I32 ? -2147483648.0 : -9223372036854775808.0;
+  const double high =
+      dtype == DType::I32 ? 2147483647.0 : 9223372036854775807.0;
+  if (value <= low)
+    return static_cast<int64_t>(low);
+  if (value >= high)
+    return dtype == DType::I32 ? 2147483647
+                               : std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(value); // truncates toward zero
+}
+
+/// Converts between integer dtypes: to i32 wraps modulo 2^32 (two's
+/// complement), like C++ and PyTorch.
+int64_t integerToInteger(int64_t value, DType dtype) {
+  if (dtype == DType::I32)
+    return static_cast<int32_t>(static_cast<uint32_t>(value));
+  return value;
+}
+
+kernels::UnaryOp unaryOp(const Instruction &instruction) {
+  switch (instruction.op) {
+  case OpCode::Neg:
+    return kernels::UnaryOp::Neg;
+  case OpCode::Relu:
+    return kernels::UnaryOp::Relu;
+  case OpCode::Silu:
+    return kernels::UnaryOp::Silu;
+  case OpCode::Tanh:
+    return kernels::UnaryOp::Tanh;
+  case OpCode::Exp:
+    return kernels::UnaryOp::Exp;
+  case OpCode::Log:
+    return kernels::UnaryOp::Log;
+  case OpCode::Sqrt:
+    return kernels::UnaryOp::Sqrt;
+  case OpCode::Rsqrt:
+    return kernels::UnaryOp::Rsqrt;
+  default: // Gelu
+    return plan::intAttr(instruction, "approximate")
+               ? kernels::UnaryOp::GeluTanh
+               : kernels::UnaryOp::GeluErf;
+  }
+}
+
+kernels::BinaryOp binaryOp(OpCode op) {
+  switch (op) {
+  case OpCode::Add:
+    return kernels::BinaryOp::Add;
+  case OpCode::Sub:
+    return kernels::BinaryOp::Sub;
+  case OpCode::Mul:
+    return kernels::BinaryOp::Mul;
+  default:
+    return kernels::BinaryOp::Div;
+  }
+}
+
+/// The executor for compute type T (float or double).
+template <typename T> class TypedExecutor final : public Executor::Impl {
+public:
+  TypedExecutor(const plan::Plan &source, Precision precision)
+      : Impl(source, precision), slots(plan.buffers.size()),
+        lastUse(plan.buffers.size(), -1) {
+    for (size_t i = 0; i < plan.parameters.size(); ++i)
+      parameterIndex[plan.parameters[i].name] = i;
+    for (size_t i = 0; i < plan.inputs.size(); ++i)
+      inputIndex[plan.inputs[i].name] = i;
+    for (const plan::Constant &constant : plan.constants)
+      decodeInto(constant.buffer, constant.bytes.data());
+    for (size_t i = 0; i < plan.instructions.size(); ++i)
+      for (uint32_t operand : plan.instructions[i].operands)
+        lastUse[operand] = static_cast<int64_t>(i);
+  }
+
+  void initializeParameters(uint64_t seed) override {
+    for (const plan::Parameter &parameter : plan.parameters) {
+      const Buffer &buffer = plan.buffers[parameter.buffer];
+      std::vector<T> &data = slots[parameter.buffer].real;
+      data.resize(plan::numElements(buffer));
+      const uint32_t stream = nameStream(parameter.name);
+      parallelFor(static_cast<int64_t>(data.size()), 1 << 12,
+                  [&](int64_t begin, int64_t end) {
+                    for (int64_t e = begin; e < end; ++e)
+                      data[e] = storedValue<T>(
+                          initialValue(parameter, seed, stream, e),
+                          buffer.dtype);
+                  });
+      slots[parameter.buffer].ready = true;
+    }
+  }
+
+  void randomizeInputs(uint64_t seed) override {
+    for (const plan::Input &input : plan.inputs) {
+      const Buffer &buffer = plan.buffers[input.buffer];
+      const int64_t count = plan::numElements(buffer);
+      const uint32_t stream = nameStream(input.name) ^ kInputStreamSalt;
+      Slot &slot = slots[input.buffer];
+      if (plan::isIntegerDType(buffer.dtype)) {
+        if (input.bound == 0)
+          throw ExecutionError("input '" + input.name +
+                               "' is an integer input without a bound, so it "
+                               "cannot be randomized: supply its data with "
+                               "setInput");
+        // 64 random bits modulo the bound: the bias is below bound / 2^64.
+        slot.integer.resize(count);
+        const uint64_t bound = static_cast<uint64_t>(input.bound);
+        for (int64_t e = 0; e < count; ++e) {
+          numerics::PhiloxBlock out =
+              numerics::philoxForElement(seed, 0, stream, e);
+          const uint64_t bits =
+              (static_cast<uint64_t>(out.word[1]) << 32) | out.word[0];
+          slot.integer[e] = static_cast<int64_t>(bits % bound);
+        }
+      } else {
+        slot.real.resize(count);
+        for (int64_t e = 0; e < count; ++e)
+          slot.real[e] = storedValue<T>(
+              numerics::standardNormal(seed, 0, stream, e), buffer.dtype);
+      }
+      slot.ready = true;
+    }
+  }
+
+  void setInput(const std::string &name, const void *data,
+                size_t bytes) override {
+    auto it = inputIndex.find(name);
+    if (it == inputIndex.end())
+      throw ExecutionError("setInput: the plan has no input named '" + name +
+                           "'");
+    const plan::Input &input = plan.inputs[it->second];
+    const Buffer &buffer = plan.buffers[input.buffer];
+    const size_t expected = static_cast<size_t>(plan::numElements(buffer)) *
+                            plan::dtypeBytes(buffer.dtype);
+    if (bytes != expected)
+      throw ExecutionError(
+          "setInput: input '" + name + "' (" + plan::dtypeName(buffer.dtype) +
+          " " + plan::shapeToString(buffer.shape) + ") needs " +
+          std::to_string(expected) + " bytes, got " + std::to_string(bytes));
+    Slot candidate;
+    decodeInto(candidate, buffer.dtype, plan::numElements(buffer),
+               static_cast<const uint8_t *>(data));
+    if (input.bound > 0)
+      for (size_t i = 0; i < candidate.integer.size(); ++i)
+        if (candidate.integer[i] < 0 || candidate.integer[i] >= input.bound)
+          throw ExecutionError("setInput: input '" + name + "' has value " +
+                               std::to_string(candidate.integer[i]) +
+                               " at index " + std::to_string(i) +
+                               ", outside its range [0, " +
+                               std::to_string(input.bound) + ")");
+    slots[input.buffer] = std::move(candidate);
+  }
+
+  std::vector<double> values(uint32_t id) const override {
+    if (id >= slots.size())
+      throw ExecutionError("buffer " + std::to_string(id) +
+                           " is out of range (the plan has " +
+                           std::to_string(slots.size()) + " buffers)");
+    const Slot &slot = slots[id];
+    if (!slot.ready)
+      throw ExecutionError("buffer " + std::to_string(id) + " ('" +
+                           plan.buffers[id].name +
+                           "') holds no values: it is written by a run (or "
+                           "was released after its last use)");
+    if (plan::isIntegerDType(plan.buffers[id].dtype))
+      return std::vector<double>(slot.integer.begin(), slot.integer.end());
+    return std::vector<double>(slot.real.begin(), slot.real.end());
+  }
+
+  void setValues(uint32_t id, const std::vector<double> &values) override {
+    const Buffer &buffer = plan.buffers[id];
+    if (static_cast<int64_t>(values.size()) != plan::numElements(buffer))
+      throw ExecutionError("'" + buffer.name + "' has " +
+                           std::to_string(plan::numElements(buffer)) +
+                           " elements, got " + std::to_string(values.size()) +
+                           " values");
+    std::vector<T> &data = slots[id].real;
+    data.resize(values.size());
+    for (size_t i = 0; i < values.size(); ++i)
+      data[i] = storedValue<T>(values[i], buffer.dtype);
+    slots[id].ready = true;
+  }
+
+  double run(const RunOptions &options) override {
+    for (const plan::Parameter &parameter : plan.parameters)
+      if (!slots[parameter.buffer].ready)
+        throw ExecutionError("parameter '" + parameter.name +
+                             "' has no values: call initializeParameters or "
+                             "setParameterValues first");
+    for (const plan::Input &input : plan.inputs)
+      if (!slots[input.buffer].ready)
+        throw ExecutionError("input '" + input.name +
+                             "' has no data: call setInput or "
+                             "randomizeInputs first");
+    for (size_t id = 0; id < slots.size(); ++id)
+      if (plan.buffers[id].role == BufferRole::Temporary)
+        slots[id].ready = false;
+
+    for (size_t index = 0; index < plan.instructions.size(); ++index) {
+      const Instruction &instruction = plan.instructions[index];
+      try {
+        execute(instruction, options);
+      } catch (const kernels::KernelError &error) {
+        throw ExecutionError(plan::describeInstruction(instruction, index) +
+                             ": " + error.what());
+      }
+      const uint32_t result = instruction.results[0];
+      Slot &slot = slots[result];
+      if (plan::isFloatDType(plan.buffers[result].dtype))
+        roundToStorage(slot.real.data(), static_cast<int64_t>(slot.real.size()),
+                       plan.buffers[result].dtype);
+      slot.ready = true;
+      if (!options.keepTemporaries)
+        releaseDeadOperands(instruction, index);
+    }
+    return static_cast<double>(slots[plan.loss].real.at(0));
+  }
+
+private:
+  struct Slot {
+    std::vector<T> real;
+    std::vector<int64_t> integer;
+    bool ready = false;
+  };
+
+  /// The initial value of element \p e of \p parameter, in double.
+  static double initialValue(const plan::Parameter &parameter, uint64_t seed,
+                             uint32_t stream, int64_t e) {
+    switch (parameter.init) {
+    case plan::InitKind::Zeros:
+      return 0.0;
+    case plan::InitKind::Ones:
+      return 1.0;
+    case plan::InitKind::Normal:
+      return parameter.a +
+             parameter.b * numerics::standardNormal(seed, 0, stream, e);
+    case plan::InitKind::Uniform:
+      return parameter.a + (parameter.b - parameter.a) *
+                               numerics::uniform01(seed, 0, stream, e);
+    }
+    return 0.0;
+  }
+
+  /// Decodes \p count little-endian elements of \p dtype into \p slot.
+  static void decodeInto(Slot &slot, DType dtype, int64_t count,
+                         const uint8_t *bytes) {
+    const size_t width = plan::dtypeBytes(dtype);
+    if (plan::isIntegerDType(dtype)) {
+      slot.integer.resize(count);
+      for (int64_t i = 0; i < count; ++i) {
+        const uint64_t raw = readLittleEndian(bytes + i * width, width);
+        slot.integer[i] = dtype == DType::I32
+                              ? static_cast<int32_t>(static_cast<uint32_t>(raw))
+                              : static_cast<int64_t>(raw);
+      }
+    } else {
+      slot.real.resize(count);
+      for (int64_t i = 0; i < count; ++i) {
+        const uint64_t raw = readLittleEndian(bytes + i * width, width);
+        float value;
+        if (dtype == DType::F32)
+          value = numerics::bitsToFloat(static_cast<uint32_t>(raw));
+        else if (dtype == DType::BF16)
+          value = numerics::bf16BitsToFloat(static_cast<uint16_t>(raw));
+        else
+          value = numerics::f16BitsToFloat(static_cast<uint16_t>(raw));
+        slot.real[i] = static_cast<T>(value); // exact in both precisions
+      }
+    }
+    slot.ready = true;
+  }
+
+  void decodeInto(uint32_t id, const uint8_t *bytes) {
+    decodeInto(slots[id], plan.buffers[id].dtype,
+               plan::numElements(plan.buffers[id]), bytes);
+  }
+
+  /// Frees temporaries whose last reader was instruction \p index.
+  void releaseDeadOperands(const Instruction &instruction, size_t index) {
+    for (uint32_t operand : instruction.operands) {
+      if (lastUse[operand] != static_cast<int64_t>(index) ||
+          operand == plan.loss ||
+          plan.buffers[operand].role != BufferRole::Temporary)
+        continue;
+      slots[operand] = Slot();
+    }
+  }
+
+  const Shape &shapeOf(uint32_t id) const { return plan.buffers[id].shape; }
+  const T *real(uint32_t id) const { return slots[id].real.data(); }
+  const int64_t *integer(uint32_t id) const { return slots[id].integer.data(); }
+  /// Sizes the result's storage and returns it.
+  T *realResult(const Instruction &instruction) {
+    std::vector<T> &data = slots[instruction.results[0]].real;
+    data.resize(plan::numElements(plan.buffers[instruction.results[0]]));
+    return data.data();
+  }
+
+  void execute(const Instruction &instruction, const RunOptions &options);
+  template <typename E>
+  void executeLayout(const Instruction &instruction,
+                     std::vector<E> Slot::*storage);
+  void executeCast(const Instruction &instruction);
+
+  std::vector<Slot> slots;
+  /// Index of the last instruction reading each buffer (-1: never read).
+  std::vector<int64_t> lastUse;
+  std::map<std::string, size_t> parameterIndex, inputIndex;
+};
+
+template <typename T>
+template <typename E>
+void TypedExecutor<T>::executeLayout(const Instruction &instruction,
+                                     std::vector<E> Slot::*storage) {
+  const uint32_t resultId = instruction.results[0];
+  std::vector<E> &out = slots[resultId].*storage;
+  out.resize(plan::numElements(plan.buffers[resultId]));
+  const Shape &outShape = shapeOf(resultId);
+  const uint32_t source = instruction.operands[0];
+  const E *in = (slots[source].*storage).data();
+  switch (instruction.op) {
+  case OpCode::Transpose:
+    kernels::transpose(in, shapeOf(source),
+                       plan::intListAttr(instruction, "permutation"),
+                       out.data());
+    break;
+  case OpCode::Reshape: // row-major order is unchanged
+    std::copy(in, in + out.size(), out.data());
+    break;
+  case OpCode::Slice:
+    kernels::slice(in, shapeOf(source),
+                   plan::intListAttr(instruction, "starts"), out.data(),
+                   outShape);
+    break;
+  case OpCode::Concat: {
+    std::vector<const E *> parts;
+    std::vector<Shape> partShapes;
+    for (uint32_t operand : instruction.operands) {
+      parts.push_back((slots[operand].*storage).data());
+      partShapes.push_back(shapeOf(operand));
+    }
+    kernels::concat(parts, partShapes, plan::intAttr(instruction, "axis"),
+                    out.data());
+    break;
+  }
+  default: // Broadcast
+    kernels::broadcast(in, shapeOf(source), out.data(), outShape);
+    break;
+  }
+}
+
+template <typename T>
+void TypedExecutor<T>::executeCast(const Instruction &instruction) {
+  const uint32_t resultId = instruction.results[0],
+                 source = instruction.operands[0];
+  const DType from = plan.buffers[source].dtype,
+              to = plan.buffers[resultId].dtype;
+  const int64_t count = plan::numElements(plan.buffers[resultId]);
+  Slot &out = slots[resultId];
+  if (plan::isFloatDType(to)) {
+    T *data = realResult(instruction);
+    if (plan::isFloatDType(from)) {
+      // The executor rounds to the result dtype afterwards.
+      std::copy(real(source), real(source) + count, data);
+    } else {
+      // Integers round once, from double, to the result dtype.
+      const int64_t *in = integer(source);
+      for (int64_t i = 0; i < count; ++i)
+        data[i] = storedValue<T>(static_cast<double>(in[i]), to);
+    }
+    return;
+  }
+  out.integer.resize(count);
+  if (plan::isFloatDType(from)) {
+    const T *in = real(source);
+    for (int64_t i = 0; i < count; ++i)
+      out.integer[i] = floatToInteger(static_cast<double>(in[i]), to);
+  } else {
+    const int64_t *in = integer(source);
+    for (int64_t i = 0; i < count; ++i)
+      out.integer[i] = integerToInteger(in[i], to);
+  }
+}
+
+template <typename T>
+void TypedExecutor<T>::execute(const Instruction &instruction,
+                               const RunOptions &options) {
+  const std::vector<uint32_t> &operands = instruction.operands;
+  const uint32_t resultId = instruction.results[0];
+  const Shape &outShape = shapeOf(resultId);
+  switch (instruction.op) {
+  case OpCode::Add:
+  case OpCode::Sub:
+  case OpCode::Mul:
+  case OpCode::Div: {
+    T *out = realResult(instruction);
+    kernels::binary(binaryOp(instruction.op), real(operands[0]),
+                    shapeOf(operands[0]), real(operands[1]),
+                    shapeOf(operands[1]), out, outShape);
+    return;
+  }
+  case OpCode::Neg:
+  case OpCode::Relu:
+  case OpCode::Silu:
+  case OpCode::Tanh:
+  case OpCode::Exp:
+  case OpCode::Log:
+  case OpCode::Sqrt:
+  case OpCode::Rsqrt:
+  case OpCode::Gelu: {
+    T *out = realResult(instruction);
+    kernels::unary(unaryOp(instruction), real(operands[0]), out,
+                   plan::numElements(outShape));
+    return;
+  }
+  case OpCode::MatMul: {
+    T *out = realResult(instruction);
+    kernels::matMul(real(operands[0]), shapeOf(operands[0]),
+                    plan::intAttr(instruction, "transpose_a") != 0,
+                    real(operands[1]), shapeOf(operands[1]),
+                    plan::intAttr(instruction, "transpose_b") != 0, out);
+    return;
+  }
+  case OpCode::Transpose:
+  case OpCode::Reshape:
+  case OpCode::Slice:
+  case OpCode::Concat:
+  case OpCode::Broadcast:
+    if (plan::isIntegerDType(plan.buffers[resultId].dtype))
+      executeLayout(instruction, &Slot::integer);
+    else
+      executeLayout(instruction, &Slot::real);
+    return;
+  case OpCode::Cast:
+    executeCast(instruction);
+    return;
+  case OpCode::Sum:
+  case OpCode::Mean:
+  case OpCode::Max: {
+    T *out = realResult(instruction);
+    const kernels::ReduceOp op =
+        instruction.op == OpCode::Sum    ? kernels::ReduceOp::Sum
+        : instruction.op == OpCode::Mean ? kernels::ReduceOp::Mean
+                                         : kernels::ReduceOp::Max;
+    kernels::reduce(op, real(operands[0]), shapeOf(operands[0]),
+                    plan::intListAttr(instruction, "axes"), out);
+    return;
+  }
+  case OpCode::Embedding: {
+    T *out = realResult(instruction);
+    const Shape &table = shapeOf(operands[0]);
+    kernels::embedding(real(operands[0]), table[0], table[1],
+                       integer(operands[1]),
+                       plan::numElements(shapeOf(operands[1])), out);
+    return;
+  }
+  case OpCode::LayerNorm:
+  case OpCode::RmsNorm: {
+    T *out = realResult(instruction);
+    const int64_t width = outShape.back();
+    const int64_t rows = width == 0 ? 0 : plan::numElements(outShape) / width;
+    const double epsilon = plan::realAttr(instruction, "epsilon");
+    if (instruction.op == OpCode::LayerNorm)
+      kernels::layerNorm(real(operands[0]), rows, width, real(operands[1]),
+                         real(operands[2]), epsilon, out);
+    else
+      kernels::rmsNorm(real(operands[0]), rows, width, real(operands[1]),
+                       epsilon, out);
+    return;
+  }
+  case OpCode::Softmax: {
+    T *out = realResult(instruction);
+    kernels::softmax(real(operands[0]), shapeOf(operands[0]),
+                     plan::intAttr(instruction, "causal") != 0, out);
+    return;
+  }
+  case OpCode::Attention: {
+    T *out = realResult(instruction);
+    const Shape &q = shapeOf(operands[0]), &k = shapeOf(operands[1]),
+                &v = shapeOf(operands[2]);
+    const int64_t batch = plan::numElements(Shape(q.begin(), q.end() - 2));
+    kernels::attention(real(operands[0]), real(operands[1]), real(operands[2]),
+                       batch, q[q.size() - 2], k[k.size() - 2], q.back(),
+                       v.back(), plan::realAttr(instruction, "scale"),
+                       plan::intAttr(instruction, "causal") != 0, out);
+    return;
+  }
+  case OpCode::Dropout: {
+    T *out = realResult(instruction);
+    const int64_t count = plan::numElements(outShape);
+    const T *in = real(operands[0]);
+    if (options.training)
+      kernels::dropout(
+          in, out, count, plan::realAttr(instruction, "p"), options.seed,
+          options.step,
+          static_cast<uint32_t>(plan::intAttr(instruction, "stream")));
+    else // evaluation: identity
+      std::copy(in, in + count, out);
+    return;
+  }
+  case OpCode::CrossEntropy: {
+    T *out = realResult(instruction);
+    const Shape &logits = shapeOf(operands[0]);
+    out[0] = kernels::crossEntropy(
+        real(operands[0]), plan::numElements(shapeOf(operands[1])),
+        logits.back(), integer(operands[1]),
+        plan::intAttr(instruction, "ignore_index"),
+        plan::intAttr(instruction, "reduction") == 1);
+    return;
+  }
+  case OpCode::MseLoss: {
+    T *out = realResult(instruction);
+    out[0] = kernels::mseLoss(real(operands[0]), real(operands[1]),
+                              plan::numElements(shapeOf(operands[0])));
+    return;
+  }
+  }
+}
+
+} // namespace
+
+Executor::Executor(const plan::Plan &plan, Precision precision) {
+  plan::validatePlan(plan);
+  if (precision == Precision::F32)
+    impl = std::make_unique<TypedExecutor<float>>(plan, precision);
+  else
+    impl = std::make_unique<TypedExecutor<double>>(plan, precision);
+}
+
+Executor::~Executor() = default;
+Executor::Executor(Executor &&) noexcept = default;
+Executor &Executor::operator=(Executor &&) noexcept = default;
+
+void Executor::initializeParameters(uint64_t seed) {
+  impl->initializeParameters(seed);
+}
+
+void Executor::randomizeInputs(uint64_t seed) { impl->randomizeInputs(seed); }
+
+void Executor::setInput(const std::string &name, const void *data,
+                        size_t bytes) {
+  impl->setInput(name, data, bytes);
+}
+
+/// The buffer of parameter \p name; ExecutionError if there is none.
+static uint32_t parameterBuffer(const plan::Plan &plan,
+                                const std::string &name) {
+  for (const plan::Parameter &parameter : plan.parameters)
+    if (parameter.name == name)
+      return parameter.buffer;
+  throw ExecutionError("the plan has no parameter named '" + name + "'");
+}
+
+std::vector<double> Executor::parameterValues(const std::string &name) const {
+  return impl->values(parameterBuffer(impl->plan, name));
+}
+
+void Executor::setParameterValues(const std::string &name,
+                                  const std::vector<double> &values) {
+  impl->setValues(parameterBuffer(impl->plan, name), values);
+}
+
+std::vector<double> Executor::bufferValues(uint32_t buffer) const {
+  return impl->values(buffer);
+}
+
+double Executor::run(const RunOptions &options) { return impl->run(options); }
+
+const plan::Plan &Executor::plan() const { return impl->plan; }
+
+Precision Executor::precision() const { return impl->precision; }
+
+} // namespace ampc::cpu

@@ -1,0 +1,102 @@
+//===- Executor.h - The CPU reference backend -----------------------------===//
+//
+// Runs a plan's instructions in order on the CPU. It is the oracle the test
+// suite compares the CUDA backend and the gradient checks against, so its
+// numerics are specified exactly:
+//   - Every instruction computes in the compute precision: float
+//     (Precision::F32) or double (Precision::F64).
+//   - Every stored value is rounded to its buffer's dtype, once: bf16 and f16
+//     buffers round to nearest even (from float in F32 mode, directly from
+//     double in F64 mode); f32 buffers hold floats in F32 mode and keep the
+//     double values in F64 mode (the fp64 reference of gradient checks).
+//     Values inside one instruction are never rounded to a storage dtype.
+//   - Integer buffers are stored as int64.
+//   - Results do not depend on the number of threads.
+// Per-op formulas and accumulation orders are in runtime/cpu/Kernels.h and
+// docs/plan-format.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AMPC_RUNTIME_CPU_EXECUTOR_H
+#define AMPC_RUNTIME_CPU_EXECUTOR_H
+
+#include "runtime/plan/Plan.h"
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ampc::cpu {
+
+/// The type every instruction computes in.
+enum class Precision { F32, F64 };
+
+/// Options of one run of the plan.
+struct RunOptions {
+  uint64_t seed = 0;     ///< keys dropout's random numbers
+  uint64_t step = 0;     ///< the optimizer step, part of dropout's counter
+  bool training = false; ///< dropout is active only when training
+  /// Keep every temporary after the run (for bufferValues). When false, a
+  /// temporary is freed after its last reader, which bounds memory by the
+  /// live set; only the loss (and non-temporaries) can be read afterwards.
+  bool keepTemporaries = true;
+};
+
+/// A run-time failure with a one-line cause: bad input data, missing data,
+/// an embedding id or label out of range (naming the instruction).
+class ExecutionError : public std::runtime_error {
+public:
+  using runtime_error::runtime_error;
+};
+
+class Executor {
+public:
+  /// Validates \p plan (throws plan::PlanError) and loads its constants.
+  Executor(const plan::Plan &plan, Precision precision);
+  ~Executor();
+  Executor(Executor &&) noexcept;
+  Executor &operator=(Executor &&) noexcept;
+
+  /// Draws every parameter from its initialiser with Philox keyed (seed,
+  /// step 0, stream fnv1a32(name), element): Zeros, Ones, Normal(mean, std)
+  /// = mean + std * standardNormal, Uniform(low, high) = low + (high - low)
+  /// * uniform01; then rounds to the buffer's dtype.
+  void initializeParameters(uint64_t seed);
+
+  /// Fills every input with random data: integer inputs uniformly in
+  /// [0, bound) (an unbounded integer input is an error asking for data),
+  /// float inputs standard normal; stream fnv1a32(name) ^ 0x9e3779b9, step 0.
+  void randomizeInputs(uint64_t seed);
+
+  /// Sets input \p name from raw little-endian data in the input's dtype.
+  /// Errors: unknown name, wrong size, integer value outside [0, bound).
+  void setInput(const std::string &name, const void *data, size_t bytes);
+
+  /// The values of parameter \p name, row-major.
+  std::vector<double> parameterValues(const std::string &name) const;
+  /// Overwrites parameter \p name (rounded to its dtype as stored).
+  void setParameterValues(const std::string &name,
+                          const std::vector<double> &values);
+
+  /// The current values of buffer \p buffer, row-major (after a run for
+  /// temporaries).
+  std::vector<double> bufferValues(uint32_t buffer) const;
+
+  /// Executes every instruction in order and returns the loss.
+  double run(const RunOptions &options);
+
+  /// The validated plan this executor runs.
+  const plan::Plan &plan() const;
+  /// The compute precision.
+  Precision precision() const;
+
+  class Impl;
+
+private:
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace ampc::cpu
+
+#endif // AMPC_RUNTIME_CPU_EXECUTOR_H

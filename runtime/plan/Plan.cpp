@@ -1,0 +1,209 @@
+//===- Plan.cpp - Names, sizes and attribute access for plans -------------===//
+
+#include "runtime/plan/Plan.h"
+
+#include <sstream>
+
+namespace ampc::plan {
+
+const char *opCodeName(OpCode op) {
+  switch (op) {
+  case OpCode::Add:
+    return "add";
+  case OpCode::Sub:
+    return "sub";
+  case OpCode::Mul:
+    return "mul";
+  case OpCode::Div:
+    return "div";
+  case OpCode::Neg:
+    return "neg";
+  case OpCode::Relu:
+    return "relu";
+  case OpCode::Silu:
+    return "silu";
+  case OpCode::Tanh:
+    return "tanh";
+  case OpCode::Exp:
+    return "exp";
+  case OpCode::Log:
+    return "log";
+  case OpCode::Sqrt:
+    return "sqrt";
+  case OpCode::Rsqrt:
+    return "rsqrt";
+  case OpCode::Gelu:
+    return "gelu";
+  case OpCode::MatMul:
+    return "matmul";
+  case OpCode::Transpose:
+    return "transpose";
+  case OpCode::Reshape:
+    return "reshape";
+  case OpCode::Slice:
+    return "slice";
+  case OpCode::Concat:
+    return "concat";
+  case OpCode::Broadcast:
+    return "broadcast";
+  case OpCode::Sum:
+    return "sum";
+  case OpCode::Mean:
+    return "mean";
+  case OpCode::Max:
+    return "max";
+  case OpCode::Embedding:
+    return "embedding";
+  case OpCode::LayerNorm:
+    return "layer_norm";
+  case OpCode::RmsNorm:
+    return "rms_norm";
+  case OpCode::Softmax:
+    return "softmax";
+  case OpCode::Attention:
+    return "attention";
+  case OpCode::Dropout:
+    return "dropout";
+  case OpCode::CrossEntropy:
+    return "cross_entropy";
+  case OpCode::MseLoss:
+    return "mse_loss";
+  case OpCode::Cast:
+    return "cast";
+  }
+  return "unknown";
+}
+
+const char *dtypeName(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return "f32";
+  case DType::BF16:
+    return "bf16";
+  case DType::F16:
+    return "f16";
+  case DType::I32:
+    return "i32";
+  case DType::I64:
+    return "i64";
+  }
+  return "unknown";
+}
+
+size_t dtypeBytes(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::BF16:
+  case DType::F16:
+    return 2;
+  case DType::I64:
+    return 8;
+  }
+  return 0;
+}
+
+int64_t numElements(const std::vector<int64_t> &shape) {
+  int64_t count = 1;
+  for (int64_t dim : shape)
+    count *= dim;
+  return count;
+}
+
+int64_t numElements(const Buffer &buffer) { return numElements(buffer.shape); }
+
+bool isFloatDType(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16;
+}
+
+bool isIntegerDType(DType dtype) {
+  return dtype == DType::I32 || dtype == DType::I64;
+}
+
+const char *bufferRoleName(BufferRole role) {
+  switch (role) {
+  case BufferRole::Parameter:
+    return "parameter";
+  case BufferRole::Input:
+    return "input";
+  case BufferRole::Constant:
+    return "constant";
+  case BufferRole::Temporary:
+    return "temporary";
+  }
+  return "unknown";
+}
+
+const char *initKindName(InitKind init) {
+  switch (init) {
+  case InitKind::Zeros:
+    return "zeros";
+  case InitKind::Ones:
+    return "ones";
+  case InitKind::Normal:
+    return "normal";
+  case InitKind::Uniform:
+    return "uniform";
+  }
+  return "unknown";
+}
+
+std::string shapeToString(const std::vector<int64_t> &shape) {
+  std::ostringstream text;
+  text << '[';
+  for (size_t i = 0; i < shape.size(); ++i)
+    text << (i ? ", " : "") << shape[i];
+  text << ']';
+  return text.str();
+}
+
+std::string describeInstruction(const Instruction &instruction, size_t index) {
+  std::string text = "instruction " + std::to_string(index) + " (" +
+                     opCodeName(instruction.op);
+  if (!instruction.location.empty())
+    text += " at " + instruction.location;
+  return text + ")";
+}
+
+namespace {
+/// The attribute \p name, or PlanError naming what is missing.
+const AttrValue &findAttr(const Instruction &instruction,
+                          const std::string &name) {
+  auto it = instruction.attrs.find(name);
+  if (it == instruction.attrs.end())
+    throw PlanError(std::string(opCodeName(instruction.op)) +
+                    " is missing attribute '" + name + "'");
+  return it->second;
+}
+
+[[noreturn]] void wrongAttrType(const Instruction &instruction,
+                                const std::string &name, const char *wanted) {
+  throw PlanError(std::string(opCodeName(instruction.op)) + " attribute '" +
+                  name + "' must be " + wanted);
+}
+} // namespace
+
+int64_t intAttr(const Instruction &instruction, const std::string &name) {
+  const AttrValue &value = findAttr(instruction, name);
+  if (const auto *integer = std::get_if<int64_t>(&value))
+    return *integer;
+  wrongAttrType(instruction, name, "an integer");
+}
+
+double realAttr(const Instruction &instruction, const std::string &name) {
+  const AttrValue &value = findAttr(instruction, name);
+  if (const auto *real = std::get_if<double>(&value))
+    return *real;
+  wrongAttrType(instruction, name, "a real number");
+}
+
+const std::vector<int64_t> &intListAttr(const Instruction &instruction,
+                                        const std::string &name) {
+  const AttrValue &value = findAttr(instruction, name);
+  if (const auto *list = std::get_if<std::vector<int64_t>>(&value))
+    return *list;
+  wrongAttrType(instruction, name, "a list of integers");
+}
+
+} // namespace ampc::plan

@@ -1,0 +1,203 @@
+//===- Plan.h - The execution plan shared by the compiler and the runtime -===//
+//
+// A plan is everything a backend needs to run a compiled model: the buffers
+// (name, element type, static shape, role), how parameters are initialised,
+// the model inputs, constant data, and a straight-line list of instructions,
+// each reading operand buffers and writing exactly one result buffer. It is
+// the only contract between the compiler and the runtime; its binary encoding
+// is documented byte by byte in docs/plan-format.md and versioned by
+// kFormatVersion.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AMPC_RUNTIME_PLAN_PLAN_H
+#define AMPC_RUNTIME_PLAN_PLAN_H
+
+#include <cstddef>
+#include <cstdint>
+#include <iosfwd>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace ampc::plan {
+
+/// The binary format version this runtime writes and reads.
+inline constexpr uint32_t kFormatVersion = 1;
+
+/// Element type of a buffer. The numeric values are the on-disk codes.
+enum class DType : uint8_t { F32 = 0, BF16 = 1, F16 = 2, I32 = 3, I64 = 4 };
+
+/// What a buffer holds and who fills it.
+enum class BufferRole : uint8_t {
+  Parameter = 0, ///< trainable weights, filled by initialisation
+  Input = 1,     ///< model inputs, filled by the caller for each run
+  Constant = 2,  ///< data embedded in the plan
+  Temporary = 3  ///< written by exactly one instruction
+};
+
+/// A statically shaped tensor. A scalar has an empty shape.
+struct Buffer {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  BufferRole role;
+};
+
+/// How a parameter's initial values are drawn.
+enum class InitKind : uint8_t { Zeros = 0, Ones = 1, Normal = 2, Uniform = 3 };
+
+/// A trainable parameter and its initialiser.
+struct Parameter {
+  std::string name;
+  uint32_t buffer;
+  InitKind init;
+  double a = 0, b = 0; ///< Normal: mean, std; Uniform: low, high
+  bool weightDecay = true;
+};
+
+/// A model input, supplied by the caller.
+struct Input {
+  std::string name;
+  uint32_t buffer;
+  /// Integer inputs: valid values are [0, bound); 0 = unconstrained.
+  int64_t bound = 0;
+};
+
+/// Constant data for a buffer with role Constant.
+struct Constant {
+  uint32_t buffer;
+  /// Little-endian, row-major, in the buffer's dtype.
+  std::vector<uint8_t> bytes;
+};
+
+/// Instruction opcodes. The numeric values (declaration order, from 0) are
+/// the on-disk codes; new opcodes are only ever appended.
+enum class OpCode : uint16_t {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Neg,
+  Relu,
+  Silu,
+  Tanh,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Gelu,
+  MatMul,
+  Transpose,
+  Reshape,
+  Slice,
+  Concat,
+  Broadcast,
+  Sum,
+  Mean,
+  Max,
+  Embedding,
+  LayerNorm,
+  RmsNorm,
+  Softmax,
+  Attention,
+  Dropout,
+  CrossEntropy,
+  MseLoss,
+  Cast
+};
+
+/// Number of opcodes this runtime knows (one past the last code).
+inline constexpr uint16_t kNumOpCodes = static_cast<uint16_t>(OpCode::Cast) + 1;
+
+/// An attribute value: an integer, a real, or a list of integers.
+using AttrValue = std::variant<int64_t, double, std::vector<int64_t>>;
+
+/// One operation: reads `operands`, writes `results` (always exactly one).
+struct Instruction {
+  OpCode op;
+  std::vector<uint32_t> operands;
+  std::vector<uint32_t> results;
+  std::map<std::string, AttrValue> attrs;
+  /// "file:line:col" of the source op, for diagnostics.
+  std::string location;
+};
+
+/// A compiled model.
+struct Plan {
+  std::string modelName;
+  std::vector<Buffer> buffers;
+  std::vector<Parameter> parameters;
+  std::vector<Input> inputs;
+  std::vector<Constant> constants;
+  std::vector<Instruction> instructions;
+  /// The scalar float buffer holding the loss.
+  uint32_t loss = 0;
+};
+
+/// The opcode's name as written in diagnostics and docs ("matmul",
+/// "cross_entropy", ...); "unknown" for a value outside the enum.
+const char *opCodeName(OpCode op);
+/// The dtype's name ("f32", "bf16", "f16", "i32", "i64").
+const char *dtypeName(DType dtype);
+/// Bytes per element of \p dtype.
+size_t dtypeBytes(DType dtype);
+/// Number of elements of \p buffer (1 for a scalar).
+int64_t numElements(const Buffer &buffer);
+
+/// Number of elements of a tensor of \p shape (1 for a scalar).
+int64_t numElements(const std::vector<int64_t> &shape);
+/// True for F32, BF16 and F16.
+bool isFloatDType(DType dtype);
+/// True for I32 and I64.
+bool isIntegerDType(DType dtype);
+/// The role's name ("parameter", "input", "constant", "temporary").
+const char *bufferRoleName(BufferRole role);
+/// The initialiser's name ("zeros", "ones", "normal", "uniform").
+const char *initKindName(InitKind init);
+/// A shape as text: "[2, 3]", "[]" for a scalar.
+std::string shapeToString(const std::vector<int64_t> &shape);
+/// How diagnostics name an instruction: "instruction 3 (matmul at
+/// model.mlir:4:7)".
+std::string describeInstruction(const Instruction &instruction, size_t index);
+
+/// Any problem reading, writing or validating a plan. what() is one line.
+class PlanError : public std::runtime_error {
+public:
+  using runtime_error::runtime_error;
+};
+
+/// The integer attribute \p name of \p instruction; PlanError if it is
+/// missing or not an integer.
+int64_t intAttr(const Instruction &instruction, const std::string &name);
+/// The real attribute \p name of \p instruction; PlanError if it is missing
+/// or not a real.
+double realAttr(const Instruction &instruction, const std::string &name);
+/// The integer-list attribute \p name of \p instruction; PlanError if it is
+/// missing or not a list.
+const std::vector<int64_t> &intListAttr(const Instruction &instruction,
+                                        const std::string &name);
+
+/// Writes \p plan in the binary format to \p out. Throws PlanError if the
+/// stream fails.
+void writePlan(const Plan &plan, std::ostream &out);
+/// Reads a binary plan from \p in and validates it (validatePlan). Throws
+/// PlanError with a one-line cause on any malformed input.
+Plan readPlan(std::istream &in);
+/// Writes \p plan to `path.tmp`, checks that every byte reached the file, and
+/// renames it over \p path, so a failed save (full disk, bad directory) leaves
+/// any existing file untouched. Throws PlanError naming the path.
+void savePlan(const Plan &plan, const std::string &path);
+/// Reads and validates the plan at \p path. Throws PlanError naming the path
+/// if it is missing, unreadable or malformed.
+Plan loadPlan(const std::string &path);
+/// Checks everything a backend relies on (see docs/plan-format.md,
+/// "Validation"). Throws PlanError naming the offending instruction, its
+/// opcode and location.
+void validatePlan(const Plan &plan);
+
+} // namespace ampc::plan
+
+#endif // AMPC_RUNTIME_PLAN_PLAN_H

@@ -1,0 +1,534 @@
+//===- PlanIO.cpp - Binary encoding of plans (docs/plan-format.md) --------===//
+//
+// The writer serialises into memory and writes once; the reader loads the
+// whole stream and decodes it with bounds checks on every field, so a
+// truncated or corrupted file produces a one-line PlanError instead of a
+// crash or an absurd allocation. Integers and IEEE doubles are little-endian
+// regardless of the host.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/plan/Plan.h"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+namespace ampc::plan {
+namespace {
+
+constexpr char kMagic[8] = {'A', 'M', 'P', 'C', 'P', 'L', 'A', 'N'};
+constexpr size_t kHeaderBytes = 16;
+constexpr size_t kSectionHeaderBytes = 16;
+/// Section flag: a reader that does not know this section must reject the
+/// plan rather than skip it.
+constexpr uint32_t kSectionRequired = 1;
+
+/// Section tags of format version 1, as their four ASCII bytes.
+constexpr char kModelTag[5] = "MODL";
+constexpr char kBuffersTag[5] = "BUFS";
+constexpr char kParametersTag[5] = "PARM";
+constexpr char kInputsTag[5] = "INPT";
+constexpr char kConstantsTag[5] = "CNST";
+constexpr char kInstructionsTag[5] = "INST";
+
+/// Attribute value kinds on disk.
+enum class AttrKind : uint8_t { Int = 0, Real = 1, IntList = 2 };
+
+//===----------------------------------------------------------------------===//
+// Writing
+//===----------------------------------------------------------------------===//
+
+/// Appends little-endian fields to a byte vector.
+class ByteWriter {
+public:
+  void u8(uint8_t value) { bytes.push_back(value); }
+  void u16(uint16_t value) { fixed(value, 2); }
+  void u32(uint32_t value) { fixed(value, 4); }
+  void u64(uint64_t value) { fixed(value, 8); }
+  void i64(int64_t value) { fixed(static_cast<uint64_t>(value), 8); }
+  void f64(double value) {
+    uint64_t bits;
+    std::memcpy(&bits, &value, sizeof bits);
+    u64(bits);
+  }
+  void raw(const void *data, size_t size) {
+    const auto *begin = static_cast<const uint8_t *>(data);
+    bytes.insert(bytes.end(), begin, begin + size);
+  }
+  /// A u32 byte count, then the bytes.
+  void string(const std::string &text) {
+    u32(checkedCount(text.size(), "string"));
+    raw(text.data(), text.size());
+  }
+  /// A u32 element count for a list of \p count elements.
+  void count(size_t count) { u32(checkedCount(count, "list")); }
+
+  std::vector<uint8_t> bytes;
+
+private:
+  void fixed(uint64_t value, int size) {
+    for (int i = 0; i < size; ++i)
+      bytes.push_back(static_cast<uint8_t>(value >> (8 * i)));
+  }
+  static uint32_t checkedCount(size_t count, const char *what) {
+    if (count > UINT32_MAX)
+      throw PlanError(std::string("cannot write plan: a ") + what + " of " +
+                      std::to_string(count) +
+                      " elements exceeds the format's 32-bit count");
+    return static_cast<uint32_t>(count);
+  }
+};
+
+void encodeModel(const Plan &plan, ByteWriter &out) {
+  out.string(plan.modelName);
+  out.u32(plan.loss);
+}
+
+void encodeBuffers(const Plan &plan, ByteWriter &out) {
+  out.count(plan.buffers.size());
+  for (const Buffer &buffer : plan.buffers) {
+    out.string(buffer.name);
+    out.u8(static_cast<uint8_t>(buffer.dtype));
+    out.u8(static_cast<uint8_t>(buffer.role));
+    out.count(buffer.shape.size());
+    for (int64_t dim : buffer.shape)
+      out.i64(dim);
+  }
+}
+
+void encodeParameters(const Plan &plan, ByteWriter &out) {
+  out.count(plan.parameters.size());
+  for (const Parameter &parameter : plan.parameters) {
+    out.string(parameter.name);
+    out.u32(parameter.buffer);
+    out.u8(static_cast<uint8_t>(parameter.init));
+    out.u8(parameter.weightDecay ? 1 : 0);
+    out.f64(parameter.a);
+    out.f64(parameter.b);
+  }
+}
+
+void encodeInputs(const Plan &plan, ByteWriter &out) {
+  out.count(plan.inputs.size());
+  for (const Input &input : plan.inputs) {
+    out.string(input.name);
+    out.u32(input.buffer);
+    out.i64(input.bound);
+  }
+}
+
+void encodeConstants(const Plan &plan, ByteWriter &out) {
+  out.count(plan.constants.size());
+  for (const Constant &constant : plan.constants) {
+    out.u32(constant.buffer);
+    out.u64(constant.bytes.size());
+    out.raw(constant.bytes.data(), constant.bytes.size());
+  }
+}
+
+void encodeInstructions(const Plan &plan, ByteWriter &out) {
+  out.count(plan.instructions.size());
+  for (const Instruction &instruction : plan.instructions) {
+    out.u16(static_cast<uint16_t>(instruction.op));
+    out.count(instruction.operands.size());
+    for (uint32_t operand : instruction.operands)
+      out.u32(operand);
+    out.count(instruction.results.size());
+    for (uint32_t result : instruction.results)
+      out.u32(result);
+    // std::map iterates in name order, so the encoding is deterministic.
+    out.count(instruction.attrs.size());
+    for (const auto &[name, value] : instruction.attrs) {
+      out.string(name);
+      if (const auto *integer = std::get_if<int64_t>(&value)) {
+        out.u8(static_cast<uint8_t>(AttrKind::Int));
+        out.i64(*integer);
+      } else if (const auto *real = std::get_if<double>(&value)) {
+        out.u8(static_cast<uint8_t>(AttrKind::Real));
+        out.f64(*real);
+      } else {
+        const auto &list = std::get<std::vector<int64_t>>(value);
+        out.u8(static_cast<uint8_t>(AttrKind::IntList));
+        out.count(list.size());
+        for (int64_t element : list)
+          out.i64(element);
+      }
+    }
+    out.string(instruction.location);
+  }
+}
+
+/// Appends one section: tag, flags, payload length, payload.
+void appendSection(ByteWriter &file, const char *tag, uint32_t flags,
+                   void (*encode)(const Plan &, ByteWriter &),
+                   const Plan &plan) {
+  ByteWriter payload;
+  encode(plan, payload);
+  file.raw(tag, 4);
+  file.u32(flags);
+  file.u64(payload.bytes.size());
+  file.raw(payload.bytes.data(), payload.bytes.size());
+}
+
+//===----------------------------------------------------------------------===//
+// Reading
+//===----------------------------------------------------------------------===//
+
+/// Decodes little-endian fields from [begin, end) of the file, with a bounds
+/// check on every read; `context` names what is being read for diagnostics.
+class ByteReader {
+public:
+  ByteReader(const uint8_t *file, size_t begin, size_t end, std::string context)
+      : file(file), offset(begin), end(end), context(std::move(context)) {}
+
+  uint8_t u8(const char *what) { return static_cast<uint8_t>(fixed(1, what)); }
+  uint16_t u16(const char *what) {
+    return static_cast<uint16_t>(fixed(2, what));
+  }
+  uint32_t u32(const char *what) {
+    return static_cast<uint32_t>(fixed(4, what));
+  }
+  uint64_t u64(const char *what) { return fixed(8, what); }
+  int64_t i64(const char *what) { return static_cast<int64_t>(fixed(8, what)); }
+  double f64(const char *what) {
+    uint64_t bits = fixed(8, what);
+    double value;
+    std::memcpy(&value, &bits, sizeof value);
+    return value;
+  }
+  std::string string(const char *what) {
+    uint32_t size = u32(what);
+    need(size, what);
+    std::string text(reinterpret_cast<const char *>(file + offset), size);
+    offset += size;
+    return text;
+  }
+  /// A u32 element count, checked against the bytes left: each element
+  /// occupies at least \p minElementBytes, so a corrupted count fails here
+  /// instead of allocating gigabytes.
+  uint32_t count(const char *what, size_t minElementBytes) {
+    uint32_t count = u32(what);
+    if (minElementBytes && count > remaining() / minElementBytes)
+      fail(std::string(what) + " " + std::to_string(count) +
+           " needs at least " + std::to_string(count * minElementBytes) +
+           " bytes, but only " + std::to_string(remaining()) + " remain");
+    return count;
+  }
+  void bytesInto(std::vector<uint8_t> &bytes, uint64_t size, const char *what) {
+    need(size, what);
+    bytes.assign(file + offset, file + offset + size);
+    offset += size;
+  }
+  size_t remaining() const { return end - offset; }
+  size_t position() const { return offset; }
+  void skip(size_t size) { offset += size; }
+
+  [[noreturn]] void fail(const std::string &message) const {
+    throw PlanError("malformed plan: " + context + ": " + message);
+  }
+
+private:
+  void need(uint64_t size, const char *what) const {
+    if (size > remaining())
+      throw PlanError("plan truncated: " + context + ": " + what + " needs " +
+                      std::to_string(size) + " bytes at offset " +
+                      std::to_string(offset) + ", only " +
+                      std::to_string(remaining()) + " left");
+  }
+  uint64_t fixed(int size, const char *what) {
+    need(size, what);
+    uint64_t value = 0;
+    for (int i = 0; i < size; ++i)
+      value |= static_cast<uint64_t>(file[offset + i]) << (8 * i);
+    offset += size;
+    return value;
+  }
+
+  const uint8_t *file;
+  size_t offset;
+  size_t end;
+  std::string context;
+};
+
+template <typename Enum>
+Enum decodeEnum(ByteReader &in, uint64_t code, uint64_t limit,
+                const char *what) {
+  if (code >= limit)
+    in.fail(std::string("bad ") + what + " code " + std::to_string(code));
+  return static_cast<Enum>(code);
+}
+
+void decodeModel(ByteReader &in, Plan &plan) {
+  plan.modelName = in.string("model name");
+  plan.loss = in.u32("loss buffer");
+}
+
+void decodeBuffers(ByteReader &in, Plan &plan) {
+  uint32_t count = in.count("buffer count", 10);
+  plan.buffers.resize(count);
+  for (Buffer &buffer : plan.buffers) {
+    buffer.name = in.string("buffer name");
+    buffer.dtype = decodeEnum<DType>(in, in.u8("dtype"), 5, "dtype");
+    buffer.role = decodeEnum<BufferRole>(in, in.u8("role"), 4, "buffer role");
+    uint32_t rank = in.count("buffer rank", 8);
+    buffer.shape.resize(rank);
+    for (int64_t &dim : buffer.shape)
+      dim = in.i64("dimension");
+  }
+}
+
+void decodeParameters(ByteReader &in, Plan &plan) {
+  uint32_t count = in.count("parameter count", 26);
+  plan.parameters.resize(count);
+  for (Parameter &parameter : plan.parameters) {
+    parameter.name = in.string("parameter name");
+    parameter.buffer = in.u32("parameter buffer");
+    parameter.init = decodeEnum<InitKind>(in, in.u8("init"), 4, "init kind");
+    uint8_t decay = in.u8("weight decay flag");
+    if (decay > 1)
+      in.fail("bad weight decay flag " + std::to_string(decay));
+    parameter.weightDecay = decay == 1;
+    parameter.a = in.f64("init argument a");
+    parameter.b = in.f64("init argument b");
+  }
+}
+
+void decodeInputs(ByteReader &in, Plan &plan) {
+  uint32_t count = in.count("input count", 16);
+  plan.inputs.resize(count);
+  for (Input &input : plan.inputs) {
+    input.name = in.string("input name");
+    input.buffer = in.u32("input buffer");
+    input.bound = in.i64("input bound");
+  }
+}
+
+void decodeConstants(ByteReader &in, Plan &plan) {
+  uint32_t count = in.count("constant count", 12);
+  plan.constants.resize(count);
+  for (Constant &constant : plan.constants) {
+    constant.buffer = in.u32("constant buffer");
+    uint64_t size = in.u64("constant byte count");
+    in.bytesInto(constant.bytes, size, "constant data");
+  }
+}
+
+void decodeInstructions(ByteReader &in, Plan &plan) {
+  uint32_t count = in.count("instruction count", 18);
+  plan.instructions.resize(count);
+  for (Instruction &instruction : plan.instructions) {
+    instruction.op =
+        decodeEnum<OpCode>(in, in.u16("opcode"), kNumOpCodes, "opcode");
+    instruction.operands.resize(in.count("operand count", 4));
+    for (uint32_t &operand : instruction.operands)
+      operand = in.u32("operand");
+    instruction.results.resize(in.count("result count", 4));
+    for (uint32_t &result : instruction.results)
+      result = in.u32("result");
+    uint32_t attrCount = in.count("attribute count", 5);
+    for (uint32_t i = 0; i < attrCount; ++i) {
+      std::string name = in.string("attribute name");
+      auto kind = decodeEnum<AttrKind>(in, in.u8("attribute kind"), 3,
+                                       "attribute kind");
+      AttrValue value;
+      if (kind == AttrKind::Int) {
+        value = in.i64("integer attribute");
+      } else if (kind == AttrKind::Real) {
+        value = in.f64("real attribute");
+      } else {
+        std::vector<int64_t> list(in.count("attribute list length", 8));
+        for (int64_t &element : list)
+          element = in.i64("attribute list element");
+        value = std::move(list);
+      }
+      if (!instruction.attrs.emplace(name, std::move(value)).second)
+        in.fail("attribute '" + name + "' appears twice");
+    }
+    instruction.location = in.string("location");
+  }
+}
+
+/// One known section: its tag and decoder.
+struct SectionDecoder {
+  const char *tag;
+  void (*decode)(ByteReader &, Plan &);
+};
+
+constexpr SectionDecoder kSections[] = {
+    {kModelTag, decodeModel},           {kBuffersTag, decodeBuffers},
+    {kParametersTag, decodeParameters}, {kInputsTag, decodeInputs},
+    {kConstantsTag, decodeConstants},   {kInstructionsTag, decodeInstructions},
+};
+
+/// A printable form of a four-byte tag for diagnostics.
+std::string printableTag(const uint8_t *tag) {
+  std::string text;
+  for (int i = 0; i < 4; ++i) {
+    if (tag[i] >= 0x20 && tag[i] < 0x7f) {
+      text += static_cast<char>(tag[i]);
+    } else {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", tag[i]);
+      text += escaped;
+    }
+  }
+  return text;
+}
+
+Plan decodePlan(const std::vector<uint8_t> &file) {
+  if (file.empty())
+    throw PlanError("not an ampc plan: the input is empty");
+  if (file.size() < sizeof kMagic ||
+      std::memcmp(file.data(), kMagic, sizeof kMagic) != 0) {
+    if (file.size() < sizeof kMagic &&
+        std::memcmp(file.data(), kMagic, file.size()) == 0)
+      throw PlanError("plan truncated: " + std::to_string(file.size()) +
+                      " bytes, shorter than the 16-byte header");
+    throw PlanError("not an ampc plan: the first 8 bytes are not \"AMPCPLAN\"");
+  }
+  ByteReader header(file.data(), 0, file.size(), "header");
+  header.skip(sizeof kMagic);
+  uint32_t version = header.u32("format version");
+  if (version != kFormatVersion)
+    throw PlanError("plan format version " + std::to_string(version) +
+                    ", this runtime reads version " +
+                    std::to_string(kFormatVersion) +
+                    ": recompile the model with a matching ampc");
+  uint32_t sectionCount = header.u32("section count");
+
+  Plan plan;
+  std::set<std::string> seen;
+  size_t offset = kHeaderBytes;
+  for (uint32_t index = 0; index < sectionCount; ++index) {
+    if (file.size() - offset < kSectionHeaderBytes)
+      throw PlanError("plan truncated: section " + std::to_string(index) +
+                      " of " + std::to_string(sectionCount) +
+                      " needs a 16-byte header at offset " +
+                      std::to_string(offset) + ", only " +
+                      std::to_string(file.size() - offset) + " left");
+    ByteReader sectionHeader(file.data(), offset, file.size(),
+                             "section " + std::to_string(index) + " header");
+    sectionHeader.skip(4);
+    const uint8_t *tagBytes = file.data() + offset;
+    std::string tag = printableTag(tagBytes);
+    uint32_t flags = sectionHeader.u32("section flags");
+    uint64_t length = sectionHeader.u64("section length");
+    offset += kSectionHeaderBytes;
+    if (length > file.size() - offset)
+      throw PlanError("plan truncated: section '" + tag + "' declares " +
+                      std::to_string(length) + " bytes at offset " +
+                      std::to_string(offset) + ", only " +
+                      std::to_string(file.size() - offset) + " left");
+    if (!seen.insert(tag).second)
+      throw PlanError("malformed plan: section '" + tag + "' appears twice");
+
+    const SectionDecoder *decoder = nullptr;
+    for (const SectionDecoder &known : kSections)
+      if (std::memcmp(known.tag, tagBytes, 4) == 0)
+        decoder = &known;
+    if (decoder) {
+      ByteReader payload(file.data(), offset, offset + length,
+                         "section '" + tag + "'");
+      decoder->decode(payload, plan);
+      if (payload.remaining() != 0)
+        payload.fail(std::to_string(payload.remaining()) +
+                     " unread bytes at the end of the section");
+    } else if (flags & kSectionRequired) {
+      throw PlanError("plan needs section '" + tag +
+                      "', which this runtime does not understand: use an "
+                      "ampc runtime that matches the compiler");
+    }
+    // An unknown optional section is skipped: later format revisions may add
+    // data that this runtime does not need.
+    offset += length;
+  }
+  if (offset != file.size())
+    throw PlanError("malformed plan: " + std::to_string(file.size() - offset) +
+                    " bytes after the last section");
+  for (const SectionDecoder &known : kSections)
+    if (!seen.count(known.tag))
+      throw PlanError(std::string("plan truncated or incomplete: section '") +
+                      known.tag + "' is missing");
+  return plan;
+}
+
+} // namespace
+
+void writePlan(const Plan &plan, std::ostream &out) {
+  ByteWriter file;
+  file.raw(kMagic, sizeof kMagic);
+  file.u32(kFormatVersion);
+  file.u32(static_cast<uint32_t>(std::size(kSections)));
+  appendSection(file, kModelTag, kSectionRequired, encodeModel, plan);
+  appendSection(file, kBuffersTag, kSectionRequired, encodeBuffers, plan);
+  appendSection(file, kParametersTag, kSectionRequired, encodeParameters, plan);
+  appendSection(file, kInputsTag, kSectionRequired, encodeInputs, plan);
+  appendSection(file, kConstantsTag, kSectionRequired, encodeConstants, plan);
+  appendSection(file, kInstructionsTag, kSectionRequired, encodeInstructions,
+                plan);
+  out.write(reinterpret_cast<const char *>(file.bytes.data()),
+            static_cast<std::streamsize>(file.bytes.size()));
+  if (!out)
+    throw PlanError("cannot write plan: the output stream failed");
+}
+
+Plan readPlan(std::istream &in) {
+  std::vector<uint8_t> file{std::istreambuf_iterator<char>(in),
+                            std::istreambuf_iterator<char>()};
+  if (in.bad())
+    throw PlanError("cannot read plan: the input stream failed");
+  Plan plan = decodePlan(file);
+  validatePlan(plan);
+  return plan;
+}
+
+void savePlan(const Plan &plan, const std::string &path) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out)
+      throw PlanError("cannot save plan to '" + path + "': cannot create '" +
+                      temporary + "'");
+    bool written = true;
+    try {
+      writePlan(plan, out);
+      out.flush();
+      out.close();
+      // A full disk or a quota shows up here, when the buffered bytes are
+      // flushed, not at the write call.
+      written = !out.fail();
+    } catch (const PlanError &) {
+      written = false;
+    }
+    if (!written) {
+      out.close();
+      std::remove(temporary.c_str());
+      throw PlanError("cannot save plan to '" + path +
+                      "': writing failed (disk full?); the existing file, if "
+                      "any, is unchanged");
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    throw PlanError("cannot save plan to '" + path + "': cannot rename '" +
+                    temporary + "' over it");
+  }
+}
+
+Plan loadPlan(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw PlanError("cannot open plan '" + path +
+                    "': no such file or it is "
+                    "not readable");
+  try {
+    return readPlan(in);
+  } catch (const PlanError &error) {
+    throw PlanError("plan '" + path + "': " + error.what());
+  }
+}
+
+} // namespace ampc::plan

@@ -1,0 +1,578 @@
+//===- PlanValidate.cpp - Checks everything a backend relies on -----------===//
+//
+// A backend executes a validated plan without re-checking ids, shapes,
+// dtypes or attributes, so every rule of docs/plan-format.md ("Validation"
+// and the per-opcode table) is enforced here, each failure as one line that
+// names the instruction, its opcode and its source location.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/plan/Plan.h"
+#include "runtime/plan/ShapeRules.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace ampc::plan {
+namespace {
+
+[[noreturn]] void fail(const std::string &message) {
+  throw PlanError("invalid plan: " + message);
+}
+
+/// "buffer 4 'h1' (bf16 [2, 3])".
+std::string describeBuffer(const Plan &plan, uint32_t id) {
+  const Buffer &buffer = plan.buffers[id];
+  std::string text = "buffer " + std::to_string(id);
+  if (!buffer.name.empty())
+    text += " '" + buffer.name + "'";
+  return text + " (" + dtypeName(buffer.dtype) + " " +
+         shapeToString(buffer.shape) + ")";
+}
+
+/// Checks one instruction at a time; `fail` prefixes the instruction.
+class InstructionChecker {
+public:
+  InstructionChecker(const Plan &plan, const Instruction &instruction,
+                     size_t index)
+      : plan(plan), instruction(instruction), index(index) {}
+
+  [[noreturn]] void fail(const std::string &message) const {
+    plan::fail(describeInstruction(instruction, index) + ": " + message);
+  }
+
+  void operandCount(size_t expected) const {
+    if (instruction.operands.size() != expected)
+      fail("takes " + std::to_string(expected) + " operand" +
+           (expected == 1 ? "" : "s") + ", has " +
+           std::to_string(instruction.operands.size()));
+  }
+
+  const Buffer &operand(size_t i) const {
+    return plan.buffers[instruction.operands[i]];
+  }
+  const Buffer &result() const { return plan.buffers[instruction.results[0]]; }
+
+  std::string operandName(size_t i) const {
+    return "operand " + std::to_string(i) + " " +
+           describeBuffer(plan, instruction.operands[i]);
+  }
+  std::string resultName() const {
+    return "result " + describeBuffer(plan, instruction.results[0]);
+  }
+
+  void floatOperand(size_t i) const {
+    if (!isFloatDType(operand(i).dtype))
+      fail(operandName(i) + " must have a float dtype");
+  }
+  void integerOperand(size_t i) const {
+    if (!isIntegerDType(operand(i).dtype))
+      fail(operandName(i) + " must have an integer dtype");
+  }
+  void floatResult() const {
+    if (!isFloatDType(result().dtype))
+      fail(resultName() + " must have a float dtype");
+  }
+  void resultDTypeOf(size_t i) const {
+    if (result().dtype != operand(i).dtype)
+      fail(resultName() + " must have the dtype of " + operandName(i));
+  }
+  void resultShape(const Shape &expected) const {
+    if (result().shape != expected)
+      fail(resultName() + " must have shape " + shapeToString(expected));
+  }
+
+  int64_t intAttr(const char *name) const {
+    try {
+      return plan::intAttr(instruction, name);
+    } catch (const PlanError &error) {
+      fail(error.what());
+    }
+  }
+  int64_t flagAttr(const char *name) const {
+    int64_t value = intAttr(name);
+    if (value != 0 && value != 1)
+      fail(std::string("attribute '") + name + "' must be 0 or 1, is " +
+           std::to_string(value));
+    return value;
+  }
+  double realAttr(const char *name) const {
+    double value;
+    try {
+      value = plan::realAttr(instruction, name);
+    } catch (const PlanError &error) {
+      fail(error.what());
+    }
+    if (!std::isfinite(value))
+      fail(std::string("attribute '") + name + "' must be finite");
+    return value;
+  }
+  const std::vector<int64_t> &intListAttr(const char *name) const {
+    try {
+      return plan::intListAttr(instruction, name);
+    } catch (const PlanError &error) {
+      fail(error.what());
+    }
+  }
+
+  void check();
+
+private:
+  void checkElementwiseBinary();
+  void checkElementwiseUnary();
+  void checkMatMul();
+  void checkLayout();
+  void checkReduction();
+  void checkEmbedding();
+  void checkNorm();
+  void checkSoftmax();
+  void checkAttention();
+  void checkLoss();
+  void checkCausal(const Shape &scores);
+
+  const Plan &plan;
+  const Instruction &instruction;
+  size_t index;
+};
+
+void InstructionChecker::checkElementwiseBinary() {
+  operandCount(2);
+  floatOperand(0);
+  floatOperand(1);
+  if (operand(0).dtype != operand(1).dtype)
+    fail(operandName(0) + " and " + operandName(1) + " must have one dtype");
+  floatResult();
+  std::optional<Shape> shape =
+      broadcastShapes(operand(0).shape, operand(1).shape);
+  if (!shape)
+    fail("the shapes of " + operandName(0) + " and " + operandName(1) +
+         " do not broadcast");
+  resultShape(*shape);
+}
+
+void InstructionChecker::checkElementwiseUnary() {
+  operandCount(1);
+  floatOperand(0);
+  floatResult();
+  resultShape(operand(0).shape);
+  if (instruction.op == OpCode::Gelu)
+    flagAttr("approximate");
+  if (instruction.op == OpCode::Dropout) {
+    double p = realAttr("p");
+    if (p < 0 || p >= 1)
+      fail("attribute 'p' must be in [0, 1), is " + std::to_string(p));
+    int64_t stream = intAttr("stream");
+    if (stream < 0 || stream > int64_t(UINT32_MAX))
+      fail("attribute 'stream' must fit in 32 bits, is " +
+           std::to_string(stream));
+  }
+}
+
+void InstructionChecker::checkMatMul() {
+  operandCount(2);
+  floatOperand(0);
+  floatOperand(1);
+  if (operand(0).dtype != operand(1).dtype)
+    fail(operandName(0) + " and " + operandName(1) + " must have one dtype");
+  floatResult();
+  bool transposeA = flagAttr("transpose_a");
+  bool transposeB = flagAttr("transpose_b");
+  std::optional<MatMulDims> dims =
+      matMulDims(operand(0).shape, operand(1).shape, transposeA, transposeB);
+  if (!dims)
+    fail(operandName(0) + " and " + operandName(1) +
+         " are not [..., M, K] x [..., K, N] with broadcastable batch dims "
+         "(after transpose_a=" +
+         std::to_string(transposeA) +
+         ", transpose_b=" + std::to_string(transposeB) + ")");
+  Shape shape = dims->batch;
+  shape.push_back(dims->m);
+  shape.push_back(dims->n);
+  resultShape(shape);
+}
+
+void InstructionChecker::checkLayout() {
+  OpCode op = instruction.op;
+  if (op == OpCode::Concat) {
+    if (instruction.operands.empty())
+      fail("takes at least 1 operand, has 0");
+  } else {
+    operandCount(1);
+  }
+  resultDTypeOf(0);
+  const Shape &in = operand(0).shape;
+  const int64_t rank = static_cast<int64_t>(in.size());
+  switch (op) {
+  case OpCode::Transpose: {
+    const std::vector<int64_t> &permutation = intListAttr("permutation");
+    std::vector<bool> used(in.size(), false);
+    if (static_cast<int64_t>(permutation.size()) != rank)
+      fail("attribute 'permutation' must have " + std::to_string(rank) +
+           " entries");
+    Shape shape;
+    for (int64_t axis : permutation) {
+      if (axis < 0 || axis >= rank || used[axis])
+        fail("attribute 'permutation' is not a permutation of 0.." +
+             std::to_string(rank - 1));
+      used[axis] = true;
+      shape.push_back(in[axis]);
+    }
+    resultShape(shape);
+    break;
+  }
+  case OpCode::Reshape:
+    if (numElements(result()) != numElements(operand(0)))
+      fail(resultName() + " must have the element count of " + operandName(0));
+    break;
+  case OpCode::Slice: {
+    const std::vector<int64_t> &starts = intListAttr("starts");
+    if (static_cast<int64_t>(starts.size()) != rank ||
+        result().shape.size() != in.size())
+      fail("attribute 'starts' and the result must have the operand's rank " +
+           std::to_string(rank));
+    for (int64_t i = 0; i < rank; ++i)
+      if (starts[i] < 0 || starts[i] + result().shape[i] > in[i])
+        fail("slice [" + std::to_string(starts[i]) + ", " +
+             std::to_string(starts[i] + result().shape[i]) + ") of dim " +
+             std::to_string(i) + " is outside " + operandName(0));
+    break;
+  }
+  case OpCode::Concat: {
+    int64_t axis = intAttr("axis");
+    if (axis < 0 || axis >= rank)
+      fail("attribute 'axis' must be in [0, " + std::to_string(rank) +
+           "), is " + std::to_string(axis));
+    Shape shape = in;
+    shape[axis] = 0;
+    for (size_t i = 0; i < instruction.operands.size(); ++i) {
+      const Shape &part = operand(i).shape;
+      bool compatible = part.size() == in.size();
+      for (size_t d = 0; compatible && d < part.size(); ++d)
+        compatible = static_cast<int64_t>(d) == axis || part[d] == in[d];
+      if (!compatible || operand(i).dtype != operand(0).dtype)
+        fail(operandName(i) + " must match " + operandName(0) +
+             " in dtype and in every dim but " + std::to_string(axis));
+      shape[axis] += part[axis];
+    }
+    resultShape(shape);
+    break;
+  }
+  case OpCode::Broadcast:
+    if (!broadcastsTo(in, result().shape))
+      fail(operandName(0) + " does not broadcast to " + resultName());
+    break;
+  default:
+    break;
+  }
+}
+
+void InstructionChecker::checkReduction() {
+  operandCount(1);
+  floatOperand(0);
+  floatResult();
+  const std::vector<int64_t> &axes = intListAttr("axes");
+  bool keepDims = flagAttr("keepdims");
+  const int64_t rank = static_cast<int64_t>(operand(0).shape.size());
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i] < 0 || axes[i] >= rank || (i > 0 && axes[i] <= axes[i - 1]))
+      fail("attribute 'axes' must be sorted unique dims in [0, " +
+           std::to_string(rank) + ")");
+  resultShape(reducedShape(operand(0).shape, axes, keepDims));
+}
+
+void InstructionChecker::checkEmbedding() {
+  operandCount(2);
+  floatOperand(0);
+  integerOperand(1);
+  floatResult();
+  if (operand(0).shape.size() != 2)
+    fail(operandName(0) + " must be a [vocabulary, width] table");
+  Shape shape = operand(1).shape;
+  shape.push_back(operand(0).shape[1]);
+  resultShape(shape);
+}
+
+void InstructionChecker::checkNorm() {
+  bool layerNorm = instruction.op == OpCode::LayerNorm;
+  operandCount(layerNorm ? 3 : 2);
+  for (size_t i = 0; i < instruction.operands.size(); ++i)
+    floatOperand(i);
+  floatResult();
+  const Shape &x = operand(0).shape;
+  if (x.empty())
+    fail(operandName(0) + " must have rank >= 1");
+  for (size_t i = 1; i < instruction.operands.size(); ++i)
+    if (operand(i).shape != Shape{x.back()})
+      fail(operandName(i) + " must have shape [" + std::to_string(x.back()) +
+           "], the last dim of " + operandName(0));
+  resultShape(x);
+  if (realAttr("epsilon") < 0)
+    fail("attribute 'epsilon' must be >= 0");
+}
+
+void InstructionChecker::checkCausal(const Shape &scores) {
+  const int64_t rows = scores[scores.size() - 2];
+  const int64_t columns = scores.back();
+  if (columns < rows)
+    fail("causal masking needs at least as many keys (" +
+         std::to_string(columns) + ") as queries (" + std::to_string(rows) +
+         "), or some rows would mask every key");
+}
+
+void InstructionChecker::checkSoftmax() {
+  operandCount(1);
+  floatOperand(0);
+  floatResult();
+  resultShape(operand(0).shape);
+  if (operand(0).shape.empty())
+    fail(operandName(0) + " must have rank >= 1");
+  if (flagAttr("causal")) {
+    if (operand(0).shape.size() < 2)
+      fail("causal softmax needs rank >= 2");
+    checkCausal(operand(0).shape);
+  }
+}
+
+void InstructionChecker::checkAttention() {
+  operandCount(3);
+  for (size_t i = 0; i < 3; ++i)
+    floatOperand(i);
+  floatResult();
+  const Shape &q = operand(0).shape, &k = operand(1).shape,
+              &v = operand(2).shape;
+  if (q.size() < 2 || k.size() != q.size() || v.size() != q.size() ||
+      !std::equal(q.begin(), q.end() - 2, k.begin()) ||
+      !std::equal(q.begin(), q.end() - 2, v.begin()))
+    fail("q, k, v must have one rank >= 2 and the same leading dims");
+  if (k.back() != q.back())
+    fail("k's head dim " + std::to_string(k.back()) + " must equal q's " +
+         std::to_string(q.back()));
+  if (v[v.size() - 2] != k[k.size() - 2])
+    fail("v must have as many rows as k");
+  Shape shape(q.begin(), q.end() - 1);
+  shape.push_back(v.back());
+  resultShape(shape);
+  realAttr("scale");
+  if (flagAttr("causal")) {
+    Shape scores(q.begin(), q.end() - 1);
+    scores.push_back(k[k.size() - 2]);
+    checkCausal(scores);
+  }
+}
+
+void InstructionChecker::checkLoss() {
+  operandCount(2);
+  floatOperand(0);
+  floatResult();
+  resultShape({});
+  if (instruction.op == OpCode::MseLoss) {
+    floatOperand(1);
+    if (operand(1).shape != operand(0).shape)
+      fail(operandName(1) + " must have the shape of " + operandName(0));
+    return;
+  }
+  integerOperand(1);
+  const Shape &logits = operand(0).shape;
+  if (logits.empty())
+    fail(operandName(0) + " must have a class dim");
+  if (operand(1).shape != Shape(logits.begin(), logits.end() - 1))
+    fail(operandName(1) + " must have the shape of the logits without the "
+                          "class dim");
+  intAttr("ignore_index");
+  int64_t reduction = intAttr("reduction");
+  if (reduction != 0 && reduction != 1)
+    fail("attribute 'reduction' must be 0 (mean) or 1 (sum), is " +
+         std::to_string(reduction));
+}
+
+void InstructionChecker::check() {
+  switch (instruction.op) {
+  case OpCode::Add:
+  case OpCode::Sub:
+  case OpCode::Mul:
+  case OpCode::Div:
+    return checkElementwiseBinary();
+  case OpCode::Neg:
+  case OpCode::Relu:
+  case OpCode::Silu:
+  case OpCode::Tanh:
+  case OpCode::Exp:
+  case OpCode::Log:
+  case OpCode::Sqrt:
+  case OpCode::Rsqrt:
+  case OpCode::Gelu:
+  case OpCode::Dropout:
+    return checkElementwiseUnary();
+  case OpCode::MatMul:
+    return checkMatMul();
+  case OpCode::Transpose:
+  case OpCode::Reshape:
+  case OpCode::Slice:
+  case OpCode::Concat:
+  case OpCode::Broadcast:
+    return checkLayout();
+  case OpCode::Cast:
+    operandCount(1);
+    resultShape(operand(0).shape);
+    return;
+  case OpCode::Sum:
+  case OpCode::Mean:
+  case OpCode::Max:
+    return checkReduction();
+  case OpCode::Embedding:
+    return checkEmbedding();
+  case OpCode::LayerNorm:
+  case OpCode::RmsNorm:
+    return checkNorm();
+  case OpCode::Softmax:
+    return checkSoftmax();
+  case OpCode::Attention:
+    return checkAttention();
+  case OpCode::CrossEntropy:
+  case OpCode::MseLoss:
+    return checkLoss();
+  }
+  fail("unknown opcode " + std::to_string(static_cast<int>(instruction.op)));
+}
+
+/// Checks the parameter, input and constant tables: ids, roles, dtypes,
+/// initialiser arguments, data sizes, unique names, and that every buffer
+/// with one of those roles has exactly one entry.
+void checkTables(const Plan &plan) {
+  const size_t bufferCount = plan.buffers.size();
+  std::vector<int> entries(bufferCount, 0);
+  auto claim = [&](uint32_t id, BufferRole role, const std::string &what) {
+    if (id >= bufferCount)
+      fail(what + " refers to buffer " + std::to_string(id) +
+           ", but the plan "
+           "has " +
+           std::to_string(bufferCount) + " buffers");
+    if (plan.buffers[id].role != role)
+      fail(what + " refers to " + describeBuffer(plan, id) +
+           ", whose role is " + bufferRoleName(plan.buffers[id].role) +
+           ", not " + bufferRoleName(role));
+    if (entries[id]++)
+      fail(what + " refers to " + describeBuffer(plan, id) +
+           ", which already has an entry");
+  };
+  std::set<std::string> names;
+  for (const Parameter &parameter : plan.parameters) {
+    std::string what = "parameter '" + parameter.name + "'";
+    if (parameter.name.empty() || !names.insert(parameter.name).second)
+      fail(what + ": parameter names must be unique and non-empty");
+    claim(parameter.buffer, BufferRole::Parameter, what);
+    if (!isFloatDType(plan.buffers[parameter.buffer].dtype))
+      fail(what + " must have a float dtype");
+    if (static_cast<uint8_t>(parameter.init) > 3)
+      fail(what + " has an unknown init kind");
+    if (!std::isfinite(parameter.a) || !std::isfinite(parameter.b))
+      fail(what + ": init arguments must be finite");
+    if (parameter.init == InitKind::Normal && parameter.b < 0)
+      fail(what + ": normal init needs std >= 0");
+    if (parameter.init == InitKind::Uniform && parameter.a > parameter.b)
+      fail(what + ": uniform init needs low <= high");
+  }
+  names.clear();
+  for (const Input &input : plan.inputs) {
+    std::string what = "input '" + input.name + "'";
+    if (input.name.empty() || !names.insert(input.name).second)
+      fail(what + ": input names must be unique and non-empty");
+    claim(input.buffer, BufferRole::Input, what);
+    if (input.bound < 0)
+      fail(what + ": bound must be >= 0");
+    if (input.bound > 0 && !isIntegerDType(plan.buffers[input.buffer].dtype))
+      fail(what + ": only integer inputs can have a bound");
+  }
+  for (size_t i = 0; i < plan.constants.size(); ++i) {
+    const Constant &constant = plan.constants[i];
+    std::string what = "constant " + std::to_string(i);
+    claim(constant.buffer, BufferRole::Constant, what);
+    const Buffer &buffer = plan.buffers[constant.buffer];
+    uint64_t expected =
+        static_cast<uint64_t>(numElements(buffer)) * dtypeBytes(buffer.dtype);
+    if (constant.bytes.size() != expected)
+      fail(what + " has " + std::to_string(constant.bytes.size()) +
+           " bytes, but " + describeBuffer(plan, constant.buffer) + " needs " +
+           std::to_string(expected));
+  }
+  for (uint32_t id = 0; id < bufferCount; ++id)
+    if (plan.buffers[id].role != BufferRole::Temporary && entries[id] == 0)
+      fail(describeBuffer(plan, id) + " has role " +
+           bufferRoleName(plan.buffers[id].role) + " but no " +
+           bufferRoleName(plan.buffers[id].role) + " entry");
+}
+
+} // namespace
+
+void validatePlan(const Plan &plan) {
+  const size_t bufferCount = plan.buffers.size();
+  if (bufferCount > UINT32_MAX)
+    fail("too many buffers");
+  for (uint32_t id = 0; id < bufferCount; ++id) {
+    const Buffer &buffer = plan.buffers[id];
+    if (static_cast<uint8_t>(buffer.dtype) > 4 ||
+        static_cast<uint8_t>(buffer.role) > 3)
+      fail("buffer " + std::to_string(id) + " has an unknown dtype or role");
+    // Element counts stay far from int64 overflow so byte offsets are safe.
+    int64_t elements = 1;
+    for (int64_t dim : buffer.shape) {
+      if (dim < 0 || (dim > 0 && elements > (int64_t(1) << 50) / dim))
+        fail(describeBuffer(plan, id) +
+             " has a negative dim or more than 2^50 elements");
+      elements *= dim;
+    }
+  }
+  checkTables(plan);
+
+  // Every non-temporary buffer holds data before the first instruction; a
+  // temporary becomes readable once the instruction that writes it has run.
+  std::vector<bool> defined(bufferCount);
+  for (uint32_t id = 0; id < bufferCount; ++id)
+    defined[id] = plan.buffers[id].role != BufferRole::Temporary;
+  for (size_t index = 0; index < plan.instructions.size(); ++index) {
+    const Instruction &instruction = plan.instructions[index];
+    InstructionChecker checker(plan, instruction, index);
+    if (static_cast<uint16_t>(instruction.op) >= kNumOpCodes)
+      checker.fail("unknown opcode " +
+                   std::to_string(static_cast<int>(instruction.op)));
+    if (instruction.results.size() != 1)
+      checker.fail("must have exactly 1 result, has " +
+                   std::to_string(instruction.results.size()));
+    for (uint32_t id : instruction.operands)
+      if (id >= bufferCount)
+        checker.fail("operand buffer " + std::to_string(id) +
+                     " is out of range (the plan has " +
+                     std::to_string(bufferCount) + " buffers)");
+    uint32_t result = instruction.results[0];
+    if (result >= bufferCount)
+      checker.fail("result buffer " + std::to_string(result) +
+                   " is out of range (the plan has " +
+                   std::to_string(bufferCount) + " buffers)");
+    for (size_t i = 0; i < instruction.operands.size(); ++i)
+      if (!defined[instruction.operands[i]])
+        checker.fail(checker.operandName(i) +
+                     " is read before any instruction writes it");
+    if (plan.buffers[result].role != BufferRole::Temporary)
+      checker.fail(checker.resultName() + " has role " +
+                   bufferRoleName(plan.buffers[result].role) +
+                   "; only temporaries can be written");
+    if (defined[result])
+      checker.fail(checker.resultName() + " is written a second time");
+    checker.check();
+    defined[result] = true;
+  }
+
+  if (plan.loss >= bufferCount)
+    fail("the loss buffer " + std::to_string(plan.loss) +
+         " is out of range (the plan has " + std::to_string(bufferCount) +
+         " buffers)");
+  const Buffer &loss = plan.buffers[plan.loss];
+  if (!loss.shape.empty() || !isFloatDType(loss.dtype))
+    fail("the loss " + describeBuffer(plan, plan.loss) +
+         " must be a float scalar");
+  if (!defined[plan.loss])
+    fail("the loss " + describeBuffer(plan, plan.loss) + " is never written");
+}
+
+} // namespace ampc::plan

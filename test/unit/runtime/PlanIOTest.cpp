@@ -1,0 +1,333 @@
+//===- PlanIOTest.cpp - Binary plan encoding: round trips and rejections --===//
+
+#include "PlanTestUtils.h"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <sys/resource.h>
+#include <unistd.h>
+
+using namespace ampc;
+using namespace ampc::test;
+using plan::Plan;
+using plan::PlanError;
+
+namespace {
+
+std::string encode(const Plan &plan) {
+  std::ostringstream out;
+  plan::writePlan(plan, out);
+  return out.str();
+}
+
+Plan decode(const std::string &bytes) {
+  std::istringstream in(bytes);
+  return plan::readPlan(in);
+}
+
+/// The PlanError message readPlan gives for \p bytes ("" if it accepts them).
+std::string readError(const std::string &bytes) {
+  try {
+    decode(bytes);
+  } catch (const PlanError &error) {
+    std::string message = error.what();
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    EXPECT_FALSE(message.empty());
+    return message;
+  }
+  return "";
+}
+
+void expectSamePlan(const Plan &a, const Plan &b) {
+  EXPECT_EQ(a.modelName, b.modelName);
+  EXPECT_EQ(a.loss, b.loss);
+  ASSERT_EQ(a.buffers.size(), b.buffers.size());
+  for (size_t i = 0; i < a.buffers.size(); ++i) {
+    EXPECT_EQ(a.buffers[i].name, b.buffers[i].name);
+    EXPECT_EQ(a.buffers[i].dtype, b.buffers[i].dtype);
+    EXPECT_EQ(a.buffers[i].shape, b.buffers[i].shape);
+    EXPECT_EQ(a.buffers[i].role, b.buffers[i].role);
+  }
+  ASSERT_EQ(a.parameters.size(), b.parameters.size());
+  for (size_t i = 0; i < a.parameters.size(); ++i) {
+    EXPECT_EQ(a.parameters[i].name, b.parameters[i].name);
+    EXPECT_EQ(a.parameters[i].buffer, b.parameters[i].buffer);
+    EXPECT_EQ(a.parameters[i].init, b.parameters[i].init);
+    EXPECT_EQ(a.parameters[i].a, b.parameters[i].a);
+    EXPECT_EQ(a.parameters[i].b, b.parameters[i].b);
+    EXPECT_EQ(a.parameters[i].weightDecay, b.parameters[i].weightDecay);
+  }
+  ASSERT_EQ(a.inputs.size(), b.inputs.size());
+  for (size_t i = 0; i < a.inputs.size(); ++i) {
+    EXPECT_EQ(a.inputs[i].name, b.inputs[i].name);
+    EXPECT_EQ(a.inputs[i].buffer, b.inputs[i].buffer);
+    EXPECT_EQ(a.inputs[i].bound, b.inputs[i].bound);
+  }
+  ASSERT_EQ(a.constants.size(), b.constants.size());
+  for (size_t i = 0; i < a.constants.size(); ++i) {
+    EXPECT_EQ(a.constants[i].buffer, b.constants[i].buffer);
+    EXPECT_EQ(a.constants[i].bytes, b.constants[i].bytes);
+  }
+  ASSERT_EQ(a.instructions.size(), b.instructions.size());
+  for (size_t i = 0; i < a.instructions.size(); ++i) {
+    EXPECT_EQ(a.instructions[i].op, b.instructions[i].op);
+    EXPECT_EQ(a.instructions[i].operands, b.instructions[i].operands);
+    EXPECT_EQ(a.instructions[i].results, b.instructions[i].results);
+    EXPECT_EQ(a.instructions[i].attrs, b.instructions[i].attrs);
+    EXPECT_EQ(a.instructions[i].location, b.instructions[i].location);
+  }
+}
+
+/// A fresh scratch directory for file tests.
+std::filesystem::path scratchDirectory(const std::string &name) {
+  auto path = std::filesystem::temp_directory_path() /
+              ("ampc_plan_io_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(path);
+  std::filesystem::create_directories(path);
+  return path;
+}
+
+std::string fileContents(const std::filesystem::path &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(PlanIO, EveryOpcodePlanCoversTheFormat) {
+  Plan plan = everyOpcodePlan();
+  std::set<plan::OpCode> ops;
+  std::set<size_t> attrKinds;
+  for (const plan::Instruction &instruction : plan.instructions) {
+    ops.insert(instruction.op);
+    for (const auto &attr : instruction.attrs)
+      attrKinds.insert(attr.second.index());
+  }
+  EXPECT_EQ(ops.size(), plan::kNumOpCodes);
+  EXPECT_EQ(attrKinds.size(), 3u);
+  EXPECT_NO_THROW(plan::validatePlan(plan));
+}
+
+TEST(PlanIO, RoundTripEveryOpcode) {
+  Plan original = everyOpcodePlan();
+  original.parameters[0].a = -0.125;
+  original.parameters[0].b = 1e-300;
+  std::string bytes = encode(original);
+  EXPECT_EQ(bytes.substr(0, 8), "AMPCPLAN");
+  Plan decoded = decode(bytes);
+  expectSamePlan(original, decoded);
+  // Encoding is deterministic: re-encoding gives the same bytes.
+  EXPECT_EQ(encode(decoded), bytes);
+}
+
+TEST(PlanIO, SaveAndLoad) {
+  auto dir = scratchDirectory("save");
+  const std::string path = (dir / "model.plan").string();
+  Plan original = everyOpcodePlan();
+  plan::savePlan(original, path);
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  expectSamePlan(original, plan::loadPlan(path));
+  // Saving again replaces the file.
+  original.modelName = "renamed";
+  plan::savePlan(original, path);
+  EXPECT_EQ(plan::loadPlan(path).modelName, "renamed");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PlanIO, LoadMissingFileNamesThePath) {
+  try {
+    plan::loadPlan("/nonexistent/dir/model.plan");
+    FAIL() << "expected PlanError";
+  } catch (const PlanError &error) {
+    EXPECT_NE(std::string(error.what()).find("/nonexistent/dir/model.plan"),
+              std::string::npos);
+  }
+}
+
+TEST(PlanIO, LoadMalformedFileNamesThePath) {
+  auto dir = scratchDirectory("malformed");
+  const std::string path = (dir / "bad.plan").string();
+  std::ofstream(path) << "AMPCPLAN but not really";
+  try {
+    plan::loadPlan(path);
+    FAIL() << "expected PlanError";
+  } catch (const PlanError &error) {
+    EXPECT_NE(std::string(error.what()).find(path), std::string::npos);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PlanIO, FailedSaveLeavesExistingFileUntouched) {
+  auto dir = scratchDirectory("blocked");
+  const std::string path = (dir / "model.plan").string();
+  Plan plan = everyOpcodePlan();
+  plan::savePlan(plan, path);
+  const std::string before = fileContents(path);
+  // The temporary path is taken by a directory, so the save cannot start.
+  std::filesystem::create_directory(path + ".tmp");
+  plan.modelName = "changed";
+  try {
+    plan::savePlan(plan, path);
+    FAIL() << "expected PlanError";
+  } catch (const PlanError &error) {
+    EXPECT_NE(std::string(error.what()).find(path), std::string::npos);
+  }
+  EXPECT_EQ(fileContents(path), before);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PlanIO, FullDiskLeavesExistingFileUntouched) {
+  auto dir = scratchDirectory("full");
+  const std::string path = (dir / "model.plan").string();
+  Plan plan = everyOpcodePlan();
+  plan::savePlan(plan, path);
+  const std::string before = fileContents(path);
+  // A large constant, and a file-size limit far below it: writes beyond the
+  // limit fail with EFBIG exactly like a full disk (SIGXFSZ ignored).
+  PlanBuilder builder;
+  builder.input("x", DType::F32, {1 << 20});
+  builder.constant("big", DType::F32, {1 << 20},
+                   std::vector<double>(1 << 20, 1.0));
+  builder.plan.loss =
+      builder.op(OpCode::Sum, {0}, DType::F32, {},
+                 {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t(0)}});
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto oldHandler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit limited = old;
+  limited.rlim_cur = 64 * 1024;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &limited), 0);
+  std::string message;
+  try {
+    plan::savePlan(builder.plan, path);
+  } catch (const PlanError &error) {
+    message = error.what();
+  }
+  setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, oldHandler);
+  EXPECT_NE(message.find(path), std::string::npos) << message;
+  EXPECT_EQ(fileContents(path), before);
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PlanIO, RejectsEveryTruncation) {
+  PlanBuilder builder("tiny");
+  uint32_t x = builder.input("x", DType::F32, {2});
+  uint32_t c = builder.constant("c", DType::F32, {2}, {1.0, 2.0});
+  uint32_t sum =
+      builder.op(OpCode::Add, {x, c}, DType::F32, {2}, {}, "tiny.mlir:1:1");
+  builder.plan.loss =
+      builder.op(OpCode::Mean, {sum}, DType::F32, {},
+                 {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t(0)}});
+  const std::string bytes = encode(builder.plan);
+  ASSERT_EQ(readError(bytes), "");
+  for (size_t length = 0; length < bytes.size(); ++length)
+    EXPECT_NE(readError(bytes.substr(0, length)), "")
+        << "a prefix of " << length << " bytes was accepted";
+  EXPECT_NE(readError(bytes.substr(0, 100)).find("truncated"),
+            std::string::npos);
+}
+
+TEST(PlanIO, RejectsBadMagic) {
+  std::string bytes = encode(everyOpcodePlan());
+  bytes[0] = 'X';
+  EXPECT_NE(readError(bytes).find("not an ampc plan"), std::string::npos);
+  EXPECT_NE(readError("hello world, this is not a plan").find("not an ampc"),
+            std::string::npos);
+  EXPECT_NE(readError("").find("empty"), std::string::npos);
+}
+
+TEST(PlanIO, RejectsWrongVersion) {
+  std::string bytes = encode(everyOpcodePlan());
+  bytes[8] = 2; // the u32 version follows the magic
+  EXPECT_EQ(readError(bytes),
+            "plan format version 2, this runtime reads version 1: recompile "
+            "the model with a matching ampc");
+}
+
+TEST(PlanIO, RejectsOutOfRangeBufferId) {
+  Plan plan = everyOpcodePlan();
+  plan.instructions[3].operands[1] = 999;
+  std::string message = readError(encode(plan));
+  EXPECT_NE(message.find("operand buffer 999 is out of range"),
+            std::string::npos)
+      << message;
+  plan = everyOpcodePlan();
+  plan.inputs[0].buffer = 12345;
+  EXPECT_NE(readError(encode(plan)).find("buffer 12345"), std::string::npos);
+}
+
+TEST(PlanIO, RejectsBadEnumValues) {
+  Plan plan = everyOpcodePlan();
+  plan.buffers[0].dtype = static_cast<plan::DType>(9);
+  EXPECT_NE(readError(encode(plan)).find("bad dtype code 9"),
+            std::string::npos);
+  plan = everyOpcodePlan();
+  plan.instructions[0].op = static_cast<plan::OpCode>(500);
+  EXPECT_NE(readError(encode(plan)).find("bad opcode code 500"),
+            std::string::npos);
+  plan = everyOpcodePlan();
+  plan.buffers[0].role = static_cast<plan::BufferRole>(4);
+  EXPECT_NE(readError(encode(plan)).find("bad buffer role"), std::string::npos);
+  plan = everyOpcodePlan();
+  plan.parameters[0].init = static_cast<plan::InitKind>(7);
+  EXPECT_NE(readError(encode(plan)).find("bad init kind"), std::string::npos);
+}
+
+/// \p bytes with one more section appended (and counted in the header).
+std::string withExtraSection(std::string bytes, const char *tag, uint32_t flags,
+                             const std::string &payload) {
+  bytes[12] = static_cast<char>(bytes[12] + 1); // section count, low byte
+  bytes.append(tag, 4);
+  for (int i = 0; i < 4; ++i)
+    bytes.push_back(static_cast<char>(flags >> (8 * i)));
+  const uint64_t length = payload.size();
+  for (int i = 0; i < 8; ++i)
+    bytes.push_back(static_cast<char>(length >> (8 * i)));
+  return bytes + payload;
+}
+
+TEST(PlanIO, SkipsUnknownOptionalSections) {
+  const std::string bytes = encode(everyOpcodePlan());
+  EXPECT_EQ(readError(withExtraSection(bytes, "KRNL", 0, "cubin")), "");
+}
+
+TEST(PlanIO, RejectsUnknownRequiredSections) {
+  const std::string bytes = encode(everyOpcodePlan());
+  EXPECT_NE(readError(withExtraSection(bytes, "KRNL", 1, "cubin"))
+                .find("section 'KRNL'"),
+            std::string::npos);
+}
+
+TEST(PlanIO, RejectsLengthsPastTheEnd) {
+  std::string bytes = encode(everyOpcodePlan());
+  // The first section's u64 length sits at offset 16 + 8.
+  bytes[16 + 8 + 5] = 1;
+  EXPECT_NE(readError(bytes).find("truncated"), std::string::npos);
+  // A corrupted element count: the buffer count of the second section (BUFS,
+  // after the MODL section) set to 2^32 - 1 must not allocate, just fail.
+  bytes = encode(everyOpcodePlan());
+  const size_t modelLength = static_cast<uint8_t>(bytes[24]);
+  const size_t bufferCount = 16 + 16 + modelLength + 16;
+  ASSERT_EQ(bytes.substr(16 + 16 + modelLength, 4), "BUFS");
+  for (int i = 0; i < 4; ++i)
+    bytes[bufferCount + i] = '\xff';
+  EXPECT_NE(readError(bytes).find("buffer count 4294967295"),
+            std::string::npos);
+}
+
+TEST(PlanIO, RejectsTrailingAndDuplicateData) {
+  const std::string bytes = encode(everyOpcodePlan());
+  EXPECT_NE(readError(bytes + "x").find("after the last section"),
+            std::string::npos);
+  std::string duplicate = withExtraSection(bytes, "KRNL", 0, "a");
+  duplicate = withExtraSection(duplicate, "KRNL", 0, "b");
+  EXPECT_NE(readError(duplicate).find("appears twice"), std::string::npos);
+}
+
+} // namespace

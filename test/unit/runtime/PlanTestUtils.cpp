@@ -1,0 +1,158 @@
+//===- PlanTestUtils.cpp - Building small plans for the runtime tests -----===//
+
+#include "PlanTestUtils.h"
+
+#include "runtime/numerics/Float16.h"
+
+#include <cstring>
+
+namespace ampc::test {
+
+using plan::BufferRole;
+using plan::InitKind;
+
+uint32_t PlanBuilder::buffer(const std::string &name, DType dtype, Shape shape,
+                             BufferRole role) {
+  plan.buffers.push_back({name, dtype, std::move(shape), role});
+  return static_cast<uint32_t>(plan.buffers.size() - 1);
+}
+
+uint32_t PlanBuilder::parameter(const std::string &name, DType dtype,
+                                Shape shape, InitKind init, double a,
+                                double b) {
+  uint32_t id = buffer(name, dtype, std::move(shape), BufferRole::Parameter);
+  plan::Parameter parameter;
+  parameter.name = name;
+  parameter.buffer = id;
+  parameter.init = init;
+  parameter.a = a;
+  parameter.b = b;
+  plan.parameters.push_back(parameter);
+  return id;
+}
+
+uint32_t PlanBuilder::input(const std::string &name, DType dtype, Shape shape,
+                            int64_t bound) {
+  uint32_t id = buffer(name, dtype, std::move(shape), BufferRole::Input);
+  plan.inputs.push_back({name, id, bound});
+  return id;
+}
+
+uint32_t PlanBuilder::constant(const std::string &name, DType dtype,
+                               Shape shape, const std::vector<double> &values) {
+  uint32_t id = buffer(name, dtype, std::move(shape), BufferRole::Constant);
+  plan.constants.push_back({id, encodeValues(dtype, values)});
+  return id;
+}
+
+uint32_t PlanBuilder::op(OpCode op, std::vector<uint32_t> operands, DType dtype,
+                         Shape shape, Attrs attrs, std::string location) {
+  uint32_t result = buffer("", dtype, std::move(shape));
+  plan::Instruction instruction;
+  instruction.op = op;
+  instruction.operands = std::move(operands);
+  instruction.results = {result};
+  instruction.attrs = std::move(attrs);
+  instruction.location = std::move(location);
+  plan.instructions.push_back(std::move(instruction));
+  return result;
+}
+
+std::vector<uint8_t> encodeValues(DType dtype,
+                                  const std::vector<double> &values) {
+  std::vector<uint8_t> bytes;
+  auto append = [&](uint64_t raw, size_t size) {
+    for (size_t i = 0; i < size; ++i)
+      bytes.push_back(static_cast<uint8_t>(raw >> (8 * i)));
+  };
+  for (double value : values) {
+    switch (dtype) {
+    case DType::F32:
+      append(numerics::floatToBits(static_cast<float>(value)), 4);
+      break;
+    case DType::BF16:
+      append(numerics::doubleToBF16Bits(value), 2);
+      break;
+    case DType::F16:
+      append(numerics::doubleToF16Bits(value), 2);
+      break;
+    case DType::I32:
+      append(static_cast<uint32_t>(static_cast<int32_t>(value)), 4);
+      break;
+    case DType::I64:
+      append(static_cast<uint64_t>(static_cast<int64_t>(value)), 8);
+      break;
+    }
+  }
+  return bytes;
+}
+
+plan::Plan everyOpcodePlan() {
+  using V = std::vector<int64_t>;
+  PlanBuilder b("every_opcode");
+  const DType f32 = DType::F32;
+  const uint32_t x = b.input("x", f32, {2, 3, 4});
+  const uint32_t ids = b.input("ids", DType::I64, {2, 3}, 5);
+  const uint32_t labels = b.input("labels", DType::I32, {2, 3}, 4);
+  const uint32_t w = b.parameter("w", f32, {4, 4}, InitKind::Normal, 0, 0.5);
+  const uint32_t table =
+      b.parameter("table", f32, {5, 4}, InitKind::Uniform, -1, 1);
+  const uint32_t gamma = b.parameter("gamma", f32, {4}, InitKind::Ones);
+  const uint32_t beta = b.parameter("beta", f32, {4}, InitKind::Zeros);
+  b.plan.parameters.back().weightDecay = false;
+  const uint32_t c = b.constant("c", f32, {4}, {0.5, 1.5, 2.0, 4.0});
+
+  const uint32_t e = b.op(OpCode::Embedding, {table, ids}, f32, {2, 3, 4}, {},
+                          "every.mlir:3:5");
+  uint32_t h = b.op(OpCode::Add, {x, e}, f32, {2, 3, 4});
+  h = b.op(OpCode::Sub, {h, c}, f32, {2, 3, 4});
+  h = b.op(OpCode::Mul, {h, c}, f32, {2, 3, 4});
+  h = b.op(OpCode::Div, {h, gamma}, f32, {2, 3, 4});
+  h = b.op(OpCode::Neg, {h}, f32, {2, 3, 4});
+  h = b.op(OpCode::Relu, {h}, f32, {2, 3, 4});
+  h = b.op(OpCode::Silu, {h}, f32, {2, 3, 4});
+  h = b.op(OpCode::Tanh, {h}, f32, {2, 3, 4});
+  const uint32_t ex = b.op(OpCode::Exp, {h}, f32, {2, 3, 4});
+  h = b.op(OpCode::Log, {ex}, f32, {2, 3, 4});
+  h = b.op(OpCode::Add, {h, b.op(OpCode::Sqrt, {ex}, f32, {2, 3, 4})}, f32,
+           {2, 3, 4});
+  h = b.op(OpCode::Add, {h, b.op(OpCode::Rsqrt, {ex}, f32, {2, 3, 4})}, f32,
+           {2, 3, 4});
+  h = b.op(OpCode::Gelu, {h}, f32, {2, 3, 4}, {{"approximate", int64_t(1)}});
+  const uint32_t mm =
+      b.op(OpCode::MatMul, {h, w}, f32, {2, 3, 4},
+           {{"transpose_a", int64_t(0)}, {"transpose_b", int64_t(1)}},
+           "every.mlir:9:7");
+  b.op(OpCode::Transpose, {mm}, f32, {2, 4, 3}, {{"permutation", V{0, 2, 1}}});
+  const uint32_t flat = b.op(OpCode::Reshape, {mm}, f32, {6, 4});
+  const uint32_t part =
+      b.op(OpCode::Slice, {flat}, f32, {4, 4}, {{"starts", V{1, 0}}});
+  b.op(OpCode::Concat, {part, part}, f32, {8, 4}, {{"axis", int64_t(0)}});
+  b.op(OpCode::Broadcast, {c}, f32, {3, 4});
+  b.op(OpCode::Sum, {mm}, f32, {2, 3, 1},
+       {{"axes", V{2}}, {"keepdims", int64_t(1)}});
+  b.op(OpCode::Mean, {mm}, f32, {4},
+       {{"axes", V{0, 1}}, {"keepdims", int64_t(0)}});
+  b.op(OpCode::Max, {mm}, f32, {2, 4},
+       {{"axes", V{1}}, {"keepdims", int64_t(0)}});
+  const uint32_t ln = b.op(OpCode::LayerNorm, {mm, gamma, beta}, f32, {2, 3, 4},
+                           {{"epsilon", 1e-5}});
+  const uint32_t rn =
+      b.op(OpCode::RmsNorm, {ln, gamma}, f32, {2, 3, 4}, {{"epsilon", 1e-6}});
+  const uint32_t sm =
+      b.op(OpCode::Softmax, {rn}, f32, {2, 3, 4}, {{"causal", int64_t(1)}});
+  const uint32_t at = b.op(OpCode::Attention, {rn, rn, rn}, f32, {2, 3, 4},
+                           {{"causal", int64_t(1)}, {"scale", 0.5}});
+  const uint32_t dr = b.op(OpCode::Dropout, {at}, f32, {2, 3, 4},
+                           {{"p", 0.25}, {"stream", int64_t(7)}});
+  const uint32_t logits = b.op(OpCode::Cast, {dr}, DType::BF16, {2, 3, 4});
+  const uint32_t ce =
+      b.op(OpCode::CrossEntropy, {logits, labels}, f32, {},
+           {{"ignore_index", int64_t(-100)}, {"reduction", int64_t(0)}},
+           "every.mlir:20:3");
+  const uint32_t mse = b.op(OpCode::MseLoss, {sm, at}, f32, {});
+  b.plan.loss = b.op(OpCode::Add, {ce, mse}, f32, {});
+  return b.plan;
+}
+
+} // namespace ampc::test
