@@ -15,6 +15,7 @@
 #include "runtime/numerics/Philox.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -298,8 +299,11 @@ public:
       if (plan.buffers[id].role == BufferRole::Temporary)
         slots[id].ready = false;
 
+    if (options.instructionSeconds)
+      options.instructionSeconds->assign(plan.instructions.size(), 0.0);
     for (size_t index = 0; index < plan.instructions.size(); ++index) {
       const Instruction &instruction = plan.instructions[index];
+      const auto start = std::chrono::steady_clock::now();
       try {
         execute(instruction, options);
       } catch (const kernels::KernelError &error) {
@@ -314,6 +318,11 @@ public:
       slot.ready = true;
       if (!options.keepTemporaries)
         releaseDeadOperands(instruction, index);
+      if (options.instructionSeconds)
+        (*options.instructionSeconds)[index] =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                          start)
+                .count();
     }
     return static_cast<double>(slots[plan.loss].real.at(0));
   }

@@ -41,6 +41,9 @@ struct RunOptions {
   /// temporary is freed after its last reader, which bounds memory by the
   /// live set; only the loss (and non-temporaries) can be read afterwards.
   bool keepTemporaries = true;
+  /// When set, receives the wall-clock seconds of each instruction, indexed
+  /// like plan.instructions (for profiling).
+  std::vector<double> *instructionSeconds = nullptr;
 };
 
 /// A run-time failure with a one-line cause: bad input data, missing data,
