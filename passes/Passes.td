@@ -15,7 +15,7 @@ def GraphInlineCalls : Pass<"graph-inline-calls", "::ampc::graph::ModelOp"> {
   let description = [{
     Models write a transformer block once and call it per layer. The later stages (plan
     emission, autodiff, precision assignment) work on one flat entry function: this pass clones
-    each callee's body at its call site, innermost calls first, and then erases the functions
+    each callee's body at its call sites, repeating until no call is left, and then erases the functions
     nothing calls any more. Source locations of the inlined ops are kept, wrapped in a
     `callsite` location that names the call.
 
@@ -41,7 +41,7 @@ def GraphInlineCalls : Pass<"graph-inline-calls", "::ampc::graph::ModelOp"> {
     After:
     ```mlir
     graph.model @m {
-      graph.param @w : tensor<4x4xf32> init #graph.normal<mean = 0.0, std = 2.0e-02>
+      graph.param @w : tensor<4x4xf32> init #graph.normal<mean = 0.0, std = 0.02>
       graph.input @x : tensor<2x4xf32>
       func.func @forward() {
         %w = graph.get_param @w : tensor<4x4xf32>

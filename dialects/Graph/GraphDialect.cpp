@@ -11,6 +11,7 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <charconv>
 #include <cmath>
 
 using namespace mlir;
@@ -37,6 +38,25 @@ void GraphDialect::initialize() {
 // Initializer attributes: `<name = value, ...>` with named, possibly defaulted fields.
 //===----------------------------------------------------------------------===//
 
+/// `value` in the shortest form that reads back exactly ("0.02", "-0.1", "1.0e-05"). MLIR's
+/// float literals need a '.' before any exponent, so one is added where to_chars leaves it out
+/// ("1e-05" -> "1.0e-05", "3" -> "3.0").
+std::string ampc::graph::formatReal(double value) {
+  char buffer[32];
+  auto [end, error] = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  std::string text(buffer, error == std::errc() ? end : buffer);
+  bool special = text.find_first_of("in") != std::string::npos; // inf, nan
+  if (!special && text.find('.') == std::string::npos) {
+    size_t exponent = text.find('e');
+    text.insert(exponent == std::string::npos ? text.size() : exponent, ".0");
+  }
+  return text;
+}
+
+static void printShortest(AsmPrinter &printer, const llvm::APFloat &value) {
+  printer.getStream() << formatReal(value.convertToDouble());
+}
+
 namespace {
 /// One named double field of an initializer; `present` records whether it was written.
 struct InitField {
@@ -49,6 +69,7 @@ struct InitField {
 
 /// Parses `<name = number, ...>` into `fields`, in any order, each at most once.
 static LogicalResult parseInitFields(AsmParser &parser, llvm::MutableArrayRef<InitField> fields) {
+  llvm::SMLoc start = parser.getCurrentLocation();
   if (parser.parseLess())
     return failure();
   auto parseOne = [&]() -> ParseResult {
@@ -73,8 +94,7 @@ static LogicalResult parseInitFields(AsmParser &parser, llvm::MutableArrayRef<In
     return failure();
   for (InitField &f : fields)
     if (f.required && !f.present)
-      return parser.emitError(parser.getCurrentLocation())
-             << "initializer needs the field '" << f.name << "'";
+      return parser.emitError(start) << "initializer needs the field '" << f.name << "'";
   return success();
 }
 
@@ -88,9 +108,9 @@ Attribute NormalInitAttr::parse(AsmParser &parser, Type) {
 
 void NormalInitAttr::print(AsmPrinter &printer) const {
   printer << "<mean = ";
-  printer.printFloat(getMean());
+  printShortest(printer, getMean());
   printer << ", std = ";
-  printer.printFloat(getStd());
+  printShortest(printer, getStd());
   printer << ">";
 }
 
@@ -99,7 +119,7 @@ LogicalResult NormalInitAttr::verify(llvm::function_ref<InFlightDiagnostic()> em
   double mean = meanValue.convertToDouble(), std = stdValue.convertToDouble();
   if (!std::isfinite(mean) || !std::isfinite(std) || std <= 0.0)
     return emitError() << "normal initializer needs a finite mean and std > 0, got mean = "
-                       << mean << ", std = " << std;
+                       << formatReal(mean) << ", std = " << formatReal(std);
   return success();
 }
 
@@ -114,9 +134,9 @@ Attribute UniformInitAttr::parse(AsmParser &parser, Type) {
 
 void UniformInitAttr::print(AsmPrinter &printer) const {
   printer << "<low = ";
-  printer.printFloat(getLow());
+  printShortest(printer, getLow());
   printer << ", high = ";
-  printer.printFloat(getHigh());
+  printShortest(printer, getHigh());
   printer << ">";
 }
 
@@ -125,6 +145,6 @@ LogicalResult UniformInitAttr::verify(llvm::function_ref<InFlightDiagnostic()> e
   double low = lowValue.convertToDouble(), high = highValue.convertToDouble();
   if (!std::isfinite(low) || !std::isfinite(high) || !(low < high))
     return emitError() << "uniform initializer needs finite bounds with low < high, got low = "
-                       << low << ", high = " << high;
+                       << formatReal(low) << ", high = " << formatReal(high);
   return success();
 }

@@ -26,4 +26,10 @@
 #define GET_OP_CLASSES
 #include "dialects/Graph/GraphOps.h.inc"
 
+namespace ampc::graph {
+/// A real number as the dialect prints it: the shortest text that reads back exactly, always
+/// with a '.' ("0.02", "1.0e-05").
+std::string formatReal(double value);
+} // namespace ampc::graph
+
 #endif // AMPC_DIALECTS_GRAPH_GRAPHDIALECT_H

@@ -34,12 +34,13 @@ static std::optional<shape::Shape> staticShape(Type type) {
 
 /// Reads the static shapes of `values` into `shapes`, or reports the first that has none.
 /// Runs before the operand type constraints are checked, so it must reject anything unranked.
-static LogicalResult operandShapes(std::optional<Location> loc, ValueRange values,
+static LogicalResult operandShapes(std::optional<Location> loc, llvm::StringRef op,
+                                   ValueRange values,
                                    llvm::SmallVectorImpl<shape::Shape> &shapes) {
   for (Value value : values) {
     auto s = staticShape(value.getType());
     if (!s)
-      return emitOptionalError(loc, "expects statically shaped ranked tensors, got ",
+      return emitOptionalError(loc, "'", op, "' expects statically shaped ranked tensors, got ",
                                value.getType());
     shapes.push_back(*s);
   }
@@ -89,13 +90,19 @@ func::FuncOp ModelOp::getEntryFunction() {
 
 /// Reports a call cycle reachable from `func` in the call graph `callees`.
 static LogicalResult
-checkNoRecursion(func::FuncOp func, llvm::DenseMap<Operation *, llvm::SmallVector<func::CallOp>> &calls,
+checkNoRecursion(func::FuncOp func,
+                 const llvm::DenseMap<Operation *, llvm::SmallVector<func::CallOp>> &calls,
                  mlir::SymbolTable &symbols, llvm::DenseSet<Operation *> &onStack,
                  llvm::DenseSet<Operation *> &done) {
   if (done.contains(func))
     return success();
   onStack.insert(func);
-  for (func::CallOp call : calls[func]) {
+  // Look up without inserting: the map must not grow while a caller iterates its calls.
+  auto found = calls.find(func);
+  llvm::ArrayRef<func::CallOp> callOps;
+  if (found != calls.end())
+    callOps = found->second;
+  for (func::CallOp call : callOps) {
     auto callee = symbols.lookup<func::FuncOp>(call.getCallee());
     if (!callee)
       continue; // func.call's own verifier reports unknown callees.
@@ -161,31 +168,46 @@ LogicalResult ParamOp::verify() {
 /// Resolves `name` to an op of type `T` in the enclosing model and checks its type.
 template <typename T>
 static LogicalResult verifyModelSymbol(Operation *user, FlatSymbolRefAttr name, Type readType,
-                                       llvm::StringRef what,
+                                       llvm::StringRef what, llvm::StringRef article,
                                        SymbolTableCollection &symbolTable) {
   Operation *symbol = symbolTable.lookupNearestSymbolFrom(user, name);
   if (!symbol)
     return user->emitOpError("refers to an unknown ") << what << " " << name;
   auto decl = llvm::dyn_cast<T>(symbol);
   if (!decl)
-    return user->emitOpError() << name << " is a '" << symbol->getName() << "', not a " << what;
+    return user->emitOpError() << name << " is a '" << symbol->getName() << "', not "
+                               << article << " " << what;
   if (decl.getType() != readType)
     return user->emitOpError() << what << " " << name << " is declared as " << decl.getType()
                                << " but read as " << readType;
   return success();
 }
 
+/// Names a value read from a parameter or input after it (`%wte`, `%h0.attn.qkv.w`), so printed
+/// IR stays readable after inlining.
+void GetParamOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getResult(), getName());
+}
+
+void GetInputOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getResult(), getName());
+}
+
 LogicalResult GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  return verifyModelSymbol<ParamOp>(*this, getNameAttr(), getType(), "parameter", symbolTable);
+  return verifyModelSymbol<ParamOp>(*this, getNameAttr(), getType(), "parameter", "a",
+                                    symbolTable);
 }
 
 LogicalResult GetInputOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  return verifyModelSymbol<InputOp>(*this, getNameAttr(), getType(), "input", symbolTable);
+  return verifyModelSymbol<InputOp>(*this, getNameAttr(), getType(), "input", "an",
+                                    symbolTable);
 }
 
 LogicalResult LossOp::verify() {
   auto type = llvm::dyn_cast<RankedTensorType>(getLoss().getType());
-  if (!type || type.getRank() != 0 || !llvm::isa<FloatType>(type.getElementType()))
+  Type element = type ? type.getElementType() : Type();
+  if (!type || type.getRank() != 0 ||
+      !(element.isF32() || element.isBF16() || element.isF16()))
     return emitOpError("the loss must be a scalar float tensor such as tensor<f32>, got ")
            << getLoss().getType();
   if (!(*this)->getParentOfType<ModelOp>())
@@ -234,7 +256,7 @@ LogicalResult BroadcastOp::verify() {
 LogicalResult DropoutOp::verify() {
   double p = getP().convertToDouble();
   if (!(p >= 0.0 && p < 1.0))
-    return emitOpError("dropout probability must be in [0, 1), got ") << p;
+    return emitOpError("dropout probability must be in [0, 1), got ") << formatReal(p);
   return success();
 }
 
@@ -256,7 +278,7 @@ LogicalResult SoftmaxOp::verify() {
 static LogicalResult inferBinary(std::optional<Location> loc, llvm::StringRef op, Value lhs,
                                  Value rhs, llvm::SmallVectorImpl<Type> &results) {
   llvm::SmallVector<shape::Shape> shapes;
-  if (failed(operandShapes(loc, {lhs, rhs}, shapes)) ||
+  if (failed(operandShapes(loc, op, {lhs, rhs}, shapes)) ||
       failed(sameElementType(loc, op, {lhs, rhs})))
     return failure();
   std::string error;
@@ -282,7 +304,7 @@ AMPC_INFER_BINARY(DivOp, "graph.div")
 LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
   llvm::SmallVector<shape::Shape> shapes;
-  if (failed(operandShapes(loc, {adaptor.getLhs(), adaptor.getRhs()}, shapes)) ||
+  if (failed(operandShapes(loc, "graph.matmul", {adaptor.getLhs(), adaptor.getRhs()}, shapes)) ||
       failed(sameElementType(loc, "graph.matmul", {adaptor.getLhs(), adaptor.getRhs()})))
     return failure();
   std::string error;
@@ -298,7 +320,7 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
                                             Adaptor adaptor,
                                             llvm::SmallVectorImpl<Type> &results) {
   llvm::SmallVector<shape::Shape> shapes;
-  if (failed(operandShapes(loc, adaptor.getInput(), shapes)))
+  if (failed(operandShapes(loc, "graph.transpose", adaptor.getInput(), shapes)))
     return failure();
   std::string error;
   auto result = shape::transpose(shapes[0], toVector(adaptor.getPermutation()), error);
@@ -311,7 +333,7 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                         Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
   llvm::SmallVector<shape::Shape> shapes;
-  if (failed(operandShapes(loc, adaptor.getInput(), shapes)))
+  if (failed(operandShapes(loc, "graph.slice", adaptor.getInput(), shapes)))
     return failure();
   std::string error;
   auto result = shape::slice(shapes[0], toVector(adaptor.getStarts()),
@@ -325,7 +347,7 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
 LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                         Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
   llvm::SmallVector<shape::Shape> shapes;
-  if (failed(operandShapes(loc, adaptor.getInput(), shapes)))
+  if (failed(operandShapes(loc, "graph.split", adaptor.getInput(), shapes)))
     return failure();
   std::string error;
   auto pieces = shape::split(shapes[0], adaptor.getAxis(), toVector(adaptor.getSizes()), error);
@@ -341,7 +363,7 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   llvm::SmallVector<shape::Shape> shapes;
   if (adaptor.getInputs().empty())
     return emitOptionalError(loc, "'graph.concat' needs at least one operand");
-  if (failed(operandShapes(loc, adaptor.getInputs(), shapes)) ||
+  if (failed(operandShapes(loc, "graph.concat", adaptor.getInputs(), shapes)) ||
       failed(sameElementType(loc, "graph.concat", adaptor.getInputs())))
     return failure();
   std::string error;
@@ -358,7 +380,7 @@ template <typename AdaptorT>
 static LogicalResult inferReduce(std::optional<Location> loc, llvm::StringRef op,
                                  AdaptorT adaptor, llvm::SmallVectorImpl<Type> &results) {
   llvm::SmallVector<shape::Shape> shapes;
-  if (failed(operandShapes(loc, adaptor.getInput(), shapes)))
+  if (failed(operandShapes(loc, op, adaptor.getInput(), shapes)))
     return failure();
   std::string error;
   auto result = shape::reduce(shapes[0], toVector(adaptor.getAxes()), adaptor.getKeepdims(),
@@ -384,7 +406,7 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
                                             Adaptor adaptor,
                                             llvm::SmallVectorImpl<Type> &results) {
   llvm::SmallVector<shape::Shape> shapes;
-  if (failed(operandShapes(loc, {adaptor.getTable(), adaptor.getIndices()}, shapes)))
+  if (failed(operandShapes(loc, "graph.embedding", {adaptor.getTable(), adaptor.getIndices()}, shapes)))
     return failure();
   std::string error;
   auto result = shape::embedding(shapes[0], shapes[1], error);
@@ -399,8 +421,8 @@ static LogicalResult inferNorm(std::optional<Location> loc, llvm::StringRef op, 
                                ValueRange parameters, llvm::ArrayRef<const char *> names,
                                llvm::SmallVectorImpl<Type> &results) {
   llvm::SmallVector<shape::Shape> shapes;
-  if (failed(operandShapes(loc, input, shapes)) ||
-      failed(operandShapes(loc, parameters, shapes)))
+  if (failed(operandShapes(loc, op, input, shapes)) ||
+      failed(operandShapes(loc, op, parameters, shapes)))
     return failure();
   std::string error;
   for (size_t i = 0; i < parameters.size(); ++i)
@@ -429,13 +451,13 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
                                             llvm::SmallVectorImpl<Type> &results) {
   ValueRange qkv = {adaptor.getQuery(), adaptor.getKey(), adaptor.getValue()};
   llvm::SmallVector<shape::Shape> shapes;
-  if (failed(operandShapes(loc, qkv, shapes)) ||
+  if (failed(operandShapes(loc, "graph.attention", qkv, shapes)) ||
       failed(sameElementType(loc, "graph.attention", qkv)))
     return failure();
   if (auto scale = adaptor.getScale())
     if (!std::isfinite(scale->convertToDouble()) || scale->convertToDouble() <= 0.0)
       return emitOptionalError(loc, "'graph.attention' scale must be finite and positive, got ",
-                               scale->convertToDouble());
+                               formatReal(scale->convertToDouble()));
   std::string error;
   auto result = shape::attention(shapes[0], shapes[1], shapes[2], adaptor.getCausal(), error);
   if (!result)
@@ -455,7 +477,7 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context,
                                                std::optional<Location> loc, Adaptor adaptor,
                                                llvm::SmallVectorImpl<Type> &results) {
   llvm::SmallVector<shape::Shape> shapes;
-  if (failed(operandShapes(loc, {adaptor.getLogits(), adaptor.getLabels()}, shapes)))
+  if (failed(operandShapes(loc, "graph.cross_entropy", {adaptor.getLogits(), adaptor.getLabels()}, shapes)))
     return failure();
   std::string error;
   if (!shape::crossEntropy(shapes[0], shapes[1], error))

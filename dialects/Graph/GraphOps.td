@@ -107,7 +107,8 @@ def Graph_InputOp : Graph_Op<"input", [Symbol, HasParent<"ModelOp">]> {
 }
 
 def Graph_GetParamOp : Graph_Op<"get_param", [Pure,
-    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
   let summary = "reads a parameter's current value";
   let description = [{
     ```mlir
@@ -120,7 +121,8 @@ def Graph_GetParamOp : Graph_Op<"get_param", [Pure,
 }
 
 def Graph_GetInputOp : Graph_Op<"get_input", [Pure,
-    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
   let summary = "reads the current batch of an input";
   let description = [{
     ```mlir

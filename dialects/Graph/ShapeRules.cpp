@@ -119,9 +119,11 @@ std::optional<Shape> slice(const Shape &input, const std::vector<int64_t> &start
     return std::nullopt;
   }
   for (size_t i = 0; i < input.size(); ++i) {
-    if (starts[i] < 0 || sizes[i] < 0 || starts[i] + sizes[i] > input[i]) {
-      error = "slice [" + std::to_string(starts[i]) + ", " +
-              std::to_string(starts[i] + sizes[i]) + ") of dimension " + std::to_string(i) +
+    // Compared without forming starts + sizes, which may overflow.
+    if (starts[i] < 0 || sizes[i] < 0 || starts[i] > input[i] ||
+        sizes[i] > input[i] - starts[i]) {
+      error = "slice of " + std::to_string(sizes[i]) + " elements from " +
+              std::to_string(starts[i]) + " along dimension " + std::to_string(i) +
               " is outside its extent " + std::to_string(input[i]);
       return std::nullopt;
     }
@@ -149,6 +151,12 @@ std::optional<std::vector<Shape>> split(const Shape &input, int64_t axis,
   for (int64_t size : sizes) {
     if (size <= 0) {
       error = "split sizes must be positive, got " + format(sizes);
+      return std::nullopt;
+    }
+    // Stop before the running total could overflow.
+    if (size > input[axis] - total) {
+      error = "split sizes " + format(sizes) + " add up to more than dimension " +
+              std::to_string(axis) + ", which is " + std::to_string(input[axis]);
       return std::nullopt;
     }
     total += size;

@@ -243,7 +243,7 @@ graph.model @dynamic_input {
 // -----
 
 graph.model @normal_zero_std {
-  // expected-error @+1 {{normal initializer needs a finite mean and std > 0, got mean = 0.000000e+00, std = 0.000000e+00}}
+  // expected-error @+1 {{normal initializer needs a finite mean and std > 0, got mean = 0.0, std = 0.0}}
   graph.param @w : tensor<4xf32> init #graph.normal<std = 0.0>
   graph.input @x : tensor<4xf32>
   func.func @forward() {
@@ -257,7 +257,7 @@ graph.model @normal_zero_std {
 // -----
 
 graph.model @normal_negative_std {
-  // expected-error @+1 {{normal initializer needs a finite mean and std > 0, got mean = 1.000000e+00, std = -2.000000e-02}}
+  // expected-error @+1 {{normal initializer needs a finite mean and std > 0, got mean = 1.0, std = -0.02}}
   graph.param @w : tensor<4xf32> init #graph.normal<mean = 1.0, std = -0.02>
   graph.input @x : tensor<4xf32>
   func.func @forward() {
@@ -271,7 +271,7 @@ graph.model @normal_negative_std {
 // -----
 
 graph.model @uniform_empty_range {
-  // expected-error @+1 {{uniform initializer needs finite bounds with low < high, got low = 1.000000e-01, high = 1.000000e-01}}
+  // expected-error @+1 {{uniform initializer needs finite bounds with low < high, got low = 0.1, high = 0.1}}
   graph.param @w : tensor<4xf32> init #graph.uniform<low = 0.1, high = 0.1>
   graph.input @x : tensor<4xf32>
   func.func @forward() {
@@ -285,7 +285,7 @@ graph.model @uniform_empty_range {
 // -----
 
 graph.model @uniform_reversed_range {
-  // expected-error @+1 {{uniform initializer needs finite bounds with low < high, got low = 1.000000e-01, high = -1.000000e-01}}
+  // expected-error @+1 {{uniform initializer needs finite bounds with low < high, got low = 0.1, high = -0.1}}
   graph.param @w : tensor<4xf32> init #graph.uniform<low = 0.1, high = -0.1>
   graph.input @x : tensor<4xf32>
   func.func @forward() {
@@ -419,7 +419,7 @@ graph.model @unknown_input {
 graph.model @input_is_a_param {
   graph.param @w : tensor<4xf32> init #graph.ones
   func.func @forward() {
-    // expected-error @+1 {{'graph.get_input' op @w is a 'graph.param', not a input}}
+    // expected-error @+1 {{'graph.get_input' op @w is a 'graph.param', not an input}}
     %x = graph.get_input @w : tensor<4xf32>
     %l = graph.mse_loss %x, %x : tensor<4xf32>
     graph.loss %l : tensor<f32>
@@ -770,7 +770,7 @@ graph.model @dropout_p_one {
   graph.input @x : tensor<4x8xf32>
   func.func @forward() {
     %x = graph.get_input @x : tensor<4x8xf32>
-    // expected-error @+1 {{'graph.dropout' op dropout probability must be in [0, 1), got 1.000000e+00}}
+    // expected-error @+1 {{'graph.dropout' op dropout probability must be in [0, 1), got 1.0}}
     %y = graph.dropout %x {p = 1.0 : f64} : tensor<4x8xf32>
     %l = graph.mse_loss %y, %x : tensor<4x8xf32>
     graph.loss %l : tensor<f32>
@@ -784,7 +784,7 @@ graph.model @dropout_p_negative {
   graph.input @x : tensor<4x8xf32>
   func.func @forward() {
     %x = graph.get_input @x : tensor<4x8xf32>
-    // expected-error @+1 {{'graph.dropout' op dropout probability must be in [0, 1), got -1.000000e-01}}
+    // expected-error @+1 {{'graph.dropout' op dropout probability must be in [0, 1), got -0.1}}
     %y = graph.dropout %x {p = -0.1 : f64} : tensor<4x8xf32>
     %l = graph.mse_loss %y, %x : tensor<4x8xf32>
     graph.loss %l : tensor<f32>
@@ -1027,7 +1027,7 @@ graph.model @slice_past_the_end {
   graph.input @x : tensor<4x8xf32>
   func.func @forward() {
     %x = graph.get_input @x : tensor<4x8xf32>
-    // expected-error @+1 {{'graph.slice' slice [6, 10) of dimension 1 is outside its extent 8}}
+    // expected-error @+1 {{'graph.slice' slice of 4 elements from 6 along dimension 1 is outside its extent 8}}
     %y = graph.slice %x starts [0, 6] sizes [4, 4] : tensor<4x8xf32>
     %l = graph.mse_loss %x, %x : tensor<4x8xf32>
     graph.loss %l : tensor<f32>
@@ -1041,7 +1041,7 @@ graph.model @slice_negative_start {
   graph.input @x : tensor<4x8xf32>
   func.func @forward() {
     %x = graph.get_input @x : tensor<4x8xf32>
-    // expected-error @+1 {{'graph.slice' slice [-1, 1) of dimension 0 is outside its extent 4}}
+    // expected-error @+1 {{'graph.slice' slice of 2 elements from -1 along dimension 0 is outside its extent 4}}
     %y = graph.slice %x starts [-1, 0] sizes [2, 8] : tensor<4x8xf32>
     %l = graph.mse_loss %x, %x : tensor<4x8xf32>
     graph.loss %l : tensor<f32>
@@ -1055,7 +1055,7 @@ graph.model @slice_negative_size {
   graph.input @x : tensor<4x8xf32>
   func.func @forward() {
     %x = graph.get_input @x : tensor<4x8xf32>
-    // expected-error @+1 {{'graph.slice' slice [2, 1) of dimension 0 is outside its extent 4}}
+    // expected-error @+1 {{'graph.slice' slice of -1 elements from 2 along dimension 0 is outside its extent 4}}
     %y = graph.slice %x starts [2, 0] sizes [-1, 8] : tensor<4x8xf32>
     %l = graph.mse_loss %x, %x : tensor<4x8xf32>
     graph.loss %l : tensor<f32>
@@ -1432,7 +1432,7 @@ graph.model @attention_zero_scale {
   graph.input @q : tensor<2x8x16xf32>
   func.func @forward() {
     %q = graph.get_input @q : tensor<2x8x16xf32>
-    // expected-error @+1 {{'graph.attention' scale must be finite and positive, got 0.000000e+00}}
+    // expected-error @+1 {{'graph.attention' scale must be finite and positive, got 0.0}}
     %o = graph.attention %q, %q, %q scale 0.0 : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>
     %l = graph.mse_loss %q, %q : tensor<2x8x16xf32>
     graph.loss %l : tensor<f32>
@@ -1446,7 +1446,7 @@ graph.model @attention_negative_scale {
   graph.input @q : tensor<2x8x16xf32>
   func.func @forward() {
     %q = graph.get_input @q : tensor<2x8x16xf32>
-    // expected-error @+1 {{'graph.attention' scale must be finite and positive, got -2.500000e-01}}
+    // expected-error @+1 {{'graph.attention' scale must be finite and positive, got -0.25}}
     %o = graph.attention %q, %q, %q scale -0.25 : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>
     %l = graph.mse_loss %q, %q : tensor<2x8x16xf32>
     graph.loss %l : tensor<f32>
@@ -1460,7 +1460,7 @@ graph.model @attention_infinite_scale {
   graph.input @q : tensor<2x8x16xf32>
   func.func @forward() {
     %q = graph.get_input @q : tensor<2x8x16xf32>
-    // expected-error @+1 {{'graph.attention' scale must be finite and positive, got INF}}
+    // expected-error @+1 {{'graph.attention' scale must be finite and positive, got inf}}
     %o = graph.attention %q, %q, %q scale 0x7FF0000000000000 : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>
     %l = graph.mse_loss %q, %q : tensor<2x8x16xf32>
     graph.loss %l : tensor<f32>
@@ -1666,6 +1666,49 @@ graph.model @mse_loss_result_not_f32 {
     // expected-error @+1 {{'graph.mse_loss' op result #0 must be 0D tensor of 32-bit float values, but got 'tensor<bf16>'}}
     %l = "graph.mse_loss"(%p, %p) : (tensor<4x8xbf16>, tensor<4x8xbf16>) -> tensor<bf16>
     graph.loss %l : tensor<bf16>
+    return
+  }
+}
+
+// -----
+
+// A slice whose end would overflow int64 is rejected, not wrapped around.
+graph.model @slice_overflow {
+  graph.input @x : tensor<8xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<8xf32>
+    // expected-error @+1 {{'graph.slice' slice of 9223372036854775807 elements from 1 along dimension 0 is outside its extent 8}}
+    %y = graph.slice %x starts [1] sizes [9223372036854775807] : tensor<8xf32>
+    %l = graph.sum %y axes [0] : tensor<9223372036854775807xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+// Split sizes whose sum would overflow int64 are rejected.
+graph.model @split_overflow {
+  graph.input @x : tensor<8xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<8xf32>
+    // expected-error @+1 {{'graph.split' split sizes [4611686018427387904, 4611686018427387904, 4611686018427387904, 4611686018427387904, 8] add up to more than dimension 0, which is 8}}
+    %y:5 = graph.split %x axis 0 sizes [4611686018427387904, 4611686018427387904, 4611686018427387904, 4611686018427387904, 8] : tensor<8xf32>
+    %l = graph.sum %x axes [0] : tensor<8xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+// The loss is f32, bf16 or f16, like every other float value of the dialect.
+graph.model @f64_loss {
+  func.func private @external() -> tensor<f64>
+  func.func @forward() {
+    %l = func.call @external() : () -> tensor<f64>
+    // expected-error @+1 {{'graph.loss' op the loss must be a scalar float tensor such as tensor<f32>, got 'tensor<f64>'}}
+    graph.loss %l : tensor<f64>
     return
   }
 }

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# install-deps.sh: installs the Debian 12 packages ampc builds with, if any is missing.
+# The CUDA toolkit is optional and never installed here (see README).
+set -euo pipefail
+
+packages=(cmake ninja-build g++ make python3 llvm-19-dev libmlir-19-dev mlir-19-tools
+          llvm-19-tools libboost-graph-dev googletest libgtest-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "Installing missing packages: ${missing[*]}"
+if [ "$(id -u)" -eq 0 ]; then
+  apt_get=(apt-get)
+elif command -v sudo >/dev/null; then
+  apt_get=(sudo apt-get)
+else
+  echo "error: these packages are missing and installing them needs root: ${missing[*]}" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${apt_get[@]}" update -qq
+"${apt_get[@]}" install -y -qq --no-install-recommends "${missing[@]}"

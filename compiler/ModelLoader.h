@@ -1,0 +1,41 @@
+//===- ModelLoader.h - read a model file and prepare it for lowering -*- C++ -*-===//
+//
+// The front of every ampc verb: parse a model file, verify it, find its graph.model, and flatten
+// calls so later stages see one entry function. Diagnostics go to the context's handler.
+//
+//===--------------------------------------------------------------------------===//
+
+#ifndef AMPC_COMPILER_MODELLOADER_H
+#define AMPC_COMPILER_MODELLOADER_H
+
+#include "dialects/Graph/GraphDialect.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <string>
+
+namespace ampc {
+
+/// Registers every dialect a model file may use.
+void registerModelDialects(mlir::MLIRContext &context);
+
+/// A parsed, verified model file.
+struct LoadedModel {
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  graph::ModelOp model;
+};
+
+/// Parses and verifies `path`. The file must hold exactly one graph.model. On failure a located
+/// diagnostic has been emitted (through `sourceMgr`'s handler installed by the caller).
+mlir::FailureOr<LoadedModel> loadModel(const std::string &path, llvm::SourceMgr &sourceMgr,
+                                       mlir::MLIRContext &context);
+
+/// Runs the passes that turn a verified model into the form plan emission takes: every call
+/// inlined into the entry function.
+mlir::LogicalResult flattenModel(graph::ModelOp model);
+
+} // namespace ampc
+
+#endif // AMPC_COMPILER_MODELLOADER_H

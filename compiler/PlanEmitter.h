@@ -1,0 +1,27 @@
+//===- PlanEmitter.h - lower a graph model to a runtime plan ---*- C++ -*-===//
+//
+// Turns a verified, flattened graph.model into the plan the runtime executes: one buffer per
+// tensor value, parameters with their initializers, inputs with the range of valid ids, constants,
+// and one instruction per op (graph.split becomes one slice per piece). The plan format is the
+// only thing the compiler and the runtime share (docs/plan-format.md).
+//
+//===--------------------------------------------------------------------------===//
+
+#ifndef AMPC_COMPILER_PLANEMITTER_H
+#define AMPC_COMPILER_PLANEMITTER_H
+
+#include "dialects/Graph/GraphDialect.h"
+#include "runtime/plan/Plan.h"
+
+namespace ampc {
+
+/// Lowers `model`, whose entry function must hold no calls (see flattenModel). Emits a located
+/// diagnostic and fails on anything the plan cannot express.
+mlir::FailureOr<plan::Plan> emitPlan(graph::ModelOp model);
+
+/// "file:line:col" of an op's location; inlined ops read "callee-loc (called from caller-loc)".
+std::string formatLocation(mlir::Location loc);
+
+} // namespace ampc
+
+#endif // AMPC_COMPILER_PLANEMITTER_H

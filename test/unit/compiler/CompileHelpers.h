@@ -1,0 +1,59 @@
+//===- CompileHelpers.h - compile model text or files in unit tests -*- C++ -*-===//
+
+#ifndef AMPC_TEST_UNIT_COMPILER_COMPILEHELPERS_H
+#define AMPC_TEST_UNIT_COMPILER_COMPILEHELPERS_H
+
+#include "compiler/ModelLoader.h"
+#include "compiler/PlanEmitter.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <string>
+
+namespace ampc::test_support {
+
+/// Parses, verifies, flattens and lowers the model file at `path`; diagnostics are collected
+/// into `diagnostics`. Returns nullopt on failure.
+inline std::optional<plan::Plan> compileFile(const std::string &path,
+                                             std::string *diagnostics = nullptr) {
+  mlir::MLIRContext context;
+  registerModelDialects(context);
+  llvm::SourceMgr sourceMgr;
+  std::string collected;
+  llvm::raw_string_ostream os(collected);
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, os);
+  std::optional<plan::Plan> result;
+  auto loaded = loadModel(path, sourceMgr, context);
+  if (succeeded(loaded) && succeeded(flattenModel(loaded->model))) {
+    auto compiled = emitPlan(loaded->model);
+    if (succeeded(compiled))
+      result = std::move(*compiled);
+  }
+  if (diagnostics)
+    *diagnostics = os.str();
+  return result;
+}
+
+/// Writes `text` to a temporary .mlir file and compiles it.
+inline std::optional<plan::Plan> compileText(const std::string &text,
+                                             std::string *diagnostics = nullptr) {
+  std::string path = ::testing::TempDir() + "ampc_test_model.mlir";
+  std::ofstream(path) << text;
+  auto result = compileFile(path, diagnostics);
+  std::remove(path.c_str());
+  return result;
+}
+
+inline std::string examplePath(const std::string &relative) {
+  return std::string(AMPC_SOURCE_DIR) + "/examples/" + relative;
+}
+
+} // namespace ampc::test_support
+
+#endif // AMPC_TEST_UNIT_COMPILER_COMPILEHELPERS_H
