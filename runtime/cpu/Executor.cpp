@@ -194,17 +194,20 @@ public:
   }
 
   void randomizeInputs(uint64_t seed) override {
+    // Check first, so a failure leaves every input as it was.
+    for (const plan::Input &input : plan.inputs)
+      if (plan::isIntegerDType(plan.buffers[input.buffer].dtype) &&
+          input.bound == 0)
+        throw ExecutionError("input '" + input.name +
+                             "' is an integer input without a bound, so it "
+                             "cannot be randomized: supply its data with "
+                             "setInput");
     for (const plan::Input &input : plan.inputs) {
       const Buffer &buffer = plan.buffers[input.buffer];
       const int64_t count = plan::numElements(buffer);
       const uint32_t stream = nameStream(input.name) ^ kInputStreamSalt;
       Slot &slot = slots[input.buffer];
       if (plan::isIntegerDType(buffer.dtype)) {
-        if (input.bound == 0)
-          throw ExecutionError("input '" + input.name +
-                               "' is an integer input without a bound, so it "
-                               "cannot be randomized: supply its data with "
-                               "setInput");
         // 64 random bits modulo the bound: the bias is below bound / 2^64.
         slot.integer.resize(count);
         const uint64_t bound = static_cast<uint64_t>(input.bound);
@@ -216,10 +219,15 @@ public:
           slot.integer[e] = static_cast<int64_t>(bits % bound);
         }
       } else {
+        // Data as if supplied with setInput: representable in the input's
+        // dtype (f32 included), so F32 and F64 runs see identical inputs.
         slot.real.resize(count);
-        for (int64_t e = 0; e < count; ++e)
+        for (int64_t e = 0; e < count; ++e) {
+          const double z = numerics::standardNormal(seed, 0, stream, e);
           slot.real[e] = storedValue<T>(
-              numerics::standardNormal(seed, 0, stream, e), buffer.dtype);
+              buffer.dtype == DType::F32 ? static_cast<float>(z) : z,
+              buffer.dtype);
+        }
       }
       slot.ready = true;
     }

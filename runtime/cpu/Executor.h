@@ -69,7 +69,8 @@ public:
 
   /// Fills every input with random data: integer inputs uniformly in
   /// [0, bound) (an unbounded integer input is an error asking for data),
-  /// float inputs standard normal; stream fnv1a32(name) ^ 0x9e3779b9, step 0.
+  /// float inputs standard normal rounded to the input's dtype (f32 too, as
+  /// if supplied with setInput); stream fnv1a32(name) ^ 0x9e3779b9, step 0.
   void randomizeInputs(uint64_t seed);
 
   /// Sets input \p name from raw little-endian data in the input's dtype.

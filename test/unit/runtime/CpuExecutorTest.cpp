@@ -158,7 +158,21 @@ TEST(CpuExecutor, RandomizeInputsRespectsBoundsAndDTypes) {
 
 TEST(CpuExecutor, RandomizeNeedsBoundsForIntegerInputs) {
   Executor executor(inputPlan(), Precision::F32);
+  executor.initializeParameters(1);
   expectError([&] { executor.randomizeInputs(1); }, "'raw'");
+  // Nothing was filled: 'ids' (before 'raw') still has no data.
+  expectError([&] { executor.run({}); }, "input 'ids' has no data");
+}
+
+TEST(CpuExecutor, RandomInputsAreTheSameInBothPrecisions) {
+  PlanBuilder b;
+  uint32_t x = b.input("x", DType::F32, {100});
+  b.plan.loss = b.op(OpCode::Sum, {x}, DType::F32, {},
+                     {{"axes", V{0}}, {"keepdims", int64_t(0)}});
+  Executor f32(b.plan, Precision::F32), f64(b.plan, Precision::F64);
+  f32.randomizeInputs(4);
+  f64.randomizeInputs(4);
+  EXPECT_EQ(f32.bufferValues(x), f64.bufferValues(x));
 }
 
 TEST(CpuExecutor, SetInputChecksNameSizeAndRange) {
