@@ -330,4 +330,21 @@ TEST(PlanIO, RejectsTrailingAndDuplicateData) {
   EXPECT_NE(readError(duplicate).find("appears twice"), std::string::npos);
 }
 
+TEST(PlanIO, CorruptedBytesAreRejectedOrValid) {
+  // Every single-byte corruption of a small plan either fails with a
+  // PlanError or still decodes to a plan that passes validation; nothing
+  // crashes, hangs or throws anything else.
+  const std::string bytes = encode(everyOpcodePlan());
+  for (size_t offset = 0; offset < bytes.size(); ++offset) {
+    for (uint8_t pattern : {0xffu, 0x01u, 0x80u}) {
+      std::string corrupted = bytes;
+      corrupted[offset] = static_cast<char>(corrupted[offset] ^ pattern);
+      try {
+        plan::validatePlan(decode(corrupted));
+      } catch (const PlanError &) {
+      }
+    }
+  }
+}
+
 } // namespace
