@@ -7,7 +7,7 @@
 //===--------------------------------------------------------------------------===//
 
 #include "dialects/Graph/GraphDialect.h"
-#include "dialects/Graph/ShapeRules.h"
+#include "runtime/plan/ShapeRules.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -25,18 +25,18 @@ using namespace ampc::graph;
 //===----------------------------------------------------------------------===//
 
 /// The extents of a statically shaped ranked tensor type, or nullopt.
-static std::optional<shape::Shape> staticShape(Type type) {
+static std::optional<plan::Shape> staticShape(Type type) {
   auto tensor = llvm::dyn_cast<RankedTensorType>(type);
   if (!tensor || !tensor.hasStaticShape())
     return std::nullopt;
-  return shape::Shape(tensor.getShape().begin(), tensor.getShape().end());
+  return plan::Shape(tensor.getShape().begin(), tensor.getShape().end());
 }
 
 /// Reads the static shapes of `values` into `shapes`, or reports the first that has none.
 /// Runs before the operand type constraints are checked, so it must reject anything unranked.
 static LogicalResult operandShapes(std::optional<Location> loc, llvm::StringRef op,
                                    ValueRange values,
-                                   llvm::SmallVectorImpl<shape::Shape> &shapes) {
+                                   llvm::SmallVectorImpl<plan::Shape> &shapes) {
   for (Value value : values) {
     auto s = staticShape(value.getType());
     if (!s)
@@ -62,7 +62,7 @@ static LogicalResult sameElementType(std::optional<Location> loc, llvm::StringRe
   return success();
 }
 
-static RankedTensorType tensorOf(const shape::Shape &extents, Type element) {
+static RankedTensorType tensorOf(const plan::Shape &extents, Type element) {
   return RankedTensorType::get(extents, element);
 }
 
@@ -248,7 +248,7 @@ LogicalResult BroadcastOp::verify() {
                                                            << out.getElementType()
                                                            << "); use graph.cast";
   std::string error;
-  if (!shape::broadcastsTo(toVector(in.getShape()), toVector(out.getShape()), error))
+  if (!plan::broadcastsTo(toVector(in.getShape()), toVector(out.getShape()), &error))
     return emitOpError(error);
   return success();
 }
@@ -265,7 +265,7 @@ LogicalResult SoftmaxOp::verify() {
   if (type.getRank() < 1)
     return emitOpError("softmax needs a tensor of rank >= 1");
   std::string error;
-  if (getCausal() && !shape::causalScores(toVector(type.getShape()), error))
+  if (getCausal() && !plan::checkCausalScores(toVector(type.getShape()), error))
     return emitOpError(error);
   return success();
 }
@@ -277,12 +277,12 @@ LogicalResult SoftmaxOp::verify() {
 /// Shared inference of the broadcasting binary ops.
 static LogicalResult inferBinary(std::optional<Location> loc, llvm::StringRef op, Value lhs,
                                  Value rhs, llvm::SmallVectorImpl<Type> &results) {
-  llvm::SmallVector<shape::Shape> shapes;
+  llvm::SmallVector<plan::Shape> shapes;
   if (failed(operandShapes(loc, op, {lhs, rhs}, shapes)) ||
       failed(sameElementType(loc, op, {lhs, rhs})))
     return failure();
   std::string error;
-  auto result = shape::broadcast(shapes[0], shapes[1], error);
+  auto result = plan::broadcastShapes(shapes[0], shapes[1], &error);
   if (!result)
     return emitOptionalError(loc, "'", op, "' ", error);
   results.push_back(tensorOf(*result, elementType(lhs)));
@@ -303,12 +303,12 @@ AMPC_INFER_BINARY(DivOp, "graph.div")
 
 LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
-  llvm::SmallVector<shape::Shape> shapes;
+  llvm::SmallVector<plan::Shape> shapes;
   if (failed(operandShapes(loc, "graph.matmul", {adaptor.getLhs(), adaptor.getRhs()}, shapes)) ||
       failed(sameElementType(loc, "graph.matmul", {adaptor.getLhs(), adaptor.getRhs()})))
     return failure();
   std::string error;
-  auto result = shape::matmul(shapes[0], shapes[1], adaptor.getTransposeLhs(),
+  auto result = plan::matMulShape(shapes[0], shapes[1], adaptor.getTransposeLhs(),
                               adaptor.getTransposeRhs(), error);
   if (!result)
     return emitOptionalError(loc, "'graph.matmul' ", error);
@@ -319,11 +319,11 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor,
                                             llvm::SmallVectorImpl<Type> &results) {
-  llvm::SmallVector<shape::Shape> shapes;
+  llvm::SmallVector<plan::Shape> shapes;
   if (failed(operandShapes(loc, "graph.transpose", adaptor.getInput(), shapes)))
     return failure();
   std::string error;
-  auto result = shape::transpose(shapes[0], toVector(adaptor.getPermutation()), error);
+  auto result = plan::transposeShape(shapes[0], toVector(adaptor.getPermutation()), error);
   if (!result)
     return emitOptionalError(loc, "'graph.transpose' ", error);
   results.push_back(tensorOf(*result, elementType(adaptor.getInput())));
@@ -332,11 +332,11 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 
 LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                         Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
-  llvm::SmallVector<shape::Shape> shapes;
+  llvm::SmallVector<plan::Shape> shapes;
   if (failed(operandShapes(loc, "graph.slice", adaptor.getInput(), shapes)))
     return failure();
   std::string error;
-  auto result = shape::slice(shapes[0], toVector(adaptor.getStarts()),
+  auto result = plan::sliceShape(shapes[0], toVector(adaptor.getStarts()),
                              toVector(adaptor.getSizes()), error);
   if (!result)
     return emitOptionalError(loc, "'graph.slice' ", error);
@@ -346,28 +346,28 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
 
 LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                         Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
-  llvm::SmallVector<shape::Shape> shapes;
+  llvm::SmallVector<plan::Shape> shapes;
   if (failed(operandShapes(loc, "graph.split", adaptor.getInput(), shapes)))
     return failure();
   std::string error;
-  auto pieces = shape::split(shapes[0], adaptor.getAxis(), toVector(adaptor.getSizes()), error);
+  auto pieces = plan::splitShapes(shapes[0], adaptor.getAxis(), toVector(adaptor.getSizes()), error);
   if (!pieces)
     return emitOptionalError(loc, "'graph.split' ", error);
-  for (const shape::Shape &piece : *pieces)
+  for (const plan::Shape &piece : *pieces)
     results.push_back(tensorOf(piece, elementType(adaptor.getInput())));
   return success();
 }
 
 LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
-  llvm::SmallVector<shape::Shape> shapes;
+  llvm::SmallVector<plan::Shape> shapes;
   if (adaptor.getInputs().empty())
     return emitOptionalError(loc, "'graph.concat' needs at least one operand");
   if (failed(operandShapes(loc, "graph.concat", adaptor.getInputs(), shapes)) ||
       failed(sameElementType(loc, "graph.concat", adaptor.getInputs())))
     return failure();
   std::string error;
-  auto result = shape::concat(std::vector<shape::Shape>(shapes.begin(), shapes.end()),
+  auto result = plan::concatShape(std::vector<plan::Shape>(shapes.begin(), shapes.end()),
                               adaptor.getAxis(), error);
   if (!result)
     return emitOptionalError(loc, "'graph.concat' ", error);
@@ -379,11 +379,11 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 template <typename AdaptorT>
 static LogicalResult inferReduce(std::optional<Location> loc, llvm::StringRef op,
                                  AdaptorT adaptor, llvm::SmallVectorImpl<Type> &results) {
-  llvm::SmallVector<shape::Shape> shapes;
+  llvm::SmallVector<plan::Shape> shapes;
   if (failed(operandShapes(loc, op, adaptor.getInput(), shapes)))
     return failure();
   std::string error;
-  auto result = shape::reduce(shapes[0], toVector(adaptor.getAxes()), adaptor.getKeepdims(),
+  auto result = plan::reduceShape(shapes[0], toVector(adaptor.getAxes()), adaptor.getKeepdims(),
                               error);
   if (!result)
     return emitOptionalError(loc, "'", op, "' ", error);
@@ -405,11 +405,11 @@ AMPC_INFER_REDUCE(MaxOp, "graph.max")
 LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor,
                                             llvm::SmallVectorImpl<Type> &results) {
-  llvm::SmallVector<shape::Shape> shapes;
+  llvm::SmallVector<plan::Shape> shapes;
   if (failed(operandShapes(loc, "graph.embedding", {adaptor.getTable(), adaptor.getIndices()}, shapes)))
     return failure();
   std::string error;
-  auto result = shape::embedding(shapes[0], shapes[1], error);
+  auto result = plan::embeddingShape(shapes[0], shapes[1], error);
   if (!result)
     return emitOptionalError(loc, "'graph.embedding' ", error);
   results.push_back(tensorOf(*result, elementType(adaptor.getTable())));
@@ -420,13 +420,13 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 static LogicalResult inferNorm(std::optional<Location> loc, llvm::StringRef op, Value input,
                                ValueRange parameters, llvm::ArrayRef<const char *> names,
                                llvm::SmallVectorImpl<Type> &results) {
-  llvm::SmallVector<shape::Shape> shapes;
+  llvm::SmallVector<plan::Shape> shapes;
   if (failed(operandShapes(loc, op, input, shapes)) ||
       failed(operandShapes(loc, op, parameters, shapes)))
     return failure();
   std::string error;
   for (size_t i = 0; i < parameters.size(); ++i)
-    if (!shape::normParameter(shapes[0], shapes[i + 1], names[i], error))
+    if (!plan::checkNormParameter(shapes[0], shapes[i + 1], names[i], error))
       return emitOptionalError(loc, "'", op, "' ", error);
   results.push_back(input.getType());
   return success();
@@ -450,7 +450,7 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
                                             Adaptor adaptor,
                                             llvm::SmallVectorImpl<Type> &results) {
   ValueRange qkv = {adaptor.getQuery(), adaptor.getKey(), adaptor.getValue()};
-  llvm::SmallVector<shape::Shape> shapes;
+  llvm::SmallVector<plan::Shape> shapes;
   if (failed(operandShapes(loc, "graph.attention", qkv, shapes)) ||
       failed(sameElementType(loc, "graph.attention", qkv)))
     return failure();
@@ -459,7 +459,7 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
       return emitOptionalError(loc, "'graph.attention' scale must be finite and positive, got ",
                                formatReal(scale->convertToDouble()));
   std::string error;
-  auto result = shape::attention(shapes[0], shapes[1], shapes[2], adaptor.getCausal(), error);
+  auto result = plan::attentionShape(shapes[0], shapes[1], shapes[2], adaptor.getCausal(), error);
   if (!result)
     return emitOptionalError(loc, "'graph.attention' ", error);
   results.push_back(tensorOf(*result, elementType(adaptor.getQuery())));
@@ -476,11 +476,11 @@ double AttentionOp::getEffectiveScale() {
 LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context,
                                                std::optional<Location> loc, Adaptor adaptor,
                                                llvm::SmallVectorImpl<Type> &results) {
-  llvm::SmallVector<shape::Shape> shapes;
+  llvm::SmallVector<plan::Shape> shapes;
   if (failed(operandShapes(loc, "graph.cross_entropy", {adaptor.getLogits(), adaptor.getLabels()}, shapes)))
     return failure();
   std::string error;
-  if (!shape::crossEntropy(shapes[0], shapes[1], error))
+  if (!plan::checkCrossEntropy(shapes[0], shapes[1], error))
     return emitOptionalError(loc, "'graph.cross_entropy' ", error);
   results.push_back(RankedTensorType::get({}, Float32Type::get(context)));
   return success();

@@ -42,6 +42,13 @@ public:
     plan::fail(describeInstruction(instruction, index) + ": " + message);
   }
 
+  /// The value of a shape rule, or a failure carrying the rule's message.
+  template <typename T> T checked(std::optional<T> value, const std::string &error) const {
+    if (!value)
+      fail(error);
+    return *value;
+  }
+
   void operandCount(size_t expected) const {
     if (instruction.operands.size() != expected)
       fail("takes " + std::to_string(expected) + " operand" +
@@ -129,7 +136,6 @@ private:
   void checkSoftmax();
   void checkAttention();
   void checkLoss();
-  void checkCausal(const Shape &scores);
 
   const Plan &plan;
   const Instruction &instruction;
@@ -143,12 +149,8 @@ void InstructionChecker::checkElementwiseBinary() {
   if (operand(0).dtype != operand(1).dtype)
     fail(operandName(0) + " and " + operandName(1) + " must have one dtype");
   floatResult();
-  std::optional<Shape> shape =
-      broadcastShapes(operand(0).shape, operand(1).shape);
-  if (!shape)
-    fail("the shapes of " + operandName(0) + " and " + operandName(1) +
-         " do not broadcast");
-  resultShape(*shape);
+  std::string error;
+  resultShape(checked(broadcastShapes(operand(0).shape, operand(1).shape, &error), error));
 }
 
 void InstructionChecker::checkElementwiseUnary() {
@@ -178,18 +180,9 @@ void InstructionChecker::checkMatMul() {
   floatResult();
   bool transposeA = flagAttr("transpose_a");
   bool transposeB = flagAttr("transpose_b");
-  std::optional<MatMulDims> dims =
-      matMulDims(operand(0).shape, operand(1).shape, transposeA, transposeB);
-  if (!dims)
-    fail(operandName(0) + " and " + operandName(1) +
-         " are not [..., M, K] x [..., K, N] with broadcastable batch dims "
-         "(after transpose_a=" +
-         std::to_string(transposeA) +
-         ", transpose_b=" + std::to_string(transposeB) + ")");
-  Shape shape = dims->batch;
-  shape.push_back(dims->m);
-  shape.push_back(dims->n);
-  resultShape(shape);
+  std::string error;
+  resultShape(checked(
+      matMulShape(operand(0).shape, operand(1).shape, transposeA, transposeB, error), error));
 }
 
 void InstructionChecker::checkLayout() {
@@ -202,65 +195,32 @@ void InstructionChecker::checkLayout() {
   }
   resultDTypeOf(0);
   const Shape &in = operand(0).shape;
-  const int64_t rank = static_cast<int64_t>(in.size());
+  std::string error;
   switch (op) {
-  case OpCode::Transpose: {
-    const std::vector<int64_t> &permutation = intListAttr("permutation");
-    std::vector<bool> used(in.size(), false);
-    if (static_cast<int64_t>(permutation.size()) != rank)
-      fail("attribute 'permutation' must have " + std::to_string(rank) +
-           " entries");
-    Shape shape;
-    for (int64_t axis : permutation) {
-      if (axis < 0 || axis >= rank || used[axis])
-        fail("attribute 'permutation' is not a permutation of 0.." +
-             std::to_string(rank - 1));
-      used[axis] = true;
-      shape.push_back(in[axis]);
-    }
-    resultShape(shape);
+  case OpCode::Transpose:
+    resultShape(checked(transposeShape(in, intListAttr("permutation"), error), error));
     break;
-  }
   case OpCode::Reshape:
     if (numElements(result()) != numElements(operand(0)))
       fail(resultName() + " must have the element count of " + operandName(0));
     break;
-  case OpCode::Slice: {
-    const std::vector<int64_t> &starts = intListAttr("starts");
-    if (static_cast<int64_t>(starts.size()) != rank ||
-        result().shape.size() != in.size())
-      fail("attribute 'starts' and the result must have the operand's rank " +
-           std::to_string(rank));
-    for (int64_t i = 0; i < rank; ++i)
-      if (starts[i] < 0 || starts[i] + result().shape[i] > in[i])
-        fail("slice [" + std::to_string(starts[i]) + ", " +
-             std::to_string(starts[i] + result().shape[i]) + ") of dim " +
-             std::to_string(i) + " is outside " + operandName(0));
+  case OpCode::Slice:
+    // The result's shape gives the slice sizes.
+    checked(sliceShape(in, intListAttr("starts"), result().shape, error), error);
     break;
-  }
   case OpCode::Concat: {
-    int64_t axis = intAttr("axis");
-    if (axis < 0 || axis >= rank)
-      fail("attribute 'axis' must be in [0, " + std::to_string(rank) +
-           "), is " + std::to_string(axis));
-    Shape shape = in;
-    shape[axis] = 0;
+    std::vector<Shape> parts;
     for (size_t i = 0; i < instruction.operands.size(); ++i) {
-      const Shape &part = operand(i).shape;
-      bool compatible = part.size() == in.size();
-      for (size_t d = 0; compatible && d < part.size(); ++d)
-        compatible = static_cast<int64_t>(d) == axis || part[d] == in[d];
-      if (!compatible || operand(i).dtype != operand(0).dtype)
-        fail(operandName(i) + " must match " + operandName(0) +
-             " in dtype and in every dim but " + std::to_string(axis));
-      shape[axis] += part[axis];
+      if (operand(i).dtype != operand(0).dtype)
+        fail(operandName(i) + " must have the dtype of " + operandName(0));
+      parts.push_back(operand(i).shape);
     }
-    resultShape(shape);
+    resultShape(checked(concatShape(parts, intAttr("axis"), error), error));
     break;
   }
   case OpCode::Broadcast:
-    if (!broadcastsTo(in, result().shape))
-      fail(operandName(0) + " does not broadcast to " + resultName());
+    if (!broadcastsTo(in, result().shape, &error))
+      fail(error);
     break;
   default:
     break;
@@ -271,14 +231,9 @@ void InstructionChecker::checkReduction() {
   operandCount(1);
   floatOperand(0);
   floatResult();
-  const std::vector<int64_t> &axes = intListAttr("axes");
-  bool keepDims = flagAttr("keepdims");
-  const int64_t rank = static_cast<int64_t>(operand(0).shape.size());
-  for (size_t i = 0; i < axes.size(); ++i)
-    if (axes[i] < 0 || axes[i] >= rank || (i > 0 && axes[i] <= axes[i - 1]))
-      fail("attribute 'axes' must be sorted unique dims in [0, " +
-           std::to_string(rank) + ")");
-  resultShape(reducedShape(operand(0).shape, axes, keepDims));
+  std::string error;
+  resultShape(checked(
+      reduceShape(operand(0).shape, intListAttr("axes"), flagAttr("keepdims"), error), error));
 }
 
 void InstructionChecker::checkEmbedding() {
@@ -286,11 +241,8 @@ void InstructionChecker::checkEmbedding() {
   floatOperand(0);
   integerOperand(1);
   floatResult();
-  if (operand(0).shape.size() != 2)
-    fail(operandName(0) + " must be a [vocabulary, width] table");
-  Shape shape = operand(1).shape;
-  shape.push_back(operand(0).shape[1]);
-  resultShape(shape);
+  std::string error;
+  resultShape(checked(embeddingShape(operand(0).shape, operand(1).shape, error), error));
 }
 
 void InstructionChecker::checkNorm() {
@@ -300,24 +252,13 @@ void InstructionChecker::checkNorm() {
     floatOperand(i);
   floatResult();
   const Shape &x = operand(0).shape;
-  if (x.empty())
-    fail(operandName(0) + " must have rank >= 1");
+  std::string error;
   for (size_t i = 1; i < instruction.operands.size(); ++i)
-    if (operand(i).shape != Shape{x.back()})
-      fail(operandName(i) + " must have shape [" + std::to_string(x.back()) +
-           "], the last dim of " + operandName(0));
+    if (!checkNormParameter(x, operand(i).shape, i == 1 ? "gamma" : "beta", error))
+      fail(error);
   resultShape(x);
   if (realAttr("epsilon") < 0)
     fail("attribute 'epsilon' must be >= 0");
-}
-
-void InstructionChecker::checkCausal(const Shape &scores) {
-  const int64_t rows = scores[scores.size() - 2];
-  const int64_t columns = scores.back();
-  if (columns < rows)
-    fail("causal masking needs at least as many keys (" +
-         std::to_string(columns) + ") as queries (" + std::to_string(rows) +
-         "), or some rows would mask every key");
 }
 
 void InstructionChecker::checkSoftmax() {
@@ -327,11 +268,9 @@ void InstructionChecker::checkSoftmax() {
   resultShape(operand(0).shape);
   if (operand(0).shape.empty())
     fail(operandName(0) + " must have rank >= 1");
-  if (flagAttr("causal")) {
-    if (operand(0).shape.size() < 2)
-      fail("causal softmax needs rank >= 2");
-    checkCausal(operand(0).shape);
-  }
+  std::string error;
+  if (flagAttr("causal") && !checkCausalScores(operand(0).shape, error))
+    fail(error);
 }
 
 void InstructionChecker::checkAttention() {
@@ -339,26 +278,11 @@ void InstructionChecker::checkAttention() {
   for (size_t i = 0; i < 3; ++i)
     floatOperand(i);
   floatResult();
-  const Shape &q = operand(0).shape, &k = operand(1).shape,
-              &v = operand(2).shape;
-  if (q.size() < 2 || k.size() != q.size() || v.size() != q.size() ||
-      !std::equal(q.begin(), q.end() - 2, k.begin()) ||
-      !std::equal(q.begin(), q.end() - 2, v.begin()))
-    fail("q, k, v must have one rank >= 2 and the same leading dims");
-  if (k.back() != q.back())
-    fail("k's head dim " + std::to_string(k.back()) + " must equal q's " +
-         std::to_string(q.back()));
-  if (v[v.size() - 2] != k[k.size() - 2])
-    fail("v must have as many rows as k");
-  Shape shape(q.begin(), q.end() - 1);
-  shape.push_back(v.back());
-  resultShape(shape);
+  std::string error;
+  resultShape(checked(attentionShape(operand(0).shape, operand(1).shape, operand(2).shape,
+                                     flagAttr("causal"), error),
+                      error));
   realAttr("scale");
-  if (flagAttr("causal")) {
-    Shape scores(q.begin(), q.end() - 1);
-    scores.push_back(k[k.size() - 2]);
-    checkCausal(scores);
-  }
 }
 
 void InstructionChecker::checkLoss() {
@@ -373,12 +297,9 @@ void InstructionChecker::checkLoss() {
     return;
   }
   integerOperand(1);
-  const Shape &logits = operand(0).shape;
-  if (logits.empty())
-    fail(operandName(0) + " must have a class dim");
-  if (operand(1).shape != Shape(logits.begin(), logits.end() - 1))
-    fail(operandName(1) + " must have the shape of the logits without the "
-                          "class dim");
+  std::string error;
+  if (!checkCrossEntropy(operand(0).shape, operand(1).shape, error))
+    fail(error);
   intAttr("ignore_index");
   int64_t reduction = intAttr("reduction");
   if (reduction != 0 && reduction != 1)

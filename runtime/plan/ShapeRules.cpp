@@ -1,32 +1,306 @@
-//===- ShapeRules.cpp - Result-shape rules of plan instructions -----------===//
+//===- ShapeRules.cpp - shape rules of the graph ops and plan instructions ===//
 
 #include "runtime/plan/ShapeRules.h"
+#include "runtime/plan/Plan.h"
 
 #include <algorithm>
 
 namespace ampc::plan {
 
-std::optional<Shape> broadcastShapes(const Shape &a, const Shape &b) {
-  const size_t rank = std::max(a.size(), b.size());
+namespace {
+/// Sets `*error` when the caller asked for a message.
+void report(std::string *error, const std::string &message) {
+  if (error)
+    *error = message;
+}
+
+std::string str(int64_t value) { return std::to_string(value); }
+} // namespace
+
+std::optional<Shape> broadcastShapes(const Shape &lhs, const Shape &rhs, std::string *error) {
+  size_t rank = std::max(lhs.size(), rhs.size());
   Shape result(rank);
   for (size_t i = 0; i < rank; ++i) {
-    // Align from the trailing dim; a missing leading dim acts as 1.
-    int64_t dimA = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    int64_t dimB = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (dimA != dimB && dimA != 1 && dimB != 1)
+    // Walk from the last dimension; a missing leading dimension acts as 1.
+    int64_t l = i < lhs.size() ? lhs[lhs.size() - 1 - i] : 1;
+    int64_t r = i < rhs.size() ? rhs[rhs.size() - 1 - i] : 1;
+    if (l != r && l != 1 && r != 1) {
+      report(error, "shapes " + shapeToString(lhs) + " and " + shapeToString(rhs) +
+                        " do not broadcast: the dimensions " + str(i + 1) +
+                        " from the end are " + str(l) + " and " + str(r));
       return std::nullopt;
-    result[i] = dimA == 1 ? dimB : dimA;
+    }
+    result[rank - 1 - i] = l == 1 ? r : l;
   }
   return result;
 }
 
-bool broadcastsTo(const Shape &from, const Shape &to) {
-  if (from.size() > to.size())
+bool broadcastsTo(const Shape &from, const Shape &to, std::string *error) {
+  if (from.size() > to.size()) {
+    report(error, "cannot broadcast " + shapeToString(from) + " to the lower-rank shape " +
+                      shapeToString(to));
     return false;
-  const size_t offset = to.size() - from.size();
-  for (size_t i = 0; i < from.size(); ++i)
-    if (from[i] != 1 && from[i] != to[offset + i])
+  }
+  for (size_t i = 0; i < from.size(); ++i) {
+    int64_t f = from[from.size() - 1 - i], t = to[to.size() - 1 - i];
+    if (f != t && f != 1) {
+      report(error, "cannot broadcast " + shapeToString(from) + " to " + shapeToString(to) +
+                        ": dimension " + str(from.size() - 1 - i) + " is " + str(f) +
+                        ", which is neither 1 nor " + str(t));
       return false;
+    }
+  }
+  return true;
+}
+
+std::optional<MatMulDims> matMulDims(const Shape &a, const Shape &b, bool transposeA,
+                                     bool transposeB, std::string *error) {
+  if (a.size() < 2 || b.size() < 2) {
+    report(error, "matmul operands need rank >= 2, got " + shapeToString(a) + " and " +
+                      shapeToString(b));
+    return std::nullopt;
+  }
+  MatMulDims dims;
+  dims.batchA.assign(a.begin(), a.end() - 2);
+  dims.batchB.assign(b.begin(), b.end() - 2);
+  int64_t rowsA = a[a.size() - 2], colsA = a.back();
+  int64_t rowsB = b[b.size() - 2], colsB = b.back();
+  dims.m = transposeA ? colsA : rowsA;
+  dims.k = transposeA ? rowsA : colsA;
+  int64_t kB = transposeB ? colsB : rowsB;
+  dims.n = transposeB ? rowsB : colsB;
+  if (kB != dims.k) {
+    Shape lhs = dims.batchA, rhs = dims.batchB;
+    lhs.insert(lhs.end(), {dims.m, dims.k});
+    rhs.insert(rhs.end(), {kB, dims.n});
+    report(error, "matmul contraction dimensions differ: lhs is " + shapeToString(lhs) +
+                      " and rhs is " + shapeToString(rhs) + " (after transposes), so K is " +
+                      str(dims.k) + " vs " + str(kB));
+    return std::nullopt;
+  }
+  std::string batchError;
+  auto batch = broadcastShapes(dims.batchA, dims.batchB, &batchError);
+  if (!batch) {
+    report(error, "matmul batch dimensions do not broadcast: " + batchError);
+    return std::nullopt;
+  }
+  dims.batch = *batch;
+  return dims;
+}
+
+std::optional<Shape> matMulShape(const Shape &a, const Shape &b, bool transposeA,
+                                 bool transposeB, std::string &error) {
+  auto dims = matMulDims(a, b, transposeA, transposeB, &error);
+  if (!dims)
+    return std::nullopt;
+  Shape result = dims->batch;
+  result.insert(result.end(), {dims->m, dims->n});
+  return result;
+}
+
+std::optional<Shape> transposeShape(const Shape &input, const std::vector<int64_t> &permutation,
+                                    std::string &error) {
+  if (permutation.size() != input.size()) {
+    error = "permutation " + shapeToString(permutation) + " has " + str(permutation.size()) +
+            " entries for a rank-" + str(input.size()) + " tensor";
+    return std::nullopt;
+  }
+  std::vector<bool> seen(input.size(), false);
+  Shape result;
+  for (int64_t p : permutation) {
+    if (p < 0 || p >= static_cast<int64_t>(input.size()) || seen[p]) {
+      error = "permutation " + shapeToString(permutation) + " is not a permutation of 0.." +
+              str(input.size() - 1);
+      return std::nullopt;
+    }
+    seen[p] = true;
+    result.push_back(input[p]);
+  }
+  return result;
+}
+
+std::optional<Shape> sliceShape(const Shape &input, const std::vector<int64_t> &starts,
+                                const std::vector<int64_t> &sizes, std::string &error) {
+  if (starts.size() != input.size() || sizes.size() != input.size()) {
+    error = "slice of a rank-" + str(input.size()) +
+            " tensor needs one start and one size per dimension, got starts " +
+            shapeToString(starts) + " and sizes " + shapeToString(sizes);
+    return std::nullopt;
+  }
+  for (size_t i = 0; i < input.size(); ++i) {
+    // Compared without forming starts + sizes, which may overflow.
+    if (starts[i] < 0 || sizes[i] < 0 || starts[i] > input[i] ||
+        sizes[i] > input[i] - starts[i]) {
+      error = "slice of " + str(sizes[i]) + " elements from " + str(starts[i]) +
+              " along dimension " + str(i) + " is outside its extent " + str(input[i]);
+      return std::nullopt;
+    }
+  }
+  return Shape(sizes.begin(), sizes.end());
+}
+
+/// Checks 0 <= axis < rank with a message naming the op.
+static bool checkAxis(int64_t axis, size_t rank, const char *op, std::string &error) {
+  if (axis < 0 || axis >= static_cast<int64_t>(rank)) {
+    error = std::string(op) + " axis " + str(axis) + " is out of range for a rank-" +
+            str(rank) + " tensor";
+    return false;
+  }
+  return true;
+}
+
+std::optional<std::vector<Shape>> splitShapes(const Shape &input, int64_t axis,
+                                              const std::vector<int64_t> &sizes,
+                                              std::string &error) {
+  if (!checkAxis(axis, input.size(), "split", error))
+    return std::nullopt;
+  int64_t total = 0;
+  std::vector<Shape> pieces;
+  for (int64_t size : sizes) {
+    if (size <= 0) {
+      error = "split sizes must be positive, got " + shapeToString(sizes);
+      return std::nullopt;
+    }
+    // Stop before the running total could overflow.
+    if (size > input[axis] - total) {
+      error = "split sizes " + shapeToString(sizes) + " add up to more than dimension " +
+              str(axis) + ", which is " + str(input[axis]);
+      return std::nullopt;
+    }
+    total += size;
+    Shape piece = input;
+    piece[axis] = size;
+    pieces.push_back(piece);
+  }
+  if (total != input[axis]) {
+    error = "split sizes " + shapeToString(sizes) + " add up to " + str(total) +
+            " but dimension " + str(axis) + " is " + str(input[axis]);
+    return std::nullopt;
+  }
+  return pieces;
+}
+
+std::optional<Shape> concatShape(const std::vector<Shape> &inputs, int64_t axis,
+                                 std::string &error) {
+  if (inputs.empty()) {
+    error = "concat needs at least one operand";
+    return std::nullopt;
+  }
+  const Shape &first = inputs.front();
+  if (!checkAxis(axis, first.size(), "concat", error))
+    return std::nullopt;
+  Shape result = first;
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    const Shape &other = inputs[i];
+    bool compatible = other.size() == first.size();
+    for (size_t d = 0; compatible && d < first.size(); ++d)
+      compatible = d == static_cast<size_t>(axis) || other[d] == first[d];
+    if (!compatible) {
+      error = "concat operand " + str(i) + " has shape " + shapeToString(other) +
+              ", which differs from " + shapeToString(first) + " outside axis " + str(axis);
+      return std::nullopt;
+    }
+    result[axis] += other[axis];
+  }
+  return result;
+}
+
+std::optional<Shape> reduceShape(const Shape &input, const std::vector<int64_t> &axes,
+                                 bool keepdims, std::string &error) {
+  if (axes.empty()) {
+    error = "reduction needs at least one axis";
+    return std::nullopt;
+  }
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] < 0 || axes[i] >= static_cast<int64_t>(input.size()) ||
+        (i && axes[i] <= axes[i - 1])) {
+      error = "reduction axes " + shapeToString(axes) +
+              " must be distinct, increasing dimensions of a rank-" + str(input.size()) +
+              " tensor";
+      return std::nullopt;
+    }
+  }
+  return reducedShape(input, axes, keepdims);
+}
+
+std::optional<Shape> embeddingShape(const Shape &table, const Shape &indices,
+                                    std::string &error) {
+  if (table.size() != 2) {
+    error = "embedding table must be [rows, width], got " + shapeToString(table);
+    return std::nullopt;
+  }
+  Shape result = indices;
+  result.push_back(table[1]);
+  return result;
+}
+
+bool checkNormParameter(const Shape &input, const Shape &parameter, const char *what,
+                        std::string &error) {
+  if (input.empty()) {
+    error = "normalisation needs an input of rank >= 1";
+    return false;
+  }
+  if (parameter.size() != 1 || parameter[0] != input.back()) {
+    error = std::string(what) + " must have the shape of the last axis, [" +
+            str(input.back()) + "], got " + shapeToString(parameter);
+    return false;
+  }
+  return true;
+}
+
+bool checkCausalScores(const Shape &scores, std::string &error) {
+  if (scores.size() < 2) {
+    error = "causal masking needs [..., T, S] scores, got " + shapeToString(scores);
+    return false;
+  }
+  int64_t t = scores[scores.size() - 2], s = scores.back();
+  if (s < t) {
+    error = "causal masking needs S >= T in [..., T, S], got T = " + str(t) + " and S = " +
+            str(s);
+    return false;
+  }
+  return true;
+}
+
+std::optional<Shape> attentionShape(const Shape &query, const Shape &key, const Shape &value,
+                                    bool causal, std::string &error) {
+  if (query.size() < 2 || key.size() != query.size() || value.size() != query.size()) {
+    error = "attention needs q, k, v of one rank >= 2, got " + shapeToString(query) + ", " +
+            shapeToString(key) + ", " + shapeToString(value);
+    return std::nullopt;
+  }
+  size_t r = query.size();
+  if (!std::equal(query.begin(), query.end() - 2, key.begin()) ||
+      !std::equal(query.begin(), query.end() - 2, value.begin())) {
+    error = "attention q, k, v must share their leading dimensions, got " +
+            shapeToString(query) + ", " + shapeToString(key) + ", " + shapeToString(value);
+    return std::nullopt;
+  }
+  if (query[r - 1] != key[r - 1]) {
+    error = "attention q and k must have the same head dimension, got " + str(query[r - 1]) +
+            " and " + str(key[r - 1]);
+    return std::nullopt;
+  }
+  if (key[r - 2] != value[r - 2]) {
+    error = "attention k and v must have the same sequence length, got " + str(key[r - 2]) +
+            " and " + str(value[r - 2]);
+    return std::nullopt;
+  }
+  if (causal && !checkCausalScores({query[r - 2], key[r - 2]}, error))
+    return std::nullopt;
+  Shape result = query;
+  result.back() = value.back();
+  return result;
+}
+
+bool checkCrossEntropy(const Shape &logits, const Shape &labels, std::string &error) {
+  if (logits.empty() || labels.size() + 1 != logits.size() ||
+      !std::equal(labels.begin(), labels.end(), logits.begin())) {
+    error = "cross_entropy needs logits [..., C] and labels [...] with the same leading "
+            "shape, got " +
+            shapeToString(logits) + " and " + shapeToString(labels);
+    return false;
+  }
   return true;
 }
 
@@ -49,40 +323,16 @@ Shape broadcastStrides(const Shape &from, const Shape &to) {
   return strides;
 }
 
-Shape reducedShape(const Shape &shape, const std::vector<int64_t> &axes,
-                   bool keepDims) {
+Shape reducedShape(const Shape &shape, const std::vector<int64_t> &axes, bool keepDims) {
   Shape result;
   for (size_t i = 0; i < shape.size(); ++i) {
-    bool reduced =
-        std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(i));
+    bool reduced = std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(i));
     if (!reduced)
       result.push_back(shape[i]);
     else if (keepDims)
       result.push_back(1);
   }
   return result;
-}
-
-std::optional<MatMulDims> matMulDims(const Shape &a, const Shape &b,
-                                     bool transposeA, bool transposeB) {
-  if (a.size() < 2 || b.size() < 2)
-    return std::nullopt;
-  MatMulDims dims;
-  dims.batchA.assign(a.begin(), a.end() - 2);
-  dims.batchB.assign(b.begin(), b.end() - 2);
-  const int64_t rowsA = a[a.size() - 2], colsA = a.back();
-  const int64_t rowsB = b[b.size() - 2], colsB = b.back();
-  dims.m = transposeA ? colsA : rowsA;
-  dims.k = transposeA ? rowsA : colsA;
-  const int64_t kB = transposeB ? colsB : rowsB;
-  dims.n = transposeB ? rowsB : colsB;
-  if (kB != dims.k)
-    return std::nullopt;
-  std::optional<Shape> batch = broadcastShapes(dims.batchA, dims.batchB);
-  if (!batch)
-    return std::nullopt;
-  dims.batch = *batch;
-  return dims;
 }
 
 } // namespace ampc::plan

@@ -1,7 +1,9 @@
-//===- ShapeRules.h - Result-shape rules of plan instructions -------------===//
+//===- ShapeRules.h - shape rules of the graph ops and plan instructions -===//
 //
-// The shape arithmetic that validatePlan checks and that backends use to lay
-// out their loops, written once so both agree with docs/plan-format.md.
+// The shape arithmetic of every op, written once and shared by the graph dialect's verifiers
+// (which turn the messages into located diagnostics) and by the runtime (validatePlan, and the
+// kernels' loop layout). Plain C++ on vectors of extents: no MLIR. Checking rules return the
+// result shape, or nullopt / false with `error` set to a sentence a user can act on.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,43 +12,89 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace ampc::plan {
 
 using Shape = std::vector<int64_t>;
 
-/// NumPy broadcasting of \p a and \p b (trailing-aligned; each pair of dims
-/// equal or one of them 1); nullopt if they are incompatible.
-std::optional<Shape> broadcastShapes(const Shape &a, const Shape &b);
+//===----------------------------------------------------------------------===//
+// Checking rules
+//===----------------------------------------------------------------------===//
 
-/// True if \p from broadcasts to exactly \p to.
-bool broadcastsTo(const Shape &from, const Shape &to);
+/// NumPy broadcasting: shapes aligned at the last dimension, each pair equal or one of them 1.
+std::optional<Shape> broadcastShapes(const Shape &lhs, const Shape &rhs,
+                                     std::string *error = nullptr);
 
-/// Row-major strides of a tensor of \p shape, in elements.
-Shape rowMajorStrides(const Shape &shape);
+/// Whether `from` broadcasts to exactly `to`.
+bool broadcastsTo(const Shape &from, const Shape &to, std::string *error = nullptr);
 
-/// Strides for reading a tensor of shape \p from as if it had the broadcast
-/// shape \p to: row-major strides, 0 on broadcast (size-1 or missing) dims.
-/// Requires broadcastsTo(from, to).
-Shape broadcastStrides(const Shape &from, const Shape &to);
-
-/// The shape of \p shape reduced over the sorted, unique \p axes; reduced
-/// dims are kept as 1 when \p keepDims.
-Shape reducedShape(const Shape &shape, const std::vector<int64_t> &axes,
-                   bool keepDims);
-
-/// The operand dims of a MatMul after the optional transposes of the last two
-/// dims: a is [batchA..., m, k], b is [batchB..., k, n].
+/// The operand dims of a matmul after the optional transposes of the last two dims: a is
+/// [batchA..., m, k], b is [batchB..., k, n].
 struct MatMulDims {
   Shape batchA, batchB, batch; ///< batch = broadcast(batchA, batchB)
   int64_t m = 0, k = 0, n = 0;
 };
 
-/// The MatMul dims of \p a and \p b, or nullopt when a rank is below 2, the
-/// contraction dims differ, or the batch dims do not broadcast.
-std::optional<MatMulDims> matMulDims(const Shape &a, const Shape &b,
-                                     bool transposeA, bool transposeB);
+/// The matmul dims of `a` and `b`, or nullopt when a rank is below 2, the contraction dims
+/// differ, or the batch dims do not broadcast.
+std::optional<MatMulDims> matMulDims(const Shape &a, const Shape &b, bool transposeA,
+                                     bool transposeB, std::string *error = nullptr);
+
+/// The matmul result [...batch, M, N].
+std::optional<Shape> matMulShape(const Shape &a, const Shape &b, bool transposeA,
+                                 bool transposeB, std::string &error);
+
+std::optional<Shape> transposeShape(const Shape &input, const std::vector<int64_t> &permutation,
+                                    std::string &error);
+
+std::optional<Shape> sliceShape(const Shape &input, const std::vector<int64_t> &starts,
+                                const std::vector<int64_t> &sizes, std::string &error);
+
+std::optional<std::vector<Shape>> splitShapes(const Shape &input, int64_t axis,
+                                              const std::vector<int64_t> &sizes,
+                                              std::string &error);
+
+std::optional<Shape> concatShape(const std::vector<Shape> &inputs, int64_t axis,
+                                 std::string &error);
+
+/// Checks that `axes` are distinct increasing dims of `input`, then reduces over them.
+std::optional<Shape> reduceShape(const Shape &input, const std::vector<int64_t> &axes,
+                                 bool keepdims, std::string &error);
+
+/// table [V, D], indices [...] -> [..., D].
+std::optional<Shape> embeddingShape(const Shape &table, const Shape &indices,
+                                    std::string &error);
+
+/// A gain (or bias) of a normalisation over the last axis must be [D].
+bool checkNormParameter(const Shape &input, const Shape &parameter, const char *what,
+                        std::string &error);
+
+/// Causal masking needs [..., T, S] with S >= T.
+bool checkCausalScores(const Shape &scores, std::string &error);
+
+/// q [..., T, Dh], k [..., S, Dh], v [..., S, Dv] -> [..., T, Dv].
+std::optional<Shape> attentionShape(const Shape &query, const Shape &key, const Shape &value,
+                                    bool causal, std::string &error);
+
+/// logits [..., C], labels [...]: the leading shapes agree.
+bool checkCrossEntropy(const Shape &logits, const Shape &labels, std::string &error);
+
+//===----------------------------------------------------------------------===//
+// Layout helpers (no checks: for shapes already validated)
+//===----------------------------------------------------------------------===//
+
+/// Row-major strides of a tensor of `shape`, in elements.
+Shape rowMajorStrides(const Shape &shape);
+
+/// Strides for reading a tensor of shape `from` as if it had the broadcast shape `to`:
+/// row-major strides, 0 on broadcast (size-1 or missing) dims. Requires broadcastsTo(from, to).
+Shape broadcastStrides(const Shape &from, const Shape &to);
+
+/// The shape of `shape` reduced over the sorted, unique `axes`; reduced dims are kept as 1
+/// when `keepDims`.
+Shape reducedShape(const Shape &shape, const std::vector<int64_t> &axes, bool keepDims);
 
 } // namespace ampc::plan
 

@@ -128,7 +128,7 @@ TEST(PlanValidate, Shapes) {
 
   SmallPlan contraction;
   contraction.b.plan.buffers[contraction.w].shape = {4, 4};
-  expectInvalid(contraction.b.plan, {"[..., M, K] x [..., K, N]"});
+  expectInvalid(contraction.b.plan, {"matmul contraction dimensions differ"});
 
   PlanBuilder b;
   uint32_t p = b.input("p", DType::F32, {2, 3});
@@ -147,13 +147,13 @@ TEST(PlanValidate, LayoutRules) {
   PlanBuilder slice;
   x = slice.input("x", DType::F32, {4, 3});
   slice.op(OpCode::Slice, {x}, DType::F32, {2, 3}, {{"starts", V{3, 0}}});
-  expectInvalid(slice.plan, {"slice [3, 5) of dim 0"});
+  expectInvalid(slice.plan, {"slice of 2 elements from 3 along dimension 0 is outside its extent 4"});
 
   PlanBuilder concat;
   x = concat.input("x", DType::F32, {2, 3});
   uint32_t y = concat.input("y", DType::F32, {2, 4});
   concat.op(OpCode::Concat, {x, y}, DType::F32, {4, 3}, {{"axis", int64_t(0)}});
-  expectInvalid(concat.plan, {"every dim but 0"});
+  expectInvalid(concat.plan, {"differs from [2, 3] outside axis 0"});
 
   PlanBuilder reshape;
   x = reshape.input("x", DType::F32, {2, 3});
@@ -163,13 +163,13 @@ TEST(PlanValidate, LayoutRules) {
   PlanBuilder broadcast;
   x = broadcast.input("x", DType::F32, {2, 3});
   broadcast.op(OpCode::Broadcast, {x}, DType::F32, {4, 3});
-  expectInvalid(broadcast.plan, {"does not broadcast"});
+  expectInvalid(broadcast.plan, {"cannot broadcast [2, 3] to [4, 3]"});
 
   PlanBuilder reduce;
   x = reduce.input("x", DType::F32, {2, 3});
   reduce.op(OpCode::Sum, {x}, DType::F32, {},
             {{"axes", V{1, 0}}, {"keepdims", int64_t(0)}});
-  expectInvalid(reduce.plan, {"sorted unique"});
+  expectInvalid(reduce.plan, {"must be distinct, increasing dimensions"});
 }
 
 TEST(PlanValidate, Attributes) {
@@ -194,7 +194,7 @@ TEST(PlanValidate, Attributes) {
   PlanBuilder causal;
   x = causal.input("x", DType::F32, {4, 3});
   causal.op(OpCode::Softmax, {x}, DType::F32, {4, 3}, {{"causal", int64_t(1)}});
-  expectInvalid(causal.plan, {"at least as many keys (3) as queries (4)"});
+  expectInvalid(causal.plan, {"causal masking needs S >= T in [..., T, S], got T = 4 and S = 3"});
 }
 
 TEST(PlanValidate, ParameterAndInputTables) {
@@ -250,7 +250,7 @@ TEST(PlanValidate, LossOperandRules) {
   b.plan.loss =
       b.op(OpCode::CrossEntropy, {logits, labels}, DType::F32, {},
            {{"ignore_index", int64_t(-100)}, {"reduction", int64_t(0)}});
-  expectInvalid(b.plan, {"without the class dim"});
+  expectInvalid(b.plan, {"with the same leading shape"});
 }
 
 } // namespace
