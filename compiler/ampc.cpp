@@ -192,10 +192,13 @@ int evaluate(const Options &options, const plan::Plan &compiled) {
     }
   }
   auto start = std::chrono::steady_clock::now();
-  double loss = executor.run({options.seed, 0, false});
+  cpu::RunOptions run;
+  run.seed = options.seed;
+  run.keepTemporaries = false; // Only the loss is read: free activations after their last use.
+  double loss = executor.run(run);
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("loss %.6f (seed %llu, %s, %.2f s on the CPU backend)\n", loss,
+  std::printf("loss %.6f (seed %llu, %s, %.3f s on the CPU backend)\n", loss,
               static_cast<unsigned long long>(options.seed),
               options.precision == cpu::Precision::F64 ? "f64" : "f32", seconds);
   return 0;

@@ -20,7 +20,7 @@ echo "== Lowering the tiny GPT to a plan"
 
 echo
 echo "== Evaluating losses at initialisation on the CPU backend (seed 0)"
-"$ampc" eval examples/mlp/mlp.mlir --seed 0 | tail -n 1
+echo "mlp: $("$ampc" eval examples/mlp/mlp.mlir --seed 0 | tail -n 1)"  # ln(10) = 2.3026
 for spec in tiny:256 gpt10m:8192; do
   name=${spec%%:*}; vocab=${spec##*:}
   line=$("$ampc" eval examples/gpt/$name.mlir --seed 0 | tail -n 1)
