@@ -316,32 +316,39 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   return success();
 }
 
+/// Infers the result of an op with one tensor input whose result shape `rule` computes.
+template <typename Rule>
+static LogicalResult inferFromInput(std::optional<Location> loc, llvm::StringRef op,
+                                    Value input, llvm::SmallVectorImpl<Type> &results,
+                                    Rule rule) {
+  llvm::SmallVector<plan::Shape> shapes;
+  if (failed(operandShapes(loc, op, input, shapes)))
+    return failure();
+  std::string error;
+  std::optional<plan::Shape> result = rule(shapes[0], error);
+  if (!result)
+    return emitOptionalError(loc, "'", op, "' ", error);
+  results.push_back(tensorOf(*result, elementType(input)));
+  return success();
+}
+
 LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor,
                                             llvm::SmallVectorImpl<Type> &results) {
-  llvm::SmallVector<plan::Shape> shapes;
-  if (failed(operandShapes(loc, "graph.transpose", adaptor.getInput(), shapes)))
-    return failure();
-  std::string error;
-  auto result = plan::transposeShape(shapes[0], toVector(adaptor.getPermutation()), error);
-  if (!result)
-    return emitOptionalError(loc, "'graph.transpose' ", error);
-  results.push_back(tensorOf(*result, elementType(adaptor.getInput())));
-  return success();
+  return inferFromInput(loc, "graph.transpose", adaptor.getInput(), results,
+                        [&](const plan::Shape &input, std::string &error) {
+                          return plan::transposeShape(input, toVector(adaptor.getPermutation()),
+                                                      error);
+                        });
 }
 
 LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                         Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
-  llvm::SmallVector<plan::Shape> shapes;
-  if (failed(operandShapes(loc, "graph.slice", adaptor.getInput(), shapes)))
-    return failure();
-  std::string error;
-  auto result = plan::sliceShape(shapes[0], toVector(adaptor.getStarts()),
-                             toVector(adaptor.getSizes()), error);
-  if (!result)
-    return emitOptionalError(loc, "'graph.slice' ", error);
-  results.push_back(tensorOf(*result, elementType(adaptor.getInput())));
-  return success();
+  return inferFromInput(loc, "graph.slice", adaptor.getInput(), results,
+                        [&](const plan::Shape &input, std::string &error) {
+                          return plan::sliceShape(input, toVector(adaptor.getStarts()),
+                                                  toVector(adaptor.getSizes()), error);
+                        });
 }
 
 LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
@@ -379,16 +386,11 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 template <typename AdaptorT>
 static LogicalResult inferReduce(std::optional<Location> loc, llvm::StringRef op,
                                  AdaptorT adaptor, llvm::SmallVectorImpl<Type> &results) {
-  llvm::SmallVector<plan::Shape> shapes;
-  if (failed(operandShapes(loc, op, adaptor.getInput(), shapes)))
-    return failure();
-  std::string error;
-  auto result = plan::reduceShape(shapes[0], toVector(adaptor.getAxes()), adaptor.getKeepdims(),
-                              error);
-  if (!result)
-    return emitOptionalError(loc, "'", op, "' ", error);
-  results.push_back(tensorOf(*result, elementType(adaptor.getInput())));
-  return success();
+  return inferFromInput(loc, op, adaptor.getInput(), results,
+                        [&](const plan::Shape &input, std::string &error) {
+                          return plan::reduceShape(input, toVector(adaptor.getAxes()),
+                                                   adaptor.getKeepdims(), error);
+                        });
 }
 
 #define AMPC_INFER_REDUCE(OpClass, name)                                                       \
