@@ -43,6 +43,11 @@ if(AMPC_ENABLE_CUDA)
   endif()
 endif()
 if(NOT AMPC_HAVE_CUDA)
-  message(STATUS "CUDA toolkit not found: skipping the CUDA parts (NVRTC kernel checks); "
+  if(AMPC_ENABLE_CUDA)
+    set(_ampc_cuda_reason "CUDA toolkit not found")
+  else()
+    set(_ampc_cuda_reason "CUDA disabled (AMPC_ENABLE_CUDA=OFF)")
+  endif()
+  message(STATUS "${_ampc_cuda_reason}: skipping the CUDA parts (NVRTC kernel checks); "
                  "everything else builds and all non-GPU tests run")
 endif()
