@@ -171,26 +171,22 @@ std::vector<uint8_t> readDataFile(const std::string &name, const std::string &pa
 int evaluate(const Options &options, const plan::Plan &compiled) {
   cpu::Executor executor(compiled, options.precision);
   executor.initializeParameters(options.seed);
-  // Given inputs are checked first so a bad file fails before any random draw is needed.
-  std::vector<std::string> given;
-  for (const auto &[name, path] : options.inputs) {
-    std::vector<uint8_t> data = readDataFile(name, path);
-    executor.setInput(name, data.data(), data.size());
-    given.push_back(name);
-  }
+  // Read every data file first, so a missing file fails before any other work.
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> given;
+  for (const auto &[name, path] : options.inputs)
+    given.emplace_back(name, readDataFile(name, path));
   bool allGiven = std::all_of(compiled.inputs.begin(), compiled.inputs.end(),
                               [&](const plan::Input &input) {
-                                return std::find(given.begin(), given.end(), input.name) !=
-                                       given.end();
+                                return std::any_of(given.begin(), given.end(),
+                                                   [&](const auto &entry) {
+                                                     return entry.first == input.name;
+                                                   });
                               });
-  if (!allGiven) {
+  // Random draws cover every input; the given data then replaces its inputs' draws.
+  if (!allGiven)
     executor.randomizeInputs(options.seed);
-    // Random draws cover every input; put the given data back on top.
-    for (const auto &[name, path] : options.inputs) {
-      std::vector<uint8_t> data = readDataFile(name, path);
-      executor.setInput(name, data.data(), data.size());
-    }
-  }
+  for (const auto &[name, data] : given)
+    executor.setInput(name, data.data(), data.size());
   auto start = std::chrono::steady_clock::now();
   cpu::RunOptions run;
   run.seed = options.seed;
