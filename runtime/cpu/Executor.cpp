@@ -44,6 +44,11 @@ public:
   virtual void setValues(uint32_t buffer,
                          const std::vector<double> &values) = 0;
   virtual double run(const RunOptions &options) = 0;
+  virtual double runOptimizerStep(const RunOptions &options) = 0;
+  virtual double learningRate() const = 0;
+  virtual void resetState() = 0;
+  virtual void setBufferValues(uint32_t buffer,
+                               const std::vector<double> &values) = 0;
 
   const plan::Plan plan;
   const Precision precision;
@@ -333,6 +338,18 @@ public:
                 .count();
     }
     return static_cast<double>(slots[plan.loss].real.at(0));
+  }
+
+  double runOptimizerStep(const RunOptions &) override {
+    throw plan::PlanError("runOptimizerStep: not implemented yet");
+  }
+  double learningRate() const override {
+    throw plan::PlanError("learningRate: not implemented yet");
+  }
+  void resetState() override {}
+  void setBufferValues(uint32_t buffer,
+                       const std::vector<double> &values) override {
+    setValues(buffer, values);
   }
 
 private:
@@ -683,7 +700,20 @@ std::vector<double> Executor::bufferValues(uint32_t buffer) const {
   return impl->values(buffer);
 }
 
+void Executor::setBufferValues(uint32_t buffer,
+                               const std::vector<double> &values) {
+  impl->setBufferValues(buffer, values);
+}
+
 double Executor::run(const RunOptions &options) { return impl->run(options); }
+
+double Executor::runOptimizerStep(const RunOptions &options) {
+  return impl->runOptimizerStep(options);
+}
+
+double Executor::learningRate() const { return impl->learningRate(); }
+
+void Executor::resetState() { impl->resetState(); }
 
 const plan::Plan &Executor::plan() const { return impl->plan; }
 

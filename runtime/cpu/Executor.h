@@ -35,11 +35,17 @@ enum class Precision { F32, F64 };
 /// Options of one run of the plan.
 struct RunOptions {
   uint64_t seed = 0;     ///< keys dropout's random numbers
-  uint64_t step = 0;     ///< the optimizer step, part of dropout's counter
+  /// Part of dropout's counter; in training, run() gets the global micro
+  /// step (step * accumulationSteps + i) and runOptimizerStep() the 0-based
+  /// optimizer step, which lr_schedule and adamw's bias correction read.
+  uint64_t step = 0;
   bool training = false; ///< dropout is active only when training
+  /// Total optimizer steps of the run, for lr_schedule with decay_steps 0.
+  uint64_t totalSteps = 0;
   /// Keep every temporary after the run (for bufferValues). When false, a
   /// temporary is freed after its last reader, which bounds memory by the
   /// live set; only the loss (and non-temporaries) can be read afterwards.
+  /// Parameter and State buffers are never freed.
   bool keepTemporaries = true;
   /// When set, receives the wall-clock seconds of each instruction, indexed
   /// like plan.instructions (for profiling).
@@ -86,9 +92,23 @@ public:
   /// The current values of buffer \p buffer, row-major (after a run for
   /// temporaries).
   std::vector<double> bufferValues(uint32_t buffer) const;
+  /// Overwrites a Parameter, State or Input buffer, each value rounded to the
+  /// buffer's dtype as stored (integer inputs must hold whole numbers).
+  void setBufferValues(uint32_t buffer, const std::vector<double> &values);
 
-  /// Executes every instruction in order and returns the loss.
+  /// Executes plan.instructions (the forward pass, or a training plan's micro
+  /// step) in order and returns the loss.
   double run(const RunOptions &options);
+
+  /// Executes plan.optimizerInstructions and returns the gradNorm buffer's
+  /// value. plan::PlanError if the plan is not a training plan.
+  double runOptimizerStep(const RunOptions &options);
+
+  /// The plan.learningRate buffer's value (after the last optimizer step).
+  double learningRate() const;
+
+  /// Zeroes every State buffer (gradient accumulators and optimizer moments).
+  void resetState();
 
   /// The validated plan this executor runs.
   const plan::Plan &plan() const;

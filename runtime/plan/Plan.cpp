@@ -70,6 +70,40 @@ const char *opCodeName(OpCode op) {
     return "mse_loss";
   case OpCode::Cast:
     return "cast";
+  case OpCode::ReluGrad:
+    return "relu_grad";
+  case OpCode::SiluGrad:
+    return "silu_grad";
+  case OpCode::GeluGrad:
+    return "gelu_grad";
+  case OpCode::Pad:
+    return "pad";
+  case OpCode::MaxGrad:
+    return "max_grad";
+  case OpCode::EmbeddingGrad:
+    return "embedding_grad";
+  case OpCode::LayerNormGrad:
+    return "layernorm_grad";
+  case OpCode::RmsNormGrad:
+    return "rmsnorm_grad";
+  case OpCode::SoftmaxGrad:
+    return "softmax_grad";
+  case OpCode::AttentionGrad:
+    return "attention_grad";
+  case OpCode::CrossEntropyGrad:
+    return "cross_entropy_grad";
+  case OpCode::GradSeed:
+    return "grad_seed";
+  case OpCode::Accumulate:
+    return "accumulate";
+  case OpCode::GlobalNorm:
+    return "global_norm";
+  case OpCode::LrSchedule:
+    return "lr_schedule";
+  case OpCode::AdamW:
+    return "adamw";
+  case OpCode::Sgd:
+    return "sgd";
   }
   return "unknown";
 }
@@ -131,6 +165,8 @@ const char *bufferRoleName(BufferRole role) {
     return "constant";
   case BufferRole::Temporary:
     return "temporary";
+  case BufferRole::State:
+    return "state";
   }
   return "unknown";
 }
@@ -147,6 +183,25 @@ const char *initKindName(InitKind init) {
     return "uniform";
   }
   return "unknown";
+}
+
+const char *inputUseName(InputUse use) {
+  switch (use) {
+  case InputUse::None:
+    return "none";
+  case InputUse::Indices:
+    return "indices";
+  case InputUse::Labels:
+    return "labels";
+  }
+  return "unknown";
+}
+
+uint32_t findBuffer(const Plan &plan, const std::string &name) {
+  for (size_t i = 0; i < plan.buffers.size(); ++i)
+    if (plan.buffers[i].name == name)
+      return static_cast<uint32_t>(i);
+  throw PlanError("the plan has no buffer named '" + name + "'");
 }
 
 std::string shapeToString(const std::vector<int64_t> &shape) {

@@ -3,7 +3,8 @@
 // A plan is everything a backend needs to run a compiled model: the buffers
 // (name, element type, static shape, role), how parameters are initialised,
 // the model inputs, constant data, and a straight-line list of instructions,
-// each reading operand buffers and writing exactly one result buffer. It is
+// each reading operand buffers and writing its result buffers. A training plan
+// adds a second list, the optimizer step, and persistent state buffers. It is
 // the only contract between the compiler and the runtime; its binary encoding
 // is documented byte by byte in docs/plan-format.md and versioned by
 // kFormatVersion.
@@ -35,7 +36,11 @@ enum class BufferRole : uint8_t {
   Parameter = 0, ///< trainable weights, filled by initialisation
   Input = 1,     ///< model inputs, filled by the caller for each run
   Constant = 2,  ///< data embedded in the plan
-  Temporary = 3  ///< written by exactly one instruction
+  Temporary = 3, ///< written by exactly one instruction
+  /// Persistent f32 training state (gradient accumulators, optimizer
+  /// moments): zero when an executor is built, kept across runs, written only
+  /// in place by accumulate, adamw and sgd.
+  State = 4
 };
 
 /// A statically shaped tensor. A scalar has an empty shape.
@@ -58,12 +63,21 @@ struct Parameter {
   bool weightDecay = true;
 };
 
+/// What an integer input feeds, so a training runner knows which data
+/// stream to bind to it. The numeric values are the on-disk codes.
+enum class InputUse : uint8_t {
+  None = 0,    ///< anything else (or unknown)
+  Indices = 1, ///< reaches an embedding's ids (token ids)
+  Labels = 2   ///< reaches cross_entropy's labels (targets)
+};
+
 /// A model input, supplied by the caller.
 struct Input {
   std::string name;
   uint32_t buffer;
   /// Integer inputs: valid values are [0, bound); 0 = unconstrained.
   int64_t bound = 0;
+  InputUse use = InputUse::None;
 };
 
 /// Constant data for a buffer with role Constant.
@@ -106,16 +120,36 @@ enum class OpCode : uint16_t {
   Dropout,
   CrossEntropy,
   MseLoss,
-  Cast
+  Cast,
+  // Training: gradients of the forward ops, accumulation and the optimizer.
+  ReluGrad,
+  SiluGrad,
+  GeluGrad,
+  Pad,
+  MaxGrad,
+  EmbeddingGrad,
+  LayerNormGrad,
+  RmsNormGrad,
+  SoftmaxGrad,
+  AttentionGrad,
+  CrossEntropyGrad,
+  GradSeed,
+  Accumulate,
+  GlobalNorm,
+  LrSchedule,
+  AdamW,
+  Sgd
 };
 
 /// Number of opcodes this runtime knows (one past the last code).
-inline constexpr uint16_t kNumOpCodes = static_cast<uint16_t>(OpCode::Cast) + 1;
+inline constexpr uint16_t kNumOpCodes = static_cast<uint16_t>(OpCode::Sgd) + 1;
 
 /// An attribute value: an integer, a real, or a list of integers.
 using AttrValue = std::variant<int64_t, double, std::vector<int64_t>>;
 
-/// One operation: reads `operands`, writes `results` (always exactly one).
+/// One operation: reads `operands`, writes `results` (exactly one, except
+/// layernorm_grad (3), rmsnorm_grad (2), attention_grad (3) and the in-place
+/// accumulate (1), adamw (4) and sgd (3), whose results alias operands).
 struct Instruction {
   OpCode op;
   std::vector<uint32_t> operands;
@@ -132,9 +166,21 @@ struct Plan {
   std::vector<Parameter> parameters;
   std::vector<Input> inputs;
   std::vector<Constant> constants;
+  /// The forward pass; in a training plan, the micro step (forward,
+  /// backward and gradient accumulation).
   std::vector<Instruction> instructions;
   /// The scalar float buffer holding the loss.
   uint32_t loss = 0;
+  /// The optimizer step, run once per accumulationSteps micro steps. Empty
+  /// in a forward-only plan: a plan is a training plan iff this is non-empty.
+  std::vector<Instruction> optimizerInstructions;
+  /// Micro steps per optimizer step (>= 1).
+  int64_t accumulationSteps = 1;
+  /// Scalar f32 buffers the optimizer step writes, read for logging
+  /// (meaningful only in a training plan).
+  uint32_t gradNorm = 0, learningRate = 0;
+  /// Free text describing the optimizer and schedule, for logs.
+  std::string trainingSummary;
 };
 
 /// The opcode's name as written in diagnostics and docs ("matmul",
@@ -153,10 +199,15 @@ int64_t numElements(const std::vector<int64_t> &shape);
 bool isFloatDType(DType dtype);
 /// True for I32 and I64.
 bool isIntegerDType(DType dtype);
-/// The role's name ("parameter", "input", "constant", "temporary").
+/// The role's name ("parameter", "input", "constant", "temporary",
+/// "state").
 const char *bufferRoleName(BufferRole role);
 /// The initialiser's name ("zeros", "ones", "normal", "uniform").
 const char *initKindName(InitKind init);
+/// The input use's name ("none", "indices", "labels").
+const char *inputUseName(InputUse use);
+/// The index of the buffer called \p name; PlanError if there is none.
+uint32_t findBuffer(const Plan &plan, const std::string &name);
 /// A shape as text: "[2, 3]", "[]" for a scalar.
 std::string shapeToString(const std::vector<int64_t> &shape);
 /// How diagnostics name an instruction: "instruction 3 (matmul at
