@@ -40,6 +40,12 @@ def Graph_FloatTensor : StaticShapeTensorOf<[F32, BF16, F16]>;
 def Graph_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
 def Graph_Tensor : StaticShapeTensorOf<[F32, BF16, F16, I32, I64]>;
 def Graph_ScalarFloatTensor : 0DTensorOf<[F32, BF16, F16]>;
+/// The f32 scalars of the training step (loss seed, gradient norm, learning rate, loss scale);
+/// buildable, so the textual form need not spell the type.
+def Graph_F32Scalar : 0DTensorOf<[F32]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getF32Type())">;
+/// Training state (gradient accumulators, optimizer moments) is always f32.
+def Graph_F32Tensor : StaticShapeTensorOf<[F32]>;
 
 //===----------------------------------------------------------------------------------------===//
 // Enums
@@ -49,6 +55,14 @@ def Graph_GeluApproximation : I32EnumAttr<"GeluApproximation",
     "how gelu evaluates the Gaussian CDF", [
       I32EnumAttrCase<"erf", 0>,
       I32EnumAttrCase<"tanh", 1>
+    ]> {
+  let cppNamespace = "::ampc::graph";
+}
+
+def Graph_LrSchedule : I32EnumAttr<"LrSchedule",
+    "how the learning rate changes over the optimizer steps", [
+      I32EnumAttrCase<"constant", 0>,
+      I32EnumAttrCase<"cosine", 1>
     ]> {
   let cppNamespace = "::ampc::graph";
 }

@@ -7,6 +7,7 @@
 //===--------------------------------------------------------------------------===//
 
 #include "dialects/Graph/GraphDialect.h"
+#include "runtime/plan/Plan.h"
 #include "runtime/plan/ShapeRules.h"
 
 #include "mlir/IR/Builders.h"
@@ -120,9 +121,9 @@ checkNoRecursion(func::FuncOp func,
 LogicalResult ModelOp::verifyRegions() {
   llvm::DenseMap<Operation *, llvm::SmallVector<func::CallOp>> calls;
   for (Operation &op : getBodyBlock()) {
-    if (!llvm::isa<ParamOp, InputOp, func::FuncOp>(op))
+    if (!llvm::isa<ParamOp, InputOp, StateOp, func::FuncOp>(op))
       return op.emitOpError("cannot appear directly in a graph.model, which holds only "
-                            "graph.param, graph.input and func.func");
+                            "graph.param, graph.input, graph.state and func.func");
     if (auto func = llvm::dyn_cast<func::FuncOp>(op))
       func.walk([&](func::CallOp call) { calls[func].push_back(call); });
   }
@@ -448,24 +449,31 @@ LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *, std::optional<Location>
                    results);
 }
 
+/// Shared inference of attention and its gradient: the forward result type.
+static LogicalResult inferAttention(std::optional<Location> loc, llvm::StringRef op,
+                                    ValueRange qkv, bool causal, std::optional<llvm::APFloat> scale,
+                                    llvm::SmallVectorImpl<Type> &results) {
+  llvm::SmallVector<plan::Shape> shapes;
+  if (failed(operandShapes(loc, op, qkv, shapes)) || failed(sameElementType(loc, op, qkv)))
+    return failure();
+  if (scale)
+    if (!std::isfinite(scale->convertToDouble()) || scale->convertToDouble() <= 0.0)
+      return emitOptionalError(loc, "'", op, "' scale must be finite and positive, got ",
+                               formatReal(scale->convertToDouble()));
+  std::string error;
+  auto result = plan::attentionShape(shapes[0], shapes[1], shapes[2], causal, error);
+  if (!result)
+    return emitOptionalError(loc, "'", op, "' ", error);
+  results.push_back(tensorOf(*result, elementType(qkv[0])));
+  return success();
+}
+
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor,
                                             llvm::SmallVectorImpl<Type> &results) {
-  ValueRange qkv = {adaptor.getQuery(), adaptor.getKey(), adaptor.getValue()};
-  llvm::SmallVector<plan::Shape> shapes;
-  if (failed(operandShapes(loc, "graph.attention", qkv, shapes)) ||
-      failed(sameElementType(loc, "graph.attention", qkv)))
-    return failure();
-  if (auto scale = adaptor.getScale())
-    if (!std::isfinite(scale->convertToDouble()) || scale->convertToDouble() <= 0.0)
-      return emitOptionalError(loc, "'graph.attention' scale must be finite and positive, got ",
-                               formatReal(scale->convertToDouble()));
-  std::string error;
-  auto result = plan::attentionShape(shapes[0], shapes[1], shapes[2], adaptor.getCausal(), error);
-  if (!result)
-    return emitOptionalError(loc, "'graph.attention' ", error);
-  results.push_back(tensorOf(*result, elementType(adaptor.getQuery())));
-  return success();
+  return inferAttention(loc, "graph.attention",
+                        {adaptor.getQuery(), adaptor.getKey(), adaptor.getValue()},
+                        adaptor.getCausal(), adaptor.getScale(), results);
 }
 
 double AttentionOp::getEffectiveScale() {
@@ -493,6 +501,274 @@ LogicalResult MseLossOp::inferReturnTypes(MLIRContext *context, std::optional<Lo
                                           llvm::SmallVectorImpl<Type> &results) {
   results.push_back(RankedTensorType::get({}, Float32Type::get(context)));
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                      Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
+  return inferFromInput(
+      loc, "graph.pad", adaptor.getInput(), results,
+      [&](const plan::Shape &input, std::string &error) -> std::optional<plan::Shape> {
+        auto low = adaptor.getLow(), high = adaptor.getHigh();
+        if (low.size() != input.size() || high.size() != input.size()) {
+          error = "needs one low and one high padding per dimension (rank " +
+                  std::to_string(input.size()) + ")";
+          return std::nullopt;
+        }
+        plan::Shape result = input;
+        for (size_t i = 0; i < input.size(); ++i) {
+          if (low[i] < 0 || high[i] < 0) {
+            error = "paddings must not be negative";
+            return std::nullopt;
+          }
+          result[i] += low[i] + high[i];
+        }
+        return result;
+      });
+}
+
+/// `grad` must have exactly `expected` as its shape and the element type of `like`.
+static LogicalResult checkGradShape(std::optional<Location> loc, llvm::StringRef op, Value like,
+                                    Value grad, const plan::Shape &expected) {
+  auto shape = staticShape(grad.getType());
+  if (!shape)
+    return emitOptionalError(loc, "'", op, "' expects a statically shaped gradient, got ",
+                             grad.getType());
+  if (failed(sameElementType(loc, op, {like, grad})))
+    return failure();
+  if (*shape != expected)
+    return emitOptionalError(loc, "'", op, "' gradient has shape ", plan::shapeToString(*shape),
+                             " but the forward result has shape ",
+                             plan::shapeToString(expected));
+  return success();
+}
+
+LogicalResult MaxGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
+  llvm::SmallVector<plan::Shape> shapes;
+  if (failed(operandShapes(loc, "graph.max_grad", adaptor.getInput(), shapes)))
+    return failure();
+  std::string error;
+  auto reduced = plan::reduceShape(shapes[0], toVector(adaptor.getAxes()),
+                                   adaptor.getKeepdims(), error);
+  if (!reduced)
+    return emitOptionalError(loc, "'graph.max_grad' ", error);
+  if (failed(checkGradShape(loc, "graph.max_grad", adaptor.getInput(), adaptor.getGrad(),
+                            *reduced)))
+    return failure();
+  results.push_back(adaptor.getInput().getType());
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  auto table = llvm::cast<RankedTensorType>(getType());
+  auto grad = llvm::cast<RankedTensorType>(getGrad().getType());
+  if (table.getElementType() != grad.getElementType())
+    return emitOpError("result element type ")
+           << table.getElementType() << " differs from the gradient's " << grad.getElementType();
+  std::string error;
+  auto expected = plan::embeddingShape(toVector(table.getShape()),
+                                       toVector(llvm::cast<ShapedType>(getIndices().getType())
+                                                    .getShape()),
+                                       error);
+  if (!expected)
+    return emitOpError("result ") << table << ": " << error;
+  if (*expected != toVector(grad.getShape()))
+    return emitOpError("gradient has shape ")
+           << plan::shapeToString(toVector(grad.getShape())) << " but embedding rows of "
+           << table << " at these indices have shape " << plan::shapeToString(*expected);
+  return success();
+}
+
+LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                llvm::SmallVectorImpl<Type> &results) {
+  if (failed(inferNorm(loc, "graph.layernorm_grad", adaptor.getInput(), adaptor.getGamma(),
+                       {"gamma"}, results)) ||
+      failed(checkGradShape(loc, "graph.layernorm_grad", adaptor.getInput(), adaptor.getGrad(),
+                            *staticShape(adaptor.getInput().getType()))))
+    return failure();
+  results.push_back(adaptor.getGamma().getType());
+  results.push_back(adaptor.getGamma().getType());
+  return success();
+}
+
+LogicalResult RmsNormGradOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              llvm::SmallVectorImpl<Type> &results) {
+  if (failed(inferNorm(loc, "graph.rmsnorm_grad", adaptor.getInput(), adaptor.getGamma(),
+                       {"gamma"}, results)) ||
+      failed(checkGradShape(loc, "graph.rmsnorm_grad", adaptor.getInput(), adaptor.getGrad(),
+                            *staticShape(adaptor.getInput().getType()))))
+    return failure();
+  results.push_back(adaptor.getGamma().getType());
+  return success();
+}
+
+LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                llvm::SmallVectorImpl<Type> &results) {
+  llvm::SmallVector<Type> forward;
+  if (failed(inferAttention(loc, "graph.attention_grad",
+                            {adaptor.getQuery(), adaptor.getKey(), adaptor.getValue()},
+                            adaptor.getCausal(), adaptor.getScale(), forward)))
+    return failure();
+  if (failed(checkGradShape(loc, "graph.attention_grad", adaptor.getQuery(), adaptor.getGrad(),
+                            *staticShape(forward[0]))))
+    return failure();
+  results.push_back(adaptor.getQuery().getType());
+  results.push_back(adaptor.getKey().getType());
+  results.push_back(adaptor.getValue().getType());
+  return success();
+}
+
+double AttentionGradOp::getEffectiveScale() {
+  if (auto scale = getScale())
+    return scale->convertToDouble();
+  auto query = llvm::cast<RankedTensorType>(getQuery().getType());
+  return 1.0 / std::sqrt(static_cast<double>(query.getShape().back()));
+}
+
+LogicalResult CrossEntropyGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                   Adaptor adaptor,
+                                                   llvm::SmallVectorImpl<Type> &results) {
+  llvm::SmallVector<plan::Shape> shapes;
+  if (failed(operandShapes(loc, "graph.cross_entropy_grad",
+                           {adaptor.getLogits(), adaptor.getLabels()}, shapes)))
+    return failure();
+  std::string error;
+  if (!plan::checkCrossEntropy(shapes[0], shapes[1], error))
+    return emitOptionalError(loc, "'graph.cross_entropy_grad' ", error);
+  results.push_back(adaptor.getLogits().getType());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Training state and the optimizer step
+//===----------------------------------------------------------------------===//
+
+/// Resolves `name` to a graph.state whose shape is `shape` (when given).
+static FailureOr<StateOp> lookupState(Operation *user, FlatSymbolRefAttr name,
+                                      llvm::StringRef role, std::optional<plan::Shape> shape,
+                                      SymbolTableCollection &symbolTable) {
+  Operation *symbol = symbolTable.lookupNearestSymbolFrom(user, name);
+  auto state = llvm::dyn_cast_or_null<StateOp>(symbol);
+  if (!state) {
+    if (!symbol)
+      return user->emitOpError("refers to an unknown state ") << name << " (the " << role << ")";
+    return user->emitOpError() << name << " is a '" << symbol->getName()
+                               << "', not a graph.state (the " << role << ")";
+  }
+  if (shape && toVector(state.getTensorType().getShape()) != *shape)
+    return user->emitOpError("the ")
+           << role << " " << name << " has type " << state.getType() << " but shape "
+           << plan::shapeToString(*shape) << " is needed";
+  return state;
+}
+
+LogicalResult GradSeedOp::verify() {
+  if (getAccumSteps() < 1)
+    return emitOpError("accum_steps must be at least 1, got ") << getAccumSteps();
+  return success();
+}
+
+LogicalResult AccumulateGradOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return lookupState(*this, getAccumulatorAttr(), "gradient accumulator",
+                     staticShape(getGrad().getType()), symbolTable);
+}
+
+LogicalResult GlobalNormOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  if (getStates().empty())
+    return emitOpError("needs at least one state");
+  for (Attribute name : getStates())
+    if (failed(lookupState(*this, llvm::cast<FlatSymbolRefAttr>(name), "norm operand",
+                           std::nullopt, symbolTable)))
+      return failure();
+  return success();
+}
+
+LogicalResult LrScheduleOp::verify() {
+  double lr = getLr().convertToDouble(), minLr = getMinLr().convertToDouble();
+  if (!std::isfinite(lr) || lr <= 0.0)
+    return emitOpError("learning rate must be finite and positive, got ") << formatReal(lr);
+  if (!std::isfinite(minLr) || minLr < 0.0 || minLr > lr)
+    return emitOpError("min_lr must be in [0, lr], got ") << formatReal(minLr);
+  if (getWarmupSteps() < 0 || getDecaySteps() < 0)
+    return emitOpError("warmup_steps and decay_steps must not be negative");
+  if (getKind() == LrSchedule::cosine && getDecaySteps() != 0 &&
+      getDecaySteps() <= getWarmupSteps())
+    return emitOpError("decay_steps (")
+           << getDecaySteps() << ") must exceed warmup_steps (" << getWarmupSteps()
+           << "), or be 0 for the run's number of steps";
+  return success();
+}
+
+/// Checks the hyper-parameters every optimizer shares.
+static LogicalResult verifyCommonHyperParameters(Operation *op, double weightDecay,
+                                                 double clipNorm) {
+  if (!std::isfinite(weightDecay) || weightDecay < 0.0)
+    return op->emitOpError("weight_decay must be finite and >= 0, got ")
+           << formatReal(weightDecay);
+  if (!std::isfinite(clipNorm) || clipNorm < 0.0)
+    return op->emitOpError("clip_norm must be finite and >= 0 (0 disables clipping), got ")
+           << formatReal(clipNorm);
+  return success();
+}
+
+/// Resolves an optimizer's parameter and its states, all shaped like the parameter.
+static LogicalResult
+verifyOptimizerSymbols(Operation *op, FlatSymbolRefAttr param,
+                       llvm::ArrayRef<std::pair<FlatSymbolRefAttr, llvm::StringRef>> states,
+                       SymbolTableCollection &symbolTable) {
+  auto decl = llvm::dyn_cast_or_null<ParamOp>(symbolTable.lookupNearestSymbolFrom(op, param));
+  if (!decl)
+    return op->emitOpError("updates ") << param << ", which is not a graph.param";
+  if (!decl.getTensorType().getElementType().isF32())
+    return op->emitOpError("master weights must be f32; ") << param << " is "
+                                                           << decl.getType();
+  plan::Shape shape = toVector(decl.getTensorType().getShape());
+  for (auto [name, role] : states)
+    if (failed(lookupState(op, name, role, shape, symbolTable)))
+      return failure();
+  return success();
+}
+
+LogicalResult AdamWOp::verify() {
+  double beta1 = getBeta1().convertToDouble(), beta2 = getBeta2().convertToDouble();
+  if (!(beta1 >= 0.0 && beta1 < 1.0) || !(beta2 >= 0.0 && beta2 < 1.0))
+    return emitOpError("beta1 and beta2 must be in [0, 1), got ")
+           << formatReal(beta1) << " and " << formatReal(beta2);
+  double eps = getEps().convertToDouble();
+  if (!std::isfinite(eps) || eps <= 0.0)
+    return emitOpError("eps must be finite and positive, got ") << formatReal(eps);
+  return verifyCommonHyperParameters(*this, getWeightDecay().convertToDouble(),
+                                     getClipNorm().convertToDouble());
+}
+
+LogicalResult AdamWOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyOptimizerSymbols(*this, getParamAttr(),
+                                {{getGradAttr(), "gradient accumulator"},
+                                 {getFirstMomentAttr(), "first moment"},
+                                 {getSecondMomentAttr(), "second moment"}},
+                                symbolTable);
+}
+
+LogicalResult SgdOp::verify() {
+  double momentum = getMomentum().convertToDouble();
+  if (!(momentum >= 0.0 && momentum < 1.0))
+    return emitOpError("momentum must be in [0, 1), got ") << formatReal(momentum);
+  return verifyCommonHyperParameters(*this, getWeightDecay().convertToDouble(),
+                                     getClipNorm().convertToDouble());
+}
+
+LogicalResult SgdOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyOptimizerSymbols(
+      *this, getParamAttr(),
+      {{getGradAttr(), "gradient accumulator"}, {getMomentumBufferAttr(), "momentum buffer"}},
+      symbolTable);
 }
 
 #define GET_OP_CLASSES
