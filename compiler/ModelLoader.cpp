@@ -63,4 +63,12 @@ LogicalResult flattenModel(graph::ModelOp model) {
   return pm.run(model);
 }
 
+LogicalResult buildTraining(graph::ModelOp model,
+                            const graph::GraphBuildTrainingOptions &options) {
+  PassManager pm(model->getContext(), graph::ModelOp::getOperationName());
+  pm.addPass(graph::createGraphInlineCalls());
+  pm.addPass(graph::createGraphBuildTraining(options));
+  return pm.run(model);
+}
+
 } // namespace ampc

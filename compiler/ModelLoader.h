@@ -9,6 +9,7 @@
 #define AMPC_COMPILER_MODELLOADER_H
 
 #include "dialects/Graph/GraphDialect.h"
+#include "passes/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -35,6 +36,11 @@ mlir::FailureOr<LoadedModel> loadModel(const std::string &path, llvm::SourceMgr 
 /// Runs the passes that turn a verified model into the form plan emission takes: every call
 /// inlined into the entry function.
 mlir::LogicalResult flattenModel(graph::ModelOp model);
+
+/// Inlines the model's calls and derives its training step (graph-build-training with
+/// \p options): the model then holds micro_step and optimizer_step.
+mlir::LogicalResult buildTraining(graph::ModelOp model,
+                                  const graph::GraphBuildTrainingOptions &options);
 
 } // namespace ampc
 

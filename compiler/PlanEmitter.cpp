@@ -62,9 +62,17 @@ public:
 private:
   FailureOr<uint32_t> addBuffer(Location loc, const std::string &name, Type type,
                                 plan::BufferRole role);
-  /// Appends an instruction whose single result is a new temporary for `value`.
+  /// Appends an instruction whose results are new temporaries for `values`.
   LogicalResult addInstruction(Operation *op, plan::OpCode code, ValueRange operands,
-                               Value value, std::map<std::string, plan::AttrValue> attrs = {});
+                               ValueRange values, std::map<std::string, plan::AttrValue> attrs = {});
+  /// Appends an instruction that reads `operands` and updates the symbols' buffers in place:
+  /// the symbols' buffers come first among the operands and are the results.
+  LogicalResult addInPlace(Operation *op, plan::OpCode code,
+                           llvm::ArrayRef<FlatSymbolRefAttr> updated, ValueRange operands,
+                           std::map<std::string, plan::AttrValue> attrs);
+  LogicalResult emitFunction(func::FuncOp func, std::vector<plan::Instruction> &target);
+  LogicalResult emitTrainingOp(Operation *op);
+  void describeTraining();
   LogicalResult emitOp(Operation *op);
   LogicalResult emitConstant(ConstantOp op);
   LogicalResult emitSplit(SplitOp op);
@@ -74,7 +82,11 @@ private:
   plan::Plan result;
   llvm::DenseMap<Value, uint32_t> bufferOf;
   llvm::StringMap<uint32_t> symbolBuffer;
-  uint32_t dropoutCount = 0;
+  /// Where instructions go: the forward / micro step, or the optimizer step.
+  std::vector<plan::Instruction> *instructions = &result.instructions;
+  /// Streams of dropouts that name none (models not built for training): numbered after the
+  /// largest explicit stream.
+  int64_t nextDropoutStream = 0;
 };
 
 FailureOr<uint32_t> Emitter::addBuffer(Location loc, const std::string &name, Type type,
@@ -88,7 +100,8 @@ FailureOr<uint32_t> Emitter::addBuffer(Location loc, const std::string &name, Ty
 }
 
 LogicalResult Emitter::addInstruction(Operation *op, plan::OpCode code, ValueRange operands,
-                                      Value value, std::map<std::string, plan::AttrValue> attrs) {
+                                      ValueRange values,
+                                      std::map<std::string, plan::AttrValue> attrs) {
   plan::Instruction instruction;
   instruction.op = code;
   instruction.attrs = std::move(attrs);
@@ -99,14 +112,42 @@ LogicalResult Emitter::addInstruction(Operation *op, plan::OpCode code, ValueRan
       return op->emitError("operand is not produced by an op the plan knows");
     instruction.operands.push_back(it->second);
   }
-  std::string name = "t" + std::to_string(result.instructions.size()) + "." +
-                     op->getName().stripDialect().str();
-  auto buffer = addBuffer(op->getLoc(), name, value.getType(), plan::BufferRole::Temporary);
-  if (failed(buffer))
-    return failure();
-  instruction.results.push_back(*buffer);
-  bufferOf[value] = *buffer;
-  result.instructions.push_back(std::move(instruction));
+  std::string prefix = instructions == &result.instructions ? "t" : "o";
+  std::string name =
+      prefix + std::to_string(instructions->size()) + "." + op->getName().stripDialect().str();
+  for (auto [i, value] : llvm::enumerate(values)) {
+    auto buffer = addBuffer(op->getLoc(), values.size() == 1 ? name : name + "." + std::to_string(i),
+                            value.getType(), plan::BufferRole::Temporary);
+    if (failed(buffer))
+      return failure();
+    instruction.results.push_back(*buffer);
+    bufferOf[value] = *buffer;
+  }
+  instructions->push_back(std::move(instruction));
+  return success();
+}
+
+LogicalResult Emitter::addInPlace(Operation *op, plan::OpCode code,
+                                  llvm::ArrayRef<FlatSymbolRefAttr> updated, ValueRange operands,
+                                  std::map<std::string, plan::AttrValue> attrs) {
+  plan::Instruction instruction;
+  instruction.op = code;
+  instruction.attrs = std::move(attrs);
+  instruction.location = formatLocation(op->getLoc());
+  for (FlatSymbolRefAttr symbol : updated) {
+    auto it = symbolBuffer.find(symbol.getValue());
+    if (it == symbolBuffer.end())
+      return op->emitError("refers to ") << symbol << ", which the plan does not know";
+    instruction.operands.push_back(it->second);
+    instruction.results.push_back(it->second);
+  }
+  for (Value operand : operands) {
+    auto it = bufferOf.find(operand);
+    if (it == bufferOf.end())
+      return op->emitError("operand is not produced by an op the plan knows");
+    instruction.operands.push_back(it->second);
+  }
+  instructions->push_back(std::move(instruction));
   return success();
 }
 
@@ -243,19 +284,168 @@ LogicalResult Emitter::emitOp(Operation *op) {
                                {"scale", attention.getEffectiveScale()}});
       })
       .Case([&](DropoutOp dropout) {
-        // Each dropout gets its own random stream; a recomputation reuses the stream.
+        // Each dropout has its own random stream; its backward and any recomputation reuse it.
+        int64_t stream = dropout.getStream() ? int64_t(*dropout.getStream())
+                                             : nextDropoutStream++;
         return addInstruction(op, OpCode::Dropout, op->getOperands(), dropout.getResult(),
-                              {{"p", dropout.getP().convertToDouble()},
-                               {"stream", int64_t(dropoutCount++)}});
+                              {{"p", dropout.getP().convertToDouble()}, {"stream", stream}});
       })
       .Case([&](CrossEntropyOp loss) {
         return addInstruction(op, OpCode::CrossEntropy, op->getOperands(), loss.getResult(),
                               {{"ignore_index", int64_t(loss.getIgnoreIndex())},
                                {"reduction", int64_t(loss.getReduction())}});
       })
+      .Default([&](Operation *other) { return emitTrainingOp(other); });
+}
+
+/// The gradient ops and the training-state ops.
+LogicalResult Emitter::emitTrainingOp(Operation *op) {
+  using plan::OpCode;
+  auto flag = [](bool value) { return plan::AttrValue(int64_t(value)); };
+  auto plain = [&](OpCode code) {
+    return addInstruction(op, code, op->getOperands(), op->getResults());
+  };
+  auto real = [](llvm::APFloat value) { return plan::AttrValue(value.convertToDouble()); };
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](ReluGradOp) { return plain(OpCode::ReluGrad); })
+      .Case([&](SiluGradOp) { return plain(OpCode::SiluGrad); })
+      .Case([&](SoftmaxGradOp) { return plain(OpCode::SoftmaxGrad); })
+      .Case([&](EmbeddingGradOp) { return plain(OpCode::EmbeddingGrad); })
+      .Case([&](GeluGradOp gelu) {
+        int64_t tanhForm = gelu.getApproximation() == GeluApproximation::tanh;
+        return addInstruction(op, OpCode::GeluGrad, op->getOperands(), op->getResults(),
+                              {{"approximate", tanhForm}});
+      })
+      .Case([&](PadOp pad) {
+        return addInstruction(op, OpCode::Pad, op->getOperands(), op->getResults(),
+                              {{"low", toVector(pad.getLow())}});
+      })
+      .Case([&](MaxGradOp max) {
+        return addInstruction(op, OpCode::MaxGrad, op->getOperands(), op->getResults(),
+                              {{"axes", toVector(max.getAxes())},
+                               {"keepdims", flag(max.getKeepdims())}});
+      })
+      .Case([&](LayerNormGradOp norm) {
+        return addInstruction(op, OpCode::LayerNormGrad, op->getOperands(), op->getResults(),
+                              {{"epsilon", real(norm.getEpsilon())}});
+      })
+      .Case([&](RmsNormGradOp norm) {
+        return addInstruction(op, OpCode::RmsNormGrad, op->getOperands(), op->getResults(),
+                              {{"epsilon", real(norm.getEpsilon())}});
+      })
+      .Case([&](AttentionGradOp attention) {
+        return addInstruction(op, OpCode::AttentionGrad, op->getOperands(), op->getResults(),
+                              {{"causal", flag(attention.getCausal())},
+                               {"scale", attention.getEffectiveScale()}});
+      })
+      .Case([&](CrossEntropyGradOp loss) {
+        return addInstruction(op, OpCode::CrossEntropyGrad, op->getOperands(), op->getResults(),
+                              {{"ignore_index", int64_t(loss.getIgnoreIndex())},
+                               {"reduction", int64_t(loss.getReduction())}});
+      })
+      .Case([&](GradSeedOp seed) {
+        result.accumulationSteps = static_cast<int64_t>(seed.getAccumSteps());
+        return addInstruction(op, OpCode::GradSeed, op->getOperands(), op->getResults(),
+                              {{"accum_steps", result.accumulationSteps}});
+      })
+      .Case([&](AccumulateGradOp accumulate) {
+        return addInPlace(op, OpCode::Accumulate, {accumulate.getAccumulatorAttr()},
+                          accumulate.getGrad(), {});
+      })
+      .Case([&](GlobalNormOp norm) {
+        plan::Instruction instruction;
+        instruction.op = OpCode::GlobalNorm;
+        instruction.location = formatLocation(op->getLoc());
+        for (Attribute state : norm.getStates())
+          instruction.operands.push_back(
+              symbolBuffer.lookup(llvm::cast<FlatSymbolRefAttr>(state).getValue()));
+        auto buffer = addBuffer(op->getLoc(), "o" + std::to_string(instructions->size()) +
+                                                  ".global_norm",
+                                norm.getType(), plan::BufferRole::Temporary);
+        if (failed(buffer))
+          return failure();
+        instruction.results.push_back(*buffer);
+        bufferOf[norm.getResult()] = *buffer;
+        instructions->push_back(std::move(instruction));
+        return success();
+      })
+      .Case([&](LrScheduleOp schedule) {
+        return addInstruction(op, OpCode::LrSchedule, {}, op->getResults(),
+                              {{"kind", int64_t(schedule.getKind())},
+                               {"lr", real(schedule.getLr())},
+                               {"min_lr", real(schedule.getMinLr())},
+                               {"warmup_steps", int64_t(schedule.getWarmupSteps())},
+                               {"decay_steps", int64_t(schedule.getDecaySteps())}});
+      })
+      .Case([&](AdamWOp adamw) {
+        return addInPlace(op, OpCode::AdamW,
+                          {adamw.getParamAttr(), adamw.getGradAttr(), adamw.getFirstMomentAttr(),
+                           adamw.getSecondMomentAttr()},
+                          {adamw.getLr(), adamw.getGradNorm()},
+                          {{"beta1", real(adamw.getBeta1())},
+                           {"beta2", real(adamw.getBeta2())},
+                           {"eps", real(adamw.getEps())},
+                           {"weight_decay", real(adamw.getWeightDecay())},
+                           {"clip_norm", real(adamw.getClipNorm())}});
+      })
+      .Case([&](SgdOp sgd) {
+        return addInPlace(op, OpCode::Sgd,
+                          {sgd.getParamAttr(), sgd.getGradAttr(), sgd.getMomentumBufferAttr()},
+                          {sgd.getLr(), sgd.getGradNorm()},
+                          {{"momentum", real(sgd.getMomentum())},
+                           {"weight_decay", real(sgd.getWeightDecay())},
+                           {"clip_norm", real(sgd.getClipNorm())}});
+      })
       .Default([&](Operation *other) {
         return other->emitError("'") << other->getName() << "' cannot be lowered to a plan";
       });
+}
+
+/// One line for logs: the optimizer, its hyper-parameters and the schedule, read from the
+/// first update and the schedule op of the optimizer step.
+void Emitter::describeTraining() {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  auto fmt = [](llvm::APFloat value) { return formatReal(value.convertToDouble()); };
+  AdamWOp adamw;
+  SgdOp sgd;
+  LrScheduleOp schedule;
+  model.walk([&](Operation *op) {
+    if (auto found = llvm::dyn_cast<AdamWOp>(op); found && !adamw)
+      adamw = found;
+    if (auto found = llvm::dyn_cast<SgdOp>(op); found && !sgd)
+      sgd = found;
+    if (auto found = llvm::dyn_cast<LrScheduleOp>(op))
+      schedule = found;
+  });
+  if (adamw)
+    os << "adamw betas=(" << fmt(adamw.getBeta1()) << ", " << fmt(adamw.getBeta2())
+       << ") eps=" << fmt(adamw.getEps()) << " clip_norm=" << fmt(adamw.getClipNorm());
+  if (sgd)
+    os << "sgd momentum=" << fmt(sgd.getMomentum()) << " clip_norm=" << fmt(sgd.getClipNorm());
+  if (schedule) {
+    os << " lr=" << fmt(schedule.getLr()) << " schedule=" << stringifyLrSchedule(schedule.getKind())
+       << " warmup=" << schedule.getWarmupSteps();
+    if (schedule.getKind() == LrSchedule::cosine)
+      os << " min_lr=" << fmt(schedule.getMinLr()) << " decay_steps="
+         << (schedule.getDecaySteps() ? std::to_string(schedule.getDecaySteps())
+                                      : std::string("run length"));
+  }
+  // Weight decay differs per parameter (none for biases and gains): report the decayed value.
+  double decay = 0;
+  model.walk([&](AdamWOp op) { decay = std::max(decay, op.getWeightDecay().convertToDouble()); });
+  model.walk([&](SgdOp op) { decay = std::max(decay, op.getWeightDecay().convertToDouble()); });
+  os << " weight_decay=" << formatReal(decay) << " accum_steps=" << result.accumulationSteps;
+  result.trainingSummary = text;
+}
+
+LogicalResult Emitter::emitFunction(func::FuncOp func, std::vector<plan::Instruction> &target) {
+  instructions = &target;
+  for (Operation &op : func.getBody().front())
+    if (failed(emitOp(&op)))
+      return failure();
+  instructions = &result.instructions;
+  return success();
 }
 
 /// Integer inputs that index a table or name a class get the range of valid values, so the
@@ -263,13 +453,18 @@ LogicalResult Emitter::emitOp(Operation *op) {
 void Emitter::inferInputBounds() {
   std::vector<int> producer(result.buffers.size(), -1);
   for (size_t i = 0; i < result.instructions.size(); ++i)
-    producer[result.instructions[i].results[0]] = static_cast<int>(i);
+    for (uint32_t produced : result.instructions[i].results)
+      producer[produced] = static_cast<int>(i);
   std::vector<int64_t> bound(result.buffers.size(), 0);
+  std::vector<plan::InputUse> use(result.buffers.size(), plan::InputUse::None);
+  plan::InputUse currentUse = plan::InputUse::None;
   // Follows ops that move values without changing them back to the buffers they came from.
   std::function<void(uint32_t, int64_t)> constrain = [&](uint32_t buffer, int64_t limit) {
     int index = producer[buffer];
     if (index < 0) {
       bound[buffer] = bound[buffer] ? std::min(bound[buffer], limit) : limit;
+      if (use[buffer] == plan::InputUse::None)
+        use[buffer] = currentUse;
       return;
     }
     const plan::Instruction &instruction = result.instructions[index];
@@ -288,13 +483,19 @@ void Emitter::inferInputBounds() {
     }
   };
   for (const plan::Instruction &instruction : result.instructions) {
-    if (instruction.op == plan::OpCode::Embedding)
+    if (instruction.op == plan::OpCode::Embedding) {
+      currentUse = plan::InputUse::Indices;
       constrain(instruction.operands[1], result.buffers[instruction.operands[0]].shape[0]);
-    if (instruction.op == plan::OpCode::CrossEntropy)
+    }
+    if (instruction.op == plan::OpCode::CrossEntropy) {
+      currentUse = plan::InputUse::Labels;
       constrain(instruction.operands[1], result.buffers[instruction.operands[0]].shape.back());
+    }
   }
-  for (plan::Input &input : result.inputs)
+  for (plan::Input &input : result.inputs) {
     input.bound = bound[input.buffer];
+    input.use = use[input.buffer];
+  }
 }
 
 FailureOr<plan::Plan> Emitter::run() {
@@ -328,15 +529,35 @@ FailureOr<plan::Plan> Emitter::run() {
         return failure();
       result.inputs.push_back({input.getSymName().str(), *buffer, 0});
       symbolBuffer[input.getSymName()] = *buffer;
+    } else if (auto state = llvm::dyn_cast<StateOp>(op)) {
+      auto buffer = addBuffer(state.getLoc(), state.getSymName().str(), state.getType(),
+                              plan::BufferRole::State);
+      if (failed(buffer))
+        return failure();
+      symbolBuffer[state.getSymName()] = *buffer;
     }
   }
+  model.walk([&](DropoutOp dropout) {
+    if (auto stream = dropout.getStream())
+      nextDropoutStream = std::max(nextDropoutStream, static_cast<int64_t>(*stream) + 1);
+  });
 
   func::FuncOp entry = model.getEntryFunction();
   if (!entry)
     return model.emitError("has no entry function holding a graph.loss");
-  for (Operation &op : entry.getBody().front())
-    if (failed(emitOp(&op)))
+  if (failed(emitFunction(entry, result.instructions)))
+    return failure();
+  if (auto step = llvm::dyn_cast_or_null<func::FuncOp>(
+          mlir::SymbolTable::lookupSymbolIn(model, "optimizer_step"))) {
+    if (failed(emitFunction(step, result.optimizerInstructions)))
       return failure();
+    auto ret = llvm::cast<func::ReturnOp>(step.getBody().front().getTerminator());
+    if (ret.getNumOperands() != 2)
+      return step.emitError("must return the gradient norm and the learning rate");
+    result.gradNorm = bufferOf.lookup(ret.getOperand(0));
+    result.learningRate = bufferOf.lookup(ret.getOperand(1));
+    describeTraining();
+  }
   inferInputBounds();
 
   try {

@@ -1,7 +1,10 @@
 //===- ampc.cpp - the ampc command-line driver -----------------------------===//
 //
 //   ampc verify MODEL.mlir                 parse and verify a model file, summarise it
-//   ampc plan MODEL.mlir -o MODEL.plan     lower it to a runtime plan file
+//   ampc plan MODEL.mlir -o MODEL.plan [--train TRAINING...]
+//                                          lower it to a runtime plan file
+//   ampc compile MODEL.mlir -o BINARY [TRAINING...]
+//                                          write a standalone training executable
 //   ampc eval MODEL.mlir|MODEL.plan [--seed N] [--input NAME=FILE]... [--precision f32|f64]
 //                                          evaluate the loss on the CPU reference backend
 //
@@ -14,6 +17,7 @@
 #include "compiler/PlanEmitter.h"
 #include "runtime/cpu/Executor.h"
 #include "runtime/plan/Plan.h"
+#include "runtime/train/Bundle.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -21,6 +25,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -37,12 +42,35 @@ constexpr const char *kUsage = R"(ampc: a mixed-precision training compiler
 usage:
   ampc verify MODEL.mlir
       Parse and verify a model file; print a summary of its parameters and inputs.
-  ampc plan MODEL.mlir -o PLAN
-      Lower the model to a runtime plan file (docs/plan-format.md).
+  ampc compile MODEL.mlir -o BINARY [training options]
+      Derive the backward pass and the optimizer step and write a standalone training
+      executable (the runtime plus the plan; no MLIR at run time). Run it with
+      ./BINARY --steps N [--seed S] [--data FILE] [--log metrics.jsonl]; ./BINARY --help.
+  ampc plan MODEL.mlir -o PLAN [--train [training options]]
+      Lower the model to a runtime plan file (docs/plan-format.md): the forward pass, or with
+      --train the training step.
   ampc eval MODEL.mlir|PLAN [--seed N] [--input NAME=FILE]... [--precision f32|f64]
       Evaluate the model's loss on the CPU reference backend. Parameters are initialised from
       the seed; inputs not given with --input are drawn from the seed too (integer inputs
       uniformly over their valid ids). FILE holds the input's raw little-endian elements.
+
+training options (compile, plan --train):
+  --accum-steps N        micro-batches per optimizer step; each micro-batch's loss is divided
+                         by N, so N micro-batches of B equal one batch of N*B (default 1)
+  --optimizer NAME       adamw (default) or sgd
+  --lr X                 peak learning rate (default 3e-4)
+  --beta1 X, --beta2 X   AdamW moment decays (default 0.9, 0.95)
+  --eps X                AdamW epsilon (default 1e-8)
+  --weight-decay X       AdamW decoupled weight decay / SGD L2 penalty (default 0.1); biases
+                         and norm gains are not decayed unless the model file says
+                         {weight_decay = true} on the parameter
+  --momentum X           SGD momentum (default 0.9)
+  --clip-norm X          clip the global gradient norm (default 1.0; 0 disables)
+  --schedule NAME        constant (default) or cosine, both after a linear warmup
+  --warmup-steps N       linear warmup steps (default 0)
+  --decay-steps N        cosine: the step where the rate reaches min-lr (default: the run's
+                         --steps)
+  --min-lr X             cosine: the final rate (default lr / 10)
 
 options:
   -h, --help    show this help
@@ -61,7 +89,58 @@ struct Options {
   uint64_t seed = 0;
   cpu::Precision precision = cpu::Precision::F32;
   std::vector<std::pair<std::string, std::string>> inputs;
+  /// Build the training step (always for compile; plan --train).
+  bool train = false;
+  graph::GraphBuildTrainingOptions training;
 };
+
+double parseReal(llvm::StringRef flag, llvm::StringRef text) {
+  double value;
+  if (text.getAsDouble(value))
+    throw UsageError{flag.str() + " expects a number, got '" + text.str() + "'"};
+  return value;
+}
+
+int64_t parseCount(llvm::StringRef flag, llvm::StringRef text) {
+  int64_t value;
+  if (text.getAsInteger(10, value))
+    throw UsageError{flag.str() + " expects an integer, got '" + text.str() + "'"};
+  return value;
+}
+
+/// Parses one training option into `training`; false if `arg` is not one.
+bool parseTrainingOption(llvm::StringRef arg, const std::function<llvm::StringRef()> &value,
+                         graph::GraphBuildTrainingOptions &training) {
+  if (arg == "--accum-steps")
+    training.accumSteps = parseCount(arg, value());
+  else if (arg == "--optimizer")
+    training.optimizer = value().str();
+  else if (arg == "--lr")
+    training.lr = parseReal(arg, value());
+  else if (arg == "--beta1")
+    training.beta1 = parseReal(arg, value());
+  else if (arg == "--beta2")
+    training.beta2 = parseReal(arg, value());
+  else if (arg == "--eps")
+    training.eps = parseReal(arg, value());
+  else if (arg == "--weight-decay")
+    training.weightDecay = parseReal(arg, value());
+  else if (arg == "--momentum")
+    training.momentum = parseReal(arg, value());
+  else if (arg == "--clip-norm")
+    training.clipNorm = parseReal(arg, value());
+  else if (arg == "--schedule")
+    training.schedule = value().str();
+  else if (arg == "--warmup-steps")
+    training.warmupSteps = parseCount(arg, value());
+  else if (arg == "--decay-steps")
+    training.decaySteps = parseCount(arg, value());
+  else if (arg == "--min-lr")
+    training.minLr = parseReal(arg, value());
+  else
+    return false;
+  return true;
+}
 
 uint64_t parseSeed(llvm::StringRef text) {
   uint64_t seed;
@@ -76,9 +155,12 @@ Options parseArguments(int argc, char **argv) {
   if (args.empty())
     throw UsageError{"no command given; try 'ampc --help'"};
   options.verb = args[0].str();
-  if (options.verb != "verify" && options.verb != "plan" && options.verb != "eval")
+  if (options.verb != "verify" && options.verb != "plan" && options.verb != "eval" &&
+      options.verb != "compile")
     throw UsageError{"unknown command '" + options.verb +
-                     "'; the commands are verify, plan and eval (see 'ampc --help')"};
+                     "'; the commands are verify, plan, eval and compile (see 'ampc --help')"};
+  options.train = options.verb == "compile";
+  bool trainingFlagSeen = false;
   for (size_t i = 1; i < args.size(); ++i) {
     llvm::StringRef arg = args[i];
     auto value = [&]() -> llvm::StringRef {
@@ -86,8 +168,13 @@ Options parseArguments(int argc, char **argv) {
         throw UsageError{arg.str() + " needs a value"};
       return args[++i];
     };
-    if (arg == "-o" && options.verb == "plan") {
+    if (arg == "-o" && (options.verb == "plan" || options.verb == "compile")) {
       options.output = value().str();
+    } else if (arg == "--train" && options.verb == "plan") {
+      options.train = true;
+    } else if ((options.verb == "plan" || options.verb == "compile") &&
+               parseTrainingOption(arg, value, options.training)) {
+      trainingFlagSeen = true;
     } else if (arg == "--seed" && options.verb == "eval") {
       options.seed = parseSeed(value());
     } else if (arg == "--precision" && options.verb == "eval") {
@@ -116,6 +203,10 @@ Options parseArguments(int argc, char **argv) {
     throw UsageError{"'ampc " + options.verb + "' needs a model file"};
   if (options.verb == "plan" && options.output.empty())
     throw UsageError{"'ampc plan' needs an output file: -o PLAN"};
+  if (options.verb == "compile" && options.output.empty())
+    throw UsageError{"'ampc compile' needs an output file: -o BINARY"};
+  if (trainingFlagSeen && !options.train)
+    throw UsageError{"training options need --train with 'ampc plan'"};
   return options;
 }
 
@@ -127,14 +218,18 @@ int64_t countParameters(const plan::Plan &compiled) {
   return total;
 }
 
-/// Parses, verifies and lowers a model file; diagnostics are printed with their locations.
-std::optional<plan::Plan> compileModel(const std::string &path) {
+/// Parses, verifies and lowers a model file (with its training step when `options.train`);
+/// diagnostics are printed with their locations.
+std::optional<plan::Plan> compileModel(const std::string &path, const Options &options) {
   mlir::MLIRContext context;
   registerModelDialects(context);
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   auto loaded = loadModel(path, sourceMgr, context);
-  if (failed(loaded) || failed(flattenModel(loaded->model)))
+  if (failed(loaded))
+    return std::nullopt;
+  if (failed(options.train ? buildTraining(loaded->model, options.training)
+                           : flattenModel(loaded->model)))
     return std::nullopt;
   auto compiled = emitPlan(loaded->model);
   if (failed(compiled))
@@ -200,6 +295,9 @@ int evaluate(const Options &options, const plan::Plan &compiled) {
   return 0;
 }
 
+/// argv[0], for finding the training runner next to the compiler.
+std::string argv0;
+
 int run(const Options &options) {
   bool isPlanFile = llvm::StringRef(options.model).ends_with(".plan");
   if (isPlanFile && options.verb != "eval")
@@ -208,12 +306,22 @@ int run(const Options &options) {
   if (isPlanFile)
     compiled = plan::loadPlan(options.model);
   else
-    compiled = compileModel(options.model);
+    compiled = compileModel(options.model, options);
   if (!compiled)
     return 1;
   if (options.verb == "verify") {
     printSummary(*compiled);
     std::printf("%s: ok\n", options.model.c_str());
+    return 0;
+  }
+  if (options.verb == "compile") {
+    train::writeTrainingExecutable(train::findRunner(argv0), *compiled, options.output);
+    printSummary(*compiled);
+    std::printf("training: %s\n", compiled->trainingSummary.c_str());
+    std::printf("wrote %s; run it with: %s --steps 200\n", options.output.c_str(),
+                llvm::StringRef(options.output).contains('/')
+                    ? options.output.c_str()
+                    : ("./" + options.output).c_str());
     return 0;
   }
   if (options.verb == "plan") {
@@ -236,6 +344,7 @@ int main(int argc, char **argv) {
       return 0;
     }
   }
+  argv0 = argv[0];
   try {
     return run(parseArguments(argc, argv));
   } catch (const UsageError &error) {
