@@ -26,13 +26,14 @@ constexpr size_t kSectionHeaderBytes = 16;
 /// plan rather than skip it.
 constexpr uint32_t kSectionRequired = 1;
 
-/// Section tags of format version 1, as their four ASCII bytes.
+/// Section tags of format version 2, as their four ASCII bytes.
 constexpr char kModelTag[5] = "MODL";
 constexpr char kBuffersTag[5] = "BUFS";
 constexpr char kParametersTag[5] = "PARM";
 constexpr char kInputsTag[5] = "INPT";
 constexpr char kConstantsTag[5] = "CNST";
 constexpr char kInstructionsTag[5] = "INST";
+constexpr char kOptimizerTag[5] = "OPTI";
 
 /// Attribute value kinds on disk.
 enum class AttrKind : uint8_t { Int = 0, Real = 1, IntList = 2 };
@@ -85,6 +86,10 @@ private:
 void encodeModel(const Plan &plan, ByteWriter &out) {
   out.string(plan.modelName);
   out.u32(plan.loss);
+  out.i64(plan.accumulationSteps);
+  out.u32(plan.gradNorm);
+  out.u32(plan.learningRate);
+  out.string(plan.trainingSummary);
 }
 
 void encodeBuffers(const Plan &plan, ByteWriter &out) {
@@ -117,6 +122,7 @@ void encodeInputs(const Plan &plan, ByteWriter &out) {
     out.string(input.name);
     out.u32(input.buffer);
     out.i64(input.bound);
+    out.u8(static_cast<uint8_t>(input.use));
   }
 }
 
@@ -129,9 +135,11 @@ void encodeConstants(const Plan &plan, ByteWriter &out) {
   }
 }
 
-void encodeInstructions(const Plan &plan, ByteWriter &out) {
-  out.count(plan.instructions.size());
-  for (const Instruction &instruction : plan.instructions) {
+/// An instruction list (INST and OPTI share the encoding).
+void encodeInstructionList(const std::vector<Instruction> &instructions,
+                           ByteWriter &out) {
+  out.count(instructions.size());
+  for (const Instruction &instruction : instructions) {
     out.u16(static_cast<uint16_t>(instruction.op));
     out.count(instruction.operands.size());
     for (uint32_t operand : instruction.operands)
@@ -159,6 +167,14 @@ void encodeInstructions(const Plan &plan, ByteWriter &out) {
     }
     out.string(instruction.location);
   }
+}
+
+void encodeInstructions(const Plan &plan, ByteWriter &out) {
+  encodeInstructionList(plan.instructions, out);
+}
+
+void encodeOptimizer(const Plan &plan, ByteWriter &out) {
+  encodeInstructionList(plan.optimizerInstructions, out);
 }
 
 /// Appends one section: tag, flags, payload length, payload.
@@ -264,6 +280,10 @@ Enum decodeEnum(ByteReader &in, uint64_t code, uint64_t limit,
 void decodeModel(ByteReader &in, Plan &plan) {
   plan.modelName = in.string("model name");
   plan.loss = in.u32("loss buffer");
+  plan.accumulationSteps = in.i64("accumulation steps");
+  plan.gradNorm = in.u32("grad norm buffer");
+  plan.learningRate = in.u32("learning rate buffer");
+  plan.trainingSummary = in.string("training summary");
 }
 
 void decodeBuffers(ByteReader &in, Plan &plan) {
@@ -272,7 +292,7 @@ void decodeBuffers(ByteReader &in, Plan &plan) {
   for (Buffer &buffer : plan.buffers) {
     buffer.name = in.string("buffer name");
     buffer.dtype = decodeEnum<DType>(in, in.u8("dtype"), 5, "dtype");
-    buffer.role = decodeEnum<BufferRole>(in, in.u8("role"), 4, "buffer role");
+    buffer.role = decodeEnum<BufferRole>(in, in.u8("role"), 5, "buffer role");
     uint32_t rank = in.count("buffer rank", 8);
     buffer.shape.resize(rank);
     for (int64_t &dim : buffer.shape)
@@ -297,12 +317,13 @@ void decodeParameters(ByteReader &in, Plan &plan) {
 }
 
 void decodeInputs(ByteReader &in, Plan &plan) {
-  uint32_t count = in.count("input count", 16);
+  uint32_t count = in.count("input count", 17);
   plan.inputs.resize(count);
   for (Input &input : plan.inputs) {
     input.name = in.string("input name");
     input.buffer = in.u32("input buffer");
     input.bound = in.i64("input bound");
+    input.use = decodeEnum<InputUse>(in, in.u8("input use"), 3, "input use");
   }
 }
 
@@ -316,10 +337,11 @@ void decodeConstants(ByteReader &in, Plan &plan) {
   }
 }
 
-void decodeInstructions(ByteReader &in, Plan &plan) {
+void decodeInstructionList(ByteReader &in,
+                           std::vector<Instruction> &instructions) {
   uint32_t count = in.count("instruction count", 18);
-  plan.instructions.resize(count);
-  for (Instruction &instruction : plan.instructions) {
+  instructions.resize(count);
+  for (Instruction &instruction : instructions) {
     instruction.op =
         decodeEnum<OpCode>(in, in.u16("opcode"), kNumOpCodes, "opcode");
     instruction.operands.resize(in.count("operand count", 4));
@@ -351,6 +373,14 @@ void decodeInstructions(ByteReader &in, Plan &plan) {
   }
 }
 
+void decodeInstructions(ByteReader &in, Plan &plan) {
+  decodeInstructionList(in, plan.instructions);
+}
+
+void decodeOptimizer(ByteReader &in, Plan &plan) {
+  decodeInstructionList(in, plan.optimizerInstructions);
+}
+
 /// One known section: its tag and decoder.
 struct SectionDecoder {
   const char *tag;
@@ -361,6 +391,7 @@ constexpr SectionDecoder kSections[] = {
     {kModelTag, decodeModel},           {kBuffersTag, decodeBuffers},
     {kParametersTag, decodeParameters}, {kInputsTag, decodeInputs},
     {kConstantsTag, decodeConstants},   {kInstructionsTag, decodeInstructions},
+    {kOptimizerTag, decodeOptimizer},
 };
 
 /// A printable form of a four-byte tag for diagnostics.
@@ -469,6 +500,7 @@ void writePlan(const Plan &plan, std::ostream &out) {
   appendSection(file, kConstantsTag, kSectionRequired, encodeConstants, plan);
   appendSection(file, kInstructionsTag, kSectionRequired, encodeInstructions,
                 plan);
+  appendSection(file, kOptimizerTag, kSectionRequired, encodeOptimizer, plan);
   out.write(reinterpret_cast<const char *>(file.bytes.data()),
             static_cast<std::streamsize>(file.bytes.size()));
   if (!out)

@@ -31,15 +31,40 @@ std::string describeBuffer(const Plan &plan, uint32_t id) {
          shapeToString(buffer.shape) + ")";
 }
 
+/// How many results \p op writes.
+size_t resultCount(OpCode op) {
+  switch (op) {
+  case OpCode::LayerNormGrad:
+  case OpCode::AttentionGrad:
+  case OpCode::Sgd:
+    return 3;
+  case OpCode::RmsNormGrad:
+    return 2;
+  case OpCode::AdamW:
+    return 4;
+  default:
+    return 1;
+  }
+}
+
+/// Whether \p op updates its first results in place: result i is operand i.
+/// These are the only instructions that write parameter or state buffers.
+bool isInPlace(OpCode op) {
+  return op == OpCode::Accumulate || op == OpCode::AdamW || op == OpCode::Sgd;
+}
+
 /// Checks one instruction at a time; `fail` prefixes the instruction.
 class InstructionChecker {
 public:
+  /// \p list is "" for plan.instructions, "optimizer step " for
+  /// plan.optimizerInstructions, so diagnostics say which list.
   InstructionChecker(const Plan &plan, const Instruction &instruction,
-                     size_t index)
-      : plan(plan), instruction(instruction), index(index) {}
+                     size_t index, const char *list = "")
+      : plan(plan), instruction(instruction), index(index), list(list) {}
 
   [[noreturn]] void fail(const std::string &message) const {
-    plan::fail(describeInstruction(instruction, index) + ": " + message);
+    plan::fail(list + describeInstruction(instruction, index) + ": " +
+               message);
   }
 
   /// The value of a shape rule, or a failure carrying the rule's message.
@@ -59,14 +84,20 @@ public:
   const Buffer &operand(size_t i) const {
     return plan.buffers[instruction.operands[i]];
   }
-  const Buffer &result() const { return plan.buffers[instruction.results[0]]; }
+  const Buffer &result(size_t i = 0) const {
+    return plan.buffers[instruction.results[i]];
+  }
 
   std::string operandName(size_t i) const {
     return "operand " + std::to_string(i) + " " +
            describeBuffer(plan, instruction.operands[i]);
   }
-  std::string resultName() const {
-    return "result " + describeBuffer(plan, instruction.results[0]);
+  std::string resultName(size_t i = 0) const {
+    // Single-result instructions keep the plain "result" wording.
+    return (instruction.results.size() == 1 ? "result "
+                                             : "result " + std::to_string(i) +
+                                                   " ") +
+           describeBuffer(plan, instruction.results[i]);
   }
 
   void floatOperand(size_t i) const {
@@ -77,17 +108,34 @@ public:
     if (!isIntegerDType(operand(i).dtype))
       fail(operandName(i) + " must have an integer dtype");
   }
-  void floatResult() const {
-    if (!isFloatDType(result().dtype))
-      fail(resultName() + " must have a float dtype");
+  void floatResult(size_t i = 0) const {
+    if (!isFloatDType(result(i).dtype))
+      fail(resultName(i) + " must have a float dtype");
+  }
+  void f32ScalarResult() const {
+    if (result().dtype != DType::F32 || !result().shape.empty())
+      fail(resultName() + " must be an f32 scalar");
+  }
+  void floatScalarOperand(size_t i) const {
+    if (!isFloatDType(operand(i).dtype) || !operand(i).shape.empty())
+      fail(operandName(i) + " must be a float scalar");
+  }
+  void operandShapeOf(size_t i, size_t j) const {
+    if (operand(i).shape != operand(j).shape)
+      fail(operandName(i) + " must have the shape of " + operandName(j));
+  }
+  void operandRole(size_t i, BufferRole role) const {
+    if (operand(i).role != role)
+      fail(operandName(i) + " must be a " + bufferRoleName(role) +
+           " buffer, is a " + bufferRoleName(operand(i).role));
   }
   void resultDTypeOf(size_t i) const {
     if (result().dtype != operand(i).dtype)
       fail(resultName() + " must have the dtype of " + operandName(i));
   }
-  void resultShape(const Shape &expected) const {
-    if (result().shape != expected)
-      fail(resultName() + " must have shape " + shapeToString(expected));
+  void resultShape(const Shape &expected, size_t i = 0) const {
+    if (result(i).shape != expected)
+      fail(resultName(i) + " must have shape " + shapeToString(expected));
   }
 
   int64_t intAttr(const char *name) const {
@@ -136,10 +184,23 @@ private:
   void checkSoftmax();
   void checkAttention();
   void checkLoss();
+  void checkElementwiseGrad();
+  void checkPad();
+  void checkMaxGrad();
+  void checkEmbeddingGrad();
+  void checkNormGrad();
+  void checkAttentionGrad();
+  void checkCrossEntropyGrad();
+  void checkGradSeed();
+  void checkAccumulate();
+  void checkGlobalNorm();
+  void checkLrSchedule();
+  void checkOptimizer();
 
   const Plan &plan;
   const Instruction &instruction;
   size_t index;
+  std::string list;
 };
 
 void InstructionChecker::checkElementwiseBinary() {
@@ -307,6 +368,188 @@ void InstructionChecker::checkLoss() {
          std::to_string(reduction));
 }
 
+void InstructionChecker::checkElementwiseGrad() {
+  // (x or y, dy) -> dx: both float (the forward value and the incoming
+  // gradient may be stored in different float dtypes), one shape.
+  operandCount(2);
+  floatOperand(0);
+  floatOperand(1);
+  operandShapeOf(1, 0);
+  floatResult();
+  resultShape(operand(0).shape);
+  if (instruction.op == OpCode::GeluGrad)
+    flagAttr("approximate");
+  if (instruction.op == OpCode::SoftmaxGrad && operand(0).shape.empty())
+    fail(operandName(0) + " must have rank >= 1");
+}
+
+void InstructionChecker::checkPad() {
+  operandCount(1);
+  // As slice, whose gradient it is: any dtype; a float operand may be stored
+  // in any float dtype, an integer one keeps its dtype.
+  if (isFloatDType(operand(0).dtype))
+    floatResult();
+  else
+    resultDTypeOf(0);
+  std::string error;
+  if (!plan::checkPad(operand(0).shape, intListAttr("low"), result().shape,
+                      error))
+    fail(error);
+}
+
+void InstructionChecker::checkMaxGrad() {
+  operandCount(2);
+  floatOperand(0);
+  floatOperand(1);
+  floatResult();
+  std::string error;
+  Shape reduced = checked(reduceShape(operand(0).shape, intListAttr("axes"),
+                                      flagAttr("keepdims"), error),
+                          error);
+  if (operand(1).shape != reduced)
+    fail(operandName(1) + " must have the reduced shape " +
+         shapeToString(reduced));
+  resultShape(operand(0).shape);
+}
+
+void InstructionChecker::checkEmbeddingGrad() {
+  operandCount(2);
+  integerOperand(0);
+  floatOperand(1);
+  floatResult();
+  std::string error;
+  if (!plan::checkEmbeddingGrad(operand(0).shape, operand(1).shape,
+                                result().shape, error))
+    fail(error);
+}
+
+void InstructionChecker::checkNormGrad() {
+  // (x, gamma, dy) -> (dx, dgamma[, dbeta]).
+  operandCount(3);
+  for (size_t i = 0; i < 3; ++i)
+    floatOperand(i);
+  const Shape &x = operand(0).shape;
+  std::string error;
+  if (!checkNormParameter(x, operand(1).shape, "gamma", error))
+    fail(error);
+  operandShapeOf(2, 0);
+  for (size_t i = 0; i < instruction.results.size(); ++i) {
+    floatResult(i);
+    resultShape(i == 0 ? x : operand(1).shape, i);
+  }
+  if (realAttr("epsilon") < 0)
+    fail("attribute 'epsilon' must be >= 0");
+}
+
+void InstructionChecker::checkAttentionGrad() {
+  // (q, k, v, dy) -> (dq, dk, dv).
+  operandCount(4);
+  for (size_t i = 0; i < 4; ++i)
+    floatOperand(i);
+  std::string error;
+  Shape out = checked(attentionShape(operand(0).shape, operand(1).shape,
+                                     operand(2).shape, flagAttr("causal"),
+                                     error),
+                      error);
+  if (operand(3).shape != out)
+    fail(operandName(3) + " must have the attention output's shape " +
+         shapeToString(out));
+  for (size_t i = 0; i < 3; ++i) {
+    floatResult(i);
+    resultShape(operand(i).shape, i);
+  }
+  realAttr("scale");
+}
+
+void InstructionChecker::checkCrossEntropyGrad() {
+  // (logits, labels, dloss) -> dlogits.
+  operandCount(3);
+  floatOperand(0);
+  integerOperand(1);
+  floatScalarOperand(2);
+  std::string error;
+  if (!checkCrossEntropy(operand(0).shape, operand(1).shape, error))
+    fail(error);
+  intAttr("ignore_index");
+  int64_t reduction = intAttr("reduction");
+  if (reduction != 0 && reduction != 1)
+    fail("attribute 'reduction' must be 0 (mean) or 1 (sum), is " +
+         std::to_string(reduction));
+  floatResult();
+  resultShape(operand(0).shape);
+}
+
+void InstructionChecker::checkGradSeed() {
+  if (instruction.operands.size() > 1)
+    fail("takes 0 or 1 operands, has " +
+         std::to_string(instruction.operands.size()));
+  if (!instruction.operands.empty())
+    floatScalarOperand(0);
+  if (intAttr("accum_steps") < 1)
+    fail("attribute 'accum_steps' must be >= 1");
+  f32ScalarResult();
+}
+
+void InstructionChecker::checkAccumulate() {
+  operandCount(2);
+  operandRole(0, BufferRole::State);
+  floatOperand(1);
+  operandShapeOf(1, 0);
+}
+
+void InstructionChecker::checkGlobalNorm() {
+  if (instruction.operands.empty())
+    fail("takes at least 1 operand, has 0");
+  for (size_t i = 0; i < instruction.operands.size(); ++i)
+    floatOperand(i);
+  f32ScalarResult();
+}
+
+void InstructionChecker::checkLrSchedule() {
+  operandCount(0);
+  int64_t kind = intAttr("kind");
+  if (kind != 0 && kind != 1)
+    fail("attribute 'kind' must be 0 (constant) or 1 (cosine), is " +
+         std::to_string(kind));
+  realAttr("lr");
+  realAttr("min_lr");
+  if (intAttr("warmup_steps") < 0)
+    fail("attribute 'warmup_steps' must be >= 0");
+  if (intAttr("decay_steps") < 0)
+    fail("attribute 'decay_steps' must be >= 0");
+  f32ScalarResult();
+}
+
+void InstructionChecker::checkOptimizer() {
+  // adamw: (param, grad, m, v, lr, grad_norm); sgd: (param, grad, momentum,
+  // lr, grad_norm). The tensors are f32 master copies updated in place.
+  const bool adamw = instruction.op == OpCode::AdamW;
+  const size_t tensors = adamw ? 4 : 3;
+  operandCount(tensors + 2);
+  operandRole(0, BufferRole::Parameter);
+  if (operand(0).dtype != DType::F32)
+    fail(operandName(0) + " must be f32");
+  for (size_t i = 1; i < tensors; ++i) {
+    operandRole(i, BufferRole::State);
+    operandShapeOf(i, 0);
+  }
+  floatScalarOperand(tensors);
+  floatScalarOperand(tensors + 1);
+  if (adamw) {
+    for (const char *beta : {"beta1", "beta2"}) {
+      double value = realAttr(beta);
+      if (value < 0 || value >= 1)
+        fail(std::string("attribute '") + beta + "' must be in [0, 1)");
+    }
+    if (realAttr("eps") < 0)
+      fail("attribute 'eps' must be >= 0");
+  } else {
+    realAttr("momentum");
+  }
+  realAttr("weight_decay");
+  realAttr("clip_norm");
+}
+
 void InstructionChecker::check() {
   switch (instruction.op) {
   case OpCode::Add:
@@ -353,13 +596,43 @@ void InstructionChecker::check() {
   case OpCode::CrossEntropy:
   case OpCode::MseLoss:
     return checkLoss();
+  case OpCode::ReluGrad:
+  case OpCode::SiluGrad:
+  case OpCode::GeluGrad:
+  case OpCode::SoftmaxGrad:
+    return checkElementwiseGrad();
+  case OpCode::Pad:
+    return checkPad();
+  case OpCode::MaxGrad:
+    return checkMaxGrad();
+  case OpCode::EmbeddingGrad:
+    return checkEmbeddingGrad();
+  case OpCode::LayerNormGrad:
+  case OpCode::RmsNormGrad:
+    return checkNormGrad();
+  case OpCode::AttentionGrad:
+    return checkAttentionGrad();
+  case OpCode::CrossEntropyGrad:
+    return checkCrossEntropyGrad();
+  case OpCode::GradSeed:
+    return checkGradSeed();
+  case OpCode::Accumulate:
+    return checkAccumulate();
+  case OpCode::GlobalNorm:
+    return checkGlobalNorm();
+  case OpCode::LrSchedule:
+    return checkLrSchedule();
+  case OpCode::AdamW:
+  case OpCode::Sgd:
+    return checkOptimizer();
   }
   fail("unknown opcode " + std::to_string(static_cast<int>(instruction.op)));
 }
 
 /// Checks the parameter, input and constant tables: ids, roles, dtypes,
 /// initialiser arguments, data sizes, unique names, and that every buffer
-/// with one of those roles has exactly one entry.
+/// with one of those roles has exactly one entry. (State buffers have no
+/// table: they start at zero.)
 void checkTables(const Plan &plan) {
   const size_t bufferCount = plan.buffers.size();
   std::vector<int> entries(bufferCount, 0);
@@ -404,6 +677,12 @@ void checkTables(const Plan &plan) {
       fail(what + ": bound must be >= 0");
     if (input.bound > 0 && !isIntegerDType(plan.buffers[input.buffer].dtype))
       fail(what + ": only integer inputs can have a bound");
+    if (static_cast<uint8_t>(input.use) > 2)
+      fail(what + " has an unknown use");
+    if (input.use != InputUse::None &&
+        !isIntegerDType(plan.buffers[input.buffer].dtype))
+      fail(what + ": only integer inputs can have use " +
+           inputUseName(input.use));
   }
   for (size_t i = 0; i < plan.constants.size(); ++i) {
     const Constant &constant = plan.constants[i];
@@ -418,7 +697,8 @@ void checkTables(const Plan &plan) {
            std::to_string(expected));
   }
   for (uint32_t id = 0; id < bufferCount; ++id)
-    if (plan.buffers[id].role != BufferRole::Temporary && entries[id] == 0)
+    if (plan.buffers[id].role != BufferRole::Temporary &&
+        plan.buffers[id].role != BufferRole::State && entries[id] == 0)
       fail(describeBuffer(plan, id) + " has role " +
            bufferRoleName(plan.buffers[id].role) + " but no " +
            bufferRoleName(plan.buffers[id].role) + " entry");
@@ -433,8 +713,11 @@ void validatePlan(const Plan &plan) {
   for (uint32_t id = 0; id < bufferCount; ++id) {
     const Buffer &buffer = plan.buffers[id];
     if (static_cast<uint8_t>(buffer.dtype) > 4 ||
-        static_cast<uint8_t>(buffer.role) > 3)
+        static_cast<uint8_t>(buffer.role) > 4)
       fail("buffer " + std::to_string(id) + " has an unknown dtype or role");
+    // Accumulators and optimizer moments must not lose small updates.
+    if (buffer.role == BufferRole::State && buffer.dtype != DType::F32)
+      fail(describeBuffer(plan, id) + " has role state, which must be f32");
     // Element counts stay far from int64 overflow so byte offsets are safe.
     int64_t elements = 1;
     for (int64_t dim : buffer.shape) {
@@ -447,43 +730,88 @@ void validatePlan(const Plan &plan) {
   checkTables(plan);
 
   // Every non-temporary buffer holds data before the first instruction; a
-  // temporary becomes readable once the instruction that writes it has run.
+  // temporary becomes readable once the instruction that writes it has run,
+  // and only within its own list: the optimizer step runs separately from
+  // the micro steps, after their temporaries are gone.
+  std::vector<bool> written(bufferCount, false);
   std::vector<bool> defined(bufferCount);
-  for (uint32_t id = 0; id < bufferCount; ++id)
-    defined[id] = plan.buffers[id].role != BufferRole::Temporary;
-  for (size_t index = 0; index < plan.instructions.size(); ++index) {
-    const Instruction &instruction = plan.instructions[index];
-    InstructionChecker checker(plan, instruction, index);
-    if (static_cast<uint16_t>(instruction.op) >= kNumOpCodes)
-      checker.fail("unknown opcode " +
-                   std::to_string(static_cast<int>(instruction.op)));
-    if (instruction.results.size() != 1)
-      checker.fail("must have exactly 1 result, has " +
-                   std::to_string(instruction.results.size()));
-    for (uint32_t id : instruction.operands)
-      if (id >= bufferCount)
-        checker.fail("operand buffer " + std::to_string(id) +
-                     " is out of range (the plan has " +
-                     std::to_string(bufferCount) + " buffers)");
-    uint32_t result = instruction.results[0];
-    if (result >= bufferCount)
-      checker.fail("result buffer " + std::to_string(result) +
-                   " is out of range (the plan has " +
-                   std::to_string(bufferCount) + " buffers)");
-    for (size_t i = 0; i < instruction.operands.size(); ++i)
-      if (!defined[instruction.operands[i]])
+  auto resetVisibility = [&] {
+    for (uint32_t id = 0; id < bufferCount; ++id)
+      defined[id] = plan.buffers[id].role != BufferRole::Temporary;
+  };
+  auto checkList = [&](const std::vector<Instruction> &list,
+                       const char *listName) {
+    resetVisibility();
+    for (size_t index = 0; index < list.size(); ++index) {
+      const Instruction &instruction = list[index];
+      InstructionChecker checker(plan, instruction, index, listName);
+      if (static_cast<uint16_t>(instruction.op) >= kNumOpCodes)
+        checker.fail("unknown opcode " +
+                     std::to_string(static_cast<int>(instruction.op)));
+      const size_t results = resultCount(instruction.op);
+      if (instruction.results.size() != results)
+        checker.fail("must have exactly " + std::to_string(results) +
+                     " result" + (results == 1 ? "" : "s") + ", has " +
+                     std::to_string(instruction.results.size()));
+      for (uint32_t id : instruction.operands)
+        if (id >= bufferCount)
+          checker.fail("operand buffer " + std::to_string(id) +
+                       " is out of range (the plan has " +
+                       std::to_string(bufferCount) + " buffers)");
+      for (uint32_t result : instruction.results)
+        if (result >= bufferCount)
+          checker.fail("result buffer " + std::to_string(result) +
+                       " is out of range (the plan has " +
+                       std::to_string(bufferCount) + " buffers)");
+      for (size_t i = 0; i < instruction.operands.size(); ++i) {
+        const uint32_t id = instruction.operands[i];
+        if (defined[id])
+          continue;
+        if (written[id])
+          checker.fail(checker.operandName(i) +
+                       " is a temporary of the micro step, which the "
+                       "optimizer step cannot read");
         checker.fail(checker.operandName(i) +
                      " is read before any instruction writes it");
-    if (plan.buffers[result].role != BufferRole::Temporary)
-      checker.fail(checker.resultName() + " has role " +
-                   bufferRoleName(plan.buffers[result].role) +
-                   "; only temporaries can be written");
-    if (defined[result])
-      checker.fail(checker.resultName() + " is written a second time");
-    checker.check();
-    defined[result] = true;
-  }
+      }
+      if (isInPlace(instruction.op)) {
+        // Roles and shapes of the updated operands are checked per opcode.
+        for (size_t i = 0; i < results; ++i) {
+          if (i >= instruction.operands.size() ||
+              instruction.results[i] != instruction.operands[i])
+            checker.fail(checker.resultName(i) + " must be operand " +
+                         std::to_string(i) + ", which it updates in place");
+          // Aliased updates (m and v in one buffer) would race each other.
+          for (size_t j = 0; j < i; ++j)
+            if (instruction.results[j] == instruction.results[i])
+              checker.fail(checker.resultName(i) + " is written a second time");
+        }
+      } else {
+        for (size_t i = 0; i < results; ++i) {
+          const uint32_t result = instruction.results[i];
+          if (plan.buffers[result].role != BufferRole::Temporary)
+            checker.fail(checker.resultName(i) + " has role " +
+                         bufferRoleName(plan.buffers[result].role) +
+                         "; only temporaries can be written (parameters "
+                         "and state only in place, by accumulate, adamw "
+                         "and sgd)");
+          if (written[result])
+            checker.fail(checker.resultName(i) + " is written a second time");
+          for (size_t j = 0; j < i; ++j)
+            if (instruction.results[j] == result)
+              checker.fail(checker.resultName(i) + " is written a second time");
+        }
+      }
+      checker.check();
+      for (uint32_t result : instruction.results) {
+        defined[result] = true;
+        if (plan.buffers[result].role == BufferRole::Temporary)
+          written[result] = true;
+      }
+    }
+  };
 
+  checkList(plan.instructions, "");
   if (plan.loss >= bufferCount)
     fail("the loss buffer " + std::to_string(plan.loss) +
          " is out of range (the plan has " + std::to_string(bufferCount) +
@@ -494,6 +822,28 @@ void validatePlan(const Plan &plan) {
          " must be a float scalar");
   if (!defined[plan.loss])
     fail("the loss " + describeBuffer(plan, plan.loss) + " is never written");
+
+  if (plan.accumulationSteps < 1)
+    fail("accumulation steps must be >= 1, is " +
+         std::to_string(plan.accumulationSteps));
+  if (plan.optimizerInstructions.empty())
+    return;
+  checkList(plan.optimizerInstructions, "optimizer step ");
+  for (auto [id, what] : {std::pair<uint32_t, const char *>{plan.gradNorm,
+                                                            "grad norm"},
+                          {plan.learningRate, "learning rate"}}) {
+    if (id >= bufferCount)
+      fail(std::string("the ") + what + " buffer " + std::to_string(id) +
+           " is out of range (the plan has " + std::to_string(bufferCount) +
+           " buffers)");
+    const Buffer &buffer = plan.buffers[id];
+    if (!buffer.shape.empty() || buffer.dtype != DType::F32)
+      fail(std::string("the ") + what + " " + describeBuffer(plan, id) +
+           " must be an f32 scalar");
+    if (!defined[id])
+      fail(std::string("the ") + what + " " + describeBuffer(plan, id) +
+           " is not written by the optimizer step");
+  }
 }
 
 } // namespace ampc::plan

@@ -304,6 +304,42 @@ bool checkCrossEntropy(const Shape &logits, const Shape &labels, std::string &er
   return true;
 }
 
+bool checkPad(const Shape &input, const std::vector<int64_t> &low, const Shape &result,
+              std::string &error) {
+  if (result.size() != input.size() || low.size() != input.size()) {
+    error = "pad of a rank-" + str(input.size()) + " tensor needs a result of that rank and one "
+            "'low' entry per dimension, got result " + shapeToString(result) + " and low " +
+            shapeToString(low);
+    return false;
+  }
+  for (size_t i = 0; i < input.size(); ++i) {
+    // Compared without forming low + input, which may overflow.
+    if (low[i] < 0 || low[i] > result[i] || input[i] > result[i] - low[i]) {
+      error = "pad places " + str(input[i]) + " elements at offset " + str(low[i]) +
+              " along dimension " + str(i) + ", outside the result's extent " + str(result[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool checkEmbeddingGrad(const Shape &indices, const Shape &grad, const Shape &table,
+                        std::string &error) {
+  if (table.size() != 2) {
+    error = "embedding gradient table must be [rows, width], got " + shapeToString(table);
+    return false;
+  }
+  Shape expected = indices;
+  expected.push_back(table[1]);
+  if (grad != expected) {
+    error = "embedding gradient for ids " + shapeToString(indices) + " and a table " +
+            shapeToString(table) + " needs an incoming gradient " + shapeToString(expected) +
+            ", got " + shapeToString(grad);
+    return false;
+  }
+  return true;
+}
+
 Shape rowMajorStrides(const Shape &shape) {
   Shape strides(shape.size());
   int64_t stride = 1;

@@ -81,6 +81,15 @@ std::optional<Shape> attentionShape(const Shape &query, const Shape &key, const 
 /// logits [..., C], labels [...]: the leading shapes agree.
 bool checkCrossEntropy(const Shape &logits, const Shape &labels, std::string &error);
 
+/// pad: `result` has the rank of `input`, `low` has one entry per dim, and per dim
+/// 0 <= low and low + input <= result (the input lands inside the result).
+bool checkPad(const Shape &input, const std::vector<int64_t> &low, const Shape &result,
+              std::string &error);
+
+/// embedding_grad: ids [...], grad [..., D] (the ids' shape plus D), table [V, D].
+bool checkEmbeddingGrad(const Shape &indices, const Shape &grad, const Shape &table,
+                        std::string &error);
+
 //===----------------------------------------------------------------------===//
 // Layout helpers (no checks: for shapes already validated)
 //===----------------------------------------------------------------------===//

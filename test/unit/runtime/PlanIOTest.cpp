@@ -44,9 +44,25 @@ std::string readError(const std::string &bytes) {
   return "";
 }
 
+void expectSameInstructions(const std::vector<plan::Instruction> &a,
+                            const std::vector<plan::Instruction> &b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].op, b[i].op);
+    EXPECT_EQ(a[i].operands, b[i].operands);
+    EXPECT_EQ(a[i].results, b[i].results);
+    EXPECT_EQ(a[i].attrs, b[i].attrs);
+    EXPECT_EQ(a[i].location, b[i].location);
+  }
+}
+
 void expectSamePlan(const Plan &a, const Plan &b) {
   EXPECT_EQ(a.modelName, b.modelName);
   EXPECT_EQ(a.loss, b.loss);
+  EXPECT_EQ(a.accumulationSteps, b.accumulationSteps);
+  EXPECT_EQ(a.gradNorm, b.gradNorm);
+  EXPECT_EQ(a.learningRate, b.learningRate);
+  EXPECT_EQ(a.trainingSummary, b.trainingSummary);
   ASSERT_EQ(a.buffers.size(), b.buffers.size());
   for (size_t i = 0; i < a.buffers.size(); ++i) {
     EXPECT_EQ(a.buffers[i].name, b.buffers[i].name);
@@ -68,20 +84,15 @@ void expectSamePlan(const Plan &a, const Plan &b) {
     EXPECT_EQ(a.inputs[i].name, b.inputs[i].name);
     EXPECT_EQ(a.inputs[i].buffer, b.inputs[i].buffer);
     EXPECT_EQ(a.inputs[i].bound, b.inputs[i].bound);
+    EXPECT_EQ(a.inputs[i].use, b.inputs[i].use);
   }
   ASSERT_EQ(a.constants.size(), b.constants.size());
   for (size_t i = 0; i < a.constants.size(); ++i) {
     EXPECT_EQ(a.constants[i].buffer, b.constants[i].buffer);
     EXPECT_EQ(a.constants[i].bytes, b.constants[i].bytes);
   }
-  ASSERT_EQ(a.instructions.size(), b.instructions.size());
-  for (size_t i = 0; i < a.instructions.size(); ++i) {
-    EXPECT_EQ(a.instructions[i].op, b.instructions[i].op);
-    EXPECT_EQ(a.instructions[i].operands, b.instructions[i].operands);
-    EXPECT_EQ(a.instructions[i].results, b.instructions[i].results);
-    EXPECT_EQ(a.instructions[i].attrs, b.instructions[i].attrs);
-    EXPECT_EQ(a.instructions[i].location, b.instructions[i].location);
-  }
+  expectSameInstructions(a.instructions, b.instructions);
+  expectSameInstructions(a.optimizerInstructions, b.optimizerInstructions);
 }
 
 /// A fresh scratch directory for file tests.
@@ -102,13 +113,27 @@ TEST(PlanIO, EveryOpcodePlanCoversTheFormat) {
   Plan plan = everyOpcodePlan();
   std::set<plan::OpCode> ops;
   std::set<size_t> attrKinds;
-  for (const plan::Instruction &instruction : plan.instructions) {
-    ops.insert(instruction.op);
-    for (const auto &attr : instruction.attrs)
-      attrKinds.insert(attr.second.index());
-  }
+  for (const auto *list : {&plan.instructions, &plan.optimizerInstructions})
+    for (const plan::Instruction &instruction : *list) {
+      ops.insert(instruction.op);
+      for (const auto &attr : instruction.attrs)
+        attrKinds.insert(attr.second.index());
+    }
   EXPECT_EQ(ops.size(), plan::kNumOpCodes);
   EXPECT_EQ(attrKinds.size(), 3u);
+  std::set<plan::BufferRole> roles;
+  for (const plan::Buffer &buffer : plan.buffers)
+    roles.insert(buffer.role);
+  EXPECT_EQ(roles.size(), 5u);
+  std::set<plan::InputUse> uses;
+  for (const plan::Input &input : plan.inputs)
+    uses.insert(input.use);
+  EXPECT_EQ(uses.size(), 3u);
+  EXPECT_FALSE(plan.optimizerInstructions.empty());
+  EXPECT_NE(plan.accumulationSteps, 1);
+  EXPECT_NE(plan.gradNorm, 0u);
+  EXPECT_NE(plan.learningRate, 0u);
+  EXPECT_FALSE(plan.trainingSummary.empty());
   EXPECT_NO_THROW(plan::validatePlan(plan));
 }
 
@@ -242,12 +267,103 @@ TEST(PlanIO, RejectsBadMagic) {
   EXPECT_NE(readError("").find("empty"), std::string::npos);
 }
 
+TEST(PlanIO, WritesVersion2) {
+  const std::string bytes = encode(everyOpcodePlan());
+  EXPECT_EQ(bytes.substr(8, 4), std::string("\x02\x00\x00\x00", 4));
+}
+
 TEST(PlanIO, RejectsWrongVersion) {
+  // Version 1 (forward-only plans, before training fields existed) and any
+  // future version are refused with the same actionable message.
   std::string bytes = encode(everyOpcodePlan());
-  bytes[8] = 2; // the u32 version follows the magic
+  bytes[8] = 1; // the u32 version follows the magic
   EXPECT_EQ(readError(bytes),
-            "plan format version 2, this runtime reads version 1: recompile "
+            "plan format version 1, this runtime reads version 2: recompile "
             "the model with a matching ampc");
+  bytes[8] = 3;
+  EXPECT_EQ(readError(bytes),
+            "plan format version 3, this runtime reads version 2: recompile "
+            "the model with a matching ampc");
+}
+
+/// A version-1 file as the previous runtime wrote it: header, then the six
+/// sections with their version-1 payloads (no training fields, no input
+/// use, no OPTI section).
+std::string version1File() {
+  auto u32 = [](uint32_t value) {
+    std::string bytes;
+    for (int i = 0; i < 4; ++i)
+      bytes.push_back(static_cast<char>(value >> (8 * i)));
+    return bytes;
+  };
+  auto u64 = [&](uint64_t value) {
+    return u32(static_cast<uint32_t>(value)) +
+           u32(static_cast<uint32_t>(value >> 32));
+  };
+  auto section = [&](const char *tag, const std::string &payload) {
+    return std::string(tag, 4) + u32(1) + u64(payload.size()) + payload;
+  };
+  // One f32 input x [] and loss = neg(x).
+  const std::string model = u32(2) + "v1" + u32(1);
+  const std::string buffers = u32(2) + u32(1) + "x" + '\0' + '\1' + u32(0) +
+                              u32(0) + '\0' + '\3' + u32(0);
+  const std::string inputs = u32(1) + u32(1) + "x" + u32(0) + u64(0);
+  const std::string instructions = u32(1) + std::string("\x04\x00", 2) +
+                                   u32(1) + u32(0) + u32(1) + u32(1) + u32(0) +
+                                   u32(0);
+  return "AMPCPLAN" + u32(1) + u32(6) + section("MODL", model) +
+         section("BUFS", buffers) + section("PARM", u32(0)) +
+         section("INPT", inputs) + section("CNST", u32(0)) +
+         section("INST", instructions);
+}
+
+TEST(PlanIO, RejectsVersion1Files) {
+  EXPECT_EQ(readError(version1File()),
+            "plan format version 1, this runtime reads version 2: recompile "
+            "the model with a matching ampc");
+}
+
+TEST(PlanIO, RoundTripTrainingFields) {
+  const Plan original = everyOpcodePlan();
+  const Plan decoded = decode(encode(original));
+  // Spot checks on top of expectSamePlan, so a field that is neither
+  // written nor read (and so keeps its default) cannot pass unnoticed.
+  EXPECT_EQ(decoded.accumulationSteps, 2);
+  EXPECT_EQ(decoded.gradNorm, original.gradNorm);
+  EXPECT_EQ(decoded.learningRate, original.learningRate);
+  EXPECT_EQ(decoded.trainingSummary.substr(0, 10), "adamw lr=3");
+  EXPECT_EQ(decoded.inputs[1].use, plan::InputUse::Indices);
+  EXPECT_EQ(decoded.inputs[2].use, plan::InputUse::Labels);
+  ASSERT_EQ(decoded.optimizerInstructions.size(), 4u);
+  EXPECT_EQ(decoded.optimizerInstructions[2].op, plan::OpCode::AdamW);
+  EXPECT_EQ(decoded.optimizerInstructions[2].results.size(), 4u);
+  EXPECT_EQ(decoded.optimizerInstructions[3].location, "every.mlir:40:2");
+  EXPECT_EQ(decoded.buffers[plan::findBuffer(decoded, "table.m")].role,
+            plan::BufferRole::State);
+  expectSamePlan(original, decoded);
+  // A forward-only plan round-trips as one: no optimizer step, defaults.
+  PlanBuilder forward;
+  const uint32_t x = forward.input("x", DType::F32, {3});
+  forward.plan.loss = forward.op(OpCode::Sum, {x}, DType::F32, {},
+                                 {{"axes", std::vector<int64_t>{0}},
+                                  {"keepdims", int64_t(0)}});
+  const Plan forwardDecoded = decode(encode(forward.plan));
+  EXPECT_TRUE(forwardDecoded.optimizerInstructions.empty());
+  EXPECT_EQ(forwardDecoded.accumulationSteps, 1);
+  EXPECT_EQ(forwardDecoded.inputs[0].use, plan::InputUse::None);
+  expectSamePlan(forward.plan, forwardDecoded);
+}
+
+TEST(PlanIO, FindBuffer) {
+  const Plan plan = everyOpcodePlan();
+  EXPECT_EQ(plan.buffers[plan::findBuffer(plan, "w.grad")].name, "w.grad");
+  EXPECT_EQ(plan::findBuffer(plan, "x"), 0u);
+  try {
+    plan::findBuffer(plan, "nope");
+    FAIL() << "expected PlanError";
+  } catch (const PlanError &error) {
+    EXPECT_NE(std::string(error.what()).find("'nope'"), std::string::npos);
+  }
 }
 
 TEST(PlanIO, RejectsOutOfRangeBufferId) {
@@ -272,8 +388,16 @@ TEST(PlanIO, RejectsBadEnumValues) {
   EXPECT_NE(readError(encode(plan)).find("bad opcode code 500"),
             std::string::npos);
   plan = everyOpcodePlan();
-  plan.buffers[0].role = static_cast<plan::BufferRole>(4);
+  plan.buffers[0].role = static_cast<plan::BufferRole>(5);
   EXPECT_NE(readError(encode(plan)).find("bad buffer role"), std::string::npos);
+  plan = everyOpcodePlan();
+  plan.inputs[0].use = static_cast<plan::InputUse>(3);
+  EXPECT_NE(readError(encode(plan)).find("bad input use code 3"),
+            std::string::npos);
+  plan = everyOpcodePlan();
+  plan.optimizerInstructions[0].op = static_cast<plan::OpCode>(48);
+  EXPECT_NE(readError(encode(plan)).find("bad opcode code 48"),
+            std::string::npos);
   plan = everyOpcodePlan();
   plan.parameters[0].init = static_cast<plan::InitKind>(7);
   EXPECT_NE(readError(encode(plan)).find("bad init kind"), std::string::npos);

@@ -58,6 +58,29 @@ uint32_t PlanBuilder::op(OpCode op, std::vector<uint32_t> operands, DType dtype,
   return result;
 }
 
+uint32_t PlanBuilder::state(const std::string &name, Shape shape) {
+  return buffer(name, DType::F32, std::move(shape), BufferRole::State);
+}
+
+uint32_t PlanBuilder::optimizerOp(OpCode op, std::vector<uint32_t> operands,
+                                  DType dtype, Shape shape, Attrs attrs) {
+  uint32_t result = buffer("", dtype, std::move(shape));
+  instruction(op, std::move(operands), {result}, std::move(attrs), true);
+  return result;
+}
+
+void PlanBuilder::instruction(OpCode op, std::vector<uint32_t> operands,
+                              std::vector<uint32_t> results, Attrs attrs,
+                              bool optimizer) {
+  plan::Instruction instruction;
+  instruction.op = op;
+  instruction.operands = std::move(operands);
+  instruction.results = std::move(results);
+  instruction.attrs = std::move(attrs);
+  (optimizer ? plan.optimizerInstructions : plan.instructions)
+      .push_back(std::move(instruction));
+}
+
 std::vector<uint8_t> encodeValues(DType dtype,
                                   const std::vector<double> &values) {
   std::vector<uint8_t> bytes;
@@ -152,6 +175,81 @@ plan::Plan everyOpcodePlan() {
            "every.mlir:20:3");
   const uint32_t mse = b.op(OpCode::MseLoss, {sm, at}, f32, {});
   b.plan.loss = b.op(OpCode::Add, {ce, mse}, f32, {});
+
+  // The backward pass and accumulation (values are not meaningful: this
+  // plan exercises the format, not the gradients).
+  b.plan.inputs[1].use = plan::InputUse::Indices;
+  b.plan.inputs[2].use = plan::InputUse::Labels;
+  const uint32_t scale = b.constant("loss_scale", f32, {}, {1024.0});
+  const uint32_t seed = b.op(OpCode::GradSeed, {scale}, f32, {},
+                             {{"accum_steps", int64_t(2)}}, "every.mlir:30:1");
+  const uint32_t dlogits =
+      b.op(OpCode::CrossEntropyGrad, {logits, labels, seed}, f32, {2, 3, 4},
+           {{"ignore_index", int64_t(-100)}, {"reduction", int64_t(0)}});
+  uint32_t g = b.op(OpCode::ReluGrad, {mm, dlogits}, f32, {2, 3, 4});
+  g = b.op(OpCode::SiluGrad, {mm, g}, DType::BF16, {2, 3, 4});
+  g = b.op(OpCode::GeluGrad, {mm, g}, f32, {2, 3, 4},
+           {{"approximate", int64_t(0)}});
+  g = b.op(OpCode::SoftmaxGrad, {sm, g}, f32, {2, 3, 4});
+  const uint32_t dq = b.buffer("dq", f32, {2, 3, 4});
+  const uint32_t dk = b.buffer("dk", f32, {2, 3, 4});
+  const uint32_t dv = b.buffer("dv", f32, {2, 3, 4});
+  b.instruction(OpCode::AttentionGrad, {rn, rn, rn, g}, {dq, dk, dv},
+                {{"causal", int64_t(1)}, {"scale", 0.5}});
+  const uint32_t dx = b.buffer("dx", f32, {2, 3, 4});
+  const uint32_t dgamma = b.buffer("dgamma", f32, {4});
+  const uint32_t dbeta = b.buffer("dbeta", f32, {4});
+  b.instruction(OpCode::LayerNormGrad, {mm, gamma, dq}, {dx, dgamma, dbeta},
+                {{"epsilon", 1e-5}});
+  const uint32_t drx = b.buffer("drx", f32, {2, 3, 4});
+  const uint32_t drg = b.buffer("drg", f32, {4});
+  b.instruction(OpCode::RmsNormGrad, {ln, gamma, dx}, {drx, drg},
+                {{"epsilon", 1e-6}});
+  const uint32_t maxOut = b.op(OpCode::Max, {drx}, f32, {2, 4},
+                               {{"axes", V{1}}, {"keepdims", int64_t(0)}});
+  g = b.op(OpCode::MaxGrad, {drx, maxOut}, f32, {2, 3, 4},
+           {{"axes", V{1}}, {"keepdims", int64_t(0)}});
+  const uint32_t padded =
+      b.op(OpCode::Pad, {part}, f32, {6, 4}, {{"low", V{1, 0}}});
+  const uint32_t dtable = b.op(OpCode::EmbeddingGrad, {ids, g}, f32, {5, 4});
+  const uint32_t gradTable = b.state("table.grad", {5, 4});
+  const uint32_t gradW = b.state("w.grad", {4, 4});
+  b.instruction(OpCode::Accumulate, {gradTable, dtable}, {gradTable});
+  b.instruction(OpCode::Accumulate,
+                {gradW, b.op(OpCode::Slice, {padded}, f32, {4, 4},
+                             {{"starts", V{2, 0}}})},
+                {gradW});
+
+  // The optimizer step: AdamW for the table, SGD for w.
+  const uint32_t norm =
+      b.optimizerOp(OpCode::GlobalNorm, {gradTable, gradW}, f32, {});
+  const uint32_t lr = b.optimizerOp(OpCode::LrSchedule, {}, f32, {},
+                                    {{"kind", int64_t(1)},
+                                     {"lr", 3e-4},
+                                     {"min_lr", 3e-5},
+                                     {"warmup_steps", int64_t(10)},
+                                     {"decay_steps", int64_t(0)}});
+  const uint32_t m = b.state("table.m", {5, 4});
+  const uint32_t v = b.state("table.v", {5, 4});
+  b.instruction(OpCode::AdamW, {table, gradTable, m, v, lr, norm},
+                {table, gradTable, m, v},
+                {{"beta1", 0.9},
+                 {"beta2", 0.95},
+                 {"eps", 1e-8},
+                 {"weight_decay", 0.1},
+                 {"clip_norm", 1.0}},
+                true);
+  const uint32_t momentum = b.state("w.momentum", {4, 4});
+  b.instruction(OpCode::Sgd, {w, gradW, momentum, lr, norm},
+                {w, gradW, momentum},
+                {{"momentum", 0.9}, {"weight_decay", 0.0}, {"clip_norm", 0.0}},
+                true);
+  b.plan.optimizerInstructions.back().location = "every.mlir:40:2";
+  b.plan.gradNorm = norm;
+  b.plan.learningRate = lr;
+  b.plan.accumulationSteps = 2;
+  b.plan.trainingSummary = "adamw lr=3e-4 betas=(0.9,0.95) eps=1e-8 wd=0.1 "
+                           "clip=1 schedule=cosine warmup=10";
   return b.plan;
 }
 

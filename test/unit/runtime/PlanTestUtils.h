@@ -33,9 +33,19 @@ public:
   /// A constant holding \p values encoded in \p dtype.
   uint32_t constant(const std::string &name, DType dtype, Shape shape,
                     const std::vector<double> &values);
+  /// A zero-initialised f32 training-state buffer.
+  uint32_t state(const std::string &name, Shape shape);
   /// Appends an instruction writing a new temporary; returns its buffer.
   uint32_t op(OpCode op, std::vector<uint32_t> operands, DType dtype,
               Shape shape, Attrs attrs = {}, std::string location = "");
+  /// op() appended to the optimizer step.
+  uint32_t optimizerOp(OpCode op, std::vector<uint32_t> operands, DType dtype,
+                       Shape shape, Attrs attrs = {});
+  /// Appends an instruction with explicit results (several, or in place) to
+  /// the micro step, or to the optimizer step when \p optimizer.
+  void instruction(OpCode op, std::vector<uint32_t> operands,
+                   std::vector<uint32_t> results, Attrs attrs = {},
+                   bool optimizer = false);
 
   plan::Plan plan;
 };
@@ -44,7 +54,8 @@ public:
 std::vector<uint8_t> encodeValues(DType dtype,
                                   const std::vector<double> &values);
 
-/// A small plan that uses every opcode and every attribute type.
+/// A small training plan that uses every opcode, every attribute type,
+/// every buffer role and input use, and every training field.
 plan::Plan everyOpcodePlan();
 
 } // namespace ampc::test
