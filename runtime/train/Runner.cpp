@@ -1,0 +1,541 @@
+//===- Runner.cpp - The training loop of a standalone training executable -===//
+
+#include "runtime/train/Runner.h"
+
+#include "runtime/cpu/Executor.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+namespace ampc::train {
+
+//===----------------------------------------------------------------------===//
+// Command line
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// \p text as a non-negative decimal integer; UsageError naming \p flag.
+uint64_t parseCount(const std::string &flag, const std::string &text) {
+  bool digits = !text.empty();
+  for (char c : text)
+    digits = digits && c >= '0' && c <= '9';
+  if (!digits)
+    throw UsageError(flag + " expects a non-negative integer, got '" + text +
+                     "'");
+  errno = 0;
+  const unsigned long long value = std::strtoull(text.c_str(), nullptr, 10);
+  if (errno == ERANGE)
+    throw UsageError(flag + " is at most 18446744073709551615, got " + text);
+  return value;
+}
+
+} // namespace
+
+RunnerOptions parseRunnerArguments(const std::vector<std::string> &args) {
+  RunnerOptions options;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i];
+    std::optional<std::string> inlineValue;
+    if (flag.rfind("--", 0) == 0) {
+      const size_t equals = flag.find('=');
+      if (equals != std::string::npos) {
+        inlineValue = flag.substr(equals + 1);
+        flag = flag.substr(0, equals);
+      }
+    }
+    auto value = [&]() -> std::string {
+      if (inlineValue)
+        return *inlineValue;
+      if (i + 1 >= args.size())
+        throw UsageError(flag + " needs a value");
+      return args[++i];
+    };
+    auto noValue = [&] {
+      if (inlineValue)
+        throw UsageError(flag + " takes no value");
+    };
+    if (flag == "--steps") {
+      options.steps = parseCount(flag, value());
+      if (options.steps == 0)
+        throw UsageError("--steps must be at least 1");
+    } else if (flag == "--seed") {
+      options.seed = parseCount(flag, value());
+    } else if (flag == "--data") {
+      options.dataPath = value();
+      if (options.dataPath.empty())
+        throw UsageError("--data needs a file name");
+    } else if (flag == "--data-format") {
+      const std::string format = value();
+      if (format == "tokens")
+        options.dataFormat = DataFormat::Tokens;
+      else if (format == "text")
+        options.dataFormat = DataFormat::Text;
+      else
+        throw UsageError(
+            "--data-format is tokens (uint16 .bin) or text, got '" + format +
+            "'");
+    } else if (flag == "--log") {
+      options.logPath = value();
+      if (options.logPath.empty())
+        throw UsageError("--log needs a file name");
+    } else if (flag == "--device") {
+      options.device = value();
+      if (options.device != "cpu" && options.device != "cuda")
+        throw UsageError("--device is cpu or cuda, got '" + options.device +
+                         "'");
+    } else if (flag == "--threads") {
+      const uint64_t threads = parseCount(flag, value());
+      if (threads == 0 || threads > 4096)
+        throw UsageError("--threads must be between 1 and 4096, got " +
+                         std::to_string(threads));
+      options.threads = static_cast<int>(threads);
+    } else if (flag == "--quiet" || flag == "-q") {
+      noValue();
+      options.quiet = true;
+    } else if (flag == "--info") {
+      noValue();
+      options.info = true;
+    } else if (flag == "--help" || flag == "-h") {
+      noValue();
+      options.help = true;
+    } else if (flag.rfind("-", 0) == 0) {
+      throw UsageError("unknown option '" + flag + "'");
+    } else {
+      throw UsageError("unexpected argument '" + flag +
+                       "'; every option is a --flag");
+    }
+  }
+  if (options.dataFormat && options.dataPath.empty())
+    throw UsageError("--data-format needs --data FILE");
+  return options;
+}
+
+std::string runnerUsage(const std::string &program) {
+  return "usage: " + program + R"( [--steps N] [options]
+
+Trains the model compiled into this executable on the CPU and reports the loss.
+
+options:
+  --steps N            optimizer steps to run (default 100)
+  --seed S             seed for initialisation, data and dropout (default 0)
+  --data FILE          train a language model on FILE instead of its built-in
+                       synthetic task: a nanoGPT .bin file (uint16 tokens) or
+                       text (one token per byte)
+  --data-format F      tokens or text (default: tokens for .bin, else text)
+  --log FILE           write one JSON object per step to FILE (JSONL)
+  --device D           cpu (default) or cuda
+  --threads N          CPU threads (default: AMPC_CPU_THREADS or all cores)
+  --quiet              no progress lines
+  --info               describe the model and its inputs, then exit
+  --help               show this help
+)";
+}
+
+//===----------------------------------------------------------------------===//
+// Formatting
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// printf into a std::string.
+template <typename... Args>
+std::string format(const char *pattern, Args... args) {
+  char buffer[256];
+  std::snprintf(buffer, sizeof(buffer), pattern, args...);
+  return buffer;
+}
+
+} // namespace
+
+std::string formatDuration(double seconds) {
+  if (!(seconds >= 0))
+    seconds = 0;
+  const uint64_t total = static_cast<uint64_t>(seconds);
+  const uint64_t hours = total / 3600, minutes = total / 60 % 60,
+                 secs = total % 60;
+  if (hours > 0)
+    return format("%llu:%02llu:%02llu", static_cast<unsigned long long>(hours),
+                  static_cast<unsigned long long>(minutes),
+                  static_cast<unsigned long long>(secs));
+  return format("%llu:%02llu", static_cast<unsigned long long>(minutes),
+                static_cast<unsigned long long>(secs));
+}
+
+std::string formatRate(double perSecond) {
+  if (!std::isfinite(perSecond) || perSecond < 0)
+    return "-";
+  if (perSecond < 1e3)
+    return format("%.1f", perSecond);
+  if (perSecond < 1e6)
+    return format("%.1fk", perSecond / 1e3);
+  if (perSecond < 1e9)
+    return format("%.2fM", perSecond / 1e6);
+  return format("%.2fG", perSecond / 1e9);
+}
+
+std::string jsonNumber(double value) {
+  if (!std::isfinite(value))
+    return "null";
+  return format("%.9g", value);
+}
+
+namespace {
+
+double rateOf(const StepRecord &record) {
+  return record.elapsed > 0 ? record.units / record.elapsed : 0.0;
+}
+
+} // namespace
+
+std::string progressLine(const StepRecord &record) {
+  const double perStep = record.step ? record.elapsed / record.step : 0.0;
+  const double eta = perStep * static_cast<double>(record.steps - record.step);
+  // Three decimals for ordinary norms; exponent form for tiny or huge ones.
+  const double norm = std::fabs(record.gradNorm);
+  const std::string gradNorm =
+      format(norm >= 1e-2 && norm < 1e4 ? "%.3f" : "%.2e", record.gradNorm);
+  return format("step %llu/%llu | loss %.4f | grad norm %s | lr %.2e | ",
+                static_cast<unsigned long long>(record.step),
+                static_cast<unsigned long long>(record.steps), record.loss,
+                gradNorm.c_str(), record.learningRate) +
+         formatRate(rateOf(record)) +
+         (record.tokens ? " tok/s" : " samples/s") + " | " +
+         formatDuration(record.elapsed) + " elapsed, ETA " +
+         formatDuration(eta);
+}
+
+std::string jsonRecord(const StepRecord &record) {
+  const char *unit = record.tokens ? "tokens" : "samples";
+  return "{\"step\": " + std::to_string(record.step) +
+         ", \"loss\": " + jsonNumber(record.loss) +
+         ", \"grad_norm\": " + jsonNumber(record.gradNorm) +
+         ", \"lr\": " + jsonNumber(record.learningRate) + ", \"" + unit +
+         "\": " + std::to_string(record.units) + ", \"" + unit +
+         "_per_s\": " + jsonNumber(rateOf(record)) +
+         ", \"elapsed_s\": " + jsonNumber(record.elapsed) + "}";
+}
+
+//===----------------------------------------------------------------------===//
+// --info
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+int64_t countParameters(const plan::Plan &plan) {
+  int64_t total = 0;
+  for (const plan::Parameter &parameter : plan.parameters)
+    total += plan::numElements(plan.buffers[parameter.buffer]);
+  return total;
+}
+
+/// One line about the task the runner would train \p task on.
+std::string describeTask(const Task &task) {
+  switch (task.kind) {
+  case TaskKind::Language:
+    return "language model: batches of " + withCommas(task.batch) + " x " +
+           withCommas(task.sequence) + " tokens ('" + task.first.name +
+           "', targets '" + task.labels.name + "'), vocabulary " +
+           withCommas(task.classes);
+  case TaskKind::Classification:
+    return "classifier: batches of " + withCommas(task.batch) + " examples ('" +
+           task.first.name + "', labels '" + task.labels.name + "'), " +
+           withCommas(task.classes) + " classes";
+  case TaskKind::Unlearnable:
+    break;
+  }
+  return "random inputs (" + task.reason + ")";
+}
+
+/// Tokens (language models) or samples per optimizer step.
+uint64_t unitsPerStep(const plan::Plan &plan, const Task &task) {
+  const uint64_t accumulation = static_cast<uint64_t>(plan.accumulationSteps);
+  if (task.kind == TaskKind::Language)
+    return static_cast<uint64_t>(task.batch * task.sequence) * accumulation;
+  if (task.kind == TaskKind::Classification)
+    return static_cast<uint64_t>(task.batch) * accumulation;
+  // Without a labels input the first input's leading dim is the batch.
+  if (!plan.inputs.empty()) {
+    const plan::Buffer &buffer = plan.buffers[plan.inputs.front().buffer];
+    if (!buffer.shape.empty())
+      return static_cast<uint64_t>(buffer.shape[0]) * accumulation;
+  }
+  return accumulation;
+}
+
+} // namespace
+
+void printModelInfo(const plan::Plan &plan, std::FILE *out) {
+  const Task task = analyzeTask(plan);
+  std::fprintf(out, "model @%s\n", plan.modelName.c_str());
+  std::fprintf(out, "parameters: %s in %zu tensor%s\n",
+               withCommas(countParameters(plan)).c_str(),
+               plan.parameters.size(), plan.parameters.size() == 1 ? "" : "s");
+  std::fprintf(out, "inputs:\n");
+  for (const plan::Input &input : plan.inputs) {
+    const plan::Buffer &buffer = plan.buffers[input.buffer];
+    std::fprintf(out, "  %s: %s %s, use %s", input.name.c_str(),
+                 plan::dtypeName(buffer.dtype),
+                 plan::shapeToString(buffer.shape).c_str(),
+                 plan::inputUseName(input.use));
+    if (input.bound)
+      std::fprintf(out, ", ids in [0, %lld)",
+                   static_cast<long long>(input.bound));
+    std::fprintf(out, "\n");
+  }
+  std::fprintf(out, "accumulation steps: %lld\n",
+               static_cast<long long>(plan.accumulationSteps));
+  if (plan.optimizerInstructions.empty())
+    std::fprintf(out, "training: none (a forward-only plan)\n");
+  else
+    std::fprintf(out, "training: %s\n",
+                 plan.trainingSummary.empty() ? "(no summary)"
+                                              : plan.trainingSummary.c_str());
+  std::fprintf(out, "task: %s\n", describeTask(task).c_str());
+}
+
+//===----------------------------------------------------------------------===//
+// Training
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The seed of the random inputs of micro step \p microStep: \p seed itself
+/// for the first, so it sees the inputs `ampc eval --seed` would.
+uint64_t inputSeed(uint64_t seed, uint64_t microStep) {
+  return seed ^ (microStep * 0x9E3779B97F4A7C15ull);
+}
+
+/// A failure that ends the run with exit status 1.
+struct TrainingFailure : std::runtime_error {
+  using runtime_error::runtime_error;
+};
+
+/// The metrics log: one flushed JSON object per line.
+class MetricsLog {
+public:
+  explicit MetricsLog(const std::string &path) : path(path) {
+    if (path.empty())
+      return;
+    file = std::fopen(path.c_str(), "w");
+    if (!file)
+      throw TrainingFailure("cannot open metrics log " + path + ": " +
+                            std::strerror(errno));
+  }
+  ~MetricsLog() {
+    if (file)
+      std::fclose(file);
+  }
+
+  void write(const std::string &line) {
+    if (!file)
+      return;
+    errno = 0;
+    if (std::fprintf(file, "%s\n", line.c_str()) < 0 || std::fflush(file) != 0)
+      throw TrainingFailure("cannot write metrics log " + path + ": " +
+                            std::strerror(errno ? errno : EIO));
+  }
+
+  /// Closes the file; TrainingFailure if the last bytes did not reach it.
+  void close() {
+    if (!file)
+      return;
+    std::FILE *closing = file;
+    file = nullptr;
+    if (std::fclose(closing) != 0)
+      throw TrainingFailure("cannot write metrics log " + path + ": " +
+                            std::strerror(errno));
+  }
+
+private:
+  std::string path;
+  std::FILE *file = nullptr;
+};
+
+/// Shows progress: in place on a terminal, else every few steps.
+class Progress {
+public:
+  Progress(const RunnerStreams &streams, uint64_t steps, bool quiet)
+      : streams(streams), interval(std::max<uint64_t>(1, steps / 20)),
+        quiet(quiet) {}
+
+  void show(const StepRecord &record) {
+    if (quiet)
+      return;
+    const std::string line = progressLine(record);
+    if (streams.interactive) {
+      // Pad over the rest of a longer previous line.
+      std::fprintf(
+          streams.out, "\r%s%*s", line.c_str(),
+          static_cast<int>(shown > line.size() ? shown - line.size() : 0), "");
+      shown = line.size();
+      open = true;
+    } else if (record.step % interval == 0 || record.step == record.steps) {
+      std::fprintf(streams.out, "%s\n", line.c_str());
+    }
+    std::fflush(streams.out);
+  }
+
+  /// Ends an in-place line, before any other output.
+  void finish() {
+    if (open)
+      std::fprintf(streams.out, "\n");
+    open = false;
+    shown = 0;
+  }
+
+private:
+  const RunnerStreams &streams;
+  uint64_t interval;
+  bool quiet;
+  size_t shown = 0;
+  bool open = false;
+};
+
+int train(const plan::Plan &plan, const RunnerOptions &options,
+          const std::string &program, const RunnerStreams &streams) {
+  if (plan.optimizerInstructions.empty())
+    throw TrainingFailure(
+        "this executable's plan has no optimizer step (it was compiled for "
+        "evaluation only); rebuild it with `ampc compile model.mlir -o NAME`");
+  // Data first (a bad file is the likeliest mistake), then the executor
+  // (which validates the plan), then the log, so a failure leaves no log.
+  const Task task = analyzeTask(plan);
+  DataOptions dataOptions;
+  dataOptions.path = options.dataPath;
+  dataOptions.format = options.dataFormat;
+  dataOptions.seed = options.seed;
+  std::unique_ptr<BatchSource> source;
+  try {
+    source = makeBatchSource(task, dataOptions);
+  } catch (const DataError &error) {
+    throw TrainingFailure(error.what());
+  }
+  cpu::Executor executor(plan, cpu::Precision::F32);
+  MetricsLog log(options.logPath);
+
+  const bool tokens = task.kind == TaskKind::Language;
+  const uint64_t steps = options.steps;
+  const uint64_t accumulation = static_cast<uint64_t>(plan.accumulationSteps);
+  const uint64_t perStep = unitsPerStep(plan, task);
+  std::string dataDescription =
+      source ? source->describe() : std::string("random inputs");
+  std::fprintf(
+      streams.out, "training @%s (%s parameters) for %llu steps on %s; %s\n",
+      plan.modelName.c_str(), withCommas(countParameters(plan)).c_str(),
+      static_cast<unsigned long long>(steps), dataDescription.c_str(),
+      options.logPath.empty() ? "no metrics log (--log FILE writes one)"
+                              : ("metrics -> " + options.logPath).c_str());
+  if (!source && !plan.inputs.empty())
+    std::fprintf(streams.err,
+                 "%s: warning: this model's inputs are random each step, so "
+                 "there is nothing to learn (%s)\n",
+                 program.c_str(), task.reason.c_str());
+  std::fflush(streams.out);
+
+  executor.initializeParameters(options.seed);
+  Progress progress(streams, steps, options.quiet);
+  const auto start = std::chrono::steady_clock::now();
+  double firstLoss = 0, lastLoss = 0;
+  StepRecord record;
+  record.steps = steps;
+  record.tokens = tokens;
+  try {
+    for (uint64_t step = 0; step < steps; ++step) {
+      double loss = 0;
+      for (uint64_t i = 0; i < accumulation; ++i) {
+        const uint64_t microStep = step * accumulation + i;
+        if (source) {
+          for (const InputData &input : source->batch(microStep))
+            executor.setInput(input.name, input.bytes.data(),
+                              input.bytes.size());
+        } else if (!plan.inputs.empty()) {
+          executor.randomizeInputs(inputSeed(options.seed, microStep));
+        }
+        cpu::RunOptions run;
+        run.seed = options.seed;
+        run.step = microStep;
+        run.training = true;
+        run.keepTemporaries = false;
+        run.totalSteps = steps;
+        loss += executor.run(run);
+      }
+      loss /= static_cast<double>(accumulation);
+      cpu::RunOptions optimizer;
+      optimizer.seed = options.seed;
+      optimizer.step = step;
+      optimizer.training = true;
+      optimizer.keepTemporaries = false;
+      optimizer.totalSteps = steps;
+      const double gradNorm = executor.runOptimizerStep(optimizer);
+
+      record.step = step + 1;
+      record.loss = loss;
+      record.gradNorm = gradNorm;
+      record.learningRate = executor.learningRate();
+      record.units = perStep * record.step;
+      record.elapsed = std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
+      if (step == 0)
+        firstLoss = loss;
+      lastLoss = loss;
+      log.write(jsonRecord(record));
+      progress.show(record);
+      if (!std::isfinite(loss) || !std::isfinite(gradNorm))
+        throw TrainingFailure("training diverged at step " +
+                              std::to_string(step + 1) + ": the loss is " +
+                              format("%g", loss) + " and the gradient norm " +
+                              format("%g", gradNorm) +
+                              "; try a lower learning rate or another seed");
+    }
+    log.close();
+  } catch (...) {
+    progress.finish();
+    throw;
+  }
+  progress.finish();
+  std::fprintf(
+      streams.out, "trained %llu steps in %.1fs: loss %.4f -> %.4f%s\n",
+      static_cast<unsigned long long>(steps), record.elapsed, firstLoss,
+      lastLoss,
+      options.logPath.empty() ? ""
+                              : ("; metrics in " + options.logPath).c_str());
+  std::fflush(streams.out);
+  return 0;
+}
+
+} // namespace
+
+int runTraining(const plan::Plan &plan, const RunnerOptions &options,
+                const std::string &program, const RunnerStreams &streams) {
+  if (options.help) {
+    std::fputs(runnerUsage(program).c_str(), streams.out);
+    return 0;
+  }
+  if (options.device == "cuda") {
+    std::fprintf(streams.err,
+                 "%s: error: this binary has no CUDA backend yet; use "
+                 "--device cpu\n",
+                 program.c_str());
+    return 2;
+  }
+  if (options.info) {
+    printModelInfo(plan, streams.out);
+    return 0;
+  }
+  try {
+    return train(plan, options, program, streams);
+  } catch (const std::exception &error) {
+    std::fflush(streams.out);
+    std::fprintf(streams.err, "%s: error: %s\n", program.c_str(), error.what());
+  }
+  return 1;
+}
+
+} // namespace ampc::train

@@ -1,0 +1,110 @@
+//===- Runner.h - The training loop of a standalone training executable ---===//
+//
+// A training executable (`ampc compile model.mlir -o train_gpt`) is the
+// generic runner `ampc-train-runner` with a training plan appended
+// (runtime/train/Bundle.h). This is everything it does after loading its
+// plan: parse the command line, pick the data (runtime/train/Data.h), run the
+// micro steps and optimizer steps on the CPU backend, print progress and
+// write one JSON object per step to the metrics log.
+//
+//   train_gpt --steps N [--seed S] [--data FILE] [--data-format tokens|text]
+//             [--log FILE] [--device cpu|cuda] [--threads N] [--quiet]
+//             [--info] [--help]
+//
+// Exit status: 0 on success, 1 for a failure while loading or training (bad
+// data file, unwritable log, a loss or gradient norm that is not finite),
+// 2 for a bad command line.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AMPC_RUNTIME_TRAIN_RUNNER_H
+#define AMPC_RUNTIME_TRAIN_RUNNER_H
+
+#include "runtime/plan/Plan.h"
+#include "runtime/train/Data.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ampc::train {
+
+/// The command line of a training executable.
+struct RunnerOptions {
+  uint64_t steps = 100; ///< optimizer steps, >= 1
+  uint64_t seed = 0;    ///< keys initialisation, data and dropout
+  std::string dataPath; ///< a token file; empty for the synthetic task
+  std::optional<DataFormat> dataFormat;
+  std::string logPath;        ///< the JSONL metrics log; empty for none
+  std::string device = "cpu"; ///< "cpu" or "cuda"
+  int threads = 0;            ///< CPU threads; 0 = AMPC_CPU_THREADS or all
+  bool quiet = false;         ///< no progress lines
+  bool info = false;          ///< describe the model and exit
+  bool help = false;          ///< print the usage and exit
+};
+
+/// A bad command line; what() is one line, without the program name.
+class UsageError : public std::runtime_error {
+public:
+  using runtime_error::runtime_error;
+};
+
+/// Parses \p args (the arguments after the program name). Throws UsageError
+/// for an unknown flag, a missing or malformed value, --steps 0 or
+/// --threads 0. `--flag=value` is accepted as well as `--flag value`.
+RunnerOptions parseRunnerArguments(const std::vector<std::string> &args);
+
+/// The --help text of the program called \p program.
+std::string runnerUsage(const std::string &program);
+
+/// Seconds as "m:ss" (under an hour) or "h:mm:ss", rounded down.
+std::string formatDuration(double seconds);
+/// A rate as "850.0", "12.3k", "4.56M" or "1.23G".
+std::string formatRate(double perSecond);
+/// \p value for JSON: "%.9g", or null when it is not finite.
+std::string jsonNumber(double value);
+
+/// The state after one optimizer step, as shown and logged.
+struct StepRecord {
+  uint64_t step = 0;  ///< 1-based
+  uint64_t steps = 0; ///< the total
+  double loss = 0, gradNorm = 0, learningRate = 0;
+  /// Cumulative tokens (language models) or samples (others).
+  uint64_t units = 0;
+  bool tokens = false; ///< units are tokens
+  double elapsed = 0;  ///< seconds since training started
+};
+
+/// The progress line: "step 37/200 | loss 3.2145 | grad norm 0.812 | lr
+/// 3.00e-04 | 12.3k tok/s | 0:05 elapsed, ETA 0:22".
+std::string progressLine(const StepRecord &record);
+/// One JSONL object (no newline): {"step", "loss", "grad_norm", "lr",
+/// "tokens" or "samples", "tokens_per_s" or "samples_per_s", "elapsed_s"}.
+std::string jsonRecord(const StepRecord &record);
+
+/// Prints --info: the model, its parameter count, inputs, accumulation
+/// steps, the training summary and the task.
+void printModelInfo(const plan::Plan &plan, std::FILE *out);
+
+/// Where a training run writes.
+struct RunnerStreams {
+  std::FILE *out = stdout; ///< start line, progress, end line, --info
+  std::FILE *err = stderr; ///< errors and warnings
+  /// Rewrite the progress line in place with '\r' (a terminal); otherwise
+  /// print a line every max(1, steps / 20) steps and at the last.
+  bool interactive = false;
+};
+
+/// Runs \p options against \p plan (the part of main after the plan is
+/// loaded; --help and --device are handled by the caller but checked here
+/// too). Messages are prefixed with "<program>: error: ". Returns the exit
+/// status.
+int runTraining(const plan::Plan &plan, const RunnerOptions &options,
+                const std::string &program, const RunnerStreams &streams);
+
+} // namespace ampc::train
+
+#endif // AMPC_RUNTIME_TRAIN_RUNNER_H
