@@ -1,0 +1,516 @@
+//===- RunnerTest.cpp - Command line, progress, logs and training runs ----===//
+
+#include "TrainTestUtils.h"
+
+#include "runtime/train/Bundle.h"
+#include "runtime/train/Data.h"
+#include "runtime/train/Runner.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+using namespace ampc;
+using namespace ampc::test;
+using train::RunnerOptions;
+using train::UsageError;
+
+namespace {
+
+const std::string kRunner = AMPC_TRAIN_RUNNER_PATH;
+
+RunnerOptions parse(std::vector<std::string> args) {
+  return train::parseRunnerArguments(args);
+}
+
+/// Expects parsing \p args to fail with a message containing \p fragment.
+void expectUsageError(std::vector<std::string> args,
+                      const std::string &fragment) {
+  try {
+    parse(args);
+    ADD_FAILURE() << "expected a UsageError mentioning: " << fragment;
+  } catch (const UsageError &error) {
+    EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos)
+        << error.what();
+  }
+}
+
+TEST(TrainRunner, ParsesDefaultsAndEveryFlag) {
+  RunnerOptions defaults = parse({});
+  EXPECT_EQ(defaults.steps, 100u);
+  EXPECT_EQ(defaults.seed, 0u);
+  EXPECT_EQ(defaults.device, "cpu");
+  EXPECT_EQ(defaults.threads, 0);
+  EXPECT_TRUE(defaults.dataPath.empty());
+  EXPECT_FALSE(defaults.dataFormat);
+  EXPECT_FALSE(defaults.quiet || defaults.info || defaults.help);
+
+  RunnerOptions all =
+      parse({"--steps", "7", "--seed=42", "--data", "d.txt", "--data-format",
+             "tokens", "--log", "m.jsonl", "--device", "cuda", "--threads=3",
+             "--quiet", "--info", "--help"});
+  EXPECT_EQ(all.steps, 7u);
+  EXPECT_EQ(all.seed, 42u);
+  EXPECT_EQ(all.dataPath, "d.txt");
+  EXPECT_EQ(all.dataFormat, train::DataFormat::Tokens);
+  EXPECT_EQ(all.logPath, "m.jsonl");
+  EXPECT_EQ(all.device, "cuda");
+  EXPECT_EQ(all.threads, 3);
+  EXPECT_TRUE(all.quiet && all.info && all.help);
+  EXPECT_EQ(parse({"--seed", "18446744073709551615"}).seed + 1, 0u);
+}
+
+TEST(TrainRunner, RejectsBadArguments) {
+  expectUsageError({"--steps", "0"}, "--steps must be at least 1");
+  expectUsageError({"--steps", "-3"},
+                   "--steps expects a non-negative integer, got '-3'");
+  expectUsageError({"--steps", "1e3"}, "got '1e3'");
+  expectUsageError({"--seed", "18446744073709551616"},
+                   "--seed is at most 18446744073709551615");
+  expectUsageError({"--steps"}, "--steps needs a value");
+  expectUsageError({"--seed", ""}, "--seed expects a non-negative integer");
+  expectUsageError({"--device", "tpu"}, "--device is cpu or cuda, got 'tpu'");
+  expectUsageError({"--data-format", "csv", "--data", "x"},
+                   "--data-format is tokens (uint16 .bin) or text, got 'csv'");
+  expectUsageError({"--data-format", "text"},
+                   "--data-format needs --data FILE");
+  expectUsageError({"--threads", "0"}, "--threads must be between 1 and 4096");
+  expectUsageError({"--lr", "3"}, "unknown option '--lr'");
+  expectUsageError({"--quiet=yes"}, "--quiet takes no value");
+  expectUsageError({"model.mlir"}, "unexpected argument 'model.mlir'");
+}
+
+TEST(TrainRunner, FormatsDurationsRatesAndNumbers) {
+  EXPECT_EQ(train::formatDuration(0), "0:00");
+  EXPECT_EQ(train::formatDuration(5.9), "0:05");
+  EXPECT_EQ(train::formatDuration(62), "1:02");
+  EXPECT_EQ(train::formatDuration(3725), "1:02:05");
+  EXPECT_EQ(train::formatRate(850), "850.0");
+  EXPECT_EQ(train::formatRate(12345), "12.3k");
+  EXPECT_EQ(train::formatRate(4.56e6), "4.56M");
+  EXPECT_EQ(train::formatRate(1.234e9), "1.23G");
+  EXPECT_EQ(train::jsonNumber(0.5), "0.5");
+  EXPECT_EQ(train::jsonNumber(3e-4), "0.0003");
+  EXPECT_EQ(train::jsonNumber(std::nan("")), "null");
+  EXPECT_EQ(train::jsonNumber(std::numeric_limits<double>::infinity()), "null");
+}
+
+TEST(TrainRunner, ProgressLineAndJsonRecord) {
+  train::StepRecord record;
+  record.step = 37;
+  record.steps = 200;
+  record.loss = 3.21449;
+  record.gradNorm = 0.8123;
+  record.learningRate = 3e-4;
+  record.units = 61500;
+  record.tokens = true;
+  record.elapsed = 5;
+  EXPECT_EQ(train::progressLine(record),
+            "step 37/200 | loss 3.2145 | grad norm 0.812 | lr 3.00e-04 | "
+            "12.3k tok/s | 0:05 elapsed, ETA 0:22");
+  EXPECT_EQ(train::jsonRecord(record),
+            "{\"step\": 37, \"loss\": 3.21449, \"grad_norm\": 0.8123, "
+            "\"lr\": 0.0003, \"tokens\": 61500, \"tokens_per_s\": 12300, "
+            "\"elapsed_s\": 5}");
+  record.gradNorm = 1;
+  EXPECT_NE(train::progressLine(record).find("| grad norm 1.000 |"),
+            std::string::npos);
+  record.gradNorm = 3e-5;
+  EXPECT_NE(train::progressLine(record).find("| grad norm 3.00e-05 |"),
+            std::string::npos);
+  record.gradNorm = 0.8123;
+  record.tokens = false;
+  record.loss = std::nan("");
+  EXPECT_NE(train::progressLine(record).find("12.3k samples/s"),
+            std::string::npos);
+  EXPECT_EQ(train::jsonRecord(record),
+            "{\"step\": 37, \"loss\": null, \"grad_norm\": 0.8123, "
+            "\"lr\": 0.0003, \"samples\": 61500, \"samples_per_s\": 12300, "
+            "\"elapsed_s\": 5}");
+}
+
+/// Output captured from a runTraining call.
+struct Captured {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string drain(std::FILE *file) {
+  std::rewind(file);
+  std::string text;
+  char chunk[4096];
+  size_t count;
+  while ((count = std::fread(chunk, 1, sizeof(chunk), file)) > 0)
+    text.append(chunk, count);
+  std::fclose(file);
+  return text;
+}
+
+Captured runInProcess(const plan::Plan &p, const RunnerOptions &options,
+                      bool interactive = false) {
+  train::RunnerStreams streams;
+  streams.out = std::tmpfile();
+  streams.err = std::tmpfile();
+  streams.interactive = interactive;
+  Captured captured;
+  captured.status = train::runTraining(p, options, "train_test", streams);
+  captured.out = drain(streams.out);
+  captured.err = drain(streams.err);
+  return captured;
+}
+
+TEST(TrainRunner, InfoDescribesTheModel) {
+  RunnerOptions options;
+  options.info = true;
+  Captured info = runInProcess(bigramTrainingPlan(16, 4, 8, 2, 0.05), options);
+  EXPECT_EQ(info.status, 0);
+  EXPECT_EQ(info.out,
+            "model @bigram\n"
+            "parameters: 256 in 1 tensor\n"
+            "inputs:\n"
+            "  tokens: i32 [4, 8], use indices, ids in [0, 16)\n"
+            "  targets: i64 [4, 8], use labels, ids in [0, 16)\n"
+            "accumulation steps: 2\n"
+            "training: adamw lr=0.050000 clip=1\n"
+            "task: language model: batches of 4 x 8 tokens ('tokens', targets "
+            "'targets'), vocabulary 16\n");
+}
+
+TEST(TrainRunner, RefusesForwardOnlyPlansAndCuda) {
+  Captured forward = runInProcess(forwardOnlyPlan(), RunnerOptions{});
+  EXPECT_EQ(forward.status, 1);
+  EXPECT_EQ(forward.err,
+            "train_test: error: this executable's plan has no optimizer step "
+            "(it was compiled for evaluation only); rebuild it with `ampc "
+            "compile model.mlir -o NAME`\n");
+  RunnerOptions cuda;
+  cuda.device = "cuda";
+  Captured gpu = runInProcess(bigramTrainingPlan(16, 4, 8, 1, 0.05), cuda);
+  EXPECT_EQ(gpu.status, 2);
+  EXPECT_EQ(gpu.err, "train_test: error: this binary has no CUDA backend yet; "
+                     "use --device cpu\n");
+}
+
+/// The JSONL records of \p text, parsed loosely: one map of key -> raw value
+/// text per line. Fails the test on a line that is not a flat JSON object.
+std::vector<std::map<std::string, std::string>>
+parseJsonl(const std::string &text) {
+  std::vector<std::map<std::string, std::string>> records;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    EXPECT_EQ(line.front(), '{') << line;
+    EXPECT_EQ(line.back(), '}') << line;
+    std::map<std::string, std::string> record;
+    std::istringstream fields(line.substr(1, line.size() - 2));
+    std::string field;
+    while (std::getline(fields, field, ',')) {
+      const size_t colon = field.find(':');
+      EXPECT_NE(colon, std::string::npos) << field;
+      std::string key = field.substr(0, colon);
+      key = key.substr(key.find('"') + 1);
+      key = key.substr(0, key.find('"'));
+      std::string value = field.substr(colon + 1);
+      value = value.substr(value.find_first_not_of(' '));
+      record[key] = value;
+    }
+    records.push_back(record);
+  }
+  return records;
+}
+
+double mean(const std::vector<double> &values, size_t begin, size_t end) {
+  double sum = 0;
+  for (size_t i = begin; i < end; ++i)
+    sum += values[i];
+  return sum / double(end - begin);
+}
+
+TEST(TrainRunner, BigramLearnsTheSyntheticTaskDownToItsEntropy) {
+  TempDir dir;
+  const int64_t vocab = 16, batch = 8, sequence = 16, accumulation = 2;
+  RunnerOptions options;
+  options.steps = 150;
+  options.seed = 3;
+  options.logPath = dir.path("metrics.jsonl");
+  Captured run = runInProcess(
+      bigramTrainingPlan(vocab, batch, sequence, accumulation, 0.1), options);
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+
+  const auto records = parseJsonl(readFile(options.logPath));
+  ASSERT_EQ(records.size(), 150u);
+  std::vector<double> losses;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const auto &r = records[i];
+    EXPECT_EQ(r.at("step"), std::to_string(i + 1));
+    EXPECT_EQ(r.at("tokens"),
+              std::to_string((i + 1) * batch * sequence * accumulation));
+    EXPECT_EQ(r.count("samples"), 0u);
+    EXPECT_GE(std::stod(r.at("tokens_per_s")), 0);
+    EXPECT_GE(std::stod(r.at("elapsed_s")), 0);
+    EXPECT_FLOAT_EQ(std::stod(r.at("lr")), 0.1f); // an f32 buffer
+    EXPECT_GT(std::stod(r.at("grad_norm")), 0);
+    losses.push_back(std::stod(r.at("loss")));
+  }
+  // Starts at ln V (near-uniform logits), ends near the entropy floor.
+  EXPECT_NEAR(losses.front(), std::log(double(vocab)), 0.05);
+  const double floor = train::syntheticLanguageEntropy(vocab);
+  const double late = mean(losses, 130, 150);
+  EXPECT_LT(late, floor + 0.15);
+  EXPECT_GT(late, floor - 0.15);
+
+  // Start line, a progress line every 150 / 20 = 7 steps and at step 150,
+  // end line.
+  EXPECT_EQ(run.out.rfind("training @bigram (256 parameters) for 150 steps on "
+                          "the synthetic permutation task (V = 16, 10% noise; "
+                          "no model can beat a loss of 0.565); metrics -> " +
+                              options.logPath + "\n",
+                          0),
+            0u)
+      << run.out;
+  EXPECT_NE(run.out.find("\nstep 7/150 | loss "), std::string::npos);
+  EXPECT_NE(run.out.find("\nstep 147/150 | "), std::string::npos);
+  EXPECT_NE(run.out.find("\nstep 150/150 | "), std::string::npos);
+  EXPECT_EQ(run.out.find("\nstep 8/150 | "), std::string::npos);
+  EXPECT_NE(run.out.find(" tok/s | "), std::string::npos);
+  char summary[128];
+  std::snprintf(summary, sizeof(summary), ": loss %.4f -> %.4f; metrics in ",
+                losses.front(), losses.back());
+  EXPECT_NE(run.out.find(summary + options.logPath + "\n"), std::string::npos)
+      << run.out;
+  EXPECT_EQ(run.out.find("\r"), std::string::npos);
+}
+
+TEST(TrainRunner, SameSeedSameRunDifferentSeedDifferentRun) {
+  TempDir dir;
+  auto losses = [&](uint64_t seed, const std::string &name) {
+    RunnerOptions options;
+    options.steps = 5;
+    options.seed = seed;
+    options.quiet = true;
+    options.logPath = dir.path(name);
+    Captured run = runInProcess(bigramTrainingPlan(16, 4, 8, 1, 0.05), options);
+    EXPECT_EQ(run.status, 0) << run.err;
+    std::vector<std::string> values;
+    for (const auto &record : parseJsonl(readFile(options.logPath)))
+      values.push_back(record.at("loss") + "/" + record.at("grad_norm"));
+    return values;
+  };
+  const auto a = losses(1, "a"), b = losses(1, "b"), c = losses(2, "c");
+  ASSERT_EQ(a.size(), 5u);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+}
+
+TEST(TrainRunner, BigramLearnsATextFile) {
+  TempDir dir;
+  // A repeating sentence: every byte is followed by a fixed byte most of the
+  // time, so a bigram model gets far below ln 256.
+  std::string text;
+  for (int i = 0; i < 200; ++i)
+    text += "the quick brown fox jumps over the lazy dog. ";
+  writeFile(dir.path("fox.txt"), text);
+  RunnerOptions options;
+  options.steps = 60;
+  options.dataPath = dir.path("fox.txt");
+  options.quiet = true;
+  Captured run = runInProcess(bigramTrainingPlan(256, 8, 32, 1, 0.1), options);
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.out.find("on " + dir.path("fox.txt") +
+                         " (text, 9,000 tokens); "
+                         "no metrics log"),
+            std::string::npos)
+      << run.out;
+  EXPECT_EQ(run.out.find("step "), std::string::npos); // --quiet
+  double first, last;
+  const size_t arrow = run.out.find(": loss ");
+  ASSERT_NE(arrow, std::string::npos) << run.out;
+  ASSERT_EQ(
+      std::sscanf(run.out.c_str() + arrow, ": loss %lf -> %lf", &first, &last),
+      2);
+  EXPECT_NEAR(first, std::log(256.0), 0.05);
+  EXPECT_LT(last, 1.5);
+}
+
+TEST(TrainRunner, ClassifierCountsSamples) {
+  TempDir dir;
+  RunnerOptions options;
+  options.steps = 40;
+  options.logPath = dir.path("m.jsonl");
+  options.quiet = true;
+  Captured run = runInProcess(classifierTrainingPlan(32, 8, 4, 0.1), options);
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.out.find("on the synthetic classification task (4 noisy "
+                         "prototypes of 8 features)"),
+            std::string::npos)
+      << run.out;
+  const auto records = parseJsonl(readFile(options.logPath));
+  ASSERT_EQ(records.size(), 40u);
+  EXPECT_EQ(records.back().at("samples"), std::to_string(40 * 32));
+  EXPECT_EQ(records.back().count("tokens"), 0u);
+  EXPECT_NEAR(std::stod(records.front().at("loss")), std::log(4.0), 0.1);
+  EXPECT_LT(std::stod(records.back().at("loss")), 0.3);
+}
+
+TEST(TrainRunner, UnlearnableModelsGetRandomInputsAndAWarning) {
+  RunnerOptions options;
+  options.steps = 30;
+  options.quiet = true;
+  Captured run = runInProcess(regressionTrainingPlan(16, 4, 2, 0.05), options);
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.out.find("for 30 steps on random inputs; "), std::string::npos)
+      << run.out;
+  EXPECT_EQ(run.err, "train_test: warning: this model's inputs are random each "
+                     "step, so there is nothing to learn (no input feeds "
+                     "cross_entropy's labels)\n");
+  // W starts standard normal: loss ~ 1 + 4 = 5; SGD shrinks W towards 0,
+  // where the loss is var(y) = 1.
+  double first, last;
+  const size_t arrow = run.out.find(": loss ");
+  ASSERT_NE(arrow, std::string::npos) << run.out;
+  ASSERT_EQ(
+      std::sscanf(run.out.c_str() + arrow, ": loss %lf -> %lf", &first, &last),
+      2);
+  EXPECT_GT(first, 2.0);
+  EXPECT_LT(last, 1.6);
+}
+
+TEST(TrainRunner, DivergenceStopsAfterLoggingTheStep) {
+  TempDir dir;
+  RunnerOptions options;
+  options.steps = 50;
+  options.logPath = dir.path("m.jsonl");
+  // A learning rate so large that SGD with momentum overflows.
+  Captured run = runInProcess(regressionTrainingPlan(16, 4, 2, 1e6), options);
+  EXPECT_EQ(run.status, 1);
+  const auto records = parseJsonl(readFile(options.logPath));
+  ASSERT_FALSE(records.empty());
+  ASSERT_LT(records.size(), 50u);
+  const auto &last = records.back();
+  EXPECT_TRUE(last.at("loss") == "null" || last.at("grad_norm") == "null")
+      << last.at("loss");
+  EXPECT_NE(run.err.find("train_test: error: training diverged at step " +
+                         last.at("step") + ": the loss is "),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("try a lower learning rate"), std::string::npos);
+}
+
+TEST(TrainRunner, DataAndLogErrorsStopBeforeTraining) {
+  TempDir dir;
+  const plan::Plan lm = bigramTrainingPlan(16, 4, 8, 1, 0.05);
+  RunnerOptions missing;
+  missing.dataPath = dir.path("none.bin");
+  Captured a = runInProcess(lm, missing);
+  EXPECT_EQ(a.status, 1);
+  EXPECT_EQ(a.err, "train_test: error: cannot read data file " +
+                       dir.path("none.bin") + ": No such file or directory\n");
+  EXPECT_EQ(a.out, "");
+
+  RunnerOptions badLog;
+  badLog.logPath = dir.path("no/such/dir/m.jsonl");
+  Captured b = runInProcess(lm, badLog);
+  EXPECT_EQ(b.status, 1);
+  EXPECT_EQ(b.err, "train_test: error: cannot open metrics log " +
+                       badLog.logPath + ": No such file or directory\n");
+  EXPECT_EQ(b.out, "");
+
+  RunnerOptions classifierData;
+  classifierData.dataPath = dir.path("x.bin");
+  Captured c =
+      runInProcess(classifierTrainingPlan(8, 4, 3, 0.1), classifierData);
+  EXPECT_EQ(c.status, 1);
+  EXPECT_NE(c.err.find("data files are supported for language models"),
+            std::string::npos);
+}
+
+TEST(TrainRunner, FullDiskWhileLoggingIsAnError) {
+  RunnerOptions options;
+  options.steps = 3;
+  options.logPath = "/dev/full";
+  Captured run = runInProcess(bigramTrainingPlan(16, 4, 8, 1, 0.05), options);
+  EXPECT_EQ(run.status, 1);
+  EXPECT_EQ(run.err, "train_test: error: cannot write metrics log /dev/full: "
+                     "No space left on device\n");
+}
+
+TEST(TrainRunner, InteractiveProgressRewritesOneLine) {
+  RunnerOptions options;
+  options.steps = 4;
+  Captured run =
+      runInProcess(bigramTrainingPlan(16, 4, 8, 1, 0.05), options, true);
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.out.find("\rstep 1/4 | "), std::string::npos);
+  EXPECT_NE(run.out.find("\rstep 4/4 | "), std::string::npos);
+  // One newline ends the progress line before the summary.
+  EXPECT_NE(run.out.find("ETA 0:00\ntrained 4 steps in "), std::string::npos)
+      << run.out;
+}
+
+TEST(TrainRunner, BundledExecutableTrains) {
+  TempDir dir;
+  const std::string exe = dir.path("train_bigram");
+  train::writeTrainingExecutable(kRunner, bigramTrainingPlan(16, 4, 8, 1, 0.1),
+                                 exe);
+  CommandResult help = runCommand("'" + exe + "' --help");
+  EXPECT_EQ(help.status, 0);
+  EXPECT_EQ(help.output.rfind("usage: train_bigram [--steps N] [options]\n", 0),
+            0u)
+      << help.output;
+
+  CommandResult info = runCommand("'" + exe + "' --info");
+  EXPECT_EQ(info.status, 0);
+  EXPECT_NE(info.output.find("model @bigram\n"), std::string::npos);
+
+  CommandResult bad = runCommand("'" + exe + "' --steps nope");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.output, "train_bigram: error: --steps expects a non-negative "
+                        "integer, got 'nope' (see 'train_bigram --help')\n");
+
+  CommandResult cuda = runCommand("'" + exe + "' --device cuda");
+  EXPECT_EQ(cuda.status, 2);
+  EXPECT_NE(cuda.output.find("no CUDA backend yet; use --device cpu"),
+            std::string::npos);
+
+  const std::string log = dir.path("m.jsonl");
+  CommandResult trained = runCommand(
+      "'" + exe + "' --steps 40 --seed 1 --threads 1 --log '" + log + "'");
+  ASSERT_EQ(trained.status, 0) << trained.output;
+  EXPECT_NE(trained.output.find("\nstep 40/40 | "), std::string::npos);
+  EXPECT_NE(trained.output.find("trained 40 steps in "), std::string::npos);
+  const auto records = parseJsonl(readFile(log));
+  ASSERT_EQ(records.size(), 40u);
+  EXPECT_LT(std::stod(records.back().at("loss")),
+            std::stod(records.front().at("loss")) - 1.0);
+
+  // The same run with other thread counts gives identical numbers.
+  CommandResult again =
+      runCommand("AMPC_CPU_THREADS=2 '" + exe +
+                 "' --steps 40 --seed 1 --quiet --log '" + log + ".2'");
+  ASSERT_EQ(again.status, 0) << again.output;
+  const auto repeat = parseJsonl(readFile(log + ".2"));
+  ASSERT_EQ(repeat.size(), 40u);
+  for (size_t i = 0; i < 40; ++i)
+    EXPECT_EQ(repeat[i].at("loss"), records[i].at("loss")) << i;
+}
+
+TEST(TrainRunner, BundledForwardOnlyPlanIsRefused) {
+  TempDir dir;
+  const std::string exe = dir.path("eval_only");
+  train::writeTrainingExecutable(kRunner, forwardOnlyPlan(), exe);
+  CommandResult run = runCommand("'" + exe + "' --steps 3");
+  EXPECT_EQ(run.status, 1);
+  EXPECT_NE(run.output.find("eval_only: error: this executable's plan has no "
+                            "optimizer step"),
+            std::string::npos)
+      << run.output;
+  CommandResult bare = runCommand("'" + kRunner + "'");
+  EXPECT_EQ(bare.status, 1);
+  EXPECT_NE(bare.output.find("this executable carries no training plan"),
+            std::string::npos);
+}
+
+} // namespace
