@@ -2,9 +2,12 @@
 //
 // The executor owns one storage slot per plan buffer: a vector of the compute
 // type for float buffers, of int64 for integer ones. Instructions dispatch to
-// the kernels in runtime/cpu/*Kernels.cpp; after each one the result is
-// rounded to its buffer's dtype, which is the only place a value is rounded
-// to a storage format.
+// the kernels in runtime/cpu/*Kernels.cpp; after each one its results are
+// rounded to their buffers' dtypes, which is the only place a value is
+// rounded to a storage format. A training plan has two instruction lists,
+// run separately: the micro step (run) and the optimizer step
+// (runOptimizerStep); State buffers persist across both and are updated in
+// place.
 //
 //===----------------------------------------------------------------------===//
 
@@ -169,16 +172,15 @@ template <typename T> class TypedExecutor final : public Executor::Impl {
 public:
   TypedExecutor(const plan::Plan &source, Precision precision)
       : Impl(source, precision), slots(plan.buffers.size()),
-        lastUse(plan.buffers.size(), -1) {
+        microLastUse(lastUses(plan.instructions)),
+        optimizerLastUse(lastUses(plan.optimizerInstructions)) {
     for (size_t i = 0; i < plan.parameters.size(); ++i)
       parameterIndex[plan.parameters[i].name] = i;
     for (size_t i = 0; i < plan.inputs.size(); ++i)
       inputIndex[plan.inputs[i].name] = i;
     for (const plan::Constant &constant : plan.constants)
       decodeInto(constant.buffer, constant.bytes.data());
-    for (size_t i = 0; i < plan.instructions.size(); ++i)
-      for (uint32_t operand : plan.instructions[i].operands)
-        lastUse[operand] = static_cast<int64_t>(i);
+    resetState();
   }
 
   void initializeParameters(uint64_t seed) override {
@@ -290,6 +292,8 @@ public:
                            std::to_string(plan::numElements(buffer)) +
                            " elements, got " + std::to_string(values.size()) +
                            " values");
+    if (plan::isIntegerDType(buffer.dtype))
+      return setIntegerValues(id, values);
     std::vector<T> &data = slots[id].real;
     data.resize(values.size());
     for (size_t i = 0; i < values.size(); ++i)
@@ -298,58 +302,53 @@ public:
   }
 
   double run(const RunOptions &options) override {
-    for (const plan::Parameter &parameter : plan.parameters)
-      if (!slots[parameter.buffer].ready)
-        throw ExecutionError("parameter '" + parameter.name +
-                             "' has no values: call initializeParameters or "
-                             "setParameterValues first");
+    requireParameters();
     for (const plan::Input &input : plan.inputs)
       if (!slots[input.buffer].ready)
         throw ExecutionError("input '" + input.name +
                              "' has no data: call setInput or "
                              "randomizeInputs first");
-    for (size_t id = 0; id < slots.size(); ++id)
-      if (plan.buffers[id].role == BufferRole::Temporary)
-        slots[id].ready = false;
-
-    if (options.instructionSeconds)
-      options.instructionSeconds->assign(plan.instructions.size(), 0.0);
-    for (size_t index = 0; index < plan.instructions.size(); ++index) {
-      const Instruction &instruction = plan.instructions[index];
-      const auto start = std::chrono::steady_clock::now();
-      try {
-        execute(instruction, options);
-      } catch (const kernels::KernelError &error) {
-        throw ExecutionError(plan::describeInstruction(instruction, index) +
-                             ": " + error.what());
-      }
-      const uint32_t result = instruction.results[0];
-      Slot &slot = slots[result];
-      if (plan::isFloatDType(plan.buffers[result].dtype))
-        roundToStorage(slot.real.data(), static_cast<int64_t>(slot.real.size()),
-                       plan.buffers[result].dtype);
-      slot.ready = true;
-      if (!options.keepTemporaries)
-        releaseDeadOperands(instruction, index);
-      if (options.instructionSeconds)
-        (*options.instructionSeconds)[index] =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                          start)
-                .count();
-    }
+    runList(plan.instructions, microLastUse, options, "");
     return static_cast<double>(slots[plan.loss].real.at(0));
   }
 
-  double runOptimizerStep(const RunOptions &) override {
-    throw plan::PlanError("runOptimizerStep: not implemented yet");
+  double runOptimizerStep(const RunOptions &options) override {
+    requireTrainingPlan("runOptimizerStep");
+    requireParameters();
+    runList(plan.optimizerInstructions, optimizerLastUse, options,
+            "optimizer step ");
+    return static_cast<double>(slots[plan.gradNorm].real.at(0));
   }
+
   double learningRate() const override {
-    throw plan::PlanError("learningRate: not implemented yet");
+    requireTrainingPlan("learningRate");
+    return values(plan.learningRate).at(0);
   }
-  void resetState() override {}
-  void setBufferValues(uint32_t buffer,
+
+  void resetState() override {
+    for (size_t id = 0; id < slots.size(); ++id) {
+      if (plan.buffers[id].role != BufferRole::State)
+        continue;
+      slots[id].real.assign(plan::numElements(plan.buffers[id]), T(0));
+      slots[id].ready = true;
+    }
+  }
+
+  void setBufferValues(uint32_t id,
                        const std::vector<double> &values) override {
-    setValues(buffer, values);
+    if (id >= slots.size())
+      throw ExecutionError("setBufferValues: buffer " + std::to_string(id) +
+                           " is out of range (the plan has " +
+                           std::to_string(slots.size()) + " buffers)");
+    const BufferRole role = plan.buffers[id].role;
+    if (role != BufferRole::Parameter && role != BufferRole::State &&
+        role != BufferRole::Input)
+      throw ExecutionError("setBufferValues: buffer " + std::to_string(id) +
+                           " ('" + plan.buffers[id].name + "') is a " +
+                           plan::bufferRoleName(role) +
+                           "; only parameter, state and input buffers can "
+                           "be set");
+    setValues(id, values);
   }
 
 private:
@@ -411,36 +410,145 @@ private:
                plan::numElements(plan.buffers[id]), bytes);
   }
 
-  /// Frees temporaries whose last reader was instruction \p index.
-  void releaseDeadOperands(const Instruction &instruction, size_t index) {
+  /// Index of the last instruction of \p list reading each buffer (-1:
+  /// never read).
+  std::vector<int64_t>
+  lastUses(const std::vector<Instruction> &list) const {
+    std::vector<int64_t> last(plan.buffers.size(), -1);
+    for (size_t i = 0; i < list.size(); ++i)
+      for (uint32_t operand : list[i].operands)
+        last[operand] = static_cast<int64_t>(i);
+    return last;
+  }
+
+  /// Whether a temporary must outlive its last reader: the loss, and the
+  /// scalars a training runner logs after the optimizer step.
+  bool isKept(uint32_t id) const {
+    return id == plan.loss || (!plan.optimizerInstructions.empty() &&
+                               (id == plan.gradNorm || id == plan.learningRate));
+  }
+
+  /// Frees temporaries whose last reader in its list was instruction
+  /// \p index. Parameters and state are never freed.
+  void releaseDeadOperands(const Instruction &instruction, size_t index,
+                           const std::vector<int64_t> &lastUse) {
     for (uint32_t operand : instruction.operands) {
-      if (lastUse[operand] != static_cast<int64_t>(index) ||
-          operand == plan.loss ||
+      if (lastUse[operand] != static_cast<int64_t>(index) || isKept(operand) ||
           plan.buffers[operand].role != BufferRole::Temporary)
         continue;
       slots[operand] = Slot();
     }
   }
 
+  void requireParameters() const {
+    for (const plan::Parameter &parameter : plan.parameters)
+      if (!slots[parameter.buffer].ready)
+        throw ExecutionError("parameter '" + parameter.name +
+                             "' has no values: call initializeParameters or "
+                             "setParameterValues first");
+  }
+
+  void requireTrainingPlan(const char *what) const {
+    if (plan.optimizerInstructions.empty())
+      throw plan::PlanError(std::string(what) + ": plan '" + plan.modelName +
+                            "' is not a training plan (it has no optimizer "
+                            "step)");
+  }
+
+  /// Executes \p list in order. Its temporaries are invalidated first, so
+  /// a stale value from an earlier run can never be read.
+  void runList(const std::vector<Instruction> &list,
+               const std::vector<int64_t> &lastUse, const RunOptions &options,
+               const char *listName) {
+    for (const Instruction &instruction : list)
+      for (uint32_t result : instruction.results)
+        if (plan.buffers[result].role == BufferRole::Temporary)
+          slots[result].ready = false;
+    if (options.instructionSeconds)
+      options.instructionSeconds->assign(list.size(), 0.0);
+    for (size_t index = 0; index < list.size(); ++index) {
+      const Instruction &instruction = list[index];
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        execute(instruction, options);
+      } catch (const kernels::KernelError &error) {
+        throw ExecutionError(listName +
+                             plan::describeInstruction(instruction, index) +
+                             ": " + error.what());
+      }
+      for (uint32_t result : instruction.results) {
+        Slot &slot = slots[result];
+        if (plan::isFloatDType(plan.buffers[result].dtype))
+          roundToStorage(slot.real.data(),
+                         static_cast<int64_t>(slot.real.size()),
+                         plan.buffers[result].dtype);
+        slot.ready = true;
+      }
+      if (!options.keepTemporaries)
+        releaseDeadOperands(instruction, index, lastUse);
+      if (options.instructionSeconds)
+        (*options.instructionSeconds)[index] =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                          start)
+                .count();
+    }
+  }
+
+  /// setValues for an integer buffer: whole numbers in the dtype's range
+  /// (and an input's bound), checked before anything is stored.
+  void setIntegerValues(uint32_t id, const std::vector<double> &values) {
+    const Buffer &buffer = plan.buffers[id];
+    int64_t bound = 0;
+    for (const plan::Input &input : plan.inputs)
+      if (input.buffer == id)
+        bound = input.bound;
+    const double low = buffer.dtype == DType::I32 ? -2147483648.0
+                                                  : -9223372036854775808.0;
+    const double high =
+        buffer.dtype == DType::I32 ? 2147483648.0 : 9223372036854775808.0;
+    std::vector<int64_t> data(values.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+      const double value = values[i];
+      if (!(value >= low && value < high) || value != std::trunc(value) ||
+          (bound > 0 && (value < 0 || value >= static_cast<double>(bound))))
+        throw ExecutionError(
+            "'" + buffer.name + "' (" + plan::dtypeName(buffer.dtype) +
+            ") cannot hold value " + std::to_string(value) + " at index " +
+            std::to_string(i) +
+            (bound > 0 ? ": values must be whole numbers in [0, " +
+                             std::to_string(bound) + ")"
+                       : ": values must be whole numbers in the dtype's "
+                         "range"));
+      data[i] = static_cast<int64_t>(value);
+    }
+    slots[id].integer = std::move(data);
+    slots[id].ready = true;
+  }
+
   const Shape &shapeOf(uint32_t id) const { return plan.buffers[id].shape; }
   const T *real(uint32_t id) const { return slots[id].real.data(); }
   const int64_t *integer(uint32_t id) const { return slots[id].integer.data(); }
-  /// Sizes the result's storage and returns it.
-  T *realResult(const Instruction &instruction) {
-    std::vector<T> &data = slots[instruction.results[0]].real;
-    data.resize(plan::numElements(plan.buffers[instruction.results[0]]));
+  /// Sizes the storage of result \p i and returns it.
+  T *realResult(const Instruction &instruction, size_t i = 0) {
+    std::vector<T> &data = slots[instruction.results[i]].real;
+    data.resize(plan::numElements(plan.buffers[instruction.results[i]]));
     return data.data();
   }
+  /// In-place operand \p i's storage, for writing.
+  T *mutableReal(uint32_t id) { return slots[id].real.data(); }
 
   void execute(const Instruction &instruction, const RunOptions &options);
   template <typename E>
   void executeLayout(const Instruction &instruction,
                      std::vector<E> Slot::*storage);
   void executeCast(const Instruction &instruction);
+  void executeTraining(const Instruction &instruction,
+                       const RunOptions &options);
 
   std::vector<Slot> slots;
-  /// Index of the last instruction reading each buffer (-1: never read).
-  std::vector<int64_t> lastUse;
+  /// Per list, the index of the last instruction reading each buffer (-1:
+  /// never read).
+  std::vector<int64_t> microLastUse, optimizerLastUse;
   std::map<std::string, size_t> parameterIndex, inputIndex;
 };
 
@@ -650,6 +758,182 @@ void TypedExecutor<T>::execute(const Instruction &instruction,
                               plan::numElements(shapeOf(operands[0])));
     return;
   }
+  case OpCode::ReluGrad:
+  case OpCode::SiluGrad:
+  case OpCode::GeluGrad:
+  case OpCode::Pad:
+  case OpCode::MaxGrad:
+  case OpCode::EmbeddingGrad:
+  case OpCode::LayerNormGrad:
+  case OpCode::RmsNormGrad:
+  case OpCode::SoftmaxGrad:
+  case OpCode::AttentionGrad:
+  case OpCode::CrossEntropyGrad:
+  case OpCode::GradSeed:
+  case OpCode::Accumulate:
+  case OpCode::GlobalNorm:
+  case OpCode::LrSchedule:
+  case OpCode::AdamW:
+  case OpCode::Sgd:
+    executeTraining(instruction, options);
+    return;
+  }
+}
+
+template <typename T>
+void TypedExecutor<T>::executeTraining(const Instruction &instruction,
+                                       const RunOptions &options) {
+  const std::vector<uint32_t> &operands = instruction.operands;
+  const Shape &outShape = shapeOf(instruction.results[0]);
+  /// Rows and width of a tensor normalised over its last axis.
+  auto rowsOf = [](const Shape &shape, int64_t width) {
+    return width == 0 ? int64_t(0) : plan::numElements(shape) / width;
+  };
+  switch (instruction.op) {
+  case OpCode::ReluGrad:
+  case OpCode::SiluGrad:
+  case OpCode::GeluGrad: {
+    T *out = realResult(instruction);
+    const kernels::UnaryGradOp op =
+        instruction.op == OpCode::ReluGrad   ? kernels::UnaryGradOp::Relu
+        : instruction.op == OpCode::SiluGrad ? kernels::UnaryGradOp::Silu
+        : plan::intAttr(instruction, "approximate")
+            ? kernels::UnaryGradOp::GeluTanh
+            : kernels::UnaryGradOp::GeluErf;
+    kernels::unaryGrad(op, real(operands[0]), real(operands[1]), out,
+                       plan::numElements(outShape));
+    return;
+  }
+  case OpCode::Pad: {
+    const std::vector<int64_t> &low = plan::intListAttr(instruction, "low");
+    if (plan::isIntegerDType(plan.buffers[operands[0]].dtype)) {
+      std::vector<int64_t> &out = slots[instruction.results[0]].integer;
+      out.resize(plan::numElements(outShape));
+      kernels::pad(integer(operands[0]), shapeOf(operands[0]), low, out.data(),
+                   outShape);
+    } else {
+      kernels::pad(real(operands[0]), shapeOf(operands[0]), low,
+                   realResult(instruction), outShape);
+    }
+    return;
+  }
+  case OpCode::MaxGrad:
+    kernels::maxGrad(real(operands[0]), shapeOf(operands[0]),
+                     plan::intListAttr(instruction, "axes"), real(operands[1]),
+                     realResult(instruction));
+    return;
+  case OpCode::EmbeddingGrad:
+    kernels::embeddingGrad(integer(operands[0]),
+                           plan::numElements(shapeOf(operands[0])),
+                           real(operands[1]), outShape[0], outShape[1],
+                           realResult(instruction));
+    return;
+  case OpCode::LayerNormGrad:
+  case OpCode::RmsNormGrad: {
+    const Shape &x = shapeOf(operands[0]);
+    const int64_t width = x.back();
+    const double epsilon = plan::realAttr(instruction, "epsilon");
+    T *dx = realResult(instruction, 0), *dgamma = realResult(instruction, 1);
+    if (instruction.op == OpCode::LayerNormGrad)
+      kernels::layerNormGrad(real(operands[0]), rowsOf(x, width), width,
+                             real(operands[1]), real(operands[2]), epsilon, dx,
+                             dgamma, realResult(instruction, 2));
+    else
+      kernels::rmsNormGrad(real(operands[0]), rowsOf(x, width), width,
+                           real(operands[1]), real(operands[2]), epsilon, dx,
+                           dgamma);
+    return;
+  }
+  case OpCode::SoftmaxGrad: {
+    const Shape &y = shapeOf(operands[0]);
+    kernels::softmaxGrad(real(operands[0]), real(operands[1]),
+                         rowsOf(y, y.back()), y.back(),
+                         realResult(instruction));
+    return;
+  }
+  case OpCode::AttentionGrad: {
+    const Shape &q = shapeOf(operands[0]), &k = shapeOf(operands[1]),
+                &v = shapeOf(operands[2]);
+    const int64_t batch = plan::numElements(Shape(q.begin(), q.end() - 2));
+    kernels::attentionGrad(
+        real(operands[0]), real(operands[1]), real(operands[2]),
+        real(operands[3]), batch, q[q.size() - 2], k[k.size() - 2], q.back(),
+        v.back(), plan::realAttr(instruction, "scale"),
+        plan::intAttr(instruction, "causal") != 0, realResult(instruction, 0),
+        realResult(instruction, 1), realResult(instruction, 2));
+    return;
+  }
+  case OpCode::CrossEntropyGrad: {
+    const Shape &logits = shapeOf(operands[0]);
+    kernels::crossEntropyGrad(
+        real(operands[0]), plan::numElements(shapeOf(operands[1])),
+        logits.back(), integer(operands[1]),
+        plan::intAttr(instruction, "ignore_index"),
+        plan::intAttr(instruction, "reduction") == 1, real(operands[2])[0],
+        realResult(instruction));
+    return;
+  }
+  case OpCode::GradSeed: {
+    // The loss scale (or 1) divided by the micro steps per optimizer step.
+    const T scale = operands.empty() ? T(1) : real(operands[0])[0];
+    realResult(instruction)[0] =
+        scale / static_cast<T>(plan::intAttr(instruction, "accum_steps"));
+    return;
+  }
+  case OpCode::Accumulate:
+    kernels::accumulate(mutableReal(operands[0]), real(operands[1]),
+                        plan::numElements(shapeOf(operands[0])));
+    return;
+  case OpCode::GlobalNorm: {
+    double total = 0;
+    for (uint32_t operand : operands)
+      kernels::addSquares(real(operand), plan::numElements(shapeOf(operand)),
+                          total);
+    realResult(instruction)[0] = static_cast<T>(std::sqrt(total));
+    return;
+  }
+  case OpCode::LrSchedule: {
+    kernels::LrSchedule schedule;
+    schedule.kind = plan::intAttr(instruction, "kind");
+    schedule.lr = plan::realAttr(instruction, "lr");
+    schedule.minLr = plan::realAttr(instruction, "min_lr");
+    schedule.warmupSteps = plan::intAttr(instruction, "warmup_steps");
+    schedule.decaySteps = plan::intAttr(instruction, "decay_steps");
+    realResult(instruction)[0] = static_cast<T>(kernels::scheduledLearningRate(
+        schedule, options.step, options.totalSteps));
+    return;
+  }
+  case OpCode::AdamW: {
+    kernels::AdamWConfig config;
+    config.lr = static_cast<double>(real(operands[4])[0]);
+    config.beta1 = plan::realAttr(instruction, "beta1");
+    config.beta2 = plan::realAttr(instruction, "beta2");
+    config.eps = plan::realAttr(instruction, "eps");
+    config.weightDecay = plan::realAttr(instruction, "weight_decay");
+    config.clip =
+        kernels::clipCoefficient(plan::realAttr(instruction, "clip_norm"),
+                                 static_cast<double>(real(operands[5])[0]));
+    config.t = options.step + 1;
+    kernels::adamW(config, mutableReal(operands[0]), mutableReal(operands[1]),
+                   mutableReal(operands[2]), mutableReal(operands[3]),
+                   plan::numElements(shapeOf(operands[0])));
+    return;
+  }
+  case OpCode::Sgd: {
+    kernels::SgdConfig config;
+    config.lr = static_cast<double>(real(operands[3])[0]);
+    config.momentum = plan::realAttr(instruction, "momentum");
+    config.weightDecay = plan::realAttr(instruction, "weight_decay");
+    config.clip =
+        kernels::clipCoefficient(plan::realAttr(instruction, "clip_norm"),
+                                 static_cast<double>(real(operands[4])[0]));
+    kernels::sgd(config, mutableReal(operands[0]), mutableReal(operands[1]),
+                 mutableReal(operands[2]),
+                 plan::numElements(shapeOf(operands[0])));
+    return;
+  }
+  default:
+    return;
   }
 }
 

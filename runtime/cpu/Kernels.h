@@ -182,6 +182,113 @@ T crossEntropy(const T *logits, int64_t rows, int64_t classes,
 /// mean((pred - target)^2).
 template <typename T> T mseLoss(const T *pred, const T *target, int64_t count);
 
+//===----------------------------------------------------------------------===//
+// Gradients (GradKernels.cpp, AttentionGradKernel.cpp)
+//===----------------------------------------------------------------------===//
+
+enum class UnaryGradOp { Relu, Silu, GeluErf, GeluTanh };
+
+/// dx[i] = dy[i] * f'(x[i]) for the forward formula of the Relu, Silu and
+/// Gelu kernels.
+template <typename T>
+void unaryGrad(UnaryGradOp op, const T *x, const T *dy, T *dx, int64_t count);
+
+/// out = 0 except out[low + i] = in[i]: the gradient of slice. Requires
+/// checkPad(inShape, low, outShape).
+template <typename E>
+void pad(const E *in, const Shape &inShape, const std::vector<int64_t> &low,
+         E *out, const Shape &outShape);
+
+/// The gradient of Max over the sorted, unique \p axes: within each reduced
+/// group, dy of the group goes to its first element (lowest row-major index)
+/// equal to the maximum (the first NaN if there is one); the rest get 0.
+template <typename T>
+void maxGrad(const T *x, const Shape &shape, const std::vector<int64_t> &axes,
+             const T *dy, T *dx);
+
+/// dtable[v, :] = sum of dy[i, :] over the positions i with ids[i] == v,
+/// summed in double in increasing i; throws KernelError for an id outside
+/// [0, rows).
+template <typename T>
+void embeddingGrad(const int64_t *ids, int64_t count, const T *dy,
+                   int64_t rows, int64_t width, T *dtable);
+
+/// LayerNorm's gradient over rows of \p width (row statistics recomputed as
+/// the forward does): dx; dgamma and dbeta summed over rows in double.
+template <typename T>
+void layerNormGrad(const T *x, int64_t rows, int64_t width, const T *gamma,
+                   const T *dy, double epsilon, T *dx, T *dgamma, T *dbeta);
+
+/// RmsNorm's gradient: dx; dgamma summed over rows in double.
+template <typename T>
+void rmsNormGrad(const T *x, int64_t rows, int64_t width, const T *gamma,
+                 const T *dy, double epsilon, T *dx, T *dgamma);
+
+/// dx = y * (dy - sum_lastaxis(dy * y)) over rows of \p width.
+template <typename T>
+void softmaxGrad(const T *y, const T *dy, int64_t rows, int64_t width, T *dx);
+
+/// The gradient of attention (same layout as attention()): P is recomputed
+/// exactly as the forward computes it, then dv = P^T dy, dP = dy v^T,
+/// dS = P * (dP - rowsum(dP * P)), dq = scale dS k, dk = scale dS^T q.
+template <typename T>
+void attentionGrad(const T *q, const T *k, const T *v, const T *dy,
+                   int64_t batch, int64_t queries, int64_t keys,
+                   int64_t headDim, int64_t valueDim, double scale,
+                   bool causal, T *dq, T *dk, T *dv);
+
+/// dlogits = dloss * (softmax(row) - onehot(label)) / count, zero rows for
+/// ignored labels; count = non-ignored rows for the mean (all zeros if
+/// none), 1 for the sum. Throws KernelError like crossEntropy.
+template <typename T>
+void crossEntropyGrad(const T *logits, int64_t rows, int64_t classes,
+                      const int64_t *labels, int64_t ignoreIndex, bool sum,
+                      T dloss, T *dlogits);
+
+//===----------------------------------------------------------------------===//
+// Training step (OptimizerKernels.cpp)
+//===----------------------------------------------------------------------===//
+
+/// acc[i] += g[i].
+template <typename T> void accumulate(T *acc, const T *g, int64_t count);
+
+/// Adds the squares of x[0..count) to \p total in double, in order.
+template <typename T>
+void addSquares(const T *x, int64_t count, double &total);
+
+/// The learning rate of 0-based optimizer step \p step (lr_schedule).
+struct LrSchedule {
+  int64_t kind = 0; ///< 0 constant, 1 cosine
+  double lr = 0, minLr = 0;
+  int64_t warmupSteps = 0, decaySteps = 0;
+};
+double scheduledLearningRate(const LrSchedule &schedule, uint64_t step,
+                             uint64_t totalSteps);
+
+/// The gradient scale torch's clip_grad_norm_ applies: min(1, clipNorm /
+/// (gradNorm + 1e-6)) when clipNorm > 0 (NaN for a NaN norm), else 1.
+double clipCoefficient(double clipNorm, double gradNorm);
+
+struct AdamWConfig {
+  double lr, beta1, beta2, eps, weightDecay, clip;
+  uint64_t t; ///< 1-based step for the bias corrections
+};
+
+/// One decoupled-weight-decay Adam step (torch.optim.AdamW), in place; grad
+/// is zeroed.
+template <typename T>
+void adamW(const AdamWConfig &config, T *param, T *grad, T *m, T *v,
+           int64_t count);
+
+struct SgdConfig {
+  double lr, momentum, weightDecay, clip;
+};
+
+/// One torch.optim.SGD step (dampening 0, no Nesterov, L2 weight decay), in
+/// place; grad is zeroed.
+template <typename T>
+void sgd(const SgdConfig &config, T *param, T *grad, T *buffer, int64_t count);
+
 } // namespace ampc::cpu::kernels
 
 #endif // AMPC_RUNTIME_CPU_KERNELS_H
