@@ -258,6 +258,22 @@ LogicalResult DropoutOp::verify() {
   double p = getP().convertToDouble();
   if (!(p >= 0.0 && p < 1.0))
     return emitOpError("dropout probability must be in [0, 1), got ") << formatReal(p);
+  if (auto stream = getStreamAttr(); stream && stream.getInt() < 0)
+    return emitOpError("dropout stream must not be negative, got ") << stream.getInt();
+  return success();
+}
+
+LogicalResult SoftmaxGradOp::verify() {
+  if (llvm::cast<RankedTensorType>(getType()).getRank() < 1)
+    return emitOpError("softmax_grad needs a tensor of rank >= 1");
+  return success();
+}
+
+LogicalResult StateOp::verify() {
+  for (int64_t extent : getTensorType().getShape())
+    if (extent <= 0)
+      return emitOpError("state @") << getSymName() << " has an empty dimension in "
+                                    << getType();
   return success();
 }
 
@@ -524,7 +540,11 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc
             error = "paddings must not be negative";
             return std::nullopt;
           }
-          result[i] += low[i] + high[i];
+          if (__builtin_add_overflow(result[i], low[i], &result[i]) ||
+              __builtin_add_overflow(result[i], high[i], &result[i])) {
+            error = "padded dimension " + std::to_string(i) + " overflows int64";
+            return std::nullopt;
+          }
         }
         return result;
       });
@@ -586,10 +606,9 @@ LogicalResult EmbeddingGradOp::verify() {
 LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
                                                 Adaptor adaptor,
                                                 llvm::SmallVectorImpl<Type> &results) {
+  // AllTypesMatch<["input", "grad"]> already ties the gradient to the input.
   if (failed(inferNorm(loc, "graph.layernorm_grad", adaptor.getInput(), adaptor.getGamma(),
-                       {"gamma"}, results)) ||
-      failed(checkGradShape(loc, "graph.layernorm_grad", adaptor.getInput(), adaptor.getGrad(),
-                            *staticShape(adaptor.getInput().getType()))))
+                       {"gamma"}, results)))
     return failure();
   results.push_back(adaptor.getGamma().getType());
   results.push_back(adaptor.getGamma().getType());
@@ -600,9 +619,7 @@ LogicalResult RmsNormGradOp::inferReturnTypes(MLIRContext *ctx, std::optional<Lo
                                               Adaptor adaptor,
                                               llvm::SmallVectorImpl<Type> &results) {
   if (failed(inferNorm(loc, "graph.rmsnorm_grad", adaptor.getInput(), adaptor.getGamma(),
-                       {"gamma"}, results)) ||
-      failed(checkGradShape(loc, "graph.rmsnorm_grad", adaptor.getInput(), adaptor.getGrad(),
-                            *staticShape(adaptor.getInput().getType()))))
+                       {"gamma"}, results)))
     return failure();
   results.push_back(adaptor.getGamma().getType());
   return success();
@@ -670,8 +687,10 @@ static FailureOr<StateOp> lookupState(Operation *user, FlatSymbolRefAttr name,
 }
 
 LogicalResult GradSeedOp::verify() {
-  if (getAccumSteps() < 1)
-    return emitOpError("accum_steps must be at least 1, got ") << getAccumSteps();
+  // The integer attributes are read signed: the generated getters return them unsigned.
+  int64_t steps = getAccumStepsAttr().getInt();
+  if (steps < 1)
+    return emitOpError("accum_steps must be at least 1, got ") << steps;
   return success();
 }
 
@@ -683,6 +702,10 @@ LogicalResult AccumulateGradOp::verifySymbolUses(SymbolTableCollection &symbolTa
 LogicalResult GlobalNormOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (getStates().empty())
     return emitOpError("needs at least one state");
+  llvm::DenseSet<Attribute> seen;
+  for (Attribute name : getStates())
+    if (!seen.insert(name).second)
+      return emitOpError("names ") << name << " twice; each state counts once in the norm";
   for (Attribute name : getStates())
     if (failed(lookupState(*this, llvm::cast<FlatSymbolRefAttr>(name), "norm operand",
                            std::nullopt, symbolTable)))
@@ -696,12 +719,12 @@ LogicalResult LrScheduleOp::verify() {
     return emitOpError("learning rate must be finite and positive, got ") << formatReal(lr);
   if (!std::isfinite(minLr) || minLr < 0.0 || minLr > lr)
     return emitOpError("min_lr must be in [0, lr], got ") << formatReal(minLr);
-  if (getWarmupSteps() < 0 || getDecaySteps() < 0)
+  int64_t warmup = getWarmupStepsAttr().getInt(), decay = getDecayStepsAttr().getInt();
+  if (warmup < 0 || decay < 0)
     return emitOpError("warmup_steps and decay_steps must not be negative");
-  if (getKind() == LrSchedule::cosine && getDecaySteps() != 0 &&
-      getDecaySteps() <= getWarmupSteps())
+  if (getKind() == LrSchedule::cosine && decay != 0 && decay <= warmup)
     return emitOpError("decay_steps (")
-           << getDecaySteps() << ") must exceed warmup_steps (" << getWarmupSteps()
+           << decay << ") must exceed warmup_steps (" << warmup
            << "), or be 0 for the run's number of steps";
   return success();
 }

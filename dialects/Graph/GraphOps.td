@@ -28,9 +28,10 @@ def Graph_ModelOp : Graph_Op<"model", [IsolatedFromAbove, SymbolTable, Symbol,
     NoTerminator, SingleBlock, NoRegionArguments]> {
   let summary = "a model: parameters, inputs, and functions computing one scalar loss";
   let description = [{
-    Holds `graph.param`, `graph.input` and `func.func` ops. Exactly one `graph.loss` appears in
-    the model, in its entry function (the function without arguments that holds it). Calls
-    between functions may not recurse, and nothing may call the entry function.
+    Holds `graph.param`, `graph.input` and `func.func` ops, and after graph-build-training the
+    `graph.state` of training. Exactly one `graph.loss` appears in the model, in its entry
+    function (the function without arguments that holds it). Calls between functions may not
+    recurse, and nothing may call the entry function.
 
     ```mlir
     graph.model @linear {
@@ -641,6 +642,7 @@ def Graph_SoftmaxGradOp : Graph_Op<"softmax_grad", [Pure, SameOperandsAndResultT
   let arguments = (ins Graph_FloatTensor:$result_value, Graph_FloatTensor:$grad);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$result_value `,` $grad attr-dict `:` type($result_value)";
+  let hasVerifier = 1;
 }
 
 def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Pure, InferTypeOpAdaptor]> {
@@ -706,6 +708,7 @@ def Graph_StateOp : Graph_Op<"state", [Symbol, HasParent<"ModelOp">]> {
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<Graph_F32Tensor>:$type);
   let assemblyFormat = "$sym_name `:` $type attr-dict";
+  let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {
       return ::llvm::cast<::mlir::RankedTensorType>(getType());

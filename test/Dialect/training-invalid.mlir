@@ -805,6 +805,20 @@ graph.model @grad_seed_zero_steps {
 
 // -----
 
+graph.model @grad_seed_negative_steps {
+  graph.input @x : tensor<4xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<4xf32>
+    %l = graph.mse_loss %x, %x : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    // expected-error @+1 {{'graph.grad_seed' op accum_steps must be at least 1, got -2}}
+    %seed = graph.grad_seed accum_steps -2
+    return
+  }
+}
+
+// -----
+
 // The loss scale is an f32 scalar (the custom form does not spell its type).
 graph.model @grad_seed_bf16_scale {
   graph.input @x : tensor<4xf32>
@@ -949,8 +963,22 @@ graph.model @global_norm_of_function {
 // graph.lr_schedule
 //===----------------------------------------------------------------------===//
 
-// "warmup_steps and decay_steps must not be negative" has no case: the I64Attr getters return
-// uint64_t, so a negative count wraps around and that check cannot fire.
+graph.model @lr_schedule_negative_warmup {
+  graph.input @x : tensor<4xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<4xf32>
+    %l = graph.mse_loss %x, %x : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+  func.func @optimizer_step() -> tensor<f32> {
+    // expected-error @+1 {{'graph.lr_schedule' op warmup_steps and decay_steps must not be negative}}
+    %lr = graph.lr_schedule cosine {lr = 1.0e-03 : f64, warmup_steps = -1 : i64, decay_steps = 100 : i64}
+    return %lr : tensor<f32>
+  }
+}
+
+// -----
 
 graph.model @lr_schedule_zero_lr {
   graph.input @x : tensor<4xf32>
@@ -1569,6 +1597,80 @@ graph.model @sgd_momentum_buffer_shape {
     // expected-error @+1 {{'graph.sgd' op the momentum buffer @w.momentum has type 'tensor<4x2x1xf32>' but shape [4, 2] is needed}}
     graph.sgd @w grad @w.grad momentum_buffer @w.momentum lr %lr grad_norm %norm
         {momentum = 0.9 : f64, weight_decay = 0.0 : f64, clip_norm = 0.0 : f64}
+    return
+  }
+}
+
+// -----
+
+graph.model @dropout_negative_stream {
+  graph.input @x : tensor<4xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<4xf32>
+    // expected-error @+1 {{'graph.dropout' op dropout stream must not be negative, got -1}}
+    %d = graph.dropout %x {p = 0.5 : f64, stream = -1 : i64} : tensor<4xf32>
+    %l = graph.mse_loss %d, %x : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @softmax_grad_scalar {
+  graph.input @x : tensor<f32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<f32>
+    // expected-error @+1 {{'graph.softmax_grad' op softmax_grad needs a tensor of rank >= 1}}
+    %d = graph.softmax_grad %x, %x : tensor<f32>
+    %l = graph.mse_loss %d, %x : tensor<f32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @state_empty_dimension {
+  // expected-error @+1 {{'graph.state' op state @s has an empty dimension in 'tensor<0x4xf32>'}}
+  graph.state @s : tensor<0x4xf32>
+  graph.input @x : tensor<4xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<4xf32>
+    %l = graph.mse_loss %x, %x : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @global_norm_repeated_state {
+  graph.state @a : tensor<4xf32>
+  graph.input @x : tensor<4xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<4xf32>
+    %l = graph.mse_loss %x, %x : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+  func.func @optimizer_step() -> tensor<f32> {
+    // expected-error @+1 {{'graph.global_norm' op names @a twice; each state counts once in the norm}}
+    %norm = graph.global_norm [@a, @a]
+    return %norm : tensor<f32>
+  }
+}
+
+// -----
+
+graph.model @pad_overflow {
+  graph.input @x : tensor<1xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<1xf32>
+    // expected-error @+1 {{'graph.pad' padded dimension 0 overflows int64}}
+    %p = graph.pad %x low [9223372036854775807] high [0] : tensor<1xf32>
+    %l = graph.sum %p axes [0] : tensor<9223372036854775808xf32>
+    graph.loss %l : tensor<f32>
     return
   }
 }
