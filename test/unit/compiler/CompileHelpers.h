@@ -50,6 +50,41 @@ inline std::optional<plan::Plan> compileText(const std::string &text,
   return result;
 }
 
+/// Parses and verifies the model file at `path`, builds its training step with `options`
+/// (graph-inline-calls, then graph-build-training) and emits the training plan. Every
+/// diagnostic (warnings included) is collected into `diagnostics`. Returns nullopt on failure.
+inline std::optional<plan::Plan>
+compileTrainingFile(const std::string &path, const graph::GraphBuildTrainingOptions &options,
+                    std::string *diagnostics = nullptr) {
+  mlir::MLIRContext context;
+  registerModelDialects(context);
+  llvm::SourceMgr sourceMgr;
+  std::string collected;
+  llvm::raw_string_ostream os(collected);
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, os);
+  std::optional<plan::Plan> result;
+  auto loaded = loadModel(path, sourceMgr, context);
+  if (succeeded(loaded) && succeeded(buildTraining(loaded->model, options))) {
+    auto compiled = emitPlan(loaded->model);
+    if (succeeded(compiled))
+      result = std::move(*compiled);
+  }
+  if (diagnostics)
+    *diagnostics = os.str();
+  return result;
+}
+
+/// Writes `text` to a temporary .mlir file and compiles its training step.
+inline std::optional<plan::Plan>
+compileTrainingText(const std::string &text, const graph::GraphBuildTrainingOptions &options,
+                    std::string *diagnostics = nullptr) {
+  std::string path = ::testing::TempDir() + "ampc_test_training_model.mlir";
+  std::ofstream(path) << text;
+  auto result = compileTrainingFile(path, options, diagnostics);
+  std::remove(path.c_str());
+  return result;
+}
+
 inline std::string examplePath(const std::string &relative) {
   return std::string(AMPC_SOURCE_DIR) + "/examples/" + relative;
 }
