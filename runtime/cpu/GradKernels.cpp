@@ -10,25 +10,19 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/RowStatistics.h"
 #include "runtime/cpu/StridedRows.h"
 #include "runtime/cpu/ThreadPool.h"
 #include "runtime/plan/Plan.h"
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
-#include <string>
 
 namespace ampc::cpu::kernels {
 namespace {
 
 /// Elements per parallel chunk for cheap per-element work.
 constexpr int64_t kElementGrain = 1 << 15;
-
-/// Rows per parallel chunk for rows of \p width elements.
-int64_t rowGrain(int64_t width) {
-  return std::max<int64_t>(1, 8192 / std::max<int64_t>(width, 1));
-}
 
 /// dx[i] = f(x[i], dy[i]) in parallel chunks.
 template <typename T, typename F>
@@ -134,13 +128,7 @@ void maxGrad(const T *x, const Shape &shape, const std::vector<int64_t> &axes,
   // replaces it only if strictly greater, or NaN (which stays).
   std::vector<int64_t> best(outCount, -1);
   const Shape inStrides = plan::rowMajorStrides(shape);
-  Shape outStrides(shape.size(), 0);
-  const Shape compact = plan::rowMajorStrides(outShape);
-  for (size_t d = 0, k = 0; d < shape.size(); ++d) {
-    if (std::binary_search(axes.begin(), axes.end(), int64_t(d)))
-      continue;
-    outStrides[d] = compact[k++];
-  }
+  const Shape outStrides = reducedOutputStrides(shape, axes);
   StridedRows walk(shape, {&inStrides, &outStrides}, 0);
   const int64_t length = walk.rowLength();
   const int64_t rows = inCount / length;
@@ -169,12 +157,7 @@ void maxGrad(const T *x, const Shape &shape, const std::vector<int64_t> &axes,
 template <typename T>
 void embeddingGrad(const int64_t *ids, int64_t count, const T *dy,
                    int64_t rows, int64_t width, T *dtable) {
-  // Check every id first (in order) so the error names the first bad one.
-  for (int64_t i = 0; i < count; ++i)
-    if (ids[i] < 0 || ids[i] >= rows)
-      throw KernelError(
-          "id " + std::to_string(ids[i]) + " at index " + std::to_string(i) +
-          " is outside the table's rows [0, " + std::to_string(rows) + ")");
+  checkIds(ids, count, rows);
   // Group the positions by id (a stable counting sort), so each table row is
   // summed by one thread, over its positions in increasing order.
   std::vector<int64_t> start(rows + 1, 0), order(count);
@@ -205,22 +188,12 @@ void layerNormGrad(const T *x, int64_t rows, int64_t width, const T *gamma,
                    const T *dy, double epsilon, T *dx, T *dgamma, T *dbeta) {
   // Row statistics exactly as the forward kernel computes them.
   const T eps = static_cast<T>(epsilon);
-  const T count = static_cast<T>(width);
   std::vector<T> means(rows), inverseStds(rows);
   parallelFor(rows, rowGrain(width), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const T *in = x + r * width;
       const T *g = dy + r * width;
-      T sum = 0;
-      for (int64_t j = 0; j < width; ++j)
-        sum += in[j];
-      const T mean = sum / count;
-      T squares = 0;
-      for (int64_t j = 0; j < width; ++j) {
-        const T centred = in[j] - mean;
-        squares += centred * centred;
-      }
-      const T rstd = T(1) / std::sqrt(squares / count + eps);
+      const auto [mean, rstd] = rowMeanAndInverseStd(in, width, eps);
       means[r] = mean;
       inverseStds[r] = rstd;
       // dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = dy g.
@@ -254,16 +227,12 @@ template <typename T>
 void rmsNormGrad(const T *x, int64_t rows, int64_t width, const T *gamma,
                  const T *dy, double epsilon, T *dx, T *dgamma) {
   const T eps = static_cast<T>(epsilon);
-  const T count = static_cast<T>(width);
   std::vector<T> inverseRms(rows);
   parallelFor(rows, rowGrain(width), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const T *in = x + r * width;
       const T *g = dy + r * width;
-      T squares = 0;
-      for (int64_t j = 0; j < width; ++j)
-        squares += in[j] * in[j];
-      const T rms = T(1) / std::sqrt(squares / count + eps);
+      const T rms = rowInverseRms(in, width, eps);
       inverseRms[r] = rms;
       // dx = r dxhat - x r^3 mean(dxhat x), dxhat = dy g.
       double sumDxhatX = 0;
@@ -304,18 +273,7 @@ template <typename T>
 void crossEntropyGrad(const T *logits, int64_t rows, int64_t classes,
                       const int64_t *labels, int64_t ignoreIndex, bool sum,
                       T dloss, T *dlogits) {
-  // Check every label first, in order, so the error names the first bad row.
-  int64_t counted = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    if (labels[r] == ignoreIndex)
-      continue;
-    if (labels[r] < 0 || labels[r] >= classes)
-      throw KernelError("label " + std::to_string(labels[r]) + " at row " +
-                        std::to_string(r) + " is outside the classes [0, " +
-                        std::to_string(classes) + ") and is not ignore_index " +
-                        std::to_string(ignoreIndex));
-    ++counted;
-  }
+  const int64_t counted = countLabelledRows(labels, rows, classes, ignoreIndex);
   // A mean over no rows has no gradient: every row is ignored, so all zero.
   const T scale =
       sum ? dloss
@@ -329,9 +287,7 @@ void crossEntropyGrad(const T *logits, int64_t rows, int64_t classes,
       }
       // softmax as the forward's logsumexp: the row maximum subtracted.
       const T *row = logits + r * classes;
-      T maximum = -std::numeric_limits<T>::infinity();
-      for (int64_t c = 0; c < classes; ++c)
-        maximum = std::max(maximum, row[c]);
+      const T maximum = rowMaximum(row, classes);
       T total = 0;
       for (int64_t c = 0; c < classes; ++c) {
         out[c] = std::exp(row[c] - maximum);

@@ -114,6 +114,10 @@ template <typename E>
 void broadcast(const E *in, const Shape &inShape, E *out,
                const Shape &outShape);
 
+/// Throws KernelError for the first of ids[0..count) (in index order)
+/// outside [0, rows).
+void checkIds(const int64_t *ids, int64_t count, int64_t rows);
+
 /// out[r, :] = table[ids[r], :]; throws KernelError for an id outside
 /// [0, rows).
 template <typename T>
@@ -131,6 +135,12 @@ enum class ReduceOp { Sum, Mean, Max };
 template <typename T>
 void reduce(ReduceOp op, const T *x, const Shape &shape,
             const std::vector<int64_t> &axes, T *out);
+
+/// The strides, per dim of \p shape, of the row-major reduced output (the
+/// reduced dims dropped) over the sorted, unique \p axes: 0 along a reduced
+/// dim, so walking the input with them lands each element on its output.
+Shape reducedOutputStrides(const Shape &shape,
+                           const std::vector<int64_t> &axes);
 
 //===----------------------------------------------------------------------===//
 // Normalisation and softmax (NormKernels.cpp)
@@ -178,6 +188,12 @@ void attention(const T *q, const T *k, const T *v, int64_t batch,
 template <typename T>
 T crossEntropy(const T *logits, int64_t rows, int64_t classes,
                const int64_t *labels, int64_t ignoreIndex, bool sum);
+
+/// Checks \p labels in row order, throwing KernelError (as crossEntropy
+/// does) for the first that is neither in [0, classes) nor ignoreIndex;
+/// returns the number of rows not labelled ignoreIndex.
+int64_t countLabelledRows(const int64_t *labels, int64_t rows, int64_t classes,
+                          int64_t ignoreIndex);
 
 /// mean((pred - target)^2).
 template <typename T> T mseLoss(const T *pred, const T *target, int64_t count);

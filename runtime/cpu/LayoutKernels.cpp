@@ -102,15 +102,19 @@ void broadcast(const E *in, const Shape &inShape, E *out,
   stridedCopy(in, 0, plan::broadcastStrides(inShape, outShape), out, outShape);
 }
 
-template <typename T>
-void embedding(const T *table, int64_t rows, int64_t width, const int64_t *ids,
-               int64_t count, T *out) {
+void checkIds(const int64_t *ids, int64_t count, int64_t rows) {
   // Check every id first (in order) so the error names the first bad one.
   for (int64_t i = 0; i < count; ++i)
     if (ids[i] < 0 || ids[i] >= rows)
       throw KernelError(
           "id " + std::to_string(ids[i]) + " at index " + std::to_string(i) +
           " is outside the table's rows [0, " + std::to_string(rows) + ")");
+}
+
+template <typename T>
+void embedding(const T *table, int64_t rows, int64_t width, const int64_t *ids,
+               int64_t count, T *out) {
+  checkIds(ids, count, rows);
   // out[i, :] = table[ids[i], :]
   parallelFor(count,
               std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(width, 1)),

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/RowStatistics.h"
 #include "runtime/cpu/ThreadPool.h"
 
 #include <algorithm>
@@ -17,9 +18,8 @@
 
 namespace ampc::cpu::kernels {
 
-template <typename T>
-T crossEntropy(const T *logits, int64_t rows, int64_t classes,
-               const int64_t *labels, int64_t ignoreIndex, bool sum) {
+int64_t countLabelledRows(const int64_t *labels, int64_t rows, int64_t classes,
+                          int64_t ignoreIndex) {
   // Check every label first, in order, so the error names the first bad row.
   int64_t counted = 0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -32,25 +32,29 @@ T crossEntropy(const T *logits, int64_t rows, int64_t classes,
                         std::to_string(ignoreIndex));
     ++counted;
   }
+  return counted;
+}
+
+template <typename T>
+T crossEntropy(const T *logits, int64_t rows, int64_t classes,
+               const int64_t *labels, int64_t ignoreIndex, bool sum) {
+  const int64_t counted = countLabelledRows(labels, rows, classes, ignoreIndex);
   // loss_r = logsumexp(x_r) - x_r[label_r], with the row maximum subtracted
   // inside the exponentials for stability.
   std::vector<double> rowLoss(rows, 0.0);
-  parallelFor(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(classes, 1)),
-              [&](int64_t begin, int64_t end) {
-                for (int64_t r = begin; r < end; ++r) {
-                  if (labels[r] == ignoreIndex)
-                    continue;
-                  const T *row = logits + r * classes;
-                  T maximum = -std::numeric_limits<T>::infinity();
-                  for (int64_t c = 0; c < classes; ++c)
-                    maximum = std::max(maximum, row[c]);
-                  T total = 0;
-                  for (int64_t c = 0; c < classes; ++c)
-                    total += std::exp(row[c] - maximum);
-                  const T logSumExp = maximum + std::log(total);
-                  rowLoss[r] = static_cast<double>(logSumExp - row[labels[r]]);
-                }
-              });
+  parallelFor(rows, rowGrain(classes), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      if (labels[r] == ignoreIndex)
+        continue;
+      const T *row = logits + r * classes;
+      const T maximum = rowMaximum(row, classes);
+      T total = 0;
+      for (int64_t c = 0; c < classes; ++c)
+        total += std::exp(row[c] - maximum);
+      const T logSumExp = maximum + std::log(total);
+      rowLoss[r] = static_cast<double>(logSumExp - row[labels[r]]);
+    }
+  });
   double total = 0;
   for (int64_t r = 0; r < rows; ++r)
     total += rowLoss[r];

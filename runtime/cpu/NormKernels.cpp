@@ -7,29 +7,19 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/RowStatistics.h"
 #include "runtime/cpu/ThreadPool.h"
 #include "runtime/plan/Plan.h"
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 namespace ampc::cpu::kernels {
-namespace {
-
-/// Rows per parallel chunk for rows of \p width elements.
-int64_t rowGrain(int64_t width) {
-  return std::max<int64_t>(1, 8192 / std::max<int64_t>(width, 1));
-}
-
-} // namespace
 
 // y[j] = exp(x[j] - max) / sum_k exp(x[k] - max) for j < valid, 0 beyond.
 template <typename T>
 void softmaxRow(const T *x, int64_t width, int64_t valid, T *y) {
-  T maximum = -std::numeric_limits<T>::infinity();
-  for (int64_t j = 0; j < valid; ++j)
-    maximum = std::max(maximum, x[j]);
+  T maximum = rowMaximum(x, valid);
   // A row of -inf would give exp(nan); subtract 0 instead so it yields NaN
   // only through 0/0, as PyTorch does.
   if (std::isinf(maximum))
@@ -52,21 +42,11 @@ void layerNorm(const T *x, int64_t rows, int64_t width, const T *gamma,
   // mean = sum(x) / D; var = sum((x - mean)^2) / D (biased);
   // y = (x - mean) / sqrt(var + eps) * gamma + beta
   const T eps = static_cast<T>(epsilon);
-  const T count = static_cast<T>(width);
   parallelFor(rows, rowGrain(width), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const T *in = x + r * width;
       T *out = y + r * width;
-      T sum = 0;
-      for (int64_t j = 0; j < width; ++j)
-        sum += in[j];
-      const T mean = sum / count;
-      T squares = 0;
-      for (int64_t j = 0; j < width; ++j) {
-        const T centred = in[j] - mean;
-        squares += centred * centred;
-      }
-      const T inverseStd = T(1) / std::sqrt(squares / count + eps);
+      const auto [mean, inverseStd] = rowMeanAndInverseStd(in, width, eps);
       for (int64_t j = 0; j < width; ++j)
         out[j] = (in[j] - mean) * inverseStd * gamma[j] + beta[j];
     }
@@ -78,15 +58,11 @@ void rmsNorm(const T *x, int64_t rows, int64_t width, const T *gamma,
              double epsilon, T *y) {
   // y = x / sqrt(mean(x^2) + eps) * gamma
   const T eps = static_cast<T>(epsilon);
-  const T count = static_cast<T>(width);
   parallelFor(rows, rowGrain(width), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const T *in = x + r * width;
       T *out = y + r * width;
-      T squares = 0;
-      for (int64_t j = 0; j < width; ++j)
-        squares += in[j] * in[j];
-      const T inverseRms = T(1) / std::sqrt(squares / count + eps);
+      const T inverseRms = rowInverseRms(in, width, eps);
       for (int64_t j = 0; j < width; ++j)
         out[j] = in[j] * inverseRms * gamma[j];
     }

@@ -30,6 +30,19 @@ template <typename A> inline void foldMax(A &running, A value) {
 
 } // namespace
 
+Shape reducedOutputStrides(const Shape &shape,
+                           const std::vector<int64_t> &axes) {
+  const Shape compact = plan::rowMajorStrides(
+      plan::reducedShape(shape, axes, /*keepDims=*/false));
+  Shape strides(shape.size(), 0);
+  for (size_t d = 0, k = 0; d < shape.size(); ++d) {
+    if (std::binary_search(axes.begin(), axes.end(), int64_t(d)))
+      continue;
+    strides[d] = compact[k++];
+  }
+  return strides;
+}
+
 template <typename T>
 void reduce(ReduceOp op, const T *x, const Shape &shape,
             const std::vector<int64_t> &axes, T *out) {
@@ -74,13 +87,7 @@ void reduce(ReduceOp op, const T *x, const Shape &shape,
   std::vector<double> totals(outCount, initial);
   if (inCount > 0) {
     const Shape inStrides = plan::rowMajorStrides(shape);
-    Shape outStrides(shape.size(), 0);
-    const Shape compact = plan::rowMajorStrides(outShape);
-    for (size_t d = 0, k = 0; d < shape.size(); ++d) {
-      if (std::binary_search(axes.begin(), axes.end(), int64_t(d)))
-        continue;
-      outStrides[d] = compact[k++];
-    }
+    const Shape outStrides = reducedOutputStrides(shape, axes);
     StridedRows walk(shape, {&inStrides, &outStrides}, 0);
     const int64_t length = walk.rowLength();
     const int64_t rows = inCount / length;

@@ -18,10 +18,12 @@
 
 namespace ampc::test_support {
 
-/// Parses, verifies, flattens and lowers the model file at `path`; diagnostics are collected
-/// into `diagnostics`. Returns nullopt on failure.
-inline std::optional<plan::Plan> compileFile(const std::string &path,
-                                             std::string *diagnostics = nullptr) {
+/// Parses and verifies the model file at `path`, runs `prepare(model)` (the passes that bring it
+/// to the form plan emission takes) and emits its plan; diagnostics are collected into
+/// `diagnostics`. Returns nullopt on failure.
+template <typename Prepare>
+std::optional<plan::Plan> compileFileWith(const std::string &path, std::string *diagnostics,
+                                          Prepare prepare) {
   mlir::MLIRContext context;
   registerModelDialects(context);
   llvm::SourceMgr sourceMgr;
@@ -30,7 +32,7 @@ inline std::optional<plan::Plan> compileFile(const std::string &path,
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, os);
   std::optional<plan::Plan> result;
   auto loaded = loadModel(path, sourceMgr, context);
-  if (succeeded(loaded) && succeeded(flattenModel(loaded->model))) {
+  if (succeeded(loaded) && succeeded(prepare(loaded->model))) {
     auto compiled = emitPlan(loaded->model);
     if (succeeded(compiled))
       result = std::move(*compiled);
@@ -38,6 +40,14 @@ inline std::optional<plan::Plan> compileFile(const std::string &path,
   if (diagnostics)
     *diagnostics = os.str();
   return result;
+}
+
+/// Parses, verifies, flattens and lowers the model file at `path`; diagnostics are collected
+/// into `diagnostics`. Returns nullopt on failure.
+inline std::optional<plan::Plan> compileFile(const std::string &path,
+                                             std::string *diagnostics = nullptr) {
+  return compileFileWith(path, diagnostics,
+                         [](graph::ModelOp model) { return flattenModel(model); });
 }
 
 /// Writes `text` to a temporary .mlir file and compiles it.
@@ -56,22 +66,8 @@ inline std::optional<plan::Plan> compileText(const std::string &text,
 inline std::optional<plan::Plan>
 compileTrainingFile(const std::string &path, const graph::GraphBuildTrainingOptions &options,
                     std::string *diagnostics = nullptr) {
-  mlir::MLIRContext context;
-  registerModelDialects(context);
-  llvm::SourceMgr sourceMgr;
-  std::string collected;
-  llvm::raw_string_ostream os(collected);
-  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, os);
-  std::optional<plan::Plan> result;
-  auto loaded = loadModel(path, sourceMgr, context);
-  if (succeeded(loaded) && succeeded(buildTraining(loaded->model, options))) {
-    auto compiled = emitPlan(loaded->model);
-    if (succeeded(compiled))
-      result = std::move(*compiled);
-  }
-  if (diagnostics)
-    *diagnostics = os.str();
-  return result;
+  return compileFileWith(path, diagnostics,
+                         [&](graph::ModelOp model) { return buildTraining(model, options); });
 }
 
 /// Writes `text` to a temporary .mlir file and compiles its training step.

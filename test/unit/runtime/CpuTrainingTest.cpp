@@ -85,6 +85,16 @@ double clipFactor(double clipNorm, double norm) {
   return clipNorm > 0 ? std::min(1.0, clipNorm / (norm + 1e-6)) : 1.0;
 }
 
+/// Feeds kGradients[step] as the gradient, runs the micro step and optimizer
+/// step \p step; returns the gradient norm the optimizer step computed.
+double runStep(Executor &executor, const OptimizerPlan &setup, int step) {
+  executor.setBufferValues(setup.g, kGradients[step]);
+  RunOptions options;
+  options.step = static_cast<uint64_t>(step);
+  executor.run(options);
+  return executor.runOptimizerStep(options);
+}
+
 struct AdamWCase {
   double lr, beta1, beta2, eps, weightDecay, clipNorm;
 };
@@ -104,11 +114,7 @@ void checkAdamW(const AdamWCase &c, Precision precision, double tolerance) {
   std::vector<double> param = kInitial, m(kCount, 0.0), v(kCount, 0.0);
   for (int step = 0; step < 3; ++step) {
     SCOPED_TRACE(step);
-    executor.setBufferValues(setup.g, kGradients[step]);
-    RunOptions options;
-    options.step = static_cast<uint64_t>(step);
-    executor.run(options);
-    const double norm = executor.runOptimizerStep(options);
+    const double norm = runStep(executor, setup, step);
 
     // The reference: torch.optim.AdamW after clip_grad_norm_.
     const double expectedNorm = l2(kGradients[step]);
@@ -166,11 +172,7 @@ void checkSgd(const SgdCase &c, Precision precision, double tolerance) {
   std::vector<double> param = kInitial, buffer(kCount, 0.0);
   for (int step = 0; step < 3; ++step) {
     SCOPED_TRACE(step);
-    executor.setBufferValues(setup.g, kGradients[step]);
-    RunOptions options;
-    options.step = static_cast<uint64_t>(step);
-    executor.run(options);
-    executor.runOptimizerStep(options);
+    runStep(executor, setup, step);
 
     // The reference: torch.optim.SGD (dampening 0, no Nesterov) after
     // clip_grad_norm_; the first step sets buf = d_p.

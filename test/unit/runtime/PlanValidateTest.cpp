@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PlanTestUtils.h"
+#include "PlanValidateTestUtils.h"
 
 #include <gtest/gtest.h>
 
@@ -13,27 +14,9 @@ using namespace ampc;
 using namespace ampc::test;
 using plan::BufferRole;
 using plan::InitKind;
-using plan::Plan;
-using plan::PlanError;
 using V = std::vector<int64_t>;
 
 namespace {
-
-/// Expects validatePlan to reject \p plan with a message containing every
-/// one of \p fragments.
-void expectInvalid(const Plan &plan,
-                   std::initializer_list<const char *> fragments) {
-  try {
-    plan::validatePlan(plan);
-    ADD_FAILURE() << "plan was accepted";
-  } catch (const PlanError &error) {
-    const std::string message = error.what();
-    EXPECT_EQ(message.find('\n'), std::string::npos);
-    for (const char *fragment : fragments)
-      EXPECT_NE(message.find(fragment), std::string::npos)
-          << "'" << fragment << "' not in: " << message;
-  }
-}
 
 /// x [2, 3] f32 input, w [3, 4] f32 parameter, y = x @ w at "m.mlir:2:3",
 /// loss = mean(y).

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PlanTestUtils.h"
+#include "PlanValidateTestUtils.h"
 
 #include <gtest/gtest.h>
 
@@ -15,25 +16,9 @@ using namespace ampc;
 using namespace ampc::test;
 using plan::BufferRole;
 using plan::InitKind;
-using plan::Plan;
-using plan::PlanError;
 using V = std::vector<int64_t>;
 
 namespace {
-
-void expectInvalid(const Plan &plan,
-                   std::initializer_list<const char *> fragments) {
-  try {
-    plan::validatePlan(plan);
-    ADD_FAILURE() << "plan was accepted";
-  } catch (const PlanError &error) {
-    const std::string message = error.what();
-    EXPECT_EQ(message.find('\n'), std::string::npos);
-    for (const char *fragment : fragments)
-      EXPECT_NE(message.find(fragment), std::string::npos)
-          << "'" << fragment << "' not in: " << message;
-  }
-}
 
 /// x [2, 3] @ w [3, 4] = y, loss = mean(y); dw = x^T dy accumulated into
 /// state w.grad; optimizer: norm, lr, adamw(w, w.grad, w.m, w.v).

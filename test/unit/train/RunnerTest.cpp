@@ -228,6 +228,15 @@ double mean(const std::vector<double> &values, size_t begin, size_t end) {
   return sum / double(end - begin);
 }
 
+/// Reads the first and last losses of the summary line's ": loss FIRST ->
+/// LAST"; false if \p out has no such line.
+bool summaryLosses(const std::string &out, double &first, double &last) {
+  const size_t arrow = out.find(": loss ");
+  return arrow != std::string::npos &&
+         std::sscanf(out.c_str() + arrow, ": loss %lf -> %lf", &first,
+                     &last) == 2;
+}
+
 TEST(TrainRunner, BigramLearnsTheSyntheticTaskDownToItsEntropy) {
   TempDir dir;
   const int64_t vocab = 16, batch = 8, sequence = 16, accumulation = 2;
@@ -326,11 +335,7 @@ TEST(TrainRunner, BigramLearnsATextFile) {
       << run.out;
   EXPECT_EQ(run.out.find("step "), std::string::npos); // --quiet
   double first, last;
-  const size_t arrow = run.out.find(": loss ");
-  ASSERT_NE(arrow, std::string::npos) << run.out;
-  ASSERT_EQ(
-      std::sscanf(run.out.c_str() + arrow, ": loss %lf -> %lf", &first, &last),
-      2);
+  ASSERT_TRUE(summaryLosses(run.out, first, last)) << run.out;
   EXPECT_NEAR(first, std::log(256.0), 0.05);
   EXPECT_LT(last, 1.5);
 }
@@ -369,11 +374,7 @@ TEST(TrainRunner, UnlearnableModelsGetRandomInputsAndAWarning) {
   // W starts standard normal: loss ~ 1 + 4 = 5; SGD shrinks W towards 0,
   // where the loss is var(y) = 1.
   double first, last;
-  const size_t arrow = run.out.find(": loss ");
-  ASSERT_NE(arrow, std::string::npos) << run.out;
-  ASSERT_EQ(
-      std::sscanf(run.out.c_str() + arrow, ": loss %lf -> %lf", &first, &last),
-      2);
+  ASSERT_TRUE(summaryLosses(run.out, first, last)) << run.out;
   EXPECT_GT(first, 2.0);
   EXPECT_LT(last, 1.6);
 }
