@@ -45,8 +45,8 @@ echo "   (untrained: ~ln(256) = 5.55 nats; the task's entropy floor is ~0.88 nat
 "$out/train_tiny" --steps 300 --seed 0 --log "$out/tiny_metrics.jsonl"
 echo
 echo "== Compiling and training the MLP (synthetic 10-class task; untrained ~ln(10) = 2.30)"
-"$ampc" compile examples/mlp/mlp.mlir -o "$out/train_mlp" --lr 1e-3 | tail -n 1
-"$out/train_mlp" --steps 50 --seed 0 --log "$out/mlp_metrics.jsonl"
+"$ampc" compile examples/mlp/mlp.mlir -o "$out/train_mlp" | tail -n 1
+"$out/train_mlp" --steps 30 --seed 0 --log "$out/mlp_metrics.jsonl"
 echo
 echo "Training executables: $out/train_tiny, $out/train_mlp (try --help)"
 echo "Per-step metrics (JSONL): $out/tiny_metrics.jsonl, $out/mlp_metrics.jsonl"
