@@ -1,0 +1,337 @@
+//===- GraphTrainingOps.td - gradient, state and optimizer ops -*- tablegen -*-===//
+//
+// The ops graph-build-training writes: the gradients of the forward ops that need their own
+// kernel (activations, pad, max, embedding, norms, softmax, attention, cross-entropy), the
+// persistent f32 training state, and the ops of the optimizer step. Included by GraphOps.td, so
+// they are generated with the forward ops.
+//
+//===----------------------------------------------------------------------------------------===//
+
+#ifndef AMPC_DIALECTS_GRAPH_GRAPHTRAININGOPS_TD
+#define AMPC_DIALECTS_GRAPH_GRAPHTRAININGOPS_TD
+
+//===----------------------------------------------------------------------------------------===//
+// Gradient ops (written by graph-build-training)
+//===----------------------------------------------------------------------------------------===//
+
+class Graph_ActivationGradOp<string mnemonic, string math>
+    : Graph_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = "gradient of " # math;
+  let description = [{
+    dx = dy * f'(x) for the forward input x and the gradient dy of the forward result.
+    ```mlir
+    %dx = graph.}] # mnemonic # [{ %x, %dy : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$grad);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad attr-dict `:` type($input)";
+}
+
+def Graph_ReluGradOp : Graph_ActivationGradOp<"relu_grad", "relu: dy where x > 0, else 0">;
+def Graph_SiluGradOp : Graph_ActivationGradOp<"silu_grad",
+    "silu: dy * s * (1 + x * (1 - s)), s = sigmoid(x)">;
+
+def Graph_GeluGradOp : Graph_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "gradient of gelu";
+  let description = [{
+    dx = dy * gelu'(x), the exact derivative of the chosen approximation.
+    ```mlir
+    %dx = graph.gelu_grad tanh %x, %dy : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_GeluApproximation:$approximation, Graph_FloatTensor:$input,
+                       Graph_FloatTensor:$grad);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$approximation $input `,` $grad attr-dict `:` type($input)";
+}
+
+def Graph_PadOp : Graph_Op<"pad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "surrounds a tensor with zeros (the gradient of graph.slice)";
+  let description = [{
+    Adds `low[i]` zeros before and `high[i]` zeros after dimension i.
+    ```mlir
+    %dx = graph.pad %dy low [0, 8] high [0, 0] : tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, DenseI64ArrayAttr:$low,
+                       DenseI64ArrayAttr:$high);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input `low` $low `high` $high attr-dict `:` type($input)";
+}
+
+def Graph_MaxGradOp : Graph_Op<"max_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "gradient of graph.max";
+  let description = [{
+    Routes each element of dy (shaped like `graph.max %x axes ...`) to the first maximum of its
+    group in x (lowest row-major index); every other element of dx is 0.
+    ```mlir
+    %dx = graph.max_grad %x, %dy axes [1] : tensor<4x8xf32>, tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$grad,
+                       DenseI64ArrayAttr:$axes, UnitAttr:$keepdims);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $grad `axes` $axes (`keepdims` $keepdims^)? attr-dict `:` type($input) `,`
+    type($grad)
+  }];
+}
+
+def Graph_EmbeddingGradOp : Graph_Op<"embedding_grad", [Pure]> {
+  let summary = "gradient of graph.embedding with respect to the table";
+  let description = [{
+    Scatter-adds the rows of dy [..., D] into a zero table [V, D] at the rows named by the
+    indices [...].
+    ```mlir
+    %dwte = graph.embedding_grad %tokens, %dx : tensor<4x32xi32>, tensor<4x32x64xf32>
+        -> tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins Graph_IndexTensor:$indices, Graph_FloatTensor:$grad);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $indices `,` $grad attr-dict `:` type($indices) `,` type($grad) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_LayerNormGradOp : Graph_Op<"layernorm_grad", [Pure, InferTypeOpAdaptor,
+    AllTypesMatch<["input", "grad"]>]> {
+  let summary = "gradients of graph.layernorm";
+  let description = [{
+    From x, gamma and dy: dx, dgamma and dbeta. With xhat = (x - mean) * rstd and
+    g = dy * gamma: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), dgamma = sum of
+    dy * xhat over the rows, dbeta = sum of dy over the rows.
+    ```mlir
+    %dx, %dg, %db = graph.layernorm_grad %x, %g, %dy {epsilon = 1.0e-05 : f64}
+        : tensor<4x8xf32>, tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$gamma,
+                       Graph_FloatTensor:$grad, DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+  let results = (outs Graph_FloatTensor:$input_grad, Graph_FloatTensor:$gamma_grad,
+                      Graph_FloatTensor:$beta_grad);
+  let assemblyFormat = [{
+    $input `,` $gamma `,` $grad attr-dict `:` type($input) `,` type($gamma)
+  }];
+}
+
+def Graph_RmsNormGradOp : Graph_Op<"rmsnorm_grad", [Pure, InferTypeOpAdaptor,
+    AllTypesMatch<["input", "grad"]>]> {
+  let summary = "gradients of graph.rmsnorm";
+  let description = [{
+    From x, gamma and dy: dx and dgamma. With r = 1 / sqrt(mean(x^2) + epsilon) and
+    g = dy * gamma: dx = r * g - x * r^3 * mean(g * x), dgamma = sum of dy * x * r over the rows.
+    ```mlir
+    %dx, %dg = graph.rmsnorm_grad %x, %g, %dy : tensor<4x8xf32>, tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$gamma,
+                       Graph_FloatTensor:$grad, DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+  let results = (outs Graph_FloatTensor:$input_grad, Graph_FloatTensor:$gamma_grad);
+  let assemblyFormat = [{
+    $input `,` $gamma `,` $grad attr-dict `:` type($input) `,` type($gamma)
+  }];
+}
+
+def Graph_SoftmaxGradOp : Graph_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "gradient of graph.softmax from its result";
+  let description = [{
+    dx = y * (dy - sum(dy * y)) over the last axis, y being the softmax's result (a causal
+    softmax has y = 0 where it masks, so the same formula holds).
+    ```mlir
+    %dx = graph.softmax_grad %y, %dy : tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$result_value, Graph_FloatTensor:$grad);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$result_value `,` $grad attr-dict `:` type($result_value)";
+  let hasVerifier = 1;
+}
+
+def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "gradients of graph.attention";
+  let description = [{
+    Recomputes P = softmax(scale * q k^T, causal) and returns dq, dk, dv for the gradient dy of
+    the attention's result: dv = P^T dy, dS = P * (dy v^T - rowsum(dy v^T * P)),
+    dq = scale * dS k, dk = scale * dS^T q. `scale` is the forward's (default 1 / sqrt(Dh)).
+    ```mlir
+    %dq, %dk, %dv = graph.attention_grad %q, %k, %v, %dy causal
+        : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
+                       Graph_FloatTensor:$value, Graph_FloatTensor:$grad, UnitAttr:$causal,
+                       OptionalAttr<F64Attr>:$scale);
+  let results = (outs Graph_FloatTensor:$query_grad, Graph_FloatTensor:$key_grad,
+                      Graph_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $grad (`causal` $causal^)? (`scale` $scale^)? attr-dict
+    `:` type($query) `,` type($key) `,` type($value) `,` type($grad)
+  }];
+  let extraClassDeclaration = [{
+    /// The scale applied to q k^T: the attribute, or 1 / sqrt(head dimension).
+    double getEffectiveScale();
+  }];
+}
+
+def Graph_CrossEntropyGradOp : Graph_Op<"cross_entropy_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "gradient of graph.cross_entropy with respect to the logits";
+  let description = [{
+    dlogits = dloss * (softmax(logits) - onehot(label)) / n for each row not ignored (n = the
+    number of such rows for `mean`, 1 for `sum`); ignored rows get 0.
+    ```mlir
+    %dlogits = graph.cross_entropy_grad %logits, %labels, %dloss {ignore_index = -100 : i64}
+        : tensor<64x10xf32>, tensor<64xi32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$logits, Graph_IndexTensor:$labels,
+                       Graph_F32Scalar:$grad,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+                       DefaultValuedAttr<Graph_LossReduction,
+                                         "::ampc::graph::LossReduction::mean">:$reduction);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $grad attr-dict `:` type($logits) `,` type($labels)
+  }];
+}
+
+//===----------------------------------------------------------------------------------------===//
+// Training state and the optimizer step (written by graph-build-training)
+//===----------------------------------------------------------------------------------------===//
+
+def Graph_StateOp : Graph_Op<"state", [Symbol, HasParent<"ModelOp">]> {
+  let summary = "persistent f32 training state: a gradient accumulator or optimizer moment";
+  let description = [{
+    Zero when training starts; kept across micro-steps and optimizer steps; written in place by
+    graph.accumulate_grad and the optimizer ops only.
+    ```mlir
+    graph.state @wte.grad : tensor<256x64xf32>
+    graph.state @wte.adam_m : tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<Graph_F32Tensor>:$type);
+  let assemblyFormat = "$sym_name `:` $type attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+def Graph_GradSeedOp : Graph_Op<"grad_seed", [Pure]> {
+  let summary = "the gradient of the loss that starts the backward pass";
+  let description = [{
+    (scale or 1) / accum_steps: each of the accumulation steps' micro-batches contributes its
+    loss divided by their number, so that the accumulated gradient is the full batch's. A loss
+    scale (fp16 training) enters the backward pass here.
+    ```mlir
+    %seed = graph.grad_seed accum_steps 4
+    %seed = graph.grad_seed scale %s accum_steps 4
+    ```
+  }];
+  let arguments = (ins Optional<Graph_F32Scalar>:$scale, I64Attr:$accum_steps);
+  let results = (outs Graph_F32Scalar:$result);
+  let assemblyFormat = "(`scale` $scale^)? `accum_steps` $accum_steps attr-dict";
+  let hasVerifier = 1;
+}
+
+def Graph_AccumulateGradOp : Graph_Op<"accumulate_grad", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "adds a parameter's gradient into its f32 accumulator";
+  let description = [{
+    accumulator += grad, in place (grad is converted to f32).
+    ```mlir
+    graph.accumulate_grad %dw into @w.grad : tensor<4x4xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$grad, FlatSymbolRefAttr:$accumulator);
+  let assemblyFormat = "$grad `into` $accumulator attr-dict `:` type($grad)";
+}
+
+def Graph_GlobalNormOp : Graph_Op<"global_norm", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "the L2 norm of several state tensors taken together";
+  let description = [{
+    sqrt of the sum of squares of every element of the named states (the gradient norm that
+    clipping uses).
+    ```mlir
+    %norm = graph.global_norm [@w.grad, @b.grad]
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefArrayAttr:$states);
+  let results = (outs Graph_F32Scalar:$result);
+  let assemblyFormat = "$states attr-dict";
+}
+
+def Graph_LrScheduleOp : Graph_Op<"lr_schedule", []> {
+  let summary = "the learning rate of the current optimizer step";
+  let description = [{
+    At optimizer step s (from 0): lr * (s + 1) / warmup_steps while s < warmup_steps; then
+    `constant` keeps lr, and `cosine` decays from lr to min_lr over [warmup_steps, decay_steps)
+    as min_lr + (lr - min_lr) * (1 + cos(pi * progress)) / 2, staying at min_lr afterwards.
+    decay_steps = 0 means the number of steps of the training run.
+    ```mlir
+    %lr = graph.lr_schedule cosine {lr = 6.0e-04 : f64, min_lr = 6.0e-05 : f64,
+                                     warmup_steps = 100 : i64, decay_steps = 0 : i64}
+    ```
+  }];
+  let arguments = (ins Graph_LrSchedule:$kind, F64Attr:$lr,
+                       DefaultValuedAttr<F64Attr, "0.0">:$min_lr,
+                       DefaultValuedAttr<I64Attr, "0">:$warmup_steps,
+                       DefaultValuedAttr<I64Attr, "0">:$decay_steps);
+  let results = (outs Graph_F32Scalar:$result);
+  let assemblyFormat = "$kind attr-dict";
+  let hasVerifier = 1;
+}
+
+def Graph_AdamWOp : Graph_Op<"adamw", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "one AdamW update of a parameter from its accumulated gradient";
+  let description = [{
+    With c = min(1, clip_norm / (grad_norm + 1e-6)) (1 when clip_norm is 0), g = c * grad and
+    t = step + 1: param *= 1 - lr * weight_decay; m = beta1 m + (1 - beta1) g;
+    v = beta2 v + (1 - beta2) g^2; param -= lr / (1 - beta1^t) * m / (sqrt(v / (1 - beta2^t))
+    + eps); then the accumulator is zeroed. Everything is f32, in place.
+    ```mlir
+    graph.adamw @w grad @w.grad moments @w.adam_m, @w.adam_v lr %lr grad_norm %norm
+        {beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-08 : f64, weight_decay = 0.1 : f64,
+         clip_norm = 1.0 : f64}
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$grad,
+                       FlatSymbolRefAttr:$first_moment, FlatSymbolRefAttr:$second_moment,
+                       Graph_F32Scalar:$lr, Graph_F32Scalar:$grad_norm,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps, F64Attr:$weight_decay,
+                       F64Attr:$clip_norm);
+  let assemblyFormat = [{
+    $param `grad` $grad `moments` $first_moment `,` $second_moment `lr` $lr
+    `grad_norm` $grad_norm attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_SgdOp : Graph_Op<"sgd", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "one SGD-with-momentum update of a parameter from its accumulated gradient";
+  let description = [{
+    torch.optim.SGD semantics: g = c * grad + weight_decay * param (c as in graph.adamw);
+    buf = momentum * buf + g; param -= lr * buf; then the accumulator is zeroed.
+    ```mlir
+    graph.sgd @w grad @w.grad momentum_buffer @w.momentum lr %lr grad_norm %norm
+        {momentum = 0.9 : f64, weight_decay = 0.0 : f64, clip_norm = 0.0 : f64}
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$grad,
+                       FlatSymbolRefAttr:$momentum_buffer, Graph_F32Scalar:$lr,
+                       Graph_F32Scalar:$grad_norm, F64Attr:$momentum, F64Attr:$weight_decay,
+                       F64Attr:$clip_norm);
+  let assemblyFormat = [{
+    $param `grad` $grad `momentum_buffer` $momentum_buffer `lr` $lr `grad_norm` $grad_norm
+    attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+
+#endif // AMPC_DIALECTS_GRAPH_GRAPHTRAININGOPS_TD
