@@ -1,6 +1,7 @@
 //===- NvrtcTest.cpp - Device-side numerics headers compile under NVRTC ---===//
 //
-// Generated kernels include runtime/numerics/Float16.h and Philox.h; this
+// Generated kernels include runtime/numerics/Float16.h, Philox.h and
+// LossScale.h; this
 // proves those headers compile as device code for the GPUs ampc targets
 // (sm_80, sm_90, and PTX for newer ones). Nothing is launched: no GPU needed.
 //
@@ -19,8 +20,18 @@ const char *kProbeKernel = R"(
 #include <cuda_bf16.h>
 #include "runtime/numerics/Float16.h"
 #include "runtime/numerics/Philox.h"
+#include "runtime/numerics/LossScale.h"
 
 namespace an = ampc::numerics;
+
+// The loss scale is updated on the device, with no host synchronisation.
+extern "C" __global__ void ampc_loss_scale_probe(an::LossScaleState *state,
+                                                 const int *foundNonFinite,
+                                                 int *stepApplied) {
+  an::LossScaleConfig config;
+  config.minScale = 1.0f;
+  stepApplied[0] = an::updateLossScale(*state, config, *foundNonFinite != 0).stepApplied;
+}
 
 extern "C" __global__ void ampc_numerics_probe(
     const float *x, unsigned short *bf16, unsigned short *f16,
@@ -73,6 +84,7 @@ TEST(Nvrtc, NumericsHeadersCompileToPtx) {
   std::string ptx = compileToPtx(kProbeKernel, "numerics_probe.cu",
                                  "compute_90", probeOptions());
   EXPECT_NE(ptx.find(".entry ampc_numerics_probe"), std::string::npos);
+  EXPECT_NE(ptx.find(".entry ampc_loss_scale_probe"), std::string::npos);
 }
 
 TEST(Nvrtc, ErrorCarriesLogAndSource) {
