@@ -999,6 +999,14 @@ double Executor::learningRate() const { return impl->learningRate(); }
 
 void Executor::resetState() { impl->resetState(); }
 
+LossScaleStatus Executor::lossScaleStatus() const {
+  LossScaleStatus status;
+  status.enabled = impl->plan.lossScaling.mode != plan::LossScaleMode::None;
+  return status;
+}
+
+std::string Executor::firstNonFinite() const { return ""; }
+
 const plan::Plan &Executor::plan() const { return impl->plan; }
 
 Precision Executor::precision() const { return impl->precision; }

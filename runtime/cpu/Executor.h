@@ -50,6 +50,20 @@ struct RunOptions {
   /// When set, receives the wall-clock seconds of each instruction, indexed
   /// like plan.instructions (for profiling).
   std::vector<double> *instructionSeconds = nullptr;
+  /// For testing overflow handling: the micro step behaves as if a gradient
+  /// had overflowed, setting the plan's foundNonFinite flag to 1 (no effect
+  /// when the plan has no loss scaling).
+  bool injectNonFinite = false;
+};
+
+/// The loss scaler after the last optimizer step.
+struct LossScaleStatus {
+  bool enabled = false;         ///< the plan has loss scaling
+  double scale = 0;             ///< the scale after the update
+  bool lastStepSkipped = false; ///< the last optimizer step was skipped
+  /// The last update hit the floor (minScale) for the first time: warn once.
+  bool floorReachedNow = false;
+  int64_t skippedSteps = 0; ///< optimizer steps skipped so far
 };
 
 /// A run-time failure with a one-line cause: bad input data, missing data,
@@ -107,8 +121,19 @@ public:
   /// The plan.learningRate buffer's value (after the last optimizer step).
   double learningRate() const;
 
-  /// Zeroes every State buffer (gradient accumulators and optimizer moments).
+  /// Zeroes every State buffer (gradient accumulators and optimizer moments);
+  /// the loss-scale buffer gets plan.lossScaling.initialScale.
   void resetState();
+
+  /// The loss scaler's state after the last runOptimizerStep (enabled false
+  /// when the plan has no loss scaling).
+  LossScaleStatus lossScaleStatus() const;
+
+  /// With plan.debugNonFinite: the instruction (describeInstruction) that
+  /// first produced a non-finite value in the micro steps of the last
+  /// optimizer step; "" if none. Cleared when the first micro step after
+  /// runOptimizerStep starts.
+  std::string firstNonFinite() const;
 
   /// The validated plan this executor runs.
   const plan::Plan &plan() const;

@@ -104,6 +104,8 @@ const char *opCodeName(OpCode op) {
     return "adamw";
   case OpCode::Sgd:
     return "sgd";
+  case OpCode::UpdateLossScale:
+    return "update_loss_scale";
   }
   return "unknown";
 }
@@ -167,6 +169,20 @@ const char *bufferRoleName(BufferRole role) {
     return "temporary";
   case BufferRole::State:
     return "state";
+  case BufferRole::ParameterCopy:
+    return "parameter_copy";
+  }
+  return "unknown";
+}
+
+const char *lossScaleModeName(LossScaleMode mode) {
+  switch (mode) {
+  case LossScaleMode::None:
+    return "none";
+  case LossScaleMode::Static:
+    return "static";
+  case LossScaleMode::Dynamic:
+    return "dynamic";
   }
   return "unknown";
 }

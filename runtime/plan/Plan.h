@@ -39,8 +39,13 @@ enum class BufferRole : uint8_t {
   Temporary = 3, ///< written by exactly one instruction
   /// Persistent f32 training state (gradient accumulators, optimizer
   /// moments): zero when an executor is built, kept across runs, written only
-  /// in place by accumulate, adamw and sgd.
-  State = 4
+  /// in place by accumulate, adamw, sgd and update_loss_scale.
+  State = 4,
+  /// The reduced-precision (bf16 or f16) copy of an f32 parameter that the
+  /// micro step reads; refreshed (round to nearest even) from its source
+  /// after initialisation, after setParameterValues and by adamw/sgd, so the
+  /// conversion happens once per optimizer step. See Plan::parameterCopies.
+  ParameterCopy = 5
 };
 
 /// A statically shaped tensor. A scalar has an empty shape.
@@ -85,6 +90,33 @@ struct Constant {
   uint32_t buffer;
   /// Little-endian, row-major, in the buffer's dtype.
   std::vector<uint8_t> bytes;
+};
+
+/// A reduced-precision copy of a parameter: buffer (role ParameterCopy,
+/// dtype BF16 or F16) holds source (a Parameter buffer of the same shape)
+/// rounded to nearest even.
+struct ParameterCopy {
+  uint32_t buffer;
+  uint32_t source;
+};
+
+/// How the loss is scaled. The numeric values are the on-disk codes.
+enum class LossScaleMode : uint8_t { None = 0, Static = 1, Dynamic = 2 };
+
+/// Loss scaling (GradScaler). When mode != None the four buffers are f32
+/// scalar State buffers: the current scale, the count of consecutive finite
+/// steps, a flag (0/1) set when any unscaled gradient was non-finite during
+/// the current optimizer step, and the number of optimizer steps actually
+/// applied. When an executor is built and at resetState() the scale buffer
+/// holds initialScale and the others 0.
+struct LossScaling {
+  LossScaleMode mode = LossScaleMode::None;
+  float initialScale = 65536;
+  float growthFactor = 2;
+  float backoffFactor = 0.5;
+  int64_t growthInterval = 2000;
+  float minScale = 0;
+  uint32_t scale = 0, growthTracker = 0, foundNonFinite = 0, appliedSteps = 0;
 };
 
 /// Instruction opcodes. The numeric values (declaration order, from 0) are
@@ -138,18 +170,21 @@ enum class OpCode : uint16_t {
   GlobalNorm,
   LrSchedule,
   AdamW,
-  Sgd
+  Sgd,
+  UpdateLossScale
 };
 
 /// Number of opcodes this runtime knows (one past the last code).
-inline constexpr uint16_t kNumOpCodes = static_cast<uint16_t>(OpCode::Sgd) + 1;
+inline constexpr uint16_t kNumOpCodes = static_cast<uint16_t>(OpCode::UpdateLossScale) + 1;
 
 /// An attribute value: an integer, a real, or a list of integers.
 using AttrValue = std::variant<int64_t, double, std::vector<int64_t>>;
 
 /// One operation: reads `operands`, writes `results` (exactly one, except
 /// layernorm_grad (3), rmsnorm_grad (2), attention_grad (3) and the in-place
-/// accumulate (1), adamw (4) and sgd (3), whose results alias operands).
+/// accumulate (1, or 2 with unscaling), adamw (4, or 5 with a parameter copy),
+/// sgd (3, or 4 with a copy) and update_loss_scale (4), whose results alias
+/// operands).
 struct Instruction {
   OpCode op;
   std::vector<uint32_t> operands;
@@ -181,8 +216,18 @@ struct Plan {
   uint32_t gradNorm = 0, learningRate = 0;
   /// Free text describing the optimizer and schedule, for logs.
   std::string trainingSummary;
+  /// Reduced-precision copies of parameters (mixed precision).
+  std::vector<ParameterCopy> parameterCopies;
+  /// Loss scaling (mode None: none).
+  LossScaling lossScaling;
+  /// When true, the CPU executor checks the float results of every micro-step
+  /// instruction and remembers the first one that produced a non-finite value
+  /// during the current optimizer step (Executor::firstNonFinite).
+  bool debugNonFinite = false;
 };
 
+/// The loss-scale mode's name ("none", "static", "dynamic").
+const char *lossScaleModeName(LossScaleMode mode);
 /// The opcode's name as written in diagnostics and docs ("matmul",
 /// "cross_entropy", ...); "unknown" for a value outside the enum.
 const char *opCodeName(OpCode op);
@@ -200,7 +245,7 @@ bool isFloatDType(DType dtype);
 /// True for I32 and I64.
 bool isIntegerDType(DType dtype);
 /// The role's name ("parameter", "input", "constant", "temporary",
-/// "state").
+/// "state", "parameter_copy").
 const char *bufferRoleName(BufferRole role);
 /// The initialiser's name ("zeros", "ones", "normal", "uniform").
 const char *initKindName(InitKind init);
