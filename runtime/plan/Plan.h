@@ -26,7 +26,7 @@
 namespace ampc::plan {
 
 /// The binary format version this runtime writes and reads.
-inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kFormatVersion = 3;
 
 /// Element type of a buffer. The numeric values are the on-disk codes.
 enum class DType : uint8_t { F32 = 0, BF16 = 1, F16 = 2, I32 = 3, I64 = 4 };

@@ -26,7 +26,7 @@ constexpr size_t kSectionHeaderBytes = 16;
 /// plan rather than skip it.
 constexpr uint32_t kSectionRequired = 1;
 
-/// Section tags of format version 2, as their four ASCII bytes.
+/// Section tags of format version 3, as their four ASCII bytes.
 constexpr char kModelTag[5] = "MODL";
 constexpr char kBuffersTag[5] = "BUFS";
 constexpr char kParametersTag[5] = "PARM";
@@ -34,6 +34,7 @@ constexpr char kInputsTag[5] = "INPT";
 constexpr char kConstantsTag[5] = "CNST";
 constexpr char kInstructionsTag[5] = "INST";
 constexpr char kOptimizerTag[5] = "OPTI";
+constexpr char kPrecisionTag[5] = "PREC";
 
 /// Attribute value kinds on disk.
 enum class AttrKind : uint8_t { Int = 0, Real = 1, IntList = 2 };
@@ -50,6 +51,11 @@ public:
   void u32(uint32_t value) { fixed(value, 4); }
   void u64(uint64_t value) { fixed(value, 8); }
   void i64(int64_t value) { fixed(static_cast<uint64_t>(value), 8); }
+  void f32(float value) {
+    uint32_t bits;
+    std::memcpy(&bits, &value, sizeof bits);
+    u32(bits);
+  }
   void f64(double value) {
     uint64_t bits;
     std::memcpy(&bits, &value, sizeof bits);
@@ -177,6 +183,27 @@ void encodeOptimizer(const Plan &plan, ByteWriter &out) {
   encodeInstructionList(plan.optimizerInstructions, out);
 }
 
+/// Mixed precision: parameter copies, loss scaling, the non-finite check.
+void encodePrecision(const Plan &plan, ByteWriter &out) {
+  out.count(plan.parameterCopies.size());
+  for (const ParameterCopy &copy : plan.parameterCopies) {
+    out.u32(copy.buffer);
+    out.u32(copy.source);
+  }
+  const LossScaling &scaling = plan.lossScaling;
+  out.u8(static_cast<uint8_t>(scaling.mode));
+  out.f32(scaling.initialScale);
+  out.f32(scaling.growthFactor);
+  out.f32(scaling.backoffFactor);
+  out.i64(scaling.growthInterval);
+  out.f32(scaling.minScale);
+  out.u32(scaling.scale);
+  out.u32(scaling.growthTracker);
+  out.u32(scaling.foundNonFinite);
+  out.u32(scaling.appliedSteps);
+  out.u8(plan.debugNonFinite ? 1 : 0);
+}
+
 /// Appends one section: tag, flags, payload length, payload.
 void appendSection(ByteWriter &file, const char *tag, uint32_t flags,
                    void (*encode)(const Plan &, ByteWriter &),
@@ -209,6 +236,12 @@ public:
   }
   uint64_t u64(const char *what) { return fixed(8, what); }
   int64_t i64(const char *what) { return static_cast<int64_t>(fixed(8, what)); }
+  float f32(const char *what) {
+    uint32_t bits = static_cast<uint32_t>(fixed(4, what));
+    float value;
+    std::memcpy(&value, &bits, sizeof value);
+    return value;
+  }
   double f64(const char *what) {
     uint64_t bits = fixed(8, what);
     double value;
@@ -292,7 +325,7 @@ void decodeBuffers(ByteReader &in, Plan &plan) {
   for (Buffer &buffer : plan.buffers) {
     buffer.name = in.string("buffer name");
     buffer.dtype = decodeEnum<DType>(in, in.u8("dtype"), 5, "dtype");
-    buffer.role = decodeEnum<BufferRole>(in, in.u8("role"), 5, "buffer role");
+    buffer.role = decodeEnum<BufferRole>(in, in.u8("role"), 6, "buffer role");
     uint32_t rank = in.count("buffer rank", 8);
     buffer.shape.resize(rank);
     for (int64_t &dim : buffer.shape)
@@ -381,6 +414,31 @@ void decodeOptimizer(ByteReader &in, Plan &plan) {
   decodeInstructionList(in, plan.optimizerInstructions);
 }
 
+void decodePrecision(ByteReader &in, Plan &plan) {
+  uint32_t count = in.count("parameter copy count", 8);
+  plan.parameterCopies.resize(count);
+  for (ParameterCopy &copy : plan.parameterCopies) {
+    copy.buffer = in.u32("parameter copy buffer");
+    copy.source = in.u32("parameter copy source");
+  }
+  LossScaling &scaling = plan.lossScaling;
+  scaling.mode = decodeEnum<LossScaleMode>(in, in.u8("loss scale mode"), 3,
+                                           "loss scale mode");
+  scaling.initialScale = in.f32("initial loss scale");
+  scaling.growthFactor = in.f32("loss scale growth factor");
+  scaling.backoffFactor = in.f32("loss scale backoff factor");
+  scaling.growthInterval = in.i64("loss scale growth interval");
+  scaling.minScale = in.f32("minimum loss scale");
+  scaling.scale = in.u32("loss scale buffer");
+  scaling.growthTracker = in.u32("growth tracker buffer");
+  scaling.foundNonFinite = in.u32("found non-finite buffer");
+  scaling.appliedSteps = in.u32("applied steps buffer");
+  uint8_t debug = in.u8("debug non-finite flag");
+  if (debug > 1)
+    in.fail("bad debug non-finite flag " + std::to_string(debug));
+  plan.debugNonFinite = debug == 1;
+}
+
 /// One known section: its tag and decoder.
 struct SectionDecoder {
   const char *tag;
@@ -391,7 +449,7 @@ constexpr SectionDecoder kSections[] = {
     {kModelTag, decodeModel},           {kBuffersTag, decodeBuffers},
     {kParametersTag, decodeParameters}, {kInputsTag, decodeInputs},
     {kConstantsTag, decodeConstants},   {kInstructionsTag, decodeInstructions},
-    {kOptimizerTag, decodeOptimizer},
+    {kOptimizerTag, decodeOptimizer},   {kPrecisionTag, decodePrecision},
 };
 
 /// A printable form of a four-byte tag for diagnostics.
@@ -501,6 +559,7 @@ void writePlan(const Plan &plan, std::ostream &out) {
   appendSection(file, kInstructionsTag, kSectionRequired, encodeInstructions,
                 plan);
   appendSection(file, kOptimizerTag, kSectionRequired, encodeOptimizer, plan);
+  appendSection(file, kPrecisionTag, kSectionRequired, encodePrecision, plan);
   out.write(reinterpret_cast<const char *>(file.bytes.data()),
             static_cast<std::streamsize>(file.bytes.size()));
   if (!out)

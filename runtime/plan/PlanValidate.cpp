@@ -31,26 +31,52 @@ std::string describeBuffer(const Plan &plan, uint32_t id) {
          shapeToString(buffer.shape) + ")";
 }
 
-/// How many results \p op writes.
-size_t resultCount(OpCode op) {
-  switch (op) {
+/// How many results \p instruction writes. The optional operands of
+/// accumulate, adamw and sgd add results: accumulate with (scale, found)
+/// also writes found; adamw and sgd with a parameter copy also write it.
+size_t resultCount(const Instruction &instruction) {
+  const size_t operands = instruction.operands.size();
+  switch (instruction.op) {
   case OpCode::LayerNormGrad:
   case OpCode::AttentionGrad:
-  case OpCode::Sgd:
     return 3;
   case OpCode::RmsNormGrad:
     return 2;
-  case OpCode::AdamW:
+  case OpCode::Accumulate:
+    return operands == 4 ? 2 : 1;
+  case OpCode::AdamW: // (param, grad, m, v, lr, norm[, found, applied][, copy])
+    return operands == 7 || operands == 9 ? 5 : 4;
+  case OpCode::Sgd: // (param, grad, buf, lr, norm[, found, applied][, copy])
+    return operands == 6 || operands == 8 ? 4 : 3;
+  case OpCode::UpdateLossScale:
     return 4;
   default:
     return 1;
   }
 }
 
-/// Whether \p op updates its first results in place: result i is operand i.
-/// These are the only instructions that write parameter or state buffers.
+/// Whether \p op updates buffers in place: each result is one of its
+/// operands (aliasedOperand). These are the only instructions that write
+/// parameter, parameter copy or state buffers.
 bool isInPlace(OpCode op) {
-  return op == OpCode::Accumulate || op == OpCode::AdamW || op == OpCode::Sgd;
+  return op == OpCode::Accumulate || op == OpCode::AdamW ||
+         op == OpCode::Sgd || op == OpCode::UpdateLossScale;
+}
+
+/// The operand that result \p i of an in-place instruction updates: operand
+/// i, except accumulate's found (operand 3) and the parameter copy of adamw
+/// and sgd (the last operand).
+size_t aliasedOperand(const Instruction &instruction, size_t i) {
+  switch (instruction.op) {
+  case OpCode::Accumulate:
+    return i == 0 ? 0 : 3;
+  case OpCode::AdamW:
+    return i < 4 ? i : instruction.operands.size() - 1;
+  case OpCode::Sgd:
+    return i < 3 ? i : instruction.operands.size() - 1;
+  default:
+    return i;
+  }
 }
 
 /// Checks one instruction at a time; `fail` prefixes the instruction.
@@ -196,6 +222,9 @@ private:
   void checkGlobalNorm();
   void checkLrSchedule();
   void checkOptimizer();
+  void checkUpdateLossScale();
+  /// Fails unless operand \p i is the loss-scaling buffer \p expected.
+  void lossScalingOperand(size_t i, uint32_t expected, const char *what) const;
 
   const Plan &plan;
   const Instruction &instruction;
@@ -490,11 +519,32 @@ void InstructionChecker::checkGradSeed() {
   f32ScalarResult();
 }
 
+void InstructionChecker::lossScalingOperand(size_t i, uint32_t expected,
+                                            const char *what) const {
+  if (instruction.operands[i] != expected)
+    fail(operandName(i) + " must be the plan's " + what + ", " +
+         describeBuffer(plan, expected));
+}
+
 void InstructionChecker::checkAccumulate() {
-  operandCount(2);
+  // (acc, g) or, with loss scaling, (acc, g, scale, found) -> (acc, found).
+  const size_t count = instruction.operands.size();
+  if (count != 2 && count != 4)
+    fail("takes 2 operands (acc, g) or 4 (acc, g, scale, found), has " +
+         std::to_string(count));
   operandRole(0, BufferRole::State);
   floatOperand(1);
   operandShapeOf(1, 0);
+  const LossScaling &scaling = plan.lossScaling;
+  if (count == 4) {
+    if (scaling.mode == LossScaleMode::None)
+      fail("unscales by a loss scale, but the plan has no loss scaling");
+    lossScalingOperand(2, scaling.scale, "loss scale");
+    lossScalingOperand(3, scaling.foundNonFinite, "found-non-finite flag");
+  } else if (scaling.mode != LossScaleMode::None) {
+    fail("must unscale its gradient (operands acc, g, scale, found), since "
+         "the plan has loss scaling");
+  }
 }
 
 void InstructionChecker::checkGlobalNorm() {
@@ -522,10 +572,18 @@ void InstructionChecker::checkLrSchedule() {
 
 void InstructionChecker::checkOptimizer() {
   // adamw: (param, grad, m, v, lr, grad_norm); sgd: (param, grad, momentum,
-  // lr, grad_norm). The tensors are f32 master copies updated in place.
+  // lr, grad_norm); then, with loss scaling, (found, applied_steps); then,
+  // when the parameter has a reduced-precision copy, the copy. The tensors
+  // are f32 master copies updated in place.
   const bool adamw = instruction.op == OpCode::AdamW;
   const size_t tensors = adamw ? 4 : 3;
-  operandCount(tensors + 2);
+  const size_t base = tensors + 2;
+  const size_t count = instruction.operands.size();
+  if (count < base || count > base + 3)
+    fail("takes " + std::to_string(base) + " to " + std::to_string(base + 3) +
+         " operands, has " + std::to_string(count));
+  const bool skips = count >= base + 2;
+  const bool copies = count == base + 1 || count == base + 3;
   operandRole(0, BufferRole::Parameter);
   if (operand(0).dtype != DType::F32)
     fail(operandName(0) + " must be f32");
@@ -535,6 +593,29 @@ void InstructionChecker::checkOptimizer() {
   }
   floatScalarOperand(tensors);
   floatScalarOperand(tensors + 1);
+  const LossScaling &scaling = plan.lossScaling;
+  if (skips) {
+    if (scaling.mode == LossScaleMode::None)
+      fail("reads a found-non-finite flag, but the plan has no loss scaling");
+    lossScalingOperand(base, scaling.foundNonFinite, "found-non-finite flag");
+    lossScalingOperand(base + 1, scaling.appliedSteps, "applied-steps count");
+  } else if (scaling.mode != LossScaleMode::None) {
+    fail("must read the found-non-finite flag and the applied-steps count "
+         "after grad_norm, since the plan has loss scaling");
+  }
+  const ParameterCopy *copy = nullptr;
+  for (const ParameterCopy &entry : plan.parameterCopies)
+    if (entry.source == instruction.operands[0])
+      copy = &entry;
+  if (copies) {
+    operandRole(count - 1, BufferRole::ParameterCopy);
+    if (!copy || copy->buffer != instruction.operands[count - 1])
+      fail(operandName(count - 1) + " must be the copy of " + operandName(0));
+  } else if (copy) {
+    fail(operandName(0) + " has a copy, " + describeBuffer(plan, copy->buffer) +
+         ", which must be the last operand and result so that it is "
+         "refreshed");
+  }
   if (adamw) {
     for (const char *beta : {"beta1", "beta2"}) {
       double value = realAttr(beta);
@@ -548,6 +629,37 @@ void InstructionChecker::checkOptimizer() {
   }
   realAttr("weight_decay");
   realAttr("clip_norm");
+}
+
+void InstructionChecker::checkUpdateLossScale() {
+  // (scale, growth tracker, found, applied steps), updated in place.
+  operandCount(4);
+  const LossScaling &scaling = plan.lossScaling;
+  if (scaling.mode == LossScaleMode::None)
+    fail("the plan has no loss scaling");
+  lossScalingOperand(0, scaling.scale, "loss scale");
+  lossScalingOperand(1, scaling.growthTracker, "growth tracker");
+  lossScalingOperand(2, scaling.foundNonFinite, "found-non-finite flag");
+  lossScalingOperand(3, scaling.appliedSteps, "applied-steps count");
+  // The attributes repeat the plan's settings, so the two cannot disagree.
+  const bool dynamic = flagAttr("dynamic") == 1;
+  if (dynamic != (scaling.mode == LossScaleMode::Dynamic))
+    fail(std::string("attribute 'dynamic' is ") + (dynamic ? "1" : "0") +
+         ", but the plan's loss scaling is " + lossScaleModeName(scaling.mode));
+  for (auto [name, expected] :
+       {std::pair<const char *, float>{"growth_factor", scaling.growthFactor},
+        {"backoff_factor", scaling.backoffFactor},
+        {"min_scale", scaling.minScale}}) {
+    const double value = realAttr(name);
+    if (static_cast<float>(value) != expected)
+      fail(std::string("attribute '") + name + "' is " + std::to_string(value) +
+           ", but the plan's loss scaling has " + std::to_string(expected));
+  }
+  if (intAttr("growth_interval") != scaling.growthInterval)
+    fail("attribute 'growth_interval' is " +
+         std::to_string(intAttr("growth_interval")) +
+         ", but the plan's loss scaling has " +
+         std::to_string(scaling.growthInterval));
 }
 
 void InstructionChecker::check() {
@@ -625,6 +737,8 @@ void InstructionChecker::check() {
   case OpCode::AdamW:
   case OpCode::Sgd:
     return checkOptimizer();
+  case OpCode::UpdateLossScale:
+    return checkUpdateLossScale();
   }
   fail("unknown opcode " + std::to_string(static_cast<int>(instruction.op)));
 }
@@ -696,12 +810,95 @@ void checkTables(const Plan &plan) {
            " bytes, but " + describeBuffer(plan, constant.buffer) + " needs " +
            std::to_string(expected));
   }
+  std::vector<bool> hasCopy(bufferCount, false);
+  for (size_t i = 0; i < plan.parameterCopies.size(); ++i) {
+    const ParameterCopy &copy = plan.parameterCopies[i];
+    std::string what = "parameter copy " + std::to_string(i);
+    claim(copy.buffer, BufferRole::ParameterCopy, what);
+    const Buffer &buffer = plan.buffers[copy.buffer];
+    what += " " + describeBuffer(plan, copy.buffer);
+    if (buffer.dtype != DType::BF16 && buffer.dtype != DType::F16)
+      fail(what + " must be bf16 or f16");
+    if (copy.source >= bufferCount)
+      fail(what + " has source buffer " + std::to_string(copy.source) +
+           ", but the plan has " + std::to_string(bufferCount) + " buffers");
+    const Buffer &source = plan.buffers[copy.source];
+    if (source.role != BufferRole::Parameter)
+      fail(what + ": its source " + describeBuffer(plan, copy.source) +
+           " must be a parameter buffer, is a " + bufferRoleName(source.role));
+    if (source.dtype != DType::F32)
+      fail(what + ": its source " + describeBuffer(plan, copy.source) +
+           " must be f32");
+    if (source.shape != buffer.shape)
+      fail(what + " must have the shape of its source " +
+           describeBuffer(plan, copy.source));
+    if (hasCopy[copy.source])
+      fail(what + ": its source " + describeBuffer(plan, copy.source) +
+           " already has a copy");
+    hasCopy[copy.source] = true;
+  }
   for (uint32_t id = 0; id < bufferCount; ++id)
     if (plan.buffers[id].role != BufferRole::Temporary &&
         plan.buffers[id].role != BufferRole::State && entries[id] == 0)
       fail(describeBuffer(plan, id) + " has role " +
            bufferRoleName(plan.buffers[id].role) + " but no " +
            bufferRoleName(plan.buffers[id].role) + " entry");
+}
+
+/// The four loss-scaling buffers, in update_loss_scale's operand order.
+std::vector<uint32_t> lossScalingBuffers(const LossScaling &scaling) {
+  return {scaling.scale, scaling.growthTracker, scaling.foundNonFinite,
+          scaling.appliedSteps};
+}
+
+/// Checks Plan::lossScaling: a known mode and, when enabled, a training
+/// plan, GradScaler's constraints on the settings and four distinct f32
+/// scalar state buffers.
+void checkLossScaling(const Plan &plan) {
+  const LossScaling &scaling = plan.lossScaling;
+  if (static_cast<uint8_t>(scaling.mode) > 2)
+    fail("unknown loss scale mode " +
+         std::to_string(static_cast<int>(scaling.mode)));
+  if (scaling.mode == LossScaleMode::None)
+    return;
+  const std::string what =
+      std::string("loss scaling (") + lossScaleModeName(scaling.mode) + ")";
+  if (plan.optimizerInstructions.empty())
+    fail(what + " needs a training plan (one with an optimizer step)");
+  if (!std::isfinite(scaling.initialScale) || scaling.initialScale <= 0)
+    fail(what + ": the initial scale must be finite and > 0, is " +
+         std::to_string(scaling.initialScale));
+  if (!std::isfinite(scaling.growthFactor) || scaling.growthFactor <= 1)
+    fail(what + ": the growth factor must be finite and > 1, is " +
+         std::to_string(scaling.growthFactor));
+  if (!(scaling.backoffFactor > 0 && scaling.backoffFactor < 1))
+    fail(what + ": the backoff factor must be in (0, 1), is " +
+         std::to_string(scaling.backoffFactor));
+  // The growth tracker is an f32 buffer: it counts exactly up to 2^24.
+  if (scaling.growthInterval < 1 || scaling.growthInterval > (1 << 24))
+    fail(what + ": the growth interval must be in [1, 2^24], is " +
+         std::to_string(scaling.growthInterval));
+  if (!(scaling.minScale >= 0 && scaling.minScale <= scaling.initialScale))
+    fail(what + ": the minimum scale must be in [0, initial scale], is " +
+         std::to_string(scaling.minScale));
+  const char *names[] = {"scale", "growth tracker", "found-non-finite flag",
+                         "applied-steps count"};
+  const std::vector<uint32_t> ids = lossScalingBuffers(scaling);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] >= plan.buffers.size())
+      fail(what + ": the " + names[i] + " buffer " + std::to_string(ids[i]) +
+           " is out of range (the plan has " +
+           std::to_string(plan.buffers.size()) + " buffers)");
+    const Buffer &buffer = plan.buffers[ids[i]];
+    if (buffer.role != BufferRole::State || buffer.dtype != DType::F32 ||
+        !buffer.shape.empty())
+      fail(what + ": the " + names[i] + " " + describeBuffer(plan, ids[i]) +
+           " must be an f32 scalar state buffer");
+    for (size_t j = 0; j < i; ++j)
+      if (ids[j] == ids[i])
+        fail(what + ": the " + names[i] + " and the " + names[j] +
+             " are one buffer, " + describeBuffer(plan, ids[i]));
+  }
 }
 
 } // namespace
@@ -713,7 +910,7 @@ void validatePlan(const Plan &plan) {
   for (uint32_t id = 0; id < bufferCount; ++id) {
     const Buffer &buffer = plan.buffers[id];
     if (static_cast<uint8_t>(buffer.dtype) > 4 ||
-        static_cast<uint8_t>(buffer.role) > 4)
+        static_cast<uint8_t>(buffer.role) > 5)
       fail("buffer " + std::to_string(id) + " has an unknown dtype or role");
     // Accumulators and optimizer moments must not lose small updates.
     if (buffer.role == BufferRole::State && buffer.dtype != DType::F32)
@@ -728,6 +925,12 @@ void validatePlan(const Plan &plan) {
     }
   }
   checkTables(plan);
+  checkLossScaling(plan);
+  const bool scaled = plan.lossScaling.mode != LossScaleMode::None;
+  std::vector<bool> isLossScaling(bufferCount, false);
+  if (scaled)
+    for (uint32_t id : lossScalingBuffers(plan.lossScaling))
+      isLossScaling[id] = true;
 
   // Every non-temporary buffer holds data before the first instruction; a
   // temporary becomes readable once the instruction that writes it has run,
@@ -748,7 +951,7 @@ void validatePlan(const Plan &plan) {
       if (static_cast<uint16_t>(instruction.op) >= kNumOpCodes)
         checker.fail("unknown opcode " +
                      std::to_string(static_cast<int>(instruction.op)));
-      const size_t results = resultCount(instruction.op);
+      const size_t results = resultCount(instruction);
       if (instruction.results.size() != results)
         checker.fail("must have exactly " + std::to_string(results) +
                      " result" + (results == 1 ? "" : "s") + ", has " +
@@ -777,14 +980,32 @@ void validatePlan(const Plan &plan) {
       if (isInPlace(instruction.op)) {
         // Roles and shapes of the updated operands are checked per opcode.
         for (size_t i = 0; i < results; ++i) {
-          if (i >= instruction.operands.size() ||
-              instruction.results[i] != instruction.operands[i])
+          const size_t operand = aliasedOperand(instruction, i);
+          if (operand >= instruction.operands.size() ||
+              instruction.results[i] != instruction.operands[operand])
             checker.fail(checker.resultName(i) + " must be operand " +
-                         std::to_string(i) + ", which it updates in place");
+                         std::to_string(operand) +
+                         ", which it updates in place");
           // Aliased updates (m and v in one buffer) would race each other.
           for (size_t j = 0; j < i; ++j)
             if (instruction.results[j] == instruction.results[i])
               checker.fail(checker.resultName(i) + " is written a second time");
+          // The loss-scaling state changes only through update_loss_scale
+          // and accumulate's found flag.
+          const uint32_t result = instruction.results[i];
+          if (isLossScaling[result] &&
+              instruction.op != OpCode::UpdateLossScale &&
+              !(instruction.op == OpCode::Accumulate && i == 1))
+            checker.fail(checker.resultName(i) +
+                         " is a loss-scaling buffer, which only "
+                         "update_loss_scale (and accumulate's found flag) "
+                         "may write");
+        }
+        if (instruction.op == OpCode::UpdateLossScale) {
+          if (listName[0] == '\0')
+            checker.fail("runs only in the optimizer step");
+          if (index + 1 != list.size())
+            checker.fail("must be the last instruction of the optimizer step");
         }
       } else {
         for (size_t i = 0; i < results; ++i) {
@@ -792,9 +1013,9 @@ void validatePlan(const Plan &plan) {
           if (plan.buffers[result].role != BufferRole::Temporary)
             checker.fail(checker.resultName(i) + " has role " +
                          bufferRoleName(plan.buffers[result].role) +
-                         "; only temporaries can be written (parameters "
-                         "and state only in place, by accumulate, adamw "
-                         "and sgd)");
+                         "; only temporaries can be written (parameters, "
+                         "parameter copies and state only in place, by "
+                         "accumulate, adamw, sgd and update_loss_scale)");
           if (written[result])
             checker.fail(checker.resultName(i) + " is written a second time");
           for (size_t j = 0; j < i; ++j)
@@ -829,6 +1050,11 @@ void validatePlan(const Plan &plan) {
   if (plan.optimizerInstructions.empty())
     return;
   checkList(plan.optimizerInstructions, "optimizer step ");
+  if (scaled &&
+      plan.optimizerInstructions.back().op != OpCode::UpdateLossScale)
+    fail(std::string("the plan has loss scaling (") +
+         lossScaleModeName(plan.lossScaling.mode) +
+         "), so its optimizer step must end with update_loss_scale");
   for (auto [id, what] : {std::pair<uint32_t, const char *>{plan.gradNorm,
                                                             "grad norm"},
                           {plan.learningRate, "learning rate"}}) {

@@ -93,6 +93,23 @@ void expectSamePlan(const Plan &a, const Plan &b) {
   }
   expectSameInstructions(a.instructions, b.instructions);
   expectSameInstructions(a.optimizerInstructions, b.optimizerInstructions);
+  ASSERT_EQ(a.parameterCopies.size(), b.parameterCopies.size());
+  for (size_t i = 0; i < a.parameterCopies.size(); ++i) {
+    EXPECT_EQ(a.parameterCopies[i].buffer, b.parameterCopies[i].buffer);
+    EXPECT_EQ(a.parameterCopies[i].source, b.parameterCopies[i].source);
+  }
+  const plan::LossScaling &x = a.lossScaling, &y = b.lossScaling;
+  EXPECT_EQ(x.mode, y.mode);
+  EXPECT_EQ(x.initialScale, y.initialScale);
+  EXPECT_EQ(x.growthFactor, y.growthFactor);
+  EXPECT_EQ(x.backoffFactor, y.backoffFactor);
+  EXPECT_EQ(x.growthInterval, y.growthInterval);
+  EXPECT_EQ(x.minScale, y.minScale);
+  EXPECT_EQ(x.scale, y.scale);
+  EXPECT_EQ(x.growthTracker, y.growthTracker);
+  EXPECT_EQ(x.foundNonFinite, y.foundNonFinite);
+  EXPECT_EQ(x.appliedSteps, y.appliedSteps);
+  EXPECT_EQ(a.debugNonFinite, b.debugNonFinite);
 }
 
 /// A fresh scratch directory for file tests.
@@ -124,7 +141,7 @@ TEST(PlanIO, EveryOpcodePlanCoversTheFormat) {
   std::set<plan::BufferRole> roles;
   for (const plan::Buffer &buffer : plan.buffers)
     roles.insert(buffer.role);
-  EXPECT_EQ(roles.size(), 5u);
+  EXPECT_EQ(roles.size(), 6u);
   std::set<plan::InputUse> uses;
   for (const plan::Input &input : plan.inputs)
     uses.insert(input.use);
@@ -267,22 +284,30 @@ TEST(PlanIO, RejectsBadMagic) {
   EXPECT_NE(readError("").find("empty"), std::string::npos);
 }
 
-TEST(PlanIO, WritesVersion2) {
+TEST(PlanIO, WritesVersion3) {
   const std::string bytes = encode(everyOpcodePlan());
-  EXPECT_EQ(bytes.substr(8, 4), std::string("\x02\x00\x00\x00", 4));
+  EXPECT_EQ(bytes.substr(8, 4), std::string("\x03\x00\x00\x00", 4));
+  // Eight sections, the last one PREC.
+  EXPECT_EQ(bytes.substr(12, 4), std::string("\x08\x00\x00\x00", 4));
+  EXPECT_NE(bytes.find("PREC"), std::string::npos);
 }
 
 TEST(PlanIO, RejectsWrongVersion) {
-  // Version 1 (forward-only plans, before training fields existed) and any
-  // future version are refused with the same actionable message.
+  // Version 1 (forward-only plans, before training fields existed), version
+  // 2 (before mixed precision) and any future version are refused with the
+  // same actionable message.
   std::string bytes = encode(everyOpcodePlan());
   bytes[8] = 1; // the u32 version follows the magic
   EXPECT_EQ(readError(bytes),
-            "plan format version 1, this runtime reads version 2: recompile "
+            "plan format version 1, this runtime reads version 3: recompile "
             "the model with a matching ampc");
-  bytes[8] = 3;
+  bytes[8] = 2;
   EXPECT_EQ(readError(bytes),
-            "plan format version 3, this runtime reads version 2: recompile "
+            "plan format version 2, this runtime reads version 3: recompile "
+            "the model with a matching ampc");
+  bytes[8] = 4;
+  EXPECT_EQ(readError(bytes),
+            "plan format version 4, this runtime reads version 3: recompile "
             "the model with a matching ampc");
 }
 
@@ -319,7 +344,7 @@ std::string version1File() {
 
 TEST(PlanIO, RejectsVersion1Files) {
   EXPECT_EQ(readError(version1File()),
-            "plan format version 1, this runtime reads version 2: recompile "
+            "plan format version 1, this runtime reads version 3: recompile "
             "the model with a matching ampc");
 }
 
@@ -334,7 +359,7 @@ TEST(PlanIO, RoundTripTrainingFields) {
   EXPECT_EQ(decoded.trainingSummary.substr(0, 10), "adamw lr=3");
   EXPECT_EQ(decoded.inputs[1].use, plan::InputUse::Indices);
   EXPECT_EQ(decoded.inputs[2].use, plan::InputUse::Labels);
-  ASSERT_EQ(decoded.optimizerInstructions.size(), 4u);
+  ASSERT_EQ(decoded.optimizerInstructions.size(), 5u);
   EXPECT_EQ(decoded.optimizerInstructions[2].op, plan::OpCode::AdamW);
   EXPECT_EQ(decoded.optimizerInstructions[2].results.size(), 4u);
   EXPECT_EQ(decoded.optimizerInstructions[3].location, "every.mlir:40:2");
@@ -352,6 +377,73 @@ TEST(PlanIO, RoundTripTrainingFields) {
   EXPECT_EQ(forwardDecoded.accumulationSteps, 1);
   EXPECT_EQ(forwardDecoded.inputs[0].use, plan::InputUse::None);
   expectSamePlan(forward.plan, forwardDecoded);
+}
+
+TEST(PlanIO, RoundTripMixedPrecisionFields) {
+  const Plan original = everyOpcodePlan();
+  const Plan decoded = decode(encode(original));
+  // Spot checks against the values everyOpcodePlan sets, none of them a
+  // default, so a field that is not written or not read shows up.
+  ASSERT_EQ(decoded.parameterCopies.size(), 1u);
+  EXPECT_EQ(decoded.parameterCopies[0].buffer,
+            plan::findBuffer(decoded, "w.bf16"));
+  EXPECT_EQ(decoded.parameterCopies[0].source, plan::findBuffer(decoded, "w"));
+  EXPECT_EQ(decoded.buffers[plan::findBuffer(decoded, "w.bf16")].role,
+            plan::BufferRole::ParameterCopy);
+  const plan::LossScaling &scaling = decoded.lossScaling;
+  EXPECT_EQ(scaling.mode, plan::LossScaleMode::Dynamic);
+  EXPECT_EQ(scaling.initialScale, 1024.0f);
+  EXPECT_EQ(scaling.growthFactor, 4.0f);
+  EXPECT_EQ(scaling.backoffFactor, 0.25f);
+  EXPECT_EQ(scaling.growthInterval, 3);
+  EXPECT_EQ(scaling.minScale, 0.125f);
+  EXPECT_EQ(scaling.scale, plan::findBuffer(decoded, "loss_scale"));
+  EXPECT_EQ(scaling.growthTracker,
+            plan::findBuffer(decoded, "loss_scale.growth_tracker"));
+  EXPECT_EQ(scaling.foundNonFinite,
+            plan::findBuffer(decoded, "loss_scale.found_non_finite"));
+  EXPECT_EQ(scaling.appliedSteps,
+            plan::findBuffer(decoded, "loss_scale.applied_steps"));
+  EXPECT_TRUE(decoded.debugNonFinite);
+  EXPECT_EQ(decoded.optimizerInstructions.back().op,
+            plan::OpCode::UpdateLossScale);
+  EXPECT_EQ(decoded.optimizerInstructions[3].operands.size(), 8u); // sgd
+  EXPECT_EQ(decoded.optimizerInstructions[3].results.back(),
+            decoded.parameterCopies[0].buffer);
+  expectSamePlan(original, decoded);
+
+  // A plan without mixed precision decodes to the defaults.
+  PlanBuilder forward;
+  const uint32_t x = forward.input("x", DType::F32, {3});
+  forward.plan.loss = forward.op(OpCode::Sum, {x}, DType::F32, {},
+                                 {{"axes", std::vector<int64_t>{0}},
+                                  {"keepdims", int64_t(0)}});
+  const Plan plain = decode(encode(forward.plan));
+  EXPECT_TRUE(plain.parameterCopies.empty());
+  EXPECT_EQ(plain.lossScaling.mode, plan::LossScaleMode::None);
+  EXPECT_EQ(plain.lossScaling.initialScale, 65536.0f);
+  EXPECT_EQ(plain.lossScaling.growthInterval, 2000);
+  EXPECT_FALSE(plain.debugNonFinite);
+
+  // Static scaling and debugNonFinite off survive too (the opposite values
+  // of everyOpcodePlan's).
+  Plan scaled = original;
+  scaled.lossScaling.mode = plan::LossScaleMode::Static;
+  scaled.debugNonFinite = false;
+  scaled.optimizerInstructions.back().attrs["dynamic"] = int64_t(0);
+  const Plan staticDecoded = decode(encode(scaled));
+  EXPECT_EQ(staticDecoded.lossScaling.mode, plan::LossScaleMode::Static);
+  EXPECT_FALSE(staticDecoded.debugNonFinite);
+}
+
+TEST(PlanIO, RejectsBadDebugFlag) {
+  std::string bytes = encode(everyOpcodePlan());
+  // The debug flag is the last byte of the PREC section, the last section.
+  ASSERT_EQ(bytes.back(), '\x01');
+  bytes.back() = 2;
+  EXPECT_NE(readError(bytes).find("bad debug non-finite flag 2"),
+            std::string::npos)
+      << readError(bytes);
 }
 
 TEST(PlanIO, FindBuffer) {
@@ -388,15 +480,19 @@ TEST(PlanIO, RejectsBadEnumValues) {
   EXPECT_NE(readError(encode(plan)).find("bad opcode code 500"),
             std::string::npos);
   plan = everyOpcodePlan();
-  plan.buffers[0].role = static_cast<plan::BufferRole>(5);
+  plan.buffers[0].role = static_cast<plan::BufferRole>(6);
   EXPECT_NE(readError(encode(plan)).find("bad buffer role"), std::string::npos);
   plan = everyOpcodePlan();
   plan.inputs[0].use = static_cast<plan::InputUse>(3);
   EXPECT_NE(readError(encode(plan)).find("bad input use code 3"),
             std::string::npos);
   plan = everyOpcodePlan();
-  plan.optimizerInstructions[0].op = static_cast<plan::OpCode>(48);
-  EXPECT_NE(readError(encode(plan)).find("bad opcode code 48"),
+  plan.optimizerInstructions[0].op = static_cast<plan::OpCode>(49);
+  EXPECT_NE(readError(encode(plan)).find("bad opcode code 49"),
+            std::string::npos);
+  plan = everyOpcodePlan();
+  plan.lossScaling.mode = static_cast<plan::LossScaleMode>(3);
+  EXPECT_NE(readError(encode(plan)).find("bad loss scale mode code 3"),
             std::string::npos);
   plan = everyOpcodePlan();
   plan.parameters[0].init = static_cast<plan::InitKind>(7);

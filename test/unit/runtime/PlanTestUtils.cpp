@@ -124,6 +124,27 @@ plan::Plan everyOpcodePlan() {
   const uint32_t beta = b.parameter("beta", f32, {4}, InitKind::Zeros);
   b.plan.parameters.back().weightDecay = false;
   const uint32_t c = b.constant("c", f32, {4}, {0.5, 1.5, 2.0, 4.0});
+  // Mixed precision: the matmul reads a bf16 copy of w, and the loss is
+  // scaled dynamically.
+  const uint32_t wCopy =
+      b.buffer("w.bf16", DType::BF16, {4, 4}, BufferRole::ParameterCopy);
+  b.plan.parameterCopies.push_back({wCopy, w});
+  const uint32_t lossScale = b.state("loss_scale", {});
+  const uint32_t growthTracker = b.state("loss_scale.growth_tracker", {});
+  const uint32_t found = b.state("loss_scale.found_non_finite", {});
+  const uint32_t applied = b.state("loss_scale.applied_steps", {});
+  plan::LossScaling &scaling = b.plan.lossScaling;
+  scaling.mode = plan::LossScaleMode::Dynamic;
+  scaling.initialScale = 1024;
+  scaling.growthFactor = 4;
+  scaling.backoffFactor = 0.25;
+  scaling.growthInterval = 3;
+  scaling.minScale = 1.0f / 8;
+  scaling.scale = lossScale;
+  scaling.growthTracker = growthTracker;
+  scaling.foundNonFinite = found;
+  scaling.appliedSteps = applied;
+  b.plan.debugNonFinite = true;
 
   const uint32_t e = b.op(OpCode::Embedding, {table, ids}, f32, {2, 3, 4}, {},
                           "every.mlir:3:5");
@@ -142,8 +163,9 @@ plan::Plan everyOpcodePlan() {
   h = b.op(OpCode::Add, {h, b.op(OpCode::Rsqrt, {ex}, f32, {2, 3, 4})}, f32,
            {2, 3, 4});
   h = b.op(OpCode::Gelu, {h}, f32, {2, 3, 4}, {{"approximate", int64_t(1)}});
+  const uint32_t wUp = b.op(OpCode::Cast, {wCopy}, f32, {4, 4});
   const uint32_t mm =
-      b.op(OpCode::MatMul, {h, w}, f32, {2, 3, 4},
+      b.op(OpCode::MatMul, {h, wUp}, f32, {2, 3, 4},
            {{"transpose_a", int64_t(0)}, {"transpose_b", int64_t(1)}},
            "every.mlir:9:7");
   b.op(OpCode::Transpose, {mm}, f32, {2, 4, 3}, {{"permutation", V{0, 2, 1}}});
@@ -180,8 +202,7 @@ plan::Plan everyOpcodePlan() {
   // plan exercises the format, not the gradients).
   b.plan.inputs[1].use = plan::InputUse::Indices;
   b.plan.inputs[2].use = plan::InputUse::Labels;
-  const uint32_t scale = b.constant("loss_scale", f32, {}, {1024.0});
-  const uint32_t seed = b.op(OpCode::GradSeed, {scale}, f32, {},
+  const uint32_t seed = b.op(OpCode::GradSeed, {lossScale}, f32, {},
                              {{"accum_steps", int64_t(2)}}, "every.mlir:30:1");
   const uint32_t dlogits =
       b.op(OpCode::CrossEntropyGrad, {logits, labels, seed}, f32, {2, 3, 4},
@@ -214,11 +235,14 @@ plan::Plan everyOpcodePlan() {
   const uint32_t dtable = b.op(OpCode::EmbeddingGrad, {ids, g}, f32, {5, 4});
   const uint32_t gradTable = b.state("table.grad", {5, 4});
   const uint32_t gradW = b.state("w.grad", {4, 4});
-  b.instruction(OpCode::Accumulate, {gradTable, dtable}, {gradTable});
+  b.instruction(OpCode::Accumulate, {gradTable, dtable, lossScale, found},
+                {gradTable, found});
   b.instruction(OpCode::Accumulate,
-                {gradW, b.op(OpCode::Slice, {padded}, f32, {4, 4},
-                             {{"starts", V{2, 0}}})},
-                {gradW});
+                {gradW,
+                 b.op(OpCode::Slice, {padded}, f32, {4, 4},
+                      {{"starts", V{2, 0}}}),
+                 lossScale, found},
+                {gradW, found});
 
   // The optimizer step: AdamW for the table, SGD for w.
   const uint32_t norm =
@@ -231,7 +255,8 @@ plan::Plan everyOpcodePlan() {
                                      {"decay_steps", int64_t(0)}});
   const uint32_t m = b.state("table.m", {5, 4});
   const uint32_t v = b.state("table.v", {5, 4});
-  b.instruction(OpCode::AdamW, {table, gradTable, m, v, lr, norm},
+  b.instruction(OpCode::AdamW,
+                {table, gradTable, m, v, lr, norm, found, applied},
                 {table, gradTable, m, v},
                 {{"beta1", 0.9},
                  {"beta2", 0.95},
@@ -240,11 +265,20 @@ plan::Plan everyOpcodePlan() {
                  {"clip_norm", 1.0}},
                 true);
   const uint32_t momentum = b.state("w.momentum", {4, 4});
-  b.instruction(OpCode::Sgd, {w, gradW, momentum, lr, norm},
-                {w, gradW, momentum},
+  b.instruction(OpCode::Sgd, {w, gradW, momentum, lr, norm, found, applied, wCopy},
+                {w, gradW, momentum, wCopy},
                 {{"momentum", 0.9}, {"weight_decay", 0.0}, {"clip_norm", 0.0}},
                 true);
   b.plan.optimizerInstructions.back().location = "every.mlir:40:2";
+  b.instruction(OpCode::UpdateLossScale,
+                {lossScale, growthTracker, found, applied},
+                {lossScale, growthTracker, found, applied},
+                {{"dynamic", int64_t(1)},
+                 {"growth_factor", 4.0},
+                 {"backoff_factor", 0.25},
+                 {"growth_interval", int64_t(3)},
+                 {"min_scale", 0.125}},
+                true);
   b.plan.gradNorm = norm;
   b.plan.learningRate = lr;
   b.plan.accumulationSteps = 2;

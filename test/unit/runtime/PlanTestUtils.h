@@ -55,7 +55,8 @@ std::vector<uint8_t> encodeValues(DType dtype,
                                   const std::vector<double> &values);
 
 /// A small training plan that uses every opcode, every attribute type,
-/// every buffer role and input use, and every training field.
+/// every buffer role and input use, and every training and mixed-precision
+/// field (a bf16 parameter copy, dynamic loss scaling, debugNonFinite).
 plan::Plan everyOpcodePlan();
 
 } // namespace ampc::test
