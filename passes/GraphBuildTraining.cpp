@@ -148,9 +148,15 @@ GraphBuildTrainingPass::buildBackward(func::FuncOp entry,
       sum = sum ? rules.add(read.getLoc(), sum, resultGrads[0]) : resultGrads[0];
       continue;
     }
+    Operation *before = body.getTerminator()->getPrevNode();
     auto operandGrads = rules.operandGradients(op, resultGrads);
     if (failed(operandGrads))
       return failure();
+    // An op the model keeps in f32 keeps its gradient ops in f32 too.
+    if (op->hasAttr("keep_fp32"))
+      for (Operation *grad = before->getNextNode(); grad != body.getTerminator();
+           grad = grad->getNextNode())
+        grad->setAttr("keep_fp32", UnitAttr::get(op->getContext()));
     for (auto [operand, grad] : llvm::zip(op->getOperands(), *operandGrads)) {
       if (!grad || !active.contains(operand))
         continue;
@@ -206,12 +212,12 @@ void GraphBuildTrainingPass::buildOptimizerStep(ModelOp model, llvm::ArrayRef<Pa
                         ref(stateName(param, "adam_m")), ref(stateName(param, "adam_v")), rate,
                         norm, b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
                         b.getF64FloatAttr(eps), b.getF64FloatAttr(decay),
-                        b.getF64FloatAttr(clipNorm));
+                        b.getF64FloatAttr(clipNorm), FlatSymbolRefAttr(), FlatSymbolRefAttr());
     else
       b.create<SgdOp>(param.getLoc(), self, ref(stateName(param, "grad")),
                       ref(stateName(param, "momentum")), rate, norm,
                       b.getF64FloatAttr(momentum), b.getF64FloatAttr(decay),
-                      b.getF64FloatAttr(clipNorm));
+                      b.getF64FloatAttr(clipNorm), FlatSymbolRefAttr(), FlatSymbolRefAttr());
   }
   b.create<func::ReturnOp>(loc, ValueRange{norm, rate});
 }
@@ -281,7 +287,9 @@ void GraphBuildTrainingPass::runOnOperation() {
                                   TypeAttr::get(param.getType()));
     }
     gradStates.push_back(declBuilder.getStringAttr(stateName(param, "grad")));
-    accumulate.create<AccumulateGradOp>(param.getLoc(), grad, stateName(param, "grad"));
+    accumulate.create<AccumulateGradOp>(
+        param.getLoc(), grad,
+        FlatSymbolRefAttr::get(model.getContext(), stateName(param, "grad")), FlatSymbolRefAttr());
     trained.push_back(param);
   }
   if (trained.empty()) {

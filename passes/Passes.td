@@ -149,4 +149,118 @@ def GraphBuildTraining : Pass<"graph-build-training", "::ampc::graph::ModelOp"> 
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
+def GraphAssignPrecision : Pass<"graph-assign-precision", "::ampc::graph::ModelOp"> {
+  let summary = "Choose the compute, accumulate and storage dtype of every op and place casts";
+  let description = [{
+    Applies the precision policy (passes/PrecisionPolicy.h) to the model's entry function (the
+    micro step after graph-build-training). In `bf16` or `fp16` mode (R below):
+
+    - `reduced` ops (matmul, attention and its gradient, the embedding gather) read their float
+      operands in R and accumulate in f32; their results are stored in R.
+    - `fp32` ops (softmax, layernorm, rmsnorm, cross_entropy, mse_loss, exp, log, sqrt, rsqrt,
+      sum, mean, max and their gradients) read f32 and compute in f32; their results are stored
+      in R like every activation, except the losses, the embedding gradient and what the policy
+      lists as store_fp32.
+    - `follow` ops (elementwise and data movement) run in the type of their inputs; when the
+      inputs differ, in the one that converts the fewest elements.
+    - Parameter gradients (what graph.accumulate_grad reads) and scalars stay f32, as do master
+      weights, accumulators and optimizer state. A parameter read in R gets a
+      `graph.param_copy`, refreshed by the optimizer update, so it is converted once per
+      optimizer step instead of once per micro step.
+    - `{keep_fp32}` on an op of the model file keeps it (and its gradient ops) in f32.
+
+    Casts are placed only where a value's type must change; a cast that undoes an exact widening
+    is removed, a chain through an exact widening becomes one cast, a value cast to the same type
+    twice is cast once, and a cast of a constant becomes a constant. Every governed op gets a
+    `precision` attribute naming its dtypes and the rule. `fp32` mode changes nothing but the
+    attributes.
+
+    Before (a micro step fragment):
+    ```mlir
+    %h = graph.layernorm %x, %g, %b : tensor<4x64xf32>, tensor<64xf32>, tensor<64xf32>
+    %y = graph.matmul %h, %w : tensor<4x64xf32>, tensor<64x64xf32>
+    ```
+    After (`mode=bf16`):
+    ```mlir
+    graph.param_copy @w.bf16 : tensor<64x64xbf16> of @w
+    ...
+    %h = graph.layernorm %x, %g, %b {precision = #graph.precision<compute = f32,
+        accumulate = f32, storage = bf16, rule = "fp32">} : tensor<4x64xf32>, ...
+    %h16 = graph.cast %h {precision = #graph.precision<compute = f32, accumulate = f32,
+        storage = bf16, rule = "cast">} : tensor<4x64xf32> -> tensor<4x64xbf16>
+    %y = graph.matmul %h16, %w.bf16 {precision = #graph.precision<compute = bf16,
+        accumulate = f32, storage = bf16, rule = "reduced">} : tensor<4x64xbf16>, tensor<64x64xbf16>
+    ```
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", "\"bf16\"", "bf16, fp16 or fp32">,
+    Option<"policyFile", "policy", "std::string", "\"\"",
+           "a policy file: lines 'reduced|fp32|follow|store_fp32: kind, kind'">,
+    Option<"reducedOps", "reduced-ops", "std::string", "\"\"",
+           "op kinds (comma-separated) to run in the reduced type">,
+    Option<"fp32Ops", "fp32-ops", "std::string", "\"\"", "op kinds to run in f32">,
+    Option<"followOps", "follow-ops", "std::string", "\"\"",
+           "op kinds to run in the type of their inputs">,
+    Option<"storeFp32Ops", "store-fp32-ops", "std::string", "\"\"",
+           "op kinds whose results are stored in f32">
+  ];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
+def GraphInsertLossScaling : Pass<"graph-insert-loss-scaling", "::ampc::graph::ModelOp"> {
+  let summary = "Scale the loss before the backward pass and unscale while accumulating";
+  let description = [{
+    Runs after graph-build-training (and graph-assign-precision). Adds a `graph.loss_scale`
+    scaler; the micro step's `graph.grad_seed` is multiplied by the current scale, every
+    `graph.accumulate_grad` divides by it while adding into the f32 accumulator and raises the
+    scaler's non-finite flag on inf/NaN (one pass over the data, no host synchronisation); the
+    optimizer updates skip themselves when the flag is up (the accumulators are still zeroed,
+    and clipping sees unscaled gradients); `graph.update_loss_scale` ends the optimizer step
+    with GradScaler's rule (x0.5 on overflow, x2 after growth-interval finite steps), never
+    going below min-scale.
+
+    `mode=auto` (the default) means `dynamic` for a model in fp16 and `none` otherwise;
+    `static` keeps `initial-scale`. `debug-nonfinite` makes the runtime name the first op whose
+    result became non-finite.
+
+    Before:
+    ```mlir
+    %seed = graph.grad_seed accum_steps 1
+    ...
+    graph.accumulate_grad %dw into @w.grad : tensor<4x2xf16>
+    ...
+    graph.adamw @w grad @w.grad moments @w.adam_m, @w.adam_v lr %lr grad_norm %norm {...}
+    return %norm, %lr : tensor<f32>, tensor<f32>
+    ```
+    After (`mode=dynamic`):
+    ```mlir
+    graph.loss_scale @loss_scale dynamic {initial_scale = 65536.0 : f64, ...}
+    ...
+    %scale = graph.get_loss_scale @loss_scale
+    %seed = graph.grad_seed scale %scale accum_steps 1
+    ...
+    graph.accumulate_grad %dw into @w.grad unscale @loss_scale : tensor<4x2xf16>
+    ...
+    graph.adamw @w grad @w.grad moments @w.adam_m, @w.adam_v lr %lr grad_norm %norm
+        skip_nonfinite @loss_scale {...}
+    graph.update_loss_scale @loss_scale
+    return %norm, %lr : tensor<f32>, tensor<f32>
+    ```
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", "\"auto\"", "auto, dynamic, static or none">,
+    Option<"initialScale", "initial-scale", "double", "65536.0",
+           "the first scale (dynamic) or the scale (static)">,
+    Option<"growthFactor", "growth-factor", "double", "2.0", "dynamic: growth factor">,
+    Option<"backoffFactor", "backoff-factor", "double", "0.5", "dynamic: backoff factor">,
+    Option<"growthInterval", "growth-interval", "int64_t", "2000",
+           "dynamic: finite steps before the scale grows">,
+    Option<"minScale", "min-scale", "double", "1.0",
+           "dynamic: the floor of the scale (a warning when reached; 0: none)">,
+    Option<"debugNonfinite", "debug-nonfinite", "bool", "false",
+           "name the first op whose result became non-finite">
+  ];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
 #endif // AMPC_PASSES_PASSES_TD

@@ -111,6 +111,34 @@ def Graph_UniformInitAttr : Graph_Attr<"UniformInit", "uniform"> {
   let genVerifyDecl = 1;
 }
 
+//===----------------------------------------------------------------------------------------===//
+// Precision
+//===----------------------------------------------------------------------------------------===//
+
+def Graph_PrecisionAttr : Graph_Attr<"Precision", "precision"> {
+  let summary = "the dtypes an op runs in, set by graph-assign-precision";
+  let description = [{
+    `compute`: the element type the op reads its float operands in; `accumulate`: the type of its
+    sums (matmul and attention accumulate in f32 whatever they read); `storage`: the type its
+    result is stored in; `rule`: the policy rule that decided it (for `ampc report precision`).
+    ```mlir
+    %y = graph.matmul %x, %w {precision = #graph.precision<compute = bf16, accumulate = f32,
+                                                          storage = bf16, rule = "reduced">}
+    ```
+  }];
+  let parameters = (ins "::mlir::Type":$compute, "::mlir::Type":$accumulate,
+                        "::mlir::Type":$storage, StringRefParameter<"policy rule">:$rule);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+def Graph_LossScaleMode : I32EnumAttr<"LossScaleMode",
+    "how the loss is scaled before the backward pass", [
+      I32EnumAttrCase<"static_scale", 0, "static">,
+      I32EnumAttrCase<"dynamic", 1>
+    ]> {
+  let cppNamespace = "::ampc::graph";
+}
+
 def Graph_InitializerAttr : AnyAttrOf<[Graph_ZerosInitAttr, Graph_OnesInitAttr,
                                        Graph_NormalInitAttr, Graph_UniformInitAttr]>;
 

@@ -121,9 +121,10 @@ checkNoRecursion(func::FuncOp func,
 LogicalResult ModelOp::verifyRegions() {
   llvm::DenseMap<Operation *, llvm::SmallVector<func::CallOp>> calls;
   for (Operation &op : getBodyBlock()) {
-    if (!llvm::isa<ParamOp, InputOp, StateOp, func::FuncOp>(op))
+    if (!llvm::isa<ParamOp, InputOp, StateOp, ParamCopyOp, LossScaleOp, func::FuncOp>(op))
       return op.emitOpError("cannot appear directly in a graph.model, which holds only "
-                            "graph.param, graph.input, graph.state and func.func");
+                            "graph.param, graph.input, graph.state and func.func (and the "
+                            "graph.param_copy and graph.loss_scale of mixed precision)");
     if (auto func = llvm::dyn_cast<func::FuncOp>(op))
       func.walk([&](func::CallOp call) { calls[func].push_back(call); });
   }
@@ -195,6 +196,11 @@ void GetInputOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
 }
 
 LogicalResult GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  // The reduced-precision copy of a parameter is read like the parameter.
+  if (auto copy = llvm::dyn_cast_or_null<ParamCopyOp>(
+          symbolTable.lookupNearestSymbolFrom(*this, getNameAttr())))
+    return verifyModelSymbol<ParamCopyOp>(*this, getNameAttr(), getType(), "parameter copy",
+                                          "a", symbolTable);
   return verifyModelSymbol<ParamOp>(*this, getNameAttr(), getType(), "parameter", "a",
                                     symbolTable);
 }
@@ -694,9 +700,63 @@ LogicalResult GradSeedOp::verify() {
   return success();
 }
 
+/// `name`, when given, must be a graph.loss_scale.
+static LogicalResult checkScaler(Operation *user, FlatSymbolRefAttr name,
+                                 SymbolTableCollection &symbolTable) {
+  if (!name)
+    return success();
+  Operation *symbol = symbolTable.lookupNearestSymbolFrom(user, name);
+  if (!llvm::isa_and_nonnull<LossScaleOp>(symbol))
+    return user->emitOpError() << name << " is not a graph.loss_scale";
+  return success();
+}
+
 LogicalResult AccumulateGradOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  if (failed(checkScaler(*this, getUnscaleAttr(), symbolTable)))
+    return failure();
   return lookupState(*this, getAccumulatorAttr(), "gradient accumulator",
                      staticShape(getGrad().getType()), symbolTable);
+}
+
+LogicalResult ParamCopyOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto source =
+      llvm::dyn_cast_or_null<ParamOp>(symbolTable.lookupNearestSymbolFrom(*this, getSourceAttr()));
+  if (!source)
+    return emitOpError("copies ") << getSourceAttr() << ", which is not a graph.param";
+  Type element = getTensorType().getElementType();
+  if (!element.isBF16() && !element.isF16())
+    return emitOpError("a parameter copy is bf16 or f16, got ") << element;
+  if (source.getTensorType().getShape() != getTensorType().getShape())
+    return emitOpError("copy type ") << getType() << " does not have the shape of "
+                                     << getSourceAttr() << " (" << source.getType() << ")";
+  return success();
+}
+
+LogicalResult LossScaleOp::verify() {
+  double initial = getInitialScale().convertToDouble();
+  double growth = getGrowthFactor().convertToDouble();
+  double backoff = getBackoffFactor().convertToDouble();
+  double floor = getMinScale().convertToDouble();
+  if (!std::isfinite(initial) || initial <= 0.0)
+    return emitOpError("initial_scale must be finite and positive, got ") << formatReal(initial);
+  if (!std::isfinite(growth) || growth < 1.0)
+    return emitOpError("growth_factor must be finite and >= 1, got ") << formatReal(growth);
+  if (!(backoff > 0.0 && backoff < 1.0))
+    return emitOpError("backoff_factor must be in (0, 1), got ") << formatReal(backoff);
+  if (getGrowthIntervalAttr().getInt() < 1)
+    return emitOpError("growth_interval must be at least 1, got ")
+           << getGrowthIntervalAttr().getInt();
+  if (!std::isfinite(floor) || floor < 0.0 || floor > initial)
+    return emitOpError("min_scale must be in [0, initial_scale], got ") << formatReal(floor);
+  return success();
+}
+
+LogicalResult GetLossScaleOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return checkScaler(*this, getScalerAttr(), symbolTable);
+}
+
+LogicalResult UpdateLossScaleOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return checkScaler(*this, getScalerAttr(), symbolTable);
 }
 
 LogicalResult GlobalNormOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
@@ -771,7 +831,23 @@ LogicalResult AdamWOp::verify() {
                                      getClipNorm().convertToDouble());
 }
 
+/// The optional copy must be a copy of `param`; the optional scaler a graph.loss_scale.
+static LogicalResult verifyCopyAndScaler(Operation *op, FlatSymbolRefAttr param,
+                                         FlatSymbolRefAttr copy, FlatSymbolRefAttr scaler,
+                                         SymbolTableCollection &symbolTable) {
+  if (copy) {
+    auto decl =
+        llvm::dyn_cast_or_null<ParamCopyOp>(symbolTable.lookupNearestSymbolFrom(op, copy));
+    if (!decl || decl.getSourceAttr() != param)
+      return op->emitOpError() << copy << " is not a graph.param_copy of " << param;
+  }
+  return checkScaler(op, scaler, symbolTable);
+}
+
 LogicalResult AdamWOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  if (failed(verifyCopyAndScaler(*this, getParamAttr(), getCopyAttr(), getSkipNonfiniteAttr(),
+                                 symbolTable)))
+    return failure();
   return verifyOptimizerSymbols(*this, getParamAttr(),
                                 {{getGradAttr(), "gradient accumulator"},
                                  {getFirstMomentAttr(), "first moment"},
@@ -788,6 +864,9 @@ LogicalResult SgdOp::verify() {
 }
 
 LogicalResult SgdOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  if (failed(verifyCopyAndScaler(*this, getParamAttr(), getCopyAttr(), getSkipNonfiniteAttr(),
+                                 symbolTable)))
+    return failure();
   return verifyOptimizerSymbols(
       *this, getParamAttr(),
       {{getGradAttr(), "gradient accumulator"}, {getMomentumBufferAttr(), "momentum buffer"}},

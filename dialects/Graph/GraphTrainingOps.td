@@ -242,13 +242,20 @@ def Graph_AccumulateGradOp : Graph_Op<"accumulate_grad", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "adds a parameter's gradient into its f32 accumulator";
   let description = [{
-    accumulator += grad, in place (grad is converted to f32).
+    accumulator += grad, in place (grad is converted to f32). With `unscale @scaler` (loss
+    scaling) the gradient is divided by the scaler's current scale as it is added, and the
+    scaler's non-finite flag is set if any unscaled element is inf or NaN: one pass over the
+    data, no synchronisation with the host.
     ```mlir
     graph.accumulate_grad %dw into @w.grad : tensor<4x4xf32>
+    graph.accumulate_grad %dw into @w.grad unscale @loss_scale : tensor<4x4xf16>
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$grad, FlatSymbolRefAttr:$accumulator);
-  let assemblyFormat = "$grad `into` $accumulator attr-dict `:` type($grad)";
+  let arguments = (ins Graph_FloatTensor:$grad, FlatSymbolRefAttr:$accumulator,
+                       OptionalAttr<FlatSymbolRefAttr>:$unscale);
+  let assemblyFormat = [{
+    $grad `into` $accumulator (`unscale` $unscale^)? attr-dict `:` type($grad)
+  }];
 }
 
 def Graph_GlobalNormOp : Graph_Op<"global_norm", [
@@ -293,7 +300,10 @@ def Graph_AdamWOp : Graph_Op<"adamw", [DeclareOpInterfaceMethods<SymbolUserOpInt
     With c = min(1, clip_norm / (grad_norm + 1e-6)) (1 when clip_norm is 0), g = c * grad and
     t = step + 1: param *= 1 - lr * weight_decay; m = beta1 m + (1 - beta1) g;
     v = beta2 v + (1 - beta2) g^2; param -= lr / (1 - beta1^t) * m / (sqrt(v / (1 - beta2^t))
-    + eps); then the accumulator is zeroed. Everything is f32, in place.
+    + eps); then the accumulator is zeroed. Everything is f32, in place. `copy @w.bf16`
+    refreshes the parameter's reduced-precision copy from the updated weight (once per optimizer
+    step). `skip_nonfinite @loss_scale` skips the update (not the zeroing) when the scaler saw a
+    non-finite gradient, and then counts t in applied steps only, as torch does.
     ```mlir
     graph.adamw @w grad @w.grad moments @w.adam_m, @w.adam_v lr %lr grad_norm %norm
         {beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-08 : f64, weight_decay = 0.1 : f64,
@@ -304,10 +314,11 @@ def Graph_AdamWOp : Graph_Op<"adamw", [DeclareOpInterfaceMethods<SymbolUserOpInt
                        FlatSymbolRefAttr:$first_moment, FlatSymbolRefAttr:$second_moment,
                        Graph_F32Scalar:$lr, Graph_F32Scalar:$grad_norm,
                        F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps, F64Attr:$weight_decay,
-                       F64Attr:$clip_norm);
+                       F64Attr:$clip_norm, OptionalAttr<FlatSymbolRefAttr>:$copy,
+                       OptionalAttr<FlatSymbolRefAttr>:$skip_nonfinite);
   let assemblyFormat = [{
     $param `grad` $grad `moments` $first_moment `,` $second_moment `lr` $lr
-    `grad_norm` $grad_norm attr-dict
+    `grad_norm` $grad_norm (`copy` $copy^)? (`skip_nonfinite` $skip_nonfinite^)? attr-dict
   }];
   let hasVerifier = 1;
 }
@@ -316,7 +327,8 @@ def Graph_SgdOp : Graph_Op<"sgd", [DeclareOpInterfaceMethods<SymbolUserOpInterfa
   let summary = "one SGD-with-momentum update of a parameter from its accumulated gradient";
   let description = [{
     torch.optim.SGD semantics: g = c * grad + weight_decay * param (c as in graph.adamw);
-    buf = momentum * buf + g; param -= lr * buf; then the accumulator is zeroed.
+    buf = momentum * buf + g; param -= lr * buf; then the accumulator is zeroed. `copy` and
+    `skip_nonfinite` as for graph.adamw.
     ```mlir
     graph.sgd @w grad @w.grad momentum_buffer @w.momentum lr %lr grad_norm %norm
         {momentum = 0.9 : f64, weight_decay = 0.0 : f64, clip_norm = 0.0 : f64}
@@ -325,13 +337,89 @@ def Graph_SgdOp : Graph_Op<"sgd", [DeclareOpInterfaceMethods<SymbolUserOpInterfa
   let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$grad,
                        FlatSymbolRefAttr:$momentum_buffer, Graph_F32Scalar:$lr,
                        Graph_F32Scalar:$grad_norm, F64Attr:$momentum, F64Attr:$weight_decay,
-                       F64Attr:$clip_norm);
+                       F64Attr:$clip_norm, OptionalAttr<FlatSymbolRefAttr>:$copy,
+                       OptionalAttr<FlatSymbolRefAttr>:$skip_nonfinite);
   let assemblyFormat = [{
     $param `grad` $grad `momentum_buffer` $momentum_buffer `lr` $lr `grad_norm` $grad_norm
-    attr-dict
+    (`copy` $copy^)? (`skip_nonfinite` $skip_nonfinite^)? attr-dict
   }];
   let hasVerifier = 1;
 }
 
+
+//===----------------------------------------------------------------------------------------===//
+// Mixed precision and loss scaling (written by graph-assign-precision and
+// graph-insert-loss-scaling)
+//===----------------------------------------------------------------------------------------===//
+
+def Graph_ParamCopyOp : Graph_Op<"param_copy", [Symbol, HasParent<"ModelOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "the reduced-precision copy of a parameter that the micro step reads";
+  let description = [{
+    Made from the f32 master weight when training starts and refreshed by the optimizer update
+    (`copy` on graph.adamw / graph.sgd), so the conversion happens once per optimizer step rather
+    than once per micro step. Read with graph.get_param.
+    ```mlir
+    graph.param_copy @w.bf16 : tensor<64x192xbf16> of @w
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<Graph_FloatTensor>:$type,
+                       FlatSymbolRefAttr:$source);
+  let assemblyFormat = "$sym_name `:` $type `of` $source attr-dict";
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+def Graph_LossScaleOp : Graph_Op<"loss_scale", [Symbol, HasParent<"ModelOp">]> {
+  let summary = "the loss scaler: its settings and its state";
+  let description = [{
+    `dynamic` follows torch.amp.GradScaler: the scale starts at initial_scale, is multiplied by
+    backoff_factor (and the optimizer step skipped) when a gradient is inf or NaN, and by
+    growth_factor after growth_interval consecutive finite steps; it never falls below
+    min_scale (0: no floor). `static` keeps initial_scale (a non-finite step is still skipped).
+    The state (scale, finite-step count, non-finite flag, applied steps) lives with the training
+    state.
+    ```mlir
+    graph.loss_scale @loss_scale dynamic {initial_scale = 65536.0 : f64, growth_factor = 2.0 : f64,
+        backoff_factor = 0.5 : f64, growth_interval = 2000 : i64, min_scale = 1.0 : f64}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, Graph_LossScaleMode:$mode,
+                       DefaultValuedAttr<F64Attr, "65536.0">:$initial_scale,
+                       DefaultValuedAttr<F64Attr, "2.0">:$growth_factor,
+                       DefaultValuedAttr<F64Attr, "0.5">:$backoff_factor,
+                       DefaultValuedAttr<I64Attr, "2000">:$growth_interval,
+                       DefaultValuedAttr<F64Attr, "0.0">:$min_scale);
+  let assemblyFormat = "$sym_name $mode attr-dict";
+  let hasVerifier = 1;
+}
+
+def Graph_GetLossScaleOp : Graph_Op<"get_loss_scale", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "reads the scaler's current scale";
+  let description = [{
+    ```mlir
+    %scale = graph.get_loss_scale @loss_scale
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$scaler);
+  let results = (outs Graph_F32Scalar:$result);
+  let assemblyFormat = "$scaler attr-dict";
+}
+
+def Graph_UpdateLossScaleOp : Graph_Op<"update_loss_scale", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "ends an optimizer step: counts it if applied, updates the scale, clears the flag";
+  let description = [{
+    ```mlir
+    graph.update_loss_scale @loss_scale
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$scaler);
+  let assemblyFormat = "$scaler attr-dict";
+}
 
 #endif // AMPC_DIALECTS_GRAPH_GRAPHTRAININGOPS_TD

@@ -63,7 +63,7 @@ graph.model @losses_in_two_functions {
 
 graph.model @op_in_model_body {
   graph.input @x : tensor<4xf32>
-  // expected-error @+1 {{'graph.constant' op cannot appear directly in a graph.model, which holds only graph.param, graph.input, graph.state and func.func}}
+  // expected-error @+1 {{'graph.constant' op cannot appear directly in a graph.model, which holds only graph.param, graph.input, graph.state and func.func (and the graph.param_copy and graph.loss_scale of mixed precision)}}
   %c = graph.constant dense<1.0> : tensor<4xf32>
   func.func @forward() {
     %x = graph.get_input @x : tensor<4xf32>
@@ -77,7 +77,7 @@ graph.model @op_in_model_body {
 
 graph.model @nested_model {
   graph.input @x : tensor<4xf32>
-  // expected-error @+1 {{'graph.model' op cannot appear directly in a graph.model, which holds only graph.param, graph.input, graph.state and func.func}}
+  // expected-error @+1 {{'graph.model' op cannot appear directly in a graph.model, which holds only graph.param, graph.input, graph.state and func.func (and the graph.param_copy and graph.loss_scale of mixed precision)}}
   graph.model @inner {
     func.func @forward() {
       %c = graph.constant dense<1.0> : tensor<f32>

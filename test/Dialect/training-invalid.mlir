@@ -725,7 +725,7 @@ graph.model @dropout_float_stream {
 graph.model @op_next_to_state {
   graph.input @x : tensor<4xf32>
   graph.state @x.grad : tensor<4xf32>
-  // expected-error @+1 {{'graph.constant' op cannot appear directly in a graph.model, which holds only graph.param, graph.input, graph.state and func.func}}
+  // expected-error @+1 {{'graph.constant' op cannot appear directly in a graph.model, which holds only graph.param, graph.input, graph.state and func.func (and the graph.param_copy and graph.loss_scale of mixed precision)}}
   %c = graph.constant dense<1.0> : tensor<4xf32>
   func.func @forward() {
     %x = graph.get_input @x : tensor<4xf32>
