@@ -63,6 +63,16 @@ LogicalResult flattenModel(graph::ModelOp model) {
   return pm.run(model);
 }
 
+LogicalResult assignPrecision(graph::ModelOp model,
+                              const graph::GraphAssignPrecisionOptions &precision,
+                              const graph::GraphInsertLossScalingOptions *scaling) {
+  PassManager pm(model->getContext(), graph::ModelOp::getOperationName());
+  pm.addPass(graph::createGraphAssignPrecision(precision));
+  if (scaling)
+    pm.addPass(graph::createGraphInsertLossScaling(*scaling));
+  return pm.run(model);
+}
+
 LogicalResult buildTraining(graph::ModelOp model,
                             const graph::GraphBuildTrainingOptions &options) {
   PassManager pm(model->getContext(), graph::ModelOp::getOperationName());

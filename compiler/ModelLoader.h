@@ -42,6 +42,12 @@ mlir::LogicalResult flattenModel(graph::ModelOp model);
 mlir::LogicalResult buildTraining(graph::ModelOp model,
                                   const graph::GraphBuildTrainingOptions &options);
 
+/// Assigns precision (graph-assign-precision) and, for a training model when \p scaling is
+/// given, inserts loss scaling (graph-insert-loss-scaling).
+mlir::LogicalResult assignPrecision(graph::ModelOp model,
+                                    const graph::GraphAssignPrecisionOptions &precision,
+                                    const graph::GraphInsertLossScalingOptions *scaling);
+
 } // namespace ampc
 
 #endif // AMPC_COMPILER_MODELLOADER_H

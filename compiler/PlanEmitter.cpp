@@ -73,6 +73,7 @@ private:
   LogicalResult emitFunction(func::FuncOp func, std::vector<plan::Instruction> &target);
   LogicalResult emitTrainingOp(Operation *op);
   void describeTraining();
+  LogicalResult emitLossScaler(LossScaleOp scaler);
   LogicalResult emitOp(Operation *op);
   LogicalResult emitConstant(ConstantOp op);
   LogicalResult emitSplit(SplitOp op);
@@ -306,6 +307,21 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
     return addInstruction(op, code, op->getOperands(), op->getResults());
   };
   auto real = [](llvm::APFloat value) { return plan::AttrValue(value.convertToDouble()); };
+  // An optimizer update's optional operands: (found, applied_steps) when it skips on overflow,
+  // then the parameter copy it refreshes (also a result).
+  auto addSkipAndCopy = [&](bool skips, FlatSymbolRefAttr copy) {
+    plan::Instruction &added = instructions->back();
+    if (skips) {
+      added.operands.push_back(result.lossScaling.foundNonFinite);
+      added.operands.push_back(result.lossScaling.appliedSteps);
+    }
+    if (copy) {
+      uint32_t buffer = symbolBuffer.lookup(copy.getValue());
+      added.operands.push_back(buffer);
+      added.results.push_back(buffer);
+    }
+    return success();
+  };
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](ReluGradOp) { return plain(OpCode::ReluGrad); })
       .Case([&](SiluGradOp) { return plain(OpCode::SiluGrad); })
@@ -349,8 +365,37 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
                               {{"accum_steps", result.accumulationSteps}});
       })
       .Case([&](AccumulateGradOp accumulate) {
-        return addInPlace(op, OpCode::Accumulate, {accumulate.getAccumulatorAttr()},
-                          accumulate.getGrad(), {});
+        if (failed(addInPlace(op, OpCode::Accumulate, {accumulate.getAccumulatorAttr()},
+                              accumulate.getGrad(), {})))
+          return failure();
+        if (accumulate.getUnscale()) {
+          // (acc, g, scale, found) -> (acc, found)
+          plan::Instruction &added = instructions->back();
+          added.operands.push_back(result.lossScaling.scale);
+          added.operands.push_back(result.lossScaling.foundNonFinite);
+          added.results.push_back(result.lossScaling.foundNonFinite);
+        }
+        return success();
+      })
+      .Case([&](GetLossScaleOp read) {
+        bufferOf[read.getResult()] = result.lossScaling.scale;
+        return success();
+      })
+      .Case([&](UpdateLossScaleOp) {
+        const plan::LossScaling &scaling = result.lossScaling;
+        plan::Instruction update;
+        update.op = OpCode::UpdateLossScale;
+        update.location = formatLocation(op->getLoc());
+        update.operands = {scaling.scale, scaling.growthTracker, scaling.foundNonFinite,
+                           scaling.appliedSteps};
+        update.results = update.operands;
+        update.attrs = {{"dynamic", int64_t(scaling.mode == plan::LossScaleMode::Dynamic)},
+                        {"growth_factor", double(scaling.growthFactor)},
+                        {"backoff_factor", double(scaling.backoffFactor)},
+                        {"growth_interval", scaling.growthInterval},
+                        {"min_scale", double(scaling.minScale)}};
+        instructions->push_back(std::move(update));
+        return success();
       })
       .Case([&](GlobalNormOp norm) {
         plan::Instruction instruction;
@@ -378,7 +423,7 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
                                {"decay_steps", int64_t(schedule.getDecaySteps())}});
       })
       .Case([&](AdamWOp adamw) {
-        return addInPlace(op, OpCode::AdamW,
+        if (failed(addInPlace(op, OpCode::AdamW,
                           {adamw.getParamAttr(), adamw.getGradAttr(), adamw.getFirstMomentAttr(),
                            adamw.getSecondMomentAttr()},
                           {adamw.getLr(), adamw.getGradNorm()},
@@ -386,15 +431,19 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
                            {"beta2", real(adamw.getBeta2())},
                            {"eps", real(adamw.getEps())},
                            {"weight_decay", real(adamw.getWeightDecay())},
-                           {"clip_norm", real(adamw.getClipNorm())}});
+                           {"clip_norm", real(adamw.getClipNorm())}})))
+          return failure();
+        return addSkipAndCopy(adamw.getSkipNonfinite().has_value(), adamw.getCopyAttr());
       })
       .Case([&](SgdOp sgd) {
-        return addInPlace(op, OpCode::Sgd,
+        if (failed(addInPlace(op, OpCode::Sgd,
                           {sgd.getParamAttr(), sgd.getGradAttr(), sgd.getMomentumBufferAttr()},
                           {sgd.getLr(), sgd.getGradNorm()},
                           {{"momentum", real(sgd.getMomentum())},
                            {"weight_decay", real(sgd.getWeightDecay())},
-                           {"clip_norm", real(sgd.getClipNorm())}});
+                           {"clip_norm", real(sgd.getClipNorm())}})))
+          return failure();
+        return addSkipAndCopy(sgd.getSkipNonfinite().has_value(), sgd.getCopyAttr());
       })
       .Default([&](Operation *other) {
         return other->emitError("'") << other->getName() << "' cannot be lowered to a plan";
@@ -436,7 +485,45 @@ void Emitter::describeTraining() {
   model.walk([&](AdamWOp op) { decay = std::max(decay, op.getWeightDecay().convertToDouble()); });
   model.walk([&](SgdOp op) { decay = std::max(decay, op.getWeightDecay().convertToDouble()); });
   os << " weight_decay=" << formatReal(decay) << " accum_steps=" << result.accumulationSteps;
+  auto precision = model->getAttrOfType<StringAttr>("precision_mode");
+  os << " precision=" << (precision ? precision.getValue() : llvm::StringRef("fp32"));
+  if (result.lossScaling.mode != plan::LossScaleMode::None) {
+    const plan::LossScaling &scaling = result.lossScaling;
+    os << " loss_scaling="
+       << (scaling.mode == plan::LossScaleMode::Dynamic ? "dynamic" : "static")
+       << "(initial=" << formatReal(scaling.initialScale);
+    if (scaling.mode == plan::LossScaleMode::Dynamic)
+      os << " growth=" << formatReal(scaling.growthFactor) << "/" << scaling.growthInterval
+         << " backoff=" << formatReal(scaling.backoffFactor)
+         << " floor=" << formatReal(scaling.minScale);
+    os << ")";
+  }
   result.trainingSummary = text;
+}
+
+/// The scaler's settings and its four f32 scalar state buffers.
+LogicalResult Emitter::emitLossScaler(LossScaleOp scaler) {
+  plan::LossScaling &scaling = result.lossScaling;
+  scaling.mode = scaler.getMode() == LossScaleMode::dynamic ? plan::LossScaleMode::Dynamic
+                                                            : plan::LossScaleMode::Static;
+  scaling.initialScale = static_cast<float>(scaler.getInitialScale().convertToDouble());
+  scaling.growthFactor = static_cast<float>(scaler.getGrowthFactor().convertToDouble());
+  scaling.backoffFactor = static_cast<float>(scaler.getBackoffFactor().convertToDouble());
+  scaling.growthInterval = scaler.getGrowthIntervalAttr().getInt();
+  scaling.minScale = static_cast<float>(scaler.getMinScale().convertToDouble());
+  auto scalarType = RankedTensorType::get({}, Float32Type::get(scaler.getContext()));
+  uint32_t *fields[] = {&scaling.scale, &scaling.growthTracker, &scaling.foundNonFinite,
+                        &scaling.appliedSteps};
+  const char *names[] = {"scale", "growth_tracker", "found_nonfinite", "applied_steps"};
+  for (int i = 0; i < 4; ++i) {
+    auto buffer = addBuffer(scaler.getLoc(), scaler.getSymName().str() + "." + names[i],
+                            scalarType, plan::BufferRole::State);
+    if (failed(buffer))
+      return failure();
+    *fields[i] = *buffer;
+  }
+  symbolBuffer[scaler.getSymName()] = scaling.scale;
+  return success();
 }
 
 LogicalResult Emitter::emitFunction(func::FuncOp func, std::vector<plan::Instruction> &target) {
@@ -535,8 +622,19 @@ FailureOr<plan::Plan> Emitter::run() {
       if (failed(buffer))
         return failure();
       symbolBuffer[state.getSymName()] = *buffer;
+    } else if (auto copy = llvm::dyn_cast<ParamCopyOp>(op)) {
+      auto buffer = addBuffer(copy.getLoc(), copy.getSymName().str(), copy.getType(),
+                              plan::BufferRole::ParameterCopy);
+      if (failed(buffer))
+        return failure();
+      symbolBuffer[copy.getSymName()] = *buffer;
+      result.parameterCopies.push_back({*buffer, symbolBuffer.lookup(copy.getSource())});
+    } else if (auto scaler = llvm::dyn_cast<LossScaleOp>(op)) {
+      if (failed(emitLossScaler(scaler)))
+        return failure();
     }
   }
+  result.debugNonFinite = model->hasAttr("debug_nonfinite");
   model.walk([&](DropoutOp dropout) {
     if (auto stream = dropout.getStream())
       nextDropoutStream = std::max(nextDropoutStream, static_cast<int64_t>(*stream) + 1);

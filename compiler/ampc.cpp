@@ -3,8 +3,10 @@
 //   ampc verify MODEL.mlir                 parse and verify a model file, summarise it
 //   ampc plan MODEL.mlir -o MODEL.plan [--train TRAINING...]
 //                                          lower it to a runtime plan file
-//   ampc compile MODEL.mlir -o BINARY [TRAINING...]
+//   ampc compile MODEL.mlir -o BINARY [TRAINING...] [PRECISION...]
 //                                          write a standalone training executable
+//   ampc report precision MODEL.mlir [PRECISION...]
+//                                          the dtypes of every op of the training step
 //   ampc eval MODEL.mlir|MODEL.plan [--seed N] [--input NAME=FILE]... [--precision f32|f64]
 //                                          evaluate the loss on the CPU reference backend
 //
@@ -15,6 +17,7 @@
 
 #include "compiler/ModelLoader.h"
 #include "compiler/PlanEmitter.h"
+#include "compiler/PrecisionReport.h"
 #include "runtime/cpu/Executor.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/train/Bundle.h"
@@ -46,7 +49,10 @@ usage:
       Derive the backward pass and the optimizer step and write a standalone training
       executable (the runtime plus the plan; no MLIR at run time). Run it with
       ./BINARY --steps N [--seed S] [--data FILE] [--log metrics.jsonl]; ./BINARY --help.
-  ampc plan MODEL.mlir -o PLAN [--train [training options]]
+  ampc report precision MODEL.mlir [training options] [precision options]
+      Print the dtypes every op of the training step computes, accumulates and stores in,
+      the rule that decided each, and the totals (casts, bytes converted, reduced FLOPs).
+  ampc plan MODEL.mlir -o PLAN [--train [training options]] [precision options]
       Lower the model to a runtime plan file (docs/plan-format.md): the forward pass, or with
       --train the training step.
   ampc eval MODEL.mlir|PLAN [--seed N] [--input NAME=FILE]... [--precision f32|f64]
@@ -72,6 +78,23 @@ training options (compile, plan --train):
                          --steps)
   --min-lr X             cosine: the final rate (default lr / 10)
 
+precision options (compile, report precision, plan):
+  --precision MODE       bf16 (default for compile and report), fp16 or fp32: matmuls and
+                         attention read the reduced type and accumulate in f32; softmax, norms,
+                         losses and reductions compute in f32; master weights, accumulators and
+                         optimizer state are f32
+  --policy FILE          move op kinds between the lists: lines 'reduced: kind, ...',
+                         'fp32: ...', 'follow: ...', 'store_fp32: ...'
+  --reduced-ops K,K  --fp32-ops K,K  --follow-ops K,K  --store-fp32-ops K,K
+                         the same from the command line (a kind put in two lists is an error)
+  --loss-scaling MODE    auto (default: dynamic for fp16, none otherwise), dynamic, none, or
+                         static=SCALE
+  --initial-loss-scale X the first scale (default 65536)
+  --loss-scale-growth-interval N
+                         finite steps before the scale doubles (default 2000)
+  --loss-scale-floor X   the scale never falls below X (default 1; a warning when reached)
+  --debug-nonfinite      the training binary names the first op whose result became inf/NaN
+
 options:
   -h, --help    show this help
 )";
@@ -92,6 +115,10 @@ struct Options {
   /// Build the training step (always for compile; plan --train).
   bool train = false;
   graph::GraphBuildTrainingOptions training;
+  /// Assign precision (compile and report: bf16 unless --precision says otherwise).
+  bool assignPrecision = false;
+  graph::GraphAssignPrecisionOptions mixedPrecision;
+  graph::GraphInsertLossScalingOptions scaling;
 };
 
 double parseReal(llvm::StringRef flag, llvm::StringRef text) {
@@ -106,6 +133,50 @@ int64_t parseCount(llvm::StringRef flag, llvm::StringRef text) {
   if (text.getAsInteger(10, value))
     throw UsageError{flag.str() + " expects an integer, got '" + text.str() + "'"};
   return value;
+}
+
+/// Parses one precision or loss-scaling option; false if `arg` is not one.
+bool parsePrecisionOption(llvm::StringRef arg, const std::function<llvm::StringRef()> &value,
+                          Options &options) {
+  if (arg == "--precision") {
+    llvm::StringRef mode = value();
+    if (mode != "bf16" && mode != "fp16" && mode != "fp32")
+      throw UsageError{"--precision is bf16, fp16 or fp32, got '" + mode.str() + "'"};
+    options.mixedPrecision.mode = mode.str();
+    options.assignPrecision = true;
+  } else if (arg == "--policy") {
+    options.mixedPrecision.policyFile = value().str();
+  } else if (arg == "--reduced-ops") {
+    options.mixedPrecision.reducedOps = value().str();
+  } else if (arg == "--fp32-ops") {
+    options.mixedPrecision.fp32Ops = value().str();
+  } else if (arg == "--follow-ops") {
+    options.mixedPrecision.followOps = value().str();
+  } else if (arg == "--store-fp32-ops") {
+    options.mixedPrecision.storeFp32Ops = value().str();
+  } else if (arg == "--loss-scaling") {
+    llvm::StringRef mode = value();
+    if (mode.consume_front("static=")) {
+      options.scaling.mode = "static";
+      options.scaling.initialScale = parseReal("--loss-scaling static=", mode);
+    } else if (mode == "auto" || mode == "dynamic" || mode == "none") {
+      options.scaling.mode = mode.str();
+    } else {
+      throw UsageError{"--loss-scaling is auto, dynamic, none or static=SCALE, got '" +
+                       mode.str() + "'"};
+    }
+  } else if (arg == "--initial-loss-scale") {
+    options.scaling.initialScale = parseReal(arg, value());
+  } else if (arg == "--loss-scale-growth-interval") {
+    options.scaling.growthInterval = parseCount(arg, value());
+  } else if (arg == "--loss-scale-floor") {
+    options.scaling.minScale = parseReal(arg, value());
+  } else if (arg == "--debug-nonfinite") {
+    options.scaling.debugNonfinite = true;
+  } else {
+    return false;
+  }
+  return true;
 }
 
 /// Parses one training option into `training`; false if `arg` is not one.
@@ -156,12 +227,20 @@ Options parseArguments(int argc, char **argv) {
     throw UsageError{"no command given; try 'ampc --help'"};
   options.verb = args[0].str();
   if (options.verb != "verify" && options.verb != "plan" && options.verb != "eval" &&
-      options.verb != "compile")
+      options.verb != "compile" && options.verb != "report")
     throw UsageError{"unknown command '" + options.verb +
-                     "'; the commands are verify, plan, eval and compile (see 'ampc --help')"};
-  options.train = options.verb == "compile";
+                     "'; the commands are verify, plan, eval, compile and report (see 'ampc "
+                     "--help')"};
+  size_t first = 1;
+  if (options.verb == "report") {
+    if (args.size() < 2 || args[1] != "precision")
+      throw UsageError{"'ampc report' needs what to report: 'ampc report precision MODEL.mlir'"};
+    first = 2;
+  }
+  options.train = options.verb == "compile" || options.verb == "report";
+  options.assignPrecision = options.train;
   bool trainingFlagSeen = false;
-  for (size_t i = 1; i < args.size(); ++i) {
+  for (size_t i = first; i < args.size(); ++i) {
     llvm::StringRef arg = args[i];
     auto value = [&]() -> llvm::StringRef {
       if (i + 1 >= args.size())
@@ -172,9 +251,14 @@ Options parseArguments(int argc, char **argv) {
       options.output = value().str();
     } else if (arg == "--train" && options.verb == "plan") {
       options.train = true;
-    } else if ((options.verb == "plan" || options.verb == "compile") &&
+      options.assignPrecision = true; // bf16 unless --precision says otherwise, as compile
+    } else if ((options.verb == "plan" || options.verb == "compile" ||
+                options.verb == "report") &&
                parseTrainingOption(arg, value, options.training)) {
-      trainingFlagSeen = true;
+      trainingFlagSeen = options.verb == "plan";
+    } else if ((options.verb == "plan" || options.verb == "compile" ||
+                options.verb == "report") &&
+               parsePrecisionOption(arg, value, options)) {
     } else if (arg == "--seed" && options.verb == "eval") {
       options.seed = parseSeed(value());
     } else if (arg == "--precision" && options.verb == "eval") {
@@ -231,6 +315,15 @@ std::optional<plan::Plan> compileModel(const std::string &path, const Options &o
   if (failed(options.train ? buildTraining(loaded->model, options.training)
                            : flattenModel(loaded->model)))
     return std::nullopt;
+  if (options.assignPrecision &&
+      failed(assignPrecision(loaded->model, options.mixedPrecision,
+                             options.train ? &options.scaling : nullptr)))
+    return std::nullopt;
+  if (options.verb == "report") {
+    printPrecisionReport(loaded->model, llvm::outs());
+    llvm::outs().flush();
+    return plan::Plan();
+  }
   auto compiled = emitPlan(loaded->model);
   if (failed(compiled))
     return std::nullopt;
@@ -314,6 +407,8 @@ int run(const Options &options) {
     std::printf("%s: ok\n", options.model.c_str());
     return 0;
   }
+  if (options.verb == "report")
+    return 0;
   if (options.verb == "compile") {
     train::writeTrainingExecutable(train::findRunner(argv0), *compiled, options.output);
     printSummary(*compiled);

@@ -81,6 +81,33 @@ compileTrainingText(const std::string &text, const graph::GraphBuildTrainingOpti
   return result;
 }
 
+/// Like compileTrainingFile, then assigns precision and inserts loss scaling with the given
+/// options (graph-assign-precision, graph-insert-loss-scaling).
+inline std::optional<plan::Plan>
+compileMixedPrecisionFile(const std::string &path, const graph::GraphBuildTrainingOptions &training,
+                          const graph::GraphAssignPrecisionOptions &precision,
+                          const graph::GraphInsertLossScalingOptions &scaling,
+                          std::string *diagnostics = nullptr) {
+  return compileFileWith(path, diagnostics, [&](graph::ModelOp model) {
+    if (failed(buildTraining(model, training)))
+      return mlir::failure();
+    return assignPrecision(model, precision, &scaling);
+  });
+}
+
+/// Writes `text` to a temporary .mlir file and compiles it as compileMixedPrecisionFile does.
+inline std::optional<plan::Plan>
+compileMixedPrecisionText(const std::string &text, const graph::GraphBuildTrainingOptions &training,
+                          const graph::GraphAssignPrecisionOptions &precision,
+                          const graph::GraphInsertLossScalingOptions &scaling,
+                          std::string *diagnostics = nullptr) {
+  std::string path = ::testing::TempDir() + "ampc_test_mixed_precision_model.mlir";
+  std::ofstream(path) << text;
+  auto result = compileMixedPrecisionFile(path, training, precision, scaling, diagnostics);
+  std::remove(path.c_str());
+  return result;
+}
+
 inline std::string examplePath(const std::string &relative) {
   return std::string(AMPC_SOURCE_DIR) + "/examples/" + relative;
 }

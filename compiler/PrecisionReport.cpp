@@ -1,0 +1,139 @@
+//===- PrecisionReport.cpp - `ampc report precision` ----------------------===//
+
+#include "compiler/PrecisionReport.h"
+#include "compiler/PlanEmitter.h"
+
+#include "llvm/Support/Format.h"
+
+using namespace mlir;
+using namespace ampc::graph;
+
+namespace ampc {
+
+static int64_t elementsOf(Value value) {
+  auto type = llvm::dyn_cast<RankedTensorType>(value.getType());
+  return type ? type.getNumElements() : 0;
+}
+
+static int64_t bytesPerElement(Type element) {
+  return std::max<int64_t>(1, element.getIntOrFloatBitWidth() / 8);
+}
+
+double estimateFlops(Operation *op) {
+  if (auto matmul = llvm::dyn_cast<MatmulOp>(op)) {
+    auto lhs = llvm::cast<RankedTensorType>(matmul.getLhs().getType()).getShape();
+    int64_t k = matmul.getTransposeLhs() ? lhs[lhs.size() - 2] : lhs.back();
+    return 2.0 * double(elementsOf(matmul.getResult())) * double(k);
+  }
+  auto attentionFlops = [](Value query, Value key, double perProduct) {
+    auto q = llvm::cast<RankedTensorType>(query.getType()).getShape();
+    auto k = llvm::cast<RankedTensorType>(key.getType()).getShape();
+    double heads = double(llvm::cast<RankedTensorType>(query.getType()).getNumElements()) /
+                   double(q[q.size() - 2] * q.back());
+    return perProduct * heads * double(q[q.size() - 2]) * double(k[k.size() - 2]) *
+           double(q.back());
+  };
+  if (auto attention = llvm::dyn_cast<AttentionOp>(op))
+    return attentionFlops(attention.getQuery(), attention.getKey(), 4.0);
+  if (auto attention = llvm::dyn_cast<AttentionGradOp>(op))
+    return attentionFlops(attention.getQuery(), attention.getKey(), 10.0);
+  // Reductions and losses touch every input element; everything else every output element.
+  int64_t elements = 0;
+  if (llvm::isa<SumOp, MeanOp, MaxOp, CrossEntropyOp, MseLossOp>(op))
+    elements = elementsOf(op->getOperand(0));
+  else
+    for (Value result : op->getResults())
+      elements += elementsOf(result);
+  return double(elements);
+}
+
+PrecisionTotals precisionTotals(ModelOp model) {
+  PrecisionTotals totals;
+  func::FuncOp entry = model.getEntryFunction();
+  int64_t accumSteps = 1;
+  entry.walk([&](GradSeedOp seed) { accumSteps = seed.getAccumStepsAttr().getInt(); });
+  entry.walk([&](Operation *op) {
+    auto precision = op->getAttrOfType<PrecisionAttr>("precision");
+    if (!precision)
+      return;
+    ++totals.ops;
+    if (auto cast = llvm::dyn_cast<CastOp>(op)) {
+      ++totals.casts;
+      int64_t elements = elementsOf(cast.getResult());
+      auto from = llvm::cast<RankedTensorType>(cast.getInput().getType()).getElementType();
+      auto to = llvm::cast<RankedTensorType>(cast.getType()).getElementType();
+      totals.bytesConverted += accumSteps * elements * (bytesPerElement(from) + bytesPerElement(to));
+      return;
+    }
+    double flops = estimateFlops(op);
+    totals.flops += flops;
+    if (!precision.getCompute().isF32())
+      totals.reducedFlops += flops;
+  });
+  // The copies are refreshed once per optimizer step: read f32, write the reduced type.
+  for (ParamCopyOp copy : model.getBodyBlock().getOps<ParamCopyOp>())
+    totals.bytesConverted +=
+        copy.getTensorType().getNumElements() *
+        (4 + bytesPerElement(copy.getTensorType().getElementType()));
+  return totals;
+}
+
+static std::string typeName(Type type) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << type;
+  return text;
+}
+
+/// "file:line:col", the file without its directory; an op inlined from a call adds the call's
+/// line and column: "tiny.mlir:40:10 <- 111:11".
+static std::string shortLocation(Location loc) {
+  if (auto file = llvm::dyn_cast<FileLineColLoc>(loc)) {
+    llvm::StringRef name = file.getFilename().getValue();
+    name = name.substr(name.find_last_of('/') + 1);
+    return (name + ":" + llvm::Twine(file.getLine()) + ":" + llvm::Twine(file.getColumn())).str();
+  }
+  if (auto call = llvm::dyn_cast<CallSiteLoc>(loc)) {
+    std::string caller = shortLocation(call.getCaller());
+    return shortLocation(call.getCallee()) + " <- " + caller.substr(caller.find(':') + 1);
+  }
+  if (auto name = llvm::dyn_cast<NameLoc>(loc))
+    return shortLocation(name.getChildLoc());
+  if (auto fused = llvm::dyn_cast<FusedLoc>(loc))
+    if (!fused.getLocations().empty())
+      return shortLocation(fused.getLocations().front());
+  return "unknown";
+}
+
+void printPrecisionReport(ModelOp model, llvm::raw_ostream &os) {
+  auto mode = model->getAttrOfType<StringAttr>("precision_mode");
+  os << "precision of @" << model.getSymName() << " ("
+     << (mode ? mode.getValue() : llvm::StringRef("fp32")) << " mode), micro step:\n";
+  const char *header[] = {"op", "location", "compute", "accumulate", "storage", "rule"};
+  os << llvm::format("%-20s %-30s %-8s %-10s %-8s %s\n", header[0], header[1], header[2],
+                     header[3], header[4], header[5]);
+  func::FuncOp entry = model.getEntryFunction();
+  entry.walk([&](Operation *op) {
+    auto precision = op->getAttrOfType<PrecisionAttr>("precision");
+    if (!precision)
+      return;
+    std::string location = shortLocation(op->getLoc());
+    os << llvm::format("%-20s %-30s %-8s %-10s %-8s %s\n",
+                       op->getName().stripDialect().str().c_str(), location.c_str(),
+                       typeName(precision.getCompute()).c_str(),
+                       typeName(precision.getAccumulate()).c_str(),
+                       typeName(precision.getStorage()).c_str(),
+                       precision.getRule().str().c_str());
+  });
+  PrecisionTotals totals = precisionTotals(model);
+  int64_t copies = llvm::range_size(model.getBodyBlock().getOps<ParamCopyOp>());
+  os << "\n";
+  os << "ops: " << totals.ops - totals.casts << ", casts inserted: " << totals.casts
+     << ", parameter copies (refreshed once per optimizer step): " << copies << "\n";
+  os << llvm::format("bytes converted per optimizer step: %.1f MB\n",
+                     double(totals.bytesConverted) / 1e6);
+  os << llvm::format("FLOPs per micro step: %.3g, in reduced precision: %.2f%%\n", totals.flops,
+                     totals.flops > 0 ? 100.0 * totals.reducedFlops / totals.flops : 0.0);
+}
+
+} // namespace ampc
