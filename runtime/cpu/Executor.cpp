@@ -7,7 +7,9 @@
 // rounded to a storage format. A training plan has two instruction lists,
 // run separately: the micro step (run) and the optimizer step
 // (runOptimizerStep); State buffers persist across both and are updated in
-// place.
+// place. Mixed precision: parameter copies are refreshed whenever their
+// source parameter changes; the loss-scaling state lives in four State
+// buffers that accumulate, adamw/sgd and update_loss_scale read and write.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +17,7 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ThreadPool.h"
 #include "runtime/numerics/Float16.h"
+#include "runtime/numerics/LossScale.h"
 #include "runtime/numerics/Philox.h"
 
 #include <algorithm>
@@ -52,6 +55,8 @@ public:
   virtual void resetState() = 0;
   virtual void setBufferValues(uint32_t buffer,
                                const std::vector<double> &values) = 0;
+  virtual LossScaleStatus lossScaleStatus() const = 0;
+  virtual std::string firstNonFinite() const = 0;
 
   const plan::Plan plan;
   const Precision precision;
@@ -178,6 +183,9 @@ public:
       parameterIndex[plan.parameters[i].name] = i;
     for (size_t i = 0; i < plan.inputs.size(); ++i)
       inputIndex[plan.inputs[i].name] = i;
+    copyOf.assign(plan.buffers.size(), -1);
+    for (const plan::ParameterCopy &copy : plan.parameterCopies)
+      copyOf[copy.source] = copy.buffer;
     for (const plan::Constant &constant : plan.constants)
       decodeInto(constant.buffer, constant.bytes.data());
     resetState();
@@ -198,6 +206,8 @@ public:
                   });
       slots[parameter.buffer].ready = true;
     }
+    for (const plan::ParameterCopy &copy : plan.parameterCopies)
+      refreshCopy(copy.source);
   }
 
   void randomizeInputs(uint64_t seed) override {
@@ -299,6 +309,8 @@ public:
     for (size_t i = 0; i < values.size(); ++i)
       data[i] = storedValue<T>(values[i], buffer.dtype);
     slots[id].ready = true;
+    if (copyOf[id] >= 0)
+      refreshCopy(id);
   }
 
   double run(const RunOptions &options) override {
@@ -308,7 +320,15 @@ public:
         throw ExecutionError("input '" + input.name +
                              "' has no data: call setInput or "
                              "randomizeInputs first");
-    runList(plan.instructions, microLastUse, options, "");
+    // The non-finite record covers the micro steps of one optimizer step.
+    if (clearNonFinite) {
+      nonFinite.clear();
+      clearNonFinite = false;
+    }
+    runList(plan.instructions, microLastUse, options, "",
+            plan.debugNonFinite);
+    if (options.injectNonFinite && scaled())
+      slots[plan.lossScaling.foundNonFinite].real.at(0) = T(1);
     return static_cast<double>(slots[plan.loss].real.at(0));
   }
 
@@ -316,7 +336,8 @@ public:
     requireTrainingPlan("runOptimizerStep");
     requireParameters();
     runList(plan.optimizerInstructions, optimizerLastUse, options,
-            "optimizer step ");
+            "optimizer step ", false);
+    clearNonFinite = true;
     return static_cast<double>(slots[plan.gradNorm].real.at(0));
   }
 
@@ -332,7 +353,23 @@ public:
       slots[id].real.assign(plan::numElements(plan.buffers[id]), T(0));
       slots[id].ready = true;
     }
+    if (scaled())
+      slots[plan.lossScaling.scale].real[0] =
+          static_cast<T>(plan.lossScaling.initialScale);
+    status = LossScaleStatus();
+    floorHits = 0;
   }
+
+  LossScaleStatus lossScaleStatus() const override {
+    LossScaleStatus result = status;
+    result.enabled = scaled();
+    result.scale =
+        scaled() ? static_cast<double>(slots[plan.lossScaling.scale].real[0])
+                 : 0.0;
+    return result;
+  }
+
+  std::string firstNonFinite() const override { return nonFinite; }
 
   void setBufferValues(uint32_t id,
                        const std::vector<double> &values) override {
@@ -357,6 +394,24 @@ private:
     std::vector<int64_t> integer;
     bool ready = false;
   };
+
+  /// Whether the plan scales its loss.
+  bool scaled() const {
+    return plan.lossScaling.mode != plan::LossScaleMode::None;
+  }
+
+  /// Sets the copy of parameter \p source to its values rounded to the
+  /// copy's dtype (nearest even).
+  void refreshCopy(uint32_t source) {
+    const uint32_t id = static_cast<uint32_t>(copyOf[source]);
+    const DType dtype = plan.buffers[id].dtype;
+    const std::vector<T> &from = slots[source].real;
+    std::vector<T> &to = slots[id].real;
+    to.resize(from.size());
+    for (size_t i = 0; i < from.size(); ++i)
+      to[i] = storedValue<T>(static_cast<double>(from[i]), dtype);
+    slots[id].ready = slots[source].ready;
+  }
 
   /// The initial value of element \p e of \p parameter, in double.
   static double initialValue(const plan::Parameter &parameter, uint64_t seed,
@@ -457,9 +512,11 @@ private:
 
   /// Executes \p list in order. Its temporaries are invalidated first, so
   /// a stale value from an earlier run can never be read.
+  /// With \p checkNonFinite, the first instruction whose float results hold
+  /// an inf or NaN is remembered in nonFinite (if it is still empty).
   void runList(const std::vector<Instruction> &list,
                const std::vector<int64_t> &lastUse, const RunOptions &options,
-               const char *listName) {
+               const char *listName, bool checkNonFinite) {
     for (const Instruction &instruction : list)
       for (uint32_t result : instruction.results)
         if (plan.buffers[result].role == BufferRole::Temporary)
@@ -484,6 +541,9 @@ private:
                          plan.buffers[result].dtype);
         slot.ready = true;
       }
+      if (checkNonFinite && nonFinite.empty() &&
+          producesNonFinite(instruction))
+        nonFinite = listName + plan::describeInstruction(instruction, index);
       if (!options.keepTemporaries)
         releaseDeadOperands(instruction, index, lastUse);
       if (options.instructionSeconds)
@@ -492,6 +552,18 @@ private:
                                           start)
                 .count();
     }
+  }
+
+  /// Whether any float result of \p instruction holds an inf or NaN.
+  bool producesNonFinite(const Instruction &instruction) const {
+    for (uint32_t result : instruction.results) {
+      if (!plan::isFloatDType(plan.buffers[result].dtype))
+        continue;
+      for (T value : slots[result].real)
+        if (!std::isfinite(value))
+          return true;
+    }
+    return false;
   }
 
   /// setValues for an integer buffer: whole numbers in the dtype's range
@@ -544,12 +616,30 @@ private:
   void executeCast(const Instruction &instruction);
   void executeTraining(const Instruction &instruction,
                        const RunOptions &options);
+  /// Copies parameter \p source into its copy \p copy unrounded: the copy
+  /// is an instruction result, so runList rounds it to its dtype.
+  void copyForRounding(uint32_t source, uint32_t copy) {
+    const std::vector<T> &from = slots[source].real;
+    slots[copy].real.assign(from.begin(), from.end());
+  }
 
   std::vector<Slot> slots;
   /// Per list, the index of the last instruction reading each buffer (-1:
   /// never read).
   std::vector<int64_t> microLastUse, optimizerLastUse;
   std::map<std::string, size_t> parameterIndex, inputIndex;
+  /// Per buffer, the id of its parameter copy (-1: none).
+  std::vector<int64_t> copyOf;
+  /// The loss scaler's report after the last optimizer step (enabled and
+  /// scale are filled in by lossScaleStatus).
+  LossScaleStatus status;
+  /// Backoffs the floor stopped so far (LossScaleState::floorHits).
+  int32_t floorHits = 0;
+  /// describeInstruction of the first non-finite result since the last
+  /// optimizer step ("" if none).
+  std::string nonFinite;
+  /// Clear nonFinite when the next micro step starts.
+  bool clearNonFinite = true;
 };
 
 template <typename T>
@@ -775,6 +865,7 @@ void TypedExecutor<T>::execute(const Instruction &instruction,
   case OpCode::LrSchedule:
   case OpCode::AdamW:
   case OpCode::Sgd:
+  case OpCode::UpdateLossScale:
     executeTraining(instruction, options);
     return;
   }
@@ -880,10 +971,18 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction,
         scale / static_cast<T>(plan::intAttr(instruction, "accum_steps"));
     return;
   }
-  case OpCode::Accumulate:
-    kernels::accumulate(mutableReal(operands[0]), real(operands[1]),
-                        plan::numElements(shapeOf(operands[0])));
+  case OpCode::Accumulate: {
+    const int64_t count = plan::numElements(shapeOf(operands[0]));
+    if (operands.size() == 2) {
+      kernels::accumulate(mutableReal(operands[0]), real(operands[1]), count);
+      return;
+    }
+    // (acc, g, scale, found): unscale, and flag a non-finite gradient.
+    if (kernels::accumulateUnscaled(mutableReal(operands[0]), real(operands[1]),
+                                    real(operands[2])[0], count))
+      mutableReal(operands[3])[0] = T(1);
     return;
+  }
   case OpCode::GlobalNorm: {
     double total = 0;
     for (uint32_t operand : operands)
@@ -913,10 +1012,22 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction,
     config.clip =
         kernels::clipCoefficient(plan::realAttr(instruction, "clip_norm"),
                                  static_cast<double>(real(operands[5])[0]));
-    config.t = options.step + 1;
-    kernels::adamW(config, mutableReal(operands[0]), mutableReal(operands[1]),
-                   mutableReal(operands[2]), mutableReal(operands[3]),
-                   plan::numElements(shapeOf(operands[0])));
+    // (param, grad, m, v, lr, norm[, found, applied][, copy]).
+    const size_t count = operands.size();
+    const bool scaledStep = count >= 8;
+    // torch counts only the steps it applies.
+    config.t = scaledStep
+                   ? static_cast<uint64_t>(real(operands[7])[0]) + 1
+                   : options.step + 1;
+    const int64_t elements = plan::numElements(shapeOf(operands[0]));
+    if (scaledStep && real(operands[6])[0] != T(0))
+      std::fill_n(mutableReal(operands[1]), elements, T(0)); // skipped
+    else
+      kernels::adamW(config, mutableReal(operands[0]), mutableReal(operands[1]),
+                     mutableReal(operands[2]), mutableReal(operands[3]),
+                     elements);
+    if (count == 7 || count == 9)
+      copyForRounding(operands[0], operands[count - 1]);
     return;
   }
   case OpCode::Sgd: {
@@ -927,9 +1038,50 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction,
     config.clip =
         kernels::clipCoefficient(plan::realAttr(instruction, "clip_norm"),
                                  static_cast<double>(real(operands[4])[0]));
-    kernels::sgd(config, mutableReal(operands[0]), mutableReal(operands[1]),
-                 mutableReal(operands[2]),
-                 plan::numElements(shapeOf(operands[0])));
+    // (param, grad, buf, lr, norm[, found, applied][, copy]).
+    const size_t count = operands.size();
+    const int64_t elements = plan::numElements(shapeOf(operands[0]));
+    if (count >= 7 && real(operands[5])[0] != T(0))
+      std::fill_n(mutableReal(operands[1]), elements, T(0)); // skipped
+    else
+      kernels::sgd(config, mutableReal(operands[0]), mutableReal(operands[1]),
+                   mutableReal(operands[2]), elements);
+    if (count == 6 || count == 8)
+      copyForRounding(operands[0], operands[count - 1]);
+    return;
+  }
+  case OpCode::UpdateLossScale: {
+    // (scale, growth tracker, found, applied steps), in place, in f32.
+    T *scale = mutableReal(operands[0]), *tracker = mutableReal(operands[1]),
+      *found = mutableReal(operands[2]), *applied = mutableReal(operands[3]);
+    const bool overflow = found[0] != T(0);
+    if (!overflow)
+      applied[0] = static_cast<T>(static_cast<float>(applied[0]) + 1.0f);
+    status.floorReachedNow = false;
+    if (plan::intAttr(instruction, "dynamic")) {
+      numerics::LossScaleConfig config;
+      config.growthFactor =
+          static_cast<float>(plan::realAttr(instruction, "growth_factor"));
+      config.backoffFactor =
+          static_cast<float>(plan::realAttr(instruction, "backoff_factor"));
+      config.growthInterval =
+          static_cast<int32_t>(plan::intAttr(instruction, "growth_interval"));
+      config.minScale =
+          static_cast<float>(plan::realAttr(instruction, "min_scale"));
+      numerics::LossScaleState state{static_cast<float>(scale[0]),
+                                     static_cast<int32_t>(tracker[0]),
+                                     floorHits};
+      const numerics::LossScaleUpdate update =
+          numerics::updateLossScale(state, config, overflow);
+      scale[0] = static_cast<T>(state.scale);
+      tracker[0] = static_cast<T>(state.growthTracker);
+      floorHits = state.floorHits;
+      status.floorReachedNow = update.floorReached;
+    }
+    found[0] = T(0);
+    status.lastStepSkipped = overflow;
+    if (overflow)
+      ++status.skippedSteps;
     return;
   }
   default:
@@ -1000,12 +1152,10 @@ double Executor::learningRate() const { return impl->learningRate(); }
 void Executor::resetState() { impl->resetState(); }
 
 LossScaleStatus Executor::lossScaleStatus() const {
-  LossScaleStatus status;
-  status.enabled = impl->plan.lossScaling.mode != plan::LossScaleMode::None;
-  return status;
+  return impl->lossScaleStatus();
 }
 
-std::string Executor::firstNonFinite() const { return ""; }
+std::string Executor::firstNonFinite() const { return impl->firstNonFinite(); }
 
 const plan::Plan &Executor::plan() const { return impl->plan; }
 

@@ -268,6 +268,11 @@ void crossEntropyGrad(const T *logits, int64_t rows, int64_t classes,
 /// acc[i] += g[i].
 template <typename T> void accumulate(T *acc, const T *g, int64_t count);
 
+/// acc[i] += v with v = g[i] / scale computed in T (loss-scale unscaling);
+/// returns whether any v is infinite or NaN.
+template <typename T>
+bool accumulateUnscaled(T *acc, const T *g, T scale, int64_t count);
+
 /// Adds the squares of x[0..count) to \p total in double, in order.
 template <typename T>
 void addSquares(const T *x, int64_t count, double &total);

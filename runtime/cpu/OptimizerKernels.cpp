@@ -13,6 +13,7 @@
 #include "runtime/cpu/ThreadPool.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 namespace ampc::cpu::kernels {
@@ -28,6 +29,24 @@ template <typename T> void accumulate(T *acc, const T *g, int64_t count) {
     for (int64_t i = begin; i < end; ++i)
       acc[i] += g[i];
   });
+}
+
+template <typename T>
+bool accumulateUnscaled(T *acc, const T *g, T scale, int64_t count) {
+  // Each chunk reports to one flag: the result is an OR, so it does not
+  // depend on how the elements are split across threads.
+  std::atomic<bool> nonFinite{false};
+  parallelFor(count, kElementGrain, [&](int64_t begin, int64_t end) {
+    bool chunkNonFinite = false;
+    for (int64_t i = begin; i < end; ++i) {
+      const T v = g[i] / scale;
+      chunkNonFinite = chunkNonFinite || !std::isfinite(v);
+      acc[i] += v;
+    }
+    if (chunkNonFinite)
+      nonFinite.store(true, std::memory_order_relaxed);
+  });
+  return nonFinite.load(std::memory_order_relaxed);
 }
 
 template <typename T>
@@ -113,6 +132,9 @@ void sgd(const SgdConfig &config, T *param, T *grad, T *buffer,
 
 template void accumulate<float>(float *, const float *, int64_t);
 template void accumulate<double>(double *, const double *, int64_t);
+template bool accumulateUnscaled<float>(float *, const float *, float, int64_t);
+template bool accumulateUnscaled<double>(double *, const double *, double,
+                                         int64_t);
 template void addSquares<float>(const float *, int64_t, double &);
 template void addSquares<double>(const double *, int64_t, double &);
 template void adamW<float>(const AdamWConfig &, float *, float *, float *,
