@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <set>
 
 namespace ampc::train {
 
@@ -33,6 +34,29 @@ uint64_t parseCount(const std::string &flag, const std::string &text) {
   if (errno == ERANGE)
     throw UsageError(flag + " is at most 18446744073709551615, got " + text);
   return value;
+}
+
+/// Adds the comma-separated 1-based steps of \p text to \p steps.
+void parseSteps(const std::string &flag, const std::string &text,
+                std::vector<uint64_t> &steps) {
+  size_t begin = 0;
+  while (true) {
+    const size_t comma = text.find(',', begin);
+    const std::string item = text.substr(
+        begin, comma == std::string::npos ? std::string::npos : comma - begin);
+    if (item.empty())
+      throw UsageError(flag +
+                       " expects STEP[,STEP...] (1-based optimizer steps), "
+                       "got '" +
+                       text + "'");
+    const uint64_t step = parseCount(flag, item);
+    if (step == 0)
+      throw UsageError(flag + " steps are 1-based, got 0");
+    steps.push_back(step);
+    if (comma == std::string::npos)
+      break;
+    begin = comma + 1;
+  }
 }
 
 } // namespace
@@ -95,6 +119,8 @@ RunnerOptions parseRunnerArguments(const std::vector<std::string> &args) {
         throw UsageError("--threads must be between 1 and 4096, got " +
                          std::to_string(threads));
       options.threads = static_cast<int>(threads);
+    } else if (flag == "--inject-overflow") {
+      parseSteps(flag, value(), options.injectOverflow);
     } else if (flag == "--quiet" || flag == "-q") {
       noValue();
       options.quiet = true;
@@ -113,6 +139,16 @@ RunnerOptions parseRunnerArguments(const std::vector<std::string> &args) {
   }
   if (options.dataFormat && options.dataPath.empty())
     throw UsageError("--data-format needs --data FILE");
+  std::sort(options.injectOverflow.begin(), options.injectOverflow.end());
+  options.injectOverflow.erase(std::unique(options.injectOverflow.begin(),
+                                           options.injectOverflow.end()),
+                               options.injectOverflow.end());
+  if (!options.injectOverflow.empty() &&
+      options.injectOverflow.back() > options.steps)
+    throw UsageError("--inject-overflow step " +
+                     std::to_string(options.injectOverflow.back()) +
+                     " is beyond the last step (--steps " +
+                     std::to_string(options.steps) + ")");
   return options;
 }
 
@@ -131,9 +167,16 @@ options:
   --log FILE           write one JSON object per step to FILE (JSONL)
   --device D           cpu (default) or cuda
   --threads N          CPU threads (default: AMPC_CPU_THREADS or all cores)
-  --quiet              no progress lines
+  --quiet              no progress lines (nor notes on skipped steps)
   --info               describe the model and its inputs, then exit
   --help               show this help
+
+testing aids:
+  --inject-overflow S[,S...]
+                       make optimizer steps S (1-based) behave as if their
+                       gradients had overflowed, to exercise loss scaling:
+                       the update is skipped and the scale backs off (no
+                       effect on a plan without loss scaling)
 )";
 }
 
@@ -193,6 +236,13 @@ double rateOf(const StepRecord &record) {
 
 } // namespace
 
+std::string formatScale(double scale) {
+  // Scales are usually powers of two: whole numbers print in full.
+  if (scale >= 1 && scale < 1e9 && scale == std::floor(scale))
+    return format("%.0f", scale);
+  return format("%g", scale);
+}
+
 std::string progressLine(const StepRecord &record) {
   const double perStep = record.step ? record.elapsed / record.step : 0.0;
   const double eta = perStep * static_cast<double>(record.steps - record.step);
@@ -200,11 +250,17 @@ std::string progressLine(const StepRecord &record) {
   const double norm = std::fabs(record.gradNorm);
   const std::string gradNorm =
       format(norm >= 1e-2 && norm < 1e4 ? "%.3f" : "%.2e", record.gradNorm);
+  std::string scaling;
+  if (record.lossScaling) {
+    scaling = "scale " + formatScale(record.lossScale) + " | ";
+    if (record.skippedSteps > 0)
+      scaling += "skipped " + std::to_string(record.skippedSteps) + " | ";
+  }
   return format("step %llu/%llu | loss %.4f | grad norm %s | lr %.2e | ",
                 static_cast<unsigned long long>(record.step),
                 static_cast<unsigned long long>(record.steps), record.loss,
                 gradNorm.c_str(), record.learningRate) +
-         formatRate(rateOf(record)) +
+         scaling + formatRate(rateOf(record)) +
          (record.tokens ? " tok/s" : " samples/s") + " | " +
          formatDuration(record.elapsed) + " elapsed, ETA " +
          formatDuration(eta);
@@ -215,7 +271,12 @@ std::string jsonRecord(const StepRecord &record) {
   return "{\"step\": " + std::to_string(record.step) +
          ", \"loss\": " + jsonNumber(record.loss) +
          ", \"grad_norm\": " + jsonNumber(record.gradNorm) +
-         ", \"lr\": " + jsonNumber(record.learningRate) + ", \"" + unit +
+         ", \"lr\": " + jsonNumber(record.learningRate) +
+         (record.lossScaling
+              ? ", \"loss_scale\": " + jsonNumber(record.lossScale) +
+                    ", \"skipped\": " + (record.skipped ? "true" : "false")
+              : std::string()) +
+         ", \"" + unit +
          "\": " + std::to_string(record.units) + ", \"" + unit +
          "_per_s\": " + jsonNumber(rateOf(record)) +
          ", \"elapsed_s\": " + jsonNumber(record.elapsed) + "}";
@@ -268,6 +329,26 @@ uint64_t unitsPerStep(const plan::Plan &plan, const Task &task) {
   return accumulation;
 }
 
+/// The loss-scaling settings in words; "" without loss scaling.
+std::string describeLossScaling(const plan::Plan &plan) {
+  const plan::LossScaling &scaling = plan.lossScaling;
+  switch (scaling.mode) {
+  case plan::LossScaleMode::None:
+    break;
+  case plan::LossScaleMode::Static:
+    return "static, scale " + formatScale(scaling.initialScale);
+  case plan::LossScaleMode::Dynamic:
+    return "dynamic, initial scale " + formatScale(scaling.initialScale) +
+           ", x" + format("%g", scaling.growthFactor) + " after " +
+           std::to_string(scaling.growthInterval) + " finite steps, x" +
+           format("%g", scaling.backoffFactor) +
+           " and the step skipped on overflow" +
+           (scaling.minScale > 0 ? ", floor " + formatScale(scaling.minScale)
+                                 : std::string(", no floor"));
+  }
+  return "";
+}
+
 } // namespace
 
 void printModelInfo(const plan::Plan &plan, std::FILE *out) {
@@ -296,6 +377,24 @@ void printModelInfo(const plan::Plan &plan, std::FILE *out) {
     std::fprintf(out, "training: %s\n",
                  plan.trainingSummary.empty() ? "(no summary)"
                                               : plan.trainingSummary.c_str());
+  const std::string scaling = describeLossScaling(plan);
+  if (!scaling.empty())
+    std::fprintf(out, "loss scaling: %s\n", scaling.c_str());
+  if (!plan.parameterCopies.empty()) {
+    std::set<std::string> dtypes;
+    for (const plan::ParameterCopy &copy : plan.parameterCopies)
+      dtypes.insert(plan::dtypeName(plan.buffers[copy.buffer].dtype));
+    std::string names;
+    for (const std::string &name : dtypes)
+      names += (names.empty() ? "" : ", ") + name;
+    std::fprintf(out,
+                 "parameter copies: %zu (%s), refreshed once per optimizer "
+                 "step\n",
+                 plan.parameterCopies.size(), names.c_str());
+  }
+  if (plan.debugNonFinite)
+    std::fprintf(out, "non-finite check: on (names the first instruction "
+                      "that produces an inf or NaN)\n");
   std::fprintf(out, "task: %s\n", describeTask(task).c_str());
 }
 
@@ -309,6 +408,27 @@ namespace {
 /// for the first, so it sees the inputs `ampc eval --seed` would.
 uint64_t inputSeed(uint64_t seed, uint64_t microStep) {
   return seed ^ (microStep * 0x9E3779B97F4A7C15ull);
+}
+
+/// The note on a skipped step: "step 12: gradients were not finite; the
+/// update was skipped and the loss scale halved to 32768", naming the first
+/// non-finite instruction when the plan checks for one.
+std::string skippedStepLine(const plan::Plan &plan, uint64_t step,
+                            double before, double after,
+                            const std::string &firstNonFinite) {
+  std::string line = "step " + std::to_string(step) +
+                     ": gradients were not finite; the update was skipped";
+  if (plan.lossScaling.mode == plan::LossScaleMode::Static)
+    line += " (the loss scale stays " + formatScale(after) + ")";
+  else if (after == before)
+    line += " and the loss scale stays at its floor " + formatScale(after);
+  else if (after == before * 0.5)
+    line += " and the loss scale halved to " + formatScale(after);
+  else
+    line += " and the loss scale reduced to " + formatScale(after);
+  if (!firstNonFinite.empty())
+    line += "; the first non-finite value came from " + firstNonFinite;
+  return line;
 }
 
 /// A failure that ends the run with exit status 1.
@@ -381,6 +501,16 @@ public:
     std::fflush(streams.out);
   }
 
+  /// Prints \p line on its own line of the progress stream (ending an
+  /// in-place progress line first), unless quiet.
+  void note(const std::string &line) {
+    if (quiet)
+      return;
+    finish();
+    std::fprintf(streams.out, "%s\n", line.c_str());
+    std::fflush(streams.out);
+  }
+
   /// Ends an in-place line, before any other output.
   void finish() {
     if (open)
@@ -436,6 +566,14 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
                  "%s: warning: this model's inputs are random each step, so "
                  "there is nothing to learn (%s)\n",
                  program.c_str(), task.reason.c_str());
+  const bool scaling = plan.lossScaling.mode != plan::LossScaleMode::None;
+  if (!options.injectOverflow.empty() && !scaling)
+    std::fprintf(streams.err,
+                 "%s: warning: --inject-overflow has no effect: this plan "
+                 "has no loss scaling\n",
+                 program.c_str());
+  const std::set<uint64_t> injected(options.injectOverflow.begin(),
+                                    options.injectOverflow.end());
   std::fflush(streams.out);
 
   executor.initializeParameters(options.seed);
@@ -445,8 +583,12 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
   StepRecord record;
   record.steps = steps;
   record.tokens = tokens;
+  record.lossScaling = scaling;
+  bool floorWarned = false;
+  uint64_t nonFiniteLosses = 0; // consecutive steps, with loss scaling
   try {
     for (uint64_t step = 0; step < steps; ++step) {
+      const double previousScale = executor.lossScaleStatus().scale;
       double loss = 0;
       for (uint64_t i = 0; i < accumulation; ++i) {
         const uint64_t microStep = step * accumulation + i;
@@ -463,6 +605,7 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
         run.training = true;
         run.keepTemporaries = false;
         run.totalSteps = steps;
+        run.injectNonFinite = i == 0 && injected.count(step + 1) > 0;
         loss += executor.run(run);
       }
       loss /= static_cast<double>(accumulation);
@@ -485,14 +628,54 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
       if (step == 0)
         firstLoss = loss;
       lastLoss = loss;
+      const cpu::LossScaleStatus status = executor.lossScaleStatus();
+      record.lossScale = status.scale;
+      record.skipped = status.lastStepSkipped;
+      record.skippedSteps = static_cast<uint64_t>(status.skippedSteps);
       log.write(jsonRecord(record));
+      if (scaling && status.lastStepSkipped)
+        progress.note(skippedStepLine(plan, step + 1, previousScale,
+                                      status.scale,
+                                      executor.firstNonFinite()));
+      if (status.floorReachedNow && !floorWarned) {
+        floorWarned = true;
+        progress.finish();
+        std::fprintf(streams.err,
+                     "%s: warning: the loss scale reached its floor %s; "
+                     "gradients keep overflowing \u2014 consider bf16 or a "
+                     "lower learning rate\n",
+                     program.c_str(), formatScale(status.scale).c_str());
+        std::fflush(streams.err);
+      }
       progress.show(record);
-      if (!std::isfinite(loss) || !std::isfinite(gradNorm))
+      if (!scaling) {
+        if (!std::isfinite(loss) || !std::isfinite(gradNorm))
+          throw TrainingFailure("training diverged at step " +
+                                std::to_string(step + 1) + ": the loss is " +
+                                format("%g", loss) +
+                                " and the gradient norm " +
+                                format("%g", gradNorm) +
+                                "; try a lower learning rate or another seed");
+        continue;
+      }
+      // With loss scaling, overflowing gradients are expected and handled
+      // (the step was skipped); a loss that is itself not finite is not.
+      nonFiniteLosses = std::isfinite(loss) ? 0 : nonFiniteLosses + 1;
+      if (nonFiniteLosses > kMaxNonFiniteLossSteps)
+        throw TrainingFailure(
+            "training diverged at step " + std::to_string(step + 1) +
+            ": the loss has not been finite for " +
+            std::to_string(nonFiniteLosses) +
+            " consecutive steps, which loss scaling cannot fix (it only "
+            "handles overflowing gradients); try a lower learning rate or "
+            "another seed");
+      if (!status.lastStepSkipped && !std::isfinite(gradNorm))
         throw TrainingFailure("training diverged at step " +
-                              std::to_string(step + 1) + ": the loss is " +
-                              format("%g", loss) + " and the gradient norm " +
+                              std::to_string(step + 1) +
+                              ": the gradient norm is " +
                               format("%g", gradNorm) +
-                              "; try a lower learning rate or another seed");
+                              " but the step was applied; try a lower "
+                              "learning rate or another seed");
     }
     log.close();
   } catch (...) {

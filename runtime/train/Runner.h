@@ -9,11 +9,13 @@
 //
 //   train_gpt --steps N [--seed S] [--data FILE] [--data-format tokens|text]
 //             [--log FILE] [--device cpu|cuda] [--threads N] [--quiet]
-//             [--info] [--help]
+//             [--inject-overflow STEP[,STEP...]] [--info] [--help]
 //
 // Exit status: 0 on success, 1 for a failure while loading or training (bad
 // data file, unwritable log, a loss or gradient norm that is not finite),
-// 2 for a bad command line.
+// 2 for a bad command line. With loss scaling, a step whose gradients
+// overflow is skipped and training goes on; only a loss that stays
+// non-finite for more than kMaxNonFiniteLossSteps steps in a row stops it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,7 +46,15 @@ struct RunnerOptions {
   bool quiet = false;         ///< no progress lines
   bool info = false;          ///< describe the model and exit
   bool help = false;          ///< print the usage and exit
+  /// Testing aid: 1-based optimizer steps (sorted, unique) whose first micro
+  /// step behaves as if a gradient had overflowed (RunOptions::
+  /// injectNonFinite).
+  std::vector<uint64_t> injectOverflow;
 };
+
+/// With loss scaling, training stops when the loss itself is not finite for
+/// more than this many consecutive optimizer steps.
+inline constexpr uint64_t kMaxNonFiniteLossSteps = 5;
 
 /// A bad command line; what() is one line, without the program name.
 class UsageError : public std::runtime_error {
@@ -53,8 +63,9 @@ public:
 };
 
 /// Parses \p args (the arguments after the program name). Throws UsageError
-/// for an unknown flag, a missing or malformed value, --steps 0 or
-/// --threads 0. `--flag=value` is accepted as well as `--flag value`.
+/// for an unknown flag, a missing or malformed value, --steps 0,
+/// --threads 0, or an --inject-overflow step that is 0 or beyond --steps.
+/// `--flag=value` is accepted as well as `--flag value`.
 RunnerOptions parseRunnerArguments(const std::vector<std::string> &args);
 
 /// The --help text of the program called \p program.
@@ -76,17 +87,30 @@ struct StepRecord {
   uint64_t units = 0;
   bool tokens = false; ///< units are tokens
   double elapsed = 0;  ///< seconds since training started
+  /// The plan scales its loss: the fields below are shown and logged.
+  bool lossScaling = false;
+  double lossScale = 0;      ///< the scale after this step's update
+  bool skipped = false;      ///< this step's update was skipped
+  uint64_t skippedSteps = 0; ///< skipped steps so far
 };
 
+/// A loss scale as text: "65536", "0.5", "1.1e+12".
+std::string formatScale(double scale);
+
 /// The progress line: "step 37/200 | loss 3.2145 | grad norm 0.812 | lr
-/// 3.00e-04 | 12.3k tok/s | 0:05 elapsed, ETA 0:22".
+/// 3.00e-04 | 12.3k tok/s | 0:05 elapsed, ETA 0:22"; with loss scaling,
+/// "| scale 65536 " (and "| skipped 2 " once a step was skipped) after the
+/// learning rate.
 std::string progressLine(const StepRecord &record);
 /// One JSONL object (no newline): {"step", "loss", "grad_norm", "lr",
-/// "tokens" or "samples", "tokens_per_s" or "samples_per_s", "elapsed_s"}.
+/// ["loss_scale", "skipped",] "tokens" or "samples", "tokens_per_s" or
+/// "samples_per_s", "elapsed_s"}.
 std::string jsonRecord(const StepRecord &record);
 
 /// Prints --info: the model, its parameter count, inputs, accumulation
-/// steps, the training summary and the task.
+/// steps, the training summary (which names the precision), the loss
+/// scaling, parameter copies and non-finite check when the plan has them,
+/// and the task.
 void printModelInfo(const plan::Plan &plan, std::FILE *out);
 
 /// Where a training run writes.

@@ -514,4 +514,321 @@ TEST(TrainRunner, BundledForwardOnlyPlanIsRefused) {
             std::string::npos);
 }
 
+//===----------------------------------------------------------------------===//
+// Loss scaling
+//===----------------------------------------------------------------------===//
+
+TEST(TrainRunner, ParsesInjectOverflow) {
+  EXPECT_TRUE(parse({}).injectOverflow.empty());
+  EXPECT_EQ(parse({"--inject-overflow", "5,2,5", "--steps", "10"})
+                .injectOverflow,
+            (std::vector<uint64_t>{2, 5}));
+  EXPECT_EQ(parse({"--inject-overflow=7", "--inject-overflow", "1", "--steps",
+                   "7"})
+                .injectOverflow,
+            (std::vector<uint64_t>{1, 7}));
+  // The default is 100 steps.
+  EXPECT_EQ(parse({"--inject-overflow", "100"}).injectOverflow,
+            (std::vector<uint64_t>{100}));
+}
+
+TEST(TrainRunner, RejectsBadInjectOverflow) {
+  expectUsageError({"--inject-overflow"}, "--inject-overflow needs a value");
+  expectUsageError({"--inject-overflow", ""},
+                   "--inject-overflow expects STEP[,STEP...] (1-based "
+                   "optimizer steps), got ''");
+  expectUsageError({"--inject-overflow", "3,,4"},
+                   "--inject-overflow expects STEP[,STEP...] (1-based "
+                   "optimizer steps), got '3,,4'");
+  expectUsageError({"--inject-overflow", "3,"}, "got '3,'");
+  expectUsageError({"--inject-overflow", "0"},
+                   "--inject-overflow steps are 1-based, got 0");
+  expectUsageError({"--inject-overflow", "2,x"},
+                   "--inject-overflow expects a non-negative integer, got 'x'");
+  expectUsageError({"--inject-overflow", "-1"},
+                   "--inject-overflow expects a non-negative integer, got '-1'");
+  expectUsageError({"--steps", "5", "--inject-overflow", "2,6"},
+                   "--inject-overflow step 6 is beyond the last step "
+                   "(--steps 5)");
+  expectUsageError({"--inject-overflow", "101"},
+                   "step 101 is beyond the last step (--steps 100)");
+}
+
+TEST(TrainRunner, HelpDocumentsInjectOverflowAsATestingAid) {
+  const std::string usage = train::runnerUsage("train_x");
+  const size_t aids = usage.find("\ntesting aids:\n");
+  ASSERT_NE(aids, std::string::npos) << usage;
+  EXPECT_NE(usage.find("--inject-overflow S[,S...]", aids), std::string::npos);
+}
+
+TEST(TrainRunner, ProgressLineAndJsonRecordWithLossScaling) {
+  train::StepRecord record;
+  record.step = 12;
+  record.steps = 100;
+  record.loss = 2.5;
+  record.gradNorm = 0.5;
+  record.learningRate = 1e-3;
+  record.units = 1200;
+  record.elapsed = 2;
+  record.lossScaling = true;
+  record.lossScale = 65536;
+  EXPECT_EQ(train::progressLine(record),
+            "step 12/100 | loss 2.5000 | grad norm 0.500 | lr 1.00e-03 | "
+            "scale 65536 | 600.0 samples/s | 0:02 elapsed, ETA 0:14");
+  EXPECT_EQ(train::jsonRecord(record),
+            "{\"step\": 12, \"loss\": 2.5, \"grad_norm\": 0.5, \"lr\": 0.001, "
+            "\"loss_scale\": 65536, \"skipped\": false, \"samples\": 1200, "
+            "\"samples_per_s\": 600, \"elapsed_s\": 2}");
+  record.lossScale = 32768;
+  record.skipped = true;
+  record.skippedSteps = 3;
+  EXPECT_NE(train::progressLine(record).find(
+                "| lr 1.00e-03 | scale 32768 | skipped 3 | 600.0 samples/s"),
+            std::string::npos)
+      << train::progressLine(record);
+  EXPECT_NE(train::jsonRecord(record).find(
+                "\"loss_scale\": 32768, \"skipped\": true, "),
+            std::string::npos);
+  EXPECT_EQ(train::formatScale(0.25), "0.25");
+  EXPECT_EQ(train::formatScale(0x1p126), "8.50706e+37");
+}
+
+TEST(TrainRunner, PowerOfTwoLossScalingTrainsExactlyLikeNone) {
+  // Scaling by 2^16 and unscaling is exact while nothing overflows, so the
+  // losses and gradient norms match the unscaled run bit for bit.
+  TempDir dir;
+  const plan::Plan plain = bigramTrainingPlan(16, 4, 8, 2, 0.1);
+  const plan::Plan scaled =
+      withLossScaling(plain, plan::LossScaleMode::Dynamic, 65536);
+  auto run = [&](const plan::Plan &p, const std::string &name) {
+    RunnerOptions options;
+    options.steps = 12;
+    options.seed = 4;
+    options.quiet = true;
+    options.logPath = dir.path(name);
+    Captured captured = runInProcess(p, options);
+    EXPECT_EQ(captured.status, 0) << captured.err;
+    return parseJsonl(readFile(options.logPath));
+  };
+  const auto a = run(plain, "plain.jsonl"), b = run(scaled, "scaled.jsonl");
+  ASSERT_EQ(a.size(), 12u);
+  ASSERT_EQ(b.size(), 12u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].at("loss"), b[i].at("loss")) << i;
+    EXPECT_EQ(a[i].at("grad_norm"), b[i].at("grad_norm")) << i;
+    EXPECT_EQ(a[i].count("loss_scale"), 0u);
+    EXPECT_EQ(b[i].at("loss_scale"), "65536");
+    EXPECT_EQ(b[i].at("skipped"), "false");
+  }
+}
+
+TEST(TrainRunner, InjectedOverflowsAreSkippedAndLogged) {
+  TempDir dir;
+  RunnerOptions options;
+  options.steps = 8;
+  options.seed = 2;
+  options.logPath = dir.path("m.jsonl");
+  options.injectOverflow = {3, 5};
+  const plan::Plan scaled = withLossScaling(
+      bigramTrainingPlan(16, 4, 8, 2, 0.1), plan::LossScaleMode::Dynamic,
+      65536);
+  Captured run = runInProcess(scaled, options);
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  const auto records = parseJsonl(readFile(options.logPath));
+  ASSERT_EQ(records.size(), 8u);
+  const std::vector<std::string> scales = {"65536", "65536", "32768",
+                                           "32768", "16384", "16384",
+                                           "16384", "16384"};
+  for (size_t i = 0; i < records.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(records[i].at("loss_scale"), scales[i]);
+    EXPECT_EQ(records[i].at("skipped"), i == 2 || i == 4 ? "true" : "false");
+    // Injected overflows leave the loss and the gradient norm finite.
+    EXPECT_NE(records[i].at("loss"), "null");
+  }
+  EXPECT_NE(run.out.find("\nstep 3: gradients were not finite; the update was "
+                         "skipped and the loss scale halved to 32768\n"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("\nstep 5: gradients were not finite; the update was "
+                         "skipped and the loss scale halved to 16384\n"),
+            std::string::npos);
+  EXPECT_EQ(run.out.find("step 4: gradients"), std::string::npos);
+  // Progress lines (every step here) show the scale and, from step 3, the
+  // skipped count.
+  EXPECT_NE(run.out.find("\nstep 2/8 | loss "), std::string::npos);
+  EXPECT_NE(run.out.find(" | scale 65536 | "), std::string::npos);
+  // No progress line before step 3's shows a skipped count.
+  EXPECT_EQ(run.out.substr(0, run.out.find("\nstep 3/8 | ")).find("| skipped"),
+            std::string::npos);
+  EXPECT_NE(run.out.find(" | scale 32768 | skipped 1 | "), std::string::npos);
+  EXPECT_NE(run.out.find(" | scale 16384 | skipped 2 | "), std::string::npos);
+
+  // The same injection without loss scaling warns and changes nothing.
+  options.logPath = dir.path("plain.jsonl");
+  Captured plain = runInProcess(bigramTrainingPlan(16, 4, 8, 2, 0.1), options);
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  EXPECT_EQ(plain.err, "train_test: warning: --inject-overflow has no effect: "
+                       "this plan has no loss scaling\n");
+  EXPECT_EQ(plain.out.find("gradients were not finite"), std::string::npos);
+}
+
+TEST(TrainRunner, FloorWarningIsGivenOnce) {
+  RunnerOptions options;
+  options.steps = 6;
+  options.injectOverflow = {1, 2, 3, 4, 5};
+  const plan::Plan scaled = withLossScaling(
+      bigramTrainingPlan(16, 4, 8, 1, 0.1), plan::LossScaleMode::Dynamic,
+      1024, 256);
+  Captured run = runInProcess(scaled, options);
+  ASSERT_EQ(run.status, 0) << run.err;
+  // 1024 -> 512 -> 256 -> floor (warn) -> floor -> floor.
+  EXPECT_EQ(run.err,
+            "train_test: warning: the loss scale reached its floor 256; "
+            "gradients keep overflowing \u2014 consider bf16 or a lower "
+            "learning rate\n");
+  EXPECT_NE(run.out.find("\nstep 2: gradients were not finite; the update was "
+                         "skipped and the loss scale halved to 256\n"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("\nstep 3: gradients were not finite; the update was "
+                         "skipped and the loss scale stays at its floor 256\n"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find(" | scale 256 | skipped 5 | "), std::string::npos);
+}
+
+TEST(TrainRunner, StaticScalingSkipsWithoutChangingTheScale) {
+  RunnerOptions options;
+  options.steps = 3;
+  options.injectOverflow = {2};
+  Captured run = runInProcess(
+      withLossScaling(bigramTrainingPlan(16, 4, 8, 1, 0.1),
+                      plan::LossScaleMode::Static, 128),
+      options);
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.out.find("\nstep 2: gradients were not finite; the update was "
+                         "skipped (the loss scale stays 128)\n"),
+            std::string::npos)
+      << run.out;
+}
+
+TEST(TrainRunner, NaturalOverflowNamesTheFirstNonFiniteInstruction) {
+  // With one sample and one output the regression's loss gradient is
+  // 2 * seed: a scale of 2^127 makes it 2^128, which overflows f32 in the
+  // mul of instruction 3 (matmul, mse_loss, grad_seed, mul). The runner
+  // halves the scale until the gradients fit and names where the inf first
+  // appeared.
+  TempDir dir;
+  RunnerOptions options;
+  options.steps = 12;
+  options.logPath = dir.path("m.jsonl");
+  Captured run = runInProcess(
+      withLossScaling(regressionTrainingPlan(1, 4, 1, 0.05),
+                      plan::LossScaleMode::Dynamic, 0x1p127f, 0, true),
+      options);
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.out.find("\nstep 1: gradients were not finite; the update was "
+                         "skipped and the loss scale halved to 8.50706e+37; "
+                         "the first non-finite value came from instruction 3 "
+                         "(mul)\n"),
+            std::string::npos)
+      << run.out;
+  const auto records = parseJsonl(readFile(options.logPath));
+  ASSERT_EQ(records.size(), 12u);
+  EXPECT_EQ(records[0].at("skipped"), "true");
+  // The step whose gradients fit is applied and training goes on.
+  EXPECT_EQ(records.back().at("skipped"), "false");
+  for (const auto &record : records)
+    EXPECT_NE(record.at("loss"), "null");
+}
+
+TEST(TrainRunner, NonFiniteLossStopsAfterFiveStepsWithScaling) {
+  // SGD with an absurd learning rate blows the weights up; afterwards the
+  // loss itself is infinite or NaN. Loss scaling skips the overflowing
+  // steps but cannot repair the loss, so training stops after more than
+  // five non-finite losses in a row.
+  TempDir dir;
+  RunnerOptions options;
+  options.steps = 60;
+  options.logPath = dir.path("m.jsonl");
+  Captured run = runInProcess(
+      withLossScaling(regressionTrainingPlan(16, 4, 2, 1e30),
+                      plan::LossScaleMode::Dynamic, 65536),
+      options);
+  EXPECT_EQ(run.status, 1);
+  const auto records = parseJsonl(readFile(options.logPath));
+  ASSERT_GE(records.size(), 6u);
+  ASSERT_LT(records.size(), 60u);
+  for (size_t i = records.size() - 6; i < records.size(); ++i)
+    EXPECT_EQ(records[i].at("loss"), "null") << i;
+  EXPECT_NE(records[records.size() - 7].at("loss"), "null");
+  EXPECT_NE(run.err.find("train_test: error: training diverged at step " +
+                         records.back().at("step") +
+                         ": the loss has not been finite for 6 consecutive "
+                         "steps, which loss scaling cannot fix"),
+            std::string::npos)
+      << run.err;
+}
+
+TEST(TrainRunner, InfoShowsPrecisionAndLossScaling) {
+  plan::Plan mixed = withParameterCopy(
+      withLossScaling(bigramTrainingPlan(16, 4, 8, 2, 0.05),
+                      plan::LossScaleMode::Dynamic, 65536, 1, true),
+      "table", plan::DType::BF16);
+  mixed.trainingSummary += " precision=bf16 loss_scaling=dynamic";
+  RunnerOptions options;
+  options.info = true;
+  Captured info = runInProcess(mixed, options);
+  EXPECT_EQ(info.status, 0);
+  EXPECT_NE(info.out.find("training: adamw lr=0.050000 clip=1 precision=bf16 "
+                          "loss_scaling=dynamic\n"
+                          "loss scaling: dynamic, initial scale 65536, x2 "
+                          "after 2000 finite steps, x0.5 and the step skipped "
+                          "on overflow, floor 1\n"
+                          "parameter copies: 1 (bf16), refreshed once per "
+                          "optimizer step\n"
+                          "non-finite check: on (names the first instruction "
+                          "that produces an inf or NaN)\n"
+                          "task: language model"),
+            std::string::npos)
+      << info.out;
+
+  plan::Plan fixed = withLossScaling(bigramTrainingPlan(16, 4, 8, 2, 0.05),
+                                     plan::LossScaleMode::Static, 1024);
+  Captured staticInfo = runInProcess(fixed, options);
+  EXPECT_NE(staticInfo.out.find("\nloss scaling: static, scale 1024\ntask: "),
+            std::string::npos)
+      << staticInfo.out;
+}
+
+TEST(TrainRunner, BundledExecutableInjectsOverflows) {
+  TempDir dir;
+  const std::string exe = dir.path("train_scaled");
+  train::writeTrainingExecutable(
+      kRunner,
+      withParameterCopy(withLossScaling(bigramTrainingPlan(16, 4, 8, 1, 0.1),
+                                        plan::LossScaleMode::Dynamic, 4096),
+                        "table", plan::DType::BF16),
+      exe);
+  const std::string log = dir.path("m.jsonl");
+  CommandResult run = runCommand("'" + exe +
+                                 "' --steps 4 --inject-overflow 2 --log '" +
+                                 log + "'");
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("step 2: gradients were not finite; the update "
+                            "was skipped and the loss scale halved to 2048"),
+            std::string::npos)
+      << run.output;
+  const auto records = parseJsonl(readFile(log));
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_EQ(records[1].at("skipped"), "true");
+  EXPECT_EQ(records[3].at("loss_scale"), "2048");
+  CommandResult bad = runCommand("'" + exe + "' --inject-overflow 0");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.output, "train_scaled: error: --inject-overflow steps are "
+                        "1-based, got 0 (see 'train_scaled --help')\n");
+}
+
 } // namespace

@@ -222,6 +222,72 @@ plan::Plan regressionTrainingPlan(int64_t batch, int64_t features,
   return b.plan;
 }
 
+plan::Plan withLossScaling(plan::Plan plan, plan::LossScaleMode mode,
+                           float initialScale, float minScale,
+                           bool debugNonFinite) {
+  auto state = [&](const std::string &name) {
+    plan.buffers.push_back({name, DType::F32, {}, BufferRole::State});
+    return static_cast<uint32_t>(plan.buffers.size() - 1);
+  };
+  plan::LossScaling &scaling = plan.lossScaling;
+  scaling.mode = mode;
+  scaling.initialScale = initialScale;
+  scaling.minScale = minScale;
+  scaling.scale = state("loss_scale");
+  scaling.growthTracker = state("loss_scale.growth_tracker");
+  scaling.foundNonFinite = state("loss_scale.found_non_finite");
+  scaling.appliedSteps = state("loss_scale.applied_steps");
+  for (Instruction &instruction : plan.instructions) {
+    if (instruction.op == OpCode::GradSeed)
+      instruction.operands = {scaling.scale};
+    if (instruction.op == OpCode::Accumulate) {
+      instruction.operands.insert(instruction.operands.end(),
+                                  {scaling.scale, scaling.foundNonFinite});
+      instruction.results.push_back(scaling.foundNonFinite);
+    }
+  }
+  for (Instruction &instruction : plan.optimizerInstructions)
+    if (instruction.op == OpCode::AdamW || instruction.op == OpCode::Sgd)
+      instruction.operands.insert(
+          instruction.operands.begin() +
+              (instruction.op == OpCode::AdamW ? 6 : 5),
+          {scaling.foundNonFinite, scaling.appliedSteps});
+  const std::vector<uint32_t> buffers = {scaling.scale, scaling.growthTracker,
+                                         scaling.foundNonFinite,
+                                         scaling.appliedSteps};
+  emit(plan.optimizerInstructions, OpCode::UpdateLossScale, buffers, buffers,
+       {{"dynamic", int64_t(mode == plan::LossScaleMode::Dynamic)},
+        {"growth_factor", double(scaling.growthFactor)},
+        {"backoff_factor", double(scaling.backoffFactor)},
+        {"growth_interval", scaling.growthInterval},
+        {"min_scale", double(minScale)}});
+  plan.debugNonFinite = debugNonFinite;
+  return plan;
+}
+
+plan::Plan withParameterCopy(plan::Plan plan, const std::string &name,
+                             plan::DType dtype) {
+  const uint32_t source = plan::findBuffer(plan, name);
+  plan::Buffer buffer = plan.buffers[source];
+  buffer.name = name + "." + plan::dtypeName(dtype);
+  buffer.dtype = dtype;
+  buffer.role = BufferRole::ParameterCopy;
+  plan.buffers.push_back(buffer);
+  const uint32_t copy = static_cast<uint32_t>(plan.buffers.size() - 1);
+  plan.parameterCopies.push_back({copy, source});
+  for (Instruction &instruction : plan.instructions)
+    for (uint32_t &operand : instruction.operands)
+      if (operand == source)
+        operand = copy;
+  for (Instruction &instruction : plan.optimizerInstructions)
+    if ((instruction.op == OpCode::AdamW || instruction.op == OpCode::Sgd) &&
+        instruction.operands[0] == source) {
+      instruction.operands.push_back(copy);
+      instruction.results.push_back(copy);
+    }
+  return plan;
+}
+
 plan::Plan forwardOnlyPlan() {
   PlanBuilder b("forward_only");
   const uint32_t w = b.parameter("w", DType::F32, {4}, InitKind::Ones);

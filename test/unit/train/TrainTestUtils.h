@@ -65,6 +65,19 @@ plan::Plan regressionTrainingPlan(int64_t batch, int64_t features,
 /// parameter against an input.
 plan::Plan forwardOnlyPlan();
 
+/// \p plan with loss scaling added as the compiler adds it: four state
+/// buffers, the scale as grad_seed's operand, unscaling accumulates, adamw/
+/// sgd reading the found flag and applied-steps count, and a final
+/// update_loss_scale (growth x2, backoff x0.5, interval 2000).
+plan::Plan withLossScaling(plan::Plan plan, plan::LossScaleMode mode,
+                           float initialScale, float minScale = 0,
+                           bool debugNonFinite = false);
+
+/// \p plan with a \p dtype copy of parameter \p name that every micro-step
+/// instruction reads instead of the parameter, refreshed by its optimizer.
+plan::Plan withParameterCopy(plan::Plan plan, const std::string &name,
+                             plan::DType dtype);
+
 } // namespace ampc::test
 
 #endif // AMPC_TEST_UNIT_TRAIN_TRAINTESTUTILS_H
