@@ -852,8 +852,8 @@ std::vector<uint32_t> lossScalingBuffers(const LossScaling &scaling) {
 }
 
 /// Checks Plan::lossScaling: a known mode and, when enabled, a training
-/// plan, GradScaler's constraints on the settings and four distinct f32
-/// scalar state buffers.
+/// plan, a finite positive initial scale, GradScaler's constraints on the
+/// dynamic settings and four distinct f32 scalar state buffers.
 void checkLossScaling(const Plan &plan) {
   const LossScaling &scaling = plan.lossScaling;
   if (static_cast<uint8_t>(scaling.mode) > 2)
@@ -868,17 +868,22 @@ void checkLossScaling(const Plan &plan) {
   if (!std::isfinite(scaling.initialScale) || scaling.initialScale <= 0)
     fail(what + ": the initial scale must be finite and > 0, is " +
          std::to_string(scaling.initialScale));
-  if (!std::isfinite(scaling.growthFactor) || scaling.growthFactor <= 1)
+  // The growth, backoff and floor settings matter only to a dynamic scale.
+  const bool dynamic = scaling.mode == LossScaleMode::Dynamic;
+  if (dynamic &&
+      (!std::isfinite(scaling.growthFactor) || scaling.growthFactor <= 1))
     fail(what + ": the growth factor must be finite and > 1, is " +
          std::to_string(scaling.growthFactor));
-  if (!(scaling.backoffFactor > 0 && scaling.backoffFactor < 1))
+  if (dynamic && !(scaling.backoffFactor > 0 && scaling.backoffFactor < 1))
     fail(what + ": the backoff factor must be in (0, 1), is " +
          std::to_string(scaling.backoffFactor));
   // The growth tracker is an f32 buffer: it counts exactly up to 2^24.
-  if (scaling.growthInterval < 1 || scaling.growthInterval > (1 << 24))
+  if (dynamic &&
+      (scaling.growthInterval < 1 || scaling.growthInterval > (1 << 24)))
     fail(what + ": the growth interval must be in [1, 2^24], is " +
          std::to_string(scaling.growthInterval));
-  if (!(scaling.minScale >= 0 && scaling.minScale <= scaling.initialScale))
+  if (dynamic &&
+      !(scaling.minScale >= 0 && scaling.minScale <= scaling.initialScale))
     fail(what + ": the minimum scale must be in [0, initial scale], is " +
          std::to_string(scaling.minScale));
   const char *names[] = {"scale", "growth tracker", "found-non-finite flag",

@@ -244,6 +244,17 @@ TEST(PlanValidatePrecision, LossScalingSettings) {
   settingError([](plan::LossScaling &s) { s.minScale = 1e6f; },
                "the minimum scale must be in [0, initial scale]");
 
+  // A static scale ignores the dynamic settings.
+  MixedPlan fixed;
+  fixed.plan().lossScaling.mode = LossScaleMode::Static;
+  fixed.plan().lossScaling.growthFactor = 1;
+  fixed.update().attrs["dynamic"] = int64_t(0);
+  fixed.update().attrs["growth_factor"] = 1.0;
+  EXPECT_NO_THROW(plan::validatePlan(fixed.plan()));
+  fixed.plan().lossScaling.initialScale = -1;
+  expectInvalid(fixed.plan(), {"loss scaling (static)",
+                               "the initial scale must be finite and > 0"});
+
   MixedPlan mode;
   mode.plan().lossScaling.mode = static_cast<LossScaleMode>(7);
   expectInvalid(mode.plan(), {"unknown loss scale mode 7"});
