@@ -130,8 +130,16 @@ void printPrecisionReport(ModelOp model, llvm::raw_ostream &os) {
   os << "\n";
   os << "ops: " << totals.ops - totals.casts << ", casts inserted: " << totals.casts
      << ", parameter copies (refreshed once per optimizer step): " << copies << "\n";
-  os << llvm::format("bytes converted per optimizer step: %.1f MB\n",
-                     double(totals.bytesConverted) / 1e6);
+  double bytes = double(totals.bytesConverted);
+  const char *unit = "B";
+  for (const char *larger : {"kB", "MB", "GB"})
+    if (bytes >= 1000) {
+      bytes /= 1000;
+      unit = larger;
+    }
+  os << llvm::format("bytes converted per optimizer step: %.1f %s (casts are materialised until "
+                     "kernel fusion absorbs them)\n",
+                     bytes, unit);
   os << llvm::format("FLOPs per micro step: %.3g, in reduced precision: %.2f%%\n", totals.flops,
                      totals.flops > 0 ? 100.0 * totals.reducedFlops / totals.flops : 0.0);
 }

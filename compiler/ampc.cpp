@@ -307,6 +307,8 @@ int64_t countParameters(const plan::Plan &compiled) {
 std::optional<plan::Plan> compileModel(const std::string &path, const Options &options) {
   mlir::MLIRContext context;
   registerModelDialects(context);
+  // Diagnostics point at the model file; a dump of the IR would bury them.
+  context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   auto loaded = loadModel(path, sourceMgr, context);

@@ -59,6 +59,13 @@ Value GradientBuilder::reduceToShape(Location loc, Value grad, llvm::ArrayRef<in
   return reduced;
 }
 
+/// A matmul with the given transposes whose result has the operands' element type.
+static Value createMatmul(OpBuilder &b, Location loc, Value lhs, Value rhs, bool transposeLhs,
+                          bool transposeRhs) {
+  return b.create<MatmulOp>(loc, lhs, rhs, transposeLhs ? b.getUnitAttr() : UnitAttr(),
+                            transposeRhs ? b.getUnitAttr() : UnitAttr(), TypeAttr());
+}
+
 /// Merges the leading dimensions of a [..., m, k] tensor into one: [N * m, k].
 static Value flattenRows(OpBuilder &b, Location loc, Value value) {
   RankedTensorType type = tensorType(value);
@@ -77,9 +84,9 @@ Value GradientBuilder::matmulGradLhs(Location loc, MatmulOp op, Value grad) {
   bool ta = op.getTransposeLhs(), tb = op.getTransposeRhs();
   Value result;
   if (!ta) // dA = G op(B)^T
-    result = b.create<MatmulOp>(loc, grad, rhs, false, !tb);
+    result = createMatmul(b, loc, grad, rhs, false, !tb);
   else // dA = (G op(B)^T)^T = op(B) G^T
-    result = b.create<MatmulOp>(loc, rhs, grad, tb, true);
+    result = createMatmul(b, loc, rhs, grad, tb, true);
   return reduceToShape(loc, result, tensorType(lhs).getShape());
 }
 
@@ -94,9 +101,9 @@ Value GradientBuilder::matmulGradRhs(Location loc, MatmulOp op, Value grad) {
   }
   Value result;
   if (!tb) // dB = op(A)^T G
-    result = b.create<MatmulOp>(loc, lhs, grad, !ta, false);
+    result = createMatmul(b, loc, lhs, grad, !ta, false);
   else // dB = (op(A)^T G)^T = G^T op(A)
-    result = b.create<MatmulOp>(loc, grad, lhs, true, ta);
+    result = createMatmul(b, loc, grad, lhs, true, ta);
   return reduceToShape(loc, result, tensorType(rhs).getShape());
 }
 

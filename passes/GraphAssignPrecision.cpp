@@ -177,6 +177,13 @@ void GraphAssignPrecisionPass::assignOp(Operation *op, PrecisionRule rule,
       storage = stored;
     if (stored == elementOf(result))
       continue;
+    // A matmul writes its f32 accumulation directly instead of rounding it to the reduced
+    // type and widening it again (weight gradients stay exact).
+    if (auto matmul = llvm::dyn_cast<MatmulOp>(op); matmul && stored == f32) {
+      matmul.setResultElementAttr(TypeAttr::get(f32));
+      result.setType(RankedTensorType::get(tensorType(result).getShape(), f32));
+      continue;
+    }
     auto cast = b.create<CastOp>(
         op->getLoc(), RankedTensorType::get(tensorType(result).getShape(), stored), result);
     cast->setAttr("precision", PrecisionAttr::get(op->getContext(), elementOf(result),

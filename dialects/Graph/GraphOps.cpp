@@ -335,7 +335,15 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
                               adaptor.getTransposeRhs(), error);
   if (!result)
     return emitOptionalError(loc, "'graph.matmul' ", error);
-  results.push_back(tensorOf(*result, elementType(adaptor.getLhs())));
+  Type element = elementType(adaptor.getLhs());
+  if (auto out = adaptor.getResultElement()) {
+    if (!out->isF32() || !(element.isBF16() || element.isF16() || element.isF32()))
+      return emitOptionalError(loc, "'graph.matmul' can write f32 from bf16 or f16 operands "
+                                    "(-> f32), not ",
+                               *out, " from ", element);
+    element = *out;
+  }
+  results.push_back(tensorOf(*result, element));
   return success();
 }
 

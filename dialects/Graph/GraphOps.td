@@ -268,18 +268,22 @@ def Graph_MatmulOp : Graph_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
   let description = [{
     After transposing the last two dimensions where `transpose_lhs` / `transpose_rhs` are set,
     lhs is [..., M, K] and rhs is [..., K, N]; leading (batch) dimensions broadcast as in
-    graph.add, so a [B, T, D] activation times a [D, N] weight is one op. Result [..., M, N].
+    graph.add, so a [B, T, D] activation times a [D, N] weight is one op. Result [..., M, N], in
+    the operands' element type, or with `-> f32` in f32 (bf16 or f16 operands, f32 accumulation
+    written out unrounded: how mixed precision keeps weight gradients exact).
     ```mlir
     %y = graph.matmul %x, %w : tensor<64x256x384xf32>, tensor<384x1536xf32>
     %s = graph.matmul %q, %k transpose_rhs : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>
+    %g = graph.matmul %x, %dy transpose_lhs : tensor<64x384xbf16>, tensor<64x1536xbf16> -> f32
     ```
   }];
   let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs,
-                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
+                       OptionalAttr<TypeAttr>:$result_element);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
-    attr-dict `:` type($lhs) `,` type($rhs)
+    attr-dict `:` type($lhs) `,` type($rhs) (`->` $result_element^)?
   }];
 }
 

@@ -1674,3 +1674,17 @@ graph.model @pad_overflow {
     return
   }
 }
+
+// -----
+
+graph.model @matmul_f16_result {
+  graph.input @x : tensor<8x4xbf16>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<8x4xbf16>
+    // expected-error @+1 {{'graph.matmul' can write f32 from bf16 or f16 operands (-> f32), not 'f16' from 'bf16'}}
+    %g = graph.matmul %x, %x transpose_lhs : tensor<8x4xbf16>, tensor<8x4xbf16> -> f16
+    %l = graph.sum %g axes [0, 1] : tensor<4x4xf16>
+    graph.loss %l : tensor<f16>
+    return
+  }
+}

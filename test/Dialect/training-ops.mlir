@@ -548,3 +548,23 @@ graph.model @lr_schedules {
     return %a, %b, %c, %d : tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>
   }
 }
+
+// -----
+
+// A matmul of reduced-precision operands that writes its f32 accumulation (a weight gradient).
+// CHECK-LABEL: graph.model @matmul_f32_result {
+// CHECK: %{{.+}} = graph.matmul %[[X:.+]], %[[DY:.+]] transpose_lhs : tensor<8x4xbf16>, tensor<8x2xbf16> -> f32
+// GENERIC-LABEL: "graph.model"() <{sym_name = "matmul_f32_result"}>
+// GENERIC: "graph.matmul"(%{{.+}}, %{{.+}}) <{result_element = f32, transpose_lhs}> : (tensor<8x4xbf16>, tensor<8x2xbf16>) -> tensor<4x2xf32>
+graph.model @matmul_f32_result {
+  graph.input @x : tensor<8x4xbf16>
+  graph.input @dy : tensor<8x2xbf16>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<8x4xbf16>
+    %dy = graph.get_input @dy : tensor<8x2xbf16>
+    %g = graph.matmul %x, %dy transpose_lhs : tensor<8x4xbf16>, tensor<8x2xbf16> -> f32
+    %l = graph.sum %g axes [0, 1] : tensor<4x2xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}

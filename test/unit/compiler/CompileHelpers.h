@@ -11,12 +11,21 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <optional>
 #include <string>
 
 namespace ampc::test_support {
+
+/// A temporary file name no other test process uses: ctest runs tests in parallel.
+inline std::string uniqueTempPath(const std::string &stem) {
+  static int counter = 0;
+  return ::testing::TempDir() + std::to_string(::getpid()) + "." + std::to_string(counter++) +
+         "." + stem + ".mlir";
+}
 
 /// Parses and verifies the model file at `path`, runs `prepare(model)` (the passes that bring it
 /// to the form plan emission takes) and emits its plan; diagnostics are collected into
@@ -53,7 +62,7 @@ inline std::optional<plan::Plan> compileFile(const std::string &path,
 /// Writes `text` to a temporary .mlir file and compiles it.
 inline std::optional<plan::Plan> compileText(const std::string &text,
                                              std::string *diagnostics = nullptr) {
-  std::string path = ::testing::TempDir() + "ampc_test_model.mlir";
+  std::string path = uniqueTempPath("ampc_test_model");
   std::ofstream(path) << text;
   auto result = compileFile(path, diagnostics);
   std::remove(path.c_str());
@@ -74,7 +83,7 @@ compileTrainingFile(const std::string &path, const graph::GraphBuildTrainingOpti
 inline std::optional<plan::Plan>
 compileTrainingText(const std::string &text, const graph::GraphBuildTrainingOptions &options,
                     std::string *diagnostics = nullptr) {
-  std::string path = ::testing::TempDir() + "ampc_test_training_model.mlir";
+  std::string path = uniqueTempPath("ampc_test_training_model");
   std::ofstream(path) << text;
   auto result = compileTrainingFile(path, options, diagnostics);
   std::remove(path.c_str());
@@ -101,7 +110,7 @@ compileMixedPrecisionText(const std::string &text, const graph::GraphBuildTraini
                           const graph::GraphAssignPrecisionOptions &precision,
                           const graph::GraphInsertLossScalingOptions &scaling,
                           std::string *diagnostics = nullptr) {
-  std::string path = ::testing::TempDir() + "ampc_test_mixed_precision_model.mlir";
+  std::string path = uniqueTempPath("ampc_test_mixed_precision_model");
   std::ofstream(path) << text;
   auto result = compileMixedPrecisionFile(path, training, precision, scaling, diagnostics);
   std::remove(path.c_str());

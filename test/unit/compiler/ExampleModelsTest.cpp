@@ -7,6 +7,8 @@
 //
 //===--------------------------------------------------------------------------===//
 
+#include <unistd.h>
+
 #include "CompileHelpers.h"
 #include "runtime/cpu/Executor.h"
 
@@ -103,7 +105,7 @@ TEST(ExampleModels, LossIsReproducibleForASeedAndVariesAcrossSeeds) {
 TEST(ExampleModels, PlanFileRoundTripKeepsTheLoss) {
   auto compiled = test_support::compileFile(test_support::examplePath("gpt/tiny.mlir"));
   ASSERT_TRUE(compiled);
-  std::string path = ::testing::TempDir() + "ampc_tiny.plan";
+  std::string path = ::testing::TempDir() + "ampc_tiny." + std::to_string(::getpid()) + ".plan";
   plan::savePlan(*compiled, path);
   plan::Plan reloaded = plan::loadPlan(path);
   std::remove(path.c_str());
