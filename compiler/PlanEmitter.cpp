@@ -16,18 +16,25 @@ namespace plan = ampc::plan;
 
 namespace ampc {
 
-std::string formatLocation(Location loc) {
-  if (auto file = llvm::dyn_cast<FileLineColLoc>(loc))
-    return (file.getFilename().str() + ":" + std::to_string(file.getLine()) + ":" +
-            std::to_string(file.getColumn()));
-  if (auto call = llvm::dyn_cast<CallSiteLoc>(loc))
-    return formatLocation(call.getCallee()) + " (called from " +
-           formatLocation(call.getCaller()) + ")";
+std::string formatLocation(Location loc, bool brief) {
+  if (auto file = llvm::dyn_cast<FileLineColLoc>(loc)) {
+    llvm::StringRef name = file.getFilename().getValue();
+    if (brief)
+      name = name.substr(name.find_last_of('/') + 1);
+    return (name + ":" + llvm::Twine(file.getLine()) + ":" + llvm::Twine(file.getColumn())).str();
+  }
+  if (auto call = llvm::dyn_cast<CallSiteLoc>(loc)) {
+    std::string callee = formatLocation(call.getCallee(), brief);
+    std::string caller = formatLocation(call.getCaller(), brief);
+    if (brief) // the caller is in the same file: its line and column
+      return callee + " <- " + caller.substr(caller.find(':') + 1);
+    return callee + " (called from " + caller + ")";
+  }
   if (auto name = llvm::dyn_cast<NameLoc>(loc))
-    return formatLocation(name.getChildLoc());
+    return formatLocation(name.getChildLoc(), brief);
   if (auto fused = llvm::dyn_cast<FusedLoc>(loc))
     if (!fused.getLocations().empty())
-      return formatLocation(fused.getLocations().front());
+      return formatLocation(fused.getLocations().front(), brief);
   return "unknown location";
 }
 

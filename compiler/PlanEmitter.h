@@ -20,7 +20,8 @@ namespace ampc {
 mlir::FailureOr<plan::Plan> emitPlan(graph::ModelOp model);
 
 /// "file:line:col" of an op's location; inlined ops read "callee-loc (called from caller-loc)".
-std::string formatLocation(mlir::Location loc);
+/// \p brief drops the directory and writes an inlined op as "file:line:col <- line:col" (the call).
+std::string formatLocation(mlir::Location loc, bool brief = false);
 
 } // namespace ampc
 

@@ -85,26 +85,6 @@ static std::string typeName(Type type) {
   return text;
 }
 
-/// "file:line:col", the file without its directory; an op inlined from a call adds the call's
-/// line and column: "tiny.mlir:40:10 <- 111:11".
-static std::string shortLocation(Location loc) {
-  if (auto file = llvm::dyn_cast<FileLineColLoc>(loc)) {
-    llvm::StringRef name = file.getFilename().getValue();
-    name = name.substr(name.find_last_of('/') + 1);
-    return (name + ":" + llvm::Twine(file.getLine()) + ":" + llvm::Twine(file.getColumn())).str();
-  }
-  if (auto call = llvm::dyn_cast<CallSiteLoc>(loc)) {
-    std::string caller = shortLocation(call.getCaller());
-    return shortLocation(call.getCallee()) + " <- " + caller.substr(caller.find(':') + 1);
-  }
-  if (auto name = llvm::dyn_cast<NameLoc>(loc))
-    return shortLocation(name.getChildLoc());
-  if (auto fused = llvm::dyn_cast<FusedLoc>(loc))
-    if (!fused.getLocations().empty())
-      return shortLocation(fused.getLocations().front());
-  return "unknown";
-}
-
 void printPrecisionReport(ModelOp model, llvm::raw_ostream &os) {
   auto mode = model->getAttrOfType<StringAttr>("precision_mode");
   os << "precision of @" << model.getSymName() << " ("
@@ -117,7 +97,7 @@ void printPrecisionReport(ModelOp model, llvm::raw_ostream &os) {
     auto precision = op->getAttrOfType<PrecisionAttr>("precision");
     if (!precision)
       return;
-    std::string location = shortLocation(op->getLoc());
+    std::string location = formatLocation(op->getLoc(), /*brief=*/true);
     os << llvm::format("%-20s %-30s %-8s %-10s %-8s %s\n",
                        op->getName().stripDialect().str().c_str(), location.c_str(),
                        typeName(precision.getCompute()).c_str(),
