@@ -73,6 +73,12 @@ LogicalResult assignPrecision(graph::ModelOp model,
   return pm.run(model);
 }
 
+LogicalResult planMemory(graph::ModelOp model) {
+  PassManager pm(model->getContext(), graph::ModelOp::getOperationName());
+  pm.addPass(graph::createGraphPlanMemory());
+  return pm.run(model);
+}
+
 LogicalResult buildTraining(graph::ModelOp model,
                             const graph::GraphBuildTrainingOptions &options) {
   PassManager pm(model->getContext(), graph::ModelOp::getOperationName());

@@ -42,6 +42,10 @@ mlir::LogicalResult flattenModel(graph::ModelOp model);
 mlir::LogicalResult buildTraining(graph::ModelOp model,
                                   const graph::GraphBuildTrainingOptions &options);
 
+/// Places the intermediate values of the model's step functions in arenas
+/// (graph-plan-memory).
+mlir::LogicalResult planMemory(graph::ModelOp model);
+
 /// Assigns precision (graph-assign-precision) and, for a training model when \p scaling is
 /// given, inserts loss scaling (graph-insert-loss-scaling).
 mlir::LogicalResult assignPrecision(graph::ModelOp model,

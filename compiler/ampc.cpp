@@ -7,6 +7,8 @@
 //                                          write a standalone training executable
 //   ampc report precision MODEL.mlir [PRECISION...]
 //                                          the dtypes of every op of the training step
+//   ampc report memory MODEL.mlir [TRAINING...] [PRECISION...]
+//                                          where the training step's memory goes
 //   ampc eval MODEL.mlir|MODEL.plan [--seed N] [--input NAME=FILE]... [--precision f32|f64]
 //                                          evaluate the loss on the CPU reference backend
 //
@@ -17,6 +19,7 @@
 
 #include "compiler/ModelLoader.h"
 #include "compiler/PlanEmitter.h"
+#include "compiler/MemoryReport.h"
 #include "compiler/PrecisionReport.h"
 #include "runtime/cpu/Executor.h"
 #include "runtime/plan/Plan.h"
@@ -52,6 +55,9 @@ usage:
   ampc report precision MODEL.mlir [training options] [precision options]
       Print the dtypes every op of the training step computes, accumulates and stores in,
       the rule that decided each, and the totals (casts, bytes converted, reduced FLOPs).
+  ampc report memory MODEL.mlir [training options] [precision options]
+      Print the training step's memory: persistent buffers by kind, the arena of each step
+      function (graph-plan-memory), the peak, and the largest values live at the peak.
   ampc plan MODEL.mlir -o PLAN [--train [training options]] [precision options]
       Lower the model to a runtime plan file (docs/plan-format.md): the forward pass, or with
       --train the training step.
@@ -119,6 +125,8 @@ struct Options {
   bool assignPrecision = false;
   graph::GraphAssignPrecisionOptions mixedPrecision;
   graph::GraphInsertLossScalingOptions scaling;
+  /// What `ampc report` prints: "precision" or "memory".
+  std::string report;
 };
 
 double parseReal(llvm::StringRef flag, llvm::StringRef text) {
@@ -233,8 +241,10 @@ Options parseArguments(int argc, char **argv) {
                      "--help')"};
   size_t first = 1;
   if (options.verb == "report") {
-    if (args.size() < 2 || args[1] != "precision")
-      throw UsageError{"'ampc report' needs what to report: 'ampc report precision MODEL.mlir'"};
+    if (args.size() < 2 || (args[1] != "precision" && args[1] != "memory"))
+      throw UsageError{"'ampc report' needs what to report: 'ampc report precision "
+                       "MODEL.mlir' or 'ampc report memory MODEL.mlir'"};
+    options.report = args[1].str();
     first = 2;
   }
   options.train = options.verb == "compile" || options.verb == "report";
@@ -322,7 +332,13 @@ std::optional<plan::Plan> compileModel(const std::string &path, const Options &o
                              options.train ? &options.scaling : nullptr)))
     return std::nullopt;
   if (options.verb == "report") {
-    printPrecisionReport(loaded->model, llvm::outs());
+    if (options.report == "memory") {
+      if (failed(planMemory(loaded->model)))
+        return std::nullopt;
+      printMemoryReport(loaded->model, llvm::outs());
+    } else {
+      printPrecisionReport(loaded->model, llvm::outs());
+    }
     llvm::outs().flush();
     return plan::Plan();
   }

@@ -263,4 +263,37 @@ def GraphInsertLossScaling : Pass<"graph-insert-loss-scaling", "::ampc::graph::M
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
+def GraphPlanMemory : Pass<"graph-plan-memory", "::ampc::graph::ModelOp"> {
+  let summary = "Place every intermediate value of the training step in one arena per function";
+  let description = [{
+    Liveness over the op order of `micro_step` and `optimizer_step` (the entry function of a
+    forward-only model): a value lives from the op that defines it to its last reader, a value
+    the function returns or marks as the loss to the end. The planner (passes/MemoryPlanner.h,
+    plain C++) gives each value an offset in the function's arena, 256-byte aligned, so values
+    whose lifetimes overlap never overlap in memory; it places the largest values first, each in
+    the best-fitting gap. The same arena serves every micro-step. Parameters, their copies,
+    inputs, constants and the training state live outside the arenas.
+
+    Every op gets `arena_offsets` (one per result) and each function `arena_bytes` and
+    `peak_live_bytes` (the sum of the values live at the busiest point: a lower bound on any
+    arena).
+
+    Before:
+    ```mlir
+    %a = graph.exp %x : tensor<64xf32>
+    %b = graph.exp %a : tensor<64xf32>
+    %c = graph.exp %b : tensor<64xf32>
+    ```
+    After:
+    ```mlir
+    %a = graph.exp %x {arena_offsets = array<i64: 0>} : tensor<64xf32>
+    %b = graph.exp %a {arena_offsets = array<i64: 256>} : tensor<64xf32>
+    %c = graph.exp %b {arena_offsets = array<i64: 0>} : tensor<64xf32>
+    ```
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", "256", "offset alignment in bytes">
+  ];
+}
+
 #endif // AMPC_PASSES_PASSES_TD

@@ -1,0 +1,104 @@
+//===- GraphPlanMemory.cpp - one arena per function for intermediate values --===//
+//
+// Adapts the IR to MemoryPlanner: every result of an op in the function is a value of the
+// arena, except what only names a persistent buffer (a parameter, its copy, an input, the loss
+// scale) or plan constant data. A value lives from its defining op to its last reader; one the
+// function returns or marks as the loss lives to the end.
+//
+//===--------------------------------------------------------------------------===//
+
+#include "passes/MemoryPlanner.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace ampc::graph {
+#define GEN_PASS_DEF_GRAPHPLANMEMORY
+#include "passes/Passes.h.inc"
+} // namespace ampc::graph
+
+using namespace mlir;
+using namespace ampc::graph;
+
+namespace {
+
+/// Bytes of a tensor value in memory.
+int64_t bytesOf(Value value) {
+  auto type = llvm::cast<RankedTensorType>(value.getType());
+  int64_t bits = type.getElementType().getIntOrFloatBitWidth();
+  return type.getNumElements() * std::max<int64_t>(1, bits / 8);
+}
+
+/// Results that name a persistent buffer or constant data rather than computing a new value.
+bool isArenaValue(Operation *op) {
+  return !llvm::isa<GetParamOp, GetInputOp, GetLossScaleOp, ConstantOp>(op);
+}
+
+struct GraphPlanMemoryPass : ampc::graph::impl::GraphPlanMemoryBase<GraphPlanMemoryPass> {
+  using Base::Base;
+
+  void planFunction(func::FuncOp func) {
+    Block &body = func.getBody().front();
+    llvm::DenseMap<Operation *, int64_t> indexOf;
+    int64_t count = 0;
+    for (Operation &op : body)
+      indexOf[&op] = count++;
+
+    std::vector<BufferLifetime> lifetimes;
+    std::vector<std::pair<Operation *, unsigned>> owners;
+    for (Operation &op : body) {
+      if (!isArenaValue(&op))
+        continue;
+      for (OpResult result : op.getResults()) {
+        BufferLifetime lifetime;
+        lifetime.bytes = bytesOf(result);
+        lifetime.first = lifetime.last = indexOf[&op];
+        for (Operation *user : result.getUsers()) {
+          // The loss and the returned values are read after the function's last op.
+          int64_t last = llvm::isa<LossOp, func::ReturnOp>(user) ? count : indexOf[user];
+          lifetime.last = std::max(lifetime.last, last);
+        }
+        lifetimes.push_back(lifetime);
+        owners.emplace_back(&op, result.getResultNumber());
+      }
+    }
+    MemoryPlan plan = planMemory(lifetimes, alignment);
+
+    llvm::DenseMap<Operation *, llvm::SmallVector<int64_t>> offsets;
+    for (auto [owner, offset] : llvm::zip(owners, plan.offsets)) {
+      auto &list = offsets[owner.first];
+      list.resize(owner.first->getNumResults(), -1);
+      list[owner.second] = offset;
+    }
+    OpBuilder b(func.getContext());
+    for (auto &[op, list] : offsets)
+      op->setAttr("arena_offsets", b.getDenseI64ArrayAttr(list));
+    func->setAttr("arena_bytes", b.getI64IntegerAttr(plan.arenaBytes));
+    func->setAttr("peak_live_bytes", b.getI64IntegerAttr(plan.peakLiveBytes));
+  }
+
+  void runOnOperation() override {
+    ModelOp model = getOperation();
+    if (alignment <= 0 || (alignment & (alignment - 1)) != 0) {
+      model.emitError("graph-plan-memory: alignment must be a power of two, got ")
+          << alignment.getValue();
+      return signalPassFailure();
+    }
+    func::FuncOp entry = model.getEntryFunction();
+    if (!entry) {
+      model.emitError("has no entry function holding a graph.loss");
+      return signalPassFailure();
+    }
+    if (!entry.getBody().front().getOps<func::CallOp>().empty()) {
+      entry.emitError("calls other functions; run --graph-inline-calls before "
+                      "--graph-plan-memory");
+      return signalPassFailure();
+    }
+    planFunction(entry);
+    if (auto step = mlir::SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+            model, StringAttr::get(model.getContext(), "optimizer_step")))
+      planFunction(step);
+  }
+};
+
+} // namespace

@@ -1,0 +1,101 @@
+//===- MemoryPlanner.cpp - offsets of intermediate values in one arena ----===//
+
+#include "passes/MemoryPlanner.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+namespace ampc::graph {
+
+int64_t alignUp(int64_t bytes, int64_t alignment) {
+  return (bytes + alignment - 1) / alignment * alignment;
+}
+
+static bool overlapInTime(const BufferLifetime &a, const BufferLifetime &b) {
+  return a.first <= b.last && b.first <= a.last;
+}
+
+MemoryPlan planMemory(const std::vector<BufferLifetime> &values, int64_t alignment) {
+  MemoryPlan plan;
+  plan.offsets.assign(values.size(), 0);
+
+  // The peak of live bytes, by sweeping the lifetimes' starts and ends.
+  std::map<int64_t, int64_t> delta;
+  for (const BufferLifetime &value : values) {
+    int64_t size = alignUp(value.bytes, alignment);
+    delta[value.first] += size;
+    delta[value.last + 1] -= size;
+  }
+  int64_t live = 0;
+  for (auto [index, change] : delta) {
+    live += change;
+    if (live > plan.peakLiveBytes) {
+      plan.peakLiveBytes = live;
+      plan.peakIndex = index;
+    }
+  }
+
+  std::vector<size_t> order(values.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (values[a].bytes != values[b].bytes)
+      return values[a].bytes > values[b].bytes;
+    return values[a].first < values[b].first;
+  });
+
+  // Values placed so far, as (offset, end, index), kept sorted by offset.
+  struct Placed {
+    int64_t offset, end;
+    size_t index;
+  };
+  std::vector<Placed> placed;
+  for (size_t index : order) {
+    const BufferLifetime &value = values[index];
+    int64_t size = alignUp(value.bytes, alignment);
+    // The ranges taken by values live at the same time, in offset order.
+    std::vector<std::pair<int64_t, int64_t>> taken;
+    for (const Placed &other : placed)
+      if (overlapInTime(value, values[other.index]))
+        taken.emplace_back(other.offset, other.end);
+    std::sort(taken.begin(), taken.end());
+    // Best fit: the smallest gap that holds the value; else the top of the taken ranges.
+    int64_t best = -1, bestGap = 0, cursor = 0;
+    for (auto [start, end] : taken) {
+      if (start > cursor) {
+        int64_t gap = start - cursor;
+        if (gap >= size && (best < 0 || gap < bestGap)) {
+          best = cursor;
+          bestGap = gap;
+        }
+      }
+      cursor = std::max(cursor, end);
+    }
+    int64_t offset = best >= 0 ? best : cursor;
+    plan.offsets[index] = offset;
+    placed.push_back({offset, offset + size, index});
+    plan.arenaBytes = std::max(plan.arenaBytes, offset + size);
+  }
+  return plan;
+}
+
+bool isValidPlan(const std::vector<BufferLifetime> &values, const MemoryPlan &plan,
+                 int64_t alignment) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (plan.offsets[i] % alignment != 0 ||
+        plan.offsets[i] + values[i].bytes > plan.arenaBytes)
+      return false;
+    for (size_t j = i + 1; j < values.size(); ++j) {
+      if (!overlapInTime(values[i], values[j]))
+        continue;
+      int64_t iEnd = plan.offsets[i] + values[i].bytes;
+      int64_t jEnd = plan.offsets[j] + values[j].bytes;
+      if (plan.offsets[i] < jEnd && plan.offsets[j] < iEnd && values[i].bytes > 0 &&
+          values[j].bytes > 0)
+        return false;
+    }
+  }
+  return true;
+}
+
+} // namespace ampc::graph
