@@ -263,6 +263,53 @@ def GraphInsertLossScaling : Pass<"graph-insert-loss-scaling", "::ampc::graph::M
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
+def GraphFuse : Pass<"graph-fuse", "::ampc::graph::ModelOp"> {
+  let summary = "Group the ops of the training step into kernels";
+  let description = [{
+    Decides which ops of the entry function (`micro_step` after graph-build-training) and of
+    `optimizer_step` run as one kernel. The grouping is plain C++ over the op graph
+    (passes/FusionGrouping.h); its rules, in order:
+
+    - `cross_entropy`: cross_entropy and cross_entropy_grad of the same logits, with the cast
+      producing the logits and the casts of the gradient (the fused classifier);
+    - `matmul_epilogue`: a matmul read only by a bias add (a 1-D bias over the last dimension),
+      then optionally a tanh gelu (cuBLASLt's BIAS / GELU_AUX_BIAS epilogues);
+    - `bias_grad`: a sum over the rows of a value a 2-D matmul contracts over its rows (the bias
+      gradient of a weight-gradient matmul: cuBLASLt's BGRADA / BGRADB);
+    - `accumulate`: an accumulate_grad with the elementwise ops producing its gradient;
+    - `optimizer`: every optimizer update of the step, as one kernel;
+    - `reduction`: a reduction-like op (norms, softmax, losses, sum/mean/max, embedding and their
+      gradients) with its elementwise producers that nothing else reads and its elementwise
+      consumers;
+    - `elementwise`: chains of elementwise ops over the same number of elements (smaller
+      operands are read broadcast), with the broadcasts only they read;
+    - `copy`: chains of data movement (transpose, split, concat, slice, pad) through reshapes;
+    - a reshape read by one kernel joins it; otherwise it is a `view` (no kernel); matmuls and
+      attention not covered above are `matmul` and `attention`; ops without a kernel
+      (get_param, constant, loss, grad_seed, global_norm, lr_schedule, return, ...) are `none`.
+
+    A value read outside its group is written out (a group may have several outputs), and a
+    merge that would let a path leave a group and come back (through other groups, or through
+    the order of reads and writes of the training state) is refused, so every group can run as
+    one kernel. Every op gets `fusion_group = N` (groups numbered by their first op in program
+    order), each group's first op `fusion_kind`, and each function `fusion_groups`, the number
+    of groups. Grouping changes no type, value or op order: it only says what runs together.
+
+    Before:
+    ```mlir
+    %h = graph.matmul %x, %w : tensor<4x8xbf16>, tensor<8x8xbf16>
+    %b = graph.add %h, %bias : tensor<4x8xbf16>, tensor<8xbf16>
+    %g = graph.gelu tanh %b : tensor<4x8xbf16>
+    ```
+    After:
+    ```mlir
+    %h = graph.matmul %x, %w {fusion_group = 3 : i64, fusion_kind = "matmul_epilogue"} : ...
+    %b = graph.add %h, %bias {fusion_group = 3 : i64} : ...
+    %g = graph.gelu tanh %b {fusion_group = 3 : i64} : ...
+    ```
+  }];
+}
+
 def GraphPlanMemory : Pass<"graph-plan-memory", "::ampc::graph::ModelOp"> {
   let summary = "Place every intermediate value of the training step in one arena per function";
   let description = [{

@@ -1,0 +1,698 @@
+//===- FusionGrouping.cpp - which ops of a function run as one kernel -----===//
+//
+// Groups are kept in a union-find over the ops. Every merge is checked against the graph of
+// groups: merging X and Y is refused when a path leads from one to the other through a third
+// group, since the merged group would then have to run both before and after that group. As
+// long as every merge passes the check, the groups form a DAG (the ops in program order are one
+// to begin with). The rules run in the order of FusionGrouping.h, each visiting ops in program
+// order, so the result depends on nothing but the graph.
+//
+//===--------------------------------------------------------------------------===//
+
+#include "passes/FusionGrouping.h"
+
+#include <algorithm>
+#include <cassert>
+#include <numeric>
+
+namespace ampc::graph {
+
+int64_t numElements(const FusionShape &shape) {
+  int64_t count = 1;
+  for (int64_t dim : shape)
+    count *= dim;
+  return count;
+}
+
+int FusionGraph::add(FusionOp op) {
+  ops.push_back(std::move(op));
+  return static_cast<int>(ops.size()) - 1;
+}
+
+FusionOperand FusionGraph::operand(int op, int result) const {
+  return FusionOperand{FusionValue{op, result}, ops[op].results[result]};
+}
+
+const char *fusionKindName(FusionKind kind) {
+  switch (kind) {
+  case FusionKind::None:
+    return "none";
+  case FusionKind::View:
+    return "view";
+  case FusionKind::Elementwise:
+    return "elementwise";
+  case FusionKind::Copy:
+    return "copy";
+  case FusionKind::Reduction:
+    return "reduction";
+  case FusionKind::CrossEntropy:
+    return "cross_entropy";
+  case FusionKind::MatMul:
+    return "matmul";
+  case FusionKind::MatMulEpilogue:
+    return "matmul_epilogue";
+  case FusionKind::BiasGrad:
+    return "bias_grad";
+  case FusionKind::Attention:
+    return "attention";
+  case FusionKind::Accumulate:
+    return "accumulate";
+  case FusionKind::Optimizer:
+    return "optimizer";
+  }
+  return "none";
+}
+
+namespace {
+
+/// The kind of a group of one op.
+FusionKind singletonKind(const FusionOp &op) {
+  switch (op.opClass) {
+  case FusionOpClass::Elementwise:
+    return FusionKind::Elementwise;
+  case FusionOpClass::DataMovement:
+    return op.role == FusionRole::Reshape ? FusionKind::View : FusionKind::Copy;
+  case FusionOpClass::Reduction:
+    return FusionKind::Reduction;
+  case FusionOpClass::MatMul:
+    return FusionKind::MatMul;
+  case FusionOpClass::Attention:
+    return FusionKind::Attention;
+  case FusionOpClass::Accumulate:
+    return FusionKind::Accumulate;
+  case FusionOpClass::Optimizer:
+    return FusionKind::Optimizer;
+  case FusionOpClass::Other:
+    return FusionKind::None;
+  }
+  return FusionKind::None;
+}
+
+bool isCast(const FusionOp &op) {
+  return op.role == FusionRole::Cast || op.role == FusionRole::WideningCast;
+}
+
+/// The iteration space of an elementwise op: the elements of its (largest) result.
+int64_t resultElements(const FusionOp &op) {
+  int64_t count = 1;
+  for (const FusionShape &shape : op.results)
+    count = std::max(count, numElements(shape));
+  return count;
+}
+
+/// Appends `value` to `list` unless it is there already.
+void appendUnique(std::vector<int> &list, int value) {
+  if (std::find(list.begin(), list.end(), value) == list.end())
+    list.push_back(value);
+}
+
+class Planner {
+public:
+  explicit Planner(const FusionGraph &graph);
+  FusionPlan run();
+
+private:
+  // Rules, in the order they run.
+  void groupCrossEntropy();
+  void groupMatMulEpilogues();
+  void groupBiasGradients();
+  void groupAccumulations();
+  void groupOptimizerUpdates();
+  void groupReductions();
+  void groupElementwiseChains();
+  void absorbBroadcasts();
+  void groupCopyChains();
+  void absorbViews();
+
+  /// Pulls into `op`'s group the elementwise producers of its operands of `space` elements that
+  /// nothing outside the group reads, and theirs in turn.
+  void absorbProducers(int op, int64_t space);
+  /// Pulls into `root`'s group the elementwise ops reading its values without broadcasting
+  /// them, and their readers in turn.
+  void absorbConsumers(int root);
+
+  int find(int op);
+  bool inGroup(int op, int root) { return find(op) == root; }
+  /// An elementwise op no rule has claimed yet.
+  bool isFreeElementwise(int op);
+  /// Every reader of every result of `op` is in `root`'s group.
+  bool readersWithin(int op, int root);
+  /// Whether some path leads from group `from` to group `to` through a third group.
+  bool reachesThroughOthers(int from, int to);
+  /// Merges the groups of `into` and `other` unless that creates a cycle; the merged group
+  /// keeps the kind and anchor of `into`'s. Returns whether both are now one group.
+  bool merge(int into, int other);
+  /// Starts a pattern group: `op`'s group gets `kind` and `op` as its anchor.
+  void claim(int op, FusionKind kind);
+
+  const FusionGraph &graph;
+  int numOps;
+  /// Readers of each result of each op, unique, in program order.
+  std::vector<std::vector<std::vector<int>>> readers;
+  /// Ops that must run after each op: its readers and the ops ordered after it.
+  std::vector<std::vector<int>> successors;
+
+  std::vector<int> parent;
+  /// At each group's root: its members (unordered), kind and anchor.
+  std::vector<std::vector<int>> members;
+  std::vector<FusionKind> kind;
+  std::vector<int> anchor;
+  /// Marks for the search in reachesThroughOthers.
+  std::vector<int> visited;
+  int visitMark = 0;
+};
+
+Planner::Planner(const FusionGraph &graph)
+    : graph(graph), numOps(static_cast<int>(graph.ops.size())), readers(numOps), successors(numOps),
+      parent(numOps), members(numOps), kind(numOps), anchor(numOps), visited(numOps, 0) {
+  for (int i = 0; i < numOps; ++i) {
+    const FusionOp &op = graph.ops[i];
+    readers[i].resize(op.results.size());
+    parent[i] = i;
+    members[i] = {i};
+    kind[i] = singletonKind(op);
+    anchor[i] = i;
+  }
+  for (int i = 0; i < numOps; ++i) {
+    const FusionOp &op = graph.ops[i];
+    for (const FusionOperand &operand : op.operands) {
+      if (operand.value.op < 0)
+        continue;
+      assert(operand.value.op < i && "operands must be defined by earlier ops");
+      assert(operand.value.result < static_cast<int>(readers[operand.value.op].size()));
+      appendUnique(readers[operand.value.op][operand.value.result], i);
+      appendUnique(successors[operand.value.op], i);
+    }
+    for (int before : op.orderAfter) {
+      assert(before >= 0 && before < i && "order edges must point back in program order");
+      appendUnique(successors[before], i);
+    }
+  }
+}
+
+int Planner::find(int op) {
+  int root = op;
+  while (parent[root] != root)
+    root = parent[root];
+  while (parent[op] != root) {
+    int next = parent[op];
+    parent[op] = root;
+    op = next;
+  }
+  return root;
+}
+
+bool Planner::isFreeElementwise(int op) {
+  return graph.ops[op].opClass == FusionOpClass::Elementwise && members[find(op)].size() == 1;
+}
+
+bool Planner::readersWithin(int op, int root) {
+  for (const std::vector<int> &users : readers[op])
+    for (int user : users)
+      if (!inGroup(user, root))
+        return false;
+  return true;
+}
+
+bool Planner::reachesThroughOthers(int from, int to) {
+  ++visitMark;
+  std::vector<int> stack;
+  // Groups one step away from `group`, other than `from`; true when `to` is one of them and
+  // `group` is not `from` itself (a direct edge between the two is fine).
+  auto expand = [&](int group) {
+    for (int member : members[group])
+      for (int next : successors[member]) {
+        int target = find(next);
+        if (target == from || target == group)
+          continue;
+        if (target == to) {
+          if (group != from)
+            return true;
+          continue;
+        }
+        if (visited[target] != visitMark) {
+          visited[target] = visitMark;
+          stack.push_back(target);
+        }
+      }
+    return false;
+  };
+  if (expand(from))
+    return true;
+  while (!stack.empty()) {
+    int group = stack.back();
+    stack.pop_back();
+    if (expand(group))
+      return true;
+  }
+  return false;
+}
+
+bool Planner::merge(int into, int other) {
+  int a = find(into), b = find(other);
+  if (a == b)
+    return true;
+  if (reachesThroughOthers(a, b) || reachesThroughOthers(b, a))
+    return false;
+  // The larger member list absorbs the smaller; the root then carries `into`'s kind.
+  FusionKind mergedKind = kind[a];
+  int mergedAnchor = anchor[a];
+  int root = a, child = b;
+  if (members[a].size() < members[b].size())
+    std::swap(root, child);
+  parent[child] = root;
+  members[root].insert(members[root].end(), members[child].begin(), members[child].end());
+  members[child].clear();
+  members[child].shrink_to_fit();
+  kind[root] = mergedKind;
+  anchor[root] = mergedAnchor;
+  return true;
+}
+
+void Planner::claim(int op, FusionKind newKind) {
+  int root = find(op);
+  kind[root] = newKind;
+  anchor[root] = op;
+}
+
+//===----------------------------------------------------------------------===//
+// The rules
+//===----------------------------------------------------------------------===//
+
+void Planner::groupCrossEntropy() {
+  auto isLoss = [&](int op) {
+    FusionRole role = graph.ops[op].role;
+    return role == FusionRole::CrossEntropy || role == FusionRole::CrossEntropyGrad;
+  };
+  for (int op = 0; op < numOps; ++op) {
+    if (!isLoss(op) || members[find(op)].size() != 1 || graph.ops[op].operands.empty())
+      continue;
+    claim(op, FusionKind::CrossEntropy);
+    // The loss and its gradient read the same logits: one kernel computes the softmax once.
+    FusionValue logits = graph.ops[op].operands[0].value;
+    for (int other = op + 1; other < numOps; ++other)
+      if (isLoss(other) && members[find(other)].size() == 1 && !graph.ops[other].operands.empty() &&
+          graph.ops[other].operands[0].value == logits)
+        merge(op, other);
+    // The cast producing the logits (reduced to f32), read by nothing else.
+    int root = find(op);
+    if (logits.op >= 0 && isCast(graph.ops[logits.op]) && isFreeElementwise(logits.op) &&
+        readersWithin(logits.op, root))
+      merge(op, logits.op);
+    // The casts of the gradient (f32 back to the reduced type).
+    std::vector<int> sorted = members[find(op)];
+    std::sort(sorted.begin(), sorted.end());
+    for (int member : sorted) {
+      if (graph.ops[member].role != FusionRole::CrossEntropyGrad || readers[member].empty())
+        continue;
+      for (int user : readers[member][0])
+        if (isCast(graph.ops[user]) && isFreeElementwise(user))
+          merge(op, user);
+    }
+  }
+}
+
+void Planner::groupMatMulEpilogues() {
+  for (int op = 0; op < numOps; ++op) {
+    const FusionOp &matmul = graph.ops[op];
+    if (matmul.opClass != FusionOpClass::MatMul || members[find(op)].size() != 1 ||
+        matmul.results.size() != 1 || readers[op][0].size() != 1)
+      continue;
+    const FusionShape &shape = matmul.results[0];
+    if (shape.size() < 2)
+      continue;
+    // The only reader adds a bias: a 1-D operand as long as the last dimension, broadcast over
+    // the rows. cuBLASLt cannot write the product before the bias, hence the only reader.
+    int add = readers[op][0][0];
+    const FusionOp &addOp = graph.ops[add];
+    if (addOp.role != FusionRole::Add || addOp.operands.size() != 2 || addOp.results.size() != 1 ||
+        addOp.results[0] != shape || !isFreeElementwise(add))
+      continue;
+    FusionValue product{op, 0};
+    int productSide = addOp.operands[0].value == product ? 0 : 1;
+    const FusionOperand &bias = addOp.operands[1 - productSide];
+    if (addOp.operands[productSide].value != product || bias.value == product ||
+        bias.shape.size() != 1 || bias.shape[0] != shape.back())
+      continue;
+    if (!merge(op, add))
+      continue;
+    claim(op, FusionKind::MatMulEpilogue);
+    // Then a tanh gelu of the sum (cuBLASLt's GELU is the tanh approximation); other readers
+    // of the sum are served by writing it out as well (GELU_AUX).
+    for (int user : readers[add][0])
+      if (graph.ops[user].role == FusionRole::TanhGelu && isFreeElementwise(user) &&
+          merge(op, user))
+        break;
+  }
+}
+
+void Planner::groupBiasGradients() {
+  for (int op = 0; op < numOps; ++op) {
+    const FusionOp &sum = graph.ops[op];
+    if (sum.role != FusionRole::Sum || sum.operands.size() != 1 || members[find(op)].size() != 1)
+      continue;
+    // A sum over the rows: every dimension but the last.
+    const FusionShape &input = sum.operands[0].shape;
+    if (input.size() < 2 || sum.axes.size() != input.size() - 1)
+      continue;
+    bool overRows = true;
+    for (size_t i = 0; i < sum.axes.size(); ++i)
+      overRows &= sum.axes[i] == static_cast<int64_t>(i);
+    if (!overRows)
+      continue;
+    int64_t columns = input.back();
+    int64_t rows = numElements(input) / std::max<int64_t>(columns, 1);
+
+    // The values holding the same numbers as the sum's input: back through widening casts.
+    std::vector<FusionValue> chain = {sum.operands[0].value};
+    while (chain.back().op >= 0 && graph.ops[chain.back().op].role == FusionRole::WideningCast)
+      chain.push_back(graph.ops[chain.back().op].operands[0].value);
+
+    // A 2-D matmul reading one of them (through reshapes) as the operand it contracts over
+    // its rows: the lhs when transposed, the rhs when not.
+    int matmul = -1, reached = -1;
+    for (size_t c = 0; c < chain.size() && matmul < 0; ++c) {
+      if (chain[c].op < 0)
+        break;
+      std::vector<FusionValue> views = {chain[c]};
+      for (size_t v = 0; v < views.size() && matmul < 0; ++v) {
+        for (int user : readers[views[v].op][views[v].result]) {
+          const FusionOp &reader = graph.ops[user];
+          if (reader.role == FusionRole::Reshape) {
+            views.push_back(FusionValue{user, 0});
+            continue;
+          }
+          if (reader.opClass != FusionOpClass::MatMul || members[find(user)].size() != 1 ||
+              reader.operands.size() != 2)
+            continue;
+          for (int side = 0; side < 2; ++side) {
+            const FusionOperand &operand = reader.operands[side];
+            bool contractsRows = side == 0 ? reader.transposeLhs : !reader.transposeRhs;
+            if (operand.value == views[v] && contractsRows && operand.shape.size() == 2 &&
+                operand.shape[0] == rows && operand.shape[1] == columns &&
+                reader.operands[1 - side].shape.size() == 2) {
+              matmul = user;
+              reached = static_cast<int>(c);
+              break;
+            }
+          }
+          if (matmul >= 0)
+            break;
+        }
+      }
+    }
+    if (matmul < 0 || !merge(matmul, op))
+      continue;
+    claim(matmul, FusionKind::BiasGrad);
+    // The widening casts between the sum and the matmul's operand, when nothing else reads
+    // them: the epilogue sums the operand itself.
+    int root = find(matmul);
+    for (int c = 0; c < reached; ++c) {
+      int cast = chain[c].op;
+      if (!isFreeElementwise(cast) || !readersWithin(cast, root) || !merge(matmul, cast))
+        break;
+      root = find(matmul);
+    }
+  }
+}
+
+void Planner::groupAccumulations() {
+  for (int op = 0; op < numOps; ++op) {
+    const FusionOp &accumulate = graph.ops[op];
+    if (accumulate.opClass != FusionOpClass::Accumulate || accumulate.operands.empty())
+      continue;
+    claim(op, FusionKind::Accumulate);
+    absorbProducers(op, numElements(accumulate.operands[0].shape));
+  }
+}
+
+void Planner::groupOptimizerUpdates() {
+  int first = -1;
+  for (int op = 0; op < numOps; ++op) {
+    if (graph.ops[op].opClass != FusionOpClass::Optimizer)
+      continue;
+    if (first < 0) {
+      first = op;
+      claim(op, FusionKind::Optimizer);
+    } else {
+      merge(first, op);
+    }
+  }
+}
+
+void Planner::groupReductions() {
+  // Producers first: a reduction computing its input on the fly saves writing it.
+  std::vector<int> reductions;
+  for (int op = 0; op < numOps; ++op) {
+    const FusionOp &reduction = graph.ops[op];
+    // Skip the reductions a pattern has claimed (cross-entropy, bias gradients).
+    if (reduction.opClass != FusionOpClass::Reduction || members[find(op)].size() != 1 ||
+        kind[find(op)] != FusionKind::Reduction)
+      continue;
+    claim(op, FusionKind::Reduction);
+    reductions.push_back(op);
+    int64_t space = 0;
+    for (const FusionOperand &operand : reduction.operands)
+      space = std::max(space, numElements(operand.shape));
+    absorbProducers(op, space);
+  }
+  for (int op : reductions)
+    absorbConsumers(find(op));
+}
+
+void Planner::groupElementwiseChains() {
+  for (int op = 0; op < numOps; ++op) {
+    const FusionOp &elementwise = graph.ops[op];
+    if (elementwise.opClass != FusionOpClass::Elementwise ||
+        kind[find(op)] != FusionKind::Elementwise)
+      continue;
+    int64_t space = resultElements(elementwise);
+    for (const FusionOperand &operand : elementwise.operands) {
+      int producer = operand.value.op;
+      if (producer < 0 || graph.ops[producer].opClass != FusionOpClass::Elementwise ||
+          kind[find(producer)] != FusionKind::Elementwise || numElements(operand.shape) != space)
+        continue;
+      merge(op, producer);
+    }
+  }
+}
+
+void Planner::absorbBroadcasts() {
+  for (int op = 0; op < numOps; ++op) {
+    if (graph.ops[op].role != FusionRole::Broadcast || members[find(op)].size() != 1 ||
+        readers[op].empty() || readers[op][0].empty())
+      continue;
+    // Read by one elementwise group, in its iteration space: the group reads the smaller
+    // input broadcast instead of a materialised copy.
+    int group = find(readers[op][0][0]);
+    if (kind[group] == FusionKind::Elementwise && readersWithin(op, group) &&
+        resultElements(graph.ops[op]) == resultElements(graph.ops[readers[op][0][0]]))
+      merge(readers[op][0][0], op);
+  }
+}
+
+void Planner::groupCopyChains() {
+  for (int op = 0; op < numOps; ++op) {
+    const FusionOp &copy = graph.ops[op];
+    if (copy.opClass != FusionOpClass::DataMovement || copy.role == FusionRole::Reshape ||
+        kind[find(op)] != FusionKind::Copy)
+      continue;
+    for (const FusionOperand &operand : copy.operands) {
+      // Back through the reshapes only this group reads, to the copy producing the operand:
+      // every output element of the chain is one element of its input, found by composing the
+      // index maps, so the chain is one gather.
+      int producer = operand.value.op;
+      while (producer >= 0 && graph.ops[producer].role == FusionRole::Reshape &&
+             members[find(producer)].size() == 1 && readersWithin(producer, find(op)) &&
+             merge(op, producer))
+        producer = graph.ops[producer].operands[0].value.op;
+      if (producer >= 0 && graph.ops[producer].opClass == FusionOpClass::DataMovement &&
+          graph.ops[producer].role != FusionRole::Reshape &&
+          kind[find(producer)] == FusionKind::Copy)
+        merge(op, producer);
+    }
+  }
+}
+
+void Planner::absorbViews() {
+  for (int op = 0; op < numOps; ++op) {
+    if (graph.ops[op].role != FusionRole::Reshape || members[find(op)].size() != 1 ||
+        readers[op].empty() || readers[op][0].empty())
+      continue;
+    // Read by one kernel only: the kernel reads the input with the new shape.
+    int reader = readers[op][0][0];
+    FusionKind readerKind = kind[find(reader)];
+    if (readerKind != FusionKind::None && readerKind != FusionKind::View &&
+        readersWithin(op, find(reader)))
+      merge(reader, op);
+  }
+}
+
+void Planner::absorbProducers(int op, int64_t space) {
+  std::vector<int> work = {op};
+  for (size_t next = 0; next < work.size(); ++next) {
+    for (const FusionOperand &operand : graph.ops[work[next]].operands) {
+      int producer = operand.value.op;
+      if (producer < 0 || numElements(operand.shape) != space || !isFreeElementwise(producer) ||
+          !readersWithin(producer, find(op)))
+        continue;
+      if (merge(op, producer))
+        work.push_back(producer);
+    }
+  }
+}
+
+void Planner::absorbConsumers(int root) {
+  std::vector<int> work = members[root];
+  std::sort(work.begin(), work.end());
+  int anchorOp = anchor[root];
+  for (size_t next = 0; next < work.size(); ++next) {
+    const FusionOp &op = graph.ops[work[next]];
+    for (size_t result = 0; result < op.results.size(); ++result) {
+      int64_t space = numElements(op.results[result]);
+      for (int user : readers[work[next]][result]) {
+        if (!isFreeElementwise(user) || resultElements(graph.ops[user]) != space)
+          continue;
+        if (merge(anchorOp, user))
+          work.push_back(user);
+      }
+    }
+  }
+}
+
+FusionPlan Planner::run() {
+  groupCrossEntropy();
+  groupMatMulEpilogues();
+  groupBiasGradients();
+  groupAccumulations();
+  groupOptimizerUpdates();
+  groupReductions();
+  groupElementwiseChains();
+  absorbBroadcasts();
+  groupCopyChains();
+  absorbViews();
+
+  // Number the groups by their first op; list members and outputs in program order.
+  FusionPlan plan;
+  plan.groupOf.assign(numOps, -1);
+  std::vector<int> numberOfRoot(numOps, -1);
+  for (int op = 0; op < numOps; ++op) {
+    int root = find(op);
+    if (numberOfRoot[root] < 0) {
+      numberOfRoot[root] = static_cast<int>(plan.groups.size());
+      FusionGroup group;
+      group.kind = kind[root];
+      group.anchor = anchor[root];
+      plan.groups.push_back(group);
+    }
+    int number = numberOfRoot[root];
+    plan.groupOf[op] = number;
+    plan.groups[number].ops.push_back(op);
+    for (size_t result = 0; result < readers[op].size(); ++result)
+      if (std::any_of(readers[op][result].begin(), readers[op][result].end(),
+                      [&](int user) { return find(user) != root; }))
+        plan.groups[number].outputs.push_back(FusionValue{op, static_cast<int>(result)});
+  }
+  // Groups that no single op defines (chains of loops or copies) are anchored at their first op.
+  for (FusionGroup &group : plan.groups)
+    if (group.kind == FusionKind::Elementwise || group.kind == FusionKind::Copy ||
+        group.kind == FusionKind::View || group.kind == FusionKind::None)
+      group.anchor = group.ops.front();
+  return plan;
+}
+
+} // namespace
+
+FusionPlan planFusion(const FusionGraph &graph) { return Planner(graph).run(); }
+
+std::optional<std::string> checkFusionPlan(const FusionGraph &graph, const FusionPlan &plan) {
+  int numOps = static_cast<int>(graph.ops.size());
+  int numGroups = static_cast<int>(plan.groups.size());
+  auto opName = [&](int op) {
+    return "op " + std::to_string(op) + " (" + graph.ops[op].name + ")";
+  };
+  if (static_cast<int>(plan.groupOf.size()) != numOps)
+    return "the plan has " + std::to_string(plan.groupOf.size()) + " group numbers for " +
+           std::to_string(numOps) + " ops";
+  // Membership: groupOf and the member lists agree; groups are numbered by their first op.
+  std::vector<int> seen(numOps, 0);
+  int firstOfPrevious = -1;
+  for (int g = 0; g < numGroups; ++g) {
+    const FusionGroup &group = plan.groups[g];
+    if (group.ops.empty())
+      return "group " + std::to_string(g) + " is empty";
+    if (!std::is_sorted(group.ops.begin(), group.ops.end()))
+      return "the ops of group " + std::to_string(g) + " are not in program order";
+    if (group.ops.front() <= firstOfPrevious)
+      return "group " + std::to_string(g) + " is not numbered by its first op";
+    firstOfPrevious = group.ops.front();
+    for (int op : group.ops) {
+      if (op < 0 || op >= numOps || plan.groupOf[op] != g || seen[op]++)
+        return "group " + std::to_string(g) +
+               " lists an op that is not its own: " + std::to_string(op);
+    }
+  }
+  for (int op = 0; op < numOps; ++op)
+    if (!seen[op])
+      return opName(op) + " is in no group";
+
+  // Edges between groups (data and order), and the values each group writes out.
+  std::vector<std::vector<int>> next(numGroups);
+  std::vector<int> incoming(numGroups, 0);
+  std::vector<std::vector<FusionValue>> outputs(numGroups);
+  auto addEdge = [&](int from, int to) {
+    int a = plan.groupOf[from], b = plan.groupOf[to];
+    if (a == b)
+      return;
+    next[a].push_back(b);
+    ++incoming[b];
+  };
+  for (int op = 0; op < numOps; ++op) {
+    for (const FusionOperand &operand : graph.ops[op].operands) {
+      if (operand.value.op < 0)
+        continue;
+      addEdge(operand.value.op, op);
+      if (plan.groupOf[operand.value.op] != plan.groupOf[op]) {
+        auto &list = outputs[plan.groupOf[operand.value.op]];
+        if (std::find(list.begin(), list.end(), operand.value) == list.end())
+          list.push_back(operand.value);
+      }
+    }
+    for (int before : graph.ops[op].orderAfter)
+      addEdge(before, op);
+  }
+  for (int g = 0; g < numGroups; ++g) {
+    std::vector<FusionValue> expected = outputs[g], listed = plan.groups[g].outputs;
+    auto byPosition = [](const FusionValue &a, const FusionValue &b) {
+      return a.op != b.op ? a.op < b.op : a.result < b.result;
+    };
+    std::sort(expected.begin(), expected.end(), byPosition);
+    std::sort(listed.begin(), listed.end(), byPosition);
+    if (expected != listed)
+      return "the outputs of group " + std::to_string(g) + " are not the values read outside it";
+  }
+
+  // No cycle: every group can be scheduled once the groups it reads have run (Kahn).
+  std::vector<int> ready;
+  for (int g = 0; g < numGroups; ++g)
+    if (incoming[g] == 0)
+      ready.push_back(g);
+  int scheduled = 0;
+  while (!ready.empty()) {
+    int g = ready.back();
+    ready.pop_back();
+    ++scheduled;
+    for (int successor : next[g])
+      if (--incoming[successor] == 0)
+        ready.push_back(successor);
+  }
+  if (scheduled != numGroups) {
+    for (int g = 0; g < numGroups; ++g)
+      if (incoming[g] > 0)
+        return "group " + std::to_string(g) + " (from " + opName(plan.groups[g].ops.front()) +
+               ") is on a cycle of groups: it cannot run as one kernel";
+  }
+  return std::nullopt;
+}
+
+} // namespace ampc::graph

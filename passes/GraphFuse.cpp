@@ -1,0 +1,250 @@
+//===- GraphFuse.cpp - group the ops of the training step into kernels ----===//
+//
+// Adapts the entry function (micro_step after graph-build-training) and optimizer_step to the
+// plain op graph of FusionGrouping.h: each op's fusion class and role, its operands and result
+// shapes, and order edges between ops that touch the same training state (a parameter, an
+// accumulator, a moment, the loss scaler) through symbols rather than SSA values. The grouping
+// comes back as attributes; types, values and the order of the ops are left as they are.
+//
+//===--------------------------------------------------------------------------===//
+
+#include "passes/FusionGrouping.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace ampc::graph {
+#define GEN_PASS_DEF_GRAPHFUSE
+#include "passes/Passes.h.inc"
+} // namespace ampc::graph
+
+using namespace mlir;
+using namespace ampc::graph;
+
+namespace {
+
+/// The fusion class of `op`, and its role for the ops the rules name.
+FusionOpClass classify(Operation *op, FusionRole &role) {
+  role = FusionRole::None;
+  if (auto cast = llvm::dyn_cast<CastOp>(op)) {
+    Type from = getElementTypeOrSelf(cast.getInput().getType());
+    Type to = getElementTypeOrSelf(cast.getType());
+    bool widening = from == to || (to.isF32() && (from.isBF16() || from.isF16()));
+    role = widening ? FusionRole::WideningCast : FusionRole::Cast;
+    return FusionOpClass::Elementwise;
+  }
+  if (llvm::isa<AddOp>(op)) {
+    role = FusionRole::Add;
+    return FusionOpClass::Elementwise;
+  }
+  if (auto gelu = llvm::dyn_cast<GeluOp>(op)) {
+    if (gelu.getApproximation() == GeluApproximation::tanh)
+      role = FusionRole::TanhGelu;
+    return FusionOpClass::Elementwise;
+  }
+  if (llvm::isa<SubOp, MulOp, DivOp, NegOp, ReluOp, SiluOp, TanhOp, ExpOp, LogOp, SqrtOp, RsqrtOp,
+                DropoutOp, ReluGradOp, SiluGradOp, GeluGradOp>(op))
+    return FusionOpClass::Elementwise;
+
+  if (llvm::isa<ReshapeOp>(op)) {
+    role = FusionRole::Reshape;
+    return FusionOpClass::DataMovement;
+  }
+  if (llvm::isa<BroadcastOp>(op)) {
+    role = FusionRole::Broadcast;
+    return FusionOpClass::DataMovement;
+  }
+  if (llvm::isa<TransposeOp, SliceOp, PadOp, ConcatOp, SplitOp>(op))
+    return FusionOpClass::DataMovement;
+
+  if (llvm::isa<SumOp>(op)) {
+    role = FusionRole::Sum;
+    return FusionOpClass::Reduction;
+  }
+  if (llvm::isa<CrossEntropyOp>(op)) {
+    role = FusionRole::CrossEntropy;
+    return FusionOpClass::Reduction;
+  }
+  if (llvm::isa<CrossEntropyGradOp>(op)) {
+    role = FusionRole::CrossEntropyGrad;
+    return FusionOpClass::Reduction;
+  }
+  if (llvm::isa<LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp, SoftmaxOp, SoftmaxGradOp,
+                MseLossOp, MeanOp, MaxOp, MaxGradOp, EmbeddingOp, EmbeddingGradOp>(op))
+    return FusionOpClass::Reduction;
+
+  if (llvm::isa<MatmulOp>(op))
+    return FusionOpClass::MatMul;
+  if (llvm::isa<AttentionOp, AttentionGradOp>(op))
+    return FusionOpClass::Attention;
+  if (llvm::isa<AccumulateGradOp>(op))
+    return FusionOpClass::Accumulate;
+  if (llvm::isa<AdamWOp, SgdOp>(op))
+    return FusionOpClass::Optimizer;
+  // get_param, get_input, constant, loss, grad_seed, get_loss_scale, global_norm, lr_schedule,
+  // update_loss_scale, return: no kernel of their own.
+  return FusionOpClass::Other;
+}
+
+FusionShape shapeOf(Value value) {
+  if (auto type = llvm::dyn_cast<RankedTensorType>(value.getType()))
+    return FusionShape(type.getShape().begin(), type.getShape().end());
+  return {};
+}
+
+/// The training state an op reads and writes by name.
+struct StateEffects {
+  llvm::SmallVector<StringRef, 4> reads, writes;
+};
+
+StateEffects stateEffects(Operation *op) {
+  StateEffects effects;
+  if (auto get = llvm::dyn_cast<GetParamOp>(op)) {
+    effects.reads.push_back(get.getName());
+  } else if (auto accumulate = llvm::dyn_cast<AccumulateGradOp>(op)) {
+    effects.writes.push_back(accumulate.getAccumulator());
+    // Unscaling reads the scale; raising the non-finite flag commutes with the other
+    // accumulations, and nothing in the micro step reads the flag.
+    if (auto scaler = accumulate.getUnscale())
+      effects.reads.push_back(*scaler);
+  } else if (auto norm = llvm::dyn_cast<GlobalNormOp>(op)) {
+    for (Attribute state : norm.getStates())
+      effects.reads.push_back(llvm::cast<FlatSymbolRefAttr>(state).getValue());
+  } else if (auto adamw = llvm::dyn_cast<AdamWOp>(op)) {
+    effects.writes.append(
+        {adamw.getParam(), adamw.getGrad(), adamw.getFirstMoment(), adamw.getSecondMoment()});
+    if (auto copy = adamw.getCopy())
+      effects.writes.push_back(*copy);
+    if (auto scaler = adamw.getSkipNonfinite())
+      effects.reads.push_back(*scaler);
+  } else if (auto sgd = llvm::dyn_cast<SgdOp>(op)) {
+    effects.writes.append({sgd.getParam(), sgd.getGrad(), sgd.getMomentumBuffer()});
+    if (auto copy = sgd.getCopy())
+      effects.writes.push_back(*copy);
+    if (auto scaler = sgd.getSkipNonfinite())
+      effects.reads.push_back(*scaler);
+  } else if (auto get = llvm::dyn_cast<GetLossScaleOp>(op)) {
+    effects.reads.push_back(get.getScaler());
+  } else if (auto update = llvm::dyn_cast<UpdateLossScaleOp>(op)) {
+    effects.writes.push_back(update.getScaler());
+  }
+  return effects;
+}
+
+/// The plain graph of `block`'s ops; `ops` receives them in program order.
+FusionGraph buildFusionGraph(Block &block, std::vector<Operation *> &ops) {
+  FusionGraph graph;
+  llvm::DenseMap<Operation *, int> indexOf;
+  llvm::DenseMap<Value, int> externalIndex;
+  // Per state symbol: the last op writing it and the ops reading it since.
+  struct StateUse {
+    int lastWriter = -1;
+    std::vector<int> readersSince;
+  };
+  llvm::StringMap<StateUse> stateUses;
+
+  for (Operation &op : block) {
+    FusionOp node;
+    node.name = op.getName().getStringRef().str();
+    node.opClass = classify(&op, node.role);
+    for (Value operand : op.getOperands()) {
+      FusionOperand input;
+      input.shape = shapeOf(operand);
+      if (auto result = llvm::dyn_cast<OpResult>(operand);
+          result && indexOf.count(result.getOwner())) {
+        input.value =
+            FusionValue{indexOf[result.getOwner()], static_cast<int>(result.getResultNumber())};
+      } else {
+        auto inserted = externalIndex.try_emplace(operand, static_cast<int>(externalIndex.size()));
+        input.value = FusionValue{-1, inserted.first->second};
+      }
+      node.operands.push_back(std::move(input));
+    }
+    for (Value result : op.getResults())
+      node.results.push_back(shapeOf(result));
+    if (auto matmul = llvm::dyn_cast<MatmulOp>(op)) {
+      node.transposeLhs = matmul.getTransposeLhs();
+      node.transposeRhs = matmul.getTransposeRhs();
+    }
+    if (auto sum = llvm::dyn_cast<SumOp>(op))
+      node.axes.assign(sum.getAxes().begin(), sum.getAxes().end());
+
+    // Order edges: a read after the last write, a write after the last write and every read
+    // since.
+    int index = static_cast<int>(ops.size());
+    StateEffects effects = stateEffects(&op);
+    auto after = [&](int before) {
+      if (before >= 0 && std::find(node.orderAfter.begin(), node.orderAfter.end(), before) ==
+                             node.orderAfter.end())
+        node.orderAfter.push_back(before);
+    };
+    for (StringRef state : effects.reads) {
+      StateUse &use = stateUses[state];
+      after(use.lastWriter);
+      use.readersSince.push_back(index);
+    }
+    for (StringRef state : effects.writes) {
+      StateUse &use = stateUses[state];
+      after(use.lastWriter);
+      for (int reader : use.readersSince)
+        if (reader != index)
+          after(reader);
+      use.lastWriter = index;
+      use.readersSince.clear();
+    }
+
+    indexOf[&op] = index;
+    ops.push_back(&op);
+    graph.add(std::move(node));
+  }
+  return graph;
+}
+
+struct GraphFusePass : ampc::graph::impl::GraphFuseBase<GraphFusePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModelOp model = getOperation();
+    llvm::SmallVector<func::FuncOp, 2> functions;
+    if (func::FuncOp entry = model.getEntryFunction())
+      functions.push_back(entry);
+    if (auto step = mlir::SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+            model, StringAttr::get(model.getContext(), "optimizer_step"));
+        step && !llvm::is_contained(functions, step))
+      functions.push_back(step);
+    if (functions.empty()) {
+      model.emitError("graph-fuse: the model has no entry function (no graph.loss)");
+      return signalPassFailure();
+    }
+    for (func::FuncOp function : functions)
+      if (failed(fuse(function)))
+        return signalPassFailure();
+  }
+
+  LogicalResult fuse(func::FuncOp function) {
+    if (!llvm::hasSingleElement(function.getBody()))
+      return function.emitError("graph-fuse: expected a function with one block");
+    std::vector<Operation *> ops;
+    FusionGraph graph = buildFusionGraph(function.getBody().front(), ops);
+    FusionPlan plan = planFusion(graph);
+    if (auto problem = checkFusionPlan(graph, plan))
+      return function.emitError("graph-fuse: invalid grouping: ") << *problem;
+
+    Builder builder(function.getContext());
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const FusionGroup &group = plan.groups[plan.groupOf[i]];
+      ops[i]->setAttr("fusion_group", builder.getI64IntegerAttr(plan.groupOf[i]));
+      if (group.ops.front() == static_cast<int>(i))
+        ops[i]->setAttr("fusion_kind", builder.getStringAttr(fusionKindName(group.kind)));
+      else
+        ops[i]->removeAttr("fusion_kind");
+    }
+    function->setAttr("fusion_groups",
+                      builder.getI64IntegerAttr(static_cast<int64_t>(plan.groups.size())));
+    return success();
+  }
+};
+
+} // namespace

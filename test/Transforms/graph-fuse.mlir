@@ -1,0 +1,312 @@
+// RUN: ampc-opt %s -split-input-file --graph-fuse | FileCheck %s
+// RUN: ampc-opt %examples/mlp/mlp.mlir --graph-inline-calls --graph-build-training --graph-assign-precision --graph-fuse | FileCheck %s --check-prefix=MLP
+
+// graph-fuse.mlir: one case per grouping rule (elementwise chains, a reduction with its
+// producers and consumers, matmul epilogues and a bias that is not one, bias gradients, the
+// fused classifier, accumulation and the optimizer), a merge refused because it would close a
+// cycle, and the training step of the MLP example after graph-build-training and
+// graph-assign-precision.
+
+// Elementwise chains: exp, square, + bias (a row broadcast over the rows) and - a smaller
+// value computed outside are one loop over the 32 elements; the exp over the 8-element row is
+// its own loop, read broadcast rather than recomputed per element.
+// CHECK-LABEL: graph.model @elementwise_chain
+// CHECK: func.func @forward() attributes {fusion_groups = 10 : i64} {
+// CHECK: %[[X:.+]] = graph.get_input @x {fusion_group = 0 : i64, fusion_kind = "none"}
+// CHECK: %[[E:.+]] = graph.exp %[[X]] {fusion_group = [[CHAIN:[0-9]+]] : i64, fusion_kind = "elementwise"}
+// CHECK-NEXT: %[[S:.+]] = graph.mul %[[E]], %[[E]] {fusion_group = [[CHAIN]] : i64}
+// CHECK-NEXT: %[[A:.+]] = graph.add %[[S]], %{{.+}} {fusion_group = [[CHAIN]] : i64}
+// CHECK-NEXT: %[[R:.+]] = graph.exp %{{.+}} {fusion_group = [[ROW:[0-9]+]] : i64, fusion_kind = "elementwise"} : tensor<8xf32>
+// CHECK-NEXT: %[[C:.+]] = graph.sub %[[A]], %[[R]] {fusion_group = [[CHAIN]] : i64}
+// CHECK-NEXT: graph.matmul %[[C]], %{{.+}} {fusion_group = {{[0-9]+}} : i64, fusion_kind = "matmul"}
+// CHECK-NEXT: graph.mse_loss {{.*}}fusion_kind = "reduction"
+// CHECK-NEXT: graph.loss {{.*}}fusion_kind = "none"
+// CHECK-NEXT: return {fusion_group = 9 : i64, fusion_kind = "none"}
+graph.model @elementwise_chain {
+  graph.input @x : tensor<4x8xf32>
+  graph.input @b : tensor<8xf32>
+  graph.input @w : tensor<8x8xf32>
+  graph.input @y : tensor<4x8xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<4x8xf32>
+    %b = graph.get_input @b : tensor<8xf32>
+    %w = graph.get_input @w : tensor<8x8xf32>
+    %y = graph.get_input @y : tensor<4x8xf32>
+    %e = graph.exp %x : tensor<4x8xf32>
+    %s = graph.mul %e, %e : tensor<4x8xf32>, tensor<4x8xf32>
+    %a = graph.add %s, %b : tensor<4x8xf32>, tensor<8xf32>
+    %r = graph.exp %b : tensor<8xf32>
+    %c = graph.sub %a, %r : tensor<4x8xf32>, tensor<8xf32>
+    %p = graph.matmul %c, %w : tensor<4x8xf32>, tensor<8x8xf32>
+    %l = graph.mse_loss %p, %y : tensor<4x8xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+// A reduction with its elementwise producer (the widening of its input) and consumers (the
+// narrowing of its result and the residual add): one kernel. The loss takes the cast of the
+// matmul's result the same way.
+// CHECK-LABEL: graph.model @reduction
+// CHECK: func.func @forward() attributes {fusion_groups = 10 : i64} {
+// CHECK: %[[X:.+]] = graph.get_input @x
+// CHECK: %[[X32:.+]] = graph.cast %[[X]] {fusion_group = [[NORM:[0-9]+]] : i64, fusion_kind = "reduction"}
+// CHECK-NEXT: %[[N:.+]] = graph.layernorm %[[X32]], %{{.+}}, %{{.+}} {fusion_group = [[NORM]] : i64}
+// CHECK-NEXT: %[[N16:.+]] = graph.cast %[[N]] {fusion_group = [[NORM]] : i64}
+// CHECK-NEXT: %[[R:.+]] = graph.add %[[N16]], %[[X]] {fusion_group = [[NORM]] : i64}
+// CHECK-NEXT: %[[P:.+]] = graph.matmul %[[R]], %{{.+}} {fusion_group = {{[0-9]+}} : i64, fusion_kind = "matmul"}
+// CHECK-NEXT: %[[P32:.+]] = graph.cast %[[P]] {fusion_group = [[LOSS:[0-9]+]] : i64, fusion_kind = "reduction"}
+// CHECK-NEXT: graph.mse_loss %[[P32]], %{{.+}} {fusion_group = [[LOSS]] : i64}
+graph.model @reduction {
+  graph.param @g : tensor<8xf32> init #graph.ones
+  graph.param @beta : tensor<8xf32> init #graph.zeros
+  graph.input @x : tensor<4x8xbf16>
+  graph.input @w : tensor<8x8xbf16>
+  graph.input @y : tensor<4x8xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<4x8xbf16>
+    %w = graph.get_input @w : tensor<8x8xbf16>
+    %y = graph.get_input @y : tensor<4x8xf32>
+    %g = graph.get_param @g : tensor<8xf32>
+    %beta = graph.get_param @beta : tensor<8xf32>
+    %x32 = graph.cast %x : tensor<4x8xbf16> -> tensor<4x8xf32>
+    %n = graph.layernorm %x32, %g, %beta : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+    %n16 = graph.cast %n : tensor<4x8xf32> -> tensor<4x8xbf16>
+    %r = graph.add %n16, %x : tensor<4x8xbf16>, tensor<4x8xbf16>
+    %p = graph.matmul %r, %w : tensor<4x8xbf16>, tensor<8x8xbf16>
+    %p32 = graph.cast %p : tensor<4x8xbf16> -> tensor<4x8xf32>
+    %l = graph.mse_loss %p32, %y : tensor<4x8xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+// A matmul absorbs what cuBLASLt applies to its result: a bias over the last dimension, then a
+// tanh gelu. A [4, 1] addend is broadcast over the columns, not a bias: the add stays out (the
+// loss takes it as a producer).
+// CHECK-LABEL: graph.model @epilogue
+// CHECK: func.func @forward() attributes {fusion_groups = 11 : i64} {
+// CHECK: %[[H:.+]] = graph.matmul %{{.+}}, %{{.+}} {fusion_group = [[MM:[0-9]+]] : i64, fusion_kind = "matmul_epilogue"}
+// CHECK-NEXT: %[[HB:.+]] = graph.add %[[H]], %{{.+}} {fusion_group = [[MM]] : i64} : tensor<4x16xf32>, tensor<16xf32>
+// CHECK-NEXT: %[[G:.+]] = graph.gelu tanh %[[HB]] {fusion_group = [[MM]] : i64}
+// CHECK-NEXT: %[[O:.+]] = graph.matmul %[[G]], %{{.+}} {fusion_group = {{[0-9]+}} : i64, fusion_kind = "matmul"}
+// CHECK-NEXT: %[[OB:.+]] = graph.add %[[O]], %{{.+}} {fusion_group = [[LOSS:[0-9]+]] : i64, fusion_kind = "reduction"} : tensor<4x8xf32>, tensor<4x1xf32>
+// CHECK-NEXT: graph.mse_loss %[[OB]], %{{.+}} {fusion_group = [[LOSS]] : i64}
+graph.model @epilogue {
+  graph.input @x : tensor<4x8xf32>
+  graph.input @w1 : tensor<8x16xf32>
+  graph.input @b1 : tensor<16xf32>
+  graph.input @w2 : tensor<16x8xf32>
+  graph.input @col : tensor<4x1xf32>
+  graph.input @y : tensor<4x8xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<4x8xf32>
+    %w1 = graph.get_input @w1 : tensor<8x16xf32>
+    %b1 = graph.get_input @b1 : tensor<16xf32>
+    %w2 = graph.get_input @w2 : tensor<16x8xf32>
+    %col = graph.get_input @col : tensor<4x1xf32>
+    %y = graph.get_input @y : tensor<4x8xf32>
+    %h = graph.matmul %x, %w1 : tensor<4x8xf32>, tensor<8x16xf32>
+    %hb = graph.add %h, %b1 : tensor<4x16xf32>, tensor<16xf32>
+    %g = graph.gelu tanh %hb : tensor<4x16xf32>
+    %o = graph.matmul %g, %w2 : tensor<4x16xf32>, tensor<16x8xf32>
+    %ob = graph.add %o, %col : tensor<4x8xf32>, tensor<4x1xf32>
+    %l = graph.mse_loss %ob, %y : tensor<4x8xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+// The bias gradient (dy summed over the rows, in f32) joins the weight-gradient matmul that
+// contracts dy over the same rows (cuBLASLt's BGRADB epilogue). The input-gradient matmul
+// contracts dy over its columns and stays alone.
+// CHECK-LABEL: graph.model @bias_grad
+// CHECK: func.func @forward() attributes {fusion_groups = 11 : i64} {
+// CHECK: %[[DY:.+]] = graph.get_input @dy
+// CHECK: %[[DY32:.+]] = graph.cast %[[DY]] {fusion_group = [[BG:[0-9]+]] : i64, fusion_kind = "bias_grad"}
+// CHECK-NEXT: %[[DB:.+]] = graph.sum %[[DY32]] axes [0] {fusion_group = [[BG]] : i64}
+// CHECK-NEXT: graph.matmul %[[DY]], %{{.+}} transpose_rhs {fusion_group = {{[0-9]+}} : i64, fusion_kind = "matmul"}
+// CHECK-NEXT: %[[DW:.+]] = graph.matmul %{{.+}}, %[[DY]] transpose_lhs {fusion_group = [[BG]] : i64}
+graph.model @bias_grad {
+  graph.input @x : tensor<8x4xbf16>
+  graph.input @dy : tensor<8x16xbf16>
+  graph.input @w : tensor<4x16xbf16>
+  graph.input @t : tensor<4x16xf32>
+  graph.input @t2 : tensor<16xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<8x4xbf16>
+    %dy = graph.get_input @dy : tensor<8x16xbf16>
+    %w = graph.get_input @w : tensor<4x16xbf16>
+    %t = graph.get_input @t : tensor<4x16xf32>
+    %t2 = graph.get_input @t2 : tensor<16xf32>
+    %dy32 = graph.cast %dy : tensor<8x16xbf16> -> tensor<8x16xf32>
+    %db = graph.sum %dy32 axes [0] : tensor<8x16xf32>
+    %dx = graph.matmul %dy, %w transpose_rhs : tensor<8x16xbf16>, tensor<4x16xbf16>
+    %dw = graph.matmul %x, %dy transpose_lhs : tensor<8x4xbf16>, tensor<8x16xbf16> -> f32
+    %l0 = graph.mse_loss %dw, %t : tensor<4x16xf32>
+    %l1 = graph.mse_loss %db, %t2 : tensor<16xf32>
+    %l = graph.add %l0, %l1 : tensor<f32>, tensor<f32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+// The fused classifier: the widening of the logits, the loss, its gradient and the narrowing of
+// the gradient. The loss marker and the seed run no kernel.
+// CHECK-LABEL: graph.model @cross_entropy
+// CHECK: func.func @forward() attributes {fusion_groups = 9 : i64} {
+// CHECK: %[[LOGITS:.+]] = graph.matmul {{.*}}fusion_kind = "matmul"
+// CHECK-NEXT: %[[L32:.+]] = graph.cast %[[LOGITS]] {fusion_group = [[CE:[0-9]+]] : i64, fusion_kind = "cross_entropy"}
+// CHECK-NEXT: %[[LOSS:.+]] = graph.cross_entropy %[[L32]], %{{.+}} {fusion_group = [[CE]] : i64}
+// CHECK-NEXT: graph.loss %[[LOSS]] {fusion_group = {{[0-9]+}} : i64, fusion_kind = "none"}
+// CHECK-NEXT: %[[SEED:.+]] = graph.grad_seed accum_steps 1 {fusion_group = {{[0-9]+}} : i64, fusion_kind = "none"}
+// CHECK-NEXT: %[[D:.+]] = graph.cross_entropy_grad %[[L32]], %{{.+}}, %[[SEED]] {fusion_group = [[CE]] : i64}
+// CHECK-NEXT: %[[D16:.+]] = graph.cast %[[D]] {fusion_group = [[CE]] : i64}
+// CHECK-NEXT: graph.matmul %[[D16]], {{.*}}fusion_kind = "matmul"
+graph.model @cross_entropy {
+  graph.input @h : tensor<4x8xbf16>
+  graph.input @w : tensor<8x10xbf16>
+  graph.input @labels : tensor<4xi32>
+  func.func @forward() {
+    %h = graph.get_input @h : tensor<4x8xbf16>
+    %w = graph.get_input @w : tensor<8x10xbf16>
+    %labels = graph.get_input @labels : tensor<4xi32>
+    %logits = graph.matmul %h, %w : tensor<4x8xbf16>, tensor<8x10xbf16>
+    %logits32 = graph.cast %logits : tensor<4x10xbf16> -> tensor<4x10xf32>
+    %l = graph.cross_entropy %logits32, %labels : tensor<4x10xf32>, tensor<4xi32>
+    graph.loss %l : tensor<f32>
+    %seed = graph.grad_seed accum_steps 1
+    %dlogits = graph.cross_entropy_grad %logits32, %labels, %seed : tensor<4x10xf32>, tensor<4xi32>
+    %d16 = graph.cast %dlogits : tensor<4x10xf32> -> tensor<4x10xbf16>
+    %dh = graph.matmul %d16, %w transpose_rhs : tensor<4x10xbf16>, tensor<8x10xbf16>
+    return
+  }
+}
+
+// -----
+
+// Training steps: each accumulation takes the cast producing its gradient; every optimizer
+// update of the step is one kernel.
+// CHECK-LABEL: graph.model @training_state
+// CHECK: func.func @micro_step() attributes {fusion_groups = 8 : i64} {
+// CHECK: %[[DW:.+]] = graph.matmul {{.*}}fusion_kind = "matmul"
+// CHECK-NEXT: %[[DW32:.+]] = graph.cast %[[DW]] {fusion_group = [[ACC:[0-9]+]] : i64, fusion_kind = "accumulate"}
+// CHECK-NEXT: graph.accumulate_grad %[[DW32]] into @w.grad {fusion_group = [[ACC]] : i64}
+// CHECK-NEXT: %[[DB32:.+]] = graph.cast %{{.+}} {fusion_group = [[ACC2:[0-9]+]] : i64, fusion_kind = "accumulate"}
+// CHECK-NEXT: graph.accumulate_grad %[[DB32]] into @b.grad {fusion_group = [[ACC2]] : i64}
+// CHECK: func.func @optimizer_step() -> (tensor<f32>, tensor<f32>) attributes {fusion_groups = 4 : i64} {
+// CHECK-NEXT: graph.global_norm [@w.grad, @b.grad] {fusion_group = 0 : i64, fusion_kind = "none"}
+// CHECK-NEXT: graph.lr_schedule constant {fusion_group = 1 : i64, fusion_kind = "none"
+// CHECK-NEXT: graph.adamw @w {{.*}}fusion_group = 2 : i64, fusion_kind = "optimizer"
+// CHECK-NEXT: graph.adamw @b {{.*}}fusion_group = 2 : i64, weight_decay
+// CHECK-NEXT: return {fusion_group = 3 : i64, fusion_kind = "none"}
+graph.model @training_state {
+  graph.param @w : tensor<4x4xf32> init #graph.zeros
+  graph.param @b : tensor<4xf32> init #graph.zeros
+  graph.input @x : tensor<4x4xbf16>
+  graph.input @bx : tensor<4xbf16>
+  graph.state @w.grad : tensor<4x4xf32>
+  graph.state @w.adam_m : tensor<4x4xf32>
+  graph.state @w.adam_v : tensor<4x4xf32>
+  graph.state @b.grad : tensor<4xf32>
+  graph.state @b.adam_m : tensor<4xf32>
+  graph.state @b.adam_v : tensor<4xf32>
+  func.func @micro_step() {
+    %x = graph.get_input @x : tensor<4x4xbf16>
+    %bx = graph.get_input @bx : tensor<4xbf16>
+    %x32 = graph.cast %x : tensor<4x4xbf16> -> tensor<4x4xf32>
+    %l = graph.mse_loss %x32, %x32 : tensor<4x4xf32>
+    graph.loss %l : tensor<f32>
+    %dw = graph.matmul %x, %x : tensor<4x4xbf16>, tensor<4x4xbf16>
+    %dw32 = graph.cast %dw : tensor<4x4xbf16> -> tensor<4x4xf32>
+    graph.accumulate_grad %dw32 into @w.grad : tensor<4x4xf32>
+    %db32 = graph.cast %bx : tensor<4xbf16> -> tensor<4xf32>
+    graph.accumulate_grad %db32 into @b.grad : tensor<4xf32>
+    return
+  }
+  func.func @optimizer_step() -> (tensor<f32>, tensor<f32>) {
+    %norm = graph.global_norm [@w.grad, @b.grad]
+    %lr = graph.lr_schedule constant {lr = 1.0e-03 : f64}
+    graph.adamw @w grad @w.grad moments @w.adam_m, @w.adam_v lr %lr grad_norm %norm
+        {beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-08 : f64, weight_decay = 0.1 : f64, clip_norm = 1.0 : f64}
+    graph.adamw @b grad @b.grad moments @b.adam_m, @b.adam_v lr %lr grad_norm %norm
+        {beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-08 : f64, weight_decay = 0.0 : f64, clip_norm = 1.0 : f64}
+    return %norm, %lr : tensor<f32>, tensor<f32>
+  }
+}
+
+// -----
+
+// No cycle, several outputs: exp and neg are one loop writing both (the matmul reads the exp,
+// the add the neg). The add reads the matmul too, so fusing it into that loop would make the
+// loop run both before and after the matmul: it starts a group of its own.
+// CHECK-LABEL: graph.model @no_cycle
+// CHECK: %[[A:.+]] = graph.exp %{{.+}} {fusion_group = [[LOOP:[0-9]+]] : i64, fusion_kind = "elementwise"}
+// CHECK-NEXT: %[[N:.+]] = graph.neg %[[A]] {fusion_group = [[LOOP]] : i64}
+// CHECK-NEXT: %[[M:.+]] = graph.matmul %[[A]], %{{.+}} {fusion_group = {{[0-9]+}} : i64, fusion_kind = "matmul"}
+// CHECK-NEXT: graph.add %[[N]], %[[M]] {fusion_group = {{[0-9]+}} : i64, fusion_kind = "elementwise"}
+graph.model @no_cycle {
+  graph.input @x : tensor<4x4xf32>
+  graph.input @w : tensor<4x4xf32>
+  graph.input @y : tensor<4x4xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<4x4xf32>
+    %w = graph.get_input @w : tensor<4x4xf32>
+    %y = graph.get_input @y : tensor<4x4xf32>
+    %a = graph.exp %x : tensor<4x4xf32>
+    %n = graph.neg %a : tensor<4x4xf32>
+    %m = graph.matmul %a, %w : tensor<4x4xf32>, tensor<4x4xf32>
+    %s = graph.add %n, %m : tensor<4x4xf32>, tensor<4x4xf32>
+    %p = graph.matmul %s, %w : tensor<4x4xf32>, tensor<4x4xf32>
+    %l = graph.mse_loss %p, %y : tensor<4x4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// The MLP's bf16 training step. Forward: each linear layer's bias joins its matmul (the relu
+// is not a cuBLASLt epilogue here: its input is read by relu_grad); the logits' widening joins
+// the classifier.
+// MLP-LABEL: func.func @micro_step() attributes {fusion_groups = 22 : i64} {
+// MLP: %[[IMAGES:.+]] = graph.cast %{{.+}} {fusion_group = 1 : i64, fusion_kind = "elementwise"{{.*}}} : tensor<64x784xf32> -> tensor<64x784xbf16>
+// MLP: %[[H0:.+]] = graph.matmul %[[IMAGES]], %{{.+}} {fusion_group = [[FC1:[0-9]+]] : i64, fusion_kind = "matmul_epilogue"
+// MLP-NEXT: %[[H1:.+]] = graph.add %[[H0]], %{{.+}} {fusion_group = [[FC1]] : i64,
+// MLP-NEXT: %[[H:.+]] = graph.relu %[[H1]] {fusion_group = {{[0-9]+}} : i64, fusion_kind = "elementwise"
+// MLP-NEXT: %[[L0:.+]] = graph.matmul %[[H]], %{{.+}} {fusion_group = [[FC2:[0-9]+]] : i64, fusion_kind = "matmul_epilogue"
+// MLP-NEXT: %[[L1:.+]] = graph.add %[[L0]], %{{.+}} {fusion_group = [[FC2]] : i64,
+// MLP-NEXT: %[[L32:.+]] = graph.cast %[[L1]] {fusion_group = [[CE:[0-9]+]] : i64, fusion_kind = "cross_entropy"
+// MLP-NEXT: graph.cross_entropy %[[L32]], %{{.+}} {fusion_group = [[CE]] : i64,
+// MLP-NEXT: graph.loss
+// MLP-NEXT: graph.grad_seed
+// MLP-NEXT: %[[D:.+]] = graph.cross_entropy_grad %[[L32]], {{.*}}{fusion_group = [[CE]] : i64,
+// MLP-NEXT: %[[D16:.+]] = graph.cast %[[D]] {fusion_group = [[CE]] : i64,
+// Backward: each bias gradient joins its weight gradient; the input gradient is a plain matmul.
+// MLP-NEXT: %[[D32:.+]] = graph.cast %[[D16]] {fusion_group = [[BG2:[0-9]+]] : i64, fusion_kind = "bias_grad"
+// MLP-NEXT: %[[DB2:.+]] = graph.sum %[[D32]] axes [0] {fusion_group = [[BG2]] : i64,
+// MLP-NEXT: %[[DH:.+]] = graph.matmul %[[D16]], %{{.+}} transpose_rhs {fusion_group = {{[0-9]+}} : i64, fusion_kind = "matmul"
+// MLP-NEXT: %[[DW2:.+]] = graph.matmul %[[H]], %[[D16]] transpose_lhs {fusion_group = [[BG2]] : i64,
+// MLP-NEXT: %[[DH1:.+]] = graph.relu_grad %[[H1]], %[[DH]] {fusion_group = {{[0-9]+}} : i64, fusion_kind = "elementwise"
+// MLP-NEXT: %[[DH32:.+]] = graph.cast %[[DH1]] {fusion_group = [[BG1:[0-9]+]] : i64, fusion_kind = "bias_grad"
+// MLP-NEXT: %[[DB1:.+]] = graph.sum %[[DH32]] axes [0] {fusion_group = [[BG1]] : i64,
+// MLP-NEXT: %[[DW1:.+]] = graph.matmul %[[IMAGES]], %[[DH1]] transpose_lhs {fusion_group = [[BG1]] : i64,
+// Each gradient is added into its accumulator by a kernel of its own.
+// MLP-NEXT: graph.accumulate_grad %[[DW1]] into @fc1.w.grad {fusion_group = 17 : i64, fusion_kind = "accumulate"}
+// MLP-NEXT: graph.accumulate_grad %[[DB1]] into @fc1.b.grad {fusion_group = 18 : i64, fusion_kind = "accumulate"}
+// MLP-NEXT: graph.accumulate_grad %[[DW2]] into @fc2.w.grad {fusion_group = 19 : i64, fusion_kind = "accumulate"}
+// MLP-NEXT: graph.accumulate_grad %[[DB2]] into @fc2.b.grad {fusion_group = 20 : i64, fusion_kind = "accumulate"}
+// MLP-NEXT: return {fusion_group = 21 : i64, fusion_kind = "none"}
+// The four AdamW updates are one kernel.
+// MLP-LABEL: func.func @optimizer_step() -> (tensor<f32>, tensor<f32>) attributes {fusion_groups = 4 : i64} {
+// MLP: graph.adamw @fc1.w {{.*}}fusion_group = 2 : i64, fusion_kind = "optimizer"
+// MLP-NEXT: graph.adamw @fc1.b {{.*}}fusion_group = 2 : i64, weight_decay
+// MLP-NEXT: graph.adamw @fc2.w {{.*}}fusion_group = 2 : i64, weight_decay
+// MLP-NEXT: graph.adamw @fc2.b {{.*}}fusion_group = 2 : i64, weight_decay
+// MLP-NEXT: return {fusion_group = 3 : i64, fusion_kind = "none"}
