@@ -1,0 +1,456 @@
+//===- FlashAttentionGpuTest.cpp - Flash attention on a GPU vs the CPU ----===//
+//
+// Compiles runtime/cuda/device/FlashAttention.cuh to PTX (compute_80) with
+// NVRTC, loads it through the driver API and runs the forward and backward
+// kernels (head dim 64; bf16, f16 and f32 storage; B=2 x H=3 slices with
+// T = S = 70 unmasked and T = 37, S = 70 causal, so tiles are partial and
+// the causal offset S - T is non-zero). o, lse, dq, dk and dv are compared
+// with the CPU reference computed in double on the same (rounded) inputs by
+// ||gpu - ref|| / ||ref||. Outputs are poisoned with NaN bytes before each
+// launch, so an unwritten element fails the comparison.
+//
+// The driver is opened at run time (dlopen of libcuda.so.1) rather than
+// linked: the toolkit's stub libcuda.so names itself libcuda.so.1, which a
+// machine without a driver does not have, so a linked binary would not even
+// start there. Without a GPU (no libcuda.so.1, or cuInit / cuDeviceGet fail)
+// every test skips.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cuda/Nvrtc.h"
+#include "runtime/numerics/Float16.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+namespace an = ampc::numerics;
+
+constexpr int kHeadDim = 64;
+constexpr int kSlices = 2 * 3; // batch x heads
+constexpr int kThreads = 128;
+constexpr int kRowsPerBlock = 32;
+
+/// The driver entry points the test uses, resolved from libcuda.so.1. The
+/// names are the ABI symbols cuda.h maps its API names to (the _v2 ones).
+struct Driver {
+  decltype(&::cuGetErrorName) getErrorName = nullptr;
+  decltype(&::cuInit) init = nullptr;
+  decltype(&::cuDeviceGetCount) deviceGetCount = nullptr;
+  decltype(&::cuDeviceGet) deviceGet = nullptr;
+  decltype(&::cuDeviceGetAttribute) deviceGetAttribute = nullptr;
+  decltype(&::cuDevicePrimaryCtxRetain) primaryCtxRetain = nullptr;
+  decltype(&::cuDevicePrimaryCtxRelease) primaryCtxRelease = nullptr;
+  decltype(&::cuCtxSetCurrent) ctxSetCurrent = nullptr;
+  decltype(&::cuCtxSynchronize) ctxSynchronize = nullptr;
+  decltype(&::cuModuleLoadData) moduleLoadData = nullptr;
+  decltype(&::cuModuleUnload) moduleUnload = nullptr;
+  decltype(&::cuModuleGetFunction) moduleGetFunction = nullptr;
+  decltype(&::cuLaunchKernel) launchKernel = nullptr;
+  decltype(&::cuMemAlloc) memAlloc = nullptr;
+  decltype(&::cuMemFree) memFree = nullptr;
+  decltype(&::cuMemcpyHtoD) memcpyHtoD = nullptr;
+  decltype(&::cuMemcpyDtoH) memcpyDtoH = nullptr;
+  decltype(&::cuMemsetD8) memsetD8 = nullptr;
+
+  /// Opens libcuda.so.1 and resolves every entry; false if any is missing.
+  bool load() {
+    void *library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!library)
+      return false;
+    bool complete = true;
+    auto resolve = [&](auto &entry, const char *symbol) {
+      entry = reinterpret_cast<std::remove_reference_t<decltype(entry)>>(
+          dlsym(library, symbol));
+      complete = complete && entry != nullptr;
+    };
+    resolve(getErrorName, "cuGetErrorName");
+    resolve(init, "cuInit");
+    resolve(deviceGetCount, "cuDeviceGetCount");
+    resolve(deviceGet, "cuDeviceGet");
+    resolve(deviceGetAttribute, "cuDeviceGetAttribute");
+    resolve(primaryCtxRetain, "cuDevicePrimaryCtxRetain");
+    resolve(primaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
+    resolve(ctxSetCurrent, "cuCtxSetCurrent");
+    resolve(ctxSynchronize, "cuCtxSynchronize");
+    resolve(moduleLoadData, "cuModuleLoadData");
+    resolve(moduleUnload, "cuModuleUnload");
+    resolve(moduleGetFunction, "cuModuleGetFunction");
+    resolve(launchKernel, "cuLaunchKernel");
+    resolve(memAlloc, "cuMemAlloc_v2");
+    resolve(memFree, "cuMemFree_v2");
+    resolve(memcpyHtoD, "cuMemcpyHtoD_v2");
+    resolve(memcpyDtoH, "cuMemcpyDtoH_v2");
+    resolve(memsetD8, "cuMemsetD8_v2");
+    return complete;
+  }
+};
+
+Driver cu;
+
+#define CU_ASSERT(call)                                                        \
+  do {                                                                         \
+    const CUresult result_ = (call);                                           \
+    if (result_ != CUDA_SUCCESS) {                                             \
+      const char *name_ = nullptr;                                             \
+      cu.getErrorName(result_, &name_);                                         \
+      FAIL() << #call << " failed: " << (name_ ? name_ : "unknown error");     \
+    }                                                                          \
+  } while (0)
+
+enum class Storage { Bf16, F16, F32 };
+
+const char *storageName(Storage storage) {
+  switch (storage) {
+  case Storage::Bf16:
+    return "bf16";
+  case Storage::F16:
+    return "f16";
+  case Storage::F32:
+    return "f32";
+  }
+  return "?";
+}
+
+size_t elementBytes(Storage storage) {
+  return storage == Storage::F32 ? 4 : 2;
+}
+
+/// The bytes of \p values in \p storage (rounded to nearest even).
+std::vector<char> encode(const std::vector<double> &values, Storage storage) {
+  std::vector<char> bytes(values.size() * elementBytes(storage));
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float value = static_cast<float>(values[i]);
+    if (storage == Storage::F32) {
+      std::memcpy(bytes.data() + 4 * i, &value, 4);
+    } else {
+      const uint16_t bits = storage == Storage::Bf16 ? an::floatToBF16Bits(value)
+                                                     : an::floatToF16Bits(value);
+      std::memcpy(bytes.data() + 2 * i, &bits, 2);
+    }
+  }
+  return bytes;
+}
+
+/// The values of \p bytes in \p storage, widened to double.
+std::vector<double> decode(const std::vector<char> &bytes, Storage storage) {
+  std::vector<double> values(bytes.size() / elementBytes(storage));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (storage == Storage::F32) {
+      float value;
+      std::memcpy(&value, bytes.data() + 4 * i, 4);
+      values[i] = value;
+    } else {
+      uint16_t bits;
+      std::memcpy(&bits, bytes.data() + 2 * i, 2);
+      values[i] = storage == Storage::Bf16 ? an::bf16BitsToFloat(bits)
+                                           : an::f16BitsToFloat(bits);
+    }
+  }
+  return values;
+}
+
+/// Random N(0, 1) values already rounded to \p storage, so the GPU and the
+/// reference see the same inputs.
+std::vector<double> randomInputs(size_t count, Storage storage,
+                                 std::mt19937 &generator) {
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<double> values(count);
+  for (double &value : values)
+    value = normal(generator);
+  return decode(encode(values, storage), storage);
+}
+
+/// ||actual - expected|| / ||expected|| (NaN if any element is NaN).
+double relativeError(const std::vector<double> &actual,
+                     const std::vector<double> &expected) {
+  double difference = 0, reference = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    difference += (actual[i] - expected[i]) * (actual[i] - expected[i]);
+    reference += expected[i] * expected[i];
+  }
+  return std::sqrt(difference / reference);
+}
+
+/// lse[bh, t] = log sum_s exp(scale q[t] . k[s]) over the visible keys.
+std::vector<double> referenceLse(const std::vector<double> &q,
+                                 const std::vector<double> &k, int queries,
+                                 int keys, double scale, bool causal) {
+  std::vector<double> lse(static_cast<size_t>(kSlices) * queries);
+  std::vector<double> scores(keys);
+  for (int bh = 0; bh < kSlices; ++bh)
+    for (int t = 0; t < queries; ++t) {
+      const int visible = causal ? std::min(keys, t + (keys - queries) + 1)
+                                 : keys;
+      double maximum = -std::numeric_limits<double>::infinity();
+      for (int s = 0; s < visible; ++s) {
+        double dot = 0;
+        for (int d = 0; d < kHeadDim; ++d)
+          dot += q[(static_cast<size_t>(bh) * queries + t) * kHeadDim + d] *
+                 k[(static_cast<size_t>(bh) * keys + s) * kHeadDim + d];
+        scores[s] = dot * scale;
+        maximum = std::max(maximum, scores[s]);
+      }
+      double sum = 0;
+      for (int s = 0; s < visible; ++s)
+        sum += std::exp(scores[s] - maximum);
+      lse[static_cast<size_t>(bh) * queries + t] = maximum + std::log(sum);
+    }
+  return lse;
+}
+
+/// A device buffer freed on scope exit.
+struct DeviceBuffer {
+  CUdeviceptr pointer = 0;
+  size_t bytes = 0;
+  ~DeviceBuffer() {
+    if (pointer)
+      cu.memFree(pointer);
+  }
+};
+
+struct Case {
+  Storage storage;
+  bool causal;
+  int queries;
+  int keys;
+};
+
+std::string caseName(const ::testing::TestParamInfo<Case> &info) {
+  return std::string(storageName(info.param.storage)) +
+         (info.param.causal ? "_causal_T" : "_T") +
+         std::to_string(info.param.queries) + "_S" +
+         std::to_string(info.param.keys);
+}
+
+class FlashAttentionGpu : public ::testing::TestWithParam<Case> {
+protected:
+  static void SetUpTestSuite() {
+    // cuInit fails with CUDA_ERROR_STUB_LIBRARY on the toolkit's stub (if it
+    // is installed as libcuda.so.1) and with CUDA_ERROR_NO_DEVICE without a
+    // usable GPU.
+    if (!cu.load()) {
+      skipReason = "no CUDA driver (libcuda.so.1 not found)";
+      return;
+    }
+    int count = 0;
+    if (cu.init(0) != CUDA_SUCCESS || cu.deviceGetCount(&count) != CUDA_SUCCESS ||
+        count == 0 || cu.deviceGet(&device, 0) != CUDA_SUCCESS) {
+      skipReason = "no CUDA GPU (cuInit/cuDeviceGet failed)";
+      return;
+    }
+    int major = 0;
+    cu.deviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                         device);
+    if (major < 8) {
+      skipReason = "the flash attention kernels need sm_80 or newer";
+      return;
+    }
+    if (cu.primaryCtxRetain(&context, device) != CUDA_SUCCESS) {
+      skipReason = "cuDevicePrimaryCtxRetain failed";
+      return;
+    }
+    cu.ctxSetCurrent(context);
+    std::vector<std::string> options = ampc::cuda::cudaIncludeOptions();
+    options.push_back("-I" AMPC_REPO_ROOT);
+    try {
+      ptx = ampc::cuda::compileToPtx(
+          "#include \"runtime/cuda/device/FlashAttention.cuh\"\n"
+          "AMPC_FLASH_ATTENTION_ENTRY_POINTS(bf16, ampc::flash::Bf16, 64)\n"
+          "AMPC_FLASH_ATTENTION_ENTRY_POINTS(f16, ampc::flash::F16, 64)\n"
+          "AMPC_FLASH_ATTENTION_ENTRY_POINTS(f32, ampc::flash::F32, 64)\n",
+          "flash_attention_gpu_test.cu", "compute_80", options);
+    } catch (const ampc::cuda::NvrtcError &error) {
+      setupError = error.what();
+      return;
+    }
+    if (cu.moduleLoadData(&module, ptx.c_str()) != CUDA_SUCCESS) {
+      module = nullptr;
+      setupError = "cuModuleLoadData rejected the PTX";
+    }
+  }
+
+  static void TearDownTestSuite() {
+    if (module)
+      cu.moduleUnload(module);
+    if (context)
+      cu.primaryCtxRelease(device);
+    module = nullptr;
+    context = nullptr;
+  }
+
+  void SetUp() override {
+    if (!skipReason.empty())
+      GTEST_SKIP() << skipReason;
+    ASSERT_TRUE(setupError.empty()) << setupError;
+    ASSERT_NE(module, nullptr);
+    ASSERT_EQ(cu.ctxSetCurrent(context), CUDA_SUCCESS);
+  }
+
+  static CUfunction function(const std::string &name) {
+    CUfunction result = nullptr;
+    if (cu.moduleGetFunction(&result, module, name.c_str()) != CUDA_SUCCESS)
+      return nullptr;
+    return result;
+  }
+
+  static inline CUdevice device = 0;
+  static inline CUcontext context = nullptr;
+  static inline CUmodule module = nullptr;
+  static inline std::string ptx;
+  static inline std::string skipReason;
+  static inline std::string setupError;
+};
+
+void upload(DeviceBuffer &buffer, const std::vector<char> &bytes) {
+  buffer.bytes = bytes.size();
+  ASSERT_EQ(cu.memAlloc(&buffer.pointer, bytes.size()), CUDA_SUCCESS);
+  ASSERT_EQ(cu.memcpyHtoD(buffer.pointer, bytes.data(), bytes.size()),
+            CUDA_SUCCESS);
+}
+
+/// Allocates \p bytes filled with 0xff (NaN in every storage type).
+void allocatePoisoned(DeviceBuffer &buffer, size_t bytes) {
+  buffer.bytes = bytes;
+  ASSERT_EQ(cu.memAlloc(&buffer.pointer, bytes), CUDA_SUCCESS);
+  ASSERT_EQ(cu.memsetD8(buffer.pointer, 0xff, bytes), CUDA_SUCCESS);
+}
+
+std::vector<char> download(const DeviceBuffer &buffer) {
+  std::vector<char> bytes(buffer.bytes);
+  EXPECT_EQ(cu.memcpyDtoH(bytes.data(), buffer.pointer, bytes.size()),
+            CUDA_SUCCESS);
+  return bytes;
+}
+
+std::vector<double> downloadFloats(const DeviceBuffer &buffer) {
+  return decode(download(buffer), Storage::F32);
+}
+
+TEST_P(FlashAttentionGpu, ForwardAndBackwardMatchTheCpuReference) {
+  const Case c = GetParam();
+  const int T = c.queries, S = c.keys, D = kHeadDim;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  const float scaleF = static_cast<float>(scale);
+  const std::string suffix = std::string(storageName(c.storage)) + "_d64";
+  const std::string causal = c.causal ? "_causal" : "";
+  CUfunction forward = function("ampc_flash_attention_fwd_" + suffix + causal);
+  CUfunction delta = function("ampc_flash_attention_bwd_delta_" + suffix);
+  CUfunction dq = function("ampc_flash_attention_bwd_dq_" + suffix + causal);
+  CUfunction dkdv =
+      function("ampc_flash_attention_bwd_dkdv_" + suffix + causal);
+  ASSERT_TRUE(forward && delta && dq && dkdv);
+
+  // Fresh inputs per case (seeded by the case, so a failure reproduces).
+  std::mt19937 generator(1234u + 17u * static_cast<unsigned>(c.storage) +
+                         (c.causal ? 1u : 0u));
+  const size_t qCount = static_cast<size_t>(kSlices) * T * D;
+  const size_t kCount = static_cast<size_t>(kSlices) * S * D;
+  const std::vector<double> q = randomInputs(qCount, c.storage, generator);
+  const std::vector<double> k = randomInputs(kCount, c.storage, generator);
+  const std::vector<double> v = randomInputs(kCount, c.storage, generator);
+  const std::vector<double> dy = randomInputs(qCount, c.storage, generator);
+
+  DeviceBuffer qBuf, kBuf, vBuf, dyBuf, oBuf, lseBuf, deltaBuf, dqBuf, dkBuf,
+      dvBuf;
+  upload(qBuf, encode(q, c.storage));
+  upload(kBuf, encode(k, c.storage));
+  upload(vBuf, encode(v, c.storage));
+  upload(dyBuf, encode(dy, c.storage));
+  const size_t bytes = elementBytes(c.storage);
+  allocatePoisoned(oBuf, qCount * bytes);
+  allocatePoisoned(lseBuf, static_cast<size_t>(kSlices) * T * 4);
+  allocatePoisoned(deltaBuf, static_cast<size_t>(kSlices) * T * 4);
+  allocatePoisoned(dqBuf, qCount * bytes);
+  allocatePoisoned(dkBuf, kCount * bytes);
+  allocatePoisoned(dvBuf, kCount * bytes);
+  if (HasFatalFailure())
+    return;
+
+  int queries = T, keys = S;
+  const unsigned queryBlocks = (T + kRowsPerBlock - 1) / kRowsPerBlock;
+  const unsigned keyBlocks = (S + kRowsPerBlock - 1) / kRowsPerBlock;
+  {
+    void *args[] = {&qBuf.pointer,   &kBuf.pointer, &vBuf.pointer,
+                    &oBuf.pointer,   &lseBuf.pointer, &queries,
+                    &keys,           const_cast<float *>(&scaleF)};
+    CU_ASSERT(cu.launchKernel(forward, queryBlocks, kSlices, 1, kThreads, 1, 1,
+                             0, nullptr, args, nullptr));
+  }
+  {
+    long long rows = static_cast<long long>(kSlices) * T;
+    void *args[] = {&oBuf.pointer, &dyBuf.pointer, &deltaBuf.pointer, &rows};
+    const unsigned blocks = static_cast<unsigned>((rows + 3) / 4);
+    CU_ASSERT(cu.launchKernel(delta, blocks, 1, 1, kThreads, 1, 1, 0, nullptr,
+                             args, nullptr));
+  }
+  {
+    void *args[] = {&qBuf.pointer,   &kBuf.pointer,     &vBuf.pointer,
+                    &dyBuf.pointer,  &lseBuf.pointer,   &deltaBuf.pointer,
+                    &dqBuf.pointer,  &queries,          &keys,
+                    const_cast<float *>(&scaleF)};
+    CU_ASSERT(cu.launchKernel(dq, queryBlocks, kSlices, 1, kThreads, 1, 1, 0,
+                             nullptr, args, nullptr));
+  }
+  {
+    void *args[] = {&qBuf.pointer,  &kBuf.pointer,   &vBuf.pointer,
+                    &dyBuf.pointer, &lseBuf.pointer, &deltaBuf.pointer,
+                    &dkBuf.pointer, &dvBuf.pointer,  &queries,
+                    &keys,          const_cast<float *>(&scaleF)};
+    CU_ASSERT(cu.launchKernel(dkdv, keyBlocks, kSlices, 1, kThreads, 1, 1, 0,
+                             nullptr, args, nullptr));
+  }
+  CU_ASSERT(cu.ctxSynchronize());
+
+  // The reference, in double on the same rounded inputs.
+  std::vector<double> oRef(qCount), dqRef(qCount), dkRef(kCount),
+      dvRef(kCount);
+  ampc::cpu::kernels::attention<double>(q.data(), k.data(), v.data(),
+                                        kSlices, T, S, D, D, scale, c.causal,
+                                        oRef.data());
+  ampc::cpu::kernels::attentionGrad<double>(
+      q.data(), k.data(), v.data(), dy.data(), kSlices, T, S, D, D, scale,
+      c.causal, dqRef.data(), dkRef.data(), dvRef.data());
+  const std::vector<double> lseRef = referenceLse(q, k, T, S, scale, c.causal);
+
+  // bf16 / f16 storage rounds every output (and o, which feeds delta) to 8
+  // or 11 significant bits; f32 storage leaves only fp32 arithmetic.
+  const double tolerance = c.storage == Storage::F32 ? 1e-4 : 2e-2;
+  EXPECT_LT(relativeError(decode(download(oBuf), c.storage), oRef), tolerance)
+      << "o";
+  EXPECT_LT(relativeError(downloadFloats(lseBuf), lseRef), 1e-5) << "lse";
+  EXPECT_LT(relativeError(decode(download(dqBuf), c.storage), dqRef),
+            tolerance)
+      << "dq";
+  EXPECT_LT(relativeError(decode(download(dkBuf), c.storage), dkRef),
+            tolerance)
+      << "dk";
+  EXPECT_LT(relativeError(decode(download(dvBuf), c.storage), dvRef),
+            tolerance)
+      << "dv";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, FlashAttentionGpu,
+    ::testing::Values(Case{Storage::Bf16, false, 70, 70},
+                      Case{Storage::Bf16, true, 37, 70},
+                      Case{Storage::F16, false, 70, 70},
+                      Case{Storage::F16, true, 37, 70},
+                      Case{Storage::F32, false, 70, 70},
+                      Case{Storage::F32, true, 37, 70}),
+    caseName);
+
+} // namespace
