@@ -1,0 +1,350 @@
+//===- CudaCodegenTest.cpp - generated CUDA kernels compile and read right -===//
+//
+// Every example model in every precision (bf16, fp16 with dynamic loss scaling, fp32) goes
+// through the pipeline up to graph-fuse; every kernel generated for it is compiled with NVRTC
+// for sm_80 and sm_90 (cubin) and compute_90 (PTX). Kernels with the same code (the same op
+// structure in another layer, model or precision) compile once. Small hand-written models check
+// what the generated source says: the fused ops in its header, the vectorised loop, one AdamW
+// launch for every parameter. No GPU is needed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CompileHelpers.h"
+#include "compiler/CudaCodegen.h"
+#include "runtime/cuda/Nvrtc.h"
+
+#include "mlir/Pass/PassManager.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+using namespace ampc;
+
+namespace {
+
+/// The precision settings of one test configuration.
+struct PrecisionCase {
+  const char *mode;       ///< graph-assign-precision mode
+  const char *lossScaling; ///< graph-insert-loss-scaling mode
+};
+const PrecisionCase kPrecisions[] = {{"bf16", "none"}, {"fp16", "dynamic"}, {"fp32", "none"}};
+
+/// Runs the pipeline (inline, build-training, assign-precision, insert-loss-scaling,
+/// graph-fuse) on the model file at \p path and generates its kernels. Fails the test with the
+/// diagnostics on a pipeline error.
+std::vector<GeneratedKernel> generateForFile(const std::string &path, const PrecisionCase &mode,
+                                             int accumSteps = 1) {
+  mlir::MLIRContext context;
+  registerModelDialects(context);
+  llvm::SourceMgr sourceMgr;
+  std::string diagnostics;
+  llvm::raw_string_ostream os(diagnostics);
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, os);
+  auto loaded = loadModel(path, sourceMgr, context);
+  if (failed(loaded)) {
+    ADD_FAILURE() << "cannot load " << path << ":\n" << os.str();
+    return {};
+  }
+  graph::GraphBuildTrainingOptions training;
+  training.accumSteps = accumSteps;
+  graph::GraphAssignPrecisionOptions precision;
+  precision.mode = mode.mode;
+  graph::GraphInsertLossScalingOptions scaling;
+  scaling.mode = mode.lossScaling;
+  if (failed(buildTraining(loaded->model, training)) ||
+      failed(assignPrecision(loaded->model, precision, &scaling))) {
+    ADD_FAILURE() << "pipeline failed for " << path << ":\n" << os.str();
+    return {};
+  }
+  mlir::PassManager pm(&context, graph::ModelOp::getOperationName());
+  pm.addPass(graph::createGraphFuse());
+  if (failed(pm.run(loaded->model))) {
+    ADD_FAILURE() << "graph-fuse failed for " << path << ":\n" << os.str();
+    return {};
+  }
+  return generateKernels(loaded->model);
+}
+
+/// Writes \p text to a temporary model file and generates its kernels.
+std::vector<GeneratedKernel> generateForText(const std::string &text, const PrecisionCase &mode,
+                                             int accumSteps = 1) {
+  std::string path = test_support::uniqueTempPath("ampc_codegen_model");
+  std::ofstream(path) << text;
+  auto kernels = generateForFile(path, mode, accumSteps);
+  std::remove(path.c_str());
+  return kernels;
+}
+
+std::vector<std::string> nvrtcOptions() {
+  std::vector<std::string> options = cuda::cudaIncludeOptions();
+  for (const std::string &option : generatedKernelIncludeOptions())
+    options.push_back(option);
+  return options;
+}
+
+//===----------------------------------------------------------------------===//
+// Every example model, every precision, every kernel through NVRTC
+//===----------------------------------------------------------------------===//
+
+TEST(CudaCodegen, EveryExampleModelCompilesWithNvrtc) {
+  const auto start = std::chrono::steady_clock::now();
+  const char *models[] = {"mlp/mlp.mlir", "gpt/tiny.mlir", "gpt/gpt10m.mlir", "gpt/gpt30m.mlir",
+                          "gpt/gpt124m.mlir"};
+  // Unique code -> one kernel with that code (its source and name).
+  std::map<std::string, const GeneratedKernel *> unique;
+  std::vector<std::vector<GeneratedKernel>> all;
+  std::set<std::string> kinds;
+  size_t total = 0;
+  for (const char *model : models)
+    for (const PrecisionCase &mode : kPrecisions) {
+      all.push_back(generateForFile(test_support::examplePath(model), mode));
+      const auto &kernels = all.back();
+      ASSERT_FALSE(kernels.empty()) << model << " " << mode.mode;
+      for (const GeneratedKernel &kernel : kernels) {
+        kinds.insert(kernel.kind);
+        EXPECT_FALSE(kernel.fusedOps.empty()) << kernel.name;
+        if (kernel.source.empty()) {
+          EXPECT_EQ(kernel.kind, "attention") << kernel.name;
+          continue;
+        }
+        ++total;
+        EXPECT_NE(kernel.source.find("extern \"C\" __global__"), std::string::npos);
+        EXPECT_NE(kernel.source.find(kernel.name + "("), std::string::npos) << kernel.name;
+        auto [it, inserted] = unique.try_emplace(kernel.code, &kernel);
+        if (!inserted)
+          EXPECT_EQ(it->second->name, kernel.name) << "equal code, different names";
+      }
+    }
+  // The group kinds the GPT models and the MLP produce, and the scalar kernels.
+  for (const char *kind : {"elementwise", "copy", "reduction", "embedding", "cross_entropy",
+                           "bias_grad", "accumulate", "optimizer", "attention", "grad_seed",
+                           "lr_schedule", "global_norm", "update_loss_scale"})
+    EXPECT_TRUE(kinds.count(kind)) << "no kernel of kind " << kind;
+  const auto generated = std::chrono::steady_clock::now();
+
+  // AMPC_CODEGEN_DUMP=<dir> writes every unique kernel to <dir>/<name>.cu for reading.
+  if (const char *dump = std::getenv("AMPC_CODEGEN_DUMP"))
+    for (auto &entry : unique)
+      std::ofstream(std::string(dump) + "/" + entry.second->name + ".cu") << entry.second->source;
+
+  // Compile the unique kernels on two threads, three targets each.
+  std::vector<const GeneratedKernel *> work;
+  for (auto &entry : unique)
+    work.push_back(entry.second);
+  const std::vector<std::string> options = nvrtcOptions();
+  std::atomic<size_t> next{0};
+  std::mutex failuresMutex;
+  std::vector<std::string> failures;
+  auto compileAll = [&] {
+    for (size_t i; (i = next++) < work.size();) {
+      const GeneratedKernel &kernel = *work[i];
+      try {
+        for (const char *arch : {"sm_80", "sm_90"}) {
+          std::vector<char> cubin =
+              cuda::compileToCubin(kernel.source, kernel.name + ".cu", arch, options);
+          if (cubin.size() < 4 || std::string(cubin.data(), 4) != "\x7f" "ELF")
+            throw std::runtime_error("not an ELF cubin for " + std::string(arch));
+        }
+        std::string ptx = cuda::compileToPtx(kernel.source, kernel.name + ".cu", "compute_90",
+                                             options);
+        if (ptx.find(".entry " + kernel.name) == std::string::npos)
+          throw std::runtime_error("the PTX has no entry " + kernel.name);
+      } catch (const std::exception &error) {
+        std::lock_guard<std::mutex> lock(failuresMutex);
+        failures.push_back(error.what());
+      }
+    }
+  };
+  std::thread helper(compileAll);
+  compileAll();
+  helper.join();
+  for (const std::string &failure : failures)
+    ADD_FAILURE() << failure;
+  const auto end = std::chrono::steady_clock::now();
+  auto seconds = [](auto from, auto to) {
+    return std::chrono::duration<double>(to - from).count();
+  };
+  std::printf("[ codegen  ] %zu kernels over 5 models x 3 precisions, %zu unique; generated in "
+              "%.2f s, compiled (x3 targets, 2 threads) in %.2f s\n",
+              total, unique.size(), seconds(start, generated), seconds(generated, end));
+}
+
+//===----------------------------------------------------------------------===//
+// What the generated source says
+//===----------------------------------------------------------------------===//
+
+const char *kChainModel = R"(
+graph.model @chain {
+  graph.param @w : tensor<64x64xf32> init #graph.normal<std = 0.02>
+  graph.param @b : tensor<64xf32> init #graph.zeros
+  graph.input @x : tensor<32x64xf32>
+  graph.input @y : tensor<32x64xf32>
+  func.func @forward() {
+    %w = graph.get_param @w : tensor<64x64xf32>
+    %b = graph.get_param @b : tensor<64xf32>
+    %x = graph.get_input @x : tensor<32x64xf32>
+    %y = graph.get_input @y : tensor<32x64xf32>
+    %h = graph.matmul %x, %w : tensor<32x64xf32>, tensor<64x64xf32>
+    %hb = graph.add %h, %b : tensor<32x64xf32>, tensor<64xf32>
+    %s = graph.silu %hb : tensor<32x64xf32>
+    %t = graph.mul %s, %x : tensor<32x64xf32>, tensor<32x64xf32>
+    %u = graph.tanh %t : tensor<32x64xf32>
+    %l = graph.mse_loss %u, %y : tensor<32x64xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+)";
+
+const GeneratedKernel *findKernel(const std::vector<GeneratedKernel> &kernels,
+                                  const std::string &kind, const std::string &op) {
+  for (const GeneratedKernel &kernel : kernels)
+    if (kernel.kind == kind)
+      for (const std::string &fused : kernel.fusedOps)
+        if (fused.rfind(op + " at ", 0) == 0)
+          return &kernel;
+  return nullptr;
+}
+
+TEST(CudaCodegen, HeaderListsFusedOpsWithLocations) {
+  auto kernels = generateForText(kChainModel, kPrecisions[0]);
+  const GeneratedKernel *kernel = findKernel(kernels, "elementwise", "graph.silu");
+  ASSERT_NE(kernel, nullptr);
+  // silu, mul and tanh run in one kernel; the header names each with its line.
+  for (const char *op : {"graph.silu at", "graph.mul at", "graph.tanh at"}) {
+    auto it = std::find_if(kernel->fusedOps.begin(), kernel->fusedOps.end(),
+                           [&](const std::string &fused) { return fused.rfind(op, 0) == 0; });
+    ASSERT_NE(it, kernel->fusedOps.end()) << op;
+    EXPECT_NE(it->find(".mlir:"), std::string::npos) << *it;
+    EXPECT_NE(kernel->source.find("//   " + *it), std::string::npos) << kernel->source;
+  }
+  EXPECT_NE(kernel->source.find("// Fused ops:"), std::string::npos);
+  EXPECT_NE(kernel->source.find("// graph.silu"), std::string::npos) << kernel->source;
+}
+
+TEST(CudaCodegen, AlignedElementwiseChainIsVectorised) {
+  auto kernels = generateForText(kChainModel, kPrecisions[0]);
+  const GeneratedKernel *kernel = findKernel(kernels, "elementwise", "graph.silu");
+  ASSERT_NE(kernel, nullptr);
+  // The f32 input @y sets the width: 4 elements, 16 bytes of f32 and 8 of bf16 per access,
+  // with a scalar tail.
+  EXPECT_EQ(kernel->launch.vectorWidth, 4) << kernel->source;
+  EXPECT_NE(kernel->source.find("Pack<bfloat16, 4>"), std::string::npos) << kernel->source;
+  EXPECT_NE(kernel->source.find("Pack<float, 4>"), std::string::npos) << kernel->source;
+  EXPECT_NE(kernel->source.find("// Scalar tail."), std::string::npos);
+  EXPECT_NE(kernel->source.find("roundAs<bfloat16>"), std::string::npos);
+  // In f32 the packs hold 4 elements.
+  auto f32Kernels = generateForText(kChainModel, kPrecisions[2]);
+  const GeneratedKernel *f32Kernel = findKernel(f32Kernels, "elementwise", "graph.silu");
+  ASSERT_NE(f32Kernel, nullptr);
+  EXPECT_EQ(f32Kernel->launch.vectorWidth, 4);
+  EXPECT_NE(f32Kernel->source.find("Pack<float, 4>"), std::string::npos);
+  // The kernels compile.
+  for (const GeneratedKernel *k : {kernel, f32Kernel})
+    EXPECT_NO_THROW(cuda::compileToPtx(k->source, k->name + ".cu", "compute_90", nvrtcOptions()));
+}
+
+const char *kBroadcastModel = R"(
+graph.model @broadcast {
+  graph.param @b : tensor<64xf32> init #graph.zeros
+  graph.input @x : tensor<32x64xf32>
+  graph.input @y : tensor<32x64xf32>
+  func.func @forward() {
+    %b = graph.get_param @b : tensor<64xf32>
+    %x = graph.get_input @x : tensor<32x64xf32>
+    %y = graph.get_input @y : tensor<32x64xf32>
+    %u = graph.tanh %x : tensor<32x64xf32>
+    %v = graph.mul %u, %b : tensor<32x64xf32>, tensor<64xf32>
+    %l = graph.mse_loss %v, %y : tensor<32x64xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+)";
+
+TEST(CudaCodegen, BroadcastOperandIsIndexedNotVectorised) {
+  // `%v = mul %u, %b` reads the [64] gain broadcast over [32, 64]: index i % 64.
+  auto kernels = generateForText(kBroadcastModel, kPrecisions[2]);
+  bool found = false;
+  for (const GeneratedKernel &kernel : kernels)
+    if (kernel.source.find("(i % 64ll)") != std::string::npos) {
+      found = true;
+      EXPECT_EQ(kernel.launch.vectorWidth, 1) << kernel.source;
+    }
+  EXPECT_TRUE(found);
+}
+
+TEST(CudaCodegen, AdamWIsOneLaunchOverEveryParameter) {
+  auto kernels = generateForText(kChainModel, kPrecisions[1]);
+  std::vector<const GeneratedKernel *> optimizers;
+  for (const GeneratedKernel &kernel : kernels)
+    if (kernel.kind == "optimizer")
+      optimizers.push_back(&kernel);
+  ASSERT_EQ(optimizers.size(), 1u);
+  const GeneratedKernel &adamw = *optimizers.front();
+  ASSERT_EQ(adamw.table.size(), 2u);
+  EXPECT_EQ(adamw.table[0].param, "w");
+  EXPECT_EQ(adamw.table[0].grad, "w.grad");
+  EXPECT_EQ(adamw.table[0].copyType, "f16");
+  EXPECT_EQ(adamw.table[1].param, "b");
+  EXPECT_EQ(adamw.table[0].firstBlock, 0);
+  EXPECT_EQ(adamw.table[1].firstBlock, 1); // 4096 elements of w fill one block
+  EXPECT_EQ(adamw.launch.elements, 2);
+  EXPECT_EQ(adamw.fusedOps.size(), 2u);
+  EXPECT_NE(adamw.source.find("struct OptimizerTensor"), std::string::npos);
+  EXPECT_NE(adamw.source.find("found_nonfinite"), std::string::npos);
+  EXPECT_NE(adamw.source.find("fromFloat<half16>(p)"), std::string::npos);
+  EXPECT_NO_THROW(
+      cuda::compileToCubin(adamw.source, adamw.name + ".cu", "sm_90", nvrtcOptions()));
+}
+
+TEST(CudaCodegen, AccumulateUnscalesAndRaisesTheFlagOnTheDevice) {
+  auto kernels = generateForText(kChainModel, kPrecisions[1]);
+  const GeneratedKernel *accumulate = findKernel(kernels, "accumulate", "graph.accumulate_grad");
+  ASSERT_NE(accumulate, nullptr);
+  EXPECT_NE(accumulate->source.find("/ scale"), std::string::npos);
+  EXPECT_NE(accumulate->source.find("atomicExch("), std::string::npos);
+  EXPECT_NE(accumulate->source.find("__syncthreads_or(nonFinite)"), std::string::npos);
+}
+
+TEST(CudaCodegen, MatmulsGetNoKernelAndAttentionAStub) {
+  auto kernels = generateForFile(test_support::examplePath("gpt/tiny.mlir"), kPrecisions[0]);
+  int attention = 0;
+  for (const GeneratedKernel &kernel : kernels) {
+    for (const std::string &op : kernel.fusedOps)
+      if (kernel.kind != "bias_grad")
+        EXPECT_EQ(op.rfind("graph.matmul at", 0), std::string::npos)
+            << kernel.kind << " kernel " << kernel.name << " holds a matmul";
+    if (kernel.kind == "attention") {
+      ++attention;
+      EXPECT_TRUE(kernel.source.empty());
+      EXPECT_FALSE(kernel.params.empty());
+    }
+  }
+  EXPECT_EQ(attention, 4); // two layers, forward and backward
+}
+
+TEST(CudaCodegen, NvrtcErrorNamesTheKernel) {
+  auto kernels = generateForText(kChainModel, kPrecisions[0]);
+  ASSERT_FALSE(kernels.empty());
+  const GeneratedKernel &kernel = kernels.front();
+  std::string broken = kernel.source + "\nstatic_assert(false, \"broken on purpose\");\n";
+  try {
+    cuda::compileToCubin(broken, kernel.name + ".cu", "sm_90", nvrtcOptions());
+    FAIL() << "expected NvrtcError";
+  } catch (const cuda::NvrtcError &error) {
+    EXPECT_NE(std::string(error.what()).find(kernel.name), std::string::npos);
+    EXPECT_NE(error.log().find("broken on purpose"), std::string::npos);
+    EXPECT_EQ(error.source(), broken);
+  }
+}
+
+} // namespace
