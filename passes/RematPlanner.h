@@ -1,0 +1,186 @@
+//===- RematPlanner.h - what to save and what to recompute under a budget -*-
+//C++ -*-===//
+//
+// Rematerialization planning as plain data, for graph-plan-remat (no MLIR
+// here).
+//
+// The problem. A training step is a schedule of ops in program order: ops [0,
+// numForward) are the forward part, the rest the backward part. Op i defines
+// one value of `bytes` bytes; its operands are indices of earlier ops
+// (parameters and batch inputs are outside the graph: they are part of
+// `persistentBytes`, which is added at every point). A forward value is a
+// *candidate* when some backward op reads it and it is not `pinned`. A plan
+// decides, for every candidate, KEEP or RECOMPUTE. Pinned values are always
+// kept; forward values that no backward op reads are never kept past their last
+// forward reader.
+//
+// The emitted schedule. The forward ops run in order. Then the backward ops run
+// in order; just before backward op b, every forward value b reads that is not
+// available is materialized by a *clone* of its op, after the clones of its own
+// unavailable forward operands (recursively, so a recomputed value drags in the
+// forward-only values between it and the nearest kept or pinned ones). A value
+// is available if it is pinned, kept, or already cloned: a clone, once made,
+// serves every later reader. `cost` (FLOPs) is what one clone costs; the plan's
+// extra cost is the sum over its clones. Random ops (dropout) may be cloned:
+// their counter-based generator reproduces the forward values exactly.
+//
+// Memory. Every value instance (forward op, clone, backward op) is live from
+// the step that defines it through the step of its last reader in the emitted
+// schedule, inclusive (or just at its definition if nothing reads it). A kept
+// candidate's last reader is a backward op or clone; a recomputed candidate's
+// original dies at its last forward reader. The peak of a plan is
+// `persistentBytes` plus the largest sum of live bytes at one step;
+// `simulateRemat` computes it exactly.
+//
+// The algorithm (`planRemat`).
+//  1. Min cut. Each forward op v becomes v_in -> v_out; source -> v_in costs
+//  v's recompute
+//     cost, v_in -> v_out costs lambda * bytes(v) (infinite for values that
+//     cannot be kept, zero for pinned ones), u_out -> v_in is infinite for each
+//     operand u, and v_out -> sink is infinite for every candidate. A finite
+//     cut keeps the candidates whose v_in -> v_out edge is cut and recomputes
+//     those whose v_in is on the sink side, so its capacity is exactly
+//     recompute cost + lambda * saved bytes (Boost.Graph
+//     push_relabel_max_flow). lambda is swept over a geometric grid, once with
+//     matmul recompute cost scaled up (so cheap elementwise ops are recomputed
+//     first) and once at their true cost.
+//  2. Saved bytes are not the peak: on a chain, recomputing everything from the
+//  input saves no
+//     bytes and makes the backward materialize the whole chain. So each
+//     distinct cut is thinned Chen-style: walking forward, a kept value stays
+//     kept only when the bytes accumulated since the last kept one exceed a
+//     segment bound; the bound is swept geometrically. This gives the sqrt(n)
+//     schedules on chains.
+//  3. Every candidate plan is simulated exactly. Then a few rounds of local
+//  search flip one
+//     decision (two on problems with at most 24 candidates) of each frontier
+//     plan, under a cap on simulated steps that keeps GPT-sized problems fast.
+//  4. The Pareto frontier of (peak, cost) is kept: peaks ascending, cost
+//  strictly descending
+//     (among plans of equal peak and cost, the one with less matmul recompute).
+//     The plan for a budget is the frontier's cheapest plan whose peak fits.
+//     The frontier does not depend on the budget, so a smaller budget picks a
+//     prefix of it: planned peaks never grow and costs never shrink as the
+//     budget shrinks (monotone by construction). Everything iterates in index
+//     order: deterministic.
+//  The objective is true FLOPs; matmuls are kept by preference only through the
+//  discouraged sweep of step 1 and the thinning that leaves them kept, so a
+//  matmul is recomputed only when no plan found without it meets the budget as
+//  cheaply. Not yet used: `blockId`/`positionInBlock` (solving one layer and
+//  applying it to all); the whole-graph sweep already plans a 12-layer GPT step
+//  in well under a second.
+//
+//===--------------------------------------------------------------------------===//
+
+#ifndef AMPC_PASSES_REMATPLANNER_H
+#define AMPC_PASSES_REMATPLANNER_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ampc::graph {
+
+/// One op of the training step and the value it defines.
+struct RematOp {
+  std::string name;
+  /// Size of the value it defines.
+  int64_t bytes = 0;
+  /// FLOPs to recompute it.
+  double cost = 0;
+  bool isMatmul = false;
+  /// Dropout and the like: recomputable because the generator is counter-based.
+  bool isRandom = false;
+  /// Must be kept (not recomputable): its value lives to its last reader.
+  bool pinned = false;
+  /// Indices of earlier ops it reads.
+  std::vector<int64_t> operands;
+  /// Repeated layers: which layer (-1: none) and which op of the layer.
+  int64_t blockId = -1;
+  int64_t positionInBlock = -1;
+};
+
+struct RematProblem {
+  std::vector<RematOp> ops;
+  /// ops [0, numForward) are the forward part, the rest the backward part.
+  int64_t numForward = 0;
+  /// Parameters, optimizer state, gradient accumulators, inputs: live
+  /// everywhere.
+  int64_t persistentBytes = 0;
+};
+
+/// One step of the emitted schedule.
+struct RematStep {
+  int64_t op = 0;
+  bool isClone = false;
+};
+
+/// A value instance live at the peak.
+struct PeakContributor {
+  /// -1 for the persistent bytes.
+  int64_t op = -1;
+  bool isClone = false;
+  int64_t bytes = 0;
+  std::string name;
+};
+
+/// The exact simulation of one plan.
+struct RematSimulation {
+  int64_t peakBytes = 0;
+  /// The step of the emitted schedule where the peak is reached (first such
+  /// step).
+  int64_t peakStep = 0;
+  /// Sum of clone costs, and the part of it spent on matmuls.
+  double extraCost = 0;
+  double matmulCost = 0;
+  std::vector<RematStep> schedule;
+  /// Persistent bytes first, then the instances live at the peak, largest
+  /// first.
+  std::vector<PeakContributor> atPeak;
+};
+
+/// True for forward, non-pinned values read by a backward op: the ones a plan
+/// decides.
+std::vector<bool> rematCandidates(const RematProblem &problem);
+
+/// Simulates the plan where `recompute[v]` marks the candidates to recompute
+/// (other entries are ignored).
+RematSimulation simulateRemat(const RematProblem &problem,
+                              const std::vector<bool> &recompute);
+
+struct RematPlan {
+  /// False when no plan the planner knows fits the budget; the fields below
+  /// then describe the plan with the smallest peak.
+  bool feasible = false;
+  int64_t budgetBytes = 0;
+  /// Per op: true for the candidates to recompute.
+  std::vector<bool> recompute;
+  RematSimulation simulation;
+  /// The smallest peak among the planner's plans: the smallest budget it can
+  /// meet.
+  int64_t minimumBudgetBytes = 0;
+  /// For infeasible budgets: a one-line cause naming what dominates the
+  /// minimum.
+  std::string diagnostic;
+};
+
+/// The planner's (peak, cost) trade-off curve: peaks ascending, costs strictly
+/// descending.
+struct RematFrontier {
+  std::vector<std::vector<bool>> plans;
+  std::vector<RematSimulation> simulations;
+};
+
+/// All the trade-offs the planner found; independent of any budget.
+RematFrontier rematFrontier(const RematProblem &problem);
+
+/// The cheapest frontier plan whose simulated peak is <= `budgetBytes`, or an
+/// infeasible result carrying the smallest budget the planner can meet and what
+/// dominates it.
+RematPlan planRemat(const RematProblem &problem, int64_t budgetBytes);
+RematPlan planRemat(const RematProblem &problem, const RematFrontier &frontier,
+                    int64_t budgetBytes);
+
+} // namespace ampc::graph
+
+#endif // AMPC_PASSES_REMATPLANNER_H
