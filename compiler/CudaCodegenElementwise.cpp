@@ -1,0 +1,361 @@
+//===- CudaCodegenElementwise.cpp - Elementwise and copy kernels ----------===//
+//
+// The loop skeletons of the elementwise, accumulate and embedding groups (one iteration space
+// around the element evaluator, vectorised where it can be) and of the copy groups (gathers
+// through transpose, slice, pad, concat, split, broadcast and reshape).
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/CudaCodegenInternal.h"
+
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+
+using namespace mlir;
+using namespace ampc::graph;
+
+namespace ampc {
+namespace cudagen {
+
+//===----------------------------------------------------------------------===//
+// Elementwise and accumulate: one iteration space
+//===----------------------------------------------------------------------===//
+
+void Generator::elementwiseKernel(const std::string &kind, const std::string &) {
+  // The iteration space: the largest value of the group.
+  Shape space;
+  for (Operation *op : group->ops) {
+    for (Value result : op->getResults())
+      if (numElements(shapeOf(result)) > numElements(space))
+        space = shapeOf(result);
+    if (auto accumulate = llvm::dyn_cast<AccumulateGradOp>(op))
+      if (numElements(shapeOf(accumulate.getGrad())) > numElements(space))
+        space = shapeOf(accumulate.getGrad());
+  }
+  const int64_t count = numElements(space);
+
+  // Emits one element's work: every output and accumulator update at index `i`.
+  auto emitBody = [&](KernelWriter &writer, Scope &scope) {
+    for (Value output : groupOutputs(writer)) {
+      if (numElements(shapeOf(output)) != count)
+        throw std::runtime_error("CUDA codegen: an output of group " + std::to_string(group->id) +
+                                 " has a different size than the group's space");
+      writer.store(output, "i", writer.element(output, "i", scope), scope);
+    }
+    for (Operation *op : group->ops) {
+      auto accumulate = llvm::dyn_cast<AccumulateGradOp>(op);
+      if (!accumulate)
+        continue;
+      std::string g = writer.element(accumulate.getGrad(), "i", scope);
+      std::string acc = writer.stateParam(accumulate.getAccumulator().str(), "f32",
+                                          shapeOf(accumulate.getGrad()));
+      std::string target = scope.vector ? "pa_" + acc + ".v[k]" : acc + "[i]";
+      if (accumulate.getUnscale()) {
+        std::string v = writer.temp("u");
+        scope.line("const float " + v + " = " + g + " / scale; // unscaled gradient");
+        scope.line("nonFinite = nonFinite || !isFinite(" + v + ");");
+        scope.line(target + " += " + v + ";");
+      } else {
+        scope.line(target + " += " + g + ";");
+      }
+    }
+  };
+
+  KernelWriter writer(opIndex, members);
+  // The scalar loop first: it tells whether every read is a plain, aligned element read.
+  Scope scalar;
+  scalar.indent = "    ";
+  emitBody(writer, scalar);
+  std::vector<std::string> accumulators;
+  std::string scalePtr, foundPtr;
+  for (Operation *op : group->ops)
+    if (auto accumulate = llvm::dyn_cast<AccumulateGradOp>(op)) {
+      accumulators.push_back(writer.stateParam(accumulate.getAccumulator().str(), "f32",
+                                               shapeOf(accumulate.getGrad())));
+      if (auto scaler = accumulate.getUnscale()) {
+        scalePtr = writer.stateParam(scaler->str() + ".scale", "f32", {});
+        foundPtr = writer.stateParam(scaler->str() + ".found_nonfinite", "f32", {});
+      }
+    }
+  if (writer.usesRandom) {
+    writer.scalarParam("seed", "u64", "seed");
+    writer.scalarParam("step", "u64", "step");
+  }
+  writer.scalarParam("n", "i64", "elements");
+
+  // 16-byte accesses when every operand is read element for element.
+  int maxBytes = 1;
+  bool allFloat = true;
+  for (const KernelParam &param : writer.params)
+    if (param.role == Role::Input || param.role == Role::Output || param.role == Role::State) {
+      if (numElements(param.shape) == 1 && count != 1)
+        continue; // scalars are read directly, not in packs
+      if (numElements(param.shape) != count)
+        allFloat = false;
+      if (param.elementType == "i32" || param.elementType == "i64")
+        allFloat = false;
+      maxBytes = std::max(maxBytes, param.elementType == "f32" ? 4 : 2);
+    }
+  const bool vectorise = allFloat && !scalar.broadcastRead && !scalar.gatherRead && count > 0;
+  const int width = 16 / maxBytes;
+
+  std::ostringstream body;
+  body << "  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;\n"
+       << "  const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + "
+          "threadIdx.x;\n";
+  if (!scalePtr.empty())
+    body << "  const float scale = " << scalePtr << "[0];\n  bool nonFinite = false;\n";
+  std::string tailStart = "first";
+  if (vectorise) {
+    Scope vector;
+    vector.vector = true;
+    vector.indent = "      ";
+    emitBody(writer, vector);
+    auto elementC = [](const std::string &dtype) {
+      return dtype == "f32" ? std::string("float") : dtype == "bf16" ? "bfloat16" : "half16";
+    };
+    body << "  // Vectorised loop: " << width << " elements per thread and operand, each operand "
+         << "read or\n  // written as one access of " << width << " x its element size (16 bytes "
+         << "for the widest);\n  // the tail below takes the n % " << width << " left.\n"
+         << "  const long long packs = n / " << width << ";\n"
+         << "  for (long long p = first; p < packs; p += stride) {\n";
+    for (const KernelParam &param : writer.params) {
+      std::string pack = "Pack<" + elementC(param.elementType) + ", " + std::to_string(width) + ">";
+      if (param.role == Role::Input && vector.packsRead.count(param.name))
+        body << "    const " << pack << " pk_" << param.name << " = reinterpret_cast<const "
+             << pack << " *>(" << param.name << ")[p];\n";
+      else if (param.role == Role::Output)
+        body << "    " << pack << " po_" << param.name << ";\n";
+      else if (param.role == Role::State && !param.shape.empty())
+        body << "    " << pack << " pa_" << param.name << " = reinterpret_cast<" << pack
+             << " *>(" << param.name << ")[p];\n";
+    }
+    body << "#pragma unroll\n    for (int k = 0; k < " << width << "; ++k) {\n"
+         << "      const long long i = p * " << width << " + k;\n"
+         << "      (void)i;\n"
+         << vector.text.str() << "    }\n";
+    for (const KernelParam &param : writer.params) {
+      std::string pack = "Pack<" + elementC(param.elementType) + ", " + std::to_string(width) + ">";
+      if (param.role == Role::Output)
+        body << "    reinterpret_cast<" << pack << " *>(" << param.name << ")[p] = po_"
+             << param.name << ";\n";
+      else if (param.role == Role::State && !param.shape.empty())
+        body << "    reinterpret_cast<" << pack << " *>(" << param.name << ")[p] = pa_"
+             << param.name << ";\n";
+    }
+    body << "  }\n";
+    tailStart = "packs * " + std::to_string(width) + " + first";
+  }
+  body << (vectorise ? "  // Scalar tail.\n" : "  // Grid-stride loop over the elements.\n")
+       << "  for (long long i = " << tailStart << "; i < n; i += stride) {\n"
+       << scalar.text.str() << "  }\n";
+  if (!foundPtr.empty())
+    body << "  // Raise the scaler's non-finite flag (no host synchronisation; the optimizer\n"
+         << "  // step reads it).\n"
+         << "  if (__syncthreads_or(nonFinite) && threadIdx.x == 0)\n"
+         << "    atomicExch(" << foundPtr << ", 1.0f);\n";
+
+  std::string math;
+  if (kind == "accumulate")
+    math = foundPtr.empty() ? "acc[i] += g[i] (f32), g the fused gradient expression.\n"
+                            : "acc[i] += g[i] / scale (f32); the non-finite flag is set (atomic "
+                              "store) if any\ng[i] / scale is inf or NaN.\n";
+  else if (kind == "embedding")
+    math = "out[r, d] = table[ids[r], d], then the fused elementwise consumers, per element.\n";
+  else
+    math = "out[i] = the fused elementwise expression of the inputs at i (broadcast inputs\n"
+           "indexed by their NumPy broadcast strides), computed in f32.\n";
+  math += "Memory: reads each input once, writes each output once" +
+          std::string(accumulators.empty() ? "" : ", read-modify-writes the f32 accumulator") +
+          ".";
+  KernelLaunch launch;
+  launch.space = KernelLaunch::Space::Elements;
+  launch.elements = count;
+  launch.vectorWidth = vectorise ? width : 1;
+  std::string stem;
+  for (Operation *op : group->ops) {
+    if (llvm::isa<ReshapeOp, BroadcastOp>(op))
+      continue;
+    std::string name = op->getName().stripDialect().str();
+    if (stem.size() < 40 && stem.find(name) == std::string::npos)
+      stem += (stem.empty() ? "" : "_") + name;
+  }
+  finish(writer, kind, stem, math, body.str(), launch);
+}
+
+//===----------------------------------------------------------------------===//
+// Copy: gathers through transpose, slice, pad, concat, split, broadcast, reshape
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Emits statements declaring `name` (of C type `type`) as element `index` of `value`, walking
+/// the data-movement ops of the group back to an external value; values keep their bits.
+void gatherElement(KernelWriter &writer, Value value, const std::string &index,
+                   const std::string &name, const std::string &type, Scope &scope) {
+  Operation *op = value.getDefiningOp();
+  if (!writer.inGroup(op)) {
+    scope.line(name + " = " + writer.rawLoad(value, index) + ";");
+    return;
+  }
+  const Shape out = shapeOf(value);
+  // Coordinates of `index` in `out`: c[d] = index / inner[d] % out[d].
+  auto coordinates = [&](const std::string &stem) {
+    std::vector<std::string> names;
+    int64_t inner = 1;
+    std::vector<std::string> lines;
+    for (size_t d = out.size(); d-- > 0;) {
+      std::string c = stem + std::to_string(d);
+      lines.push_back("const long long " + c + " = (" + index + ") / " + std::to_string(inner) +
+                      "ll % " + std::to_string(out[d]) + "ll;");
+      inner *= out[d];
+      names.insert(names.begin(), c);
+    }
+    for (auto it = lines.rbegin(); it != lines.rend(); ++it)
+      scope.line(*it);
+    return names;
+  };
+  auto linear = [](const std::vector<std::string> &c, const Shape &shape) {
+    std::string expression;
+    int64_t inner = 1;
+    for (size_t d = shape.size(); d-- > 0;) {
+      expression = c[d] + (inner == 1 ? "" : " * " + std::to_string(inner) + "ll") +
+                   (expression.empty() ? "" : " + " + expression);
+      inner *= shape[d];
+    }
+    return expression.empty() ? std::string("0ll") : expression;
+  };
+  const std::string stem = writer.temp("c") + "_";
+  if (auto reshape = llvm::dyn_cast<ReshapeOp>(op))
+    return gatherElement(writer, reshape.getInput(), index, name, type, scope);
+  if (auto broadcast = llvm::dyn_cast<BroadcastOp>(op))
+    return gatherElement(writer, broadcast.getInput(),
+                         broadcastIndex(index, shapeOf(broadcast.getInput()), out), name, type,
+                         scope);
+  if (auto transpose = llvm::dyn_cast<TransposeOp>(op)) {
+    // out[c] = in[c'] with c'[perm[d]] = c[d]
+    std::vector<std::string> c = coordinates(stem);
+    Shape inShape = shapeOf(transpose.getInput());
+    std::vector<std::string> inCoords(c.size());
+    for (size_t d = 0; d < c.size(); ++d)
+      inCoords[transpose.getPermutation()[d]] = c[d];
+    return gatherElement(writer, transpose.getInput(), linear(inCoords, inShape), name, type,
+                         scope);
+  }
+  if (auto slice = llvm::dyn_cast<SliceOp>(op)) {
+    std::vector<std::string> c = coordinates(stem);
+    for (size_t d = 0; d < c.size(); ++d)
+      if (slice.getStarts()[d] != 0)
+        c[d] = "(" + c[d] + " + " + std::to_string(slice.getStarts()[d]) + "ll)";
+    return gatherElement(writer, slice.getInput(), linear(c, shapeOf(slice.getInput())), name,
+                         type, scope);
+  }
+  if (auto split = llvm::dyn_cast<SplitOp>(op)) {
+    const unsigned piece = llvm::cast<OpResult>(value).getResultNumber();
+    int64_t offset = 0;
+    for (unsigned k = 0; k < piece; ++k)
+      offset += split.getSizes()[k];
+    std::vector<std::string> c = coordinates(stem);
+    const int64_t axis = split.getAxis();
+    if (offset)
+      c[axis] = "(" + c[axis] + " + " + std::to_string(offset) + "ll)";
+    return gatherElement(writer, split.getInput(), linear(c, shapeOf(split.getInput())), name,
+                         type, scope);
+  }
+  if (auto pad = llvm::dyn_cast<PadOp>(op)) {
+    // Zero outside [low, low + in) along every dimension.
+    std::vector<std::string> c = coordinates(stem);
+    Shape inShape = shapeOf(pad.getInput());
+    std::string inside;
+    for (size_t d = 0; d < c.size(); ++d) {
+      const int64_t low = pad.getLow()[d];
+      if (low)
+        c[d] = "(" + c[d] + " - " + std::to_string(low) + "ll)";
+      if (low || pad.getHigh()[d])
+        inside += std::string(inside.empty() ? "" : " && ") + c[d] + " >= 0 && " + c[d] + " < " +
+                  std::to_string(inShape[d]) + "ll";
+    }
+    if (inside.empty())
+      return gatherElement(writer, pad.getInput(), linear(c, inShape), name, type, scope);
+    scope.line("if (" + inside + ") {");
+    scope.indent += "  ";
+    gatherElement(writer, pad.getInput(), linear(c, inShape), name, type, scope);
+    scope.indent.resize(scope.indent.size() - 2);
+    scope.line("} else {");
+    scope.line("  " + name + " = fromFloat<" + type + ">(0.0f);");
+    scope.line("}");
+    return;
+  }
+  if (auto concat = llvm::dyn_cast<ConcatOp>(op)) {
+    std::vector<std::string> c = coordinates(stem);
+    const int64_t axis = concat.getAxis();
+    int64_t offset = 0;
+    const auto inputs = concat.getInputs();
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      const Shape partShape = shapeOf(inputs[k]);
+      std::vector<std::string> pc = c;
+      if (offset)
+        pc[axis] = "(" + c[axis] + " - " + std::to_string(offset) + "ll)";
+      const bool last = k + 1 == inputs.size();
+      if (!last)
+        scope.line(std::string(k ? "} else if (" : "if (") + c[axis] + " < " +
+                   std::to_string(offset + partShape[axis]) + "ll) {");
+      else if (k)
+        scope.line("} else {");
+      if (inputs.size() > 1)
+        scope.indent += "  ";
+      gatherElement(writer, inputs[k], linear(pc, partShape), name, type, scope);
+      if (inputs.size() > 1)
+        scope.indent.resize(scope.indent.size() - 2);
+      offset += partShape[axis];
+    }
+    if (inputs.size() > 1)
+      scope.line("}");
+    return;
+  }
+  throw std::runtime_error("CUDA codegen: " + describeOp(op) + " in a copy kernel");
+}
+
+} // namespace
+
+void Generator::copyKernel() {
+  KernelWriter writer(opIndex, members);
+  std::vector<Value> outputs = groupOutputs(writer);
+  int64_t space = 0;
+  for (Value output : outputs)
+    space = std::max(space, numElements(shapeOf(output)));
+  std::ostringstream body;
+  body << "  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;\n"
+       << "  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; "
+          "i < n;\n       i += stride) {\n";
+  for (Value output : outputs) {
+    Scope scope;
+    scope.indent = "      ";
+    const std::string type = cType(elementOf(output));
+    std::string value = writer.temp("v");
+    scope.line(type + " " + value + ";");
+    gatherElement(writer, output, "i", value, type, scope);
+    std::string param = writer.tensorParam(output, Role::Output);
+    const int64_t count = numElements(shapeOf(output));
+    body << "    if (i < " << count << "ll) {\n"
+         << scope.text.str() << "      " << param << "[i] = " << value << ";\n    }\n";
+  }
+  body << "  }\n";
+  writer.scalarParam("n", "i64", "elements");
+  KernelLaunch launch;
+  launch.elements = space;
+  std::string stem;
+  for (Operation *op : group->ops) {
+    std::string name = op->getName().stripDialect().str();
+    if (name != "reshape" && stem.find(name) == std::string::npos)
+      stem += (stem.empty() ? "" : "_") + name;
+  }
+  finish(writer, "copy", stem,
+         "out[i] = the element of the input that the data-movement chain maps to i (bits\n"
+         "copied unchanged). Memory: one read and one write per output element.",
+         body.str(), launch);
+}
+
+} // namespace cudagen
+} // namespace ampc

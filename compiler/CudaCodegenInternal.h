@@ -1,0 +1,292 @@
+//===- CudaCodegenInternal.h - CUDA codegen internals -----------*- C++ -*-===//
+//
+// What the files of the CUDA code generator share: the small type and literal helpers, the
+// kernel writer (parameters and the element evaluator) and the generator whose member
+// functions emit the kernels of each family. Internal to compiler/CudaCodegen*.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AMPC_COMPILER_CUDACODEGENINTERNAL_H
+#define AMPC_COMPILER_CUDACODEGENINTERNAL_H
+
+#include "compiler/CudaCodegen.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallPtrSet.h"
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace ampc {
+namespace cudagen {
+
+using namespace mlir;
+using namespace ampc::graph;
+
+using Shape = std::vector<int64_t>;
+using Role = KernelParam::Role;
+
+//===----------------------------------------------------------------------===//
+// Small helpers (CudaCodegen.cpp)
+//===----------------------------------------------------------------------===//
+
+Shape shapeOf(Value value);
+int64_t numElements(const Shape &shape);
+Type elementOf(Value value);
+std::string dtypeName(Type type);
+std::string cType(Type type);
+bool isReducedFloat(Type type);
+std::string floatLiteral(double value);
+std::string doubleLiteral(double value);
+std::string broadcastIndex(const std::string &index, const Shape &in, const Shape &out);
+std::string describeOp(Operation *op);
+
+//===----------------------------------------------------------------------===//
+// One kernel: its parameters and the element evaluator
+//===----------------------------------------------------------------------===//
+
+/// A body being emitted: the statements, and the elements already computed in it.
+struct Scope {
+  std::ostringstream text;
+  std::string indent = "    ";
+  std::map<std::pair<void *, std::string>, std::string> known;
+  /// Vectorised loops: externals are read from packs named after their parameter.
+  bool vector = false;
+  std::set<std::string> packsRead;
+  /// Set when an external value is read at an index other than its own element.
+  bool broadcastRead = false;
+  bool gatherRead = false;
+
+  void line(const std::string &statement) { text << indent << statement << "\n"; }
+};
+
+class KernelWriter {
+public:
+  KernelWriter(const llvm::DenseMap<Operation *, int> &opIndex,
+               const llvm::SmallPtrSetImpl<Operation *> &members)
+      : opIndex(opIndex), members(members) {}
+
+  std::vector<KernelParam> params;
+  /// Statements at the start of the kernel (reads of scalars).
+  std::vector<std::string> prologue;
+
+  bool inGroup(Operation *op) const { return op && members.count(op); }
+  bool inGroup(Value value) const { return inGroup(value.getDefiningOp()); }
+
+  /// Whether \p value (a result of the group) is read by an op outside it.
+  bool readOutside(Value value) const {
+    for (Operation *user : value.getUsers())
+      if (!inGroup(user))
+        return true;
+    return false;
+  }
+
+  /// What an SSA value is bound to, for KernelParam::value.
+  std::string binding(Value value) const {
+    Operation *op = value.getDefiningOp();
+    if (!op)
+      return "%arg";
+    if (auto get = llvm::dyn_cast<GetParamOp>(op))
+      return "@" + get.getName().str();
+    if (auto get = llvm::dyn_cast<GetInputOp>(op))
+      return "@" + get.getName().str();
+    if (auto get = llvm::dyn_cast<GetLossScaleOp>(op))
+      return "@" + get.getScaler().str() + ".scale";
+    auto result = llvm::cast<OpResult>(value);
+    std::string text = "%" + std::to_string(opIndex.lookup(op));
+    if (result.getResultNumber() > 0)
+      text += "#" + std::to_string(result.getResultNumber());
+    return text;
+  }
+
+  /// The kernel argument for a tensor value read or written by the kernel.
+  std::string tensorParam(Value value, Role role) {
+    auto key = std::make_pair(value.getAsOpaquePointer(), static_cast<int>(role));
+    if (auto it = tensorNames.find(key); it != tensorNames.end())
+      return it->second;
+    std::string name = (role == Role::Output ? "out" : "in") +
+                       std::to_string(role == Role::Output ? outputs++ : inputs++);
+    params.push_back({role, name, dtypeName(elementOf(value)), shapeOf(value), binding(value)});
+    tensorNames[key] = name;
+    return name;
+  }
+
+  /// A kernel argument bound to training state by name (an accumulator, a scaler field).
+  std::string stateParam(const std::string &symbol, const std::string &dtype, Shape shape) {
+    if (auto it = stateNames.find(symbol); it != stateNames.end())
+      return it->second;
+    std::string name = "state" + std::to_string(states++);
+    params.push_back({Role::State, name, dtype, std::move(shape), "@" + symbol});
+    stateNames[symbol] = name;
+    return name;
+  }
+
+  /// A by-value argument (a size, the seed, the step); \p name is its C name.
+  std::string scalarParam(const std::string &name, const std::string &dtype,
+                          const std::string &value) {
+    for (const KernelParam &param : params)
+      if (param.name == name)
+        return name;
+    params.push_back({Role::Scalar, name, dtype, {}, value});
+    return name;
+  }
+
+  std::string scratchParam(const std::string &name, Shape shape, const std::string &dtype = "f32") {
+    params.push_back({Role::Scratch, name, dtype, std::move(shape), "scratch"});
+    return name;
+  }
+
+  /// The C declaration of every parameter, in order.
+  std::string signature() const {
+    std::string text;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const KernelParam &param = params[i];
+      std::string type;
+      if (param.role == Role::Scalar)
+        type = param.elementType == "u64" ? "unsigned long long" : "long long";
+      else if (param.role == Role::Table)
+        type = "const " + param.elementType + " *__restrict__";
+      else {
+        std::string element = param.elementType == "f32"    ? "float"
+                              : param.elementType == "bf16" ? "bfloat16"
+                              : param.elementType == "f16"  ? "half16"
+                              : param.elementType == "i32"  ? "int"
+                                                            : "long long";
+        bool readOnly = param.role == Role::Input;
+        type = (readOnly ? "const " : "") + element + " *__restrict__";
+      }
+      text += (i ? ",\n    " : "    ") + type + " " + param.name;
+    }
+    return text;
+  }
+
+  /// A fresh name for a temporary.
+  std::string temp(const std::string &stem = "t") { return stem + std::to_string(temps++); }
+
+  /// Pre-binds element \p index of \p value to the variable \p name in \p scope (the result of
+  /// the op a kernel is built around).
+  static void bind(Scope &scope, Value value, const std::string &index, const std::string &name) {
+    scope.known[{value.getAsOpaquePointer(), index}] = name;
+  }
+
+  /// Emits the statements computing element \p index of \p value in f32 and returns the
+  /// variable that holds it.
+  std::string element(Value value, const std::string &index, Scope &scope);
+
+  /// The raw (unconverted) load of element \p index of an external value.
+  std::string rawLoad(Value value, const std::string &index) {
+    return tensorParam(value, Role::Input) + "[" + index + "]";
+  }
+
+  /// The f32 value of element \p index of the group-external value \p value.
+  std::string loadExternal(Value value, const std::string &index, Scope &scope) {
+    std::string param = tensorParam(value, Role::Input);
+    if (scope.vector && numElements(shapeOf(value)) == 1)
+      return "toFloat(" + param + "[0])"; // a scalar, read once per pack
+    if (scope.vector) {
+      scope.packsRead.insert(param);
+      return "toFloat(pk_" + param + ".v[k])";
+    }
+    return "toFloat(" + param + "[" + index + "])";
+  }
+
+  /// Emits the store of \p expression (f32) as element \p index of the group result \p value.
+  void store(Value value, const std::string &index, const std::string &expression,
+             Scope &scope) {
+    std::string param = tensorParam(value, Role::Output);
+    std::string type = cType(elementOf(value));
+    if (scope.vector)
+      scope.line("po_" + param + ".v[k] = fromFloat<" + type + ">(" + expression + ");");
+    else
+      scope.line(param + "[" + index + "] = fromFloat<" + type + ">(" + expression + ");");
+  }
+
+  /// Whether \p value, a value of the group, is computed from \p root inside the group.
+  bool dependsOn(Value value, Value root) const {
+    if (value == root)
+      return true;
+    Operation *op = value.getDefiningOp();
+    if (!inGroup(op))
+      return false;
+    for (Value operand : op->getOperands())
+      if (dependsOn(operand, root))
+        return true;
+    return false;
+  }
+
+  /// Seed and step of the dropout masks (the CPU backend's keying).
+  bool usesRandom = false;
+
+private:
+  const llvm::DenseMap<Operation *, int> &opIndex;
+  const llvm::SmallPtrSetImpl<Operation *> &members;
+  std::map<std::pair<void *, int>, std::string> tensorNames;
+  std::map<std::string, std::string> stateNames;
+  int inputs = 0, outputs = 0, states = 0, temps = 0;
+};
+
+//===----------------------------------------------------------------------===//
+// The generator: one group at a time
+//===----------------------------------------------------------------------===//
+
+struct Group {
+  mutable func::FuncOp function;
+  int64_t id = 0;
+  std::string kind;
+  std::vector<Operation *> ops;
+};
+
+class Generator {
+public:
+  explicit Generator(std::vector<GeneratedKernel> &kernels) : kernels(kernels) {}
+
+  void run(func::FuncOp function);
+
+private:
+  std::vector<GeneratedKernel> &kernels;
+  llvm::DenseMap<Operation *, int> opIndex;
+  llvm::SmallPtrSet<Operation *, 32> members;
+  const Group *group = nullptr;
+
+  void generate(const Group &g);
+  /// Finishes a kernel: header comment, includes, the code; name from the code's hash.
+  void finish(KernelWriter &writer, const std::string &kind, const std::string &stem,
+              const std::string &math, const std::string &body, KernelLaunch launch,
+              std::vector<TensorTableEntry> table = {}, const std::string &preamble = "");
+
+  std::vector<Value> groupOutputs(const KernelWriter &writer) const {
+    std::vector<Value> outputs;
+    for (Operation *op : group->ops)
+      for (Value result : op->getResults())
+        if (writer.readOutside(result) && !llvm::isa<ReshapeOp>(op))
+          outputs.push_back(result);
+    return outputs;
+  }
+
+  void elementwiseKernel(const std::string &kind, const std::string &math);
+  void copyKernel();
+  void rowKernel(Operation *anchor);
+  void normGradColumns(Operation *anchor);
+  void reduceKernel(Operation *anchor);
+  void maxGradKernel(MaxGradOp anchor);
+  void embeddingGradKernels(EmbeddingGradOp anchor);
+  void mseLossKernel(MseLossOp anchor);
+  void crossEntropyKernels();
+  void optimizerKernel();
+  void attentionStub();
+  void gradSeedKernel(GradSeedOp op);
+  void lrScheduleKernel(LrScheduleOp op);
+  void globalNormKernels(GlobalNormOp op);
+  void updateLossScaleKernel(UpdateLossScaleOp op);
+};
+
+} // namespace cudagen
+} // namespace ampc
+
+#endif // AMPC_COMPILER_CUDACODEGENINTERNAL_H

@@ -1,0 +1,715 @@
+//===- CudaCodegenReductions.cpp - Row, reduction and loss kernels --------===//
+//
+// The loop skeletons built around a reduction: the row kernels (norms, softmax and their
+// gradients) with the norm-gradient column sums, sum/mean/max over arbitrary axes and the
+// bias gradient, max and embedding gradients, the MSE loss and the fused cross-entropy
+// classifier.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/CudaCodegenInternal.h"
+
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+
+using namespace mlir;
+using namespace ampc::graph;
+
+namespace ampc {
+namespace cudagen {
+
+//===----------------------------------------------------------------------===//
+// Row kernels: norms, softmax and their gradients (one block per row)
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Emits `for (j ...) { const long long i = row * L + j; <body> }` with a fresh scope.
+template <typename F>
+std::string rowLoop(KernelWriter &writer, F body, const std::string &limit = "L") {
+  Scope scope;
+  scope.indent = "      ";
+  body(scope);
+  (void)writer;
+  return "    for (long long j = threadIdx.x; j < " + limit +
+         "; j += blockDim.x) {\n      const long long i = row * L + j;\n" + scope.text.str() +
+         "    }\n";
+}
+
+} // namespace
+
+void Generator::rowKernel(Operation *anchor) {
+  KernelWriter writer(opIndex, members);
+  Value input = anchor->getOperand(0);
+  const Shape shape = shapeOf(input);
+  const int64_t length = shape.empty() ? 1 : shape.back();
+  const int64_t rows = numElements(shape) / std::max<int64_t>(length, 1);
+  Value primary = anchor->getResult(0);
+  // Outputs computed in row space (those of a norm gradient's dgamma/dbeta come later).
+  std::vector<Value> outputs;
+  for (Value output : groupOutputs(writer)) {
+    bool columns = false;
+    for (unsigned r = 1; r < anchor->getNumResults(); ++r)
+      columns = columns || writer.dependsOn(output, anchor->getResult(r));
+    if (!columns)
+      outputs.push_back(output);
+  }
+  auto storeOutputs = [&](Scope &scope) {
+    for (Value output : outputs)
+      writer.store(output, "i", writer.element(output, "i", scope), scope);
+  };
+  const std::string resultType = cType(elementOf(primary));
+  auto rounded = [&](const std::string &expression) {
+    return isReducedFloat(elementOf(primary)) ? "roundAs<" + resultType + ">(" + expression + ")"
+                                              : expression;
+  };
+  std::ostringstream body;
+  std::string math, stem;
+  std::string statsScratch;
+  if (llvm::isa<LayerNormGradOp, RmsNormGradOp>(anchor))
+    statsScratch = writer.scratchParam("rowStats", {rows, 2});
+
+  body << "  __shared__ float reduceScratch[32];\n"
+       << "  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n";
+  if (auto norm = llvm::dyn_cast<LayerNormOp>(anchor)) {
+    stem = "layernorm";
+    const std::string eps = floatLiteral(norm.getEpsilon().convertToDouble());
+    math = "y = (x - mean) * rstd * gamma + beta per row of L, mean and biased variance in f32\n"
+           "(two passes), rstd = 1 / sqrt(var + eps); then the fused consumers of y.\n"
+           "Memory: x read three times (the row stays in L1/L2), gamma/beta, outputs written "
+           "once.";
+    std::string x;
+    body << "    float sum = 0.0f;\n"
+         << rowLoop(writer, [&](Scope &s) { s.line("sum += " + writer.element(input, "i", s) + ";"); })
+         << "    const float mean = blockSum(sum, reduceScratch) / static_cast<float>(L);\n"
+         << "    float squares = 0.0f;\n"
+         << rowLoop(writer, [&](Scope &s) {
+              s.line("const float centred = " + writer.element(input, "i", s) + " - mean;");
+              s.line("squares += centred * centred;");
+            })
+         << "    const float rstd = 1.0f / sqrtf(blockSum(squares, reduceScratch) / "
+            "static_cast<float>(L) + "
+         << eps << ");\n"
+         << rowLoop(writer, [&](Scope &s) {
+              std::string xv = writer.element(input, "i", s);
+              std::string g = writer.element(norm.getGamma(), "j", s);
+              std::string b = writer.element(norm.getBeta(), "j", s);
+              s.line("const float y = " + rounded("(" + xv + " - mean) * rstd * " + g + " + " + b) +
+                     ";");
+              KernelWriter::bind(s, primary, "i", "y");
+              storeOutputs(s);
+            });
+  } else if (auto norm = llvm::dyn_cast<RmsNormOp>(anchor)) {
+    stem = "rmsnorm";
+    const std::string eps = floatLiteral(norm.getEpsilon().convertToDouble());
+    math = "y = x * r * gamma per row of L, r = 1 / sqrt(mean(x^2) + eps) in f32; then the\n"
+           "fused consumers of y. Memory: x read twice, outputs written once.";
+    body << "    float squares = 0.0f;\n"
+         << rowLoop(writer, [&](Scope &s) {
+              std::string xv = writer.element(input, "i", s);
+              s.line("squares += " + xv + " * " + xv + ";");
+            })
+         << "    const float r = 1.0f / sqrtf(blockSum(squares, reduceScratch) / "
+            "static_cast<float>(L) + "
+         << eps << ");\n"
+         << rowLoop(writer, [&](Scope &s) {
+              std::string xv = writer.element(input, "i", s);
+              std::string g = writer.element(norm.getGamma(), "j", s);
+              s.line("const float y = " + rounded(xv + " * r * " + g) + ";");
+              KernelWriter::bind(s, primary, "i", "y");
+              storeOutputs(s);
+            });
+  } else if (auto softmax = llvm::dyn_cast<SoftmaxOp>(anchor)) {
+    stem = softmax.getCausal() ? "softmax_causal" : "softmax";
+    math = "y = exp(x - max) / sum(exp(x - max)) over the row's first `valid` entries, 0\n"
+           "beyond (causal: valid = i + 1 + S - T for query row i); f32 statistics.\n"
+           "Memory: x read three times, y written once.";
+    if (softmax.getCausal()) {
+      const int64_t queries = shape[shape.size() - 2];
+      body << "    // Causal: row i of each [T, S] block sees keys j <= i + (S - T).\n"
+           << "    const long long valid = min(L, row % " << queries << "ll + 1 + (L - " << queries
+           << "ll));\n";
+    } else {
+      body << "    const long long valid = L;\n";
+    }
+    body << "    float maximum = -__int_as_float(0x7f800000);\n"
+         << rowLoop(writer, [&](Scope &s) {
+              std::string xv = writer.element(input, "i", s);
+              s.line("maximum = maximum < " + xv + " ? " + xv + " : maximum;");
+            }, "valid")
+         << "    maximum = blockMax(maximum, reduceScratch);\n"
+         << "    // A row of -inf subtracts 0 instead, giving NaN as the CPU backend does.\n"
+         << "    if (maximum == -__int_as_float(0x7f800000)) maximum = 0.0f;\n"
+         << "    float total = 0.0f;\n"
+         << rowLoop(writer, [&](Scope &s) {
+              s.line("total += expf(" + writer.element(input, "i", s) + " - maximum);");
+            }, "valid")
+         << "    total = blockSum(total, reduceScratch);\n"
+         << rowLoop(writer, [&](Scope &s) {
+              std::string xv = writer.element(input, "i", s);
+              s.line("const float y = " + rounded("j < valid ? expf(" + xv + " - maximum) / total : 0.0f") + ";");
+              KernelWriter::bind(s, primary, "i", "y");
+              storeOutputs(s);
+            });
+  } else if (auto grad = llvm::dyn_cast<SoftmaxGradOp>(anchor)) {
+    stem = "softmax_grad";
+    math = "dx = y * (dy - sum(dy * y)) per row, the sum in f32.\n"
+           "Memory: y and dy read twice, dx written once.";
+    body << "    float dot = 0.0f;\n"
+         << rowLoop(writer, [&](Scope &s) {
+              s.line("dot += " + writer.element(grad.getGrad(), "i", s) + " * " +
+                     writer.element(grad.getResultValue(), "i", s) + ";");
+            })
+         << "    dot = blockSum(dot, reduceScratch);\n"
+         << rowLoop(writer, [&](Scope &s) {
+              std::string y = writer.element(grad.getResultValue(), "i", s);
+              std::string dy = writer.element(grad.getGrad(), "i", s);
+              s.line("const float dx = " + rounded(y + " * (" + dy + " - dot)") + ";");
+              KernelWriter::bind(s, primary, "i", "dx");
+              storeOutputs(s);
+            });
+  } else if (auto grad = llvm::dyn_cast<LayerNormGradOp>(anchor)) {
+    stem = "layernorm_grad";
+    const std::string eps = floatLiteral(grad.getEpsilon().convertToDouble());
+    math = "Per row: mean, rstd as the forward; g = dy * gamma, xhat = (x - mean) * rstd;\n"
+           "dx = rstd * (g - mean(g) - xhat * mean(g * xhat)); then the fused consumers of dx.\n"
+           "Row statistics (mean, rstd) go to rowStats for the dgamma/dbeta column kernel.\n"
+           "Memory: x read four times and dy twice per row (L1/L2-resident), dx written once.";
+    body << "    float sum = 0.0f;\n"
+         << rowLoop(writer, [&](Scope &s) { s.line("sum += " + writer.element(input, "i", s) + ";"); })
+         << "    const float mean = blockSum(sum, reduceScratch) / static_cast<float>(L);\n"
+         << "    float squares = 0.0f;\n"
+         << rowLoop(writer, [&](Scope &s) {
+              s.line("const float centred = " + writer.element(input, "i", s) + " - mean;");
+              s.line("squares += centred * centred;");
+            })
+         << "    const float rstd = 1.0f / sqrtf(blockSum(squares, reduceScratch) / "
+            "static_cast<float>(L) + "
+         << eps << ");\n"
+         << "    if (threadIdx.x == 0) {\n      rowStats[2 * row] = mean;\n"
+         << "      rowStats[2 * row + 1] = rstd;\n    }\n"
+         << "    float sumG = 0.0f, sumGXhat = 0.0f;\n"
+         << rowLoop(writer, [&](Scope &s) {
+              std::string xv = writer.element(input, "i", s);
+              std::string dy = writer.element(grad.getGrad(), "i", s);
+              std::string g = writer.element(grad.getGamma(), "j", s);
+              s.line("const float gj = " + dy + " * " + g + ";");
+              s.line("sumG += gj;");
+              s.line("sumGXhat += gj * ((" + xv + " - mean) * rstd);");
+            })
+         << "    const float meanG = blockSum(sumG, reduceScratch) / static_cast<float>(L);\n"
+         << "    const float meanGXhat = blockSum(sumGXhat, reduceScratch) / "
+            "static_cast<float>(L);\n"
+         << rowLoop(writer, [&](Scope &s) {
+              std::string xv = writer.element(input, "i", s);
+              std::string dy = writer.element(grad.getGrad(), "i", s);
+              std::string g = writer.element(grad.getGamma(), "j", s);
+              s.line("const float xhat = (" + xv + " - mean) * rstd;");
+              s.line("const float dx = " +
+                     rounded("rstd * (" + dy + " * " + g + " - meanG - xhat * meanGXhat)") + ";");
+              KernelWriter::bind(s, primary, "i", "dx");
+              storeOutputs(s);
+            });
+  } else if (auto grad = llvm::dyn_cast<RmsNormGradOp>(anchor)) {
+    stem = "rmsnorm_grad";
+    const std::string eps = floatLiteral(grad.getEpsilon().convertToDouble());
+    math = "Per row: r = 1 / sqrt(mean(x^2) + eps), g = dy * gamma;\n"
+           "dx = r * g - x * r^3 * mean(g * x); then the fused consumers of dx. r goes to\n"
+           "rowStats for the dgamma column kernel. Memory: x read three times, dy twice.";
+    body << "    float squares = 0.0f;\n"
+         << rowLoop(writer, [&](Scope &s) {
+              std::string xv = writer.element(input, "i", s);
+              s.line("squares += " + xv + " * " + xv + ";");
+            })
+         << "    const float r = 1.0f / sqrtf(blockSum(squares, reduceScratch) / "
+            "static_cast<float>(L) + "
+         << eps << ");\n"
+         << "    if (threadIdx.x == 0) {\n      rowStats[2 * row] = 0.0f;\n"
+         << "      rowStats[2 * row + 1] = r;\n    }\n"
+         << "    float sumGX = 0.0f;\n"
+         << rowLoop(writer, [&](Scope &s) {
+              std::string xv = writer.element(input, "i", s);
+              std::string dy = writer.element(grad.getGrad(), "i", s);
+              std::string g = writer.element(grad.getGamma(), "j", s);
+              s.line("sumGX += " + dy + " * " + g + " * " + xv + ";");
+            })
+         << "    const float meanGX = blockSum(sumGX, reduceScratch) / static_cast<float>(L);\n"
+         << rowLoop(writer, [&](Scope &s) {
+              std::string xv = writer.element(input, "i", s);
+              std::string dy = writer.element(grad.getGrad(), "i", s);
+              std::string g = writer.element(grad.getGamma(), "j", s);
+              s.line("const float dx = " +
+                     rounded("r * (" + dy + " * " + g + ") - " + xv + " * r * r * r * meanGX") +
+                     ";");
+              KernelWriter::bind(s, primary, "i", "dx");
+              storeOutputs(s);
+            });
+  }
+  body << "  }\n";
+  writer.scalarParam("rows", "i64", "rows");
+  writer.scalarParam("L", "i64", "row_length");
+  KernelLaunch launch;
+  launch.space = KernelLaunch::Space::Rows;
+  launch.rows = rows;
+  launch.rowLength = length;
+  launch.blockSize = length >= 1024 ? 1024 : length >= 256 ? 256 : 128;
+  // The block size is compiled into __launch_bounds__; 1024 serves every row length.
+  launch.blockSize = 1024;
+  finish(writer, "reduction", stem, math, body.str(), launch);
+}
+
+/// dgamma (and dbeta) of a norm gradient: column sums over the rows, 32 columns per block and
+/// 8 row slices, reading the row statistics the row kernel left.
+void Generator::normGradColumns(Operation *anchor) {
+  KernelWriter writer(opIndex, members);
+  Value input = anchor->getOperand(0), dyValue = anchor->getOperand(2);
+  const Shape shape = shapeOf(input);
+  const int64_t length = shape.back(), rows = numElements(shape) / length;
+  const bool layer = llvm::isa<LayerNormGradOp>(anchor);
+  std::vector<Value> outputs;
+  for (Value output : groupOutputs(writer))
+    for (unsigned r = 1; r < anchor->getNumResults(); ++r)
+      if (writer.dependsOn(output, anchor->getResult(r))) {
+        outputs.push_back(output);
+        break;
+      }
+  writer.scratchParam("rowStats", {rows, 2});
+  Scope sumScope;
+  sumScope.indent = "      ";
+  std::string xv = writer.element(input, "i", sumScope);
+  std::string dy = writer.element(dyValue, "i", sumScope);
+  sumScope.line("const float xhat = (" + xv + " - rowStats[2 * row]) * rowStats[2 * row + 1];");
+  sumScope.line("dgamma += " + dy + " * xhat;");
+  if (layer)
+    sumScope.line("dbeta += " + dy + ";");
+  Scope storeScope;
+  storeScope.indent = "      ";
+  for (unsigned r = 1; r < anchor->getNumResults(); ++r) {
+    Value result = anchor->getResult(r);
+    std::string total = r == 1 ? "totalGamma" : "totalBeta";
+    std::string value = isReducedFloat(elementOf(result))
+                            ? "roundAs<" + cType(elementOf(result)) + ">(" + total + ")"
+                            : total;
+    storeScope.line("const float result" + std::to_string(r) + " = " + value + ";");
+    KernelWriter::bind(storeScope, result, "i", "result" + std::to_string(r));
+  }
+  for (Value output : outputs)
+    writer.store(output, "i", writer.element(output, "i", storeScope), storeScope);
+
+  std::ostringstream body;
+  body << "  __shared__ float partialGamma[8][33], partialBeta[8][33];\n"
+       << "  const long long column = static_cast<long long>(blockIdx.x) * 32 + threadIdx.x;\n"
+       << "  float dgamma = 0.0f, dbeta = 0.0f;\n"
+       << "  if (column < L) {\n"
+       << "    for (long long row = threadIdx.y; row < rows; row += blockDim.y) {\n"
+       << "      const long long i = row * L + column;\n"
+       << sumScope.text.str() << "    }\n  }\n"
+       << "  (void)dbeta;\n"
+       << "  partialGamma[threadIdx.y][threadIdx.x] = dgamma;\n"
+       << "  partialBeta[threadIdx.y][threadIdx.x] = dbeta;\n"
+       << "  __syncthreads();\n"
+       << "  if (threadIdx.y == 0 && column < L) {\n"
+       << "    float totalGamma = 0.0f, totalBeta = 0.0f;\n"
+       << "    for (int y = 0; y < 8; ++y) {\n"
+       << "      totalGamma += partialGamma[y][threadIdx.x];\n"
+       << "      totalBeta += partialBeta[y][threadIdx.x];\n    }\n"
+       << "    (void)totalBeta;\n"
+       << "    const long long i = column;\n"
+       << storeScope.text.str() << "  }\n";
+  writer.scalarParam("rows", "i64", "rows");
+  writer.scalarParam("L", "i64", "row_length");
+  KernelLaunch launch;
+  launch.space = KernelLaunch::Space::Columns;
+  launch.rows = rows;
+  launch.rowLength = length;
+  launch.blockSize = 256;
+  launch.blockRows = 8; // (32 columns, 8 row slices)
+  finish(writer, "reduction", layer ? "layernorm_grad_params" : "rmsnorm_grad_params",
+         std::string(layer ? "dgamma[j] = sum over rows of dy * xhat, dbeta[j] = sum of dy"
+                           : "dgamma[j] = sum over rows of dy * x * r") +
+             ", in f32; block (32, 8):\n32 columns per block, 8 row slices summed in shared "
+             "memory. Memory: x and dy read once,\ncoalesced along the columns.",
+         body.str(), launch);
+}
+
+//===----------------------------------------------------------------------===//
+// sum / mean / max over arbitrary axes, and the bias gradient
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The input index of (kept index o, reduced index r) for a reduction of \p shape over \p axes.
+std::string reductionIndex(const Shape &shape, const std::vector<int64_t> &axes) {
+  Shape strides(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;)
+    strides[d - 1] = strides[d] * shape[d];
+  std::string expression;
+  int64_t keptInner = 1, reducedInner = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    const bool reduced = std::find(axes.begin(), axes.end(), int64_t(d)) != axes.end();
+    int64_t &inner = reduced ? reducedInner : keptInner;
+    if (shape[d] != 1) {
+      std::string term = "(" + std::string(reduced ? "r" : "o") + " / " + std::to_string(inner) +
+                         "ll % " + std::to_string(shape[d]) + "ll) * " +
+                         std::to_string(strides[d]) + "ll";
+      expression = term + (expression.empty() ? "" : " + " + expression);
+    }
+    inner *= shape[d];
+  }
+  return expression.empty() ? "0ll" : expression;
+}
+
+} // namespace
+
+void Generator::reduceKernel(Operation *anchor) {
+  KernelWriter writer(opIndex, members);
+  Value input = anchor->getOperand(0);
+  const Shape shape = shapeOf(input);
+  std::vector<int64_t> axes;
+  if (auto sum = llvm::dyn_cast<SumOp>(anchor))
+    axes.assign(sum.getAxes().begin(), sum.getAxes().end());
+  else if (auto mean = llvm::dyn_cast<MeanOp>(anchor))
+    axes.assign(mean.getAxes().begin(), mean.getAxes().end());
+  else if (auto max = llvm::dyn_cast<MaxOp>(anchor))
+    axes.assign(max.getAxes().begin(), max.getAxes().end());
+  const bool isMax = llvm::isa<MaxOp>(anchor), isMean = llvm::isa<MeanOp>(anchor);
+  Value result = anchor->getResult(0);
+  const int64_t outCount = numElements(shapeOf(result));
+  const int64_t reduced = outCount ? numElements(shape) / outCount : 0;
+  const std::string stem = anchor->getName().stripDialect().str();
+  std::string finalValue = isMean ? "total / " + floatLiteral(double(reduced)) : "total";
+  if (isReducedFloat(elementOf(result)))
+    finalValue = "roundAs<" + cType(elementOf(result)) + ">(" + finalValue + ")";
+
+  // Reducing a leading run of dimensions: a column sum, coalesced along the columns.
+  bool leading = !isMax && !axes.empty();
+  for (size_t k = 0; k < axes.size(); ++k)
+    leading = leading && axes[k] == int64_t(k);
+  // Only what the reduction computes: a bias_grad group's matmul result is cuBLASLt's.
+  std::vector<Value> outputs;
+  for (Value output : groupOutputs(writer))
+    if (writer.dependsOn(output, result))
+      outputs.push_back(output);
+  std::ostringstream body;
+  KernelLaunch launch;
+  if (leading) {
+    Scope sumScope;
+    sumScope.indent = "      ";
+    sumScope.line("total += " + writer.element(input, "i", sumScope) + ";");
+    Scope storeScope;
+    storeScope.indent = "      ";
+    storeScope.line("const float result = " + finalValue + ";");
+    KernelWriter::bind(storeScope, result, "i", "result");
+    for (Value output : outputs)
+      writer.store(output, "i", writer.element(output, "i", storeScope), storeScope);
+    body << "  __shared__ float partial[8][33];\n"
+         << "  const long long column = static_cast<long long>(blockIdx.x) * 32 + threadIdx.x;\n"
+         << "  float total = 0.0f;\n"
+         << "  if (column < L) {\n"
+         << "    for (long long row = threadIdx.y; row < rows; row += blockDim.y) {\n"
+         << "      const long long i = row * L + column;\n"
+         << sumScope.text.str() << "    }\n  }\n"
+         << "  partial[threadIdx.y][threadIdx.x] = total;\n"
+         << "  __syncthreads();\n"
+         << "  if (threadIdx.y == 0 && column < L) {\n"
+         << "    total = 0.0f;\n"
+         << "    for (int y = 0; y < 8; ++y)\n      total += partial[y][threadIdx.x];\n"
+         << "    const long long i = column;\n"
+         << storeScope.text.str() << "  }\n";
+    writer.scalarParam("rows", "i64", "rows");
+    writer.scalarParam("L", "i64", "row_length");
+    launch.space = KernelLaunch::Space::Columns;
+    launch.rows = reduced;
+    launch.rowLength = outCount;
+    launch.blockSize = 256;
+    launch.blockRows = 8; // (32 columns, 8 row slices)
+    finish(writer, group->kind == "bias_grad" ? "bias_grad" : "reduction", stem + "_columns",
+           std::string(isMean ? "out[j] = mean" : "out[j] = sum") +
+               " over the leading dimensions of x[row, j] (a column sum), in f32;\n"
+               "block (32, 8): 32 columns per block, 8 row slices summed in shared memory.\n"
+               "Memory: x read once, coalesced along the columns; out written once.",
+           body.str(), launch);
+    return;
+  }
+  // General: one block per output element, threads over its reduced elements.
+  const std::string inputIndex = reductionIndex(shape, axes);
+  Scope sumScope;
+  sumScope.indent = "      ";
+  std::string xv = writer.element(input, "i", sumScope);
+  sumScope.line(isMax ? "total = total < " + xv + " || " + xv + " != " + xv + " ? " + xv + " : total;"
+                      : "total += " + xv + ";");
+  Scope storeScope;
+  storeScope.indent = "      ";
+  storeScope.line("const float result = " + finalValue + ";");
+  KernelWriter::bind(storeScope, result, "o", "result");
+  for (Value output : outputs)
+    writer.store(output, "o", writer.element(output, "o", storeScope), storeScope);
+  body << "  __shared__ float reduceScratch[32];\n"
+       << "  for (long long o = blockIdx.x; o < " << outCount << "ll; o += gridDim.x) {\n"
+       << "    float total = " << (isMax ? "-__int_as_float(0x7f800000)" : "0.0f") << ";\n"
+       << "    for (long long r = threadIdx.x; r < " << reduced << "ll; r += blockDim.x) {\n"
+       << "      const long long i = " << inputIndex << ";\n"
+       << sumScope.text.str() << "    }\n"
+       << "    total = " << (isMax ? "blockMax" : "blockSum") << "(total, reduceScratch);\n"
+       << "    if (threadIdx.x == 0) {\n"
+       << storeScope.text.str() << "    }\n  }\n";
+  launch.space = KernelLaunch::Space::Rows;
+  launch.rows = outCount;
+  launch.rowLength = reduced;
+  launch.blockSize = 256;
+  finish(writer, group->kind == "bias_grad" ? "bias_grad" : "reduction", stem,
+         std::string(isMax ? "out[o] = max" : isMean ? "out[o] = mean" : "out[o] = sum") +
+             " of x over the reduced axes (one block per output element),\nf32 accumulation. "
+             "Memory: x read once, out written once.",
+         body.str(), launch);
+}
+
+void Generator::maxGradKernel(MaxGradOp anchor) {
+  KernelWriter writer(opIndex, members);
+  const Shape shape = shapeOf(anchor.getInput());
+  std::vector<int64_t> axes(anchor.getAxes().begin(), anchor.getAxes().end());
+  const int64_t outCount = numElements(shapeOf(anchor.getGrad()));
+  const int64_t reduced = outCount ? numElements(shape) / outCount : 0;
+  const std::string inputIndex = reductionIndex(shape, axes);
+  Scope findScope;
+  findScope.indent = "      ";
+  std::string xv = writer.element(anchor.getInput(), "i", findScope);
+  findScope.line("if (" + xv + " != " + xv + " ? best == best : " + xv + " > best) {");
+  findScope.line("  best = " + xv + ";\n" + findScope.indent + "  bestIndex = r;");
+  findScope.line("}");
+  Scope writeScope;
+  writeScope.indent = "      ";
+  std::string dx = isReducedFloat(elementOf(anchor.getResult()))
+                       ? "roundAs<" + cType(elementOf(anchor.getResult())) + ">(r == bestIndex ? dy : 0.0f)"
+                       : "(r == bestIndex ? dy : 0.0f)";
+  writeScope.line("const float dx = " + dx + ";");
+  KernelWriter::bind(writeScope, anchor.getResult(), "i", "dx");
+  for (Value output : groupOutputs(writer))
+    writer.store(output, "i", writer.element(output, "i", writeScope), writeScope);
+  Scope dyScope;
+  dyScope.indent = "    ";
+  std::string dyv = writer.element(anchor.getGrad(), "o", dyScope);
+  std::ostringstream body;
+  body << "  __shared__ float scratchValue[32];\n  __shared__ long long scratchIndex[32];\n"
+       << "  for (long long o = blockIdx.x; o < " << outCount << "ll; o += gridDim.x) {\n"
+       << "    float best = -__int_as_float(0x7f800000);\n"
+       << "    long long bestIndex = 0x7fffffffffffffffll;\n"
+       << "    for (long long r = threadIdx.x; r < " << reduced << "ll; r += blockDim.x) {\n"
+       << "      const long long i = " << inputIndex << ";\n"
+       << findScope.text.str() << "    }\n"
+       << "    blockArgMax(best, bestIndex, scratchValue, scratchIndex);\n"
+       << dyScope.text.str() << "    const float dy = " << dyv << ";\n"
+       << "    for (long long r = threadIdx.x; r < " << reduced << "ll; r += blockDim.x) {\n"
+       << "      const long long i = " << inputIndex << ";\n"
+       << writeScope.text.str() << "    }\n  }\n";
+  KernelLaunch launch;
+  launch.space = KernelLaunch::Space::Rows;
+  launch.rows = outCount;
+  launch.rowLength = reduced;
+  finish(writer, "reduction", "max_grad",
+         "dx = dy of the group at the group's first maximum (lowest index; a NaN wins), 0\n"
+         "elsewhere; one block per reduced group. Memory: x read once, dx written once.",
+         body.str(), launch);
+}
+
+void Generator::embeddingGradKernels(EmbeddingGradOp anchor) {
+  Value table = anchor.getResult();
+  if (!elementOf(table).isF32())
+    throw std::runtime_error("CUDA codegen: " + describeOp(anchor) +
+                             " must produce f32 (it is summed with atomicAdd)");
+  const int64_t width = shapeOf(table).back();
+  const int64_t count = numElements(shapeOf(anchor.getGrad()));
+  {
+    KernelWriter writer(opIndex, members);
+    std::string out = writer.tensorParam(table, Role::Output);
+    writer.scalarParam("n", "i64", "elements");
+    std::ostringstream body;
+    body << "  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;\n"
+         << "  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; "
+            "i < n; i += stride)\n"
+         << "    " << out << "[i] = 0.0f;\n";
+    KernelLaunch launch;
+    launch.elements = numElements(shapeOf(table));
+    finish(writer, "reduction", "embedding_grad_zero",
+           "dtable = 0 (the scatter-add below sums into it). Memory: dtable written once.",
+           body.str(), launch);
+  }
+  KernelWriter writer(opIndex, members);
+  Scope scope;
+  scope.indent = "    ";
+  std::string dy = writer.element(anchor.getGrad(), "i", scope);
+  std::string out = writer.tensorParam(table, Role::Output);
+  scope.line("const long long id = static_cast<long long>(" +
+             writer.rawLoad(anchor.getIndices(), "i / " + std::to_string(width) + "ll") + ");");
+  scope.line("atomicAdd(&" + out + "[id * " + std::to_string(width) + "ll + i % " +
+             std::to_string(width) + "ll], " + dy + ");");
+  writer.scalarParam("n", "i64", "elements");
+  std::ostringstream body;
+  body << "  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;\n"
+       << "  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; "
+          "i < n; i += stride) {\n"
+       << scope.text.str() << "  }\n";
+  KernelLaunch launch;
+  launch.elements = count;
+  finish(writer, "reduction", "embedding_grad",
+         "dtable[ids[r], d] += dy[r, d] with f32 atomicAdd (order-dependent rounding).\n"
+         "Memory: dy and ids read once; dtable read-modify-written through L2 atomics.",
+         body.str(), launch);
+}
+
+void Generator::mseLossKernel(MseLossOp anchor) {
+  KernelWriter writer(opIndex, members);
+  const int64_t count = numElements(shapeOf(anchor.getPrediction()));
+  Scope scope;
+  scope.indent = "    ";
+  std::string p = writer.element(anchor.getPrediction(), "i", scope);
+  std::string t = writer.element(anchor.getTarget(), "i", scope);
+  scope.line("const float d = " + p + " - " + t + ";");
+  scope.line("total += d * d;");
+  std::string out = writer.tensorParam(anchor.getResult(), Role::Output);
+  std::ostringstream body;
+  body << "  __shared__ float reduceScratch[32];\n  float total = 0.0f;\n"
+       << "  for (long long i = threadIdx.x; i < " << count << "ll; i += blockDim.x) {\n"
+       << scope.text.str() << "  }\n"
+       << "  total = blockSum(total, reduceScratch);\n"
+       << "  if (threadIdx.x == 0)\n    " << out << "[0] = total / " << floatLiteral(double(count))
+       << ";\n";
+  KernelLaunch launch;
+  launch.space = KernelLaunch::Space::Single;
+  launch.blockSize = 1024;
+  finish(writer, "reduction", "mse_loss",
+         "loss = mean((p - t)^2) in f32, one block. Memory: p and t read once.", body.str(),
+         launch);
+}
+
+//===----------------------------------------------------------------------===//
+// The fused classifier: cross-entropy loss and its gradient
+//===----------------------------------------------------------------------===//
+
+void Generator::crossEntropyKernels() {
+  CrossEntropyOp loss;
+  CrossEntropyGradOp grad;
+  for (Operation *op : group->ops) {
+    if (auto found = llvm::dyn_cast<CrossEntropyOp>(op))
+      loss = found;
+    if (auto found = llvm::dyn_cast<CrossEntropyGradOp>(op))
+      grad = found;
+  }
+  if (!loss)
+    throw std::runtime_error("CUDA codegen: cross_entropy group without cross_entropy");
+  const Shape shape = shapeOf(loss.getLogits());
+  const int64_t classes = shape.back(), rows = numElements(shape) / classes;
+  const bool mean = loss.getReduction() == LossReduction::mean;
+  const std::string ignore =
+      "(" + std::to_string(static_cast<int64_t>(loss.getIgnoreIndex())) + "ll)";
+
+  // 1. Count the labelled rows (the mean's divisor) and reset the loss.
+  {
+    KernelWriter writer(opIndex, members);
+    std::string labels = writer.tensorParam(loss.getLabels(), Role::Input);
+    std::string out = writer.tensorParam(loss.getResult(), Role::Output);
+    writer.scratchParam("labelled", {1});
+    writer.scalarParam("rows", "i64", "rows");
+    std::ostringstream body;
+    body << "  __shared__ float reduceScratch[32];\n  float count = 0.0f;\n"
+         << "  for (long long row = threadIdx.x; row < rows; row += blockDim.x)\n"
+         << "    count += static_cast<long long>(" << labels << "[row]) != " << ignore
+         << " ? 1.0f : 0.0f;\n"
+         << "  count = blockSum(count, reduceScratch);\n"
+         << "  if (threadIdx.x == 0) {\n    labelled[0] = count;\n"
+         << "    // With every row ignored the mean is 0/0 = NaN, as in PyTorch.\n"
+         << "    " << out << "[0] = " << (mean ? "count == 0.0f ? __int_as_float(0x7fffffff) : 0.0f" : "0.0f")
+         << ";\n  }\n";
+    KernelLaunch launch;
+    launch.space = KernelLaunch::Space::Single;
+    launch.blockSize = 1024;
+    launch.rows = rows;
+    finish(writer, "cross_entropy", "count",
+           "labelled = the number of rows whose label is not ignore_index; loss = 0.\n"
+           "Memory: the labels read once.",
+           body.str(), launch);
+  }
+  // 2. One block per row: loss and gradient from the same statistics.
+  KernelWriter writer(opIndex, members);
+  Value logits = loss.getLogits();
+  std::string labels = writer.tensorParam(loss.getLabels(), Role::Input);
+  std::string lossOut = writer.tensorParam(loss.getResult(), Role::Output);
+  writer.scratchParam("labelled", {1});
+  std::vector<Value> gradOutputs;
+  for (Value output : groupOutputs(writer))
+    if (grad && writer.dependsOn(output, grad.getResult()))
+      gradOutputs.push_back(output);
+  std::ostringstream body;
+  body << "  __shared__ float reduceScratch[32];\n"
+       << "  const float count = labelled[0];\n";
+  if (grad) {
+    Scope dlossScope;
+    dlossScope.indent = "  ";
+    std::string dloss = writer.element(grad.getGrad(), "0", dlossScope);
+    body << dlossScope.text.str() << "  // dlogits = (softmax - onehot) * dloss / count.\n"
+         << "  const float gradScale = "
+         << (mean ? "count == 0.0f ? 0.0f : " + dloss + " / count" : dloss) << ";\n";
+  }
+  body << "  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n"
+       << "    const long long label = static_cast<long long>(" << labels << "[row]);\n"
+       << "    const bool ignored = label == " << ignore << ";\n"
+       << "    float maximum = -__int_as_float(0x7f800000);\n"
+       << rowLoop(writer, [&](Scope &s) {
+            std::string x = writer.element(logits, "i", s);
+            s.line("maximum = maximum < " + x + " ? " + x + " : maximum;");
+          })
+       << "    maximum = blockMax(maximum, reduceScratch);\n"
+       << "    float total = 0.0f;\n"
+       << rowLoop(writer, [&](Scope &s) {
+            s.line("total += expf(" + writer.element(logits, "i", s) + " - maximum);");
+          })
+       << "    total = blockSum(total, reduceScratch);\n"
+       << "    const float logSumExp = maximum + logf(total);\n";
+  {
+    Scope labelScope;
+    labelScope.indent = "      ";
+    std::string x = writer.element(logits, "row * L + label", labelScope);
+    body << "    if (threadIdx.x == 0 && !ignored) {\n"
+         << "      // Out-of-range labels (the CPU backend rejects them) give NaN.\n"
+         << "      if (label < 0 || label >= L) {\n"
+         << "        atomicAdd(" << lossOut << ", __int_as_float(0x7fffffff));\n"
+         << "      } else {\n"
+         << labelScope.text.str() << "        atomicAdd(" << lossOut << ", (logSumExp - " << x
+         << ")" << (mean ? " / count" : "") << ");\n      }\n    }\n";
+  }
+  if (grad) {
+    body << rowLoop(writer, [&](Scope &s) {
+      std::string x = writer.element(logits, "i", s);
+      std::string value = "ignored ? 0.0f : (expf(" + x +
+                          " - maximum) / total - (j == label ? 1.0f : 0.0f)) * gradScale";
+      if (isReducedFloat(elementOf(grad.getResult())))
+        value = "roundAs<" + cType(elementOf(grad.getResult())) + ">(" + value + ")";
+      s.line("const float dlogit = " + value + ";");
+      KernelWriter::bind(s, grad.getResult(), "i", "dlogit");
+      for (Value output : gradOutputs)
+        writer.store(output, "i", writer.element(output, "i", s), s);
+    });
+  }
+  body << "  }\n";
+  writer.scalarParam("rows", "i64", "rows");
+  writer.scalarParam("L", "i64", "row_length");
+  KernelLaunch launch;
+  launch.space = KernelLaunch::Space::Rows;
+  launch.rows = rows;
+  launch.rowLength = classes;
+  launch.blockSize = 1024;
+  finish(writer, "cross_entropy", "loss_grad",
+         std::string("Per row (one block): max and sum(exp(x - max)) in f32; loss += (logsumexp - "
+                     "x[label])") +
+             (mean ? " / count" : "") +
+             " (f32 atomicAdd), rows labelled ignore_index skipped;\n"
+             "dlogits = (softmax - onehot(label)) * dloss" +
+             (mean ? " / count" : "") +
+             ", 0 on ignored rows. The logits are never\nwritten in f32. Memory: the logits row "
+             "read three times (L2-resident), dlogits written once.",
+         body.str(), launch);
+}
+
+} // namespace cudagen
+} // namespace ampc

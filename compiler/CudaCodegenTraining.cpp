@@ -1,0 +1,391 @@
+//===- CudaCodegenTraining.cpp - Optimizer and scalar step kernels --------===//
+//
+// The multi-tensor optimizer (AdamW, SGD) and the small kernels of the step's scalar ops: the
+// gradient seed, the learning-rate schedule, the global gradient norm and the loss-scale
+// update.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/CudaCodegenInternal.h"
+
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+
+using namespace mlir;
+using namespace ampc::graph;
+
+namespace ampc {
+namespace cudagen {
+
+//===----------------------------------------------------------------------===//
+// The multi-tensor optimizer and the small scalar ops
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Elements per block of the multi-tensor kernels.
+constexpr int64_t kTensorChunk = 4096;
+
+const char *kTensorTable = R"(// One parameter of the multi-tensor update; the runtime fills a device array of these.
+struct OptimizerTensor {
+  float *param;        // f32 master weight, updated in place
+  float *grad;         // f32 accumulator, zeroed
+  float *firstMoment;  // AdamW m, or the SGD momentum buffer
+  float *secondMoment; // AdamW v (unused by SGD)
+  void *copy;          // the bf16/f16 copy the micro step reads, or null
+  int copyType;        // 0 none, 1 bf16, 2 f16
+  long long elements;
+  long long firstBlock; // blocks [firstBlock, next entry's firstBlock) update this tensor
+  float beta1, beta2, eps, weightDecay, clipNorm, momentum;
+};
+
+// The entry whose block range holds this block: a binary search over firstBlock.
+__device__ __forceinline__ const OptimizerTensor &tensorOfBlock(const OptimizerTensor *table,
+                                                                int tensors) {
+  int low = 0, high = tensors - 1;
+  while (low < high) {
+    const int middle = (low + high + 1) / 2;
+    if (table[middle].firstBlock <= static_cast<long long>(blockIdx.x))
+      low = middle;
+    else
+      high = middle - 1;
+  }
+  return table[low];
+}
+
+)";
+
+} // namespace
+
+void Generator::optimizerKernel() {
+  KernelWriter writer(opIndex, members);
+  std::vector<TensorTableEntry> table;
+  bool adamw = false, sgd = false, skips = false;
+  std::string scaler;
+  Value lr, norm;
+  ModelOp model = group->function->getParentOfType<ModelOp>();
+  int64_t firstBlock = 0;
+  for (Operation *op : group->ops) {
+    TensorTableEntry entry;
+    std::optional<StringRef> copy, skip;
+    if (auto update = llvm::dyn_cast<AdamWOp>(op)) {
+      adamw = true;
+      entry.param = update.getParam().str();
+      entry.grad = update.getGrad().str();
+      entry.firstMoment = update.getFirstMoment().str();
+      entry.secondMoment = update.getSecondMoment().str();
+      entry.beta1 = update.getBeta1().convertToDouble();
+      entry.beta2 = update.getBeta2().convertToDouble();
+      entry.eps = update.getEps().convertToDouble();
+      entry.weightDecay = update.getWeightDecay().convertToDouble();
+      entry.clipNorm = update.getClipNorm().convertToDouble();
+      copy = update.getCopy();
+      skip = update.getSkipNonfinite();
+      lr = update.getLr();
+      norm = update.getGradNorm();
+    } else if (auto update = llvm::dyn_cast<SgdOp>(op)) {
+      sgd = true;
+      entry.param = update.getParam().str();
+      entry.grad = update.getGrad().str();
+      entry.firstMoment = update.getMomentumBuffer().str();
+      entry.momentum = update.getMomentum().convertToDouble();
+      entry.weightDecay = update.getWeightDecay().convertToDouble();
+      entry.clipNorm = update.getClipNorm().convertToDouble();
+      copy = update.getCopy();
+      skip = update.getSkipNonfinite();
+      lr = update.getLr();
+      norm = update.getGradNorm();
+    } else {
+      continue;
+    }
+    if (copy) {
+      entry.copy = copy->str();
+      auto copyOp = SymbolTable::lookupSymbolIn(model, *copy);
+      if (auto paramCopy = llvm::dyn_cast_or_null<ParamCopyOp>(copyOp))
+        entry.copyType = dtypeName(paramCopy.getTensorType().getElementType());
+    }
+    if (skip) {
+      skips = true;
+      scaler = skip->str();
+    }
+    if (auto param = llvm::dyn_cast_or_null<ParamOp>(SymbolTable::lookupSymbolIn(model, entry.param)))
+      entry.elements = param.getTensorType().getNumElements();
+    entry.firstBlock = firstBlock;
+    firstBlock += (entry.elements + kTensorChunk - 1) / kTensorChunk;
+    table.push_back(entry);
+  }
+  if (adamw && sgd)
+    throw std::runtime_error("CUDA codegen: AdamW and SGD updates in one optimizer group");
+  writer.params.push_back({Role::Table, "table", "OptimizerTensor", {int64_t(table.size())}, "table"});
+  writer.scalarParam("tensors", "i64", "table_entries");
+  std::string lrPtr = writer.tensorParam(lr, Role::Input);
+  std::string normPtr = writer.tensorParam(norm, Role::Input);
+  std::string found, applied;
+  if (skips) {
+    found = writer.stateParam(scaler + ".found_nonfinite", "f32", {});
+    applied = writer.stateParam(scaler + ".applied_steps", "f32", {});
+  } else {
+    writer.scalarParam("step", "u64", "step");
+  }
+
+  std::ostringstream body;
+  body << "  const OptimizerTensor &tensor = tensorOfBlock(table, static_cast<int>(tensors));\n"
+       << "  const long long begin = (static_cast<long long>(blockIdx.x) - tensor.firstBlock) * "
+       << kTensorChunk << "ll;\n"
+       << "  const long long end = min(tensor.elements, begin + " << kTensorChunk << "ll);\n";
+  if (skips)
+    body << "  // Skipped on a non-finite gradient (the accumulator is still zeroed).\n"
+         << "  const bool skip = " << found << "[0] != 0.0f;\n";
+  else
+    body << "  const bool skip = false;\n";
+  body << "  // Scalars in double, as the CPU backend: clip = min(1, clip_norm / (norm + 1e-6)).\n"
+       << "  const double lr = static_cast<double>(" << lrPtr << "[0]);\n"
+       << "  const double norm = static_cast<double>(" << normPtr << "[0]);\n"
+       << "  double clipCoefficient = 1.0;\n"
+       << "  if (tensor.clipNorm > 0.0f) {\n"
+       << "    const double c = static_cast<double>(tensor.clipNorm) / (norm + 1e-6);\n"
+       << "    clipCoefficient = c < 1.0 || c != c ? c : 1.0;\n  }\n"
+       << "  const float clip = static_cast<float>(clipCoefficient);\n";
+  std::string math;
+  if (adamw) {
+    body << "  // t counts the applied steps (torch's rule under loss scaling).\n"
+         << "  const double t = "
+         << (skips ? "static_cast<double>(" + applied + "[0]) + 1.0" : "static_cast<double>(step) + 1.0")
+         << ";\n"
+         << "  const float decay = static_cast<float>(1.0 - lr * tensor.weightDecay);\n"
+         << "  const float beta1 = tensor.beta1, beta2 = tensor.beta2;\n"
+         << "  const float oneMinusBeta1 = static_cast<float>(1.0 - static_cast<double>(tensor.beta1));\n"
+         << "  const float oneMinusBeta2 = static_cast<float>(1.0 - static_cast<double>(tensor.beta2));\n"
+         << "  const float stepSize = static_cast<float>(lr / (1.0 - pow(static_cast<double>(tensor.beta1), t)));\n"
+         << "  const float correction2Sqrt = static_cast<float>(sqrt(1.0 - pow(static_cast<double>(tensor.beta2), t)));\n"
+         << "  for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) {\n"
+         << "    float p = tensor.param[i];\n"
+         << "    if (!skip) {\n"
+         << "      const float g = tensor.grad[i] * clip;\n"
+         << "      p = p * decay;\n"
+         << "      const float m = beta1 * tensor.firstMoment[i] + oneMinusBeta1 * g;\n"
+         << "      const float v = beta2 * tensor.secondMoment[i] + oneMinusBeta2 * (g * g);\n"
+         << "      tensor.firstMoment[i] = m;\n      tensor.secondMoment[i] = v;\n"
+         << "      p = p - stepSize * (m / (sqrtf(v) / correction2Sqrt + tensor.eps));\n"
+         << "      tensor.param[i] = p;\n    }\n"
+         << "    tensor.grad[i] = 0.0f;\n";
+    math = "AdamW over every parameter in one launch: g = clip * grad; p *= 1 - lr * wd;\n"
+           "m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;\n"
+           "p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps); grad = 0; the bf16/f16\n"
+           "copy refreshed from p. Block b updates a 4096-element chunk of the table entry\n"
+           "holding it. Memory: p, grad, m, v read and written once; the copy written once.";
+  } else {
+    body << "  const float lrValue = static_cast<float>(lr);\n"
+         << "  for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) {\n"
+         << "    float p = tensor.param[i];\n"
+         << "    if (!skip) {\n"
+         << "      const float g = tensor.grad[i] * clip + tensor.weightDecay * p;\n"
+         << "      const float buffer = tensor.momentum * tensor.firstMoment[i] + g;\n"
+         << "      tensor.firstMoment[i] = buffer;\n"
+         << "      p = p - lrValue * buffer;\n      tensor.param[i] = p;\n    }\n"
+         << "    tensor.grad[i] = 0.0f;\n";
+    math = "SGD with momentum over every parameter in one launch: g = clip * grad + wd * p;\n"
+           "buf = momentum * buf + g; p -= lr * buf; grad = 0; the bf16/f16 copy refreshed.\n"
+           "Memory: p, grad, buf read and written once; the copy written once.";
+  }
+  body << "    if (tensor.copyType == 1)\n"
+       << "      static_cast<bfloat16 *>(tensor.copy)[i] = fromFloat<bfloat16>(p);\n"
+       << "    else if (tensor.copyType == 2)\n"
+       << "      static_cast<half16 *>(tensor.copy)[i] = fromFloat<half16>(p);\n"
+       << "  }\n";
+  KernelLaunch launch;
+  launch.space = KernelLaunch::Space::Tensors;
+  launch.elements = firstBlock;
+  launch.blockSize = 256;
+  finish(writer, "optimizer", adamw ? "adamw" : "sgd", math, body.str(), launch, table,
+         kTensorTable);
+}
+
+void Generator::gradSeedKernel(GradSeedOp op) {
+  KernelWriter writer(opIndex, members);
+  std::string scale = op.getScale() ? writer.tensorParam(op.getScale(), Role::Input) : "";
+  std::string out = writer.tensorParam(op.getResult(), Role::Output);
+  std::string body = "  " + out + "[0] = " + (scale.empty() ? "1.0f" : scale + "[0]") + " / " +
+                     floatLiteral(double(op.getAccumSteps())) + ";\n";
+  KernelLaunch launch;
+  launch.space = KernelLaunch::Space::Single;
+  launch.blockSize = 32;
+  Group single{group->function, group->id, "none", {op}};
+  const Group *saved = group;
+  group = &single;
+  finish(writer, "grad_seed", "",
+         "seed = (loss scale or 1) / accum_steps. Memory: one scalar read and written.", body,
+         launch);
+  group = saved;
+}
+
+void Generator::lrScheduleKernel(LrScheduleOp op) {
+  KernelWriter writer(opIndex, members);
+  std::string out = writer.tensorParam(op.getResult(), Role::Output);
+  writer.scalarParam("step", "u64", "step");
+  writer.scalarParam("totalSteps", "u64", "total_steps");
+  const bool cosine = op.getKind() == LrSchedule::cosine;
+  std::ostringstream body;
+  body << "  const double s = static_cast<double>(step);\n"
+       << "  const double warmup = " << doubleLiteral(double(op.getWarmupSteps())) << ";\n"
+       << "  const double lr = " << doubleLiteral(op.getLr().convertToDouble()) << ";\n"
+       << "  double rate = lr;\n"
+       << "  if (s < warmup) {\n    rate = lr * (s + 1.0) / warmup;\n  }";
+  if (cosine)
+    body << " else {\n"
+         << "    const double minLr = " << doubleLiteral(op.getMinLr().convertToDouble()) << ";\n"
+         << "    const double decay = "
+         << (op.getDecaySteps() > 0 ? doubleLiteral(double(op.getDecaySteps()))
+                                    : std::string("static_cast<double>(totalSteps)"))
+         << ";\n"
+         << "    const double progress = fmin(fmax((s - warmup) / fmax(1.0, decay - warmup), 0.0), 1.0);\n"
+         << "    rate = minLr + 0.5 * (1.0 + cos(3.14159265358979323846 * progress)) * (lr - minLr);\n"
+         << "  }\n";
+  else
+    body << "\n  (void)totalSteps;\n";
+  body << "  " << out << "[0] = static_cast<float>(rate);\n";
+  KernelLaunch launch;
+  launch.space = KernelLaunch::Space::Single;
+  launch.blockSize = 32;
+  Group single{group->function, group->id, "none", {op}};
+  const Group *saved = group;
+  group = &single;
+  finish(writer, "lr_schedule", cosine ? "cosine" : "constant",
+         "lr of step s: linear warmup, then constant or cosine decay to min_lr (in double,\n"
+         "as the CPU backend). Memory: one scalar written.",
+         body.str(), launch);
+  group = saved;
+}
+
+namespace {
+
+const char *kNormTable = R"(// One tensor of the global norm; the runtime fills a device array of these.
+struct NormTensor {
+  const float *data;
+  long long elements;
+  long long firstBlock;
+};
+
+)";
+
+} // namespace
+
+void Generator::globalNormKernels(GlobalNormOp op) {
+  ModelOp model = group->function->getParentOfType<ModelOp>();
+  std::vector<TensorTableEntry> table;
+  int64_t blocks = 0;
+  for (Attribute state : op.getStates()) {
+    TensorTableEntry entry;
+    entry.grad = llvm::cast<FlatSymbolRefAttr>(state).getValue().str();
+    if (auto stateOp = llvm::dyn_cast_or_null<StateOp>(SymbolTable::lookupSymbolIn(model, entry.grad)))
+      entry.elements = stateOp.getTensorType().getNumElements();
+    entry.firstBlock = blocks;
+    blocks += (entry.elements + kTensorChunk - 1) / kTensorChunk;
+    table.push_back(entry);
+  }
+  Group single{group->function, group->id, "none", {op}};
+  const Group *saved = group;
+  group = &single;
+  {
+    KernelWriter writer(opIndex, members);
+    writer.params.push_back({Role::Table, "table", "NormTensor", {int64_t(table.size())}, "table"});
+    writer.scalarParam("tensors", "i64", "table_entries");
+    writer.scratchParam("partials", {blocks});
+    std::ostringstream body;
+    body << "  __shared__ float reduceScratch[32];\n"
+         << "  int low = 0, high = static_cast<int>(tensors) - 1;\n"
+         << "  while (low < high) {\n"
+         << "    const int middle = (low + high + 1) / 2;\n"
+         << "    if (table[middle].firstBlock <= static_cast<long long>(blockIdx.x)) low = middle;\n"
+         << "    else high = middle - 1;\n  }\n"
+         << "  const NormTensor &tensor = table[low];\n"
+         << "  const long long begin = (static_cast<long long>(blockIdx.x) - tensor.firstBlock) * "
+         << kTensorChunk << "ll;\n"
+         << "  const long long end = min(tensor.elements, begin + " << kTensorChunk << "ll);\n"
+         << "  float squares = 0.0f;\n"
+         << "  for (long long i = begin + threadIdx.x; i < end; i += blockDim.x)\n"
+         << "    squares += tensor.data[i] * tensor.data[i];\n"
+         << "  squares = blockSum(squares, reduceScratch);\n"
+         << "  if (threadIdx.x == 0)\n    partials[blockIdx.x] = squares;\n";
+    KernelLaunch launch;
+    launch.space = KernelLaunch::Space::Tensors;
+    launch.elements = blocks;
+    finish(writer, "global_norm", "partial",
+           "Stage 1 of the global norm: partials[b] = sum of squares of block b's 4096-element\n"
+           "chunk of the table's tensors (f32). Memory: every accumulator read once.",
+           body.str(), launch, table, kNormTable);
+  }
+  KernelWriter writer(opIndex, members);
+  writer.scratchParam("partials", {blocks});
+  writer.scalarParam("blocks", "i64", "table_blocks");
+  std::string out = writer.tensorParam(op.getResult(), Role::Output);
+  std::ostringstream body;
+  body << "  __shared__ double warpTotals[32];\n  double total = 0.0;\n"
+       << "  for (long long b = threadIdx.x; b < blocks; b += blockDim.x)\n"
+       << "    total += static_cast<double>(partials[b]);\n"
+       << "  for (int offset = 16; offset > 0; offset >>= 1)\n"
+       << "    total += __shfl_xor_sync(0xffffffffu, total, offset);\n"
+       << "  if ((threadIdx.x & 31) == 0)\n    warpTotals[threadIdx.x >> 5] = total;\n"
+       << "  __syncthreads();\n"
+       << "  if (threadIdx.x == 0) {\n    double sum = 0.0;\n"
+       << "    for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w)\n      sum += warpTotals[w];\n"
+       << "    " << out << "[0] = static_cast<float>(sqrt(sum));\n  }\n";
+  KernelLaunch launch;
+  launch.space = KernelLaunch::Space::Single;
+  launch.blockSize = 1024;
+  finish(writer, "global_norm", "finish",
+         "Stage 2: norm = sqrt(sum of the partials), summed in double by one block.\n"
+         "Memory: the partials read once.",
+         body.str(), launch);
+  group = saved;
+}
+
+void Generator::updateLossScaleKernel(UpdateLossScaleOp op) {
+  ModelOp model = group->function->getParentOfType<ModelOp>();
+  auto scaler = llvm::dyn_cast_or_null<LossScaleOp>(SymbolTable::lookupSymbolIn(model, op.getScaler()));
+  if (!scaler)
+    throw std::runtime_error("CUDA codegen: " + describeOp(op) + " names no graph.loss_scale");
+  KernelWriter writer(opIndex, members);
+  const std::string name = op.getScaler().str();
+  std::string scale = writer.stateParam(name + ".scale", "f32", {});
+  std::string tracker = writer.stateParam(name + ".growth_tracker", "f32", {});
+  std::string found = writer.stateParam(name + ".found_nonfinite", "f32", {});
+  std::string applied = writer.stateParam(name + ".applied_steps", "f32", {});
+  std::string floorHits = writer.stateParam(name + ".floor_hits", "i32", {});
+  const bool dynamic = scaler.getMode() == LossScaleMode::dynamic;
+  std::ostringstream body;
+  body << "  const bool overflow = " << found << "[0] != 0.0f;\n"
+       << "  if (!overflow)\n    " << applied << "[0] = " << applied << "[0] + 1.0f;\n";
+  if (dynamic)
+    body << "  numerics::LossScaleConfig config;\n"
+         << "  config.growthFactor = " << floatLiteral(scaler.getGrowthFactor().convertToDouble()) << ";\n"
+         << "  config.backoffFactor = " << floatLiteral(scaler.getBackoffFactor().convertToDouble()) << ";\n"
+         << "  config.growthInterval = " << scaler.getGrowthInterval() << ";\n"
+         << "  config.minScale = " << floatLiteral(scaler.getMinScale().convertToDouble()) << ";\n"
+         << "  numerics::LossScaleState state{" << scale << "[0], static_cast<int>(" << tracker
+         << "[0]), " << floorHits << "[0]};\n"
+         << "  numerics::updateLossScale(state, config, overflow);\n"
+         << "  " << scale << "[0] = state.scale;\n"
+         << "  " << tracker << "[0] = static_cast<float>(state.growthTracker);\n"
+         << "  " << floorHits << "[0] = state.floorHits;\n";
+  else
+    body << "  (void)" << scale << ";\n  (void)" << tracker << ";\n  (void)" << floorHits << ";\n";
+  body << "  " << found << "[0] = 0.0f;\n";
+  KernelLaunch launch;
+  launch.space = KernelLaunch::Space::Single;
+  launch.blockSize = 32;
+  Group single{group->function, group->id, "none", {op}};
+  const Group *saved = group;
+  group = &single;
+  finish(writer, "update_loss_scale", dynamic ? "dynamic" : "static",
+         "Ends the optimizer step on the device (LossScale.h, GradScaler's rule): count the\n"
+         "step if applied, back off or grow the scale, clear the non-finite flag.\n"
+         "floor_hits is the scaler's count of backoffs stopped by min_scale (for the warning).\n"
+         "Memory: five scalars.",
+         body.str(), launch);
+  group = saved;
+}
+
+} // namespace cudagen
+} // namespace ampc
