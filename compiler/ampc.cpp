@@ -48,7 +48,7 @@ constexpr const char *kUsage = R"(ampc: a mixed-precision training compiler
 usage:
   ampc verify MODEL.mlir
       Parse and verify a model file; print a summary of its parameters and inputs.
-  ampc compile MODEL.mlir -o BINARY [training options]
+  ampc compile MODEL.mlir -o BINARY [training options] [precision options]
       Derive the backward pass and the optimizer step and write a standalone training
       executable (the runtime plus the plan; no MLIR at run time). Run it with
       ./BINARY --steps N [--seed S] [--data FILE] [--log metrics.jsonl]; ./BINARY --help.
@@ -66,7 +66,7 @@ usage:
       the seed; inputs not given with --input are drawn from the seed too (integer inputs
       uniformly over their valid ids). FILE holds the input's raw little-endian elements.
 
-training options (compile, plan --train):
+training options (compile, report, plan --train):
   --accum-steps N        micro-batches per optimizer step; each micro-batch's loss is divided
                          by N, so N micro-batches of B equal one batch of N*B (default 1)
   --optimizer NAME       adamw (default) or sgd
@@ -84,11 +84,11 @@ training options (compile, plan --train):
                          --steps)
   --min-lr X             cosine: the final rate (default lr / 10)
 
-precision options (compile, report precision, plan):
-  --precision MODE       bf16 (default for compile and report), fp16 or fp32: matmuls and
-                         attention read the reduced type and accumulate in f32; softmax, norms,
-                         losses and reductions compute in f32; master weights, accumulators and
-                         optimizer state are f32
+precision options (compile, report, plan; ampc eval's --precision is the CPU compute type):
+  --precision MODE       bf16 (the default, except for a forward-only plan), fp16 or fp32:
+                         matmuls and attention read the reduced type and accumulate in f32;
+                         softmax, norms, losses and reductions compute in f32; master weights,
+                         accumulators and optimizer state are f32
   --policy FILE          move op kinds between the lists: lines 'reduced: kind, ...',
                          'fp32: ...', 'follow: ...', 'store_fp32: ...'
   --reduced-ops K,K  --fp32-ops K,K  --follow-ops K,K  --store-fp32-ops K,K
