@@ -103,13 +103,14 @@ void printMemoryReport(ModelOp model, llvm::raw_ostream &os, int largest) {
   struct Live {
     int64_t first, last, bytes;
     Operation *op;
+    Value value;
   };
   std::vector<Live> values;
   for (Operation &op : body) {
     if (!op.hasAttr("arena_offsets"))
       continue;
     for (OpResult result : op.getResults()) {
-      Live live{indexOf[&op], indexOf[&op], bytesOf(result.getType()), &op};
+      Live live{indexOf[&op], indexOf[&op], bytesOf(result.getType()), &op, result};
       for (Operation *user : result.getUsers())
         live.last = std::max(live.last, llvm::isa<LossOp, func::ReturnOp>(user)
                                             ? count
@@ -144,7 +145,7 @@ void printMemoryReport(ModelOp model, llvm::raw_ostream &os, int largest) {
     const Live &value = atPeak[i];
     std::string type;
     llvm::raw_string_ostream typeOs(type);
-    typeOs << value.op->getResult(0).getType();
+    typeOs << value.value.getType();
     os << llvm::format("  %10s  %-18s %-32s %s\n", formatBytes(value.bytes).c_str(),
                        value.op->getName().stripDialect().str().c_str(), type.c_str(),
                        formatLocation(value.op->getLoc(), /*brief=*/true).c_str());

@@ -39,12 +39,14 @@ Type elementOf(Value value) { return tensorType(value).getElementType(); }
 
 /// True when converting `from` to `to` loses nothing (bf16 or f16 to f32, or no change).
 /// A parameter's gradient: read only by accumulate_grad, possibly through the adds that sum
-/// the gradients of a parameter read several times. It is kept in f32.
+/// the gradients of a parameter read several times and the transposes and reshapes that bring
+/// it to the parameter's layout. It is kept in f32.
 bool isParameterGradient(Value value) {
   return !value.use_empty() && llvm::all_of(value.getUsers(), [](Operation *user) {
     if (llvm::isa<AccumulateGradOp>(user))
       return true;
-    return llvm::isa<AddOp>(user) && isParameterGradient(user->getResult(0));
+    return llvm::isa<AddOp, TransposeOp, ReshapeOp>(user) &&
+           isParameterGradient(user->getResult(0));
   });
 }
 
@@ -138,8 +140,13 @@ void GraphAssignPrecisionPass::assignOp(Operation *op, PrecisionRule rule,
       if (elementOf(operand) != f32)
         costF32 += elements;
     }
-    if (!any)
+    if (!any) {
+      // Integer data movement (token ids): nothing to convert, but still recorded.
+      Type element = elementOf(op->getResult(0));
+      op->setAttr("precision",
+                  PrecisionAttr::get(op->getContext(), element, element, element, ruleName));
       return;
+    }
     compute = costReduced <= costF32 ? reduced : f32;
     // Summing a parameter's gradients: in f32, like the accumulator they go to.
     if (op->getNumResults() == 1 && isParameterGradient(op->getResult(0)))
@@ -315,6 +322,7 @@ void GraphAssignPrecisionPass::runOnOperation() {
                                                             << "); graph-assign-precision runs once";
     return signalPassFailure();
   }
+  casts.clear();
   if (failed(buildPolicy(policy)))
     return signalPassFailure();
   func::FuncOp entry = model.getEntryFunction();

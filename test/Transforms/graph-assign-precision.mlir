@@ -168,3 +168,28 @@ graph.model @casts {
     return
   }
 }
+
+// -----
+
+// A weight read through a transpose: its gradient is still a parameter gradient, so the matmul
+// that computes it writes f32 and the transpose back to the weight's layout runs in f32.
+// CHECK-LABEL: graph.model @transposed_weight
+// CHECK: graph.grad_seed
+// CHECK: %[[DWT:.+]] = graph.matmul %{{.+}}, %{{.+}} transpose_lhs {{.*}}storage = f32, rule = "reduced">} : tensor<4x8xbf16>, tensor<4x16xbf16> -> f32
+// CHECK-NEXT: %[[DW:.+]] = graph.transpose %[[DWT]] [1, 0] {precision = #graph.precision<compute = f32, accumulate = f32, storage = f32, rule = "follow">} : tensor<8x16xf32>
+// CHECK: graph.accumulate_grad %[[DW]] into @w.grad : tensor<16x8xf32>
+graph.model @transposed_weight {
+  graph.param @w : tensor<16x8xf32> init #graph.normal<std = 0.02>
+  graph.input @x : tensor<4x8xf32>
+  graph.input @y : tensor<4x16xf32>
+  func.func @forward() {
+    %w = graph.get_param @w : tensor<16x8xf32>
+    %x = graph.get_input @x : tensor<4x8xf32>
+    %y = graph.get_input @y : tensor<4x16xf32>
+    %wt = graph.transpose %w [1, 0] : tensor<16x8xf32>
+    %p = graph.matmul %x, %wt : tensor<4x8xf32>, tensor<8x16xf32>
+    %l = graph.mse_loss %p, %y : tensor<4x16xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
