@@ -3,11 +3,13 @@
 // A backend executes a validated plan without re-checking ids, shapes,
 // dtypes or attributes, so every rule of docs/plan-format.md ("Validation"
 // and the per-opcode table) is enforced here, each failure as one line that
-// names the instruction, its opcode and its source location.
+// names the instruction, its opcode and its source location. This file holds
+// the driver, the tables and the forward-op checks; the training checks are
+// in PlanValidateTraining.cpp.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/plan/Plan.h"
+#include "runtime/plan/PlanValidateInternal.h"
 #include "runtime/plan/ShapeRules.h"
 
 #include <algorithm>
@@ -15,7 +17,7 @@
 #include <set>
 
 namespace ampc::plan {
-namespace {
+namespace detail {
 
 [[noreturn]] void fail(const std::string &message) {
   throw PlanError("invalid plan: " + message);
@@ -30,207 +32,6 @@ std::string describeBuffer(const Plan &plan, uint32_t id) {
   return text + " (" + dtypeName(buffer.dtype) + " " +
          shapeToString(buffer.shape) + ")";
 }
-
-/// How many results \p instruction writes. The optional operands of
-/// accumulate, adamw and sgd add results: accumulate with (scale, found)
-/// also writes found; adamw and sgd with a parameter copy also write it.
-size_t resultCount(const Instruction &instruction) {
-  const size_t operands = instruction.operands.size();
-  switch (instruction.op) {
-  case OpCode::LayerNormGrad:
-  case OpCode::AttentionGrad:
-    return 3;
-  case OpCode::RmsNormGrad:
-    return 2;
-  case OpCode::Accumulate:
-    return operands == 4 ? 2 : 1;
-  case OpCode::AdamW: // (param, grad, m, v, lr, norm[, found, applied][, copy])
-    return operands == 7 || operands == 9 ? 5 : 4;
-  case OpCode::Sgd: // (param, grad, buf, lr, norm[, found, applied][, copy])
-    return operands == 6 || operands == 8 ? 4 : 3;
-  case OpCode::UpdateLossScale:
-    return 4;
-  default:
-    return 1;
-  }
-}
-
-/// Whether \p op updates buffers in place: each result is one of its
-/// operands (aliasedOperand). These are the only instructions that write
-/// parameter, parameter copy or state buffers.
-bool isInPlace(OpCode op) {
-  return op == OpCode::Accumulate || op == OpCode::AdamW ||
-         op == OpCode::Sgd || op == OpCode::UpdateLossScale;
-}
-
-/// The operand that result \p i of an in-place instruction updates: operand
-/// i, except accumulate's found (operand 3) and the parameter copy of adamw
-/// and sgd (the last operand).
-size_t aliasedOperand(const Instruction &instruction, size_t i) {
-  switch (instruction.op) {
-  case OpCode::Accumulate:
-    return i == 0 ? 0 : 3;
-  case OpCode::AdamW:
-    return i < 4 ? i : instruction.operands.size() - 1;
-  case OpCode::Sgd:
-    return i < 3 ? i : instruction.operands.size() - 1;
-  default:
-    return i;
-  }
-}
-
-/// Checks one instruction at a time; `fail` prefixes the instruction.
-class InstructionChecker {
-public:
-  /// \p list is "" for plan.instructions, "optimizer step " for
-  /// plan.optimizerInstructions, so diagnostics say which list.
-  InstructionChecker(const Plan &plan, const Instruction &instruction,
-                     size_t index, const char *list = "")
-      : plan(plan), instruction(instruction), index(index), list(list) {}
-
-  [[noreturn]] void fail(const std::string &message) const {
-    plan::fail(list + describeInstruction(instruction, index) + ": " +
-               message);
-  }
-
-  /// The value of a shape rule, or a failure carrying the rule's message.
-  template <typename T> T checked(std::optional<T> value, const std::string &error) const {
-    if (!value)
-      fail(error);
-    return *value;
-  }
-
-  void operandCount(size_t expected) const {
-    if (instruction.operands.size() != expected)
-      fail("takes " + std::to_string(expected) + " operand" +
-           (expected == 1 ? "" : "s") + ", has " +
-           std::to_string(instruction.operands.size()));
-  }
-
-  const Buffer &operand(size_t i) const {
-    return plan.buffers[instruction.operands[i]];
-  }
-  const Buffer &result(size_t i = 0) const {
-    return plan.buffers[instruction.results[i]];
-  }
-
-  std::string operandName(size_t i) const {
-    return "operand " + std::to_string(i) + " " +
-           describeBuffer(plan, instruction.operands[i]);
-  }
-  std::string resultName(size_t i = 0) const {
-    // Single-result instructions keep the plain "result" wording.
-    return (instruction.results.size() == 1 ? "result "
-                                             : "result " + std::to_string(i) +
-                                                   " ") +
-           describeBuffer(plan, instruction.results[i]);
-  }
-
-  void floatOperand(size_t i) const {
-    if (!isFloatDType(operand(i).dtype))
-      fail(operandName(i) + " must have a float dtype");
-  }
-  void integerOperand(size_t i) const {
-    if (!isIntegerDType(operand(i).dtype))
-      fail(operandName(i) + " must have an integer dtype");
-  }
-  void floatResult(size_t i = 0) const {
-    if (!isFloatDType(result(i).dtype))
-      fail(resultName(i) + " must have a float dtype");
-  }
-  void f32ScalarResult() const {
-    if (result().dtype != DType::F32 || !result().shape.empty())
-      fail(resultName() + " must be an f32 scalar");
-  }
-  void floatScalarOperand(size_t i) const {
-    if (!isFloatDType(operand(i).dtype) || !operand(i).shape.empty())
-      fail(operandName(i) + " must be a float scalar");
-  }
-  void operandShapeOf(size_t i, size_t j) const {
-    if (operand(i).shape != operand(j).shape)
-      fail(operandName(i) + " must have the shape of " + operandName(j));
-  }
-  void operandRole(size_t i, BufferRole role) const {
-    if (operand(i).role != role)
-      fail(operandName(i) + " must be a " + bufferRoleName(role) +
-           " buffer, is a " + bufferRoleName(operand(i).role));
-  }
-  void resultDTypeOf(size_t i) const {
-    if (result().dtype != operand(i).dtype)
-      fail(resultName() + " must have the dtype of " + operandName(i));
-  }
-  void resultShape(const Shape &expected, size_t i = 0) const {
-    if (result(i).shape != expected)
-      fail(resultName(i) + " must have shape " + shapeToString(expected));
-  }
-
-  int64_t intAttr(const char *name) const {
-    try {
-      return plan::intAttr(instruction, name);
-    } catch (const PlanError &error) {
-      fail(error.what());
-    }
-  }
-  int64_t flagAttr(const char *name) const {
-    int64_t value = intAttr(name);
-    if (value != 0 && value != 1)
-      fail(std::string("attribute '") + name + "' must be 0 or 1, is " +
-           std::to_string(value));
-    return value;
-  }
-  double realAttr(const char *name) const {
-    double value;
-    try {
-      value = plan::realAttr(instruction, name);
-    } catch (const PlanError &error) {
-      fail(error.what());
-    }
-    if (!std::isfinite(value))
-      fail(std::string("attribute '") + name + "' must be finite");
-    return value;
-  }
-  const std::vector<int64_t> &intListAttr(const char *name) const {
-    try {
-      return plan::intListAttr(instruction, name);
-    } catch (const PlanError &error) {
-      fail(error.what());
-    }
-  }
-
-  void check();
-
-private:
-  void checkElementwiseBinary();
-  void checkElementwiseUnary();
-  void checkMatMul();
-  void checkLayout();
-  void checkReduction();
-  void checkEmbedding();
-  void checkNorm();
-  void checkSoftmax();
-  void checkAttention();
-  void checkLoss();
-  void checkElementwiseGrad();
-  void checkPad();
-  void checkMaxGrad();
-  void checkEmbeddingGrad();
-  void checkNormGrad();
-  void checkAttentionGrad();
-  void checkCrossEntropyGrad();
-  void checkGradSeed();
-  void checkAccumulate();
-  void checkGlobalNorm();
-  void checkLrSchedule();
-  void checkOptimizer();
-  void checkUpdateLossScale();
-  /// Fails unless operand \p i is the loss-scaling buffer \p expected.
-  void lossScalingOperand(size_t i, uint32_t expected, const char *what) const;
-
-  const Plan &plan;
-  const Instruction &instruction;
-  size_t index;
-  std::string list;
-};
 
 void InstructionChecker::checkElementwiseBinary() {
   operandCount(2);
@@ -397,271 +198,6 @@ void InstructionChecker::checkLoss() {
          std::to_string(reduction));
 }
 
-void InstructionChecker::checkElementwiseGrad() {
-  // (x or y, dy) -> dx: both float (the forward value and the incoming
-  // gradient may be stored in different float dtypes), one shape.
-  operandCount(2);
-  floatOperand(0);
-  floatOperand(1);
-  operandShapeOf(1, 0);
-  floatResult();
-  resultShape(operand(0).shape);
-  if (instruction.op == OpCode::GeluGrad)
-    flagAttr("approximate");
-  if (instruction.op == OpCode::SoftmaxGrad && operand(0).shape.empty())
-    fail(operandName(0) + " must have rank >= 1");
-}
-
-void InstructionChecker::checkPad() {
-  operandCount(1);
-  // As slice, whose gradient it is: any dtype; a float operand may be stored
-  // in any float dtype, an integer one keeps its dtype.
-  if (isFloatDType(operand(0).dtype))
-    floatResult();
-  else
-    resultDTypeOf(0);
-  std::string error;
-  if (!plan::checkPad(operand(0).shape, intListAttr("low"), result().shape,
-                      error))
-    fail(error);
-}
-
-void InstructionChecker::checkMaxGrad() {
-  operandCount(2);
-  floatOperand(0);
-  floatOperand(1);
-  floatResult();
-  std::string error;
-  Shape reduced = checked(reduceShape(operand(0).shape, intListAttr("axes"),
-                                      flagAttr("keepdims"), error),
-                          error);
-  if (operand(1).shape != reduced)
-    fail(operandName(1) + " must have the reduced shape " +
-         shapeToString(reduced));
-  resultShape(operand(0).shape);
-}
-
-void InstructionChecker::checkEmbeddingGrad() {
-  operandCount(2);
-  integerOperand(0);
-  floatOperand(1);
-  floatResult();
-  std::string error;
-  if (!plan::checkEmbeddingGrad(operand(0).shape, operand(1).shape,
-                                result().shape, error))
-    fail(error);
-}
-
-void InstructionChecker::checkNormGrad() {
-  // (x, gamma, dy) -> (dx, dgamma[, dbeta]).
-  operandCount(3);
-  for (size_t i = 0; i < 3; ++i)
-    floatOperand(i);
-  const Shape &x = operand(0).shape;
-  std::string error;
-  if (!checkNormParameter(x, operand(1).shape, "gamma", error))
-    fail(error);
-  operandShapeOf(2, 0);
-  for (size_t i = 0; i < instruction.results.size(); ++i) {
-    floatResult(i);
-    resultShape(i == 0 ? x : operand(1).shape, i);
-  }
-  if (realAttr("epsilon") < 0)
-    fail("attribute 'epsilon' must be >= 0");
-}
-
-void InstructionChecker::checkAttentionGrad() {
-  // (q, k, v, dy) -> (dq, dk, dv).
-  operandCount(4);
-  for (size_t i = 0; i < 4; ++i)
-    floatOperand(i);
-  std::string error;
-  Shape out = checked(attentionShape(operand(0).shape, operand(1).shape,
-                                     operand(2).shape, flagAttr("causal"),
-                                     error),
-                      error);
-  if (operand(3).shape != out)
-    fail(operandName(3) + " must have the attention output's shape " +
-         shapeToString(out));
-  for (size_t i = 0; i < 3; ++i) {
-    floatResult(i);
-    resultShape(operand(i).shape, i);
-  }
-  realAttr("scale");
-}
-
-void InstructionChecker::checkCrossEntropyGrad() {
-  // (logits, labels, dloss) -> dlogits.
-  operandCount(3);
-  floatOperand(0);
-  integerOperand(1);
-  floatScalarOperand(2);
-  std::string error;
-  if (!checkCrossEntropy(operand(0).shape, operand(1).shape, error))
-    fail(error);
-  intAttr("ignore_index");
-  int64_t reduction = intAttr("reduction");
-  if (reduction != 0 && reduction != 1)
-    fail("attribute 'reduction' must be 0 (mean) or 1 (sum), is " +
-         std::to_string(reduction));
-  floatResult();
-  resultShape(operand(0).shape);
-}
-
-void InstructionChecker::checkGradSeed() {
-  if (instruction.operands.size() > 1)
-    fail("takes 0 or 1 operands, has " +
-         std::to_string(instruction.operands.size()));
-  if (!instruction.operands.empty())
-    floatScalarOperand(0);
-  if (intAttr("accum_steps") < 1)
-    fail("attribute 'accum_steps' must be >= 1");
-  f32ScalarResult();
-}
-
-void InstructionChecker::lossScalingOperand(size_t i, uint32_t expected,
-                                            const char *what) const {
-  if (instruction.operands[i] != expected)
-    fail(operandName(i) + " must be the plan's " + what + ", " +
-         describeBuffer(plan, expected));
-}
-
-void InstructionChecker::checkAccumulate() {
-  // (acc, g) or, with loss scaling, (acc, g, scale, found) -> (acc, found).
-  const size_t count = instruction.operands.size();
-  if (count != 2 && count != 4)
-    fail("takes 2 operands (acc, g) or 4 (acc, g, scale, found), has " +
-         std::to_string(count));
-  operandRole(0, BufferRole::State);
-  floatOperand(1);
-  operandShapeOf(1, 0);
-  const LossScaling &scaling = plan.lossScaling;
-  if (count == 4) {
-    if (scaling.mode == LossScaleMode::None)
-      fail("unscales by a loss scale, but the plan has no loss scaling");
-    lossScalingOperand(2, scaling.scale, "loss scale");
-    lossScalingOperand(3, scaling.foundNonFinite, "found-non-finite flag");
-  } else if (scaling.mode != LossScaleMode::None) {
-    fail("must unscale its gradient (operands acc, g, scale, found), since "
-         "the plan has loss scaling");
-  }
-}
-
-void InstructionChecker::checkGlobalNorm() {
-  if (instruction.operands.empty())
-    fail("takes at least 1 operand, has 0");
-  for (size_t i = 0; i < instruction.operands.size(); ++i)
-    floatOperand(i);
-  f32ScalarResult();
-}
-
-void InstructionChecker::checkLrSchedule() {
-  operandCount(0);
-  int64_t kind = intAttr("kind");
-  if (kind != 0 && kind != 1)
-    fail("attribute 'kind' must be 0 (constant) or 1 (cosine), is " +
-         std::to_string(kind));
-  realAttr("lr");
-  realAttr("min_lr");
-  if (intAttr("warmup_steps") < 0)
-    fail("attribute 'warmup_steps' must be >= 0");
-  if (intAttr("decay_steps") < 0)
-    fail("attribute 'decay_steps' must be >= 0");
-  f32ScalarResult();
-}
-
-void InstructionChecker::checkOptimizer() {
-  // adamw: (param, grad, m, v, lr, grad_norm); sgd: (param, grad, momentum,
-  // lr, grad_norm); then, with loss scaling, (found, applied_steps); then,
-  // when the parameter has a reduced-precision copy, the copy. The tensors
-  // are f32 master copies updated in place.
-  const bool adamw = instruction.op == OpCode::AdamW;
-  const size_t tensors = adamw ? 4 : 3;
-  const size_t base = tensors + 2;
-  const size_t count = instruction.operands.size();
-  if (count < base || count > base + 3)
-    fail("takes " + std::to_string(base) + " to " + std::to_string(base + 3) +
-         " operands, has " + std::to_string(count));
-  const bool skips = count >= base + 2;
-  const bool copies = count == base + 1 || count == base + 3;
-  operandRole(0, BufferRole::Parameter);
-  if (operand(0).dtype != DType::F32)
-    fail(operandName(0) + " must be f32");
-  for (size_t i = 1; i < tensors; ++i) {
-    operandRole(i, BufferRole::State);
-    operandShapeOf(i, 0);
-  }
-  floatScalarOperand(tensors);
-  floatScalarOperand(tensors + 1);
-  const LossScaling &scaling = plan.lossScaling;
-  if (skips) {
-    if (scaling.mode == LossScaleMode::None)
-      fail("reads a found-non-finite flag, but the plan has no loss scaling");
-    lossScalingOperand(base, scaling.foundNonFinite, "found-non-finite flag");
-    lossScalingOperand(base + 1, scaling.appliedSteps, "applied-steps count");
-  } else if (scaling.mode != LossScaleMode::None) {
-    fail("must read the found-non-finite flag and the applied-steps count "
-         "after grad_norm, since the plan has loss scaling");
-  }
-  const ParameterCopy *copy = nullptr;
-  for (const ParameterCopy &entry : plan.parameterCopies)
-    if (entry.source == instruction.operands[0])
-      copy = &entry;
-  if (copies) {
-    operandRole(count - 1, BufferRole::ParameterCopy);
-    if (!copy || copy->buffer != instruction.operands[count - 1])
-      fail(operandName(count - 1) + " must be the copy of " + operandName(0));
-  } else if (copy) {
-    fail(operandName(0) + " has a copy, " + describeBuffer(plan, copy->buffer) +
-         ", which must be the last operand and result so that it is "
-         "refreshed");
-  }
-  if (adamw) {
-    for (const char *beta : {"beta1", "beta2"}) {
-      double value = realAttr(beta);
-      if (value < 0 || value >= 1)
-        fail(std::string("attribute '") + beta + "' must be in [0, 1)");
-    }
-    if (realAttr("eps") < 0)
-      fail("attribute 'eps' must be >= 0");
-  } else {
-    realAttr("momentum");
-  }
-  realAttr("weight_decay");
-  realAttr("clip_norm");
-}
-
-void InstructionChecker::checkUpdateLossScale() {
-  // (scale, growth tracker, found, applied steps), updated in place.
-  operandCount(4);
-  const LossScaling &scaling = plan.lossScaling;
-  if (scaling.mode == LossScaleMode::None)
-    fail("the plan has no loss scaling");
-  lossScalingOperand(0, scaling.scale, "loss scale");
-  lossScalingOperand(1, scaling.growthTracker, "growth tracker");
-  lossScalingOperand(2, scaling.foundNonFinite, "found-non-finite flag");
-  lossScalingOperand(3, scaling.appliedSteps, "applied-steps count");
-  // The attributes repeat the plan's settings, so the two cannot disagree.
-  const bool dynamic = flagAttr("dynamic") == 1;
-  if (dynamic != (scaling.mode == LossScaleMode::Dynamic))
-    fail(std::string("attribute 'dynamic' is ") + (dynamic ? "1" : "0") +
-         ", but the plan's loss scaling is " + lossScaleModeName(scaling.mode));
-  for (auto [name, expected] :
-       {std::pair<const char *, float>{"growth_factor", scaling.growthFactor},
-        {"backoff_factor", scaling.backoffFactor},
-        {"min_scale", scaling.minScale}}) {
-    const double value = realAttr(name);
-    if (static_cast<float>(value) != expected)
-      fail(std::string("attribute '") + name + "' is " + std::to_string(value) +
-           ", but the plan's loss scaling has " + std::to_string(expected));
-  }
-  if (intAttr("growth_interval") != scaling.growthInterval)
-    fail("attribute 'growth_interval' is " +
-         std::to_string(intAttr("growth_interval")) +
-         ", but the plan's loss scaling has " +
-         std::to_string(scaling.growthInterval));
-}
-
 void InstructionChecker::check() {
   switch (instruction.op) {
   case OpCode::Add:
@@ -743,6 +279,36 @@ void InstructionChecker::check() {
   fail("unknown opcode " + std::to_string(static_cast<int>(instruction.op)));
 }
 
+} // namespace detail
+
+using namespace detail;
+
+namespace {
+
+/// How many results \p instruction writes. The optional operands of
+/// accumulate, adamw and sgd add results: accumulate with (scale, found)
+/// also writes found; adamw and sgd with a parameter copy also write it.
+size_t resultCount(const Instruction &instruction) {
+  const size_t operands = instruction.operands.size();
+  switch (instruction.op) {
+  case OpCode::LayerNormGrad:
+  case OpCode::AttentionGrad:
+    return 3;
+  case OpCode::RmsNormGrad:
+    return 2;
+  case OpCode::Accumulate:
+    return operands == 4 ? 2 : 1;
+  case OpCode::AdamW: // (param, grad, m, v, lr, norm[, found, applied][, copy])
+    return operands == 7 || operands == 9 ? 5 : 4;
+  case OpCode::Sgd: // (param, grad, buf, lr, norm[, found, applied][, copy])
+    return operands == 6 || operands == 8 ? 4 : 3;
+  case OpCode::UpdateLossScale:
+    return 4;
+  default:
+    return 1;
+  }
+}
+
 /// Checks the parameter, input and constant tables: ids, roles, dtypes,
 /// initialiser arguments, data sizes, unique names, and that every buffer
 /// with one of those roles has exactly one entry. (State buffers have no
@@ -810,100 +376,13 @@ void checkTables(const Plan &plan) {
            " bytes, but " + describeBuffer(plan, constant.buffer) + " needs " +
            std::to_string(expected));
   }
-  std::vector<bool> hasCopy(bufferCount, false);
-  for (size_t i = 0; i < plan.parameterCopies.size(); ++i) {
-    const ParameterCopy &copy = plan.parameterCopies[i];
-    std::string what = "parameter copy " + std::to_string(i);
-    claim(copy.buffer, BufferRole::ParameterCopy, what);
-    const Buffer &buffer = plan.buffers[copy.buffer];
-    what += " " + describeBuffer(plan, copy.buffer);
-    if (buffer.dtype != DType::BF16 && buffer.dtype != DType::F16)
-      fail(what + " must be bf16 or f16");
-    if (copy.source >= bufferCount)
-      fail(what + " has source buffer " + std::to_string(copy.source) +
-           ", but the plan has " + std::to_string(bufferCount) + " buffers");
-    const Buffer &source = plan.buffers[copy.source];
-    if (source.role != BufferRole::Parameter)
-      fail(what + ": its source " + describeBuffer(plan, copy.source) +
-           " must be a parameter buffer, is a " + bufferRoleName(source.role));
-    if (source.dtype != DType::F32)
-      fail(what + ": its source " + describeBuffer(plan, copy.source) +
-           " must be f32");
-    if (source.shape != buffer.shape)
-      fail(what + " must have the shape of its source " +
-           describeBuffer(plan, copy.source));
-    if (hasCopy[copy.source])
-      fail(what + ": its source " + describeBuffer(plan, copy.source) +
-           " already has a copy");
-    hasCopy[copy.source] = true;
-  }
+  checkParameterCopies(plan, claim);
   for (uint32_t id = 0; id < bufferCount; ++id)
     if (plan.buffers[id].role != BufferRole::Temporary &&
         plan.buffers[id].role != BufferRole::State && entries[id] == 0)
       fail(describeBuffer(plan, id) + " has role " +
            bufferRoleName(plan.buffers[id].role) + " but no " +
            bufferRoleName(plan.buffers[id].role) + " entry");
-}
-
-/// The four loss-scaling buffers, in update_loss_scale's operand order.
-std::vector<uint32_t> lossScalingBuffers(const LossScaling &scaling) {
-  return {scaling.scale, scaling.growthTracker, scaling.foundNonFinite,
-          scaling.appliedSteps};
-}
-
-/// Checks Plan::lossScaling: a known mode and, when enabled, a training
-/// plan, a finite positive initial scale, GradScaler's constraints on the
-/// dynamic settings and four distinct f32 scalar state buffers.
-void checkLossScaling(const Plan &plan) {
-  const LossScaling &scaling = plan.lossScaling;
-  if (static_cast<uint8_t>(scaling.mode) > 2)
-    fail("unknown loss scale mode " +
-         std::to_string(static_cast<int>(scaling.mode)));
-  if (scaling.mode == LossScaleMode::None)
-    return;
-  const std::string what =
-      std::string("loss scaling (") + lossScaleModeName(scaling.mode) + ")";
-  if (plan.optimizerInstructions.empty())
-    fail(what + " needs a training plan (one with an optimizer step)");
-  if (!std::isfinite(scaling.initialScale) || scaling.initialScale <= 0)
-    fail(what + ": the initial scale must be finite and > 0, is " +
-         std::to_string(scaling.initialScale));
-  // The growth, backoff and floor settings matter only to a dynamic scale.
-  const bool dynamic = scaling.mode == LossScaleMode::Dynamic;
-  if (dynamic &&
-      (!std::isfinite(scaling.growthFactor) || scaling.growthFactor <= 1))
-    fail(what + ": the growth factor must be finite and > 1, is " +
-         std::to_string(scaling.growthFactor));
-  if (dynamic && !(scaling.backoffFactor > 0 && scaling.backoffFactor < 1))
-    fail(what + ": the backoff factor must be in (0, 1), is " +
-         std::to_string(scaling.backoffFactor));
-  // The growth tracker is an f32 buffer: it counts exactly up to 2^24.
-  if (dynamic &&
-      (scaling.growthInterval < 1 || scaling.growthInterval > (1 << 24)))
-    fail(what + ": the growth interval must be in [1, 2^24], is " +
-         std::to_string(scaling.growthInterval));
-  if (dynamic &&
-      !(scaling.minScale >= 0 && scaling.minScale <= scaling.initialScale))
-    fail(what + ": the minimum scale must be in [0, initial scale], is " +
-         std::to_string(scaling.minScale));
-  const char *names[] = {"scale", "growth tracker", "found-non-finite flag",
-                         "applied-steps count"};
-  const std::vector<uint32_t> ids = lossScalingBuffers(scaling);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] >= plan.buffers.size())
-      fail(what + ": the " + names[i] + " buffer " + std::to_string(ids[i]) +
-           " is out of range (the plan has " +
-           std::to_string(plan.buffers.size()) + " buffers)");
-    const Buffer &buffer = plan.buffers[ids[i]];
-    if (buffer.role != BufferRole::State || buffer.dtype != DType::F32 ||
-        !buffer.shape.empty())
-      fail(what + ": the " + names[i] + " " + describeBuffer(plan, ids[i]) +
-           " must be an f32 scalar state buffer");
-    for (size_t j = 0; j < i; ++j)
-      if (ids[j] == ids[i])
-        fail(what + ": the " + names[i] + " and the " + names[j] +
-             " are one buffer, " + describeBuffer(plan, ids[i]));
-  }
 }
 
 } // namespace

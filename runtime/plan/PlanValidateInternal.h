@@ -1,0 +1,215 @@
+//===- PlanValidateInternal.h - Plan validation's checker ------*- C++ -*-===//
+//
+// The per-instruction checker and the helpers that validatePlan shares
+// between PlanValidate.cpp (the driver, the tables and the forward-op
+// checks) and PlanValidateTraining.cpp (the gradient, optimizer and
+// loss-scaling checks and the parameter-copy and in-place-update rules).
+// Internal to runtime/plan.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AMPC_RUNTIME_PLAN_PLANVALIDATEINTERNAL_H
+#define AMPC_RUNTIME_PLAN_PLANVALIDATEINTERNAL_H
+
+#include "runtime/plan/Plan.h"
+#include "runtime/plan/ShapeRules.h"
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ampc::plan::detail {
+
+/// Throws PlanError("invalid plan: " + \p message).
+[[noreturn]] void fail(const std::string &message);
+
+/// "buffer 4 'h1' (bf16 [2, 3])".
+std::string describeBuffer(const Plan &plan, uint32_t id);
+
+/// Whether \p op updates buffers in place: each result is one of its
+/// operands (aliasedOperand). These are the only instructions that write
+/// parameter, parameter copy or state buffers.
+bool isInPlace(OpCode op);
+
+/// The operand that result \p i of an in-place instruction updates: operand
+/// i, except accumulate's found (operand 3) and the parameter copy of adamw
+/// and sgd (the last operand).
+size_t aliasedOperand(const Instruction &instruction, size_t i);
+
+/// Records that the table entry \p what refers to buffer \p id, which must
+/// exist, have \p role and have no other entry (checkTables' bookkeeping).
+using ClaimEntry =
+    std::function<void(uint32_t id, BufferRole role, const std::string &what)>;
+
+/// Checks the parameter-copy table: bf16 or f16 copies of distinct f32
+/// parameters, each of its source's shape. Part of checkTables.
+void checkParameterCopies(const Plan &plan, const ClaimEntry &claim);
+
+/// The four loss-scaling buffers, in update_loss_scale's operand order.
+std::vector<uint32_t> lossScalingBuffers(const LossScaling &scaling);
+
+/// Checks Plan::lossScaling: a known mode and, when enabled, a training
+/// plan, a finite positive initial scale, GradScaler's constraints on the
+/// dynamic settings and four distinct f32 scalar state buffers.
+void checkLossScaling(const Plan &plan);
+
+/// Checks one instruction at a time; `fail` prefixes the instruction.
+class InstructionChecker {
+public:
+  /// \p list is "" for plan.instructions, "optimizer step " for
+  /// plan.optimizerInstructions, so diagnostics say which list.
+  InstructionChecker(const Plan &plan, const Instruction &instruction,
+                     size_t index, const char *list = "")
+      : plan(plan), instruction(instruction), index(index), list(list) {}
+
+  [[noreturn]] void fail(const std::string &message) const {
+    detail::fail(list + describeInstruction(instruction, index) + ": " +
+                 message);
+  }
+
+  /// The value of a shape rule, or a failure carrying the rule's message.
+  template <typename T> T checked(std::optional<T> value, const std::string &error) const {
+    if (!value)
+      fail(error);
+    return *value;
+  }
+
+  void operandCount(size_t expected) const {
+    if (instruction.operands.size() != expected)
+      fail("takes " + std::to_string(expected) + " operand" +
+           (expected == 1 ? "" : "s") + ", has " +
+           std::to_string(instruction.operands.size()));
+  }
+
+  const Buffer &operand(size_t i) const {
+    return plan.buffers[instruction.operands[i]];
+  }
+  const Buffer &result(size_t i = 0) const {
+    return plan.buffers[instruction.results[i]];
+  }
+
+  std::string operandName(size_t i) const {
+    return "operand " + std::to_string(i) + " " +
+           describeBuffer(plan, instruction.operands[i]);
+  }
+  std::string resultName(size_t i = 0) const {
+    // Single-result instructions keep the plain "result" wording.
+    return (instruction.results.size() == 1 ? "result "
+                                             : "result " + std::to_string(i) +
+                                                   " ") +
+           describeBuffer(plan, instruction.results[i]);
+  }
+
+  void floatOperand(size_t i) const {
+    if (!isFloatDType(operand(i).dtype))
+      fail(operandName(i) + " must have a float dtype");
+  }
+  void integerOperand(size_t i) const {
+    if (!isIntegerDType(operand(i).dtype))
+      fail(operandName(i) + " must have an integer dtype");
+  }
+  void floatResult(size_t i = 0) const {
+    if (!isFloatDType(result(i).dtype))
+      fail(resultName(i) + " must have a float dtype");
+  }
+  void f32ScalarResult() const {
+    if (result().dtype != DType::F32 || !result().shape.empty())
+      fail(resultName() + " must be an f32 scalar");
+  }
+  void floatScalarOperand(size_t i) const {
+    if (!isFloatDType(operand(i).dtype) || !operand(i).shape.empty())
+      fail(operandName(i) + " must be a float scalar");
+  }
+  void operandShapeOf(size_t i, size_t j) const {
+    if (operand(i).shape != operand(j).shape)
+      fail(operandName(i) + " must have the shape of " + operandName(j));
+  }
+  void operandRole(size_t i, BufferRole role) const {
+    if (operand(i).role != role)
+      fail(operandName(i) + " must be a " + bufferRoleName(role) +
+           " buffer, is a " + bufferRoleName(operand(i).role));
+  }
+  void resultDTypeOf(size_t i) const {
+    if (result().dtype != operand(i).dtype)
+      fail(resultName() + " must have the dtype of " + operandName(i));
+  }
+  void resultShape(const Shape &expected, size_t i = 0) const {
+    if (result(i).shape != expected)
+      fail(resultName(i) + " must have shape " + shapeToString(expected));
+  }
+
+  int64_t intAttr(const char *name) const {
+    try {
+      return plan::intAttr(instruction, name);
+    } catch (const PlanError &error) {
+      fail(error.what());
+    }
+  }
+  int64_t flagAttr(const char *name) const {
+    int64_t value = intAttr(name);
+    if (value != 0 && value != 1)
+      fail(std::string("attribute '") + name + "' must be 0 or 1, is " +
+           std::to_string(value));
+    return value;
+  }
+  double realAttr(const char *name) const {
+    double value;
+    try {
+      value = plan::realAttr(instruction, name);
+    } catch (const PlanError &error) {
+      fail(error.what());
+    }
+    if (!std::isfinite(value))
+      fail(std::string("attribute '") + name + "' must be finite");
+    return value;
+  }
+  const std::vector<int64_t> &intListAttr(const char *name) const {
+    try {
+      return plan::intListAttr(instruction, name);
+    } catch (const PlanError &error) {
+      fail(error.what());
+    }
+  }
+
+  void check();
+
+private:
+  void checkElementwiseBinary();
+  void checkElementwiseUnary();
+  void checkMatMul();
+  void checkLayout();
+  void checkReduction();
+  void checkEmbedding();
+  void checkNorm();
+  void checkSoftmax();
+  void checkAttention();
+  void checkLoss();
+  void checkElementwiseGrad();
+  void checkPad();
+  void checkMaxGrad();
+  void checkEmbeddingGrad();
+  void checkNormGrad();
+  void checkAttentionGrad();
+  void checkCrossEntropyGrad();
+  void checkGradSeed();
+  void checkAccumulate();
+  void checkGlobalNorm();
+  void checkLrSchedule();
+  void checkOptimizer();
+  void checkUpdateLossScale();
+  /// Fails unless operand \p i is the loss-scaling buffer \p expected.
+  void lossScalingOperand(size_t i, uint32_t expected, const char *what) const;
+
+  const Plan &plan;
+  const Instruction &instruction;
+  size_t index;
+  std::string list;
+};
+
+} // namespace ampc::plan::detail
+
+#endif // AMPC_RUNTIME_PLAN_PLANVALIDATEINTERNAL_H

@@ -1,0 +1,401 @@
+//===- PlanValidateTraining.cpp - Checks of training instructions ---------===//
+//
+// The parts of plan validation that only training plans exercise: the
+// gradient ops, grad_seed, accumulate, global_norm, lr_schedule, the
+// optimizers (adamw, sgd) and update_loss_scale, the loss-scaling settings
+// and buffers, the parameter-copy table, and which operand each in-place
+// update of a parameter, parameter copy or state buffer writes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/plan/PlanValidateInternal.h"
+#include "runtime/plan/ShapeRules.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ampc::plan::detail {
+
+/// Whether \p op updates buffers in place: each result is one of its
+/// operands (aliasedOperand). These are the only instructions that write
+/// parameter, parameter copy or state buffers.
+bool isInPlace(OpCode op) {
+  return op == OpCode::Accumulate || op == OpCode::AdamW ||
+         op == OpCode::Sgd || op == OpCode::UpdateLossScale;
+}
+
+/// The operand that result \p i of an in-place instruction updates: operand
+/// i, except accumulate's found (operand 3) and the parameter copy of adamw
+/// and sgd (the last operand).
+size_t aliasedOperand(const Instruction &instruction, size_t i) {
+  switch (instruction.op) {
+  case OpCode::Accumulate:
+    return i == 0 ? 0 : 3;
+  case OpCode::AdamW:
+    return i < 4 ? i : instruction.operands.size() - 1;
+  case OpCode::Sgd:
+    return i < 3 ? i : instruction.operands.size() - 1;
+  default:
+    return i;
+  }
+}
+
+void checkParameterCopies(const Plan &plan, const ClaimEntry &claim) {
+  const size_t bufferCount = plan.buffers.size();
+  std::vector<bool> hasCopy(bufferCount, false);
+  for (size_t i = 0; i < plan.parameterCopies.size(); ++i) {
+    const ParameterCopy &copy = plan.parameterCopies[i];
+    std::string what = "parameter copy " + std::to_string(i);
+    claim(copy.buffer, BufferRole::ParameterCopy, what);
+    const Buffer &buffer = plan.buffers[copy.buffer];
+    what += " " + describeBuffer(plan, copy.buffer);
+    if (buffer.dtype != DType::BF16 && buffer.dtype != DType::F16)
+      fail(what + " must be bf16 or f16");
+    if (copy.source >= bufferCount)
+      fail(what + " has source buffer " + std::to_string(copy.source) +
+           ", but the plan has " + std::to_string(bufferCount) + " buffers");
+    const Buffer &source = plan.buffers[copy.source];
+    if (source.role != BufferRole::Parameter)
+      fail(what + ": its source " + describeBuffer(plan, copy.source) +
+           " must be a parameter buffer, is a " + bufferRoleName(source.role));
+    if (source.dtype != DType::F32)
+      fail(what + ": its source " + describeBuffer(plan, copy.source) +
+           " must be f32");
+    if (source.shape != buffer.shape)
+      fail(what + " must have the shape of its source " +
+           describeBuffer(plan, copy.source));
+    if (hasCopy[copy.source])
+      fail(what + ": its source " + describeBuffer(plan, copy.source) +
+           " already has a copy");
+    hasCopy[copy.source] = true;
+  }
+}
+
+/// The four loss-scaling buffers, in update_loss_scale's operand order.
+std::vector<uint32_t> lossScalingBuffers(const LossScaling &scaling) {
+  return {scaling.scale, scaling.growthTracker, scaling.foundNonFinite,
+          scaling.appliedSteps};
+}
+
+/// Checks Plan::lossScaling: a known mode and, when enabled, a training
+/// plan, a finite positive initial scale, GradScaler's constraints on the
+/// dynamic settings and four distinct f32 scalar state buffers.
+void checkLossScaling(const Plan &plan) {
+  const LossScaling &scaling = plan.lossScaling;
+  if (static_cast<uint8_t>(scaling.mode) > 2)
+    fail("unknown loss scale mode " +
+         std::to_string(static_cast<int>(scaling.mode)));
+  if (scaling.mode == LossScaleMode::None)
+    return;
+  const std::string what =
+      std::string("loss scaling (") + lossScaleModeName(scaling.mode) + ")";
+  if (plan.optimizerInstructions.empty())
+    fail(what + " needs a training plan (one with an optimizer step)");
+  if (!std::isfinite(scaling.initialScale) || scaling.initialScale <= 0)
+    fail(what + ": the initial scale must be finite and > 0, is " +
+         std::to_string(scaling.initialScale));
+  // The growth, backoff and floor settings matter only to a dynamic scale.
+  const bool dynamic = scaling.mode == LossScaleMode::Dynamic;
+  if (dynamic &&
+      (!std::isfinite(scaling.growthFactor) || scaling.growthFactor <= 1))
+    fail(what + ": the growth factor must be finite and > 1, is " +
+         std::to_string(scaling.growthFactor));
+  if (dynamic && !(scaling.backoffFactor > 0 && scaling.backoffFactor < 1))
+    fail(what + ": the backoff factor must be in (0, 1), is " +
+         std::to_string(scaling.backoffFactor));
+  // The growth tracker is an f32 buffer: it counts exactly up to 2^24.
+  if (dynamic &&
+      (scaling.growthInterval < 1 || scaling.growthInterval > (1 << 24)))
+    fail(what + ": the growth interval must be in [1, 2^24], is " +
+         std::to_string(scaling.growthInterval));
+  if (dynamic &&
+      !(scaling.minScale >= 0 && scaling.minScale <= scaling.initialScale))
+    fail(what + ": the minimum scale must be in [0, initial scale], is " +
+         std::to_string(scaling.minScale));
+  const char *names[] = {"scale", "growth tracker", "found-non-finite flag",
+                         "applied-steps count"};
+  const std::vector<uint32_t> ids = lossScalingBuffers(scaling);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] >= plan.buffers.size())
+      fail(what + ": the " + names[i] + " buffer " + std::to_string(ids[i]) +
+           " is out of range (the plan has " +
+           std::to_string(plan.buffers.size()) + " buffers)");
+    const Buffer &buffer = plan.buffers[ids[i]];
+    if (buffer.role != BufferRole::State || buffer.dtype != DType::F32 ||
+        !buffer.shape.empty())
+      fail(what + ": the " + names[i] + " " + describeBuffer(plan, ids[i]) +
+           " must be an f32 scalar state buffer");
+    for (size_t j = 0; j < i; ++j)
+      if (ids[j] == ids[i])
+        fail(what + ": the " + names[i] + " and the " + names[j] +
+             " are one buffer, " + describeBuffer(plan, ids[i]));
+  }
+}
+
+void InstructionChecker::checkElementwiseGrad() {
+  // (x or y, dy) -> dx: both float (the forward value and the incoming
+  // gradient may be stored in different float dtypes), one shape.
+  operandCount(2);
+  floatOperand(0);
+  floatOperand(1);
+  operandShapeOf(1, 0);
+  floatResult();
+  resultShape(operand(0).shape);
+  if (instruction.op == OpCode::GeluGrad)
+    flagAttr("approximate");
+  if (instruction.op == OpCode::SoftmaxGrad && operand(0).shape.empty())
+    fail(operandName(0) + " must have rank >= 1");
+}
+
+void InstructionChecker::checkPad() {
+  operandCount(1);
+  // As slice, whose gradient it is: any dtype; a float operand may be stored
+  // in any float dtype, an integer one keeps its dtype.
+  if (isFloatDType(operand(0).dtype))
+    floatResult();
+  else
+    resultDTypeOf(0);
+  std::string error;
+  if (!plan::checkPad(operand(0).shape, intListAttr("low"), result().shape,
+                      error))
+    fail(error);
+}
+
+void InstructionChecker::checkMaxGrad() {
+  operandCount(2);
+  floatOperand(0);
+  floatOperand(1);
+  floatResult();
+  std::string error;
+  Shape reduced = checked(reduceShape(operand(0).shape, intListAttr("axes"),
+                                      flagAttr("keepdims"), error),
+                          error);
+  if (operand(1).shape != reduced)
+    fail(operandName(1) + " must have the reduced shape " +
+         shapeToString(reduced));
+  resultShape(operand(0).shape);
+}
+
+void InstructionChecker::checkEmbeddingGrad() {
+  operandCount(2);
+  integerOperand(0);
+  floatOperand(1);
+  floatResult();
+  std::string error;
+  if (!plan::checkEmbeddingGrad(operand(0).shape, operand(1).shape,
+                                result().shape, error))
+    fail(error);
+}
+
+void InstructionChecker::checkNormGrad() {
+  // (x, gamma, dy) -> (dx, dgamma[, dbeta]).
+  operandCount(3);
+  for (size_t i = 0; i < 3; ++i)
+    floatOperand(i);
+  const Shape &x = operand(0).shape;
+  std::string error;
+  if (!checkNormParameter(x, operand(1).shape, "gamma", error))
+    fail(error);
+  operandShapeOf(2, 0);
+  for (size_t i = 0; i < instruction.results.size(); ++i) {
+    floatResult(i);
+    resultShape(i == 0 ? x : operand(1).shape, i);
+  }
+  if (realAttr("epsilon") < 0)
+    fail("attribute 'epsilon' must be >= 0");
+}
+
+void InstructionChecker::checkAttentionGrad() {
+  // (q, k, v, dy) -> (dq, dk, dv).
+  operandCount(4);
+  for (size_t i = 0; i < 4; ++i)
+    floatOperand(i);
+  std::string error;
+  Shape out = checked(attentionShape(operand(0).shape, operand(1).shape,
+                                     operand(2).shape, flagAttr("causal"),
+                                     error),
+                      error);
+  if (operand(3).shape != out)
+    fail(operandName(3) + " must have the attention output's shape " +
+         shapeToString(out));
+  for (size_t i = 0; i < 3; ++i) {
+    floatResult(i);
+    resultShape(operand(i).shape, i);
+  }
+  realAttr("scale");
+}
+
+void InstructionChecker::checkCrossEntropyGrad() {
+  // (logits, labels, dloss) -> dlogits.
+  operandCount(3);
+  floatOperand(0);
+  integerOperand(1);
+  floatScalarOperand(2);
+  std::string error;
+  if (!checkCrossEntropy(operand(0).shape, operand(1).shape, error))
+    fail(error);
+  intAttr("ignore_index");
+  int64_t reduction = intAttr("reduction");
+  if (reduction != 0 && reduction != 1)
+    fail("attribute 'reduction' must be 0 (mean) or 1 (sum), is " +
+         std::to_string(reduction));
+  floatResult();
+  resultShape(operand(0).shape);
+}
+
+void InstructionChecker::checkGradSeed() {
+  if (instruction.operands.size() > 1)
+    fail("takes 0 or 1 operands, has " +
+         std::to_string(instruction.operands.size()));
+  if (!instruction.operands.empty())
+    floatScalarOperand(0);
+  if (intAttr("accum_steps") < 1)
+    fail("attribute 'accum_steps' must be >= 1");
+  f32ScalarResult();
+}
+
+void InstructionChecker::lossScalingOperand(size_t i, uint32_t expected,
+                                            const char *what) const {
+  if (instruction.operands[i] != expected)
+    fail(operandName(i) + " must be the plan's " + what + ", " +
+         describeBuffer(plan, expected));
+}
+
+void InstructionChecker::checkAccumulate() {
+  // (acc, g) or, with loss scaling, (acc, g, scale, found) -> (acc, found).
+  const size_t count = instruction.operands.size();
+  if (count != 2 && count != 4)
+    fail("takes 2 operands (acc, g) or 4 (acc, g, scale, found), has " +
+         std::to_string(count));
+  operandRole(0, BufferRole::State);
+  floatOperand(1);
+  operandShapeOf(1, 0);
+  const LossScaling &scaling = plan.lossScaling;
+  if (count == 4) {
+    if (scaling.mode == LossScaleMode::None)
+      fail("unscales by a loss scale, but the plan has no loss scaling");
+    lossScalingOperand(2, scaling.scale, "loss scale");
+    lossScalingOperand(3, scaling.foundNonFinite, "found-non-finite flag");
+  } else if (scaling.mode != LossScaleMode::None) {
+    fail("must unscale its gradient (operands acc, g, scale, found), since "
+         "the plan has loss scaling");
+  }
+}
+
+void InstructionChecker::checkGlobalNorm() {
+  if (instruction.operands.empty())
+    fail("takes at least 1 operand, has 0");
+  for (size_t i = 0; i < instruction.operands.size(); ++i)
+    floatOperand(i);
+  f32ScalarResult();
+}
+
+void InstructionChecker::checkLrSchedule() {
+  operandCount(0);
+  int64_t kind = intAttr("kind");
+  if (kind != 0 && kind != 1)
+    fail("attribute 'kind' must be 0 (constant) or 1 (cosine), is " +
+         std::to_string(kind));
+  realAttr("lr");
+  realAttr("min_lr");
+  if (intAttr("warmup_steps") < 0)
+    fail("attribute 'warmup_steps' must be >= 0");
+  if (intAttr("decay_steps") < 0)
+    fail("attribute 'decay_steps' must be >= 0");
+  f32ScalarResult();
+}
+
+void InstructionChecker::checkOptimizer() {
+  // adamw: (param, grad, m, v, lr, grad_norm); sgd: (param, grad, momentum,
+  // lr, grad_norm); then, with loss scaling, (found, applied_steps); then,
+  // when the parameter has a reduced-precision copy, the copy. The tensors
+  // are f32 master copies updated in place.
+  const bool adamw = instruction.op == OpCode::AdamW;
+  const size_t tensors = adamw ? 4 : 3;
+  const size_t base = tensors + 2;
+  const size_t count = instruction.operands.size();
+  if (count < base || count > base + 3)
+    fail("takes " + std::to_string(base) + " to " + std::to_string(base + 3) +
+         " operands, has " + std::to_string(count));
+  const bool skips = count >= base + 2;
+  const bool copies = count == base + 1 || count == base + 3;
+  operandRole(0, BufferRole::Parameter);
+  if (operand(0).dtype != DType::F32)
+    fail(operandName(0) + " must be f32");
+  for (size_t i = 1; i < tensors; ++i) {
+    operandRole(i, BufferRole::State);
+    operandShapeOf(i, 0);
+  }
+  floatScalarOperand(tensors);
+  floatScalarOperand(tensors + 1);
+  const LossScaling &scaling = plan.lossScaling;
+  if (skips) {
+    if (scaling.mode == LossScaleMode::None)
+      fail("reads a found-non-finite flag, but the plan has no loss scaling");
+    lossScalingOperand(base, scaling.foundNonFinite, "found-non-finite flag");
+    lossScalingOperand(base + 1, scaling.appliedSteps, "applied-steps count");
+  } else if (scaling.mode != LossScaleMode::None) {
+    fail("must read the found-non-finite flag and the applied-steps count "
+         "after grad_norm, since the plan has loss scaling");
+  }
+  const ParameterCopy *copy = nullptr;
+  for (const ParameterCopy &entry : plan.parameterCopies)
+    if (entry.source == instruction.operands[0])
+      copy = &entry;
+  if (copies) {
+    operandRole(count - 1, BufferRole::ParameterCopy);
+    if (!copy || copy->buffer != instruction.operands[count - 1])
+      fail(operandName(count - 1) + " must be the copy of " + operandName(0));
+  } else if (copy) {
+    fail(operandName(0) + " has a copy, " + describeBuffer(plan, copy->buffer) +
+         ", which must be the last operand and result so that it is "
+         "refreshed");
+  }
+  if (adamw) {
+    for (const char *beta : {"beta1", "beta2"}) {
+      double value = realAttr(beta);
+      if (value < 0 || value >= 1)
+        fail(std::string("attribute '") + beta + "' must be in [0, 1)");
+    }
+    if (realAttr("eps") < 0)
+      fail("attribute 'eps' must be >= 0");
+  } else {
+    realAttr("momentum");
+  }
+  realAttr("weight_decay");
+  realAttr("clip_norm");
+}
+
+void InstructionChecker::checkUpdateLossScale() {
+  // (scale, growth tracker, found, applied steps), updated in place.
+  operandCount(4);
+  const LossScaling &scaling = plan.lossScaling;
+  if (scaling.mode == LossScaleMode::None)
+    fail("the plan has no loss scaling");
+  lossScalingOperand(0, scaling.scale, "loss scale");
+  lossScalingOperand(1, scaling.growthTracker, "growth tracker");
+  lossScalingOperand(2, scaling.foundNonFinite, "found-non-finite flag");
+  lossScalingOperand(3, scaling.appliedSteps, "applied-steps count");
+  // The attributes repeat the plan's settings, so the two cannot disagree.
+  const bool dynamic = flagAttr("dynamic") == 1;
+  if (dynamic != (scaling.mode == LossScaleMode::Dynamic))
+    fail(std::string("attribute 'dynamic' is ") + (dynamic ? "1" : "0") +
+         ", but the plan's loss scaling is " + lossScaleModeName(scaling.mode));
+  for (auto [name, expected] :
+       {std::pair<const char *, float>{"growth_factor", scaling.growthFactor},
+        {"backoff_factor", scaling.backoffFactor},
+        {"min_scale", scaling.minScale}}) {
+    const double value = realAttr(name);
+    if (static_cast<float>(value) != expected)
+      fail(std::string("attribute '") + name + "' is " + std::to_string(value) +
+           ", but the plan's loss scaling has " + std::to_string(expected));
+  }
+  if (intAttr("growth_interval") != scaling.growthInterval)
+    fail("attribute 'growth_interval' is " +
+         std::to_string(intAttr("growth_interval")) +
+         ", but the plan's loss scaling has " +
+         std::to_string(scaling.growthInterval));
+}
+
+} // namespace ampc::plan::detail
