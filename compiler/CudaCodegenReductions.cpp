@@ -37,6 +37,37 @@ std::string rowLoop(KernelWriter &writer, F body, const std::string &limit = "L"
          "    }\n";
 }
 
+/// Emits the layer-norm statistics of the current row: `mean` and `rstd` = 1 / sqrt(var + eps),
+/// the biased variance taken around the mean in a second pass (f32 block sums).
+std::string layerNormStatistics(KernelWriter &writer, Value input, const std::string &eps) {
+  // One statement per loop: the element reads name their temporaries in emission order.
+  std::string text = "    float sum = 0.0f;\n";
+  text += rowLoop(writer, [&](Scope &s) { s.line("sum += " + writer.element(input, "i", s) + ";"); });
+  text += "    const float mean = blockSum(sum, reduceScratch) / static_cast<float>(L);\n"
+          "    float squares = 0.0f;\n";
+  text += rowLoop(writer, [&](Scope &s) {
+    s.line("const float centred = " + writer.element(input, "i", s) + " - mean;");
+    s.line("squares += centred * centred;");
+  });
+  text += "    const float rstd = 1.0f / sqrtf(blockSum(squares, reduceScratch) / "
+          "static_cast<float>(L) + " +
+          eps + ");\n";
+  return text;
+}
+
+/// Emits the RMS-norm statistic of the current row: `r` = 1 / sqrt(mean(x^2) + eps).
+std::string rmsNormStatistic(KernelWriter &writer, Value input, const std::string &eps) {
+  std::string text = "    float squares = 0.0f;\n";
+  text += rowLoop(writer, [&](Scope &s) {
+    std::string xv = writer.element(input, "i", s);
+    s.line("squares += " + xv + " * " + xv + ";");
+  });
+  text += "    const float r = 1.0f / sqrtf(blockSum(squares, reduceScratch) / "
+          "static_cast<float>(L) + " +
+          eps + ");\n";
+  return text;
+}
+
 } // namespace
 
 void Generator::rowKernel(Operation *anchor) {
@@ -80,17 +111,7 @@ void Generator::rowKernel(Operation *anchor) {
            "Memory: x read three times (the row stays in L1/L2), gamma/beta, outputs written "
            "once.";
     std::string x;
-    body << "    float sum = 0.0f;\n"
-         << rowLoop(writer, [&](Scope &s) { s.line("sum += " + writer.element(input, "i", s) + ";"); })
-         << "    const float mean = blockSum(sum, reduceScratch) / static_cast<float>(L);\n"
-         << "    float squares = 0.0f;\n"
-         << rowLoop(writer, [&](Scope &s) {
-              s.line("const float centred = " + writer.element(input, "i", s) + " - mean;");
-              s.line("squares += centred * centred;");
-            })
-         << "    const float rstd = 1.0f / sqrtf(blockSum(squares, reduceScratch) / "
-            "static_cast<float>(L) + "
-         << eps << ");\n"
+    body << layerNormStatistics(writer, input, eps)
          << rowLoop(writer, [&](Scope &s) {
               std::string xv = writer.element(input, "i", s);
               std::string g = writer.element(norm.getGamma(), "j", s);
@@ -105,14 +126,7 @@ void Generator::rowKernel(Operation *anchor) {
     const std::string eps = floatLiteral(norm.getEpsilon().convertToDouble());
     math = "y = x * r * gamma per row of L, r = 1 / sqrt(mean(x^2) + eps) in f32; then the\n"
            "fused consumers of y. Memory: x read twice, outputs written once.";
-    body << "    float squares = 0.0f;\n"
-         << rowLoop(writer, [&](Scope &s) {
-              std::string xv = writer.element(input, "i", s);
-              s.line("squares += " + xv + " * " + xv + ";");
-            })
-         << "    const float r = 1.0f / sqrtf(blockSum(squares, reduceScratch) / "
-            "static_cast<float>(L) + "
-         << eps << ");\n"
+    body << rmsNormStatistic(writer, input, eps)
          << rowLoop(writer, [&](Scope &s) {
               std::string xv = writer.element(input, "i", s);
               std::string g = writer.element(norm.getGamma(), "j", s);
@@ -176,17 +190,7 @@ void Generator::rowKernel(Operation *anchor) {
            "dx = rstd * (g - mean(g) - xhat * mean(g * xhat)); then the fused consumers of dx.\n"
            "Row statistics (mean, rstd) go to rowStats for the dgamma/dbeta column kernel.\n"
            "Memory: x read four times and dy twice per row (L1/L2-resident), dx written once.";
-    body << "    float sum = 0.0f;\n"
-         << rowLoop(writer, [&](Scope &s) { s.line("sum += " + writer.element(input, "i", s) + ";"); })
-         << "    const float mean = blockSum(sum, reduceScratch) / static_cast<float>(L);\n"
-         << "    float squares = 0.0f;\n"
-         << rowLoop(writer, [&](Scope &s) {
-              s.line("const float centred = " + writer.element(input, "i", s) + " - mean;");
-              s.line("squares += centred * centred;");
-            })
-         << "    const float rstd = 1.0f / sqrtf(blockSum(squares, reduceScratch) / "
-            "static_cast<float>(L) + "
-         << eps << ");\n"
+    body << layerNormStatistics(writer, input, eps)
          << "    if (threadIdx.x == 0) {\n      rowStats[2 * row] = mean;\n"
          << "      rowStats[2 * row + 1] = rstd;\n    }\n"
          << "    float sumG = 0.0f, sumGXhat = 0.0f;\n"
@@ -217,14 +221,7 @@ void Generator::rowKernel(Operation *anchor) {
     math = "Per row: r = 1 / sqrt(mean(x^2) + eps), g = dy * gamma;\n"
            "dx = r * g - x * r^3 * mean(g * x); then the fused consumers of dx. r goes to\n"
            "rowStats for the dgamma column kernel. Memory: x read three times, dy twice.";
-    body << "    float squares = 0.0f;\n"
-         << rowLoop(writer, [&](Scope &s) {
-              std::string xv = writer.element(input, "i", s);
-              s.line("squares += " + xv + " * " + xv + ";");
-            })
-         << "    const float r = 1.0f / sqrtf(blockSum(squares, reduceScratch) / "
-            "static_cast<float>(L) + "
-         << eps << ");\n"
+    body << rmsNormStatistic(writer, input, eps)
          << "    if (threadIdx.x == 0) {\n      rowStats[2 * row] = 0.0f;\n"
          << "      rowStats[2 * row + 1] = r;\n    }\n"
          << "    float sumGX = 0.0f;\n"
