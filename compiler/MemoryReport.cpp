@@ -2,6 +2,7 @@
 
 #include "compiler/MemoryReport.h"
 #include "compiler/PlanEmitter.h"
+#include "passes/OpCost.h"
 
 #include "llvm/Support/Format.h"
 
@@ -29,12 +30,6 @@ std::string formatBytes(int64_t bytes) {
   return text;
 }
 
-static int64_t bytesOf(Type type) {
-  auto tensor = llvm::cast<RankedTensorType>(type);
-  int64_t bits = tensor.getElementType().getIntOrFloatBitWidth();
-  return tensor.getNumElements() * std::max<int64_t>(1, bits / 8);
-}
-
 static int64_t intAttr(Operation *op, llvm::StringRef name) {
   auto attr = op->getAttrOfType<IntegerAttr>(name);
   return attr ? attr.getInt() : 0;
@@ -42,25 +37,14 @@ static int64_t intAttr(Operation *op, llvm::StringRef name) {
 
 MemoryTotals memoryTotals(ModelOp model) {
   MemoryTotals totals;
-  for (Operation &op : model.getBodyBlock()) {
-    if (auto param = llvm::dyn_cast<ParamOp>(op))
-      totals.parameters += bytesOf(param.getType());
-    else if (auto copy = llvm::dyn_cast<ParamCopyOp>(op))
-      totals.parameterCopies += bytesOf(copy.getType());
-    else if (auto input = llvm::dyn_cast<InputOp>(op))
-      totals.inputs += bytesOf(input.getType());
-    else if (auto state = llvm::dyn_cast<StateOp>(op)) {
-      // Gradient accumulators are named "<param>.grad"; the rest is optimizer state.
-      if (state.getSymName().ends_with(".grad"))
-        totals.gradients += bytesOf(state.getType());
-      else
-        totals.optimizerState += bytesOf(state.getType());
-    } else if (llvm::isa<LossScaleOp>(op)) {
-      totals.optimizerState += 4 * 4; // scale, growth count, flag, applied steps
-    }
-  }
+  PersistentBytes persistent = persistentBytes(model);
+  totals.parameters = persistent.parameters;
+  totals.parameterCopies = persistent.parameterCopies;
+  totals.gradients = persistent.gradients;
+  totals.optimizerState = persistent.optimizerState;
+  totals.inputs = persistent.inputs;
+  totals.constants = persistent.constants;
   func::FuncOp entry = model.getEntryFunction();
-  entry.walk([&](ConstantOp constant) { totals.constants += bytesOf(constant.getType()); });
   totals.microStepArena = intAttr(entry, "arena_bytes");
   totals.microStepPeakLive = intAttr(entry, "peak_live_bytes");
   if (auto step = mlir::SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(

@@ -2,50 +2,18 @@
 
 #include "compiler/PrecisionReport.h"
 #include "compiler/PlanEmitter.h"
+#include "passes/OpCost.h"
 
 #include "llvm/Support/Format.h"
 
 using namespace mlir;
 using namespace ampc::graph;
+using ampc::graph::bytesPerElement;
+using ampc::graph::estimateFlops;
 
 namespace ampc {
 
-static int64_t elementsOf(Value value) {
-  auto type = llvm::dyn_cast<RankedTensorType>(value.getType());
-  return type ? type.getNumElements() : 0;
-}
-
-static int64_t bytesPerElement(Type element) {
-  return std::max<int64_t>(1, element.getIntOrFloatBitWidth() / 8);
-}
-
-double estimateFlops(Operation *op) {
-  if (auto matmul = llvm::dyn_cast<MatmulOp>(op)) {
-    auto lhs = llvm::cast<RankedTensorType>(matmul.getLhs().getType()).getShape();
-    int64_t k = matmul.getTransposeLhs() ? lhs[lhs.size() - 2] : lhs.back();
-    return 2.0 * double(elementsOf(matmul.getResult())) * double(k);
-  }
-  auto attentionFlops = [](Value query, Value key, double perProduct) {
-    auto q = llvm::cast<RankedTensorType>(query.getType()).getShape();
-    auto k = llvm::cast<RankedTensorType>(key.getType()).getShape();
-    double heads = double(llvm::cast<RankedTensorType>(query.getType()).getNumElements()) /
-                   double(q[q.size() - 2] * q.back());
-    return perProduct * heads * double(q[q.size() - 2]) * double(k[k.size() - 2]) *
-           double(q.back());
-  };
-  if (auto attention = llvm::dyn_cast<AttentionOp>(op))
-    return attentionFlops(attention.getQuery(), attention.getKey(), 4.0);
-  if (auto attention = llvm::dyn_cast<AttentionGradOp>(op))
-    return attentionFlops(attention.getQuery(), attention.getKey(), 10.0);
-  // Reductions and losses touch every input element; everything else every output element.
-  int64_t elements = 0;
-  if (llvm::isa<SumOp, MeanOp, MaxOp, CrossEntropyOp, MseLossOp>(op))
-    elements = elementsOf(op->getOperand(0));
-  else
-    for (Value result : op->getResults())
-      elements += elementsOf(result);
-  return double(elements);
-}
+static int64_t elementsOf(Value value) { return graph::elementsOf(value.getType()); }
 
 PrecisionTotals precisionTotals(ModelOp model) {
   PrecisionTotals totals;

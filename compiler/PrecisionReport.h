@@ -28,11 +28,6 @@ struct PrecisionTotals {
   double flops = 0, reducedFlops = 0;
 };
 
-/// An estimate of an op's floating-point operations: 2 M N K for a matmul, 4 T S Dh per
-/// attention head forward and 10 T S Dh for its gradient (the scores are recomputed), one per
-/// element otherwise.
-double estimateFlops(mlir::Operation *op);
-
 /// Sums the totals of the model's entry function and parameter copies.
 PrecisionTotals precisionTotals(graph::ModelOp model);
 

@@ -152,10 +152,20 @@ void GraphAssignPrecisionPass::assignOp(Operation *op, PrecisionRule rule,
     if (op->getNumResults() == 1 && isParameterGradient(op->getResult(0)))
       compute = f32;
   }
+  // Cross-entropy and its gradient load reduced logits and compute in f32 inside (the widening
+  // is exact), and the gradient is stored in the reduced type anyway: a widened copy of the
+  // logits and an f32 gradient would only add the two largest tensors of a language model.
+  bool readsReducedLogits = rule == PrecisionRule::Fp32 &&
+                            llvm::isa<CrossEntropyOp, CrossEntropyGradOp>(op) &&
+                            elementOf(op->getOperand(0)) == reduced &&
+                            !op->hasAttr("keep_fp32") &&
+                            (llvm::isa<CrossEntropyOp>(op) ||
+                             !policy.storesFp32(op->getName().stripDialect().str()));
   for (OpOperand &operand : op->getOpOperands()) {
     // The f32 scalar gradient of cross_entropy_grad is typed f32 by the op itself.
     if (!isFloat(operand.get()) ||
-        (llvm::isa<CrossEntropyGradOp>(op) && operand.getOperandNumber() == 2))
+        (llvm::isa<CrossEntropyGradOp>(op) && operand.getOperandNumber() == 2) ||
+        (readsReducedLogits && operand.getOperandNumber() == 0))
       continue;
     operand.set(convert(operand.get(), compute));
   }
@@ -169,7 +179,8 @@ void GraphAssignPrecisionPass::assignOp(Operation *op, PrecisionRule rule,
     if (!isFloat(result))
       continue;
     if (!keepsResultTypes)
-      result.setType(RankedTensorType::get(tensorType(result).getShape(), compute));
+      result.setType(RankedTensorType::get(tensorType(result).getShape(),
+                                           readsReducedLogits ? reduced : compute));
     // Where the result is stored: f32 for parameter gradients, scalars, kinds the policy
     // stores in f32 and ops kept in f32; the reduced type for every other activation.
     bool parameterGradient = isParameterGradient(result);

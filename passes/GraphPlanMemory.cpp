@@ -3,12 +3,14 @@
 // Adapts the IR to MemoryPlanner: every result of an op in the function is a value of the
 // arena, except what only names a persistent buffer (a parameter, its copy, an input, the loss
 // scale) or plan constant data. A value lives from its defining op to its last reader; one the
-// function returns or marks as the loss lives to the end.
+// function returns or marks as the loss lives to the end. A view (a reshape of an arena value)
+// takes its source's offset, and its readers extend its source's lifetime.
 //
 //===--------------------------------------------------------------------------===//
 
 #include "passes/MemoryPlanner.h"
 #include "passes/Passes.h"
+#include "passes/RematAdapter.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -46,20 +48,30 @@ struct GraphPlanMemoryPass : ampc::graph::impl::GraphPlanMemoryBase<GraphPlanMem
 
     std::vector<BufferLifetime> lifetimes;
     std::vector<std::pair<Operation *, unsigned>> owners;
+    // A view shares its source's storage: the lifetime of the value that owns the bytes.
+    llvm::DenseMap<Value, size_t> lifetimeOf;
+    std::vector<std::pair<Operation *, size_t>> views;
     for (Operation &op : body) {
       if (!isArenaValue(&op))
         continue;
       for (OpResult result : op.getResults()) {
-        BufferLifetime lifetime;
-        lifetime.bytes = bytesOf(result);
-        lifetime.first = lifetime.last = indexOf[&op];
+        size_t owner = lifetimes.size();
+        if (viewSource(&op)) {
+          owner = lifetimeOf.lookup(op.getOperand(0));
+          views.emplace_back(&op, owner);
+        } else {
+          BufferLifetime lifetime;
+          lifetime.bytes = bytesOf(result);
+          lifetime.first = lifetime.last = indexOf[&op];
+          lifetimes.push_back(lifetime);
+          owners.emplace_back(&op, result.getResultNumber());
+        }
+        lifetimeOf[result] = owner;
         for (Operation *user : result.getUsers()) {
           // The loss and the returned values are read after the function's last op.
           int64_t last = llvm::isa<LossOp, func::ReturnOp>(user) ? count : indexOf[user];
-          lifetime.last = std::max(lifetime.last, last);
+          lifetimes[owner].last = std::max(lifetimes[owner].last, last);
         }
-        lifetimes.push_back(lifetime);
-        owners.emplace_back(&op, result.getResultNumber());
       }
     }
     MemoryPlan plan = planMemory(lifetimes, alignment);
@@ -70,6 +82,8 @@ struct GraphPlanMemoryPass : ampc::graph::impl::GraphPlanMemoryBase<GraphPlanMem
       list.resize(owner.first->getNumResults(), -1);
       list[owner.second] = offset;
     }
+    for (auto [view, owner] : views)
+      offsets[view] = {plan.offsets[owner]};
     OpBuilder b(func.getContext());
     for (auto &[op, list] : offsets)
       op->setAttr("arena_offsets", b.getDenseI64ArrayAttr(list));

@@ -319,7 +319,8 @@ def GraphPlanMemory : Pass<"graph-plan-memory", "::ampc::graph::ModelOp"> {
     plain C++) gives each value an offset in the function's arena, 256-byte aligned, so values
     whose lifetimes overlap never overlap in memory; it places the largest values first, each in
     the best-fitting gap. The same arena serves every micro-step. Parameters, their copies,
-    inputs, constants and the training state live outside the arenas.
+    inputs, constants and the training state live outside the arenas. A reshape of an arena
+    value is a view: it gets its source's offset, and its readers keep the source alive.
 
     Every op gets `arena_offsets` (one per result) and each function `arena_bytes` and
     `peak_live_bytes` (the sum of the values live at the busiest point: a lower bound on any
@@ -340,6 +341,59 @@ def GraphPlanMemory : Pass<"graph-plan-memory", "::ampc::graph::ModelOp"> {
   }];
   let options = [
     Option<"alignment", "alignment", "int64_t", "256", "offset alignment in bytes">
+  ];
+}
+
+def GraphPlanRemat : Pass<"graph-plan-remat", "::ampc::graph::ModelOp"> {
+  let summary = "Recompute forward values in the backward pass so the training step fits a memory budget";
+  let description = [{
+    Reads `micro_step` in its emitted order (forward up to `graph.grad_seed`, then backward) as
+    a rematerialization problem (passes/RematAdapter.h) and plans it with passes/RematPlanner.h,
+    plain C++ on Boost.Graph: min cuts over a sweep of the recompute/memory trade-off, segment
+    thinning, searches that move one position of every repeated block (transformer layer) at
+    once, and the Pareto frontier of (peak, extra FLOPs). The simulated peak counts the
+    persistent buffers (parameters, their copies, gradient accumulators, optimizer state,
+    inputs, constants), the `workspace`, and every value live at each op of the schedule that
+    is emitted, clones included; the optimizer step's own values are a floor. The chosen plan
+    is the cheapest whose peak, and whose best-fit arena, is within `budget`; a smaller budget
+    never gives a larger peak. Matmuls and attention are recomputed only when no cheaper plan
+    meets the budget. Dropout is recomputed exactly: a clone keeps its random stream.
+
+    A budget no plan meets is an error naming the smallest budget the planner can meet and the
+    values that dominate it. Without `budget` the pass does nothing. `budget` takes bytes or
+    units (`6GiB`, `512MiB`, `1.5GB`) or a percentage of the peak without remat (`75%`).
+
+    Clones are inserted just before their first reader in the backward pass and marked
+    `recomputed`; the backward ops read them. `micro_step` records the outcome:
+    `remat_budget_bytes`, `remat_peak_bytes` and `remat_no_remat_peak_bytes` (the whole step,
+    persistent buffers included), `remat_extra_flops`, `remat_step_flops`.
+
+    Before (`budget` below the peak with %1 kept):
+    ```mlir
+    %1 = graph.tanh %0 : tensor<64xf32>
+    %2 = graph.tanh %1 : tensor<64xf32>
+    ...
+    %5 = graph.grad_seed accum_steps 1
+    ...
+    %18 = graph.mul %1, %1 : tensor<64xf32>, tensor<64xf32>
+    ```
+    After:
+    ```mlir
+    %1 = graph.tanh %0 : tensor<64xf32>
+    %2 = graph.tanh %1 : tensor<64xf32>
+    ...
+    %5 = graph.grad_seed accum_steps 1
+    ...
+    %18 = graph.tanh %0 {recomputed} : tensor<64xf32>
+    %19 = graph.mul %18, %18 : tensor<64xf32>, tensor<64xf32>
+    ```
+  }];
+  let options = [
+    Option<"budget", "budget", "std::string", "\"\"",
+           "memory budget of the whole step: bytes, 6GiB/512MiB/1.5GB, or 75% of the no-remat peak">,
+    Option<"workspace", "workspace", "std::string", "\"0\"",
+           "bytes reserved for library workspace (cuBLASLt), counted as persistent">,
+    Option<"alignment", "alignment", "int64_t", "256", "arena offset alignment in bytes">
   ];
 }
 

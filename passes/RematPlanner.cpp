@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -47,12 +48,13 @@ public:
     int64_t numOps = static_cast<int64_t>(ops.size());
     int64_t numForward = problem.numForward;
     steps.reserve(numOps * 2);
+    storage.reserve(numOps * 2);
     available.assign(numOps, -1);
     // Forward: every op runs once, reading the original instances.
     for (int64_t v = 0; v < numForward; ++v) {
       int64_t step = emit(v, false);
       for (int64_t operand : ops[v].operands)
-        lastUse[available[operand]] = step;
+        read(operand, step);
       available[v] = step;
     }
     // Entering the backward: only pinned and kept values stay available.
@@ -65,7 +67,7 @@ public:
         materialize(operand);
       int64_t step = emit(b, false);
       for (int64_t operand : ops[b].operands)
-        lastUse[available[operand]] = step;
+        read(operand, step);
       available[b] = step;
     }
     return measure(wantContributors);
@@ -73,9 +75,18 @@ public:
 
 private:
   int64_t emit(int64_t op, bool isClone) {
+    int64_t step = static_cast<int64_t>(steps.size());
     steps.push_back({op, isClone});
-    lastUse.push_back(static_cast<int64_t>(steps.size()) - 1);
-    return static_cast<int64_t>(steps.size()) - 1;
+    lastUse.push_back(step);
+    int64_t alias = problem.ops[op].aliasOf;
+    storage.push_back(alias >= 0 ? storage[available[alias]] : step);
+    return step;
+  }
+
+  /// Step `step` reads the instance of `op` available now (and the storage it shares).
+  void read(int64_t op, int64_t step) {
+    lastUse[available[op]] = step;
+    lastUse[storage[available[op]]] = step;
   }
 
   /// Clones `v` (after its unavailable operands) unless it is available.
@@ -86,7 +97,7 @@ private:
       materialize(operand);
     int64_t step = emit(v, true);
     for (int64_t operand : problem.ops[v].operands)
-      lastUse[available[operand]] = step;
+      read(operand, step);
     available[v] = step;
   }
 
@@ -105,8 +116,12 @@ private:
       }
     }
     int64_t live = 0, peak = -1;
+    if (wantContributors)
+      sim.liveBytes.resize(numSteps);
     for (size_t s = 0; s < numSteps; ++s) {
       live += delta[s];
+      if (wantContributors)
+        sim.liveBytes[s] = live;
       if (live > peak) {
         peak = live;
         sim.peakStep = static_cast<int64_t>(s);
@@ -128,6 +143,7 @@ private:
                        });
       sim.atPeak.insert(sim.atPeak.end(), values.begin(), values.end());
       sim.schedule = steps;
+      sim.lastUse = lastUse;
     }
     return sim;
   }
@@ -137,6 +153,8 @@ private:
   std::vector<RematStep> steps;
   /// Per step: the last step that reads the instance it defines.
   std::vector<int64_t> lastUse;
+  /// Per step: the step whose bytes hold its value (itself unless a view).
+  std::vector<int64_t> storage;
   /// Per op: the step of the instance readers use now, or -1.
   std::vector<int64_t> available;
 };
@@ -327,11 +345,45 @@ private:
   std::vector<Evaluated> plans;
 };
 
+/// Candidates grouped by their position in repeated blocks: each group holds
+/// the ops at one position of every block of the most common length (at least
+/// two blocks), so flipping a group changes that position in every layer.
+std::vector<std::vector<size_t>>
+blockPositions(const RematProblem &problem, const std::vector<bool> &candidate) {
+  std::map<int64_t, int64_t> blockSize;
+  for (const RematOp &op : problem.ops)
+    if (op.blockId >= 0)
+      blockSize[op.blockId] =
+          std::max(blockSize[op.blockId], op.positionInBlock + 1);
+  std::map<int64_t, int64_t> sizeCount;
+  for (auto [block, size] : blockSize)
+    ++sizeCount[size];
+  int64_t commonSize = -1, commonCount = 1;
+  for (auto [size, count] : sizeCount)
+    if (count > commonCount) {
+      commonSize = size;
+      commonCount = count;
+    }
+  if (commonSize < 0)
+    return {};
+  std::vector<std::vector<size_t>> groups(commonSize);
+  for (size_t v = 0; v < problem.ops.size(); ++v) {
+    const RematOp &op = problem.ops[v];
+    if (candidate[v] && op.blockId >= 0 && blockSize[op.blockId] == commonSize &&
+        op.positionInBlock >= 0)
+      groups[op.positionInBlock].push_back(v);
+  }
+  std::vector<std::vector<size_t>> repeated;
+  for (auto &group : groups)
+    if (group.size() >= 2)
+      repeated.push_back(std::move(group));
+  return repeated;
+}
+
 } // namespace
 
 RematFrontier rematFrontier(const RematProblem &problem) {
   std::vector<bool> candidate = rematCandidates(problem);
-  int64_t numCandidates = std::count(candidate.begin(), candidate.end(), true);
   PlanPool pool(problem);
   std::vector<bool> keepAll(problem.ops.size(), false);
   pool.add(keepAll);
@@ -361,40 +413,73 @@ RematFrontier rematFrontier(const RematProblem &problem) {
         pool.add(thin(problem, candidate, base, bound, thinMatmuls));
   }
 
-  // Step 3: local search around the frontier while it is cheap enough: single
-  // flips, and pairs of flips on small problems (a checkpoint moved by one
-  // value is a pair).
-  std::vector<size_t> ids;
+  // Step 3 (repeated blocks): project every frontier plan onto uniform plans,
+  // each block's decisions applied to every block.
+  std::vector<std::vector<size_t>> positions = blockPositions(problem, candidate);
+  auto projectOntoBlocks = [&] {
+    if (positions.empty())
+      return;
+    size_t blocks = 0;
+    for (const auto &group : positions)
+      blocks = std::max(blocks, group.size());
+    for (const Evaluated &plan : pool.frontier())
+      for (size_t block = 0; block < blocks; ++block) {
+        std::vector<bool> uniform = plan.recompute;
+        for (const auto &group : positions)
+          if (block < group.size())
+            for (size_t v : group)
+              uniform[v] = plan.recompute[group[block]];
+        pool.add(uniform);
+      }
+  };
+  projectOntoBlocks();
+
+  // Step 4: local search around the frontier while it is cheap enough: single
+  // flips (a position of every block at once where blocks repeat), and pairs of
+  // flips on small problems (a checkpoint moved by one value is a pair).
+  std::vector<std::vector<size_t>> moves;
+  std::vector<bool> inBlockMove(candidate.size(), false);
+  for (const auto &group : positions) {
+    moves.push_back(group);
+    for (size_t v : group)
+      inBlockMove[v] = true;
+  }
   for (size_t v = 0; v < candidate.size(); ++v)
-    if (candidate[v])
-      ids.push_back(v);
+    if (candidate[v] && !inBlockMove[v])
+      moves.push_back({v});
   // The cap on simulated steps keeps GPT-sized problems well under a second.
   double workLeft = 1e7;
   for (int round = 0; round < 8; ++round) {
     std::vector<Evaluated> front = pool.frontier();
     double simulationWork =
         static_cast<double>(front.size()) * problem.ops.size();
-    bool pairs = numCandidates <= 24;
+    bool pairs = moves.size() <= 24;
+    double numMoves = static_cast<double>(moves.size());
     double roundWork =
-        simulationWork * numCandidates * (pairs ? numCandidates / 2.0 + 1 : 1);
+        simulationWork * numMoves * (pairs ? numMoves / 2.0 + 1 : 1);
     if (roundWork > workLeft)
       break;
     workLeft -= roundWork;
     size_t before = pool.size();
+    auto flip = [](std::vector<bool> &plan, const std::vector<size_t> &move) {
+      for (size_t v : move)
+        plan[v] = !plan[v];
+    };
     for (const Evaluated &plan : front)
-      for (size_t i = 0; i < ids.size(); ++i) {
+      for (size_t i = 0; i < moves.size(); ++i) {
         std::vector<bool> flipped = plan.recompute;
-        flipped[ids[i]] = !flipped[ids[i]];
+        flip(flipped, moves[i]);
         pool.add(flipped);
-        for (size_t j = i + 1; pairs && j < ids.size(); ++j) {
+        for (size_t j = i + 1; pairs && j < moves.size(); ++j) {
           std::vector<bool> twice = flipped;
-          twice[ids[j]] = !twice[ids[j]];
+          flip(twice, moves[j]);
           pool.add(twice);
         }
       }
     if (pool.size() == before)
       break;
   }
+  projectOntoBlocks();
 
   RematFrontier result;
   for (const Evaluated &plan : pool.frontier()) {

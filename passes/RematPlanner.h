@@ -66,9 +66,13 @@
 //  The objective is true FLOPs; matmuls are kept by preference only through the
 //  discouraged sweep of step 1 and the thinning that leaves them kept, so a
 //  matmul is recomputed only when no plan found without it meets the budget as
-//  cheaply. Not yet used: `blockId`/`positionInBlock` (solving one layer and
-//  applying it to all); the whole-graph sweep already plans a 12-layer GPT step
-//  in well under a second.
+//  cheaply.
+//  5. Repeated blocks. Ops with a `blockId` (one per transformer layer) and a
+//     `positionInBlock` are grouped by position across the blocks of equal
+//     length. Every frontier plan is projected onto uniform plans (one block's
+//     decisions applied to every block), and the local search also flips a
+//     position in every block at once: a layer's plan is searched once and
+//     applied to all layers, at the cost of one move instead of one per layer.
 //
 //===--------------------------------------------------------------------------===//
 
@@ -95,6 +99,9 @@ struct RematOp {
   bool pinned = false;
   /// Indices of earlier ops it reads.
   std::vector<int64_t> operands;
+  /// A view (reshape): the index of the operand whose storage it shares, or -1. A view defines
+  /// no bytes of its own; reading it keeps that operand's storage alive.
+  int64_t aliasOf = -1;
   /// Repeated layers: which layer (-1: none) and which op of the layer.
   int64_t blockId = -1;
   int64_t positionInBlock = -1;
@@ -134,6 +141,11 @@ struct RematSimulation {
   double extraCost = 0;
   double matmulCost = 0;
   std::vector<RematStep> schedule;
+  /// Per step of `schedule`: the last step that reads the instance it defines
+  /// (itself when nothing does), and the bytes live at that step (persistent
+  /// bytes excluded).
+  std::vector<int64_t> lastUse;
+  std::vector<int64_t> liveBytes;
   /// Persistent bytes first, then the instances live at the peak, largest
   /// first.
   std::vector<PeakContributor> atPeak;
