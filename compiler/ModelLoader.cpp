@@ -79,6 +79,23 @@ LogicalResult planMemory(graph::ModelOp model) {
   return pm.run(model);
 }
 
+LogicalResult fuseAndPlanMemory(graph::ModelOp model) {
+  PassManager pm(model->getContext(), graph::ModelOp::getOperationName());
+  pm.addPass(graph::createGraphFuse());
+  pm.addPass(graph::createGraphPlanMemory());
+  return pm.run(model);
+}
+
+LogicalResult planRemat(graph::ModelOp model, const std::string &budget,
+                        int64_t workspaceBytes) {
+  PassManager pm(model->getContext(), graph::ModelOp::getOperationName());
+  graph::GraphPlanRematOptions options;
+  options.budget = budget;
+  options.workspace = std::to_string(workspaceBytes);
+  pm.addPass(graph::createGraphPlanRemat(options));
+  return pm.run(model);
+}
+
 LogicalResult buildTraining(graph::ModelOp model,
                             const graph::GraphBuildTrainingOptions &options) {
   PassManager pm(model->getContext(), graph::ModelOp::getOperationName());

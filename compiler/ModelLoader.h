@@ -46,6 +46,16 @@ mlir::LogicalResult buildTraining(graph::ModelOp model,
 /// (graph-plan-memory).
 mlir::LogicalResult planMemory(graph::ModelOp model);
 
+/// Groups the ops of the training step into kernels and places its values (graph-fuse, then
+/// graph-plan-memory): the form the device program is built from. Plan emission is unchanged by
+/// it (the passes only add attributes).
+mlir::LogicalResult fuseAndPlanMemory(graph::ModelOp model);
+
+/// Recomputes forward values in the backward pass so the training step fits `budget`
+/// (graph-plan-remat; "6GiB", "75%", ...), counting `workspace` bytes as persistent.
+mlir::LogicalResult planRemat(graph::ModelOp model, const std::string &budget,
+                              int64_t workspaceBytes);
+
 /// Assigns precision (graph-assign-precision) and, for a training model when \p scaling is
 /// given, inserts loss scaling (graph-insert-loss-scaling).
 mlir::LogicalResult assignPrecision(graph::ModelOp model,

@@ -21,6 +21,7 @@
 #include "compiler/PlanEmitter.h"
 #include "compiler/MemoryReport.h"
 #include "compiler/PrecisionReport.h"
+#include "compiler/RematReport.h"
 #include "runtime/cpu/Executor.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/train/Bundle.h"
@@ -56,8 +57,12 @@ usage:
       Print the dtypes every op of the training step computes, accumulates and stores in,
       the rule that decided each, and the totals (casts, bytes converted, reduced FLOPs).
   ampc report memory MODEL.mlir [training options] [precision options]
+                     [--memory-budget B[,B...]] [--plot FILE.png]
       Print the training step's memory: persistent buffers by kind, the arena of each step
-      function (graph-plan-memory), the peak, and the largest values live at the peak.
+      function (graph-plan-memory), the peak, and the largest values live at the peak. With
+      --memory-budget, what rematerialization does for each budget: the peak before and
+      after, the values recomputed, the extra FLOPs, and a memory-over-time table (and a
+      plot with --plot).
   ampc plan MODEL.mlir -o PLAN [--train [training options]] [precision options]
       Lower the model to a runtime plan file (docs/plan-format.md): the forward pass, or with
       --train the training step.
@@ -101,6 +106,12 @@ precision options (compile, report, plan; ampc eval's --precision is the CPU com
   --loss-scale-floor X   the scale never falls below X (default 1; a warning when reached)
   --debug-nonfinite      the training binary names the first op whose result became inf/NaN
 
+memory options (compile, plan --train, report memory):
+  --memory-budget B      recompute activations in the backward pass so the whole step
+                         (parameters, gradients, optimizer state, a 32 MiB matmul workspace
+                         and the live values) fits B: bytes, 6GiB, 512MiB, 1.5GB, or a share
+                         of the peak without remat such as 75% (graph-plan-remat)
+
 options:
   -h, --help    show this help
 )";
@@ -127,6 +138,10 @@ struct Options {
   graph::GraphInsertLossScalingOptions scaling;
   /// What `ampc report` prints: "precision" or "memory".
   std::string report;
+  /// --memory-budget: one budget (compile, plan), or a comma-separated list (report memory).
+  std::string memoryBudget;
+  /// --plot FILE.png (report memory with a budget).
+  std::string plot;
 };
 
 double parseReal(llvm::StringRef flag, llvm::StringRef text) {
@@ -269,6 +284,12 @@ Options parseArguments(int argc, char **argv) {
     } else if ((options.verb == "plan" || options.verb == "compile" ||
                 options.verb == "report") &&
                parsePrecisionOption(arg, value, options)) {
+    } else if (arg == "--memory-budget" &&
+               (options.verb == "compile" || options.verb == "plan" ||
+                options.report == "memory")) {
+      options.memoryBudget = value().str();
+    } else if (arg == "--plot" && options.report == "memory") {
+      options.plot = value().str();
     } else if (arg == "--seed" && options.verb == "eval") {
       options.seed = parseSeed(value());
     } else if (arg == "--precision" && options.verb == "eval") {
@@ -301,6 +322,15 @@ Options parseArguments(int argc, char **argv) {
     throw UsageError{"'ampc compile' needs an output file: -o BINARY"};
   if (trainingFlagSeen && !options.train)
     throw UsageError{"training options need --train with 'ampc plan'"};
+  if (!options.memoryBudget.empty() && !options.train)
+    throw UsageError{"--memory-budget needs --train with 'ampc plan'"};
+  if (!options.memoryBudget.empty() && options.verb != "report" &&
+      options.memoryBudget.find(',') != std::string::npos)
+    throw UsageError{"--memory-budget takes one budget for 'ampc " + options.verb +
+                     "' (a list is for 'ampc report memory')"};
+  if (!options.plot.empty() && options.memoryBudget.empty())
+    throw UsageError{"--plot needs --memory-budget: it draws the live memory with and without "
+                     "rematerialization"};
   return options;
 }
 
@@ -333,18 +363,36 @@ std::optional<plan::Plan> compileModel(const std::string &path, const Options &o
     return std::nullopt;
   if (options.verb == "report") {
     if (options.report == "memory") {
+      // The remat section plans from the step as written; the report above it shows that step.
+      mlir::OwningOpRef<mlir::ModuleOp> beforeRemat(loaded->module->clone());
       if (failed(planMemory(loaded->model)))
         return std::nullopt;
       printMemoryReport(loaded->model, llvm::outs());
+      if (!options.memoryBudget.empty()) {
+        std::vector<std::string> budgets;
+        llvm::SmallVector<llvm::StringRef> parts;
+        llvm::StringRef(options.memoryBudget).split(parts, ',');
+        for (llvm::StringRef part : parts)
+          budgets.push_back(part.trim().str());
+        graph::ModelOp model = *beforeRemat->getOps<graph::ModelOp>().begin();
+        llvm::outs().flush();
+        if (!printRematReport(model, budgets, options.plot, llvm::outs(), llvm::errs()))
+          return std::nullopt;
+      }
     } else {
       printPrecisionReport(loaded->model, llvm::outs());
     }
     llvm::outs().flush();
     return plan::Plan();
   }
+  if (!options.memoryBudget.empty() &&
+      failed(planRemat(loaded->model, options.memoryBudget, kMatmulWorkspaceBytes)))
+    return std::nullopt;
   auto compiled = emitPlan(loaded->model);
   if (failed(compiled))
     return std::nullopt;
+  if (!options.memoryBudget.empty())
+    printRematSummary(loaded->model);
   return std::move(*compiled);
 }
 

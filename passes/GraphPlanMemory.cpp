@@ -4,7 +4,8 @@
 // arena, except what only names a persistent buffer (a parameter, its copy, an input, the loss
 // scale) or plan constant data. A value lives from its defining op to its last reader; one the
 // function returns or marks as the loss lives to the end. A view (a reshape of an arena value)
-// takes its source's offset, and its readers extend its source's lifetime.
+// takes its source's offset, and its readers extend its source's lifetime; so does the result of
+// an op that works in place (cross_entropy_grad) over an operand nobody reads afterwards.
 //
 //===--------------------------------------------------------------------------===//
 
@@ -56,8 +57,16 @@ struct GraphPlanMemoryPass : ampc::graph::impl::GraphPlanMemoryBase<GraphPlanMem
         continue;
       for (OpResult result : op.getResults()) {
         size_t owner = lifetimes.size();
-        if (viewSource(&op)) {
-          owner = lifetimeOf.lookup(op.getOperand(0));
+        int inPlace = inPlaceOperand(&op);
+        std::optional<size_t> reused;
+        if (inPlace >= 0 && lifetimeOf.count(op.getOperand(inPlace))) {
+          size_t source = lifetimeOf.lookup(op.getOperand(inPlace));
+          if (lifetimes[source].last == indexOf[&op] &&
+              lifetimes[source].bytes == bytesOf(result))
+            reused = source;
+        }
+        if (viewSource(&op) || reused) {
+          owner = reused ? *reused : lifetimeOf.lookup(op.getOperand(0));
           views.emplace_back(&op, owner);
         } else {
           BufferLifetime lifetime;

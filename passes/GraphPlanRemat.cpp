@@ -55,33 +55,10 @@ struct GraphPlanRematPass : ampc::graph::impl::GraphPlanRematBase<GraphPlanRemat
         simulateRemat(graph->problem, std::vector<bool>(graph->problem.ops.size(), false));
     int64_t noRematPeak = graph->stepPeak(noRemat);
     int64_t budgetBytes = budgetSize->resolve(noRematPeak);
-    int64_t floorBytes = graph->problem.persistentBytes + graph->optimizerStepBytes;
-
-    // The cheapest frontier plan whose simulated peak and best-fit arena both fit: peaks
-    // ascend and costs descend along the frontier.
-    std::optional<size_t> chosen;
-    for (size_t i = 0; i < frontier.plans.size(); ++i) {
-      const RematSimulation &simulation = frontier.simulations[i];
-      if (graph->stepPeak(simulation) > budgetBytes)
-        break;
-      if (graph->problem.persistentBytes + graph->arenaBytes(simulation) <= budgetBytes)
-        chosen = i;
-    }
+    std::optional<size_t> chosen = chooseRematPlan(*graph, frontier, budgetBytes);
     if (!chosen) {
-      RematPlan smallest = planRemat(graph->problem, frontier, budgetBytes);
-      InFlightDiagnostic error = model.emitError("graph-plan-remat: ");
-      if (floorBytes > budgetBytes)
-        error << "the memory budget " << budgetBytes
-              << " bytes is below the persistent buffers and the optimizer step ("
-              << floorBytes << " bytes: parameters " << graph->persistent.parameters
-              << ", parameter copies " << graph->persistent.parameterCopies
-              << ", gradient accumulators " << graph->persistent.gradients
-              << ", optimizer state " << graph->persistent.optimizerState << ", inputs "
-              << graph->persistent.inputs << ", workspace " << graph->workspaceBytes
-              << "), which no recomputation reduces";
-      else
-        error << smallest.diagnostic << "; the smallest budget that can be met is "
-              << std::max(smallest.minimumBudgetBytes, floorBytes) << " bytes";
+      model.emitError("graph-plan-remat: ")
+          << infeasibleBudgetMessage(*graph, frontier, budgetBytes);
       return signalPassFailure();
     }
     const RematSimulation &plan = frontier.simulations[*chosen];

@@ -32,6 +32,11 @@ Operation *viewSource(Operation *op) {
   return source && !namesPersistentData(source) ? source : nullptr;
 }
 
+int inPlaceOperand(Operation *op) {
+  auto grad = llvm::dyn_cast<CrossEntropyGradOp>(op);
+  return grad && grad.getLogits().getType() == grad.getResult().getType() ? 0 : -1;
+}
+
 namespace {
 
 /// The call site an inlined op came from (its outermost caller), or null.
@@ -79,7 +84,7 @@ int64_t RematGraph::arenaBytes(const RematSimulation &simulation) const {
   std::vector<BufferLifetime> lifetimes;
   for (size_t s = 0; s < simulation.schedule.size(); ++s) {
     int64_t bytes = problem.ops[simulation.schedule[s].op].bytes;
-    if (bytes > 0)
+    if (bytes > 0 && simulation.lastUse[s] >= 0)
       lifetimes.push_back({bytes, int64_t(s), simulation.lastUse[s]});
   }
   return planMemory(lifetimes, alignment).arenaBytes;
@@ -135,6 +140,10 @@ FailureOr<RematGraph> buildRematGraph(ModelOp model, int64_t alignment, int64_t 
                        std::to_string(caller.getLine());
     bool persistentData = namesPersistentData(op);
     Operation *viewed = viewSource(op);
+    if (int operand = inPlaceOperand(op); operand >= 0)
+      if (Operation *source = op->getOperand(operand).getDefiningOp();
+          source && indexOf.count(source) && !namesPersistentData(source))
+        node.inPlaceOf = indexOf[source];
     if (viewed && indexOf.count(viewed))
       node.aliasOf = indexOf[viewed];
     else if (!persistentData)
@@ -204,6 +213,49 @@ int64_t applyRemat(const RematGraph &graph, const RematSimulation &simulation) {
         operand.set(clone);
   }
   return inserted;
+}
+
+std::optional<size_t> chooseRematPlan(const RematGraph &graph, const RematFrontier &frontier,
+                                      int64_t budgetBytes) {
+  // Peaks ascend and costs descend along the frontier: the last plan that fits is the cheapest.
+  std::optional<size_t> chosen;
+  for (size_t i = 0; i < frontier.plans.size(); ++i) {
+    const RematSimulation &simulation = frontier.simulations[i];
+    if (graph.stepPeak(simulation) > budgetBytes)
+      break;
+    if (graph.problem.persistentBytes + graph.arenaBytes(simulation) <= budgetBytes)
+      chosen = i;
+  }
+  return chosen;
+}
+
+std::string infeasibleBudgetMessage(const RematGraph &graph, const RematFrontier &frontier,
+                                    int64_t budgetBytes) {
+  int64_t floorBytes = graph.problem.persistentBytes + graph.optimizerStepBytes;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (floorBytes > budgetBytes) {
+    os << "the memory budget " << budgetBytes
+       << " bytes is below the persistent buffers and the optimizer step (" << floorBytes
+       << " bytes: parameters " << graph.persistent.parameters << ", parameter copies "
+       << graph.persistent.parameterCopies << ", gradient accumulators "
+       << graph.persistent.gradients << ", optimizer state " << graph.persistent.optimizerState
+       << ", inputs " << graph.persistent.inputs << ", workspace " << graph.workspaceBytes
+       << "), which no recomputation reduces";
+    return text;
+  }
+  RematPlan smallest = planRemat(graph.problem, frontier, budgetBytes);
+  // The smallest budget met: the first frontier plan whose arena fits its own peak's budget.
+  int64_t minimum = std::max(smallest.minimumBudgetBytes, floorBytes);
+  for (size_t i = 0; i < frontier.plans.size(); ++i) {
+    int64_t need = std::max(graph.stepPeak(frontier.simulations[i]),
+                            graph.problem.persistentBytes +
+                                graph.arenaBytes(frontier.simulations[i]));
+    minimum = i == 0 ? need : std::min(minimum, need);
+  }
+  os << smallest.diagnostic << "; the smallest budget that can be met is " << minimum
+     << " bytes";
+  return text;
 }
 
 int64_t ByteSize::resolve(int64_t noRematPeak) const {

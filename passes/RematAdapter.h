@@ -11,7 +11,8 @@
 // ops with side effects other than dropout (whose counter-based generator reproduces its mask),
 // and the values the loss op or the terminator read (they live to the end). Costs are
 // estimateFlops; matmul and attention count as matmuls. A reshape of an arena value is a view:
-// it shares its source's storage (no bytes of its own, no cost). Forward ops inlined from one call share
+// it shares its source's storage (no bytes of its own, no cost); cross_entropy_grad writes over
+// its logits when they have no later reader (inPlaceOperand). Forward ops inlined from one call share
 // a block id (the call site), numbered by their position in the call.
 //
 // Persistent bytes: parameters, their copies, gradient accumulators, optimizer and loss-scaler
@@ -61,9 +62,24 @@ struct RematGraph {
 /// storage it shares; null otherwise. graph-plan-memory gives both the same offset.
 mlir::Operation *viewSource(mlir::Operation *op);
 
+/// The operand whose storage `op`'s result may take over when nothing reads that operand
+/// afterwards (an op whose kernel reads each row completely before writing it): 0 for
+/// cross_entropy_grad, whose logits and gradient have one type; -1 for every other op.
+int inPlaceOperand(mlir::Operation *op);
+
 /// Reads `model`'s micro step. Emits an error and fails when the model has no training step.
 mlir::FailureOr<RematGraph> buildRematGraph(ModelOp model, int64_t alignment,
                                             int64_t workspaceBytes);
+
+/// The index of the cheapest frontier plan whose step peak and best-fit arena (plus the
+/// persistent bytes) both fit `budgetBytes`; std::nullopt when none does.
+std::optional<size_t> chooseRematPlan(const RematGraph &graph, const RematFrontier &frontier,
+                                      int64_t budgetBytes);
+
+/// Why `budgetBytes` cannot be met: below the persistent buffers and the optimizer step, or
+/// below the smallest peak the planner found (naming what dominates it).
+std::string infeasibleBudgetMessage(const RematGraph &graph, const RematFrontier &frontier,
+                                    int64_t budgetBytes);
 
 /// Rewrites micro_step to the schedule of `simulation` (a simulation of `graph.problem` with its
 /// schedule). Returns the number of clones inserted.

@@ -22,11 +22,21 @@ namespace ampc::graph {
 
 std::vector<bool> rematCandidates(const RematProblem &problem) {
   std::vector<bool> candidate(problem.ops.size(), false);
-  for (size_t b = problem.numForward; b < problem.ops.size(); ++b)
-    for (int64_t operand : problem.ops[b].operands)
+  for (const RematOp &op : problem.ops)
+    for (int64_t operand : op.operands)
       if (operand < problem.numForward && !problem.ops[operand].pinned)
         candidate[operand] = true;
   return candidate;
+}
+
+/// The candidates some backward op reads: each must be kept or recomputed.
+static std::vector<bool> neededByBackward(const RematProblem &problem) {
+  std::vector<bool> needed(problem.ops.size(), false);
+  for (size_t b = problem.numForward; b < problem.ops.size(); ++b)
+    for (int64_t operand : problem.ops[b].operands)
+      if (operand < problem.numForward && !problem.ops[operand].pinned)
+        needed[operand] = true;
+  return needed;
 }
 
 //===----------------------------------------------------------------------===//
@@ -48,13 +58,12 @@ public:
     int64_t numOps = static_cast<int64_t>(ops.size());
     int64_t numForward = problem.numForward;
     steps.reserve(numOps * 2);
-    storage.reserve(numOps * 2);
     available.assign(numOps, -1);
     // Forward: every op runs once, reading the original instances.
     for (int64_t v = 0; v < numForward; ++v) {
       int64_t step = emit(v, false);
       for (int64_t operand : ops[v].operands)
-        read(operand, step);
+        lastUse[available[operand]] = step;
       available[v] = step;
     }
     // Entering the backward: only pinned and kept values stay available.
@@ -67,7 +76,7 @@ public:
         materialize(operand);
       int64_t step = emit(b, false);
       for (int64_t operand : ops[b].operands)
-        read(operand, step);
+        lastUse[available[operand]] = step;
       available[b] = step;
     }
     return measure(wantContributors);
@@ -78,15 +87,10 @@ private:
     int64_t step = static_cast<int64_t>(steps.size());
     steps.push_back({op, isClone});
     lastUse.push_back(step);
-    int64_t alias = problem.ops[op].aliasOf;
-    storage.push_back(alias >= 0 ? storage[available[alias]] : step);
+    const RematOp &node = problem.ops[op];
+    aliasSource.push_back(node.aliasOf >= 0 ? available[node.aliasOf] : -1);
+    inPlaceSource.push_back(node.inPlaceOf >= 0 ? available[node.inPlaceOf] : -1);
     return step;
-  }
-
-  /// Step `step` reads the instance of `op` available now (and the storage it shares).
-  void read(int64_t op, int64_t step) {
-    lastUse[available[op]] = step;
-    lastUse[storage[available[op]]] = step;
   }
 
   /// Clones `v` (after its unavailable operands) unless it is available.
@@ -97,18 +101,45 @@ private:
       materialize(operand);
     int64_t step = emit(v, true);
     for (int64_t operand : problem.ops[v].operands)
-      read(operand, step);
+      lastUse[available[operand]] = step;
     available[v] = step;
+  }
+
+  /// Which instances share storage: a view shares its source's; an in-place op takes its
+  /// source's when that storage's last reader is the op itself and the sizes agree. Returns
+  /// per step the step that owns its bytes, and fills `end` with each owner's last reader.
+  std::vector<int64_t> storageOwners(std::vector<int64_t> &end) const {
+    size_t numSteps = steps.size();
+    std::vector<int64_t> owner(numSteps);
+    end.assign(numSteps, -1);
+    for (size_t s = 0; s < numSteps; ++s) {
+      owner[s] = static_cast<int64_t>(s);
+      if (aliasSource[s] >= 0) {
+        owner[s] = owner[aliasSource[s]];
+      } else if (inPlaceSource[s] >= 0) {
+        int64_t source = owner[inPlaceSource[s]];
+        if (end[source] == static_cast<int64_t>(s) &&
+            problem.ops[steps[source].op].bytes == problem.ops[steps[s].op].bytes)
+          owner[s] = source;
+      }
+      int64_t &last = end[owner[s]];
+      last = owner[s] == static_cast<int64_t>(s) ? lastUse[s] : std::max(last, lastUse[s]);
+    }
+    return owner;
   }
 
   RematSimulation measure(bool wantContributors) {
     RematSimulation sim;
     size_t numSteps = steps.size();
+    std::vector<int64_t> end;
+    std::vector<int64_t> owner = storageOwners(end);
     std::vector<int64_t> delta(numSteps + 1, 0);
     for (size_t s = 0; s < numSteps; ++s) {
       const RematOp &op = problem.ops[steps[s].op];
-      delta[s] += op.bytes;
-      delta[lastUse[s] + 1] -= op.bytes;
+      if (owner[s] == static_cast<int64_t>(s)) {
+        delta[s] += op.bytes;
+        delta[end[s] + 1] -= op.bytes;
+      }
       if (steps[s].isClone) {
         sim.extraCost += op.cost;
         if (op.isMatmul)
@@ -133,7 +164,8 @@ private:
       std::vector<PeakContributor> values;
       for (size_t s = 0; s <= static_cast<size_t>(sim.peakStep) && s < numSteps;
            ++s)
-        if (lastUse[s] >= sim.peakStep && problem.ops[steps[s].op].bytes > 0) {
+        if (owner[s] == static_cast<int64_t>(s) && end[s] >= sim.peakStep &&
+            problem.ops[steps[s].op].bytes > 0) {
           const RematOp &op = problem.ops[steps[s].op];
           values.push_back({steps[s].op, steps[s].isClone, op.bytes, op.name});
         }
@@ -143,7 +175,9 @@ private:
                        });
       sim.atPeak.insert(sim.atPeak.end(), values.begin(), values.end());
       sim.schedule = steps;
-      sim.lastUse = lastUse;
+      sim.lastUse.resize(numSteps);
+      for (size_t s = 0; s < numSteps; ++s)
+        sim.lastUse[s] = owner[s] == static_cast<int64_t>(s) ? end[s] : -1;
     }
     return sim;
   }
@@ -153,8 +187,8 @@ private:
   std::vector<RematStep> steps;
   /// Per step: the last step that reads the instance it defines.
   std::vector<int64_t> lastUse;
-  /// Per step: the step whose bytes hold its value (itself unless a view).
-  std::vector<int64_t> storage;
+  /// Per step: the instance a view shares, or the one an in-place op may take over (-1: none).
+  std::vector<int64_t> aliasSource, inPlaceSource;
   /// Per op: the step of the instance readers use now, or -1.
   std::vector<int64_t> available;
 };
@@ -189,7 +223,7 @@ constexpr int64_t kInfinite = int64_t(1) << 50;
 class MinCutSolver {
 public:
   MinCutSolver(const RematProblem &problem, const std::vector<bool> &candidate)
-      : problem(problem), candidate(candidate) {
+      : problem(problem), candidate(candidate), needed(neededByBackward(problem)) {
     // Normalise costs and bytes so that lambda = 1 weighs all recompute against
     // all saving.
     double totalCost = 0, totalBytes = 0;
@@ -237,7 +271,7 @@ public:
       }
       for (int64_t operand : op.operands)
         addEdge(2 * operand + 1, in, kInfinite);
-      if (candidate[v])
+      if (needed[v])
         addEdge(out, sink, kInfinite);
     }
     boost::push_relabel_max_flow(graph, source, sink);
@@ -259,8 +293,10 @@ public:
       }
     }
     std::vector<bool> recompute(problem.ops.size(), false);
+    // Kept: the value crosses the cut (its in-node on the source side, its out-node on the
+    // sink side); every other candidate is dropped after the forward (recomputed if needed).
     for (int64_t v = 0; v < numForward; ++v)
-      if (candidate[v] && !sourceSide[2 * v])
+      if (candidate[v] && !(sourceSide[2 * v] && !sourceSide[2 * v + 1]))
         recompute[v] = true;
     return recompute;
   }
@@ -268,6 +304,7 @@ public:
 private:
   const RematProblem &problem;
   const std::vector<bool> &candidate;
+  std::vector<bool> needed;
   double costScale = 0, byteScale = 0;
 };
 
@@ -326,14 +363,23 @@ public:
     plans.push_back({recompute, sim.peakBytes, sim.extraCost, sim.matmulCost});
   }
 
-  /// Pareto frontier: peaks ascending, costs strictly descending.
-  std::vector<Evaluated> frontier() const {
+  /// Pareto frontier: peaks ascending, costs strictly descending. With `layers` > 1, also the
+  /// frontiers of what is left after removing the earlier ones (the neighbourhood the local
+  /// search starts from), concatenated.
+  std::vector<Evaluated> frontier(int layers = 1) const {
     std::vector<Evaluated> sorted = plans;
     std::sort(sorted.begin(), sorted.end(), betterFirst);
     std::vector<Evaluated> kept;
-    for (const Evaluated &plan : sorted)
-      if (kept.empty() || plan.cost < kept.back().cost)
-        kept.push_back(plan);
+    for (int layer = 0; layer < layers && !sorted.empty(); ++layer) {
+      std::vector<Evaluated> front, rest;
+      for (Evaluated &plan : sorted)
+        if (front.empty() || plan.cost < front.back().cost)
+          front.push_back(std::move(plan));
+        else
+          rest.push_back(std::move(plan));
+      kept.insert(kept.end(), front.begin(), front.end());
+      sorted = std::move(rest);
+    }
     return kept;
   }
 
@@ -434,6 +480,34 @@ RematFrontier rematFrontier(const RematProblem &problem) {
   };
   projectOntoBlocks();
 
+  // Layer checkpointing: keep what a block hands to other blocks (its boundary values), in
+  // every block or every k-th one, and recompute the rest of the block; selectively, keep its
+  // matmul results too. The searches below refine these (a widened copy of a boundary value
+  // is cheaper to recompute than to keep, for instance).
+  if (!positions.empty()) {
+    std::vector<bool> boundary(problem.ops.size(), false);
+    for (int64_t v = 0; v < problem.numForward; ++v)
+      for (int64_t operand : problem.ops[v].operands)
+        if (problem.ops[operand].blockId >= 0 &&
+            problem.ops[operand].blockId != problem.ops[v].blockId)
+          boundary[operand] = true;
+    int64_t numBlocks = 0;
+    for (const RematOp &op : problem.ops)
+      numBlocks = std::max(numBlocks, op.blockId + 1);
+    for (int64_t stride = 1; stride * stride <= 4 * numBlocks; ++stride)
+      for (bool keepMatmuls : {false, true}) {
+        std::vector<bool> plan(problem.ops.size(), false);
+        for (size_t v = 0; v < problem.ops.size(); ++v) {
+          const RematOp &op = problem.ops[v];
+          if (!candidate[v] || op.blockId < 0)
+            continue;
+          bool checkpoint = boundary[v] && (op.blockId + 1) % stride == 0;
+          plan[v] = !checkpoint && !(keepMatmuls && op.isMatmul);
+        }
+        pool.add(plan);
+      }
+  }
+
   // Step 4: local search around the frontier while it is cheap enough: single
   // flips (a position of every block at once where blocks repeat), and pairs of
   // flips on small problems (a checkpoint moved by one value is a pair).
@@ -448,12 +522,12 @@ RematFrontier rematFrontier(const RematProblem &problem) {
     if (candidate[v] && !inBlockMove[v])
       moves.push_back({v});
   // The cap on simulated steps keeps GPT-sized problems well under a second.
-  double workLeft = 1e7;
+  double workLeft = 6e7;
   for (int round = 0; round < 8; ++round) {
-    std::vector<Evaluated> front = pool.frontier();
+    std::vector<Evaluated> front = pool.frontier(moves.size() <= 32 ? 3 : 1);
     double simulationWork =
         static_cast<double>(front.size()) * problem.ops.size();
-    bool pairs = moves.size() <= 24;
+    bool pairs = moves.size() <= 32;
     double numMoves = static_cast<double>(moves.size());
     double roundWork =
         simulationWork * numMoves * (pairs ? numMoves / 2.0 + 1 : 1);

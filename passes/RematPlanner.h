@@ -8,11 +8,12 @@
 // numForward) are the forward part, the rest the backward part. Op i defines
 // one value of `bytes` bytes; its operands are indices of earlier ops
 // (parameters and batch inputs are outside the graph: they are part of
-// `persistentBytes`, which is added at every point). A forward value is a
-// *candidate* when some backward op reads it and it is not `pinned`. A plan
-// decides, for every candidate, KEEP or RECOMPUTE. Pinned values are always
-// kept; forward values that no backward op reads are never kept past their last
-// forward reader.
+// `persistentBytes`, which is added at every point). A forward value that some op
+// reads and that is not `pinned` is a *candidate*; a plan decides, for every
+// candidate, KEEP or RECOMPUTE (drop after the forward). Pinned values are always
+// kept. The candidates a backward op reads are *needed*: kept or rebuilt. Keeping
+// a value no backward op reads costs nothing unless a clone reads it: it is a
+// checkpoint that recomputation can start from (a transformer layer's input).
 //
 // The emitted schedule. The forward ops run in order. Then the backward ops run
 // in order; just before backward op b, every forward value b reads that is not
@@ -20,13 +21,17 @@
 // unavailable forward operands (recursively, so a recomputed value drags in the
 // forward-only values between it and the nearest kept or pinned ones). A value
 // is available if it is pinned, kept, or already cloned: a clone, once made,
-// serves every later reader. `cost` (FLOPs) is what one clone costs; the plan's
+// serves every later reader; a dropped value is available to nobody. `cost` (FLOPs) is what
+// one clone costs; the plan's
 // extra cost is the sum over its clones. Random ops (dropout) may be cloned:
 // their counter-based generator reproduces the forward values exactly.
 //
 // Memory. Every value instance (forward op, clone, backward op) is live from
 // the step that defines it through the step of its last reader in the emitted
-// schedule, inclusive (or just at its definition if nothing reads it). A kept
+// schedule, inclusive (or just at its definition if nothing reads it). A view
+// (`aliasOf`) owns no bytes: reading it reads the storage it shares; an op that
+// may work in place (`inPlaceOf`) takes over its operand's storage when nothing
+// reads that storage after it. A kept
 // candidate's last reader is a backward op or clone; a recomputed candidate's
 // original dies at its last forward reader. The peak of a plan is
 // `persistentBytes` plus the largest sum of live bytes at one step;
@@ -34,13 +39,12 @@
 //
 // The algorithm (`planRemat`).
 //  1. Min cut. Each forward op v becomes v_in -> v_out; source -> v_in costs
-//  v's recompute
-//     cost, v_in -> v_out costs lambda * bytes(v) (infinite for values that
-//     cannot be kept, zero for pinned ones), u_out -> v_in is infinite for each
-//     operand u, and v_out -> sink is infinite for every candidate. A finite
-//     cut keeps the candidates whose v_in -> v_out edge is cut and recomputes
-//     those whose v_in is on the sink side, so its capacity is exactly
-//     recompute cost + lambda * saved bytes (Boost.Graph
+//     v's recompute cost, v_in -> v_out costs lambda * bytes(v) (infinite for
+//     values nothing reads, zero for pinned ones), u_out -> v_in is infinite for
+//     each operand u, and v_out -> sink is infinite for every needed value. A
+//     finite cut keeps the candidates whose v_in -> v_out edge is cut and drops
+//     the others; a needed value whose v_in is on the sink side is recomputed.
+//     Its capacity is exactly recompute cost + lambda * kept bytes (Boost.Graph
 //     push_relabel_max_flow). lambda is swept over a geometric grid, once with
 //     matmul recompute cost scaled up (so cheap elementwise ops are recomputed
 //     first) and once at their true cost.
@@ -51,29 +55,29 @@
 //     kept only when the bytes accumulated since the last kept one exceed a
 //     segment bound; the bound is swept geometrically. This gives the sqrt(n)
 //     schedules on chains.
-//  3. Every candidate plan is simulated exactly. Then a few rounds of local
-//  search flip one
-//     decision (two on problems with at most 24 candidates) of each frontier
-//     plan, under a cap on simulated steps that keeps GPT-sized problems fast.
-//  4. The Pareto frontier of (peak, cost) is kept: peaks ascending, cost
-//  strictly descending
-//     (among plans of equal peak and cost, the one with less matmul recompute).
-//     The plan for a budget is the frontier's cheapest plan whose peak fits.
-//     The frontier does not depend on the budget, so a smaller budget picks a
-//     prefix of it: planned peaks never grow and costs never shrink as the
-//     budget shrinks (monotone by construction). Everything iterates in index
-//     order: deterministic.
+//  3. Repeated blocks. Ops with a `blockId` (one per transformer layer) and a
+//     `positionInBlock` are grouped by position across the blocks of equal
+//     length. Every frontier plan is projected onto uniform plans (one block's
+//     decisions applied to every block); layer checkpointing plans are added
+//     (keep what a block hands to other blocks, in every block or every k-th,
+//     recompute the rest of the block, optionally keeping its matmuls).
+//  4. Every candidate plan is simulated exactly. Then a few rounds of local
+//     search flip one decision of each plan near the frontier (a position of
+//     every block at once where blocks repeat, so a layer's plan is searched
+//     once and applied to all layers); on small problems pairs of flips, from
+//     the first three Pareto layers; under a cap on simulated steps that keeps
+//     GPT-sized problems fast.
+//  5. The Pareto frontier of (peak, cost) is kept: peaks ascending, cost
+//     strictly descending (among plans of equal peak and cost, the one with
+//     less matmul recompute). The plan for a budget is the frontier's cheapest
+//     plan whose peak fits. The frontier does not depend on the budget, so a
+//     smaller budget picks a prefix of it: planned peaks never grow and costs
+//     never shrink as the budget shrinks (monotone by construction). Everything
+//     iterates in index order: deterministic.
 //  The objective is true FLOPs; matmuls are kept by preference only through the
 //  discouraged sweep of step 1 and the thinning that leaves them kept, so a
 //  matmul is recomputed only when no plan found without it meets the budget as
 //  cheaply.
-//  5. Repeated blocks. Ops with a `blockId` (one per transformer layer) and a
-//     `positionInBlock` are grouped by position across the blocks of equal
-//     length. Every frontier plan is projected onto uniform plans (one block's
-//     decisions applied to every block), and the local search also flips a
-//     position in every block at once: a layer's plan is searched once and
-//     applied to all layers, at the cost of one move instead of one per layer.
-//
 //===--------------------------------------------------------------------------===//
 
 #ifndef AMPC_PASSES_REMATPLANNER_H
@@ -102,6 +106,9 @@ struct RematOp {
   /// A view (reshape): the index of the operand whose storage it shares, or -1. A view defines
   /// no bytes of its own; reading it keeps that operand's storage alive.
   int64_t aliasOf = -1;
+  /// An op that may write its result over an operand (the index, or -1): it does when that
+  /// operand's storage has no later reader and the sizes agree.
+  int64_t inPlaceOf = -1;
   /// Repeated layers: which layer (-1: none) and which op of the layer.
   int64_t blockId = -1;
   int64_t positionInBlock = -1;
@@ -141,9 +148,9 @@ struct RematSimulation {
   double extraCost = 0;
   double matmulCost = 0;
   std::vector<RematStep> schedule;
-  /// Per step of `schedule`: the last step that reads the instance it defines
-  /// (itself when nothing does), and the bytes live at that step (persistent
-  /// bytes excluded).
+  /// Per step of `schedule`: the last step that reads the storage it owns (itself when
+  /// nothing does; -1 when it shares another step's storage: a view or an in-place op), and
+  /// the bytes live at that step (persistent bytes excluded).
   std::vector<int64_t> lastUse;
   std::vector<int64_t> liveBytes;
   /// Persistent bytes first, then the instances live at the peak, largest

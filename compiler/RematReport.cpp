@@ -1,0 +1,237 @@
+//===- RematReport.cpp - `ampc report memory --memory-budget` -------------===//
+
+#include "compiler/RematReport.h"
+#include "compiler/MemoryReport.h"
+#include "compiler/PngWriter.h"
+#include "passes/RematAdapter.h"
+
+#include "llvm/Support/Format.h"
+
+#include <chrono>
+#include <map>
+
+using namespace mlir;
+using namespace ampc::graph;
+
+namespace ampc {
+
+namespace {
+
+std::string percentOf(double part, double whole) {
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::format("%.1f%%", whole > 0 ? 100.0 * part / whole : 0.0);
+  return text;
+}
+
+/// "gelu at line 213 (12x)" for the clones of a plan, grouped by op and source line.
+std::vector<std::pair<std::string, int>> recomputedGroups(const RematGraph &graph,
+                                                          const RematSimulation &simulation) {
+  std::map<std::string, int> counts;
+  std::vector<std::string> order;
+  for (const RematStep &step : simulation.schedule) {
+    if (!step.isClone)
+      continue;
+    std::string name = graph.problem.ops[step.op].name;
+    // Layers differ only in their call site ("<- 243"): group them.
+    name = name.substr(0, name.find(" <- "));
+    if (counts[name]++ == 0)
+      order.push_back(name);
+  }
+  std::vector<std::pair<std::string, int>> groups;
+  for (const std::string &name : order)
+    groups.emplace_back(name, counts[name]);
+  return groups;
+}
+
+/// Per op of the step as written: the most bytes live (persistent included) from that op up to
+/// the next one, clones before it included.
+std::vector<int64_t> liveByOp(const RematGraph &graph, const RematSimulation &simulation) {
+  std::vector<int64_t> live(graph.problem.ops.size(), 0);
+  int64_t pending = 0;
+  for (size_t s = 0; s < simulation.schedule.size(); ++s) {
+    pending = std::max(pending, simulation.liveBytes[s]);
+    if (!simulation.schedule[s].isClone) {
+      live[simulation.schedule[s].op] = pending + graph.problem.persistentBytes;
+      pending = 0;
+    }
+  }
+  return live;
+}
+
+bool writePlot(const std::string &path, const std::vector<int64_t> &before,
+               const std::vector<int64_t> &after, int64_t budget, int64_t numForward) {
+  const int width = 1000, height = 520, left = 90, right = 20, top = 40, bottom = 60;
+  Canvas canvas(width, height);
+  int64_t most = std::max({budget, *std::max_element(before.begin(), before.end()),
+                           *std::max_element(after.begin(), after.end())});
+  double yScale = double(height - top - bottom) / double(most) / 1.05;
+  double xScale = double(width - left - right) / double(std::max<size_t>(1, before.size() - 1));
+  auto x = [&](size_t i) { return left + xScale * double(i); };
+  auto y = [&](int64_t bytes) { return height - bottom - yScale * double(bytes); };
+  Rgb axis{40, 40, 40}, grid{225, 225, 225}, gray{150, 150, 150}, blue{31, 119, 180},
+      red{214, 39, 40};
+  // Horizontal grid lines every "nice" number of GB.
+  double gb = 1e9, stepGb = 0.5;
+  while (double(most) / gb / stepGb > 8)
+    stepGb *= 2;
+  while (double(most) / gb / stepGb < 3 && stepGb > 0.001)
+    stepGb /= 2;
+  for (double level = 0; level * gb <= double(most) * 1.05; level += stepGb) {
+    double row = y(int64_t(level * gb));
+    canvas.line(left, row, width - right, row, grid);
+    char label[32];
+    std::snprintf(label, sizeof label, stepGb < 1 ? "%.2f GB" : "%.0f GB", level);
+    canvas.text(8, int(row) - 3, label, axis);
+  }
+  // The forward/backward boundary.
+  canvas.line(x(numForward), top, x(numForward), height - bottom, gray, 1, 4);
+  canvas.text(int(x(numForward)) - 60, height - bottom + 10, "FORWARD", gray);
+  canvas.text(int(x(numForward)) + 8, height - bottom + 10, "BACKWARD", gray);
+  for (size_t i = 1; i < before.size(); ++i) {
+    canvas.line(x(i - 1), y(before[i - 1]), x(i), y(before[i]), gray, 2);
+    canvas.line(x(i - 1), y(after[i - 1]), x(i), y(after[i]), blue, 2);
+  }
+  canvas.line(left, y(budget), width - right, y(budget), red, 2, 8);
+  canvas.line(left, top, left, height - bottom, axis);
+  canvas.line(left, height - bottom, width - right, height - bottom, axis);
+  canvas.text(left, 12, "LIVE MEMORY OVER THE TRAINING STEP", axis, 2);
+  canvas.line(width - 330, 18, width - 300, 18, gray, 2);
+  canvas.text(width - 295, 15, "WITHOUT REMAT", axis);
+  canvas.line(width - 200, 18, width - 170, 18, blue, 2);
+  canvas.text(width - 165, 15, "WITH REMAT", axis);
+  canvas.line(width - 330, 32, width - 300, 32, red, 2, 8);
+  canvas.text(width - 295, 29, "BUDGET", axis);
+  canvas.text(left, height - 22, "OPS OF THE MICRO STEP IN PROGRAM ORDER", axis);
+  return canvas.savePng(path);
+}
+
+} // namespace
+
+bool printRematReport(ModelOp model, const std::vector<std::string> &budgets,
+                      const std::string &plotPath, llvm::raw_ostream &os,
+                      llvm::raw_ostream &errors) {
+  std::vector<ByteSize> sizes;
+  for (const std::string &text : budgets) {
+    std::optional<ByteSize> size = parseByteSize(text);
+    if (!size) {
+      errors << "ampc: error: cannot read the memory budget '" << text
+             << "' (write bytes, 6GiB, 512MiB, 1.5GB or 75%)\n";
+      return false;
+    }
+    sizes.push_back(*size);
+  }
+  FailureOr<RematGraph> graph = buildRematGraph(model, 256, kMatmulWorkspaceBytes);
+  if (failed(graph))
+    return false;
+  auto start = std::chrono::steady_clock::now();
+  RematFrontier frontier = rematFrontier(graph->problem);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  RematSimulation noRemat =
+      simulateRemat(graph->problem, std::vector<bool>(graph->problem.ops.size(), false));
+  int64_t noRematPeak = graph->stepPeak(noRemat);
+
+  os << "\nrematerialization (graph-plan-remat; persistent buffers and a "
+     << formatBytes(graph->workspaceBytes) << " matmul workspace included):\n";
+  os << llvm::format("  peak without remat %s; %zu plans on the frontier, planned in %.2f s\n",
+                     formatBytes(noRematPeak).c_str(), frontier.plans.size(), seconds);
+  os << "  budget                 peak       arena      recomputed  extra FLOPs  "
+        "recomputed values\n";
+  std::optional<size_t> shown;
+  int64_t shownBudget = 0;
+  for (auto [text, size] : llvm::zip(budgets, sizes)) {
+    int64_t budget = size.resolve(noRematPeak);
+    std::string label = formatBytes(budget) + " (" + percentOf(double(budget), double(noRematPeak)) + ")";
+    std::optional<size_t> chosen = chooseRematPlan(*graph, frontier, budget);
+    if (!chosen) {
+      os << llvm::format("  %-22s ", label.c_str())
+         << "cannot be met: " << infeasibleBudgetMessage(*graph, frontier, budget) << "\n";
+      continue;
+    }
+    const RematSimulation &plan = frontier.simulations[*chosen];
+    int64_t clones = 0;
+    for (const RematStep &step : plan.schedule)
+      clones += step.isClone;
+    std::string groups;
+    auto grouped = recomputedGroups(*graph, plan);
+    for (size_t i = 0; i < grouped.size() && i < 4; ++i)
+      groups += (i ? ", " : "") + grouped[i].first +
+                (grouped[i].second > 1 ? " (" + std::to_string(grouped[i].second) + "x)" : "");
+    if (grouped.size() > 4)
+      groups += ", ...";
+    os << llvm::format("  %-22s %-10s %-10s %-11lld %-12s %s\n", label.c_str(),
+                       formatBytes(graph->stepPeak(plan)).c_str(),
+                       formatBytes(graph->arenaBytes(plan)).c_str(), (long long)clones,
+                       percentOf(plan.extraCost, graph->stepFlops).c_str(),
+                       groups.empty() ? "-" : groups.c_str());
+    shown = chosen;
+    shownBudget = budget;
+  }
+  if (!shown)
+    return true;
+
+  const RematSimulation &plan = frontier.simulations[*shown];
+  os << "\nplan for the budget " << formatBytes(shownBudget) << ": peak "
+     << formatBytes(noRematPeak) << " -> " << formatBytes(graph->stepPeak(plan)) << ", +"
+     << percentOf(plan.extraCost, graph->stepFlops) << " FLOPs ("
+     << llvm::format("%.3g", plan.extraCost) << " of " << llvm::format("%.3g", graph->stepFlops)
+     << " per micro step, " << percentOf(plan.matmulCost, graph->stepFlops)
+     << " in matmuls)\n";
+  auto grouped = recomputedGroups(*graph, plan);
+  os << "recomputed values (" << grouped.size() << " distinct ops):\n";
+  for (auto [name, count] : grouped)
+    os << "  " << name << (count > 1 ? " (" + std::to_string(count) + "x)" : "") << "\n";
+
+  // Memory over time: the step in about 24 slices of the ops as written.
+  std::vector<int64_t> before = liveByOp(*graph, noRemat), after = liveByOp(*graph, plan);
+  size_t numOps = before.size(), slices = std::min<size_t>(24, numOps);
+  os << "memory over time (most bytes live in each slice of the step, persistent included):\n";
+  os << "  ops           phase     no remat     with remat   first op\n";
+  for (size_t slice = 0; slice < slices; ++slice) {
+    size_t first = slice * numOps / slices, last = (slice + 1) * numOps / slices;
+    int64_t most = 0, mostAfter = 0;
+    for (size_t i = first; i < last; ++i) {
+      most = std::max(most, before[i]);
+      mostAfter = std::max(mostAfter, after[i]);
+    }
+    std::string range = std::to_string(first) + "-" + std::to_string(last - 1);
+    const char *phase = int64_t(last) <= graph->problem.numForward ? "forward"
+                        : int64_t(first) >= graph->problem.numForward ? "backward"
+                                                                       : "fwd/bwd";
+    os << llvm::format("  %-13s %-9s %-12s %-12s %s\n", range.c_str(), phase,
+                       formatBytes(most).c_str(), formatBytes(mostAfter).c_str(),
+                       graph->problem.ops[first].name.c_str());
+  }
+  if (!plotPath.empty()) {
+    if (!writePlot(plotPath, before, after, shownBudget, graph->problem.numForward)) {
+      errors << "ampc: error: cannot write the plot '" << plotPath << "': "
+             << std::strerror(errno) << "\n";
+      return false;
+    }
+    os << "wrote the plot " << plotPath << "\n";
+  }
+  return true;
+}
+
+void printRematSummary(ModelOp model) {
+  func::FuncOp entry = model.getEntryFunction();
+  auto integer = [&](llvm::StringRef name) {
+    auto attr = entry->getAttrOfType<IntegerAttr>(name);
+    return attr ? attr.getInt() : 0;
+  };
+  auto real = [&](llvm::StringRef name) {
+    auto attr = entry->getAttrOfType<FloatAttr>(name);
+    return attr ? attr.getValueAsDouble() : 0.0;
+  };
+  int64_t clones = 0;
+  entry.walk([&](Operation *op) { clones += op->hasAttr("recomputed"); });
+  llvm::outs() << "memory: planned peak " << formatBytes(integer("remat_peak_bytes"))
+               << " within the budget " << formatBytes(integer("remat_budget_bytes"))
+               << " (without remat " << formatBytes(integer("remat_no_remat_peak_bytes"))
+               << "); " << clones << " values recomputed, +"
+               << percentOf(real("remat_extra_flops"), real("remat_step_flops"))
+               << " FLOPs per micro step\n";
+  llvm::outs().flush();
+}
+
+} // namespace ampc
