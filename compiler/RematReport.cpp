@@ -19,7 +19,7 @@ namespace {
 
 std::string percentOf(double part, double whole) {
   std::string text;
-  llvm::raw_string_ostream(text) << llvm::format("%.1f%%", whole > 0 ? 100.0 * part / whole : 0.0);
+  llvm::raw_string_ostream(text) << llvm::format("%.2f%%", whole > 0 ? 100.0 * part / whole : 0.0);
   return text;
 }
 
@@ -129,7 +129,7 @@ bool printRematReport(ModelOp model, const std::vector<std::string> &budgets,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   RematSimulation noRemat =
       simulateRemat(graph->problem, std::vector<bool>(graph->problem.ops.size(), false));
-  int64_t noRematPeak = graph->stepPeak(noRemat);
+  int64_t noRematPeak = graph->planBytes(noRemat);
 
   os << "\nrematerialization (graph-plan-remat; persistent buffers and a "
      << formatBytes(graph->workspaceBytes) << " matmul workspace included):\n";

@@ -287,6 +287,9 @@ void GraphBuildTrainingPass::runOnOperation() {
                                   TypeAttr::get(param.getType()));
     }
     gradStates.push_back(declBuilder.getStringAttr(stateName(param, "grad")));
+    // Right after the gradient is complete, so it dies there instead of living to the end of
+    // the backward pass.
+    accumulate.setInsertionPointAfterValue(grad);
     accumulate.create<AccumulateGradOp>(
         param.getLoc(), grad,
         FlatSymbolRefAttr::get(model.getContext(), stateName(param, "grad")), FlatSymbolRefAttr());

@@ -53,7 +53,7 @@ struct GraphPlanRematPass : ampc::graph::impl::GraphPlanRematBase<GraphPlanRemat
     RematFrontier frontier = rematFrontier(graph->problem);
     RematSimulation noRemat =
         simulateRemat(graph->problem, std::vector<bool>(graph->problem.ops.size(), false));
-    int64_t noRematPeak = graph->stepPeak(noRemat);
+    int64_t noRematPeak = graph->planBytes(noRemat);
     int64_t budgetBytes = budgetSize->resolve(noRematPeak);
     std::optional<size_t> chosen = chooseRematPlan(*graph, frontier, budgetBytes);
     if (!chosen) {
@@ -69,6 +69,8 @@ struct GraphPlanRematPass : ampc::graph::impl::GraphPlanRematBase<GraphPlanRemat
     entry->setAttr("remat_budget_bytes", b.getI64IntegerAttr(budgetBytes));
     entry->setAttr("remat_peak_bytes", b.getI64IntegerAttr(graph->stepPeak(plan)));
     entry->setAttr("remat_no_remat_peak_bytes", b.getI64IntegerAttr(noRematPeak));
+    entry->setAttr("remat_live_bytes",
+                   b.getI64IntegerAttr(plan.peakBytes - graph->problem.persistentBytes));
     entry->setAttr("remat_extra_flops", b.getF64FloatAttr(plan.extraCost));
     entry->setAttr("remat_step_flops", b.getF64FloatAttr(graph->stepFlops));
   }

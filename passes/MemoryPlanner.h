@@ -5,8 +5,9 @@
 // aligned offset so that values whose lifetimes overlap never share bytes, keeping the arena
 // small. No MLIR: graph-plan-memory adapts the IR to it, and the unit tests drive it directly.
 //
-// The algorithm is greedy by size with best fit: values are placed largest first (ties by
-// earlier definition, then id, so the result is deterministic); each goes into the smallest gap
+// The algorithm is greedy with best fit, in three orders (largest first, earliest definition
+// first, largest size x lifetime first; ties by earlier definition or size, then id, so the
+// result is deterministic), keeping the smallest arena: each value goes into the smallest gap
 // between the values already placed that overlap it in time and that fits it, or on top of them
 // all. Its arena is never below the peak of live bytes, and is usually within a few percent of
 // it on the chains of a training step.

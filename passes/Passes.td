@@ -366,7 +366,8 @@ def GraphPlanRemat : Pass<"graph-plan-remat", "::ampc::graph::ModelOp"> {
     Clones are inserted just before their first reader in the backward pass and marked
     `recomputed`; the backward ops read them. `micro_step` records the outcome:
     `remat_budget_bytes`, `remat_peak_bytes` and `remat_no_remat_peak_bytes` (the whole step,
-    persistent buffers included), `remat_extra_flops`, `remat_step_flops`.
+    persistent buffers included), `remat_live_bytes` (the micro step's own values at its
+    busiest op), `remat_extra_flops`, `remat_step_flops`.
 
     Before (`budget` below the peak with %1 kept):
     ```mlir

@@ -80,6 +80,10 @@ int64_t RematGraph::stepPeak(const RematSimulation &simulation) const {
   return std::max(simulation.peakBytes, problem.persistentBytes + optimizerStepBytes);
 }
 
+int64_t RematGraph::planBytes(const RematSimulation &simulation) const {
+  return std::max(stepPeak(simulation), problem.persistentBytes + arenaBytes(simulation));
+}
+
 int64_t RematGraph::arenaBytes(const RematSimulation &simulation) const {
   std::vector<BufferLifetime> lifetimes;
   for (size_t s = 0; s < simulation.schedule.size(); ++s) {
@@ -218,15 +222,15 @@ int64_t applyRemat(const RematGraph &graph, const RematSimulation &simulation) {
 std::optional<size_t> chooseRematPlan(const RematGraph &graph, const RematFrontier &frontier,
                                       int64_t budgetBytes) {
   // Peaks ascend and costs descend along the frontier: the last plan that fits is the cheapest.
-  std::optional<size_t> chosen;
-  for (size_t i = 0; i < frontier.plans.size(); ++i) {
-    const RematSimulation &simulation = frontier.simulations[i];
-    if (graph.stepPeak(simulation) > budgetBytes)
-      break;
-    if (graph.problem.persistentBytes + graph.arenaBytes(simulation) <= budgetBytes)
-      chosen = i;
-  }
-  return chosen;
+  // Among the plans whose live values fit, from the cheapest down, the first whose arena fits.
+  size_t fitting = 0;
+  while (fitting < frontier.plans.size() &&
+         graph.stepPeak(frontier.simulations[fitting]) <= budgetBytes)
+    ++fitting;
+  for (size_t i = fitting; i-- > 0;)
+    if (graph.planBytes(frontier.simulations[i]) <= budgetBytes)
+      return i;
+  return std::nullopt;
 }
 
 std::string infeasibleBudgetMessage(const RematGraph &graph, const RematFrontier &frontier,
@@ -245,16 +249,17 @@ std::string infeasibleBudgetMessage(const RematGraph &graph, const RematFrontier
     return text;
   }
   RematPlan smallest = planRemat(graph.problem, frontier, budgetBytes);
-  // The smallest budget met: the first frontier plan whose arena fits its own peak's budget.
-  int64_t minimum = std::max(smallest.minimumBudgetBytes, floorBytes);
-  for (size_t i = 0; i < frontier.plans.size(); ++i) {
-    int64_t need = std::max(graph.stepPeak(frontier.simulations[i]),
-                            graph.problem.persistentBytes +
-                                graph.arenaBytes(frontier.simulations[i]));
-    minimum = i == 0 ? need : std::min(minimum, need);
-  }
-  os << smallest.diagnostic << "; the smallest budget that can be met is " << minimum
-     << " bytes";
+  // The smallest budget met: the least any frontier plan needs, its arena included.
+  int64_t minimum = INT64_MAX;
+  for (const RematSimulation &simulation : frontier.simulations)
+    minimum = std::min(minimum, graph.planBytes(simulation));
+  if (smallest.feasible)
+    os << "the memory budget " << budgetBytes
+       << " bytes is met by the live values of some plans but not by their arenas (best-fit "
+          "placement leaves gaps)";
+  else
+    os << smallest.diagnostic;
+  os << "; the smallest budget that can be met is " << minimum << " bytes";
   return text;
 }
 

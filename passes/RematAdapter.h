@@ -56,6 +56,9 @@ struct RematGraph {
   int64_t stepPeak(const RematSimulation &simulation) const;
   /// The arena a best-fit placement of the simulation's schedule needs.
   int64_t arenaBytes(const RematSimulation &simulation) const;
+  /// What the plan needs in all: the step peak, or the persistent bytes plus the arena when
+  /// larger. Budgets given as a share are shares of this for the plan without remat.
+  int64_t planBytes(const RematSimulation &simulation) const;
 };
 
 /// For a view (a reshape of an arena value: row-major data is unchanged) the op whose result's

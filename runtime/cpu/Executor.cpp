@@ -418,6 +418,10 @@ LossScaleStatus Executor::lossScaleStatus() const {
 
 std::string Executor::firstNonFinite() const { return impl->firstNonFinite(); }
 
+int64_t Executor::peakTemporaryBytes() const {
+  return impl->peakTemporaryBytes;
+}
+
 const plan::Plan &Executor::plan() const { return impl->plan; }
 
 Precision Executor::precision() const { return impl->precision; }

@@ -44,7 +44,8 @@ struct RunOptions {
   uint64_t totalSteps = 0;
   /// Keep every temporary after the run (for bufferValues). When false, a
   /// temporary is freed after its last reader, which bounds memory by the
-  /// live set; only the loss (and non-temporaries) can be read afterwards.
+  /// live set (see peakTemporaryBytes); only the loss (and non-temporaries)
+  /// can be read afterwards.
   /// Parameter and State buffers are never freed.
   bool keepTemporaries = true;
   /// When set, receives the wall-clock seconds of each instruction, indexed
@@ -134,6 +135,14 @@ public:
   /// optimizer step; "" if none. Cleared when the first micro step after
   /// runOptimizerStep starts.
   std::string firstNonFinite() const;
+
+  /// Bytes of temporaries live at once during the last run() or
+  /// runOptimizerStep(), each counted at its dtype's size as a device arena
+  /// would hold it. Meaningful with RunOptions::keepTemporaries false: then a
+  /// temporary is freed after its last reader (a result nothing reads right
+  /// away), and a reshape or cross_entropy_grad whose operand dies there
+  /// takes over the operand's storage instead of allocating.
+  int64_t peakTemporaryBytes() const;
 
   /// The validated plan this executor runs.
   const plan::Plan &plan() const;

@@ -23,6 +23,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <type_traits>
 
 #include <string>
@@ -58,6 +59,10 @@ public:
                                const std::vector<double> &values) = 0;
   virtual LossScaleStatus lossScaleStatus() const = 0;
   virtual std::string firstNonFinite() const = 0;
+
+  /// Bytes of temporaries live at once during the last list run (at their
+  /// dtype's size), and their sum over that list.
+  int64_t peakTemporaryBytes = 0;
 
   const plan::Plan plan;
   const Precision precision;
@@ -294,6 +299,7 @@ private:
     std::vector<T> real;
     std::vector<int64_t> integer;
     bool ready = false;
+    bool empty() const { return real.empty() && integer.empty(); }
   };
 
   /// Whether the plan scales its loss.
@@ -373,16 +379,56 @@ private:
                                (id == plan.gradNorm || id == plan.learningRate));
   }
 
+  /// Bytes of buffer \p id at its dtype's size (what a device arena holds).
+  int64_t storedBytes(uint32_t id) const {
+    return plan::numElements(plan.buffers[id]) *
+           static_cast<int64_t>(plan::dtypeBytes(plan.buffers[id].dtype));
+  }
+
+  /// A temporary freed once \p index has run: read last there, or never.
+  bool diesAt(uint32_t id, size_t index,
+              const std::vector<int64_t> &lastUse) const {
+    return plan.buffers[id].role == BufferRole::Temporary && !isKept(id) &&
+           lastUse[id] <= static_cast<int64_t>(index);
+  }
+
   /// Frees temporaries whose last reader in its list was instruction
-  /// \p index. Parameters and state are never freed.
-  void releaseDeadOperands(const Instruction &instruction, size_t index,
-                           const std::vector<int64_t> &lastUse) {
-    for (uint32_t operand : instruction.operands) {
-      if (lastUse[operand] != static_cast<int64_t>(index) || isKept(operand) ||
-          plan.buffers[operand].role != BufferRole::Temporary)
-        continue;
-      slots[operand] = Slot();
-    }
+  /// \p index, and results nothing reads. Parameters and state are never
+  /// freed.
+  void releaseDead(const Instruction &instruction, size_t index,
+                   const std::vector<int64_t> &lastUse) {
+    for (const auto *ids : {&instruction.operands, &instruction.results})
+      for (uint32_t id : *ids)
+        if (diesAt(id, index, lastUse) && !slots[id].empty()) {
+          liveTemporaryBytes -= storedBytes(id);
+          slots[id] = Slot();
+        }
+  }
+
+  /// When temporaries are freed, an instruction that can work in place takes
+  /// over the storage of an operand it reads last instead of allocating: a
+  /// reshape (same elements) and cross_entropy_grad (its kernel reads each
+  /// logit before writing that gradient). Returns the operand adopted.
+  std::optional<uint32_t> adoptOperand(const Instruction &instruction,
+                                       size_t index,
+                                       const std::vector<int64_t> &lastUse) {
+    if (instruction.op != OpCode::Reshape &&
+        instruction.op != OpCode::CrossEntropyGrad)
+      return std::nullopt;
+    uint32_t operand = instruction.operands[0];
+    uint32_t result = instruction.results[0];
+    if (!diesAt(operand, index, lastUse) ||
+        plan.buffers[result].role != BufferRole::Temporary ||
+        plan.buffers[operand].dtype != plan.buffers[result].dtype ||
+        plan::numElements(plan.buffers[operand]) !=
+            plan::numElements(plan.buffers[result]) ||
+        slots[operand].empty() ||
+        std::count(instruction.operands.begin(), instruction.operands.end(),
+                   operand) != 1)
+      return std::nullopt;
+    slots[result] = std::move(slots[operand]);
+    slots[operand] = Slot();
+    return operand;
   }
 
   void requireParameters() const {
@@ -408,11 +454,25 @@ private:
           slots[result].ready = false;
     if (options.instructionSeconds)
       options.instructionSeconds->assign(list.size(), 0.0);
+    liveTemporaryBytes = 0;
+    peakTemporaryBytes = 0;
     for (size_t index = 0; index < list.size(); ++index) {
       const Instruction &instruction = list[index];
       const auto start = std::chrono::steady_clock::now();
+      std::optional<uint32_t> adopted;
+      if (!options.keepTemporaries)
+        adopted = adoptOperand(instruction, index, lastUse);
+      for (uint32_t result : instruction.results)
+        if (plan.buffers[result].role == BufferRole::Temporary &&
+            !(adopted && result == instruction.results[0]))
+          liveTemporaryBytes += storedBytes(result);
+      peakTemporaryBytes = std::max(peakTemporaryBytes, liveTemporaryBytes);
       try {
-        execute(instruction, options);
+        if (!(adopted && instruction.op == OpCode::Reshape)) {
+          adoptedLogits = adopted.has_value();
+          execute(instruction, options);
+          adoptedLogits = false;
+        }
       } catch (const kernels::KernelError &error) {
         throw ExecutionError(listName +
                              plan::describeInstruction(instruction, index) +
@@ -430,7 +490,7 @@ private:
           producesNonFinite(instruction))
         nonFinite = listName + plan::describeInstruction(instruction, index);
       if (!options.keepTemporaries)
-        releaseDeadOperands(instruction, index, lastUse);
+        releaseDead(instruction, index, lastUse);
       if (options.instructionSeconds)
         (*options.instructionSeconds)[index] =
             std::chrono::duration<double>(std::chrono::steady_clock::now() -
@@ -494,6 +554,10 @@ private:
   void copyForRounding(uint32_t source, uint32_t copy);
 
   std::vector<Slot> slots;
+  /// Bytes of temporaries holding storage now (runList).
+  int64_t liveTemporaryBytes = 0;
+  /// cross_entropy_grad runs in place: its result holds the logits.
+  bool adoptedLogits = false;
   /// Per list, the index of the last instruction reading each buffer (-1:
   /// never read).
   std::vector<int64_t> microLastUse, optimizerLastUse;

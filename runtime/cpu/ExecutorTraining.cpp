@@ -179,12 +179,14 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction,
   }
   case OpCode::CrossEntropyGrad: {
     const Shape &logits = shapeOf(operands[0]);
+    // In place (adoptOperand): the result's storage holds the logits.
+    T *gradient = realResult(instruction);
     kernels::crossEntropyGrad(
-        real(operands[0]), plan::numElements(shapeOf(operands[1])),
-        logits.back(), integer(operands[1]),
-        plan::intAttr(instruction, "ignore_index"),
+        adoptedLogits ? gradient : real(operands[0]),
+        plan::numElements(shapeOf(operands[1])), logits.back(),
+        integer(operands[1]), plan::intAttr(instruction, "ignore_index"),
         plan::intAttr(instruction, "reduction") == 1, real(operands[2])[0],
-        realResult(instruction));
+        gradient);
     return;
   }
   case OpCode::GradSeed: {
