@@ -3,6 +3,7 @@
 #include "compiler/MemoryReport.h"
 #include "compiler/PlanEmitter.h"
 #include "passes/OpCost.h"
+#include "passes/RematAdapter.h"
 
 #include "llvm/Support/Format.h"
 
@@ -90,16 +91,29 @@ void printMemoryReport(ModelOp model, llvm::raw_ostream &os, int largest) {
     Value value;
   };
   std::vector<Live> values;
+  // A view (a reshape of an arena value) shares its source's bytes, and so does the result of
+  // an op working in place over an operand that dies there: their readers extend the source's
+  // life instead of adding a value (graph-plan-memory gives them the same offset).
+  llvm::DenseMap<Value, size_t> owner;
   for (Operation &op : body) {
     if (!op.hasAttr("arena_offsets"))
       continue;
     for (OpResult result : op.getResults()) {
-      Live live{indexOf[&op], indexOf[&op], bytesOf(result.getType()), &op, result};
+      size_t index = values.size();
+      int inPlace = graph::inPlaceOperand(&op);
+      if (graph::viewSource(&op) && owner.count(op.getOperand(0)))
+        index = owner[op.getOperand(0)];
+      else if (inPlace >= 0 && owner.count(op.getOperand(inPlace)) &&
+               values[owner[op.getOperand(inPlace)]].last == indexOf[&op] &&
+               values[owner[op.getOperand(inPlace)]].bytes == bytesOf(result.getType()))
+        index = owner[op.getOperand(inPlace)]; // written over its operand
+      else
+        values.push_back({indexOf[&op], indexOf[&op], bytesOf(result.getType()), &op, result});
+      owner[result] = index;
       for (Operation *user : result.getUsers())
-        live.last = std::max(live.last, llvm::isa<LossOp, func::ReturnOp>(user)
-                                            ? count
-                                            : indexOf[user]);
-      values.push_back(live);
+        values[index].last = std::max(values[index].last,
+                                      llvm::isa<LossOp, func::ReturnOp>(user) ? count
+                                                                              : indexOf[user]);
     }
   }
   // The op index with the most live bytes.
