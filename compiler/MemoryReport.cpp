@@ -38,22 +38,15 @@ static int64_t intAttr(Operation *op, llvm::StringRef name) {
 
 MemoryTotals memoryTotals(ModelOp model) {
   MemoryTotals totals;
-  PersistentBytes persistent = persistentBytes(model);
-  totals.parameters = persistent.parameters;
-  totals.parameterCopies = persistent.parameterCopies;
-  totals.gradients = persistent.gradients;
-  totals.optimizerState = persistent.optimizerState;
-  totals.inputs = persistent.inputs;
-  totals.constants = persistent.constants;
+  totals.persistent = persistentBytes(model);
   func::FuncOp entry = model.getEntryFunction();
   totals.microStepArena = intAttr(entry, "arena_bytes");
   totals.microStepPeakLive = intAttr(entry, "peak_live_bytes");
   if (auto step = mlir::SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
           model, StringAttr::get(model.getContext(), "optimizer_step")))
     totals.optimizerStepArena = intAttr(step, "arena_bytes");
-  totals.peak = totals.parameters + totals.parameterCopies + totals.gradients +
-                totals.optimizerState + totals.inputs + totals.constants +
-                std::max(totals.microStepArena, totals.optimizerStepArena);
+  totals.peak =
+      totals.persistent.total() + std::max(totals.microStepArena, totals.optimizerStepArena);
   return totals;
 }
 
@@ -66,12 +59,12 @@ void printMemoryReport(ModelOp model, llvm::raw_ostream &os, int largest) {
     os << llvm::format("  %-42s %12s\n", what, formatBytes(bytes).c_str());
   };
   os << "persistent\n";
-  row("parameters (f32 master weights)", totals.parameters);
-  row("parameter copies (reduced precision)", totals.parameterCopies);
-  row("gradient accumulators (f32)", totals.gradients);
-  row("optimizer state (f32)", totals.optimizerState);
-  row("inputs (one micro-batch)", totals.inputs);
-  row("constants", totals.constants);
+  row("parameters (f32 master weights)", totals.persistent.parameters);
+  row("parameter copies (reduced precision)", totals.persistent.parameterCopies);
+  row("gradient accumulators (f32)", totals.persistent.gradients);
+  row("optimizer state (f32)", totals.persistent.optimizerState);
+  row("inputs (one micro-batch)", totals.persistent.inputs);
+  row("constants", totals.persistent.constants);
   os << "arenas (reused by every micro step / optimizer step)\n";
   row("micro_step arena", totals.microStepArena);
   row("  peak of live values (lower bound)", totals.microStepPeakLive);
@@ -90,32 +83,13 @@ void printMemoryReport(ModelOp model, llvm::raw_ostream &os, int largest) {
     Operation *op;
     Value value;
   };
+  // Views and in-place results share their source's bytes (graph-plan-memory's offsets):
+  // counted once, under the value that owns them.
+  ArenaValues arena = collectArenaValues(entry);
   std::vector<Live> values;
-  // A view (a reshape of an arena value) shares its source's bytes, and so does the result of
-  // an op working in place over an operand that dies there: their readers extend the source's
-  // life instead of adding a value (graph-plan-memory gives them the same offset).
-  llvm::DenseMap<Value, size_t> owner;
-  for (Operation &op : body) {
-    if (!op.hasAttr("arena_offsets"))
-      continue;
-    for (OpResult result : op.getResults()) {
-      size_t index = values.size();
-      int inPlace = graph::inPlaceOperand(&op);
-      if (graph::viewSource(&op) && owner.count(op.getOperand(0)))
-        index = owner[op.getOperand(0)];
-      else if (inPlace >= 0 && owner.count(op.getOperand(inPlace)) &&
-               values[owner[op.getOperand(inPlace)]].last == indexOf[&op] &&
-               values[owner[op.getOperand(inPlace)]].bytes == bytesOf(result.getType()))
-        index = owner[op.getOperand(inPlace)]; // written over its operand
-      else
-        values.push_back({indexOf[&op], indexOf[&op], bytesOf(result.getType()), &op, result});
-      owner[result] = index;
-      for (Operation *user : result.getUsers())
-        values[index].last = std::max(values[index].last,
-                                      llvm::isa<LossOp, func::ReturnOp>(user) ? count
-                                                                              : indexOf[user]);
-    }
-  }
+  for (auto [lifetime, owner] : llvm::zip(arena.lifetimes, arena.owners))
+    values.push_back({lifetime.first, lifetime.last, lifetime.bytes, owner.first,
+                      owner.first->getResult(owner.second)});
   // The op index with the most live bytes.
   std::vector<int64_t> liveAt(count + 1, 0);
   for (const Live &value : values)

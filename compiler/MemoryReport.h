@@ -11,6 +11,7 @@
 #define AMPC_COMPILER_MEMORYREPORT_H
 
 #include "dialects/Graph/GraphDialect.h"
+#include "passes/OpCost.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -20,8 +21,7 @@ namespace ampc {
 
 /// The memory a training step needs, from a model that went through graph-plan-memory.
 struct MemoryTotals {
-  int64_t parameters = 0, parameterCopies = 0, gradients = 0, optimizerState = 0, inputs = 0,
-          constants = 0;
+  graph::PersistentBytes persistent;
   int64_t microStepArena = 0, microStepPeakLive = 0, optimizerStepArena = 0;
   /// Persistent buffers plus the larger arena: what one device must hold.
   int64_t peak = 0;

@@ -25,74 +25,21 @@ using namespace ampc::graph;
 
 namespace {
 
-/// Bytes of a tensor value in memory.
-int64_t bytesOf(Value value) {
-  auto type = llvm::cast<RankedTensorType>(value.getType());
-  int64_t bits = type.getElementType().getIntOrFloatBitWidth();
-  return type.getNumElements() * std::max<int64_t>(1, bits / 8);
-}
-
-/// Results that name a persistent buffer or constant data rather than computing a new value.
-bool isArenaValue(Operation *op) {
-  return !llvm::isa<GetParamOp, GetInputOp, GetLossScaleOp, ConstantOp>(op);
-}
-
 struct GraphPlanMemoryPass : ampc::graph::impl::GraphPlanMemoryBase<GraphPlanMemoryPass> {
   using Base::Base;
 
   void planFunction(func::FuncOp func) {
-    Block &body = func.getBody().front();
-    llvm::DenseMap<Operation *, int64_t> indexOf;
-    int64_t count = 0;
-    for (Operation &op : body)
-      indexOf[&op] = count++;
-
-    std::vector<BufferLifetime> lifetimes;
-    std::vector<std::pair<Operation *, unsigned>> owners;
-    // A view shares its source's storage: the lifetime of the value that owns the bytes.
-    llvm::DenseMap<Value, size_t> lifetimeOf;
-    std::vector<std::pair<Operation *, size_t>> views;
-    for (Operation &op : body) {
-      if (!isArenaValue(&op))
-        continue;
-      for (OpResult result : op.getResults()) {
-        size_t owner = lifetimes.size();
-        int inPlace = inPlaceOperand(&op);
-        std::optional<size_t> reused;
-        if (inPlace >= 0 && lifetimeOf.count(op.getOperand(inPlace))) {
-          size_t source = lifetimeOf.lookup(op.getOperand(inPlace));
-          if (lifetimes[source].last == indexOf[&op] &&
-              lifetimes[source].bytes == bytesOf(result))
-            reused = source;
-        }
-        if (viewSource(&op) || reused) {
-          owner = reused ? *reused : lifetimeOf.lookup(op.getOperand(0));
-          views.emplace_back(&op, owner);
-        } else {
-          BufferLifetime lifetime;
-          lifetime.bytes = bytesOf(result);
-          lifetime.first = lifetime.last = indexOf[&op];
-          lifetimes.push_back(lifetime);
-          owners.emplace_back(&op, result.getResultNumber());
-        }
-        lifetimeOf[result] = owner;
-        for (Operation *user : result.getUsers()) {
-          // The loss and the returned values are read after the function's last op.
-          int64_t last = llvm::isa<LossOp, func::ReturnOp>(user) ? count : indexOf[user];
-          lifetimes[owner].last = std::max(lifetimes[owner].last, last);
-        }
-      }
-    }
-    MemoryPlan plan = planMemory(lifetimes, alignment);
+    ArenaValues values = collectArenaValues(func);
+    MemoryPlan plan = planMemory(values.lifetimes, alignment);
 
     llvm::DenseMap<Operation *, llvm::SmallVector<int64_t>> offsets;
-    for (auto [owner, offset] : llvm::zip(owners, plan.offsets)) {
+    for (auto [owner, offset] : llvm::zip(values.owners, plan.offsets)) {
       auto &list = offsets[owner.first];
       list.resize(owner.first->getNumResults(), -1);
       list[owner.second] = offset;
     }
-    for (auto [view, owner] : views)
-      offsets[view] = {plan.offsets[owner]};
+    for (auto [op, owner] : values.sharing)
+      offsets[op] = {plan.offsets[owner]};
     OpBuilder b(func.getContext());
     for (auto &[op, list] : offsets)
       op->setAttr("arena_offsets", b.getDenseI64ArrayAttr(list));

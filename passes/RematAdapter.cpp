@@ -49,32 +49,48 @@ LocationAttr outermostCaller(Location loc) {
   return found;
 }
 
-/// The arena a function needs: best fit over its values' lifetimes, as graph-plan-memory
-/// places them.
-int64_t functionArenaBytes(func::FuncOp func, int64_t alignment) {
+} // namespace
+
+ArenaValues collectArenaValues(func::FuncOp func) {
+  ArenaValues values;
   Block &body = func.getBody().front();
   llvm::DenseMap<Operation *, int64_t> indexOf;
-  int64_t count = 0;
   for (Operation &op : body)
-    indexOf[&op] = count++;
-  std::vector<BufferLifetime> lifetimes;
+    indexOf[&op] = values.numOps++;
+  llvm::DenseMap<Value, size_t> lifetimeOf;
   for (Operation &op : body) {
     if (namesPersistentData(&op))
       continue;
     for (OpResult result : op.getResults()) {
-      BufferLifetime lifetime;
-      lifetime.bytes = bytesOf(result.getType());
-      lifetime.first = lifetime.last = indexOf[&op];
+      int64_t bytes = bytesOf(result.getType());
+      std::optional<size_t> shared;
+      if (viewSource(&op) && lifetimeOf.count(op.getOperand(0)))
+        shared = lifetimeOf.lookup(op.getOperand(0));
+      int inPlace = inPlaceOperand(&op);
+      if (inPlace >= 0 && lifetimeOf.count(op.getOperand(inPlace))) {
+        size_t source = lifetimeOf.lookup(op.getOperand(inPlace));
+        // Only when nothing reads the operand after this op.
+        if (values.lifetimes[source].last == indexOf[&op] &&
+            values.lifetimes[source].bytes == bytes)
+          shared = source;
+      }
+      size_t owner = values.lifetimes.size();
+      if (shared) {
+        owner = *shared;
+        values.sharing.emplace_back(&op, owner);
+      } else {
+        values.lifetimes.push_back({bytes, indexOf[&op], indexOf[&op]});
+        values.owners.emplace_back(&op, result.getResultNumber());
+      }
+      lifetimeOf[result] = owner;
       for (Operation *user : result.getUsers())
-        lifetime.last = std::max(
-            lifetime.last, llvm::isa<LossOp, func::ReturnOp>(user) ? count : indexOf[user]);
-      lifetimes.push_back(lifetime);
+        values.lifetimes[owner].last =
+            std::max(values.lifetimes[owner].last,
+                     llvm::isa<LossOp, func::ReturnOp>(user) ? values.numOps : indexOf[user]);
     }
   }
-  return planMemory(lifetimes, alignment).arenaBytes;
+  return values;
 }
-
-} // namespace
 
 int64_t RematGraph::stepPeak(const RematSimulation &simulation) const {
   return std::max(simulation.peakBytes, problem.persistentBytes + optimizerStepBytes);
@@ -112,7 +128,7 @@ FailureOr<RematGraph> buildRematGraph(ModelOp model, int64_t alignment, int64_t 
   graph.workspaceBytes = workspaceBytes;
   graph.persistent = persistentBytes(model);
   graph.problem.persistentBytes = graph.persistent.total() + workspaceBytes;
-  graph.optimizerStepBytes = functionArenaBytes(step, alignment);
+  graph.optimizerStepBytes = planMemory(collectArenaValues(step).lifetimes, alignment).arenaBytes;
 
   Block &body = entry.getBody().front();
   llvm::DenseMap<Operation *, int64_t> indexOf;
