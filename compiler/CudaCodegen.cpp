@@ -255,11 +255,19 @@ std::string KernelWriter::element(Value value, const std::string &index, Scope &
     if (inGroup(embedding.getTable()))
       throw std::runtime_error("CUDA codegen: an embedding table computed in the kernel (" +
                                describeOp(op) + ")");
+    // An id outside the table (the CPU backend stops there) reads nothing: the element is NaN
+    // and the error record names the id.
+    const std::string rows = std::to_string(shapeOf(embedding.getTable()).front()) + "ll";
+    const std::string errors = errorParam(op);
+    scope.line("const bool " + row + "_in = " + row + " >= 0ll && " + row + " < " + rows + ";");
+    scope.line("if (!" + row + "_in)");
+    scope.line("  reportError(" + errors + ", 2u, site, (" + index + ") / " +
+               std::to_string(width) + "ll, " + row + ", " + rows + ");");
     result = temp();
-    scope.line("const float " + result + " = toFloat(" +
+    scope.line("const float " + result + " = " + row + "_in ? toFloat(" +
                rawLoad(embedding.getTable(), row + " * " + std::to_string(width) + "ll + (" +
                                                  index + ") % " + std::to_string(width) + "ll") +
-               ");");
+               ") : __int_as_float(0x7fffffff);");
   } else if (op->getNumResults() == 1 &&
              llvm::isa<AddOp, SubOp, MulOp, DivOp, NegOp, ReluOp, SiluOp, TanhOp, ExpOp, LogOp,
                        SqrtOp, RsqrtOp, GeluOp, ReluGradOp, SiluGradOp, GeluGradOp, DropoutOp,
@@ -316,6 +324,29 @@ __device__ __forceinline__ float geluTanhGrad(float x, float dy) {
 
 )";
 
+/// The runtime's error record (plan::DeviceErrorRecord) and how kernels fill it: the first
+/// error wins, later ones leave it alone.
+const char *kErrorRecord = R"(// Where a kernel reports bad data the CPU backend would stop on (plan::DeviceErrorRecord).
+struct ErrorRecord {
+  unsigned int code;        // 1 cross-entropy label, 2 embedding id
+  unsigned int instruction; // the plan instruction (site)
+  long long index;          // the row or the id's position
+  long long value;          // the bad label or id
+  long long bound;          // valid values are [0, bound)
+};
+__device__ __forceinline__ void reportError(ErrorRecord *record, unsigned int code,
+                                            long long site, long long index, long long value,
+                                            long long bound) {
+  if (atomicCAS(&record->code, 0u, code) == 0u) {
+    record->instruction = static_cast<unsigned int>(site);
+    record->index = index;
+    record->value = value;
+    record->bound = bound;
+  }
+}
+
+)";
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -335,6 +366,8 @@ void Generator::finish(KernelWriter &writer, const std::string &kind, const std:
   code << "\nusing namespace ampc;\nusing namespace ampc::device;\n\n";
   if (body.find("Grad(") != std::string::npos)
     code << kActivationGradients;
+  if (writer.usesErrors)
+    code << kErrorRecord;
   code << preamble;
   code << "extern \"C\" __global__ void __launch_bounds__(" << launch.blockSize
        << ") KERNEL_NAME(\n"
@@ -371,16 +404,19 @@ void Generator::finish(KernelWriter &writer, const std::string &kind, const std:
     header << "// " << line << "\n";
   header << "//\n// Arguments:\n";
   for (const KernelParam &param : kernel.params) {
-    static const char *roles[] = {"in", "out", "state", "scalar", "scratch", "table"};
+    static const char *roles[] = {"in", "out", "state", "scalar", "scratch", "table", "errors"};
     header << "//   " << param.name << " (" << roles[static_cast<int>(param.role)] << ", "
            << param.elementType;
-    if (param.role != Role::Scalar) {
+    if (param.role != Role::Scalar && param.role != Role::ErrorRecord) {
       header << "[";
       for (size_t d = 0; d < param.shape.size(); ++d)
         header << (d ? "x" : "") << param.shape[d];
       header << "]";
     }
-    header << "): " << param.value << "\n";
+    header << "): " << param.value;
+    if (!param.aliasOf.empty())
+      header << " (may overwrite " << param.aliasOf << " in place)";
+    header << "\n";
   }
   header << "\n";
   kernel.source = header.str() + text;

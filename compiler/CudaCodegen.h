@@ -35,6 +35,9 @@ struct KernelParam {
     Scalar,  ///< a host value passed by value (a size, the seed, the step)
     Scratch, ///< kernel-private device memory of `shape` elements (row statistics, partials)
     Table,   ///< a device table of per-tensor entries (the optimizer and global norm kernels)
+    /// The runtime's device error record (plan::DeviceErrorRecord): where a kernel reports bad
+    /// data the CPU backend would stop on (a label or an embedding id out of range).
+    ErrorRecord,
   };
   Role role = Role::Input;
   /// The C name in the kernel's signature.
@@ -45,8 +48,14 @@ struct KernelParam {
   std::vector<int64_t> shape;
   /// What the argument is bound to: "@symbol" for parameters, inputs and state, "%N" for the
   /// result of the function's op number N (with "#k" for result k > 0), a size expression
-  /// ("elements", "rows", "row_length"), or "seed" / "step" / "total_steps".
+  /// ("elements", "rows", "row_length", "table_entries", "table_blocks"), "seed" / "step" /
+  /// "total_steps", "instruction %N" (the plan index of op N's instruction, where a kernel
+  /// reports an error), "scratch", "table" or "error_record".
   std::string value;
+  /// Outputs: the input argument this output may share memory with (the kernel reads every
+  /// element of the input before it writes that element of the output, so the two need not be
+  /// distinct); empty otherwise. Neither is declared __restrict__.
+  std::string aliasOf;
 };
 
 /// How the runtime launches a kernel.
@@ -59,6 +68,8 @@ struct KernelLaunch {
     Tensors,  ///< `elements` blocks over a table of tensors (multi-tensor kernels)
   };
   Space space = Space::Elements;
+  /// Elements: the iteration space; Tensors: the number of blocks; the global norm's Single
+  /// finishing kernel: the partial sums it adds (its `table_blocks`).
   int64_t elements = 0;
   int64_t rows = 0;
   int64_t rowLength = 0;

@@ -142,9 +142,27 @@ public:
     return name;
   }
 
+  /// The error record argument and the `site` scalar (the plan instruction of \p op, which the
+  /// record names), for kernels that check their data; returns the record's name.
+  std::string errorParam(Operation *op) {
+    usesErrors = true;
+    for (const KernelParam &param : params)
+      if (param.role == Role::ErrorRecord)
+        return param.name;
+    params.push_back({Role::ErrorRecord, "errors", "ErrorRecord", {}, "error_record"});
+    scalarParam("site", "i64", "instruction %" + std::to_string(opIndex.lookup(op)));
+    return "errors";
+  }
+
   /// The C declaration of every parameter, in order.
   std::string signature() const {
     std::string text;
+    std::set<std::string> aliased;
+    for (const KernelParam &param : params)
+      if (!param.aliasOf.empty()) {
+        aliased.insert(param.name);
+        aliased.insert(param.aliasOf);
+      }
     for (size_t i = 0; i < params.size(); ++i) {
       const KernelParam &param = params[i];
       std::string type;
@@ -152,14 +170,18 @@ public:
         type = param.elementType == "u64" ? "unsigned long long" : "long long";
       else if (param.role == Role::Table)
         type = "const " + param.elementType + " *__restrict__";
+      else if (param.role == Role::ErrorRecord)
+        type = "ErrorRecord *__restrict__";
       else {
         std::string element = param.elementType == "f32"    ? "float"
+                              : param.elementType == "f64"  ? "double"
                               : param.elementType == "bf16" ? "bfloat16"
                               : param.elementType == "f16"  ? "half16"
                               : param.elementType == "i32"  ? "int"
                                                             : "long long";
         bool readOnly = param.role == Role::Input;
-        type = (readOnly ? "const " : "") + element + " *__restrict__";
+        type = (readOnly ? "const " : "") + element +
+               (aliased.count(param.name) ? " *" : " *__restrict__");
       }
       text += (i ? ",\n    " : "    ") + type + " " + param.name;
     }
@@ -222,6 +244,8 @@ public:
 
   /// Seed and step of the dropout masks (the CPU backend's keying).
   bool usesRandom = false;
+  /// The kernel reports bad data through the error record (errorParam).
+  bool usesErrors = false;
 
 private:
   const llvm::DenseMap<Operation *, int> &opIndex;

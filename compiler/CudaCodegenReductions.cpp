@@ -539,6 +539,14 @@ void Generator::embeddingGradKernels(EmbeddingGradOp anchor) {
   std::string out = writer.tensorParam(table, Role::Output);
   scope.line("const long long id = static_cast<long long>(" +
              writer.rawLoad(anchor.getIndices(), "i / " + std::to_string(width) + "ll") + ");");
+  // An id outside the table (the CPU backend stops there) adds nothing and is reported.
+  const std::string rows = std::to_string(shapeOf(table).front()) + "ll";
+  const std::string errors = writer.errorParam(anchor);
+  scope.line("if (id < 0ll || id >= " + rows + ") {");
+  scope.line("  reportError(" + errors + ", 2u, site, i / " + std::to_string(width) + "ll, id, " +
+             rows + ");");
+  scope.line("  continue;");
+  scope.line("}");
   scope.line("atomicAdd(&" + out + "[id * " + std::to_string(width) + "ll + i % " +
              std::to_string(width) + "ll], " + dy + ");");
   writer.scalarParam("n", "i64", "elements");
@@ -550,7 +558,8 @@ void Generator::embeddingGradKernels(EmbeddingGradOp anchor) {
   KernelLaunch launch;
   launch.elements = count;
   finish(writer, "reduction", "embedding_grad",
-         "dtable[ids[r], d] += dy[r, d] with f32 atomicAdd (order-dependent rounding).\n"
+         "dtable[ids[r], d] += dy[r, d] with f32 atomicAdd (order-dependent rounding); an id\n"
+         "outside the table is skipped and reported in the error record.\n"
          "Memory: dy and ids read once; dtable read-modify-written through L2 atomics.",
          body.str(), launch);
 }
@@ -648,10 +657,25 @@ void Generator::crossEntropyKernels() {
          << "  const float gradScale = "
          << (mean ? "count == 0.0f ? 0.0f : " + dloss + " / count" : dloss) << ";\n";
   }
+  const std::string errors = writer.errorParam(loss);
   body << "  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n"
        << "    const long long label = static_cast<long long>(" << labels << "[row]);\n"
        << "    const bool ignored = label == " << ignore << ";\n"
-       << "    float maximum = -__int_as_float(0x7f800000);\n"
+       << "    // A label outside [0, L) that is not ignore_index: the CPU backend stops with an\n"
+       << "    // error; here the loss and the row's gradient become NaN and the error record\n"
+       << "    // names the label.\n"
+       << "    const bool outside = !ignored && (label < 0 || label >= L);\n";
+  {
+    Scope labelScope;
+    labelScope.indent = "      ";
+    std::string x = writer.element(logits, "row * L + label", labelScope);
+    body << "    // The label's logit is read before the row's first barrier, so the gradient may\n"
+         << "    // overwrite the logits in place (each element is read before it is written).\n"
+         << "    float labelLogit = 0.0f;\n"
+         << "    if (threadIdx.x == 0 && !ignored && !outside) {\n"
+         << labelScope.text.str() << "      labelLogit = " << x << ";\n    }\n";
+  }
+  body << "    float maximum = -__int_as_float(0x7f800000);\n"
        << rowLoop(writer, [&](Scope &s) {
             std::string x = writer.element(logits, "i", s);
             s.line("maximum = maximum < " + x + " ? " + x + " : maximum;");
@@ -663,22 +687,17 @@ void Generator::crossEntropyKernels() {
           })
        << "    total = blockSum(total, reduceScratch);\n"
        << "    const float logSumExp = maximum + logf(total);\n";
-  {
-    Scope labelScope;
-    labelScope.indent = "      ";
-    std::string x = writer.element(logits, "row * L + label", labelScope);
-    body << "    if (threadIdx.x == 0 && !ignored) {\n"
-         << "      // Out-of-range labels (the CPU backend rejects them) give NaN.\n"
-         << "      if (label < 0 || label >= L) {\n"
-         << "        atomicAdd(" << lossOut << ", __int_as_float(0x7fffffff));\n"
-         << "      } else {\n"
-         << labelScope.text.str() << "        atomicAdd(" << lossOut << ", (logSumExp - " << x
-         << ")" << (mean ? " / count" : "") << ");\n      }\n    }\n";
-  }
+  body << "    if (threadIdx.x == 0 && !ignored) {\n"
+       << "      if (outside) {\n"
+       << "        atomicAdd(" << lossOut << ", __int_as_float(0x7fffffff));\n"
+       << "        reportError(" << errors << ", 1u, site, row, label, L);\n"
+       << "      } else {\n"
+       << "        atomicAdd(" << lossOut << ", (logSumExp - labelLogit)" << (mean ? " / count" : "")
+       << ");\n      }\n    }\n";
   if (grad) {
     body << rowLoop(writer, [&](Scope &s) {
       std::string x = writer.element(logits, "i", s);
-      std::string value = "ignored ? 0.0f : (expf(" + x +
+      std::string value = "ignored ? 0.0f : outside ? __int_as_float(0x7fffffff) : (expf(" + x +
                           " - maximum) / total - (j == label ? 1.0f : 0.0f)) * gradScale";
       if (isReducedFloat(elementOf(grad.getResult())))
         value = "roundAs<" + cType(elementOf(grad.getResult())) + ">(" + value + ")";
@@ -689,6 +708,14 @@ void Generator::crossEntropyKernels() {
     });
   }
   body << "  }\n";
+  // The gradient may be written over the logits it is computed from: same shape and element
+  // type, each element read (by the thread that writes it, or before the row's barriers) first.
+  for (KernelParam &output : writer.params)
+    if (output.role == Role::Output && output.shape == shape)
+      for (const KernelParam &input : writer.params)
+        if (input.role == Role::Input && input.shape == shape &&
+            input.elementType == output.elementType)
+          output.aliasOf = input.name;
   writer.scalarParam("rows", "i64", "rows");
   writer.scalarParam("L", "i64", "row_length");
   KernelLaunch launch;
@@ -703,8 +730,11 @@ void Generator::crossEntropyKernels() {
              " (f32 atomicAdd), rows labelled ignore_index skipped;\n"
              "dlogits = (softmax - onehot(label)) * dloss" +
              (mean ? " / count" : "") +
-             ", 0 on ignored rows. The logits are never\nwritten in f32. Memory: the logits row "
-             "read three times (L2-resident), dlogits written once.",
+             ", 0 on ignored rows; dlogits may overwrite the logits in place. A label\n"
+             "outside [0, L) that is not ignore_index makes\n"
+             "the loss and its row's gradient NaN and is reported in the error record. The\n"
+             "logits are never written in f32. Memory: the logits row read three times\n"
+             "(L2-resident), dlogits written once.",
          body.str(), launch);
 }
 

@@ -267,6 +267,22 @@ struct NormTensor {
   long long firstBlock;
 };
 
+// The sum of value over the block, in double, valid in every thread (as blockSum in f32).
+__device__ __forceinline__ double blockSumDouble(double value, double *scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int warps = (blockDim.x + 31) >> 5;
+  for (int offset = 16; offset > 0; offset >>= 1)
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  __syncthreads();
+  if (lane == 0)
+    scratch[warp] = value;
+  __syncthreads();
+  value = lane < warps ? scratch[lane] : 0.0;
+  for (int offset = 16; offset > 0; offset >>= 1)
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  return value;
+}
+
 )";
 
 } // namespace
@@ -291,9 +307,9 @@ void Generator::globalNormKernels(GlobalNormOp op) {
     KernelWriter writer(opIndex, members);
     writer.params.push_back({Role::Table, "table", "NormTensor", {int64_t(table.size())}, "table"});
     writer.scalarParam("tensors", "i64", "table_entries");
-    writer.scratchParam("partials", {blocks});
+    writer.scratchParam("partials", {blocks}, "f64");
     std::ostringstream body;
-    body << "  __shared__ float reduceScratch[32];\n"
+    body << "  __shared__ double reduceScratch[32];\n"
          << "  int low = 0, high = static_cast<int>(tensors) - 1;\n"
          << "  while (low < high) {\n"
          << "    const int middle = (low + high + 1) / 2;\n"
@@ -303,27 +319,30 @@ void Generator::globalNormKernels(GlobalNormOp op) {
          << "  const long long begin = (static_cast<long long>(blockIdx.x) - tensor.firstBlock) * "
          << kTensorChunk << "ll;\n"
          << "  const long long end = min(tensor.elements, begin + " << kTensorChunk << "ll);\n"
-         << "  float squares = 0.0f;\n"
-         << "  for (long long i = begin + threadIdx.x; i < end; i += blockDim.x)\n"
-         << "    squares += tensor.data[i] * tensor.data[i];\n"
-         << "  squares = blockSum(squares, reduceScratch);\n"
+         << "  // Squares summed in double, as the CPU backend sums them.\n"
+         << "  double squares = 0.0;\n"
+         << "  for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) {\n"
+         << "    const double x = static_cast<double>(tensor.data[i]);\n"
+         << "    squares += x * x;\n  }\n"
+         << "  squares = blockSumDouble(squares, reduceScratch);\n"
          << "  if (threadIdx.x == 0)\n    partials[blockIdx.x] = squares;\n";
     KernelLaunch launch;
     launch.space = KernelLaunch::Space::Tensors;
     launch.elements = blocks;
     finish(writer, "global_norm", "partial",
            "Stage 1 of the global norm: partials[b] = sum of squares of block b's 4096-element\n"
-           "chunk of the table's tensors (f32). Memory: every accumulator read once.",
+           "chunk of the table's tensors, in double (the CPU backend sums in double).\n"
+           "Memory: every accumulator read once.",
            body.str(), launch, table, kNormTable);
   }
   KernelWriter writer(opIndex, members);
-  writer.scratchParam("partials", {blocks});
+  writer.scratchParam("partials", {blocks}, "f64");
   writer.scalarParam("blocks", "i64", "table_blocks");
   std::string out = writer.tensorParam(op.getResult(), Role::Output);
   std::ostringstream body;
   body << "  __shared__ double warpTotals[32];\n  double total = 0.0;\n"
        << "  for (long long b = threadIdx.x; b < blocks; b += blockDim.x)\n"
-       << "    total += static_cast<double>(partials[b]);\n"
+       << "    total += partials[b];\n"
        << "  for (int offset = 16; offset > 0; offset >>= 1)\n"
        << "    total += __shfl_xor_sync(0xffffffffu, total, offset);\n"
        << "  if ((threadIdx.x & 31) == 0)\n    warpTotals[threadIdx.x >> 5] = total;\n"
@@ -334,6 +353,7 @@ void Generator::globalNormKernels(GlobalNormOp op) {
   KernelLaunch launch;
   launch.space = KernelLaunch::Space::Single;
   launch.blockSize = 1024;
+  launch.elements = blocks; // the partial sums it reads: `table_blocks`
   finish(writer, "global_norm", "finish",
          "Stage 2: norm = sqrt(sum of the partials), summed in double by one block.\n"
          "Memory: the partials read once.",
@@ -352,7 +372,9 @@ void Generator::updateLossScaleKernel(UpdateLossScaleOp op) {
   std::string tracker = writer.stateParam(name + ".growth_tracker", "f32", {});
   std::string found = writer.stateParam(name + ".found_nonfinite", "f32", {});
   std::string applied = writer.stateParam(name + ".applied_steps", "f32", {});
-  std::string floorHits = writer.stateParam(name + ".floor_hits", "i32", {});
+  // The count of backoffs the floor stopped: an f32 state buffer (exact up to 2^24), the
+  // plan's loss-scaling floor_hits.
+  std::string floorHits = writer.stateParam(name + ".floor_hits", "f32", {});
   const bool dynamic = scaler.getMode() == LossScaleMode::dynamic;
   std::ostringstream body;
   body << "  const bool overflow = " << found << "[0] != 0.0f;\n"
@@ -364,11 +386,11 @@ void Generator::updateLossScaleKernel(UpdateLossScaleOp op) {
          << "  config.growthInterval = " << scaler.getGrowthInterval() << ";\n"
          << "  config.minScale = " << floatLiteral(scaler.getMinScale().convertToDouble()) << ";\n"
          << "  numerics::LossScaleState state{" << scale << "[0], static_cast<int>(" << tracker
-         << "[0]), " << floorHits << "[0]};\n"
+         << "[0]), static_cast<int>(" << floorHits << "[0])};\n"
          << "  numerics::updateLossScale(state, config, overflow);\n"
          << "  " << scale << "[0] = state.scale;\n"
          << "  " << tracker << "[0] = static_cast<float>(state.growthTracker);\n"
-         << "  " << floorHits << "[0] = state.floorHits;\n";
+         << "  " << floorHits << "[0] = static_cast<float>(state.floorHits);\n";
   else
     body << "  (void)" << scale << ";\n  (void)" << tracker << ";\n  (void)" << floorHits << ";\n";
   body << "  " << found << "[0] = 0.0f;\n";

@@ -62,7 +62,9 @@ std::vector<int64_t> toVector(llvm::ArrayRef<int64_t> values) {
 /// Builds the plan op by op, keeping the buffer of every SSA value.
 class Emitter {
 public:
-  explicit Emitter(ModelOp model) : model(model) { result.modelName = model.getSymName().str(); }
+  Emitter(ModelOp model, PlanProvenance *provenance) : model(model), provenance(provenance) {
+    result.modelName = model.getSymName().str();
+  }
 
   FailureOr<plan::Plan> run();
 
@@ -87,6 +89,7 @@ private:
   void inferInputBounds();
 
   ModelOp model;
+  PlanProvenance *provenance;
   plan::Plan result;
   llvm::DenseMap<Value, uint32_t> bufferOf;
   llvm::StringMap<uint32_t> symbolBuffer;
@@ -508,7 +511,8 @@ void Emitter::describeTraining() {
   result.trainingSummary = text;
 }
 
-/// The scaler's settings and its four f32 scalar state buffers.
+/// The scaler's settings and its five f32 scalar state buffers (the fifth, the floor-hit count,
+/// is kept by the device program's update_loss_scale kernel only).
 LogicalResult Emitter::emitLossScaler(LossScaleOp scaler) {
   plan::LossScaling &scaling = result.lossScaling;
   scaling.mode = scaler.getMode() == LossScaleMode::dynamic ? plan::LossScaleMode::Dynamic
@@ -520,9 +524,10 @@ LogicalResult Emitter::emitLossScaler(LossScaleOp scaler) {
   scaling.minScale = static_cast<float>(scaler.getMinScale().convertToDouble());
   auto scalarType = RankedTensorType::get({}, Float32Type::get(scaler.getContext()));
   uint32_t *fields[] = {&scaling.scale, &scaling.growthTracker, &scaling.foundNonFinite,
-                        &scaling.appliedSteps};
-  const char *names[] = {"scale", "growth_tracker", "found_nonfinite", "applied_steps"};
-  for (int i = 0; i < 4; ++i) {
+                        &scaling.appliedSteps, &scaling.floorHits};
+  const char *names[] = {"scale", "growth_tracker", "found_nonfinite", "applied_steps",
+                         "floor_hits"};
+  for (int i = 0; i < 5; ++i) {
     auto buffer = addBuffer(scaler.getLoc(), scaler.getSymName().str() + "." + names[i],
                             scalarType, plan::BufferRole::State);
     if (failed(buffer))
@@ -535,9 +540,14 @@ LogicalResult Emitter::emitLossScaler(LossScaleOp scaler) {
 
 LogicalResult Emitter::emitFunction(func::FuncOp func, std::vector<plan::Instruction> &target) {
   instructions = &target;
-  for (Operation &op : func.getBody().front())
+  for (Operation &op : func.getBody().front()) {
+    const size_t before = target.size();
     if (failed(emitOp(&op)))
       return failure();
+    if (provenance)
+      for (size_t index = before; index < target.size(); ++index)
+        provenance->instructionsOf[&op].push_back(static_cast<uint32_t>(index));
+  }
   instructions = &result.instructions;
   return success();
 }
@@ -670,11 +680,15 @@ FailureOr<plan::Plan> Emitter::run() {
   } catch (const plan::PlanError &error) {
     return model.emitError("internal error: the emitted plan is invalid: ") << error.what();
   }
+  if (provenance)
+    provenance->bufferOf = bufferOf;
   return std::move(result);
 }
 
 } // namespace
 
-FailureOr<plan::Plan> emitPlan(ModelOp model) { return Emitter(model).run(); }
+FailureOr<plan::Plan> emitPlan(ModelOp model, PlanProvenance *provenance) {
+  return Emitter(model, provenance).run();
+}
 
 } // namespace ampc

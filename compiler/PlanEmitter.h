@@ -13,11 +13,26 @@
 #include "dialects/Graph/GraphDialect.h"
 #include "runtime/plan/Plan.h"
 
+#include "llvm/ADT/DenseMap.h"
+
+#include <vector>
+
 namespace ampc {
 
+/// How an emitted plan relates to the IR it came from, for the stages that add to the plan after
+/// emission (the device program: compiler/DeviceProgramBuilder.h).
+struct PlanProvenance {
+  /// The buffer of every SSA value that has one (results, parameters, inputs, constants).
+  llvm::DenseMap<mlir::Value, uint32_t> bufferOf;
+  /// The instructions emitted for each op, as indices into its function's list (empty for ops
+  /// that only name a buffer: get_param, constant, loss, return, ...).
+  llvm::DenseMap<mlir::Operation *, std::vector<uint32_t>> instructionsOf;
+};
+
 /// Lowers `model`, whose entry function must hold no calls (see flattenModel). Emits a located
-/// diagnostic and fails on anything the plan cannot express.
-mlir::FailureOr<plan::Plan> emitPlan(graph::ModelOp model);
+/// diagnostic and fails on anything the plan cannot express. When `provenance` is given, it
+/// receives the mapping from the IR to the plan.
+mlir::FailureOr<plan::Plan> emitPlan(graph::ModelOp model, PlanProvenance *provenance = nullptr);
 
 /// "file:line:col" of an op's location; inlined ops read "callee-loc (called from caller-loc)".
 /// \p brief drops the directory and writes an inlined op as "file:line:col <- line:col" (the call).

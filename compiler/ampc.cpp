@@ -17,6 +17,7 @@
 //
 //===--------------------------------------------------------------------------===//
 
+#include "compiler/DeviceCode.h"
 #include "compiler/ModelLoader.h"
 #include "compiler/PlanEmitter.h"
 #include "compiler/MemoryReport.h"
@@ -342,6 +343,9 @@ int64_t countParameters(const plan::Plan &compiled) {
   return total;
 }
 
+/// What the last compileModel said about the plan's GPU code, for the verbs that print it.
+std::string deviceSummary;
+
 /// Parses, verifies and lowers a model file (with its training step when `options.train`);
 /// diagnostics are printed with their locations.
 std::optional<plan::Plan> compileModel(const std::string &path, const Options &options) {
@@ -388,9 +392,19 @@ std::optional<plan::Plan> compileModel(const std::string &path, const Options &o
   if (!options.memoryBudget.empty() &&
       failed(planRemat(loaded->model, options.memoryBudget, kMatmulWorkspaceBytes)))
     return std::nullopt;
-  auto compiled = emitPlan(loaded->model);
+  // The CUDA backend's form of the training step: fused groups and arenas (attributes only).
+  if (options.train && failed(fuseAndPlanMemory(loaded->model)))
+    return std::nullopt;
+  PlanProvenance provenance;
+  auto compiled = emitPlan(loaded->model, &provenance);
   if (failed(compiled))
     return std::nullopt;
+  if (options.train) {
+    DeviceCodeResult device = attachDeviceProgram(loaded->model, *compiled, provenance);
+    if (device.unsupported)
+      llvm::errs() << "ampc: warning: " << device.summary << "\n";
+    deviceSummary = device.summary;
+  }
   if (!options.memoryBudget.empty())
     printRematSummary(loaded->model);
   return std::move(*compiled);
@@ -479,6 +493,8 @@ int run(const Options &options) {
     train::writeTrainingExecutable(train::findRunner(argv0), *compiled, options.output);
     printSummary(*compiled);
     std::printf("training: %s\n", compiled->trainingSummary.c_str());
+    if (!deviceSummary.empty())
+      std::printf("%s\n", deviceSummary.c_str());
     std::printf("wrote %s; run it with: %s --steps 200\n", options.output.c_str(),
                 llvm::StringRef(options.output).contains('/')
                     ? options.output.c_str()
@@ -489,6 +505,8 @@ int run(const Options &options) {
     plan::savePlan(*compiled, options.output);
     std::printf("wrote %s (%zu buffers, %zu instructions)\n", options.output.c_str(),
                 compiled->buffers.size(), compiled->instructions.size());
+    if (!deviceSummary.empty())
+      std::printf("%s\n", deviceSummary.c_str());
     return 0;
   }
   printSummary(*compiled);

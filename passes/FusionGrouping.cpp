@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cassert>
 #include <numeric>
+#include <queue>
 
 namespace ampc::graph {
 
@@ -604,6 +605,44 @@ FusionPlan Planner::run() {
 } // namespace
 
 FusionPlan planFusion(const FusionGraph &graph) { return Planner(graph).run(); }
+
+std::vector<int> scheduleFusionGroups(const FusionGraph &graph, const FusionPlan &plan) {
+  const int numGroups = static_cast<int>(plan.groups.size());
+  std::vector<std::vector<int>> next(numGroups);
+  std::vector<int> incoming(numGroups, 0);
+  auto addEdge = [&](int from, int to) {
+    const int a = plan.groupOf[from], b = plan.groupOf[to];
+    if (a != b) {
+      next[a].push_back(b);
+      ++incoming[b];
+    }
+  };
+  for (int op = 0; op < static_cast<int>(graph.ops.size()); ++op) {
+    for (const FusionOperand &operand : graph.ops[op].operands)
+      if (operand.value.op >= 0)
+        addEdge(operand.value.op, op);
+    for (int before : graph.ops[op].orderAfter)
+      addEdge(before, op);
+  }
+  // Kahn's algorithm with the lowest-numbered ready group first.
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  for (int g = 0; g < numGroups; ++g)
+    if (incoming[g] == 0)
+      ready.push(g);
+  std::vector<int> order;
+  order.reserve(numGroups);
+  while (!ready.empty()) {
+    const int g = ready.top();
+    ready.pop();
+    order.push_back(g);
+    for (int successor : next[g])
+      if (--incoming[successor] == 0)
+        ready.push(successor);
+  }
+  if (static_cast<int>(order.size()) != numGroups)
+    return {};
+  return order;
+}
 
 std::optional<std::string> checkFusionPlan(const FusionGraph &graph, const FusionPlan &plan) {
   int numOps = static_cast<int>(graph.ops.size());

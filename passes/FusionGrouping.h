@@ -172,6 +172,13 @@ struct FusionPlan {
 /// Groups the ops of `graph` by the rules above.
 FusionPlan planFusion(const FusionGraph &graph);
 
+/// The order the groups of `plan` run in: every group after the groups whose values it reads and
+/// after those its order edges point back to; among the groups ready to run, the lowest-numbered
+/// first, so the order is the numbering wherever the numbering is itself a valid order (a group
+/// whose members span the program, such as a bias gradient's sum and matmul, may have to wait for
+/// a later-numbered group it reads). Empty if the groups form a cycle (checkFusionPlan says where).
+std::vector<int> scheduleFusionGroups(const FusionGraph &graph, const FusionPlan &plan);
+
 /// Checks that `plan` is a valid grouping of `graph`: every op in exactly one group, groups
 /// numbered by their first op, outputs exactly the values read outside their group, and no cycle
 /// between groups (each can run as one kernel once the groups it reads have run). Returns a

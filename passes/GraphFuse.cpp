@@ -4,7 +4,9 @@
 // plain op graph of FusionGrouping.h: each op's fusion class and role, its operands and result
 // shapes, and order edges between ops that touch the same training state (a parameter, an
 // accumulator, a moment, the loss scaler) through symbols rather than SSA values. The grouping
-// comes back as attributes; types, values and the order of the ops are left as they are.
+// comes back as attributes (each op's fusion_group, each group's fusion_kind on its first op, the
+// function's fusion_groups count and fusion_schedule, the order the groups run in); types,
+// values and the order of the ops are left as they are.
 //
 //===--------------------------------------------------------------------------===//
 
@@ -243,6 +245,11 @@ struct GraphFusePass : ampc::graph::impl::GraphFuseBase<GraphFusePass> {
     }
     function->setAttr("fusion_groups",
                       builder.getI64IntegerAttr(static_cast<int64_t>(plan.groups.size())));
+    // The order the groups run in (graph-plan-memory places values for it, the device program
+    // follows it).
+    std::vector<int> order = scheduleFusionGroups(graph, plan);
+    function->setAttr("fusion_schedule",
+                      builder.getDenseI64ArrayAttr(std::vector<int64_t>(order.begin(), order.end())));
     return success();
   }
 };

@@ -13,6 +13,9 @@ config.test_exec_root = os.path.join(config.ampc_obj_root, "test")
 config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "unit", "README.md"]
 
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope --dump-input=fail"
+# `ampc compile` keeps the kernels it compiles with NVRTC in one cache for the whole suite, so
+# each distinct kernel is compiled once per build tree rather than once per test.
+config.environment["AMPC_KERNEL_CACHE"] = os.path.join(config.ampc_obj_root, "test", "kernel-cache")
 config.substitutions.append(("%ampc_src_root", config.ampc_src_root))
 config.substitutions.append(("%examples", os.path.join(config.ampc_src_root, "examples")))
 

@@ -7,12 +7,15 @@
 // adds a second list, the optimizer step, and persistent state buffers. It is
 // the only contract between the compiler and the runtime; its binary encoding
 // is documented byte by byte in docs/plan-format.md and versioned by
-// kFormatVersion.
+// kFormatVersion. Version 4 adds the device program (DeviceProgram.h): what
+// the CUDA backend runs instead of the instructions.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef AMPC_RUNTIME_PLAN_PLAN_H
 #define AMPC_RUNTIME_PLAN_PLAN_H
+
+#include "runtime/plan/DeviceProgram.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -26,7 +29,7 @@
 namespace ampc::plan {
 
 /// The binary format version this runtime writes and reads.
-inline constexpr uint32_t kFormatVersion = 3;
+inline constexpr uint32_t kFormatVersion = 4;
 
 /// Element type of a buffer. The numeric values are the on-disk codes.
 enum class DType : uint8_t { F32 = 0, BF16 = 1, F16 = 2, I32 = 3, I64 = 4 };
@@ -103,12 +106,15 @@ struct ParameterCopy {
 /// How the loss is scaled. The numeric values are the on-disk codes.
 enum class LossScaleMode : uint8_t { None = 0, Static = 1, Dynamic = 2 };
 
-/// Loss scaling (GradScaler). When mode != None the four buffers are f32
+/// Loss scaling (GradScaler). When mode != None the five buffers are f32
 /// scalar State buffers: the current scale, the count of consecutive finite
 /// steps, a flag (0/1) set when any unscaled gradient was non-finite during
-/// the current optimizer step, and the number of optimizer steps actually
-/// applied. When an executor is built and at resetState() the scale buffer
-/// holds initialScale and the others 0.
+/// the current optimizer step, the number of optimizer steps actually
+/// applied, and the number of backoffs the minimum scale stopped (the device
+/// program's update_loss_scale kernel keeps it there; no instruction reads
+/// or writes it, the CPU executor keeps its own count). When an executor is
+/// built and at resetState() the scale buffer holds initialScale and the
+/// others 0.
 struct LossScaling {
   LossScaleMode mode = LossScaleMode::None;
   float initialScale = 65536;
@@ -117,6 +123,7 @@ struct LossScaling {
   int64_t growthInterval = 2000;
   float minScale = 0;
   uint32_t scale = 0, growthTracker = 0, foundNonFinite = 0, appliedSteps = 0;
+  uint32_t floorHits = 0;
 };
 
 /// Instruction opcodes. The numeric values (declaration order, from 0) are
@@ -224,6 +231,9 @@ struct Plan {
   /// instruction and remembers the first one that produced a non-finite value
   /// during the current optimizer step (Executor::firstNonFinite).
   bool debugNonFinite = false;
+  /// How to run the plan on a GPU; empty when it was compiled without the
+  /// CUDA toolkit (the runtime then reports that the plan has no GPU code).
+  DeviceProgram device;
 };
 
 /// The loss-scale mode's name ("none", "static", "dynamic").
@@ -293,6 +303,16 @@ Plan loadPlan(const std::string &path);
 /// "Validation"). Throws PlanError naming the offending instruction, its
 /// opcode and location.
 void validatePlan(const Plan &plan);
+/// The device program's part of validatePlan (run by it): kernels, arenas,
+/// views, step arguments and the coverage of the instructions.
+void validateDeviceProgram(const Plan &plan);
+
+/// The one-line message for an error a kernel recorded while running the
+/// micro step (\p optimizerStep false) or the optimizer step, worded as the
+/// CPU backend words the same failure ("instruction 12 (cross_entropy at
+/// m.mlir:4:7): label 300 at row 5 is outside the classes [0, 256) ...").
+std::string describeDeviceError(const Plan &plan, bool optimizerStep,
+                                const DeviceErrorRecord &record);
 
 } // namespace ampc::plan
 

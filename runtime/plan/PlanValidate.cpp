@@ -415,6 +415,10 @@ void validatePlan(const Plan &plan) {
   if (scaled)
     for (uint32_t id : lossScalingBuffers(plan.lossScaling))
       isLossScaling[id] = true;
+  // The floor-hit count belongs to the device program's update_loss_scale
+  // kernel: no instruction writes it.
+  if (scaled)
+    isLossScaling[plan.lossScaling.floorHits] = true;
 
   // Every non-temporary buffer holds data before the first instruction; a
   // temporary becomes readable once the instruction that writes it has run,
@@ -532,7 +536,7 @@ void validatePlan(const Plan &plan) {
     fail("accumulation steps must be >= 1, is " +
          std::to_string(plan.accumulationSteps));
   if (plan.optimizerInstructions.empty())
-    return;
+    return validateDeviceProgram(plan);
   checkList(plan.optimizerInstructions, "optimizer step ");
   if (scaled &&
       plan.optimizerInstructions.back().op != OpCode::UpdateLossScale)
@@ -554,6 +558,7 @@ void validatePlan(const Plan &plan) {
       fail(std::string("the ") + what + " " + describeBuffer(plan, id) +
            " is not written by the optimizer step");
   }
+  validateDeviceProgram(plan);
 }
 
 } // namespace ampc::plan

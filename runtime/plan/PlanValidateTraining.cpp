@@ -131,6 +131,31 @@ void checkLossScaling(const Plan &plan) {
         fail(what + ": the " + names[i] + " and the " + names[j] +
              " are one buffer, " + describeBuffer(plan, ids[i]));
   }
+  // The count of backoffs stopped by the floor: the device program's
+  // update_loss_scale kernel keeps it; no instruction touches it.
+  const uint32_t floorHits = scaling.floorHits;
+  if (floorHits >= plan.buffers.size())
+    fail(what + ": the floor-hit count buffer " + std::to_string(floorHits) +
+         " is out of range (the plan has " +
+         std::to_string(plan.buffers.size()) + " buffers)");
+  const Buffer &count = plan.buffers[floorHits];
+  if (count.role != BufferRole::State || count.dtype != DType::F32 ||
+      !count.shape.empty())
+    fail(what + ": the floor-hit count " + describeBuffer(plan, floorHits) +
+         " must be an f32 scalar state buffer");
+  for (size_t j = 0; j < ids.size(); ++j)
+    if (ids[j] == floorHits)
+      fail(what + ": the floor-hit count and the " + names[j] +
+           " are one buffer, " + describeBuffer(plan, floorHits));
+  for (const std::vector<Instruction> *list :
+       {&plan.instructions, &plan.optimizerInstructions})
+    for (size_t i = 0; i < list->size(); ++i)
+      for (uint32_t operand : (*list)[i].operands)
+        if (operand == floorHits)
+          fail(what + ": the floor-hit count " +
+               describeBuffer(plan, floorHits) + " is read by " +
+               describeInstruction((*list)[i], i) +
+               "; only the device program uses it");
 }
 
 void InstructionChecker::checkElementwiseGrad() {

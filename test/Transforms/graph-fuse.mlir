@@ -11,7 +11,7 @@
 // value computed outside are one loop over the 32 elements; the exp over the 8-element row is
 // its own loop, read broadcast rather than recomputed per element.
 // CHECK-LABEL: graph.model @elementwise_chain
-// CHECK: func.func @forward() attributes {fusion_groups = 10 : i64} {
+// CHECK: func.func @forward() attributes {fusion_groups = 10 : i64, fusion_schedule = array<i64: {{.*}}>} {
 // CHECK: %[[X:.+]] = graph.get_input @x {fusion_group = 0 : i64, fusion_kind = "none"}
 // CHECK: %[[E:.+]] = graph.exp %[[X]] {fusion_group = [[CHAIN:[0-9]+]] : i64, fusion_kind = "elementwise"}
 // CHECK-NEXT: %[[S:.+]] = graph.mul %[[E]], %[[E]] {fusion_group = [[CHAIN]] : i64}
@@ -50,7 +50,7 @@ graph.model @elementwise_chain {
 // narrowing of its result and the residual add): one kernel. The loss takes the cast of the
 // matmul's result the same way.
 // CHECK-LABEL: graph.model @reduction
-// CHECK: func.func @forward() attributes {fusion_groups = 10 : i64} {
+// CHECK: func.func @forward() attributes {fusion_groups = 10 : i64, fusion_schedule = array<i64: {{.*}}>} {
 // CHECK: %[[X:.+]] = graph.get_input @x
 // CHECK: %[[X32:.+]] = graph.cast %[[X]] {fusion_group = [[NORM:[0-9]+]] : i64, fusion_kind = "reduction"}
 // CHECK-NEXT: %[[N:.+]] = graph.layernorm %[[X32]], %{{.+}}, %{{.+}} {fusion_group = [[NORM]] : i64}
@@ -89,7 +89,7 @@ graph.model @reduction {
 // tanh gelu. A [4, 1] addend is broadcast over the columns, not a bias: the add stays out (the
 // loss takes it as a producer).
 // CHECK-LABEL: graph.model @epilogue
-// CHECK: func.func @forward() attributes {fusion_groups = 11 : i64} {
+// CHECK: func.func @forward() attributes {fusion_groups = 11 : i64, fusion_schedule = array<i64: {{.*}}>} {
 // CHECK: %[[H:.+]] = graph.matmul %{{.+}}, %{{.+}} {fusion_group = [[MM:[0-9]+]] : i64, fusion_kind = "matmul_epilogue"}
 // CHECK-NEXT: %[[HB:.+]] = graph.add %[[H]], %{{.+}} {fusion_group = [[MM]] : i64} : tensor<4x16xf32>, tensor<16xf32>
 // CHECK-NEXT: %[[G:.+]] = graph.gelu tanh %[[HB]] {fusion_group = [[MM]] : i64}
@@ -127,7 +127,7 @@ graph.model @epilogue {
 // contracts dy over the same rows (cuBLASLt's BGRADB epilogue). The input-gradient matmul
 // contracts dy over its columns and stays alone.
 // CHECK-LABEL: graph.model @bias_grad
-// CHECK: func.func @forward() attributes {fusion_groups = 11 : i64} {
+// CHECK: func.func @forward() attributes {fusion_groups = 11 : i64, fusion_schedule = array<i64: {{.*}}>} {
 // CHECK: %[[DY:.+]] = graph.get_input @dy
 // CHECK: %[[DY32:.+]] = graph.cast %[[DY]] {fusion_group = [[BG:[0-9]+]] : i64, fusion_kind = "bias_grad"}
 // CHECK-NEXT: %[[DB:.+]] = graph.sum %[[DY32]] axes [0] {fusion_group = [[BG]] : i64}
@@ -162,7 +162,7 @@ graph.model @bias_grad {
 // The fused classifier: the widening of the logits, the loss, its gradient and the narrowing of
 // the gradient. The loss marker and the seed run no kernel.
 // CHECK-LABEL: graph.model @cross_entropy
-// CHECK: func.func @forward() attributes {fusion_groups = 9 : i64} {
+// CHECK: func.func @forward() attributes {fusion_groups = 9 : i64, fusion_schedule = array<i64: {{.*}}>} {
 // CHECK: %[[LOGITS:.+]] = graph.matmul {{.*}}fusion_kind = "matmul"
 // CHECK-NEXT: %[[L32:.+]] = graph.cast %[[LOGITS]] {fusion_group = [[CE:[0-9]+]] : i64, fusion_kind = "cross_entropy"}
 // CHECK-NEXT: %[[LOSS:.+]] = graph.cross_entropy %[[L32]], %{{.+}} {fusion_group = [[CE]] : i64}
@@ -196,13 +196,13 @@ graph.model @cross_entropy {
 // Training steps: each accumulation takes the cast producing its gradient; every optimizer
 // update of the step is one kernel.
 // CHECK-LABEL: graph.model @training_state
-// CHECK: func.func @micro_step() attributes {fusion_groups = 8 : i64} {
+// CHECK: func.func @micro_step() attributes {fusion_groups = 8 : i64, fusion_schedule = array<i64: {{.*}}>} {
 // CHECK: %[[DW:.+]] = graph.matmul {{.*}}fusion_kind = "matmul"
 // CHECK-NEXT: %[[DW32:.+]] = graph.cast %[[DW]] {fusion_group = [[ACC:[0-9]+]] : i64, fusion_kind = "accumulate"}
 // CHECK-NEXT: graph.accumulate_grad %[[DW32]] into @w.grad {fusion_group = [[ACC]] : i64}
 // CHECK-NEXT: %[[DB32:.+]] = graph.cast %{{.+}} {fusion_group = [[ACC2:[0-9]+]] : i64, fusion_kind = "accumulate"}
 // CHECK-NEXT: graph.accumulate_grad %[[DB32]] into @b.grad {fusion_group = [[ACC2]] : i64}
-// CHECK: func.func @optimizer_step() -> (tensor<f32>, tensor<f32>) attributes {fusion_groups = 4 : i64} {
+// CHECK: func.func @optimizer_step() -> (tensor<f32>, tensor<f32>) attributes {fusion_groups = 4 : i64, fusion_schedule = array<i64: 0, 1, 2, 3>} {
 // CHECK-NEXT: graph.global_norm [@w.grad, @b.grad] {fusion_group = 0 : i64, fusion_kind = "none"}
 // CHECK-NEXT: graph.lr_schedule constant {fusion_group = 1 : i64, fusion_kind = "none"
 // CHECK-NEXT: graph.adamw @w {{.*}}fusion_group = 2 : i64, fusion_kind = "optimizer"
@@ -274,8 +274,10 @@ graph.model @no_cycle {
 
 // The MLP's bf16 training step. Forward: each linear layer's bias joins its matmul (the relu
 // is not a cuBLASLt epilogue here: its input is read by relu_grad); the loss reads the bf16
-// logits and its gradient is stored in bf16, both computed in f32 inside the kernel.
-// MLP-LABEL: func.func @micro_step() attributes {fusion_groups = 22 : i64} {
+// logits and its gradient is stored in bf16, both computed in f32 inside the kernel. The
+// classifier (group 10) reads the loss gradient, so it runs after grad_seed (group 12): the
+// schedule is the numbering except there.
+// MLP-LABEL: func.func @micro_step() attributes {fusion_groups = 22 : i64, fusion_schedule = array<i64: 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 10, 11, 13, 14, 15, 16, 17, 18, 19, 20, 21>} {
 // MLP: %[[IMAGES:.+]] = graph.cast %{{.+}} {fusion_group = 1 : i64, fusion_kind = "elementwise"{{.*}}} : tensor<64x784xf32> -> tensor<64x784xbf16>
 // MLP: %[[H0:.+]] = graph.matmul %[[IMAGES]], %{{.+}} {fusion_group = [[FC1:[0-9]+]] : i64, fusion_kind = "matmul_epilogue"
 // MLP-NEXT: %[[H1:.+]] = graph.add %[[H0]], %{{.+}} {fusion_group = [[FC1]] : i64,
@@ -302,7 +304,7 @@ graph.model @no_cycle {
 // MLP-NEXT: graph.accumulate_grad %[[DW1]] into @fc1.w.grad {fusion_group = {{[0-9]+}} : i64, fusion_kind = "accumulate"}
 // MLP-NEXT: return {fusion_group = 21 : i64, fusion_kind = "none"}
 // The four AdamW updates are one kernel.
-// MLP-LABEL: func.func @optimizer_step() -> (tensor<f32>, tensor<f32>) attributes {fusion_groups = 4 : i64} {
+// MLP-LABEL: func.func @optimizer_step() -> (tensor<f32>, tensor<f32>) attributes {fusion_groups = 4 : i64, fusion_schedule = array<i64: {{.*}}>} {
 // MLP: graph.adamw @fc1.w {{.*}}fusion_group = 2 : i64, fusion_kind = "optimizer"
 // MLP-NEXT: graph.adamw @fc1.b {{.*}}fusion_group = 2 : i64, weight_decay
 // MLP-NEXT: graph.adamw @fc2.w {{.*}}fusion_group = 2 : i64, weight_decay

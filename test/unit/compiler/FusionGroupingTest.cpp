@@ -545,6 +545,36 @@ TEST(FusionGrouping, ExternalValuesAndEmptyGraphs) {
 // graph-fuse on the tiny GPT
 //===----------------------------------------------------------------------===//
 
+TEST(FusionGrouping, ScheduleRunsEachGroupAfterWhatItReads) {
+  // The classifier's loss (op 2) and gradient (op 4) are one group, numbered by the loss; the
+  // gradient reads the loss seed (op 3), a later-numbered group: that group must run first.
+  GraphBuilder b;
+  int logits = b.source({8, 10});
+  int labels = b.source({8});
+  int loss = b.op("graph.cross_entropy", FusionOpClass::Reduction, FusionRole::CrossEntropy,
+                  {logits, labels}, {{}});
+  int seed = b.op("graph.grad_seed", FusionOpClass::Other, FusionRole::None, {}, {{}});
+  int grad = b.op("graph.cross_entropy_grad", FusionOpClass::Reduction,
+                  FusionRole::CrossEntropyGrad, {logits, labels, seed}, {{8, 10}});
+  b.ret({loss, grad});
+  FusionPlan grouping = plan(b.graph);
+  ASSERT_EQ(grouping.groupOf[loss], grouping.groupOf[grad]);
+  std::vector<int> order = scheduleFusionGroups(b.graph, grouping);
+  ASSERT_EQ(order.size(), grouping.groups.size());
+  const int lossGroup = grouping.groupOf[loss], seedGroup = grouping.groupOf[seed];
+  ASSERT_LT(lossGroup, seedGroup);
+  std::vector<int> position(order.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    position[order[i]] = static_cast<int>(i);
+  EXPECT_LT(position[seedGroup], position[lossGroup]);
+  // Every data edge points forward in the schedule; otherwise it keeps the numbering.
+  for (size_t op = 0; op < b.graph.ops.size(); ++op)
+    for (const FusionOperand &operand : b.graph.ops[op].operands)
+      if (operand.value.op >= 0 && grouping.groupOf[operand.value.op] != grouping.groupOf[op])
+        EXPECT_LT(position[grouping.groupOf[operand.value.op]], position[grouping.groupOf[op]]);
+  EXPECT_EQ(order, (std::vector<int>{0, 1, seedGroup, lossGroup, seedGroup + 1}));
+}
+
 TEST(FusionGrouping, TinyGptTrainingStep) {
   mlir::MLIRContext context;
   ampc::registerModelDialects(context);

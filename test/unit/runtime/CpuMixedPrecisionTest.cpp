@@ -83,6 +83,7 @@ struct ScaledPlan {
       s.growthTracker = tracker;
       s.foundNonFinite = found;
       s.appliedSteps = applied;
+      s.floorHits = b.state("floor_hits", {});
       b.instruction(OpCode::Accumulate, {grad, g, scale, found},
                     {grad, found});
     } else {

@@ -1,5 +1,6 @@
 //===- PlanIOTest.cpp - Binary plan encoding: round trips and rejections --===//
 
+#include "DeviceProgramCompare.h"
 #include "PlanTestUtils.h"
 
 #include <gtest/gtest.h>
@@ -109,7 +110,9 @@ void expectSamePlan(const Plan &a, const Plan &b) {
   EXPECT_EQ(x.growthTracker, y.growthTracker);
   EXPECT_EQ(x.foundNonFinite, y.foundNonFinite);
   EXPECT_EQ(x.appliedSteps, y.appliedSteps);
+  EXPECT_EQ(x.floorHits, y.floorHits);
   EXPECT_EQ(a.debugNonFinite, b.debugNonFinite);
+  EXPECT_TRUE(expectSameDeviceProgram(a.device, b.device));
 }
 
 /// A fresh scratch directory for file tests.
@@ -284,30 +287,37 @@ TEST(PlanIO, RejectsBadMagic) {
   EXPECT_NE(readError("").find("empty"), std::string::npos);
 }
 
-TEST(PlanIO, WritesVersion3) {
+TEST(PlanIO, WritesVersion4) {
   const std::string bytes = encode(everyOpcodePlan());
-  EXPECT_EQ(bytes.substr(8, 4), std::string("\x03\x00\x00\x00", 4));
-  // Eight sections, the last one PREC.
-  EXPECT_EQ(bytes.substr(12, 4), std::string("\x08\x00\x00\x00", 4));
-  EXPECT_NE(bytes.find("PREC"), std::string::npos);
+  EXPECT_EQ(bytes.substr(8, 4), std::string("\x04\x00\x00\x00", 4));
+  // Nine sections, PREC then DEVP (an empty device program) last.
+  EXPECT_EQ(bytes.substr(12, 4), std::string("\x09\x00\x00\x00", 4));
+  const size_t precision = bytes.find("PREC"), device = bytes.rfind("DEVP");
+  ASSERT_NE(precision, std::string::npos);
+  ASSERT_NE(device, std::string::npos);
+  EXPECT_LT(precision, device);
+  // Required flag; an empty program is two u32 counts and two empty
+  // functions (two u64 sizes and three u32 counts each).
+  EXPECT_EQ(bytes.substr(device + 4, 4), std::string("\x01\x00\x00\x00", 4));
+  EXPECT_EQ(bytes.size() - device - 16, 8u + 2 * (16u + 12u));
 }
 
 TEST(PlanIO, RejectsWrongVersion) {
   // Version 1 (forward-only plans, before training fields existed), version
-  // 2 (before mixed precision) and any future version are refused with the
-  // same actionable message.
+  // 3 (before the device program) and any future version are refused with
+  // the same actionable message.
   std::string bytes = encode(everyOpcodePlan());
   bytes[8] = 1; // the u32 version follows the magic
   EXPECT_EQ(readError(bytes),
-            "plan format version 1, this runtime reads version 3: recompile "
+            "plan format version 1, this runtime reads version 4: recompile "
             "the model with a matching ampc");
-  bytes[8] = 2;
+  bytes[8] = 3; // before the device program
   EXPECT_EQ(readError(bytes),
-            "plan format version 2, this runtime reads version 3: recompile "
+            "plan format version 3, this runtime reads version 4: recompile "
             "the model with a matching ampc");
-  bytes[8] = 4;
+  bytes[8] = 5;
   EXPECT_EQ(readError(bytes),
-            "plan format version 4, this runtime reads version 3: recompile "
+            "plan format version 5, this runtime reads version 4: recompile "
             "the model with a matching ampc");
 }
 
@@ -344,7 +354,7 @@ std::string version1File() {
 
 TEST(PlanIO, RejectsVersion1Files) {
   EXPECT_EQ(readError(version1File()),
-            "plan format version 1, this runtime reads version 3: recompile "
+            "plan format version 1, this runtime reads version 4: recompile "
             "the model with a matching ampc");
 }
 
@@ -404,6 +414,8 @@ TEST(PlanIO, RoundTripMixedPrecisionFields) {
             plan::findBuffer(decoded, "loss_scale.found_non_finite"));
   EXPECT_EQ(scaling.appliedSteps,
             plan::findBuffer(decoded, "loss_scale.applied_steps"));
+  EXPECT_EQ(scaling.floorHits,
+            plan::findBuffer(decoded, "loss_scale.floor_hits"));
   EXPECT_TRUE(decoded.debugNonFinite);
   EXPECT_EQ(decoded.optimizerInstructions.back().op,
             plan::OpCode::UpdateLossScale);
@@ -438,9 +450,11 @@ TEST(PlanIO, RoundTripMixedPrecisionFields) {
 
 TEST(PlanIO, RejectsBadDebugFlag) {
   std::string bytes = encode(everyOpcodePlan());
-  // The debug flag is the last byte of the PREC section, the last section.
-  ASSERT_EQ(bytes.back(), '\x01');
-  bytes.back() = 2;
+  // The debug flag is the last byte of the PREC section, just before the
+  // DEVP section's header.
+  const size_t flag = bytes.rfind("DEVP") - 1;
+  ASSERT_EQ(bytes[flag], '\x01');
+  bytes[flag] = 2;
   EXPECT_NE(readError(bytes).find("bad debug non-finite flag 2"),
             std::string::npos)
       << readError(bytes);

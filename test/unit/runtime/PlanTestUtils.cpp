@@ -144,6 +144,7 @@ plan::Plan everyOpcodePlan() {
   scaling.growthTracker = growthTracker;
   scaling.foundNonFinite = found;
   scaling.appliedSteps = applied;
+  scaling.floorHits = b.state("loss_scale.floor_hits", {});
   b.plan.debugNonFinite = true;
 
   const uint32_t e = b.op(OpCode::Embedding, {table, ids}, f32, {2, 3, 4}, {},

@@ -46,6 +46,7 @@ struct MixedPlan {
     scaling.growthTracker = tracker;
     scaling.foundNonFinite = found;
     scaling.appliedSteps = applied;
+    scaling.floorHits = b.state("floor_hits", {});
 
     xb = b.op(OpCode::Cast, {x}, DType::BF16, {2, 3});
     y = b.op(OpCode::MatMul, {xb, copy}, DType::BF16, {2, 4},
@@ -222,6 +223,30 @@ TEST(PlanValidatePrecision, LossScalingBuffersAreF32ScalarState) {
   shared.plan().lossScaling.growthTracker = shared.scale;
   expectInvalid(shared.plan(),
                 {"the growth tracker and the scale are one buffer"});
+}
+
+TEST(PlanValidatePrecision, FloorHitCountIsItsOwnStateBuffer) {
+  MixedPlan range;
+  range.plan().lossScaling.floorHits = 777;
+  expectInvalid(range.plan(),
+                {"the floor-hit count buffer 777 is out of range"});
+
+  MixedPlan shared;
+  shared.plan().lossScaling.floorHits = shared.applied;
+  expectInvalid(shared.plan(), {"the floor-hit count and the applied-steps "
+                                "count are one buffer"});
+
+  MixedPlan shape;
+  shape.plan().buffers[shape.plan().lossScaling.floorHits].shape = {2};
+  expectInvalid(shape.plan(), {"the floor-hit count", "'floor_hits' (f32 [2])",
+                               "must be an f32 scalar state buffer"});
+
+  // Only the device program's update_loss_scale kernel touches it.
+  MixedPlan read;
+  read.update().operands[1] = read.plan().lossScaling.floorHits;
+  expectInvalid(read.plan(), {"the floor-hit count", "is read by instruction "
+                              "3 (update_loss_scale)",
+                              "only the device program uses it"});
 }
 
 TEST(PlanValidatePrecision, LossScalingSettings) {
@@ -401,6 +426,7 @@ TEST(PlanValidatePrecision, UpdateLossScaleOperandsAndPlace) {
   b.plan.lossScaling.growthTracker = t;
   b.plan.lossScaling.foundNonFinite = f;
   b.plan.lossScaling.appliedSteps = a;
+  b.plan.lossScaling.floorHits = b.state("floor_hits", {});
   b.instruction(OpCode::Accumulate, {g, b.plan.loss, s, f}, {g, f});
   const uint32_t norm = b.optimizerOp(OpCode::GlobalNorm, {g}, DType::F32, {});
   b.plan.gradNorm = norm;

@@ -237,6 +237,7 @@ plan::Plan withLossScaling(plan::Plan plan, plan::LossScaleMode mode,
   scaling.growthTracker = state("loss_scale.growth_tracker");
   scaling.foundNonFinite = state("loss_scale.found_non_finite");
   scaling.appliedSteps = state("loss_scale.applied_steps");
+  scaling.floorHits = state("loss_scale.floor_hits");
   for (Instruction &instruction : plan.instructions) {
     if (instruction.op == OpCode::GradSeed)
       instruction.operands = {scaling.scale};

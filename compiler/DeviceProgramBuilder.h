@@ -1,0 +1,66 @@
+//===- DeviceProgramBuilder.h - the plan's device program from the fused IR -*- C++ -*-===//
+//
+// After graph-fuse (and graph-plan-memory) and plan emission, this stage writes the plan's
+// device program (runtime/plan/DeviceProgram.h): for the micro step and the optimizer step, one
+// step group per fused group in the order graph-fuse scheduled them (fusion_schedule), each
+// covering the plan instructions of its ops: the group's generated kernels (CudaCodegen), a
+// cuBLASLt matmul for matmul groups (with its bias / gelu epilogue; bias gradients as a matmul and
+// the column-sum kernel), flash attention for attention groups, a memset for the zeroing kernel of
+// an embedding gradient. Every kernel argument is bound to a plan buffer, a literal size, the
+// run's seed or step, a scratch slice or a table of buffers.
+//
+// Only what the steps write gets arena memory: values a kernel computes and consumes inside
+// itself (a cast fused into the classifier) are never stored, and a reshape is a view of its
+// source. Lifetimes are measured in step groups, in execution order, and the values are placed
+// with MemoryPlanner (graph-plan-memory's algorithm): graph-plan-memory's own offsets assume every
+// value is stored and ops run in program order, which fused groups that span the program (a bias
+// gradient's sum and its matmul) do not.
+//
+// The kernels are compiled separately (KernelCompiler.h): this stage gives each module its
+// source.
+//
+//===--------------------------------------------------------------------------===//
+
+#ifndef AMPC_COMPILER_DEVICEPROGRAMBUILDER_H
+#define AMPC_COMPILER_DEVICEPROGRAMBUILDER_H
+
+#include "compiler/PlanEmitter.h"
+#include "dialects/Graph/GraphDialect.h"
+#include "runtime/plan/Plan.h"
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ampc {
+
+/// A model the device program cannot express yet (an attention head dim the flash kernels do not
+/// have, a matmul broadcast cuBLASLt's strided batches cannot describe). The plan still runs on
+/// the CPU; what() says why it has no GPU code.
+class DeviceProgramUnsupported : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The device program without binaries, and the CUDA C++ source of each of its modules (same
+/// order as program.modules).
+struct DeviceProgramSources {
+  plan::DeviceProgram program;
+  std::vector<std::string> moduleSources;
+};
+
+/// Builds the device program of `plan`, emitted from `model` with `provenance`. The model must be
+/// fused (graph-fuse). Throws DeviceProgramUnsupported for a model it cannot express, and
+/// std::runtime_error for an internal inconsistency.
+DeviceProgramSources buildDeviceProgram(graph::ModelOp model, const plan::Plan &plan,
+                                        const PlanProvenance &provenance);
+
+/// The CUDA C++ translation unit holding the flash-attention entry points \p entries (names as
+/// in runtime/cuda/device/FlashAttention.cuh) of one element type ("bf16", "f16", "f32") and head
+/// dim.
+std::string flashAttentionModuleSource(const std::string &dtype, int64_t headDim,
+                                       const std::vector<std::string> &entries);
+
+} // namespace ampc
+
+#endif // AMPC_COMPILER_DEVICEPROGRAMBUILDER_H

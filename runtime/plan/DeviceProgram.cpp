@@ -1,0 +1,96 @@
+//===- DeviceProgram.cpp - Names and error messages of device programs ----===//
+
+#include "runtime/plan/Plan.h"
+
+namespace ampc::plan {
+
+const char *accessName(Access access) {
+  switch (access) {
+  case Access::Read:
+    return "read";
+  case Access::Write:
+    return "write";
+  case Access::ReadWrite:
+    return "read-write";
+  }
+  return "unknown";
+}
+
+const char *argKindName(ArgKind kind) {
+  switch (kind) {
+  case ArgKind::Buffer:
+    return "buffer";
+  case ArgKind::Int64:
+    return "int64";
+  case ArgKind::Seed:
+    return "seed";
+  case ArgKind::Step:
+    return "step";
+  case ArgKind::TotalSteps:
+    return "total_steps";
+  case ArgKind::Scratch:
+    return "scratch";
+  case ArgKind::Table:
+    return "table";
+  case ArgKind::ErrorRecord:
+    return "error_record";
+  }
+  return "unknown";
+}
+
+const char *epilogueName(Epilogue epilogue) {
+  switch (epilogue) {
+  case Epilogue::None:
+    return "none";
+  case Epilogue::Bias:
+    return "bias";
+  case Epilogue::GeluTanhBias:
+    return "gelu_tanh_bias";
+  case Epilogue::GeluAuxBias:
+    return "gelu_aux_bias";
+  case Epilogue::BGradB:
+    return "bgrad";
+  }
+  return "unknown";
+}
+
+const char *deviceStepName(const DeviceStep &step) {
+  static const char *names[] = {"launch", "matmul", "attention", "memset"};
+  return names[step.index()];
+}
+
+std::string describeDeviceError(const Plan &plan, bool optimizerStep,
+                                const DeviceErrorRecord &record) {
+  const std::vector<Instruction> &list =
+      optimizerStep ? plan.optimizerInstructions : plan.instructions;
+  std::string where = optimizerStep ? "optimizer step " : "";
+  if (record.instruction < list.size())
+    where += describeInstruction(list[record.instruction], record.instruction);
+  else
+    where += "instruction " + std::to_string(record.instruction);
+  const std::string value = std::to_string(record.value);
+  const std::string index = std::to_string(record.index);
+  const std::string bound = std::to_string(record.bound);
+  // The CPU backend's wording (runtime/cpu/LossKernels.cpp, LayoutKernels.cpp).
+  switch (record.code) {
+  case kDeviceErrorLabel: {
+    std::string ignore = "?";
+    if (record.instruction < list.size()) {
+      auto it = list[record.instruction].attrs.find("ignore_index");
+      if (it != list[record.instruction].attrs.end())
+        if (const auto *number = std::get_if<int64_t>(&it->second))
+          ignore = std::to_string(*number);
+    }
+    return where + ": label " + value + " at row " + index +
+           " is outside the classes [0, " + bound +
+           ") and is not ignore_index " + ignore;
+  }
+  case kDeviceErrorEmbeddingId:
+    return where + ": id " + value + " at index " + index +
+           " is outside the table's rows [0, " + bound + ")";
+  default:
+    return where + ": device error code " + std::to_string(record.code);
+  }
+}
+
+} // namespace ampc::plan

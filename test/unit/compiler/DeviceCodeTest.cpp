@@ -1,0 +1,107 @@
+//===- DeviceCodeTest.cpp - the device program's kernels compiled with NVRTC -===//
+//
+// The tiny GPT in fp16 (dynamic loss scaling, so every kind of step kernel) gets its device
+// program compiled the way `ampc compile` does: every module for sm_80 and sm_90 (cubin) and
+// compute_90 (PTX), the flash-attention module with exactly the entries the program launches,
+// the result a valid plan; compiling again finds every binary in the kernel cache. Built only
+// with the CUDA toolkit; no GPU is needed.
+//
+//===--------------------------------------------------------------------------===//
+
+#include "CompileHelpers.h"
+#include "compiler/DeviceCode.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+using namespace ampc;
+
+namespace {
+
+TEST(DeviceCode, CompilesTheTinyGptIntoAValidPlan) {
+  ASSERT_TRUE(deviceCompilerAvailable());
+  const std::filesystem::path cache =
+      std::filesystem::temp_directory_path() /
+      ("ampc_kernel_cache_test_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(cache);
+  ::setenv("AMPC_KERNEL_CACHE", cache.c_str(), 1);
+
+  mlir::MLIRContext context;
+  registerModelDialects(context);
+  llvm::SourceMgr sourceMgr;
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  auto loaded = loadModel(test_support::examplePath("gpt/tiny.mlir"), sourceMgr, context);
+  ASSERT_TRUE(succeeded(loaded));
+  graph::GraphAssignPrecisionOptions precision;
+  precision.mode = "fp16";
+  graph::GraphInsertLossScalingOptions scaling;
+  scaling.mode = "dynamic";
+  ASSERT_TRUE(succeeded(buildTraining(loaded->model, {})));
+  ASSERT_TRUE(succeeded(assignPrecision(loaded->model, precision, &scaling)));
+  ASSERT_TRUE(succeeded(fuseAndPlanMemory(loaded->model)));
+  PlanProvenance provenance;
+  auto compiled = emitPlan(loaded->model, &provenance);
+  ASSERT_TRUE(succeeded(compiled));
+  plan::Plan plan = std::move(*compiled);
+
+  DeviceProgramSources sources = buildDeviceProgram(loaded->model, plan, provenance);
+  DeviceProgramSources again = sources;
+  const DeviceCompileStats first = compileDeviceModules(sources, 2);
+  EXPECT_EQ(first.modules, sources.program.modules.size());
+  EXPECT_EQ(first.compiled, 3 * first.modules);
+  EXPECT_EQ(first.cached, 0u);
+  std::printf("[ device   ] tiny fp16: %zu modules x 3 targets compiled in %.1f s on 2 threads\n",
+              first.modules, first.seconds);
+  for (const plan::DeviceModule &module : sources.program.modules) {
+    for (const std::vector<uint8_t> *cubin : {&module.cubinSm80, &module.cubinSm90}) {
+      ASSERT_GE(cubin->size(), 4u) << module.name;
+      EXPECT_EQ(std::string(cubin->begin(), cubin->begin() + 4), "\x7f" "ELF") << module.name;
+    }
+    EXPECT_NE(module.ptx.find(".target sm_90"), std::string::npos) << module.name;
+  }
+  for (const plan::DeviceKernel &kernel : sources.program.kernels)
+    EXPECT_NE(sources.program.modules[kernel.module].ptx.find(".entry " + kernel.entry + "("),
+              std::string::npos)
+        << kernel.entry;
+  plan.device = sources.program;
+  EXPECT_NO_THROW(plan::validatePlan(plan));
+
+  // The same sources again: every binary from the cache, byte for byte.
+  const DeviceCompileStats second = compileDeviceModules(again, 2);
+  EXPECT_EQ(second.compiled, 0u);
+  EXPECT_EQ(second.cached, 3 * second.modules);
+  for (size_t m = 0; m < again.program.modules.size(); ++m) {
+    EXPECT_EQ(again.program.modules[m].cubinSm90, sources.program.modules[m].cubinSm90);
+    EXPECT_EQ(again.program.modules[m].ptx, sources.program.modules[m].ptx);
+  }
+  ::unsetenv("AMPC_KERNEL_CACHE");
+  std::filesystem::remove_all(cache);
+}
+
+TEST(DeviceCode, AttachDescribesWhatItCompiled) {
+  ::setenv("AMPC_KERNEL_CACHE", "off", 1);
+  mlir::MLIRContext context;
+  registerModelDialects(context);
+  llvm::SourceMgr sourceMgr;
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  auto loaded = loadModel(test_support::examplePath("mlp/mlp.mlir"), sourceMgr, context);
+  ASSERT_TRUE(succeeded(loaded));
+  graph::GraphAssignPrecisionOptions precision;
+  ASSERT_TRUE(succeeded(buildTraining(loaded->model, {})));
+  ASSERT_TRUE(succeeded(assignPrecision(loaded->model, precision, nullptr)));
+  ASSERT_TRUE(succeeded(fuseAndPlanMemory(loaded->model)));
+  PlanProvenance provenance;
+  auto compiled = emitPlan(loaded->model, &provenance);
+  ASSERT_TRUE(succeeded(compiled));
+  DeviceCodeResult result = attachDeviceProgram(loaded->model, *compiled, provenance);
+  ::unsetenv("AMPC_KERNEL_CACHE");
+  EXPECT_FALSE(result.unsupported);
+  EXPECT_EQ(result.summary.rfind("gpu: ", 0), 0u) << result.summary;
+  EXPECT_NE(result.summary.find("0 of "), std::string::npos) << result.summary;
+  EXPECT_FALSE(compiled->device.empty());
+  EXPECT_NO_THROW(plan::validatePlan(*compiled));
+}
+
+} // namespace
