@@ -1,0 +1,181 @@
+//===- Driver.cpp - The CUDA driver API, opened at run time ---------------===//
+
+#include "runtime/cuda/Driver.h"
+
+#include <dlfcn.h>
+
+#include <memory>
+#include <mutex>
+#include <type_traits>
+
+// Two steps, so that the argument is macro-expanded (cuMemAlloc ->
+// cuMemAlloc_v2) before it is turned into a string.
+#define AMPC_CUDA_STRINGIFY_EXPANDED(x) #x
+#define AMPC_CUDA_STRINGIFY(x) AMPC_CUDA_STRINGIFY_EXPANDED(x)
+
+namespace ampc::cuda {
+namespace {
+
+/// Names for the results a stub or broken driver cannot name itself.
+const char *fallbackErrorName(CUresult result) {
+  switch (result) {
+  case CUDA_ERROR_STUB_LIBRARY:
+    return "CUDA_ERROR_STUB_LIBRARY";
+  case CUDA_ERROR_NO_DEVICE:
+    return "CUDA_ERROR_NO_DEVICE";
+  case CUDA_ERROR_OUT_OF_MEMORY:
+    return "CUDA_ERROR_OUT_OF_MEMORY";
+  case CUDA_ERROR_NOT_INITIALIZED:
+    return "CUDA_ERROR_NOT_INITIALIZED";
+  case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
+    return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
+  default:
+    return nullptr;
+  }
+}
+
+/// dlsym into a typed function pointer; false if the symbol is missing.
+template <typename Function>
+bool resolveSymbol(void *handle, Function &entry, const char *symbol) {
+  entry = reinterpret_cast<Function>(dlsym(handle, symbol));
+  return entry != nullptr;
+}
+
+/// Opens the library into \p table and resolves its entry points; throws
+/// CudaError (the caller closes the handle).
+void loadInto(DriverApi &table, const DriverLoadOptions &options) {
+  DriverApi *api = &table;
+  for (const std::string &name : options.libraryNames) {
+    // RTLD_LOCAL: the driver's symbols stay out of the global namespace.
+    api->handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (api->handle) {
+      api->library = name;
+      break;
+    }
+  }
+  if (!api->handle)
+    throw CudaError(CudaErrorKind::NoDriver,
+                    noDriverMessage(options.libraryNames.empty()
+                                        ? std::string("libcuda.so.1")
+                                        : options.libraryNames.front()));
+
+  // The version first: it decides whether a missing entry point means an
+  // old driver or a broken one, and the toolkit's stub fails it.
+  if (!resolveSymbol(api->handle, api->cuDriverGetVersion,
+                     AMPC_CUDA_STRINGIFY(cuDriverGetVersion)))
+    throw CudaError(CudaErrorKind::NoDriver,
+                    "no NVIDIA driver found (" + api->library +
+                        " has no cuDriverGetVersion, so it is not a CUDA "
+                        "driver): use --device cpu");
+  const CUresult versionResult = api->cuDriverGetVersion(&api->driverVersion);
+  if (versionResult == CUDA_ERROR_STUB_LIBRARY)
+    throw CudaError(CudaErrorKind::NoDriver, stubDriverMessage(api->library),
+                    versionResult);
+  if (versionResult != CUDA_SUCCESS)
+    throw CudaError(CudaErrorKind::NoDriver,
+                    "no usable NVIDIA driver (cuDriverGetVersion in " +
+                        api->library + " returned CUresult " +
+                        std::to_string(versionResult) + "): use --device cpu",
+                    versionResult);
+  if (api->driverVersion < options.requiredVersion)
+    throw CudaError(
+        CudaErrorKind::DriverTooOld,
+        driverTooOldMessage(api->driverVersion, options.requiredVersion,
+                            "this program's kernels (compiled "
+                            "with CUDA " +
+                                formatCudaVersion(kToolkitVersion) + ")"));
+
+  std::string missing;
+  auto resolve = [&](auto &entry, const char *symbol) {
+    if (!resolveSymbol(api->handle, entry, symbol))
+      missing += (missing.empty() ? "" : ", ") + std::string(symbol);
+  };
+#define AMPC_CUDA_DRIVER_RESOLVE(name)                                         \
+  resolve(api->name, AMPC_CUDA_STRINGIFY(name));
+  AMPC_CUDA_DRIVER_ENTRY_POINTS(AMPC_CUDA_DRIVER_RESOLVE)
+#undef AMPC_CUDA_DRIVER_RESOLVE
+  if (!missing.empty())
+    throw CudaError(CudaErrorKind::DriverTooOld,
+                    "the NVIDIA driver in " + api->library + " (CUDA " +
+                        formatCudaVersion(api->driverVersion) + ") lacks " +
+                        missing +
+                        ", which this program needs: update the NVIDIA "
+                        "driver or use --device cpu");
+}
+
+} // namespace
+
+std::string DriverApi::errorName(CUresult result) const {
+  const char *name = nullptr;
+  if (cuGetErrorName && cuGetErrorName(result, &name) == CUDA_SUCCESS && name)
+    return name;
+  if (const char *fallback = fallbackErrorName(result))
+    return fallback;
+  return "CUresult " + std::to_string(static_cast<int>(result));
+}
+
+std::string DriverApi::errorString(CUresult result) const {
+  const char *text = nullptr;
+  if (cuGetErrorString && cuGetErrorString(result, &text) == CUDA_SUCCESS &&
+      text)
+    return text;
+  return "";
+}
+
+std::vector<std::string> driverEntryPointSymbols() {
+  return {
+#define AMPC_CUDA_DRIVER_SYMBOL(name) AMPC_CUDA_STRINGIFY(name),
+      AMPC_CUDA_DRIVER_ENTRY_POINTS(AMPC_CUDA_DRIVER_SYMBOL)
+#undef AMPC_CUDA_DRIVER_SYMBOL
+  };
+}
+
+const DriverApi &loadDriverApi(const DriverLoadOptions &options) {
+  // Tables are kept for the life of the process: function pointers into
+  // the library may be held anywhere.
+  static std::mutex mutex;
+  static std::vector<std::unique_ptr<DriverApi>> loaded;
+  auto api = std::make_unique<DriverApi>();
+  try {
+    loadInto(*api, options);
+  } catch (const CudaError &) {
+    if (api->handle)
+      dlclose(api->handle);
+    throw;
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  loaded.push_back(std::move(api));
+  return *loaded.back();
+}
+
+const DriverApi &driverApi() {
+  static std::once_flag once;
+  static const DriverApi *api = nullptr;
+  static CudaErrorKind failureKind = CudaErrorKind::NoDriver;
+  static std::string failure;
+  static int failureCode = 0;
+  std::call_once(once, [] {
+    try {
+      api = &loadDriverApi(DriverLoadOptions());
+    } catch (const CudaError &error) {
+      failureKind = error.kind();
+      failure = error.what();
+      failureCode = error.code();
+    }
+  });
+  if (!api)
+    throw CudaError(failureKind, failure, failureCode);
+  return *api;
+}
+
+void checkDriver(const DriverApi &api, CUresult result, const char *call,
+                 const std::string &doing) {
+  if (result == CUDA_SUCCESS)
+    return;
+  throw CudaError(CudaErrorKind::DriverCall,
+                  driverCallMessage(call, api.errorName(result),
+                                    api.errorString(result), doing),
+                  result);
+}
+
+} // namespace ampc::cuda
