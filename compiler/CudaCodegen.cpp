@@ -356,6 +356,12 @@ __device__ __forceinline__ void reportError(ErrorRecord *record, unsigned int co
 void Generator::finish(KernelWriter &writer, const std::string &kind, const std::string &stem,
                        const std::string &math, const std::string &body, KernelLaunch launch,
                        std::vector<TensorTableEntry> table, const std::string &preamble) {
+  // A dropout mask evaluated anywhere in the kernel (a row kernel's fused consumers included)
+  // needs the run's seed and step; the elementwise skeleton adds them before its size.
+  if (writer.usesRandom) {
+    writer.scalarParam("seed", "u64", "seed");
+    writer.scalarParam("step", "u64", "step");
+  }
   std::ostringstream code;
   code << "#include \"runtime/cuda/device/KernelSupport.h\"\n";
   if (writer.usesRandom || body.find("numerics::") != std::string::npos ||

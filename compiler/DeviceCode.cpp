@@ -122,6 +122,21 @@ void storeInCache(const fs::path &path, const std::string &bytes) {
 
 bool deviceCompilerAvailable() { return AMPC_HAVE_CUDA != 0; }
 
+namespace {
+
+/// The first line of \p message and, for a compiler log, its first "error:" line.
+std::string firstLines(const std::string &message) {
+  std::string first = message.substr(0, message.find('\n'));
+  const size_t error = message.find("error:", first.size());
+  if (error != std::string::npos) {
+    const size_t begin = message.rfind('\n', error) + 1;
+    first += " " + message.substr(begin, message.find('\n', error) - begin);
+  }
+  return first;
+}
+
+} // namespace
+
 DeviceCompileStats compileDeviceModules(DeviceProgramSources &sources, unsigned threads) {
 #if !AMPC_HAVE_CUDA
   (void)sources;
@@ -230,22 +245,34 @@ DeviceCodeResult attachDeviceProgram(graph::ModelOp model, plan::Plan &plan,
                      "the CPU only)";
     return result;
   }
+  // Whatever keeps the plan from having GPU code leaves it with none and a warning: the plan
+  // still trains on the CPU.
+  auto without = [&](const std::string &reason) {
+    plan.device = plan::DeviceProgram();
+    result.unsupported = true;
+    result.summary = "no GPU code in the plan: " + reason;
+    return result;
+  };
   DeviceProgramSources sources;
+  DeviceCompileStats stats;
   try {
     sources = buildDeviceProgram(model, plan, provenance);
   } catch (const DeviceProgramUnsupported &error) {
-    result.unsupported = true;
-    result.summary = std::string("no GPU code in the plan: ") + error.what();
-    return result;
+    return without(error.what());
+  } catch (const std::exception &error) {
+    return without(std::string("internal error: ") + firstLines(error.what()));
   }
-  DeviceCompileStats stats = compileDeviceModules(sources);
+  try {
+    stats = compileDeviceModules(sources);
+  } catch (const std::exception &error) {
+    return without(std::string("internal error: ") + firstLines(error.what()));
+  }
   plan.device = std::move(sources.program);
   try {
     plan::validatePlan(plan);
   } catch (const plan::PlanError &error) {
-    plan.device = plan::DeviceProgram();
-    throw std::runtime_error(std::string("internal error: the device program is invalid: ") +
-                             error.what());
+    return without(std::string("internal error: the device program is invalid: ") +
+                   error.what());
   }
   size_t bytes = 0;
   for (const plan::DeviceModule &module : plan.device.modules)

@@ -43,15 +43,15 @@ DeviceCompileStats compileDeviceModules(DeviceProgramSources &sources, unsigned 
 struct DeviceCodeResult {
   /// One line: the kernels and their size, or why the plan has no GPU code.
   std::string summary;
-  /// True when the plan has no GPU code because the model uses something the device program
-  /// cannot express (a warning), false when it has GPU code or this ampc has no NVRTC.
+  /// True when the plan has no GPU code although this ampc has NVRTC: the model uses something
+  /// the device program cannot express yet, or (an internal error) a kernel failed to generate,
+  /// compile or validate. A warning: the plan still trains on the CPU.
   bool unsupported = false;
 };
 
 /// Builds and compiles the device program of \p plan (emitted from the fused \p model with
 /// \p provenance) and stores it in plan.device, validated. Leaves it empty when this ampc has no
-/// NVRTC or the model is unsupported (see DeviceCodeResult). Throws std::runtime_error on an
-/// internal error or a failed compilation.
+/// NVRTC or the device program cannot be built (see DeviceCodeResult).
 DeviceCodeResult attachDeviceProgram(graph::ModelOp model, plan::Plan &plan,
                                      const PlanProvenance &provenance);
 

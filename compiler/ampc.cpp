@@ -403,7 +403,7 @@ std::optional<plan::Plan> compileModel(const std::string &path, const Options &o
     DeviceCodeResult device = attachDeviceProgram(loaded->model, *compiled, provenance);
     if (device.unsupported)
       llvm::errs() << "ampc: warning: " << device.summary << "\n";
-    deviceSummary = device.summary;
+    deviceSummary = device.unsupported ? "gpu: none (see the warning above)" : device.summary;
   }
   if (!options.memoryBudget.empty())
     printRematSummary(loaded->model);

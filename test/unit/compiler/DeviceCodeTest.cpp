@@ -80,6 +80,68 @@ TEST(DeviceCode, CompilesTheTinyGptIntoAValidPlan) {
   std::filesystem::remove_all(cache);
 }
 
+/// A model with what the examples lack: dropout (fused into a norm gradient's kernel in the
+/// backward pass), rmsnorm, silu, softmax, max with keepdims, a broadcast subtraction.
+const char *kMixedModel = R"(
+graph.model @mix {
+  graph.param @w : tensor<16x32xf32> init #graph.normal<std = 0.1>
+  graph.param @g : tensor<32xf32> init #graph.ones
+  graph.input @x : tensor<4x8x16xf32>
+  graph.input @y : tensor<4x8x32xf32>
+  func.func @forward() {
+    %w = graph.get_param @w : tensor<16x32xf32>
+    %g = graph.get_param @g : tensor<32xf32>
+    %x = graph.get_input @x : tensor<4x8x16xf32>
+    %y = graph.get_input @y : tensor<4x8x32xf32>
+    %h = graph.matmul %x, %w : tensor<4x8x16xf32>, tensor<16x32xf32>
+    %d = graph.dropout %h {p = 0.1 : f64} : tensor<4x8x32xf32>
+    %n = graph.rmsnorm %d, %g : tensor<4x8x32xf32>, tensor<32xf32>
+    %s = graph.silu %n : tensor<4x8x32xf32>
+    %m = graph.max %s axes [2] keepdims : tensor<4x8x32xf32>
+    %sm = graph.softmax %s : tensor<4x8x32xf32>
+    %e = graph.sub %sm, %m : tensor<4x8x32xf32>, tensor<4x8x1xf32>
+    %l = graph.mse_loss %e, %y : tensor<4x8x32xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+)";
+
+TEST(DeviceCode, CompilesDropoutNormsAndReductions) {
+  ::setenv("AMPC_KERNEL_CACHE", "off", 1);
+  const std::string path = test_support::uniqueTempPath("ampc_device_code_mix");
+  std::ofstream(path) << kMixedModel;
+  for (const char *mode : {"bf16", "fp32"}) {
+    mlir::MLIRContext context;
+    registerModelDialects(context);
+    llvm::SourceMgr sourceMgr;
+    mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+    auto loaded = loadModel(path, sourceMgr, context);
+    ASSERT_TRUE(succeeded(loaded));
+    graph::GraphAssignPrecisionOptions precision;
+    precision.mode = mode;
+    ASSERT_TRUE(succeeded(buildTraining(loaded->model, {})));
+    ASSERT_TRUE(succeeded(assignPrecision(loaded->model, precision, nullptr)));
+    ASSERT_TRUE(succeeded(fuseAndPlanMemory(loaded->model)));
+    PlanProvenance provenance;
+    auto compiled = emitPlan(loaded->model, &provenance);
+    ASSERT_TRUE(succeeded(compiled));
+    DeviceCodeResult result = attachDeviceProgram(loaded->model, *compiled, provenance);
+    EXPECT_FALSE(result.unsupported) << mode << ": " << result.summary;
+    EXPECT_FALSE(compiled->device.empty()) << mode;
+    // The dropout's seed and step reach every kernel that draws a mask.
+    size_t seeded = 0;
+    for (const plan::DeviceGroup &group : compiled->device.microStep.groups)
+      for (const plan::DeviceStep &step : group.steps)
+        if (const auto *launch = std::get_if<plan::LaunchStep>(&step))
+          for (const plan::DeviceArgument &arg : launch->args)
+            seeded += arg.kind == plan::ArgKind::Seed;
+    EXPECT_GE(seeded, 2u) << mode; // the forward mask and the backward one
+  }
+  std::remove(path.c_str());
+  ::unsetenv("AMPC_KERNEL_CACHE");
+}
+
 TEST(DeviceCode, AttachDescribesWhatItCompiled) {
   ::setenv("AMPC_KERNEL_CACHE", "off", 1);
   mlir::MLIRContext context;
