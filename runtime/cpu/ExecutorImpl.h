@@ -567,8 +567,6 @@ private:
   /// The loss scaler's report after the last optimizer step (enabled and
   /// scale are filled in by lossScaleStatus).
   LossScaleStatus status;
-  /// Backoffs the floor stopped so far (LossScaleState::floorHits).
-  int32_t floorHits = 0;
   /// describeInstruction of the first non-finite result since the last
   /// optimizer step ("" if none).
   std::string nonFinite;

@@ -38,7 +38,6 @@ void TypedExecutor<T>::resetState() {
     slots[plan.lossScaling.scale].real[0] =
         static_cast<T>(plan.lossScaling.initialScale);
   status = LossScaleStatus();
-  floorHits = 0;
 }
 
 template <typename T>
@@ -293,14 +292,17 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction,
           static_cast<int32_t>(plan::intAttr(instruction, "growth_interval"));
       config.minScale =
           static_cast<float>(plan::realAttr(instruction, "min_scale"));
+      // The floor count lives in the plan's fifth loss-scaling buffer, as on
+      // the device.
+      T &hits = slots[plan.lossScaling.floorHits].real[0];
       numerics::LossScaleState state{static_cast<float>(scale[0]),
                                      static_cast<int32_t>(tracker[0]),
-                                     floorHits};
+                                     static_cast<int32_t>(hits)};
       const numerics::LossScaleUpdate update =
           numerics::updateLossScale(state, config, overflow);
       scale[0] = static_cast<T>(state.scale);
       tracker[0] = static_cast<T>(state.growthTracker);
-      floorHits = state.floorHits;
+      hits = static_cast<T>(state.floorHits);
       status.floorReachedNow = update.floorReached;
     }
     found[0] = T(0);

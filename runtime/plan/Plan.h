@@ -110,9 +110,9 @@ enum class LossScaleMode : uint8_t { None = 0, Static = 1, Dynamic = 2 };
 /// scalar State buffers: the current scale, the count of consecutive finite
 /// steps, a flag (0/1) set when any unscaled gradient was non-finite during
 /// the current optimizer step, the number of optimizer steps actually
-/// applied, and the number of backoffs the minimum scale stopped (the device
-/// program's update_loss_scale kernel keeps it there; no instruction reads
-/// or writes it, the CPU executor keeps its own count). When an executor is
+/// applied, and the number of backoffs the minimum scale stopped (kept there
+/// by the device program's update_loss_scale kernel and the CPU executor; no
+/// instruction names it as an operand). When an executor is
 /// built and at resetState() the scale buffer holds initialScale and the
 /// others 0.
 struct LossScaling {
