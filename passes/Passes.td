@@ -293,7 +293,9 @@ def GraphFuse : Pass<"graph-fuse", "::ampc::graph::ModelOp"> {
     the order of reads and writes of the training state) is refused, so every group can run as
     one kernel. Every op gets `fusion_group = N` (groups numbered by their first op in program
     order), each group's first op `fusion_kind`, and each function `fusion_groups`, the number
-    of groups. Grouping changes no type, value or op order: it only says what runs together.
+    of groups, and `fusion_schedule`, the order the groups run in on the device (a group may
+    have to run before a group numbered lower, e.g. the loss kernel after the gradient seed).
+    Grouping changes no type, value or op order: it only says what runs together.
 
     Before:
     ```mlir
