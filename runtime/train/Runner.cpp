@@ -3,6 +3,7 @@
 #include "runtime/train/Runner.h"
 
 #include "runtime/cpu/Executor.h"
+#include "runtime/train/Backend.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -110,9 +111,10 @@ RunnerOptions parseRunnerArguments(const std::vector<std::string> &args) {
         throw UsageError("--log needs a file name");
     } else if (flag == "--device") {
       options.device = value();
-      if (options.device != "cpu" && options.device != "cuda")
-        throw UsageError("--device is cpu or cuda, got '" + options.device +
-                         "'");
+      if (options.device != "auto" && options.device != "cpu" &&
+          options.device != "cuda")
+        throw UsageError("--device is auto, cpu or cuda, got '" +
+                         options.device + "'");
     } else if (flag == "--threads") {
       const uint64_t threads = parseCount(flag, value());
       if (threads == 0 || threads > 4096)
@@ -155,7 +157,8 @@ RunnerOptions parseRunnerArguments(const std::vector<std::string> &args) {
 std::string runnerUsage(const std::string &program) {
   return "usage: " + program + R"( [--steps N] [options]
 
-Trains the model compiled into this executable on the CPU and reports the loss.
+Trains the model compiled into this executable on a GPU or the CPU and reports
+the loss.
 
 options:
   --steps N            optimizer steps to run (default 100)
@@ -165,7 +168,9 @@ options:
                        text (one token per byte)
   --data-format F      tokens or text (default: tokens for .bin, else text)
   --log FILE           write one JSON object per step to FILE (JSONL)
-  --device D           cpu (default) or cuda
+  --device D           auto (default): the GPU when the NVIDIA driver loads, a
+                       GPU is present and the plan has GPU code, else the CPU
+                       (one line says why); cuda: the GPU or an error; cpu
   --threads N          CPU threads (default: AMPC_CPU_THREADS or all cores)
   --quiet              no progress lines (nor notes on skipped steps)
   --info               describe the model and its inputs, then exit
@@ -260,7 +265,8 @@ std::string progressLine(const StepRecord &record) {
                 static_cast<unsigned long long>(record.step),
                 static_cast<unsigned long long>(record.steps), record.loss,
                 gradNorm.c_str(), record.learningRate) +
-         scaling + formatRate(rateOf(record)) +
+         scaling + (record.device.empty() ? "" : record.device + " | ") +
+         formatRate(rateOf(record)) +
          (record.tokens ? " tok/s" : " samples/s") + " | " +
          formatDuration(record.elapsed) + " elapsed, ETA " +
          formatDuration(eta);
@@ -279,7 +285,10 @@ std::string jsonRecord(const StepRecord &record) {
          ", \"" + unit +
          "\": " + std::to_string(record.units) + ", \"" + unit +
          "_per_s\": " + jsonNumber(rateOf(record)) +
-         ", \"elapsed_s\": " + jsonNumber(record.elapsed) + "}";
+         ", \"elapsed_s\": " + jsonNumber(record.elapsed) +
+         (record.device.empty() ? std::string()
+                                : ", \"device\": \"" + record.device + "\"") +
+         "}";
 }
 
 //===----------------------------------------------------------------------===//
@@ -546,7 +555,17 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
   } catch (const DataError &error) {
     throw TrainingFailure(error.what());
   }
-  cpu::Executor executor(plan, cpu::Precision::F32);
+  std::unique_ptr<TrainingBackend> backend;
+  const DeviceChoice choice = chooseDevice(
+      options.device, !plan.device.empty(), [&]() -> std::string {
+        std::string whyNot;
+        backend = tryMakeCudaBackend(plan, whyNot);
+        return backend ? std::string() : whyNot;
+      });
+  if (!choice.error.empty())
+    throw TrainingFailure(choice.error);
+  if (!choice.useCuda)
+    backend = makeCpuBackend(plan);
   MetricsLog log(options.logPath);
 
   const bool tokens = task.kind == TaskKind::Language;
@@ -561,6 +580,11 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
       static_cast<unsigned long long>(steps), dataDescription.c_str(),
       options.logPath.empty() ? "no metrics log (--log FILE writes one)"
                               : ("metrics -> " + options.logPath).c_str());
+  // Where the steps run: a line for the GPU, or why auto chose the CPU.
+  const std::string deviceLine =
+      choice.note.empty() ? backend->description() : choice.note;
+  if (!deviceLine.empty())
+    std::fprintf(streams.out, "%s\n", deviceLine.c_str());
   if (!source && !plan.inputs.empty())
     std::fprintf(streams.err,
                  "%s: warning: this model's inputs are random each step, so "
@@ -576,7 +600,7 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
                                     options.injectOverflow.end());
   std::fflush(streams.out);
 
-  executor.initializeParameters(options.seed);
+  backend->initializeParameters(options.seed);
   Progress progress(streams, steps, options.quiet);
   const auto start = std::chrono::steady_clock::now();
   double firstLoss = 0, lastLoss = 0;
@@ -584,20 +608,20 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
   record.steps = steps;
   record.tokens = tokens;
   record.lossScaling = scaling;
+  if (std::string(backend->device()) != "cpu")
+    record.device = backend->device();
   bool floorWarned = false;
   uint64_t nonFiniteLosses = 0; // consecutive steps, with loss scaling
   try {
     for (uint64_t step = 0; step < steps; ++step) {
-      const double previousScale = executor.lossScaleStatus().scale;
-      double loss = 0;
       for (uint64_t i = 0; i < accumulation; ++i) {
         const uint64_t microStep = step * accumulation + i;
         if (source) {
           for (const InputData &input : source->batch(microStep))
-            executor.setInput(input.name, input.bytes.data(),
+            backend->setInput(input.name, input.bytes.data(),
                               input.bytes.size());
         } else if (!plan.inputs.empty()) {
-          executor.randomizeInputs(inputSeed(options.seed, microStep));
+          backend->randomizeInputs(inputSeed(options.seed, microStep));
         }
         cpu::RunOptions run;
         run.seed = options.seed;
@@ -606,21 +630,24 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
         run.keepTemporaries = false;
         run.totalSteps = steps;
         run.injectNonFinite = i == 0 && injected.count(step + 1) > 0;
-        loss += executor.run(run);
+        backend->runMicroStep(run);
       }
-      loss /= static_cast<double>(accumulation);
       cpu::RunOptions optimizer;
       optimizer.seed = options.seed;
       optimizer.step = step;
       optimizer.training = true;
       optimizer.keepTemporaries = false;
       optimizer.totalSteps = steps;
-      const double gradNorm = executor.runOptimizerStep(optimizer);
+      backend->runOptimizerStep(optimizer);
+      // The step's one synchronisation on a GPU.
+      const BackendMetrics metrics = backend->readMetrics();
+      const double loss = metrics.loss, gradNorm = metrics.gradNorm;
+      const double previousScale = metrics.scaleBefore;
 
       record.step = step + 1;
       record.loss = loss;
       record.gradNorm = gradNorm;
-      record.learningRate = executor.learningRate();
+      record.learningRate = metrics.learningRate;
       record.units = perStep * record.step;
       record.elapsed = std::chrono::duration<double>(
                            std::chrono::steady_clock::now() - start)
@@ -628,7 +655,7 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
       if (step == 0)
         firstLoss = loss;
       lastLoss = loss;
-      const cpu::LossScaleStatus status = executor.lossScaleStatus();
+      const cpu::LossScaleStatus &status = metrics.lossScale;
       record.lossScale = status.scale;
       record.skipped = status.lastStepSkipped;
       record.skippedSteps = static_cast<uint64_t>(status.skippedSteps);
@@ -636,7 +663,7 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
       if (scaling && status.lastStepSkipped)
         progress.note(skippedStepLine(plan, step + 1, previousScale,
                                       status.scale,
-                                      executor.firstNonFinite()));
+                                      metrics.firstNonFinite));
       if (status.floorReachedNow && !floorWarned) {
         floorWarned = true;
         progress.finish();
@@ -700,13 +727,6 @@ int runTraining(const plan::Plan &plan, const RunnerOptions &options,
   if (options.help) {
     std::fputs(runnerUsage(program).c_str(), streams.out);
     return 0;
-  }
-  if (options.device == "cuda") {
-    std::fprintf(streams.err,
-                 "%s: error: this binary has no CUDA backend yet; use "
-                 "--device cpu\n",
-                 program.c_str());
-    return 2;
   }
   if (options.info) {
     printModelInfo(plan, streams.out);

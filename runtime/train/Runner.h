@@ -4,11 +4,12 @@
 // generic runner `ampc-train-runner` with a training plan appended
 // (runtime/train/Bundle.h). This is everything it does after loading its
 // plan: parse the command line, pick the data (runtime/train/Data.h), run the
-// micro steps and optimizer steps on the CPU backend, print progress and
+// micro steps and optimizer steps on the CPU or CUDA backend (Backend.h), print
+// progress and
 // write one JSON object per step to the metrics log.
 //
 //   train_gpt --steps N [--seed S] [--data FILE] [--data-format tokens|text]
-//             [--log FILE] [--device cpu|cuda] [--threads N] [--quiet]
+//             [--log FILE] [--device auto|cpu|cuda] [--threads N] [--quiet]
 //             [--inject-overflow STEP[,STEP...]] [--info] [--help]
 //
 // Exit status: 0 on success, 1 for a failure while loading or training (bad
@@ -41,7 +42,9 @@ struct RunnerOptions {
   std::string dataPath; ///< a token file; empty for the synthetic task
   std::optional<DataFormat> dataFormat;
   std::string logPath;        ///< the JSONL metrics log; empty for none
-  std::string device = "cpu"; ///< "cpu" or "cuda"
+  /// "auto" (the GPU when it can run the plan, else the CPU with a note),
+  /// "cpu" or "cuda" (the GPU or an error).
+  std::string device = "auto";
   int threads = 0;            ///< CPU threads; 0 = AMPC_CPU_THREADS or all
   bool quiet = false;         ///< no progress lines
   bool info = false;          ///< describe the model and exit
@@ -92,6 +95,10 @@ struct StepRecord {
   double lossScale = 0;      ///< the scale after this step's update
   bool skipped = false;      ///< this step's update was skipped
   uint64_t skippedSteps = 0; ///< skipped steps so far
+  /// The device that ran the step when it is not the CPU ("cuda"): shown
+  /// on the progress line and logged as "device"; "" for the CPU, whose
+  /// lines and records are as they always were.
+  std::string device;
 };
 
 /// A loss scale as text: "65536", "0.5", "1.1e+12".
@@ -100,11 +107,11 @@ std::string formatScale(double scale);
 /// The progress line: "step 37/200 | loss 3.2145 | grad norm 0.812 | lr
 /// 3.00e-04 | 12.3k tok/s | 0:05 elapsed, ETA 0:22"; with loss scaling,
 /// "| scale 65536 " (and "| skipped 2 " once a step was skipped) after the
-/// learning rate.
+/// learning rate; on a GPU "| cuda " before the rate.
 std::string progressLine(const StepRecord &record);
 /// One JSONL object (no newline): {"step", "loss", "grad_norm", "lr",
 /// ["loss_scale", "skipped",] "tokens" or "samples", "tokens_per_s" or
-/// "samples_per_s", "elapsed_s"}.
+/// "samples_per_s", "elapsed_s" [, "device"]}.
 std::string jsonRecord(const StepRecord &record);
 
 /// Prints --info: the model, its parameter count, inputs, accumulation

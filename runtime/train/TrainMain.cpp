@@ -53,7 +53,7 @@ int main(int argc, char **argv) {
   }
   train::RunnerStreams streams;
   streams.interactive = ::isatty(::fileno(stdout)) == 1;
-  if (options.help || options.device == "cuda") {
+  if (options.help) {
     plan::Plan none;
     return train::runTraining(none, options, program, streams);
   }

@@ -3,10 +3,13 @@
 #
 #   test/gpu/run-gpu-tests.sh BUILD_DIR [--require-gpu] [-- GTEST_ARGS...]
 #
-# Runs each executable named *_gpu_tests under BUILD_DIR (today
-# ampc_gpu_tests, the flash-attention kernels, and ampc_cuda_runtime_gpu_tests,
-# the CUDA device layer), prints its output and a summary line per binary, and
-# exits non-zero if any binary fails. Without a GPU every test skips and the
+# Builds nothing. Runs each executable named *_gpu_tests under BUILD_DIR
+# (ampc_gpu_tests, the flash-attention kernels; ampc_cuda_runtime_gpu_tests,
+# the CUDA device layer; ampc_cuda_executor_gpu_tests, the CUDA backend
+# against the CPU backend on the example models), then an end-to-end run:
+# BUILD_DIR/compiler/ampc compiles examples/gpt/tiny.mlir and the binary
+# trains 50 steps with --device cuda, whose loss must fall. Prints its output
+# and a summary line per binary, and exits non-zero if anything fails. Without a GPU every test skips and the
 # script passes; on a GPU machine pass --require-gpu so that skipped tests (no
 # driver found, no device) count as failures instead of passing silently.
 # Arguments after -- go to every binary (e.g. --gtest_filter=CudaMatmul*).
@@ -68,6 +71,44 @@ for binary in "${binaries[@]}"; do
   fi
   summary+=("$name: $verdict; $passed passed, $skipped skipped")
 done
+
+# End to end: compile the tiny GPT and train it on the GPU.
+repo_root=$(cd "$(dirname "$0")/../.." && pwd)
+ampc="$build_dir/compiler/ampc"
+work=$(mktemp -d)
+trap 'rm -f "$log"; rm -rf "$work"' EXIT
+echo "=== end to end: ampc compile examples/gpt/tiny.mlir --lr 1e-3, --steps 50 --device cuda"
+if [ ! -x "$ampc" ]; then
+  verdict="FAIL (no $ampc)"
+  failed=1
+elif ! AMPC_KERNEL_CACHE="$work/cache" "$ampc" compile "$repo_root/examples/gpt/tiny.mlir" \
+       --lr 1e-3 -o "$work/train_tiny" 2>&1 | tee "$log"; then
+  verdict="FAIL (ampc compile)"
+  failed=1
+else
+  "$work/train_tiny" --steps 50 --device cuda --log "$work/tiny.jsonl" 2>&1 | tee "$log"
+  status=${PIPESTATUS[0]}
+  if [ "$status" -ne 0 ] && grep -q -e "no NVIDIA driver found" -e "no CUDA GPU found" "$log" \
+       && [ "$require_gpu" -eq 0 ]; then
+    verdict="skipped (no GPU)"
+  elif [ "$status" -ne 0 ]; then
+    verdict="FAIL (exit status $status)"
+    failed=1
+  else
+    # The first loss and the mean of the last ten.
+    losses=$(sed -n 's/.*"loss": \([^,]*\),.*/\1/p' "$work/tiny.jsonl")
+    first=$(echo "$losses" | head -n 1)
+    last=$(echo "$losses" | tail -n 10 | awk '{ s += $1 } END { if (NR) printf "%.4f", s / NR }')
+    if grep -q '"device": "cuda"' "$work/tiny.jsonl" &&
+       awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.5) }'; then
+      verdict="ok; loss $first -> $last"
+    else
+      verdict="FAIL (loss $first -> $last, or the log does not say cuda)"
+      failed=1
+    fi
+  fi
+fi
+summary+=("end-to-end tiny GPT on cuda: $verdict")
 
 echo "=== summary"
 printf '%s\n' "${summary[@]}"

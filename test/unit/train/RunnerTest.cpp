@@ -2,6 +2,7 @@
 
 #include "TrainTestUtils.h"
 
+#include "runtime/train/Backend.h"
 #include "runtime/train/Bundle.h"
 #include "runtime/train/Data.h"
 #include "runtime/train/Runner.h"
@@ -41,7 +42,7 @@ TEST(TrainRunner, ParsesDefaultsAndEveryFlag) {
   RunnerOptions defaults = parse({});
   EXPECT_EQ(defaults.steps, 100u);
   EXPECT_EQ(defaults.seed, 0u);
-  EXPECT_EQ(defaults.device, "cpu");
+  EXPECT_EQ(defaults.device, "auto");
   EXPECT_EQ(defaults.threads, 0);
   EXPECT_TRUE(defaults.dataPath.empty());
   EXPECT_FALSE(defaults.dataFormat);
@@ -71,7 +72,9 @@ TEST(TrainRunner, RejectsBadArguments) {
                    "--seed is at most 18446744073709551615");
   expectUsageError({"--steps"}, "--steps needs a value");
   expectUsageError({"--seed", ""}, "--seed expects a non-negative integer");
-  expectUsageError({"--device", "tpu"}, "--device is cpu or cuda, got 'tpu'");
+  expectUsageError({"--device", "tpu"},
+                   "--device is auto, cpu or cuda, got 'tpu'");
+  EXPECT_EQ(parse({"--device=cpu"}).device, "cpu");
   expectUsageError({"--data-format", "csv", "--data", "x"},
                    "--data-format is tokens (uint16 .bin) or text, got 'csv'");
   expectUsageError({"--data-format", "text"},
@@ -185,12 +188,95 @@ TEST(TrainRunner, RefusesForwardOnlyPlansAndCuda) {
             "train_test: error: this executable's plan has no optimizer step "
             "(it was compiled for evaluation only); rebuild it with `ampc "
             "compile model.mlir -o NAME`\n");
+  // A plan without a device program: --device cuda is an error, auto says
+  // why it trains on the CPU, cpu says nothing.
   RunnerOptions cuda;
   cuda.device = "cuda";
+  cuda.steps = 2;
   Captured gpu = runInProcess(bigramTrainingPlan(16, 4, 8, 1, 0.05), cuda);
-  EXPECT_EQ(gpu.status, 2);
-  EXPECT_EQ(gpu.err, "train_test: error: this binary has no CUDA backend yet; "
-                     "use --device cpu\n");
+  EXPECT_EQ(gpu.status, 1);
+  EXPECT_EQ(gpu.err, "train_test: error: this plan has no GPU code: it was "
+                     "compiled without the CUDA toolkit; use --device cpu\n");
+  EXPECT_EQ(gpu.out, "");
+  RunnerOptions automatic;
+  automatic.steps = 2;
+  Captured fallback =
+      runInProcess(bigramTrainingPlan(16, 4, 8, 1, 0.05), automatic);
+  EXPECT_EQ(fallback.status, 0) << fallback.err;
+  EXPECT_NE(fallback.out.find("\ndevice: cpu (the GPU cannot be used: this "
+                              "plan has no GPU code: it was compiled without "
+                              "the CUDA toolkit)\n"),
+            std::string::npos)
+      << fallback.out;
+  RunnerOptions cpuOnly = automatic;
+  cpuOnly.device = "cpu";
+  Captured plain = runInProcess(bigramTrainingPlan(16, 4, 8, 1, 0.05), cpuOnly);
+  EXPECT_EQ(plain.status, 0) << plain.err;
+  EXPECT_EQ(plain.out.find("device:"), std::string::npos) << plain.out;
+}
+
+TEST(TrainRunner, DeviceChoiceRule) {
+  int probes = 0;
+  auto gpuOk = [&] {
+    ++probes;
+    return std::string();
+  };
+  auto noDriver = [&] {
+    ++probes;
+    return std::string("no NVIDIA driver found (libcuda.so.1 could not be "
+                       "loaded): use --device cpu");
+  };
+  // cpu never probes; without a device program nothing probes either.
+  train::DeviceChoice cpu = train::chooseDevice("cpu", true, gpuOk);
+  EXPECT_FALSE(cpu.useCuda);
+  EXPECT_EQ(cpu.note + cpu.error, "");
+  EXPECT_FALSE(train::chooseDevice("auto", false, gpuOk).useCuda);
+  EXPECT_EQ(probes, 0);
+  EXPECT_TRUE(train::chooseDevice("auto", true, gpuOk).useCuda);
+  EXPECT_TRUE(train::chooseDevice("cuda", true, gpuOk).useCuda);
+  train::DeviceChoice fallback = train::chooseDevice("auto", true, noDriver);
+  EXPECT_FALSE(fallback.useCuda);
+  EXPECT_EQ(fallback.error, "");
+  EXPECT_EQ(fallback.note, "device: cpu (the GPU cannot be used: no NVIDIA "
+                           "driver found (libcuda.so.1 could not be loaded))");
+  train::DeviceChoice refused = train::chooseDevice("cuda", true, noDriver);
+  EXPECT_FALSE(refused.useCuda);
+  EXPECT_EQ(refused.error, "no NVIDIA driver found (libcuda.so.1 could not be "
+                           "loaded): use --device cpu");
+  EXPECT_EQ(train::chooseDevice("cuda", false, gpuOk).error,
+            train::kPlanHasNoGpuCode);
+  EXPECT_EQ(probes, 4);
+}
+
+TEST(TrainRunner, ProgressAndLogNameTheGpu) {
+  train::StepRecord record;
+  record.step = 1;
+  record.steps = 2;
+  record.tokens = true;
+  record.device = "cuda";
+  EXPECT_NE(train::progressLine(record).find(" | cuda | "), std::string::npos)
+      << train::progressLine(record);
+  const std::string json = train::jsonRecord(record);
+  EXPECT_EQ(json.substr(json.size() - 19), ", \"device\": \"cuda\"}") << json;
+}
+
+TEST(TrainRunner, CudaWithoutAGpuFailsClearly) {
+  if (!train::cudaBackendBuiltIn())
+    GTEST_SKIP() << "this runner was built without the CUDA toolkit";
+  // A device program is enough to make the runner open the GPU (the plan is
+  // validated only once a GPU is there).
+  plan::Plan withProgram = bigramTrainingPlan(16, 4, 8, 1, 0.05);
+  withProgram.device.modules.push_back({"m", {}, {}, "// ptx"});
+  std::string whyNot;
+  if (train::tryMakeCudaBackend(withProgram, whyNot) || whyNot.empty() ||
+      whyNot.find("has no GPU code") != std::string::npos)
+    GTEST_SKIP() << "a GPU opened here: " << whyNot;
+  RunnerOptions cuda;
+  cuda.device = "cuda";
+  Captured gpu = runInProcess(withProgram, cuda);
+  EXPECT_EQ(gpu.status, 1);
+  EXPECT_EQ(gpu.err, "train_test: error: " + whyNot + "\n");
+  EXPECT_NE(gpu.err.find("use --device cpu"), std::string::npos) << gpu.err;
 }
 
 /// The JSONL records of \p text, parsed loosely: one map of key -> raw value
@@ -472,9 +558,9 @@ TEST(TrainRunner, BundledExecutableTrains) {
                         "integer, got 'nope' (see 'train_bigram --help')\n");
 
   CommandResult cuda = runCommand("'" + exe + "' --device cuda");
-  EXPECT_EQ(cuda.status, 2);
-  EXPECT_NE(cuda.output.find("no CUDA backend yet; use --device cpu"),
-            std::string::npos);
+  EXPECT_EQ(cuda.status, 1);
+  EXPECT_NE(cuda.output.find("this plan has no GPU code"), std::string::npos)
+      << cuda.output;
 
   const std::string log = dir.path("m.jsonl");
   CommandResult trained = runCommand(

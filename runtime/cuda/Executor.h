@@ -1,0 +1,204 @@
+//===- Executor.h - The CUDA backend: a plan's device program on one GPU --===//
+//
+// cuda::Executor runs the device program of a validated training plan
+// (docs/plan-format.md, "The device program") on a cuda::Device:
+//
+//  * memory, allocated once: one persistent pool (f32 parameters, their
+//    bf16/f16 copies, inputs, constants, gradient accumulators, optimizer
+//    and loss-scale state, the optimizer/norm tables, two error records and
+//    a small metrics block), one arena of the larger function's size (the
+//    micro step and the optimizer step never run at the same time, so they
+//    share it), one scratch region of the larger size, and cuBLASLt's
+//    workspace. Before allocating, the executor checks that all of it fits
+//    in free memory and says how much is needed and how much is free;
+//  * modules: every module's cubin for the GPU's architecture, else its PTX;
+//  * a function (micro step, optimizer step) runs its groups in order on the
+//    device's stream with no host synchronisation. Scalars that change per
+//    run (the step) are launch arguments in the generated kernels, so a CUDA
+//    graph, which replays the arguments it captured, cannot hold them. The
+//    choice made here: each function is cut into *segments* at the groups
+//    that take a step argument. Those groups run eagerly every time (in the
+//    examples: the learning-rate schedule, the optimizer kernel without loss
+//    scaling, dropout kernels); every other maximal run of groups is
+//    captured once into a CUDA graph (after one eager warm-up) and replayed.
+//    The seed and the total step count are constant over a training run;
+//    when a run asks for other values the graphs are dropped and captured
+//    again;
+//  * metrics stay on the device: the loss of each micro step, the gradient
+//    norm, the learning rate and the loss-scale counters before and after
+//    the optimizer step are copied (device to device) into the metrics
+//    block; readMetrics() is the one call that waits for the GPU.
+//
+// Parameters and random inputs come from the CPU backend's own code
+// (cpu::Executor on the host), so both backends start from identical values.
+//
+// For tests: runGroups() runs a range of one function's step groups eagerly,
+// and bufferValues() / setBufferValues() read and write any buffer with a
+// device address, so a test can feed a group the CPU backend's inputs and
+// compare what it writes (writtenBuffers()) with the CPU's values.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AMPC_RUNTIME_CUDA_EXECUTOR_H
+#define AMPC_RUNTIME_CUDA_EXECUTOR_H
+
+#include "runtime/cpu/Executor.h"
+#include "runtime/cuda/Device.h"
+#include "runtime/plan/Plan.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ampc::cuda {
+
+/// The one-line error for a plan without GPU code.
+inline constexpr const char *kNoDeviceProgramMessage =
+    "this plan has no GPU code: it was compiled without the CUDA toolkit; "
+    "use --device cpu";
+
+/// Which function of the plan.
+enum class PlanFunction { MicroStep, OptimizerStep };
+
+/// "micro_step" or "optimizer_step".
+const char *planFunctionName(PlanFunction function);
+
+struct ExecutorOptions {
+  /// Capture segments into CUDA graphs after a warm-up (false: always eager).
+  bool useGraphs = true;
+  /// Load PTX even when a cubin fits (to test the JIT path).
+  bool forcePtx = false;
+};
+
+/// What readMetrics returns: the state after the last optimizer step.
+struct StepMetrics {
+  /// The mean loss over the micro steps since the previous optimizer step
+  /// (or the last micro step's loss if no optimizer step ran since).
+  double loss = 0;
+  double gradNorm = 0, learningRate = 0;
+  /// The loss scale before the last optimizer step (with loss scaling).
+  double scaleBefore = 0;
+  cpu::LossScaleStatus lossScale;
+};
+
+/// Bytes a plan needs on the device (for the out-of-memory check and
+/// reports). Pure: no GPU needed.
+struct DeviceMemoryNeeds {
+  uint64_t persistent = 0; ///< the pool: buffers, tables, records, metrics
+  uint64_t arena = 0;      ///< max of the two functions' arenas
+  uint64_t scratch = 0;    ///< max of the two functions' scratch
+  uint64_t workspace = 0;  ///< cuBLASLt's
+  uint64_t total() const { return persistent + arena + scratch + workspace; }
+};
+DeviceMemoryNeeds deviceMemoryNeeds(const plan::Plan &plan);
+
+/// One resolved kernel argument, as it is passed to cuLaunchKernel: every
+/// argument kind is 8 bytes (a pointer, an i64 or a u64).
+struct ResolvedArgument {
+  uint64_t value = 0;
+  /// Seed, Step or TotalSteps: value is filled in at each run.
+  plan::ArgKind dynamic = plan::ArgKind::Int64;
+  bool isDynamic() const {
+    return dynamic == plan::ArgKind::Seed || dynamic == plan::ArgKind::Step ||
+           dynamic == plan::ArgKind::TotalSteps;
+  }
+};
+
+/// The addresses argument resolution needs; pure data, so the resolution is
+/// testable without a GPU.
+struct AddressMap {
+  /// Device address of each buffer id (0: no storage).
+  std::vector<uint64_t> buffers;
+  uint64_t scratch = 0;
+  uint64_t errorRecord = 0;
+  /// Device address of each table argument's array, in the order the
+  /// function's launches name them (filled by the executor).
+  std::vector<uint64_t> tables;
+};
+
+/// Resolves the arguments of \p launch against \p addresses; \p nextTable
+/// indexes addresses.tables and advances past each table argument. Throws
+/// CudaError(InvalidArgument) for a buffer argument without storage.
+std::vector<ResolvedArgument> resolveArguments(const plan::LaunchStep &launch,
+                                               const AddressMap &addresses,
+                                               size_t &nextTable);
+
+/// The bytes of a table argument's device array (OptimizerTensor: 88 bytes
+/// per entry, NormTensor: 24; docs/plan-format.md), with buffer pointers
+/// from \p buffers.
+std::vector<uint8_t> encodeTable(const plan::Plan &plan,
+                                 const plan::DeviceTable &table,
+                                 const std::vector<uint64_t> &buffers);
+
+/// The buffers a step group writes (write and read-write arguments, a
+/// matmul's D, aux and written bias, attention outputs, memsets), unique, in
+/// first-written order.
+std::vector<uint32_t> writtenBuffers(const plan::DeviceGroup &group);
+/// The buffers a step group reads (read and read-write arguments, matmul and
+/// attention inputs), unique.
+std::vector<uint32_t> readBuffers(const plan::DeviceGroup &group);
+
+/// The CUDA backend. Not copyable; \p device must outlive it.
+class Executor {
+public:
+  /// Validates \p plan, checks it has a device program (CudaError
+  /// InvalidArgument with kNoDeviceProgramMessage otherwise) and that the
+  /// GPU runs its dtypes, allocates (CudaError OutOfMemory naming the bytes
+  /// needed and free), loads every module and uploads constants, tables and
+  /// the initial state. Parameters and inputs are not set yet.
+  Executor(const plan::Plan &plan, Device &device,
+           const ExecutorOptions &options = ExecutorOptions());
+  ~Executor();
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
+
+  /// As cpu::Executor::initializeParameters (the same values: computed by
+  /// the CPU backend on the host, then uploaded with the parameter copies).
+  void initializeParameters(uint64_t seed);
+  /// As cpu::Executor::randomizeInputs.
+  void randomizeInputs(uint64_t seed);
+  /// As cpu::Executor::setInput (same checks and errors), then uploads.
+  void setInput(const std::string &name, const void *data, size_t bytes);
+  /// Zeroes the state; the loss scale gets its initial value.
+  void resetState();
+
+  /// Queues the micro step (options.step = the global micro step). Does not
+  /// wait for the GPU.
+  void runMicroStep(const cpu::RunOptions &options);
+  /// Queues the optimizer step (options.step = the optimizer step). Does
+  /// not wait for the GPU.
+  void runOptimizerStep(const cpu::RunOptions &options);
+  /// Waits for the GPU and returns the metrics of the last optimizer step;
+  /// cpu::ExecutionError when a kernel reported bad data (worded as the CPU
+  /// backend words it), CudaError for a fault.
+  StepMetrics readMetrics();
+
+  /// Runs groups [first, last) of \p function eagerly (no graph, no metrics
+  /// copies, no error-record reset) with \p options.
+  void runGroups(PlanFunction function, size_t first, size_t last,
+                 const cpu::RunOptions &options);
+  /// The values of buffer \p buffer (waits for the GPU); only buffers with
+  /// a device address (persistent, placed, views).
+  std::vector<double> bufferValues(uint32_t buffer);
+  /// Overwrites buffer \p buffer, each value rounded to its dtype.
+  void setBufferValues(uint32_t buffer, const std::vector<double> &values);
+  /// Whether \p buffer has a device address.
+  bool hasStorage(uint32_t buffer) const;
+
+  const plan::Plan &plan() const;
+  Device &device() const;
+  /// How each module was loaded ("sm_90 cubin for compute capability 9.0").
+  std::vector<std::string> moduleChoices() const;
+  /// Segments run as graph replays in the last run of \p function.
+  size_t replayedSegments(PlanFunction function) const;
+
+  class Impl;
+
+private:
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace ampc::cuda
+
+#endif // AMPC_RUNTIME_CUDA_EXECUTOR_H

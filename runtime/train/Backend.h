@@ -1,0 +1,96 @@
+//===- Backend.h - Where a training executable runs its steps -------------===//
+//
+// The training loop (Runner.cpp) drives a TrainingBackend: the CPU reference
+// backend (cpu::Executor) or the CUDA backend (cuda::Executor, only in
+// runners built with the CUDA toolkit). The loop is the same for both:
+// queue the micro steps and the optimizer step, then read the metrics once.
+// On the GPU that read is the step's only synchronisation.
+//
+// `--device auto` (the default) picks the GPU when the driver loads, a GPU
+// is there and the plan has a device program, and otherwise the CPU with one
+// line saying why; `--device cuda` fails with that reason instead;
+// `--device cpu` never touches the GPU. chooseDevice() is that rule with the
+// GPU probe passed in, so it is tested on machines without one.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AMPC_RUNTIME_TRAIN_BACKEND_H
+#define AMPC_RUNTIME_TRAIN_BACKEND_H
+
+#include "runtime/cpu/Executor.h"
+#include "runtime/plan/Plan.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace ampc::train {
+
+/// What the loop shows and logs after an optimizer step.
+struct BackendMetrics {
+  /// The mean loss of the optimizer step's micro steps.
+  double loss = 0;
+  double gradNorm = 0, learningRate = 0;
+  /// The loss scale before the step (with loss scaling).
+  double scaleBefore = 0;
+  cpu::LossScaleStatus lossScale;
+  /// The first instruction that produced a non-finite value ("" if none or
+  /// the backend does not check).
+  std::string firstNonFinite;
+};
+
+class TrainingBackend {
+public:
+  virtual ~TrainingBackend() = default;
+  /// "cpu" or "cuda".
+  virtual const char *device() const = 0;
+  /// One line describing where it runs, for the start of training ("" for
+  /// the CPU, which prints nothing, as before there was a choice).
+  virtual std::string description() const = 0;
+  virtual void initializeParameters(uint64_t seed) = 0;
+  virtual void setInput(const std::string &name, const void *data,
+                        size_t bytes) = 0;
+  virtual void randomizeInputs(uint64_t seed) = 0;
+  virtual void runMicroStep(const cpu::RunOptions &options) = 0;
+  virtual void runOptimizerStep(const cpu::RunOptions &options) = 0;
+  /// The metrics of the last optimizer step (waits for a GPU).
+  virtual BackendMetrics readMetrics() = 0;
+};
+
+/// The CPU reference backend (F32).
+std::unique_ptr<TrainingBackend> makeCpuBackend(const plan::Plan &plan);
+
+/// True when this runner was built with the CUDA backend.
+bool cudaBackendBuiltIn();
+
+/// Opens GPU 0 and the CUDA backend for \p plan; on failure returns null
+/// and sets \p whyNot to the one-line reason (no driver, no GPU, no bf16,
+/// out of memory, no device program, no CUDA backend in this build).
+std::unique_ptr<TrainingBackend> tryMakeCudaBackend(const plan::Plan &plan,
+                                                    std::string &whyNot);
+
+/// The outcome of --device.
+struct DeviceChoice {
+  bool useCuda = false;
+  /// For auto falling back to the CPU: "device: cpu (...)"; else "".
+  std::string note;
+  /// For --device cuda that cannot run: the one-line error; else "".
+  std::string error;
+};
+
+/// The --device rule. \p requested is "auto", "cpu" or "cuda";
+/// \p openCuda tries the GPU and returns "" on success or the reason it
+/// cannot be used (it is not called for "cpu" nor without a device
+/// program).
+DeviceChoice chooseDevice(const std::string &requested,
+                          bool planHasDeviceProgram,
+                          const std::function<std::string()> &openCuda);
+
+/// The error (and fallback reason) for a plan without a device program.
+inline constexpr const char *kPlanHasNoGpuCode =
+    "this plan has no GPU code: it was compiled without the CUDA toolkit; "
+    "use --device cpu";
+
+} // namespace ampc::train
+
+#endif // AMPC_RUNTIME_TRAIN_BACKEND_H

@@ -1,0 +1,79 @@
+//===- CudaBackend.cpp - The CUDA training backend (runners built with CUDA)
+//
+// cuda::Executor behind the TrainingBackend interface. Steps are queued on
+// the GPU's stream; readMetrics() is the one synchronisation per optimizer
+// step. Compiled only when the CUDA toolkit is present (AMPC_RUNNER_HAVE_CUDA).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/Executor.h"
+#include "runtime/train/Backend.h"
+
+namespace ampc::train {
+
+namespace {
+
+class CudaBackend final : public TrainingBackend {
+public:
+  CudaBackend(const plan::Plan &plan, std::unique_ptr<cuda::Device> opened)
+      : gpu(std::move(opened)), executor(plan, *gpu) {}
+
+  const char *device() const override { return "cuda"; }
+  std::string description() const override {
+    return "device: cuda, " + gpu->info().summary();
+  }
+  void initializeParameters(uint64_t seed) override {
+    executor.initializeParameters(seed);
+  }
+  void setInput(const std::string &name, const void *data,
+                size_t bytes) override {
+    executor.setInput(name, data, bytes);
+  }
+  void randomizeInputs(uint64_t seed) override {
+    executor.randomizeInputs(seed);
+  }
+  void runMicroStep(const cpu::RunOptions &options) override {
+    executor.runMicroStep(options);
+  }
+  void runOptimizerStep(const cpu::RunOptions &options) override {
+    executor.runOptimizerStep(options);
+  }
+  BackendMetrics readMetrics() override {
+    const cuda::StepMetrics step = executor.readMetrics();
+    BackendMetrics metrics;
+    metrics.loss = step.loss;
+    metrics.gradNorm = step.gradNorm;
+    metrics.learningRate = step.learningRate;
+    metrics.scaleBefore = step.scaleBefore;
+    metrics.lossScale = step.lossScale;
+    return metrics;
+  }
+
+private:
+  // Declared first: destroyed last, after everything allocated on it.
+  std::unique_ptr<cuda::Device> gpu;
+  cuda::Executor executor;
+};
+
+} // namespace
+
+bool cudaBackendBuiltIn() { return true; }
+
+std::unique_ptr<TrainingBackend> tryMakeCudaBackend(const plan::Plan &plan,
+                                                    std::string &whyNot) {
+  if (plan.device.empty()) {
+    whyNot = kPlanHasNoGpuCode;
+    return nullptr;
+  }
+  try {
+    auto device = std::make_unique<cuda::Device>();
+    return std::make_unique<CudaBackend>(plan, std::move(device));
+  } catch (const cuda::CudaError &error) {
+    // The first line: a JIT log may follow on later lines.
+    const std::string what = error.what();
+    whyNot = what.substr(0, what.find('\n'));
+  }
+  return nullptr;
+}
+
+} // namespace ampc::train

@@ -1,0 +1,354 @@
+//===- CudaExecutorGpuTest.cpp - the CUDA backend against the CPU backend -===//
+//
+// Every example model (MLP, tiny GPT) in bf16, fp16 (dynamic loss scaling)
+// and fp32 is compiled here with its device program (NVRTC) and run by
+// cuda::Executor on a GPU next to cpu::Executor on the same plan, seed and
+// inputs:
+//  * group by group: each step group of the micro step and the optimizer
+//    step gets the CPU's values of every buffer it reads, runs alone, and
+//    every buffer it writes must match the CPU's value of it;
+//  * the tiny GPT end to end: forward loss, every gradient accumulator after
+//    one micro step, every parameter after one optimizer step;
+//  * fp16 with an injected overflow: the same skipped steps and scales;
+//  * CUDA-graph replay against eager runs.
+// Tolerances (see tolerance()): fp32 buffers 2e-5 of the value's scale
+// (cuBLASLt and the block reductions sum in another order than the CPU;
+// inputs are identical, so the difference is f32 rounding of long sums);
+// bf16/f16 buffers 3 ulps of the stored type at the value's scale (one
+// rounding of the stored result may land on the other side, plus the f32
+// differences before it). The scale of an element is max(|cpu|, rms of the
+// buffer), so near-zero elements of a large tensor are not held to a
+// relative bound they cannot meet.
+//
+// Without a GPU (or driver) every test skips with the reason. Run by
+// test/gpu/run-gpu-tests.sh.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CompileHelpers.h"
+#include "compiler/DeviceCode.h"
+#include "runtime/cpu/Executor.h"
+#include "runtime/cuda/Executor.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <set>
+
+using namespace ampc;
+
+namespace {
+
+/// The device every test uses; null (with the reason) without one.
+struct Gpu {
+  std::unique_ptr<cuda::Device> device;
+  std::string skipReason;
+};
+Gpu &gpu() {
+  static Gpu state = [] {
+    Gpu opened;
+    try {
+      opened.device = std::make_unique<cuda::Device>();
+    } catch (const cuda::CudaError &error) {
+      opened.skipReason = error.what();
+    }
+    return opened;
+  }();
+  return state;
+}
+
+#define REQUIRE_GPU()                                                          \
+  if (!gpu().device)                                                           \
+  GTEST_SKIP() << gpu().skipReason
+
+struct Precision {
+  const char *mode;
+  const char *lossScaling;
+};
+const Precision kPrecisions[] = {
+    {"bf16", "none"}, {"fp16", "dynamic"}, {"fp32", "none"}};
+
+/// The training plan of \p model in \p precision with its compiled device
+/// program, as `ampc compile` builds it.
+plan::Plan compileWithDevice(const std::string &model,
+                             const Precision &precision) {
+  mlir::MLIRContext context;
+  registerModelDialects(context);
+  llvm::SourceMgr sourceMgr;
+  std::string diagnostics;
+  llvm::raw_string_ostream os(diagnostics);
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, os);
+  auto loaded = loadModel(test_support::examplePath(model), sourceMgr, context);
+  graph::GraphBuildTrainingOptions training;
+  graph::GraphAssignPrecisionOptions assign;
+  assign.mode = precision.mode;
+  graph::GraphInsertLossScalingOptions scaling;
+  scaling.mode = precision.lossScaling;
+  if (failed(loaded) || failed(buildTraining(loaded->model, training)) ||
+      failed(assignPrecision(loaded->model, assign, &scaling)) ||
+      failed(fuseAndPlanMemory(loaded->model))) {
+    ADD_FAILURE() << "pipeline failed: " << os.str();
+    return {};
+  }
+  PlanProvenance provenance;
+  auto compiled = emitPlan(loaded->model, &provenance);
+  if (failed(compiled)) {
+    ADD_FAILURE() << "emission failed: " << os.str();
+    return {};
+  }
+  plan::Plan result = std::move(*compiled);
+  DeviceCodeResult device = attachDeviceProgram(loaded->model, result, provenance);
+  EXPECT_FALSE(device.unsupported) << device.summary;
+  return result;
+}
+
+/// The allowed |gpu - cpu| for an element of \p dtype at \p scale.
+double tolerance(plan::DType dtype, double scale) {
+  switch (dtype) {
+  case plan::DType::BF16:
+    return 3 * std::ldexp(1.0, -7) * scale;
+  case plan::DType::F16:
+    return 3 * std::ldexp(1.0, -10) * scale;
+  case plan::DType::F32:
+    return 2e-5 * scale;
+  default:
+    return 0; // integers: exact
+  }
+}
+
+/// Compares \p gpuValues with \p cpuValues element by element; returns ""
+/// or the first mismatch.
+std::string compare(const std::vector<double> &gpuValues,
+                    const std::vector<double> &cpuValues, plan::DType dtype,
+                    double extraTolerance = 0) {
+  if (gpuValues.size() != cpuValues.size())
+    return "sizes differ";
+  double squares = 0;
+  for (double value : cpuValues)
+    squares += value * value;
+  const double rms = cpuValues.empty() ? 0 : std::sqrt(squares / cpuValues.size());
+  for (size_t i = 0; i < cpuValues.size(); ++i) {
+    const double expected = cpuValues[i], actual = gpuValues[i];
+    if (std::isnan(expected) && std::isnan(actual))
+      continue;
+    const double allowed =
+        tolerance(dtype, std::max(std::fabs(expected), rms)) + extraTolerance;
+    if (!(std::fabs(actual - expected) <= allowed))
+      return "element " + std::to_string(i) + ": gpu " +
+             std::to_string(actual) + ", cpu " + std::to_string(expected) +
+             " (allowed difference " + std::to_string(allowed) + ", rms " +
+             std::to_string(rms) + ")";
+  }
+  return "";
+}
+
+cpu::RunOptions trainingRun(uint64_t step, uint64_t totalSteps = 10) {
+  cpu::RunOptions run;
+  run.seed = 5;
+  run.step = step;
+  run.training = true;
+  run.totalSteps = totalSteps;
+  return run;
+}
+
+/// Runs every group of \p function alone on the GPU, fed the CPU's values,
+/// and compares what it writes with the CPU's values after the function
+/// (\p cpuAfter: the CPU executor after running the same function).
+void compareGroups(const plan::Plan &plan, cuda::Executor &gpuExecutor,
+                   cpu::Executor &cpuAfter, cuda::PlanFunction function,
+                   const cpu::RunOptions &run, const std::string &label) {
+  const plan::DeviceFunction &program =
+      function == cuda::PlanFunction::MicroStep ? plan.device.microStep
+                                                : plan.device.optimizerStep;
+  // A buffer is compared after the last group that writes it (a memset
+  // and the kernel that accumulates into it may be different groups);
+  // read-write state is compared after the whole function.
+  std::map<uint32_t, size_t> lastWriter;
+  for (size_t g = 0; g < program.groups.size(); ++g)
+    for (uint32_t buffer : cuda::writtenBuffers(program.groups[g]))
+      lastWriter[buffer] = g;
+  for (size_t g = 0; g < program.groups.size(); ++g) {
+    for (uint32_t buffer : cuda::readBuffers(program.groups[g]))
+      if (plan.buffers[buffer].role == plan::BufferRole::Temporary &&
+          gpuExecutor.hasStorage(buffer))
+        gpuExecutor.setBufferValues(buffer, cpuAfter.bufferValues(buffer));
+    gpuExecutor.runGroups(function, g, g + 1, run);
+    for (uint32_t buffer : cuda::writtenBuffers(program.groups[g])) {
+      const plan::Buffer &b = plan.buffers[buffer];
+      if (lastWriter[buffer] != g || b.role != plan::BufferRole::Temporary)
+        continue;
+      const std::string mismatch = compare(gpuExecutor.bufferValues(buffer),
+                                           cpuAfter.bufferValues(buffer),
+                                           b.dtype);
+      EXPECT_EQ(mismatch, "")
+          << label << " " << cuda::planFunctionName(function) << " group " << g
+          << " (" << program.groups[g].kind << "), buffer " << buffer << " '"
+          << b.name << "' " << plan::dtypeName(b.dtype);
+    }
+  }
+}
+
+class CudaExecutorModels
+    : public ::testing::TestWithParam<std::tuple<const char *, Precision>> {};
+
+TEST_P(CudaExecutorModels, EveryGroupMatchesTheCpu) {
+  REQUIRE_GPU();
+  const auto [model, precision] = GetParam();
+  const plan::Plan plan = compileWithDevice(model, precision);
+  ASSERT_FALSE(plan.device.empty());
+  cpu::Executor reference(plan, cpu::Precision::F32);
+  cuda::Executor executor(plan, *gpu().device);
+  reference.initializeParameters(3);
+  executor.initializeParameters(3);
+  reference.randomizeInputs(4);
+  executor.randomizeInputs(4);
+  const std::string label = std::string(model) + " " + precision.mode;
+  // The micro step: the CPU runs it, then the GPU group by group.
+  const cpu::RunOptions run = trainingRun(0);
+  reference.run(run);
+  compareGroups(plan, executor, reference, cuda::PlanFunction::MicroStep, run,
+                label);
+  // The optimizer step, from the CPU's accumulators and moments.
+  for (uint32_t id = 0; id < plan.buffers.size(); ++id)
+    if (plan.buffers[id].role == plan::BufferRole::State)
+      executor.setBufferValues(id, reference.bufferValues(id));
+  const cpu::RunOptions optimizer = trainingRun(0);
+  reference.runOptimizerStep(optimizer);
+  compareGroups(plan, executor, reference, cuda::PlanFunction::OptimizerStep,
+                optimizer, label);
+  for (const plan::Parameter &parameter : plan.parameters)
+    EXPECT_EQ(compare(executor.bufferValues(parameter.buffer),
+                      reference.bufferValues(parameter.buffer),
+                      plan::DType::F32, 1e-7),
+              "")
+        << label << " parameter " << parameter.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Examples, CudaExecutorModels,
+    ::testing::Combine(::testing::Values("mlp/mlp.mlir", "gpt/tiny.mlir"),
+                       ::testing::ValuesIn(kPrecisions)),
+    [](const auto &info) {
+      std::string name = std::get<0>(info.param);
+      name = name.substr(name.find('/') + 1);
+      name = name.substr(0, name.find('.'));
+      return name + "_" + std::get<1>(info.param).mode;
+    });
+
+/// Relative L2 error.
+double relativeError(const std::vector<double> &actual,
+                     const std::vector<double> &expected) {
+  double difference = 0, reference = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    difference += (actual[i] - expected[i]) * (actual[i] - expected[i]);
+    reference += expected[i] * expected[i];
+  }
+  return reference == 0 ? std::sqrt(difference) : std::sqrt(difference / reference);
+}
+
+TEST(CudaExecutorTinyGpt, LossGradientsAndUpdateMatchTheCpu) {
+  REQUIRE_GPU();
+  // End to end, the GPU feeding itself: errors compound through the layers,
+  // so the bounds are on the whole tensor (relative L2), per precision.
+  const struct {
+    Precision precision;
+    double loss, gradients, parameters;
+  } cases[] = {{kPrecisions[0], 2e-3, 3e-2, 1e-3},
+               {kPrecisions[1], 1e-3, 5e-3, 1e-3},
+               {kPrecisions[2], 1e-5, 1e-4, 1e-5}};
+  for (const auto &c : cases) {
+    const plan::Plan plan = compileWithDevice("gpt/tiny.mlir", c.precision);
+    cpu::Executor reference(plan, cpu::Precision::F32);
+    cuda::Executor executor(plan, *gpu().device);
+    reference.initializeParameters(1);
+    executor.initializeParameters(1);
+    reference.randomizeInputs(2);
+    executor.randomizeInputs(2);
+    const double cpuLoss = reference.run(trainingRun(0));
+    executor.runMicroStep(trainingRun(0));
+    // Loss: read through the metrics path after an optimizer step below;
+    // the accumulators first.
+    std::vector<double> gpuGrads, cpuGrads;
+    for (uint32_t id = 0; id < plan.buffers.size(); ++id)
+      if (plan.buffers[id].role == plan::BufferRole::State &&
+          plan::numElements(plan.buffers[id]) > 1) {
+        const auto g = executor.bufferValues(id), r = reference.bufferValues(id);
+        gpuGrads.insert(gpuGrads.end(), g.begin(), g.end());
+        cpuGrads.insert(cpuGrads.end(), r.begin(), r.end());
+      }
+    EXPECT_LT(relativeError(gpuGrads, cpuGrads), c.gradients) << c.precision.mode;
+    reference.runOptimizerStep(trainingRun(0));
+    executor.runOptimizerStep(trainingRun(0));
+    const cuda::StepMetrics metrics = executor.readMetrics();
+    EXPECT_NEAR(metrics.loss, cpuLoss, c.loss * std::fabs(cpuLoss))
+        << c.precision.mode;
+    EXPECT_NEAR(metrics.learningRate, reference.learningRate(), 1e-12);
+    for (const plan::Parameter &parameter : plan.parameters)
+      EXPECT_LT(relativeError(executor.bufferValues(parameter.buffer),
+                              reference.bufferValues(parameter.buffer)),
+                c.parameters)
+          << c.precision.mode << " " << parameter.name;
+  }
+}
+
+TEST(CudaExecutorTinyGpt, InjectedOverflowSkipsLikeTheCpu) {
+  REQUIRE_GPU();
+  const plan::Plan plan = compileWithDevice("gpt/tiny.mlir", kPrecisions[1]);
+  ASSERT_NE(plan.lossScaling.mode, plan::LossScaleMode::None);
+  cpu::Executor reference(plan, cpu::Precision::F32);
+  cuda::Executor executor(plan, *gpu().device);
+  reference.initializeParameters(0);
+  executor.initializeParameters(0);
+  const std::set<uint64_t> overflow = {1, 2, 4};
+  for (uint64_t step = 0; step < 6; ++step) {
+    reference.randomizeInputs(step);
+    executor.randomizeInputs(step);
+    cpu::RunOptions micro = trainingRun(step, 6);
+    micro.injectNonFinite = overflow.count(step) > 0;
+    reference.run(micro);
+    executor.runMicroStep(micro);
+    reference.runOptimizerStep(trainingRun(step, 6));
+    executor.runOptimizerStep(trainingRun(step, 6));
+    const cpu::LossScaleStatus expected = reference.lossScaleStatus();
+    const cuda::StepMetrics actual = executor.readMetrics();
+    EXPECT_EQ(actual.lossScale.lastStepSkipped, expected.lastStepSkipped)
+        << "step " << step;
+    EXPECT_EQ(actual.lossScale.scale, expected.scale) << "step " << step;
+    EXPECT_EQ(actual.lossScale.skippedSteps, expected.skippedSteps)
+        << "step " << step;
+  }
+}
+
+TEST(CudaExecutorTinyGpt, GraphReplayMatchesEager) {
+  REQUIRE_GPU();
+  const plan::Plan plan = compileWithDevice("gpt/tiny.mlir", kPrecisions[0]);
+  cuda::ExecutorOptions eagerOptions;
+  eagerOptions.useGraphs = false;
+  cuda::Executor eager(plan, *gpu().device, eagerOptions);
+  cuda::Executor graphs(plan, *gpu().device);
+  std::vector<double> eagerLosses, graphLosses;
+  eager.initializeParameters(7);
+  graphs.initializeParameters(7);
+  for (uint64_t step = 0; step < 4; ++step) {
+    for (cuda::Executor *executor : {&eager, &graphs}) {
+      executor->randomizeInputs(step);
+      executor->runMicroStep(trainingRun(step, 4));
+      executor->runOptimizerStep(trainingRun(step, 4));
+      const double loss = executor->readMetrics().loss;
+      (executor == &eager ? eagerLosses : graphLosses).push_back(loss);
+    }
+  }
+  // From the third run on, the static segments are replayed.
+  EXPECT_GT(graphs.replayedSegments(cuda::PlanFunction::MicroStep), 0u);
+  for (size_t i = 0; i < eagerLosses.size(); ++i)
+    EXPECT_NEAR(graphLosses[i], eagerLosses[i], 1e-6 * std::fabs(eagerLosses[i]))
+        << "step " << i;
+  for (const plan::Parameter &parameter : plan.parameters)
+    EXPECT_LT(relativeError(graphs.bufferValues(parameter.buffer),
+                            eager.bufferValues(parameter.buffer)),
+              1e-6)
+        << parameter.name;
+}
+
+} // namespace

@@ -1,0 +1,210 @@
+//===- CudaExecutorTest.cpp - the CUDA executor's host-side logic, no GPU -===//
+//
+// What cuda::Executor computes before anything reaches a GPU: kernel
+// arguments resolved against buffer addresses (buffers, literals, the
+// per-run scalars, scratch slices, tables, the error record), the device
+// tables' byte layout (docs/plan-format.md), the buffers a step group reads
+// and writes, the memory a plan needs, and the error for a plan without GPU
+// code. The GPU runs are in test/unit/compiler/CudaExecutorGpuTest.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/Executor.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+using namespace ampc;
+using namespace ampc::cuda;
+
+namespace {
+
+plan::DeviceArgument argument(plan::ArgKind kind, const std::string &name) {
+  plan::DeviceArgument arg;
+  arg.kind = kind;
+  arg.name = name;
+  return arg;
+}
+
+TEST(CudaExecutorArguments, ResolvesEveryKind) {
+  plan::LaunchStep launch;
+  plan::DeviceArgument in = argument(plan::ArgKind::Buffer, "in0");
+  in.buffer = 1;
+  plan::DeviceArgument n = argument(plan::ArgKind::Int64, "n");
+  n.value = -7;
+  plan::DeviceArgument scratch = argument(plan::ArgKind::Scratch, "partial");
+  scratch.value = 512;
+  scratch.bytes = 64;
+  launch.args = {in,
+                 n,
+                 argument(plan::ArgKind::Seed, "seed"),
+                 argument(plan::ArgKind::Step, "step"),
+                 argument(plan::ArgKind::TotalSteps, "total_steps"),
+                 scratch,
+                 argument(plan::ArgKind::Table, "table"),
+                 argument(plan::ArgKind::ErrorRecord, "errors")};
+  AddressMap map;
+  map.buffers = {0, 0x10000, 0x20000};
+  map.scratch = 0x40000;
+  map.errorRecord = 0x50000;
+  map.tables = {0x60000, 0x70000};
+  size_t nextTable = 1;
+  std::vector<ResolvedArgument> resolved =
+      resolveArguments(launch, map, nextTable);
+  ASSERT_EQ(resolved.size(), 8u);
+  EXPECT_EQ(resolved[0].value, 0x10000u);
+  EXPECT_EQ(static_cast<int64_t>(resolved[1].value), -7);
+  EXPECT_FALSE(resolved[1].isDynamic());
+  EXPECT_TRUE(resolved[2].isDynamic());
+  EXPECT_EQ(resolved[3].dynamic, plan::ArgKind::Step);
+  EXPECT_EQ(resolved[4].dynamic, plan::ArgKind::TotalSteps);
+  EXPECT_EQ(resolved[5].value, 0x40000u + 512);
+  EXPECT_EQ(resolved[6].value, 0x70000u);
+  EXPECT_EQ(nextTable, 2u);
+  EXPECT_EQ(resolved[7].value, 0x50000u);
+}
+
+TEST(CudaExecutorArguments, BufferWithoutMemoryIsAnError) {
+  plan::LaunchStep launch;
+  plan::DeviceArgument fused = argument(plan::ArgKind::Buffer, "in0");
+  fused.buffer = 0;
+  launch.args = {fused};
+  AddressMap map;
+  map.buffers = {0};
+  size_t nextTable = 0;
+  try {
+    resolveArguments(launch, map, nextTable);
+    FAIL() << "expected an error";
+  } catch (const CudaError &error) {
+    EXPECT_EQ(error.kind(), CudaErrorKind::InvalidArgument);
+    EXPECT_EQ(std::string(error.what()),
+              "argument 'in0' names buffer 0, which has no device memory");
+  }
+}
+
+TEST(CudaExecutorTables, OptimizerAndNormLayouts) {
+  plan::Plan plan;
+  plan.buffers = {{"w", plan::DType::F32, {4}, plan::BufferRole::Parameter},
+                  {"g", plan::DType::F32, {4}, plan::BufferRole::State},
+                  {"m", plan::DType::F32, {4}, plan::BufferRole::State},
+                  {"v", plan::DType::F32, {4}, plan::BufferRole::State},
+                  {"w16", plan::DType::F16, {4}, plan::BufferRole::ParameterCopy}};
+  const std::vector<uint64_t> addresses = {0x100, 0x200, 0x300, 0x400, 0x500};
+  plan::DeviceTable optimizer;
+  plan::TableEntry entry;
+  entry.param = 0;
+  entry.grad = 1;
+  entry.firstMoment = 2;
+  entry.secondMoment = 3;
+  entry.copy = 4;
+  entry.elements = 4;
+  entry.firstBlock = 9;
+  entry.beta1 = 0.9f;
+  entry.momentum = 0.5f;
+  optimizer.entries = {entry};
+  std::vector<uint8_t> bytes = encodeTable(plan, optimizer, addresses);
+  ASSERT_EQ(bytes.size(), 88u);
+  auto u64 = [&](size_t at) {
+    uint64_t value;
+    std::memcpy(&value, bytes.data() + at, 8);
+    return value;
+  };
+  EXPECT_EQ(u64(0), 0x100u);
+  EXPECT_EQ(u64(8), 0x200u);
+  EXPECT_EQ(u64(16), 0x300u);
+  EXPECT_EQ(u64(24), 0x400u);
+  EXPECT_EQ(u64(32), 0x500u);
+  int32_t copyType;
+  std::memcpy(&copyType, bytes.data() + 40, 4);
+  EXPECT_EQ(copyType, 2); // f16
+  EXPECT_EQ(u64(48), 4u);
+  EXPECT_EQ(u64(56), 9u);
+  float beta1, momentum;
+  std::memcpy(&beta1, bytes.data() + 64, 4);
+  std::memcpy(&momentum, bytes.data() + 84, 4);
+  EXPECT_EQ(beta1, 0.9f);
+  EXPECT_EQ(momentum, 0.5f);
+
+  // SGD: no second moment and no copy are null pointers.
+  optimizer.entries[0].secondMoment = plan::kNoBuffer;
+  optimizer.entries[0].copy = plan::kNoBuffer;
+  bytes = encodeTable(plan, optimizer, addresses);
+  EXPECT_EQ(u64(24), 0u);
+  EXPECT_EQ(u64(32), 0u);
+  std::memcpy(&copyType, bytes.data() + 40, 4);
+  EXPECT_EQ(copyType, 0);
+
+  plan::DeviceTable norm;
+  norm.kind = plan::TableKind::Norm;
+  plan::TableEntry a, b;
+  a.grad = 1;
+  a.elements = 4;
+  a.firstBlock = 0;
+  b.grad = 3;
+  b.elements = 4;
+  b.firstBlock = 1;
+  norm.entries = {a, b};
+  bytes = encodeTable(plan, norm, addresses);
+  ASSERT_EQ(bytes.size(), 48u);
+  EXPECT_EQ(u64(0), 0x200u);
+  EXPECT_EQ(u64(8), 4u);
+  EXPECT_EQ(u64(24), 0x400u);
+  EXPECT_EQ(u64(40), 1u);
+}
+
+TEST(CudaExecutorGroups, ReadAndWrittenBuffers) {
+  plan::DeviceGroup group;
+  plan::MemsetStep memset;
+  memset.buffer = 7;
+  plan::LaunchStep launch;
+  plan::DeviceArgument in = argument(plan::ArgKind::Buffer, "in0");
+  in.buffer = 3;
+  plan::DeviceArgument inout = argument(plan::ArgKind::Buffer, "acc");
+  inout.buffer = 4;
+  inout.access = plan::Access::ReadWrite;
+  plan::DeviceArgument out = argument(plan::ArgKind::Buffer, "out0");
+  out.buffer = 7;
+  out.access = plan::Access::Write;
+  launch.args = {in, inout, out};
+  plan::MatmulStep matmul;
+  matmul.a = 3;
+  matmul.b = 5;
+  matmul.d = 8;
+  matmul.bias = 9;
+  matmul.epilogue = plan::Epilogue::GeluAuxBias;
+  matmul.aux = 10;
+  group.steps = {memset, launch, matmul};
+  EXPECT_EQ(writtenBuffers(group), (std::vector<uint32_t>{7, 4, 8, 10}));
+  EXPECT_EQ(readBuffers(group), (std::vector<uint32_t>{3, 4, 5, 9}));
+}
+
+TEST(CudaExecutorMemory, NeedsCountEveryRegion) {
+  plan::Plan plan;
+  plan.accumulationSteps = 2;
+  plan.buffers = {{"w", plan::DType::F32, {1000}, plan::BufferRole::Parameter},
+                  {"t", plan::DType::BF16, {4096}, plan::BufferRole::Temporary},
+                  {"x", plan::DType::I32, {10}, plan::BufferRole::Input}};
+  plan.device.microStep.arenaBytes = 8192;
+  plan.device.optimizerStep.arenaBytes = 512;
+  plan.device.microStep.scratchBytes = 100;
+  const DeviceMemoryNeeds needs = deviceMemoryNeeds(plan);
+  // 4000 -> 4096, 40 -> 256, error records 64 -> 256, then the metrics'
+  // 56 bytes (the last buffer is not padded).
+  EXPECT_EQ(needs.persistent, 4096u + 256 + 256 + 56);
+  EXPECT_EQ(needs.arena, 8192u);
+  EXPECT_EQ(needs.scratch, 256u);
+  EXPECT_EQ(needs.workspace, 32u << 20);
+  EXPECT_EQ(needs.total(),
+            needs.persistent + needs.arena + needs.scratch + needs.workspace);
+}
+
+TEST(CudaExecutorMessages, NoDeviceProgram) {
+  EXPECT_EQ(std::string(kNoDeviceProgramMessage),
+            "this plan has no GPU code: it was compiled without the CUDA "
+            "toolkit; use --device cpu");
+  EXPECT_STREQ(planFunctionName(PlanFunction::MicroStep), "micro_step");
+  EXPECT_STREQ(planFunctionName(PlanFunction::OptimizerStep), "optimizer_step");
+}
+
+} // namespace
