@@ -532,8 +532,14 @@ TEST(TrainRunner, InteractiveProgressRewritesOneLine) {
   ASSERT_EQ(run.status, 0) << run.err;
   EXPECT_NE(run.out.find("\rstep 1/4 | "), std::string::npos);
   EXPECT_NE(run.out.find("\rstep 4/4 | "), std::string::npos);
-  // One newline ends the progress line before the summary.
-  EXPECT_NE(run.out.find("ETA 0:00\ntrained 4 steps in "), std::string::npos)
+  // One newline ends the progress line before the summary (a line shorter
+  // than the one it rewrites is padded with spaces to erase it).
+  const size_t summary = run.out.find("\ntrained 4 steps in ");
+  ASSERT_NE(summary, std::string::npos) << run.out;
+  const size_t end = run.out.find_last_not_of(' ', summary - 1);
+  ASSERT_NE(end, std::string::npos);
+  EXPECT_EQ(run.out.substr(0, end + 1).substr(end + 1 - 8), "ETA 0:00") << run.out;
+  EXPECT_EQ(run.out.find('\n', run.out.find("\rstep 1/4 | ")), summary)
       << run.out;
 }
 
