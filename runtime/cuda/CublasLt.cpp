@@ -1,8 +1,7 @@
 //===- CublasLt.cpp - Row-major matmuls with epilogues through cuBLASLt ---===//
 
 #include "runtime/cuda/CublasLt.h"
-
-#include <dlfcn.h>
+#include "runtime/cuda/DynamicLibrary.h"
 
 #include <mutex>
 
@@ -21,20 +20,18 @@ namespace ampc::cuda {
 
 namespace {
 
-/// Opens the library into \p api and resolves it; throws CudaError(NoCublasLt).
+/// Opens the library into \p api and resolves it; throws CudaError(NoCublasLt)
+/// (and closes the library again).
 void loadInto(CublasLtApi &api, const CublasLtLoadOptions &options) {
-  for (const std::string &name : options.libraryNames) {
-    if (name.empty())
-      continue;
-    api.handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (api.handle) {
-      api.library = name;
-      break;
-    }
-  }
+  // Empty names are skipped (dlopen("") would open the program itself).
+  std::vector<std::string> candidates;
+  for (const std::string &name : options.libraryNames)
+    if (!name.empty())
+      candidates.push_back(name);
+  DynamicLibrary library = DynamicLibrary::openFirst(candidates);
   const std::string wanted =
       "libcublasLt.so." + std::to_string(options.requiredMajor);
-  if (!api.handle)
+  if (!library)
     throw CudaError(CudaErrorKind::NoCublasLt,
                     "cuBLASLt not found (" +
                         (options.libraryNames.empty()
@@ -44,11 +41,10 @@ void loadInto(CublasLtApi &api, const CublasLtLoadOptions &options) {
                         std::to_string(options.requiredMajor) +
                         " cuBLAS library or add its directory to "
                         "LD_LIBRARY_PATH, or use --device cpu");
+  api.library = library.name();
   std::string missing;
   auto resolve = [&](auto &entry, const char *symbol) {
-    entry = reinterpret_cast<std::remove_reference_t<decltype(entry)>>(
-        dlsym(api.handle, symbol));
-    if (!entry)
+    if (!library.resolve(entry, symbol))
       missing += (missing.empty() ? "" : ", ") + std::string(symbol);
   };
 #define AMPC_CUBLASLT_RESOLVE(name)                                            \
@@ -71,6 +67,7 @@ void loadInto(CublasLtApi &api, const CublasLtLoadOptions &options) {
             std::to_string(options.requiredMajor) + ".x: install the CUDA " +
             std::to_string(options.requiredMajor) +
             " cuBLAS library, or use --device cpu");
+  api.handle = library.release();
 }
 
 } // namespace
@@ -105,13 +102,7 @@ const CublasLtApi &loadCublasLtApi(const CublasLtLoadOptions &options) {
   static std::mutex mutex;
   static std::vector<std::unique_ptr<CublasLtApi>> loaded;
   auto api = std::make_unique<CublasLtApi>();
-  try {
-    loadInto(*api, options);
-  } catch (const CudaError &) {
-    if (api->handle)
-      dlclose(api->handle);
-    throw;
-  }
+  loadInto(*api, options);
   std::lock_guard<std::mutex> lock(mutex);
   loaded.push_back(std::move(api));
   return *loaded.back();

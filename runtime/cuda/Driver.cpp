@@ -1,12 +1,10 @@
 //===- Driver.cpp - The CUDA driver API, opened at run time ---------------===//
 
 #include "runtime/cuda/Driver.h"
-
-#include <dlfcn.h>
+#include "runtime/cuda/DynamicLibrary.h"
 
 #include <memory>
 #include <mutex>
-#include <type_traits>
 
 // Two steps, so that the argument is macro-expanded (cuMemAlloc ->
 // cuMemAlloc_v2) before it is turned into a string.
@@ -34,35 +32,22 @@ const char *fallbackErrorName(CUresult result) {
   }
 }
 
-/// dlsym into a typed function pointer; false if the symbol is missing.
-template <typename Function>
-bool resolveSymbol(void *handle, Function &entry, const char *symbol) {
-  entry = reinterpret_cast<Function>(dlsym(handle, symbol));
-  return entry != nullptr;
-}
-
 /// Opens the library into \p table and resolves its entry points; throws
-/// CudaError (the caller closes the handle).
+/// CudaError (and closes the library again).
 void loadInto(DriverApi &table, const DriverLoadOptions &options) {
   DriverApi *api = &table;
-  for (const std::string &name : options.libraryNames) {
-    // RTLD_LOCAL: the driver's symbols stay out of the global namespace.
-    api->handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (api->handle) {
-      api->library = name;
-      break;
-    }
-  }
-  if (!api->handle)
+  DynamicLibrary library = DynamicLibrary::openFirst(options.libraryNames);
+  if (!library)
     throw CudaError(CudaErrorKind::NoDriver,
                     noDriverMessage(options.libraryNames.empty()
                                         ? std::string("libcuda.so.1")
                                         : options.libraryNames.front()));
+  api->library = library.name();
 
   // The version first: it decides whether a missing entry point means an
   // old driver or a broken one, and the toolkit's stub fails it.
-  if (!resolveSymbol(api->handle, api->cuDriverGetVersion,
-                     AMPC_CUDA_STRINGIFY(cuDriverGetVersion)))
+  if (!library.resolve(api->cuDriverGetVersion,
+                       AMPC_CUDA_STRINGIFY(cuDriverGetVersion)))
     throw CudaError(CudaErrorKind::NoDriver,
                     "no NVIDIA driver found (" + api->library +
                         " has no cuDriverGetVersion, so it is not a CUDA "
@@ -87,7 +72,7 @@ void loadInto(DriverApi &table, const DriverLoadOptions &options) {
 
   std::string missing;
   auto resolve = [&](auto &entry, const char *symbol) {
-    if (!resolveSymbol(api->handle, entry, symbol))
+    if (!library.resolve(entry, symbol))
       missing += (missing.empty() ? "" : ", ") + std::string(symbol);
   };
 #define AMPC_CUDA_DRIVER_RESOLVE(name)                                         \
@@ -101,6 +86,7 @@ void loadInto(DriverApi &table, const DriverLoadOptions &options) {
                         missing +
                         ", which this program needs: update the NVIDIA "
                         "driver or use --device cpu");
+  api->handle = library.release();
 }
 
 } // namespace
@@ -136,13 +122,7 @@ const DriverApi &loadDriverApi(const DriverLoadOptions &options) {
   static std::mutex mutex;
   static std::vector<std::unique_ptr<DriverApi>> loaded;
   auto api = std::make_unique<DriverApi>();
-  try {
-    loadInto(*api, options);
-  } catch (const CudaError &) {
-    if (api->handle)
-      dlclose(api->handle);
-    throw;
-  }
+  loadInto(*api, options);
   std::lock_guard<std::mutex> lock(mutex);
   loaded.push_back(std::move(api));
   return *loaded.back();
