@@ -1,0 +1,164 @@
+//===- ExecutorImpl.h - cuda::Executor's state, shared by its three files -===//
+//
+// Internal to the CUDA backend: included only by Executor.cpp,
+// ExecutorRun.cpp and ExecutorHostData.cpp, which define cuda::Executor::Impl
+// between them. It holds the prepared form of a device function (its
+// launches with resolved arguments, cut into graph segments), the two size
+// helpers the files share, and the Impl class: its members are the device
+// memory, the loaded modules and the state of both plan functions; its
+// methods are declared here, grouped by the file that defines them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AMPC_RUNTIME_CUDA_EXECUTORIMPL_H
+#define AMPC_RUNTIME_CUDA_EXECUTORIMPL_H
+
+#include "runtime/cuda/CublasLt.h"
+#include "runtime/cuda/CudaGraph.h"
+#include "runtime/cuda/Executor.h"
+#include "runtime/cuda/Memory.h"
+#include "runtime/cuda/Module.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ampc::cuda {
+
+using plan::kNoBuffer;
+
+/// Bytes of \p buffer's storage.
+uint64_t bufferBytes(const plan::Buffer &buffer);
+
+/// Bytes of the metrics block: one 8-byte slot per micro step of an
+/// optimizer step (the loss), then grad norm, learning rate, and the scale,
+/// applied steps and floor hits before the optimizer step (8 bytes each).
+uint64_t metricsBytes(const plan::Plan &plan);
+
+/// A launch step with its kernel and argument values resolved once.
+struct PreparedLaunch {
+  Kernel *kernel = nullptr;
+  LaunchConfig config;
+  std::vector<ResolvedArgument> arguments;
+  /// Pointers to each argument's value (cuLaunchKernel's kernelParams).
+  std::vector<void *> pointers;
+  bool dynamic = false;
+};
+
+/// A run of groups captured as one graph, or one group run eagerly because
+/// a launch in it takes the step.
+struct Segment {
+  size_t first = 0, last = 0; ///< groups [first, last)
+  bool dynamic = false;
+  std::unique_ptr<GraphCapture> graph;
+};
+
+struct FunctionState {
+  PlanFunction which = PlanFunction::MicroStep;
+  const plan::DeviceFunction *program = nullptr;
+  const std::vector<plan::Instruction> *instructions = nullptr;
+  /// Per group, per step: the prepared launch (null for other steps).
+  std::vector<std::vector<std::unique_ptr<PreparedLaunch>>> launches;
+  std::vector<Segment> segments;
+  CUdeviceptr errorRecord = 0;
+  size_t replayed = 0;
+};
+
+class Executor::Impl {
+public:
+  // Construction, memory and modules (Executor.cpp).
+
+  Impl(const plan::Plan &source, Device &device,
+       const ExecutorOptions &options);
+
+  /// Throws OutOfMemory, before allocating anything, when the plan cannot
+  /// fit in the GPU's free memory.
+  void checkMemory();
+
+  void allocate();
+
+  void loadModules();
+
+  /// Resolves every launch of \p f, uploads its tables and cuts it into
+  /// segments.
+  void prepare(FunctionState &f);
+
+  // Running device steps (ExecutorRun.cpp).
+
+  /// Sets the per-run scalars of every launch of \p f.
+  void bindScalars(FunctionState &f, const cpu::RunOptions &run);
+
+  /// Queues step \p s of group \p g; any CudaError names the step, the
+  /// group and the instructions it computes.
+  void runStep(FunctionState &f, size_t g, size_t s);
+
+  std::string describeStep(const FunctionState &f, size_t g, size_t s) const;
+
+  CUdeviceptr address(uint32_t buffer) const {
+    return buffer == kNoBuffer ? 0 : addresses.buffers.at(buffer);
+  }
+
+  void runMatmul(const plan::MatmulStep &step);
+
+  Kernel &kernelAt(uint32_t index);
+
+  void runAttention(const plan::AttentionStep &step);
+
+  void runGroupRange(FunctionState &f, size_t first, size_t last);
+
+  /// Runs every segment of \p f: dynamic ones eagerly, the others through
+  /// their graph.
+  void runFunction(FunctionState &f, const cpu::RunOptions &run);
+
+  void runMicroStep(const cpu::RunOptions &run);
+
+  void runOptimizerStep(const cpu::RunOptions &run);
+
+  // Metrics, host data and test hooks (ExecutorHostData.cpp).
+
+  /// One scalar of \p dtype at \p bytes.
+  static double scalarAt(const uint8_t *bytes, plan::DType dtype);
+
+  StepMetrics readMetrics();
+
+  void requireParameters() const;
+
+  void upload(uint32_t buffer, const std::vector<double> &values);
+
+  void initializeParameters(uint64_t seed);
+
+  void randomizeInputs(uint64_t seed);
+
+  void setInput(const std::string &name, const void *data, size_t bytes);
+
+  void resetState();
+
+  void runGroups(PlanFunction which, size_t first, size_t last,
+                 const cpu::RunOptions &run);
+
+  std::vector<double> bufferValues(uint32_t buffer);
+
+  void setBufferValues(uint32_t buffer, const std::vector<double> &values);
+
+  const plan::Plan plan;
+  Device &device;
+  ExecutorOptions options;
+  AddressMap addresses;
+  std::unique_ptr<PersistentPool> pool;
+  std::unique_ptr<DeviceArena> arena;
+  DeviceAllocation scratch;
+  CUdeviceptr microRecord = 0, optimizerRecord = 0, metrics = 0;
+  PinnedHostBuffer pinnedMetrics;
+  std::unique_ptr<Matmul> matmul;
+  std::vector<std::unique_ptr<Module>> modules;
+  FunctionState micro, optimizer;
+  bool parametersSet = false;
+  uint64_t capturedSeed = ~0ull, capturedTotalSteps = ~0ull;
+  uint64_t optimizerSteps = 0;
+  uint64_t microStepsSinceOptimizer = 0, lossesForMean = 0, lastMicroSlot = 0;
+};
+
+} // namespace ampc::cuda
+
+#endif // AMPC_RUNTIME_CUDA_EXECUTORIMPL_H

@@ -1,0 +1,307 @@
+//===- ExecutorRun.cpp - cuda::Executor: running a function's device steps ===//
+//
+// Argument resolution (resolveArguments) and everything that queues work on
+// the device's stream: binding the per-run scalars (seed, step, total steps)
+// into the prepared launches, running one step (a kernel launch, a cuBLASLt
+// matmul, the flash-attention kernels of a forward or backward pass, a
+// memset) with errors that name the step and the instructions it computes,
+// and running a whole function segment by segment, eagerly or through its
+// captured CUDA graph, with the device-to-device metrics copies around the
+// micro step and the optimizer step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/ExecutorImpl.h"
+
+#include <algorithm>
+
+namespace ampc::cuda {
+
+std::vector<ResolvedArgument> resolveArguments(const plan::LaunchStep &launch,
+                                               const AddressMap &addresses,
+                                               size_t &nextTable) {
+  std::vector<ResolvedArgument> resolved;
+  resolved.reserve(launch.args.size());
+  for (const plan::DeviceArgument &argument : launch.args) {
+    ResolvedArgument value;
+    switch (argument.kind) {
+    case plan::ArgKind::Buffer:
+      if (argument.buffer >= addresses.buffers.size() ||
+          addresses.buffers[argument.buffer] == 0)
+        throw CudaError(CudaErrorKind::InvalidArgument,
+                        "argument '" + argument.name + "' names buffer " +
+                            std::to_string(argument.buffer) +
+                            ", which has no device memory");
+      value.value = addresses.buffers[argument.buffer];
+      break;
+    case plan::ArgKind::Int64:
+      value.value = static_cast<uint64_t>(argument.value);
+      break;
+    case plan::ArgKind::Seed:
+    case plan::ArgKind::Step:
+    case plan::ArgKind::TotalSteps:
+      value.dynamic = argument.kind;
+      break;
+    case plan::ArgKind::Scratch:
+      value.value = addresses.scratch + static_cast<uint64_t>(argument.value);
+      break;
+    case plan::ArgKind::Table:
+      if (nextTable >= addresses.tables.size())
+        throw CudaError(CudaErrorKind::InvalidArgument,
+                        "argument '" + argument.name +
+                            "' is a table the executor did not build");
+      value.value = addresses.tables[nextTable++];
+      break;
+    case plan::ArgKind::ErrorRecord:
+      value.value = addresses.errorRecord;
+      break;
+    }
+    resolved.push_back(value);
+  }
+  return resolved;
+}
+
+namespace {
+
+MatmulEpilogue toMatmulEpilogue(plan::Epilogue epilogue) {
+  switch (epilogue) {
+  case plan::Epilogue::None:
+    return MatmulEpilogue::None;
+  case plan::Epilogue::Bias:
+    return MatmulEpilogue::Bias;
+  case plan::Epilogue::GeluTanhBias:
+    return MatmulEpilogue::GeluBias;
+  case plan::Epilogue::GeluAuxBias:
+    return MatmulEpilogue::GeluAuxBias;
+  case plan::Epilogue::BGradB:
+    return MatmulEpilogue::BiasGradientB;
+  }
+  return MatmulEpilogue::None;
+}
+
+/// "instructions 3 (matmul at m.mlir:4:7), 4 (add at ...)".
+std::string describeInstructions(const std::vector<plan::Instruction> &list,
+                                 const std::vector<uint32_t> &indices) {
+  std::string text;
+  for (uint32_t index : indices) {
+    if (!text.empty())
+      text += ", ";
+    text += index < list.size() ? plan::describeInstruction(list[index], index)
+                                : "instruction " + std::to_string(index);
+  }
+  return text.empty() ? "no instruction" : text;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Running
+//===----------------------------------------------------------------------===//
+
+/// Sets the per-run scalars of every launch of \p f.
+void Executor::Impl::bindScalars(FunctionState &f, const cpu::RunOptions &run) {
+  for (auto &group : f.launches)
+    for (auto &prepared : group)
+      if (prepared) {
+        for (ResolvedArgument &argument : prepared->arguments) {
+          if (argument.dynamic == plan::ArgKind::Seed)
+            argument.value = run.seed;
+          else if (argument.dynamic == plan::ArgKind::Step)
+            argument.value = run.step;
+          else if (argument.dynamic == plan::ArgKind::TotalSteps)
+            argument.value = run.totalSteps;
+        }
+      }
+}
+
+/// Queues step \p s of group \p g; any CudaError names the step, the
+/// group and the instructions it computes.
+void Executor::Impl::runStep(FunctionState &f, size_t g, size_t s) {
+  const plan::DeviceGroup &group = f.program->groups[g];
+  const plan::DeviceStep &step = group.steps[s];
+  try {
+    if (PreparedLaunch *prepared = f.launches[g][s].get()) {
+      prepared->kernel->launch(prepared->config, prepared->pointers);
+    } else if (const auto *mm = std::get_if<plan::MatmulStep>(&step)) {
+      runMatmul(*mm);
+    } else if (const auto *attention = std::get_if<plan::AttentionStep>(&step)) {
+      runAttention(*attention);
+    } else if (const auto *memset = std::get_if<plan::MemsetStep>(&step)) {
+      device.memsetAsync(address(memset->buffer), 0,
+                         bufferBytes(plan.buffers[memset->buffer]));
+    }
+  } catch (const CudaError &error) {
+    throw CudaError(error.kind(),
+                    std::string(error.what()) + " [" + describeStep(f, g, s) +
+                        "]",
+                    error.code());
+  }
+}
+
+std::string Executor::Impl::describeStep(const FunctionState &f, size_t g,
+                                         size_t s) const {
+  const plan::DeviceGroup &group = f.program->groups[g];
+  const plan::DeviceStep &step = group.steps[s];
+  std::string what = plan::deviceStepName(step);
+  if (const auto *launch = std::get_if<plan::LaunchStep>(&step))
+    what += " of " + plan.device.kernels.at(launch->kernel).entry;
+  return std::string(planFunctionName(f.which)) + " group " +
+         std::to_string(g) + " (" + group.kind + "), step " +
+         std::to_string(s) + " (" + what + "), computing " +
+         describeInstructions(*f.instructions, group.instructions);
+}
+
+void Executor::Impl::runMatmul(const plan::MatmulStep &step) {
+  MatmulDesc desc;
+  desc.m = step.m;
+  desc.n = step.n;
+  desc.k = step.k;
+  desc.transposeA = step.transA;
+  desc.transposeB = step.transB;
+  desc.inputType = plan.buffers[step.a].dtype;
+  desc.outputType = plan.buffers[step.d].dtype;
+  desc.batchCount = step.batch;
+  if (step.batch > 1) {
+    desc.batchStrideA = step.strideA;
+    desc.batchStrideB = step.strideB;
+    desc.batchStrideD = step.strideD;
+  }
+  desc.epilogue = toMatmulEpilogue(step.epilogue);
+  MatmulOperands operands;
+  operands.a = address(step.a);
+  operands.b = address(step.b);
+  operands.d = address(step.d);
+  operands.c = step.c == kNoBuffer ? 0 : address(step.c);
+  operands.alpha = step.alpha;
+  operands.beta = step.beta;
+  operands.bias = address(step.bias);
+  operands.aux = address(step.aux);
+  matmul->run(desc, operands);
+}
+
+Kernel &Executor::Impl::kernelAt(uint32_t index) {
+  const plan::DeviceKernel &kernel = plan.device.kernels.at(index);
+  return modules.at(kernel.module)->kernel(kernel.entry);
+}
+
+void Executor::Impl::runAttention(const plan::AttentionStep &step) {
+  int queries = static_cast<int>(step.queries);
+  int keys = static_cast<int>(step.keys);
+  float scale = step.scale;
+  const unsigned slices = static_cast<unsigned>(step.batch * step.heads);
+  const unsigned queryTiles = static_cast<unsigned>((step.queries + 31) / 32);
+  CUdeviceptr q = address(step.q), k = address(step.k), v = address(step.v);
+  CUdeviceptr lse = scratch.pointer() + step.lseOffset;
+  LaunchConfig tiles;
+  tiles.block[0] = 128;
+  tiles.grid[0] = queryTiles;
+  tiles.grid[1] = slices;
+  if (step.pass == plan::AttentionPass::Forward) {
+    CUdeviceptr o = address(step.out);
+    kernelAt(step.forwardKernel)
+        .launch(tiles, {&q, &k, &v, &o, &lse, &queries, &keys, &scale});
+    return;
+  }
+  CUdeviceptr o = scratch.pointer() + step.outOffset;
+  CUdeviceptr delta = scratch.pointer() + step.deltaOffset;
+  CUdeviceptr dO = address(step.dOut), dq = address(step.dq),
+              dk = address(step.dk), dv = address(step.dv);
+  kernelAt(step.forwardKernel)
+      .launch(tiles, {&q, &k, &v, &o, &lse, &queries, &keys, &scale});
+  long long rows = static_cast<long long>(slices) * step.queries;
+  kernelAt(step.deltaKernel)
+      .launch(LaunchConfig::linear(static_cast<unsigned>((rows + 3) / 4), 128),
+              {&o, &dO, &delta, &rows});
+  kernelAt(step.dqKernel)
+      .launch(tiles, {&q, &k, &v, &dO, &lse, &delta, &dq, &queries, &keys,
+                      &scale});
+  LaunchConfig keyTiles = tiles;
+  keyTiles.grid[0] = static_cast<unsigned>((step.keys + 31) / 32);
+  kernelAt(step.dkdvKernel)
+      .launch(keyTiles, {&q, &k, &v, &dO, &lse, &delta, &dk, &dv, &queries,
+                         &keys, &scale});
+}
+
+void Executor::Impl::runGroupRange(FunctionState &f, size_t first,
+                                   size_t last) {
+  for (size_t g = first; g < last; ++g)
+    for (size_t s = 0; s < f.program->groups[g].steps.size(); ++s)
+      runStep(f, g, s);
+}
+
+/// Runs every segment of \p f: dynamic ones eagerly, the others through
+/// their graph.
+void Executor::Impl::runFunction(FunctionState &f, const cpu::RunOptions &run) {
+  if (capturedSeed != run.seed || capturedTotalSteps != run.totalSteps) {
+    // The graphs hold the old seed and total steps in their arguments.
+    for (FunctionState *each : {&micro, &optimizer})
+      for (Segment &segment : each->segments)
+        segment.graph.reset();
+    capturedSeed = run.seed;
+    capturedTotalSteps = run.totalSteps;
+  }
+  bindScalars(f, run);
+  f.replayed = 0;
+  for (Segment &segment : f.segments) {
+    if (segment.dynamic || !options.useGraphs) {
+      runGroupRange(f, segment.first, segment.last);
+      continue;
+    }
+    if (!segment.graph)
+      segment.graph = std::make_unique<GraphCapture>(
+          device,
+          std::string(planFunctionName(f.which)) + " groups " +
+              std::to_string(segment.first) + ".." +
+              std::to_string(segment.last - 1));
+    if (segment.graph->mode() == GraphCapture::Mode::Replaying)
+      ++f.replayed;
+    segment.graph->run(
+        [&] { runGroupRange(f, segment.first, segment.last); });
+  }
+}
+
+void Executor::Impl::runMicroStep(const cpu::RunOptions &run) {
+  requireParameters();
+  runFunction(micro, run);
+  // The loss lives in the arena, which the next function overwrites:
+  // keep a copy in this micro step's metrics slot.
+  const uint64_t slot =
+      run.step % static_cast<uint64_t>(plan.accumulationSteps);
+  device.copyOnDeviceAsync(metrics + 8 * slot, address(plan.loss),
+                           plan::dtypeBytes(plan.buffers[plan.loss].dtype));
+  microStepsSinceOptimizer =
+      std::min<uint64_t>(microStepsSinceOptimizer + 1,
+                         static_cast<uint64_t>(plan.accumulationSteps));
+  lastMicroSlot = slot;
+  if (run.injectNonFinite &&
+      plan.lossScaling.mode != plan::LossScaleMode::None) {
+    static const float one = 1.0f;
+    device.copyToDeviceAsync(address(plan.lossScaling.foundNonFinite), &one,
+                             4);
+  }
+}
+
+void Executor::Impl::runOptimizerStep(const cpu::RunOptions &run) {
+  requireParameters();
+  const uint64_t base = 8 * static_cast<uint64_t>(plan.accumulationSteps);
+  const bool scaling = plan.lossScaling.mode != plan::LossScaleMode::None;
+  if (scaling) {
+    device.copyOnDeviceAsync(metrics + base + 16,
+                             address(plan.lossScaling.scale), 4);
+    device.copyOnDeviceAsync(metrics + base + 24,
+                             address(plan.lossScaling.appliedSteps), 4);
+    device.copyOnDeviceAsync(metrics + base + 32,
+                             address(plan.lossScaling.floorHits), 4);
+  }
+  runFunction(optimizer, run);
+  device.copyOnDeviceAsync(metrics + base, address(plan.gradNorm),
+                           plan::dtypeBytes(plan.buffers[plan.gradNorm].dtype));
+  device.copyOnDeviceAsync(
+      metrics + base + 8, address(plan.learningRate),
+      plan::dtypeBytes(plan.buffers[plan.learningRate].dtype));
+  ++optimizerSteps;
+  lossesForMean = microStepsSinceOptimizer;
+  microStepsSinceOptimizer = 0;
+}
+
+} // namespace ampc::cuda
