@@ -56,22 +56,39 @@ uint64_t metricsBytes(const plan::Plan &plan) {
   return 8 * (static_cast<uint64_t>(plan.accumulationSteps) + 5);
 }
 
-DeviceMemoryNeeds deviceMemoryNeeds(const plan::Plan &plan) {
+PoolLayout layoutPool(const plan::Plan &plan) {
+  // The one order of the pool: persistent buffers by id, then each
+  // function's table arrays in launch order, then the two error records,
+  // then the metrics block. deviceMemoryNeeds and the executor's allocation
+  // both read this layout, so they cannot disagree.
+  PoolLayout pool;
   BumpLayout layout;
-  for (const plan::Buffer &buffer : plan.buffers)
-    if (isPersistent(buffer.role))
-      layout.reserve(bufferBytes(buffer), buffer.name);
-  for (const plan::DeviceFunction *f :
-       {&plan.device.microStep, &plan.device.optimizerStep})
-    forEachLaunch(*f, [&](const plan::LaunchStep &launch) {
+  pool.buffers.assign(plan.buffers.size(), PoolLayout::kNotInPool);
+  for (uint32_t id = 0; id < plan.buffers.size(); ++id)
+    if (isPersistent(plan.buffers[id].role))
+      pool.buffers[id] = layout.reserve(bufferBytes(plan.buffers[id]),
+                                        "buffer '" + plan.buffers[id].name + "'");
+  auto tables = [&](const plan::DeviceFunction &f,
+                    std::vector<uint64_t> &offsets) {
+    forEachLaunch(f, [&](const plan::LaunchStep &launch) {
       for (const plan::DeviceArgument &argument : launch.args)
         if (argument.kind == plan::ArgKind::Table)
-          layout.reserve(tableBytes(argument.table), "a table");
+          offsets.push_back(
+              layout.reserve(tableBytes(argument.table), "a table"));
     });
-  layout.reserve(2 * sizeof(plan::DeviceErrorRecord), "error records");
-  layout.reserve(metricsBytes(plan), "metrics");
+  };
+  tables(plan.device.microStep, pool.microTables);
+  tables(plan.device.optimizerStep, pool.optimizerTables);
+  pool.errorRecords =
+      layout.reserve(2 * sizeof(plan::DeviceErrorRecord), "error records");
+  pool.metrics = layout.reserve(metricsBytes(plan), "metrics");
+  pool.bytes = layout.used();
+  return pool;
+}
+
+DeviceMemoryNeeds deviceMemoryNeeds(const plan::Plan &plan) {
   DeviceMemoryNeeds needs;
-  needs.persistent = layout.used();
+  needs.persistent = layoutPool(plan).bytes;
   needs.arena = alignUp(std::max(plan.device.microStep.arenaBytes,
                                  plan.device.optimizerStep.arenaBytes));
   needs.scratch = alignUp(std::max(plan.device.microStep.scratchBytes,
@@ -175,14 +192,14 @@ void Executor::Impl::checkMemory() {
 
 void Executor::Impl::allocate() {
   const DeviceMemoryNeeds needs = deviceMemoryNeeds(plan);
-  pool = std::make_unique<PersistentPool>(device, needs.persistent,
-                                          "the persistent buffers");
+  poolLayout = layoutPool(plan);
+  if (poolLayout.bytes)
+    pool = device.allocate(poolLayout.bytes, "the persistent buffers");
+  const CUdeviceptr base = pool.pointer();
   addresses.buffers.assign(plan.buffers.size(), 0);
   for (uint32_t id = 0; id < plan.buffers.size(); ++id)
-    if (isPersistent(plan.buffers[id].role))
-      addresses.buffers[id] =
-          pool->allocate(bufferBytes(plan.buffers[id]),
-                         "buffer '" + plan.buffers[id].name + "'");
+    if (poolLayout.buffers[id] != PoolLayout::kNotInPool)
+      addresses.buffers[id] = base + poolLayout.buffers[id];
   if (needs.arena)
     arena = std::make_unique<DeviceArena>(device, needs.arena,
                                           "the step arena");
@@ -197,10 +214,9 @@ void Executor::Impl::allocate() {
     for (const plan::BufferView &view : f->views)
       addresses.buffers[view.buffer] = addresses.buffers[view.source];
   }
-  microRecord = pool->allocate(2 * sizeof(plan::DeviceErrorRecord),
-                               "the error records");
+  microRecord = base + poolLayout.errorRecords;
   optimizerRecord = microRecord + sizeof(plan::DeviceErrorRecord);
-  metrics = pool->allocate(metricsBytes(plan), "the metrics block");
+  metrics = base + poolLayout.metrics;
   pinnedMetrics = device.allocatePinned(
       metricsBytes(plan) + 2 * sizeof(plan::DeviceErrorRecord) + 64,
       "the metrics read-back");
@@ -231,15 +247,19 @@ void Executor::Impl::loadModules() {
 void Executor::Impl::prepare(FunctionState &f) {
   AddressMap map = addresses;
   map.errorRecord = f.errorRecord;
-  // Tables, in the order the launches name them.
+  // Tables, in the order the launches name them, where the pool's layout
+  // put them.
+  const std::vector<uint64_t> &offsets =
+      f.which == PlanFunction::MicroStep ? poolLayout.microTables
+                                         : poolLayout.optimizerTables;
   forEachLaunch(*f.program, [&](const plan::LaunchStep &launch) {
     for (const plan::DeviceArgument &argument : launch.args)
       if (argument.kind == plan::ArgKind::Table) {
         const std::vector<uint8_t> bytes =
             encodeTable(plan, argument.table, addresses.buffers);
-        const CUdeviceptr table =
-            pool->allocate(bytes.size(), "table '" + argument.name + "'");
-        device.copyToDevice(table, bytes.data(), bytes.size());
+        const CUdeviceptr table = pool.pointer() + offsets.at(map.tables.size());
+        if (!bytes.empty())
+          device.copyToDevice(table, bytes.data(), bytes.size());
         map.tables.push_back(table);
       }
   });

@@ -93,6 +93,21 @@ struct DeviceMemoryNeeds {
 };
 DeviceMemoryNeeds deviceMemoryNeeds(const plan::Plan &plan);
 
+/// Where everything persistent lives in the one pool allocation: byte
+/// offsets from the pool's base, each kBufferAlignment-aligned. Sizing
+/// (deviceMemoryNeeds) and allocation both use it. Pure: no GPU needed.
+struct PoolLayout {
+  static constexpr uint64_t kNotInPool = ~0ull;
+  /// Per buffer id: its offset, or kNotInPool (temporaries).
+  std::vector<uint64_t> buffers;
+  /// Each function's table arrays, in the order its launches name them.
+  std::vector<uint64_t> microTables, optimizerTables;
+  uint64_t errorRecords = 0; ///< the micro step's, then the optimizer's
+  uint64_t metrics = 0;
+  uint64_t bytes = 0; ///< the pool's size, padding included
+};
+PoolLayout layoutPool(const plan::Plan &plan);
+
 /// One resolved kernel argument, as it is passed to cuLaunchKernel: every
 /// argument kind is 8 bytes (a pointer, an i64 or a u64).
 struct ResolvedArgument {

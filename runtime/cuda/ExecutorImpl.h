@@ -145,7 +145,8 @@ public:
   Device &device;
   ExecutorOptions options;
   AddressMap addresses;
-  std::unique_ptr<PersistentPool> pool;
+  PoolLayout poolLayout;
+  DeviceAllocation pool;
   std::unique_ptr<DeviceArena> arena;
   DeviceAllocation scratch;
   CUdeviceptr microRecord = 0, optimizerRecord = 0, metrics = 0;

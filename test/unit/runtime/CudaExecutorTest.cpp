@@ -199,6 +199,51 @@ TEST(CudaExecutorMemory, NeedsCountEveryRegion) {
             needs.persistent + needs.arena + needs.scratch + needs.workspace);
 }
 
+TEST(CudaExecutorMemory, PoolLayoutHoldsEverythingItSizes) {
+  // Sizing and allocation read one layout: buffers, then tables (micro step,
+  // then optimizer step), then error records and metrics, each aligned and
+  // disjoint, all inside the size deviceMemoryNeeds reports.
+  plan::Plan plan;
+  plan.accumulationSteps = 3;
+  plan.buffers = {{"w", plan::DType::F32, {1000}, plan::BufferRole::Parameter},
+                  {"t", plan::DType::BF16, {4096}, plan::BufferRole::Temporary},
+                  {"g", plan::DType::F32, {1000}, plan::BufferRole::State},
+                  {"x", plan::DType::I32, {10}, plan::BufferRole::Input}};
+  auto tableLaunch = [](size_t entries, plan::TableKind kind) {
+    plan::DeviceArgument argument;
+    argument.kind = plan::ArgKind::Table;
+    argument.table.kind = kind;
+    argument.table.entries.resize(entries);
+    plan::LaunchStep launch;
+    launch.args = {argument};
+    plan::DeviceGroup group;
+    group.steps = {launch};
+    return group;
+  };
+  plan.device.microStep.groups = {tableLaunch(3, plan::TableKind::Norm)};
+  plan.device.optimizerStep.groups = {
+      tableLaunch(2, plan::TableKind::Norm),
+      tableLaunch(5, plan::TableKind::Optimizer)};
+  const PoolLayout pool = layoutPool(plan);
+  EXPECT_EQ(pool.buffers[1], PoolLayout::kNotInPool);
+  ASSERT_EQ(pool.microTables.size(), 1u);
+  ASSERT_EQ(pool.optimizerTables.size(), 2u);
+  std::vector<std::pair<uint64_t, uint64_t>> spans = {
+      {pool.buffers[0], 4000},          {pool.buffers[2], 4000},
+      {pool.buffers[3], 40},            {pool.microTables[0], 3 * 24},
+      {pool.optimizerTables[0], 2 * 24}, {pool.optimizerTables[1], 5 * 88},
+      {pool.errorRecords, 2 * sizeof(plan::DeviceErrorRecord)},
+      {pool.metrics, 8 * (3 + 5)}}; // a loss per micro step + 5 slots
+  for (size_t i = 0; i < spans.size(); ++i) {
+    EXPECT_EQ(spans[i].first % 256, 0u) << i;
+    EXPECT_LE(spans[i].first + spans[i].second, pool.bytes) << i;
+    if (i > 0)
+      EXPECT_GE(spans[i].first, spans[i - 1].first + spans[i - 1].second) << i;
+  }
+  EXPECT_EQ(pool.bytes, spans.back().first + spans.back().second);
+  EXPECT_EQ(deviceMemoryNeeds(plan).persistent, pool.bytes);
+}
+
 TEST(CudaExecutorMessages, NoDeviceProgram) {
   EXPECT_EQ(std::string(kNoDeviceProgramMessage),
             "this plan has no GPU code: it was compiled without the CUDA "
