@@ -349,6 +349,29 @@ std::vector<std::string> Executor::moduleChoices() const {
     choices.push_back(module->name() + ": " + module->loadedBinary().reason);
   return choices;
 }
+void Executor::setProfiling(bool on) { impl->profiling = on; }
+std::vector<GroupTime> Executor::groupTimes() const {
+  std::vector<GroupTime> times;
+  for (const FunctionState *f : {&impl->micro, &impl->optimizer})
+    for (size_t g = 0; g < f->groupMilliseconds.size(); ++g) {
+      GroupTime time;
+      time.function = f->which;
+      time.group = g;
+      time.milliseconds = f->groupMilliseconds[g];
+      time.runs = f->profiledRuns;
+      times.push_back(time);
+    }
+  return times;
+}
+DeviceMemoryUse Executor::memoryUse() const {
+  DeviceMemoryUse use;
+  use.planned = deviceMemoryNeeds(impl->plan).total();
+  use.allocated = impl->device.allocatedBytes();
+  const MemoryInfo info = impl->device.memoryInfo();
+  use.deviceTotal = info.totalBytes;
+  use.deviceUsed = info.totalBytes - info.freeBytes;
+  return use;
+}
 size_t Executor::replayedSegments(PlanFunction function) const {
   return function == PlanFunction::MicroStep ? impl->micro.replayed
                                              : impl->optimizer.replayed;

@@ -80,6 +80,29 @@ struct StepMetrics {
   /// The loss scale before the last optimizer step (with loss scaling).
   double scaleBefore = 0;
   cpu::LossScaleStatus lossScale;
+  /// GPU time of the last optimizer step in milliseconds, measured with
+  /// CUDA events from the first upload or launch of its first micro step to
+  /// the end of the optimizer step (gaps where the GPU waited for the host
+  /// included); negative when no whole step was timed.
+  double deviceMilliseconds = -1;
+};
+
+/// Device memory as the executor measured it.
+struct DeviceMemoryUse {
+  uint64_t planned = 0;   ///< deviceMemoryNeeds(plan).total()
+  uint64_t allocated = 0; ///< what the executor holds (cuMemAlloc)
+  /// total - free as the driver reports it now: every process's use of the
+  /// GPU, this one's context, modules and libraries included.
+  uint64_t deviceUsed = 0;
+  uint64_t deviceTotal = 0;
+};
+
+/// The accumulated CUDA-event time of one step group while profiling.
+struct GroupTime {
+  PlanFunction function = PlanFunction::MicroStep;
+  size_t group = 0;
+  double milliseconds = 0; ///< summed over runs
+  uint64_t runs = 0;
 };
 
 /// Bytes a plan needs on the device (for the out-of-memory check and
@@ -203,6 +226,16 @@ public:
 
   const plan::Plan &plan() const;
   Device &device() const;
+  /// While on, every function runs eagerly (no graphs) with a CUDA event
+  /// before each step group, and each group's time is added to
+  /// groupTimes() (each function waits for the GPU at its end).
+  void setProfiling(bool on);
+  /// Every group's accumulated time (micro step groups, then the optimizer
+  /// step's), since the executor was built.
+  std::vector<GroupTime> groupTimes() const;
+  /// Device memory: planned, held by the executor, in use on the GPU.
+  DeviceMemoryUse memoryUse() const;
+
   /// How each module was loaded ("sm_90 cubin for compute capability 9.0").
   std::vector<std::string> moduleChoices() const;
   /// Segments run as graph replays in the last run of \p function.

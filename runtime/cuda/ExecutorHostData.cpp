@@ -198,6 +198,9 @@ StepMetrics Executor::Impl::readMetrics() {
     sum = scalarAt(host + 8 * lastMicroSlot, lossType);
   }
   result.loss = sum / static_cast<double>(losses);
+  if (stepTimed)
+    result.deviceMilliseconds =
+        Event::elapsedMilliseconds(*stepStart, *stepEnd);
   const uint64_t base = 8 * static_cast<uint64_t>(plan.accumulationSteps);
   result.gradNorm =
       scalarAt(host + base, plan.buffers[plan.gradNorm].dtype);
@@ -281,6 +284,7 @@ void Executor::Impl::randomizeInputs(uint64_t seed) {
                         : numerics::roundToF16(z);
       }
     }
+    markStepStart();
     upload(input.buffer, values);
   }
 }
@@ -315,6 +319,7 @@ void Executor::Impl::setInput(const std::string &name, const void *data,
             std::to_string(found->bound) + ")");
   }
   // Pageable memory: the call returns once the bytes are staged.
+  markStepStart();
   device.copyToDeviceAsync(address(found->buffer), data, bytes);
 }
 

@@ -63,6 +63,11 @@ struct FunctionState {
   std::vector<Segment> segments;
   CUdeviceptr errorRecord = 0;
   size_t replayed = 0;
+  /// Profiling: one event per group boundary (groups + 1), and each group's
+  /// accumulated milliseconds and runs.
+  std::vector<std::unique_ptr<Event>> groupEvents;
+  std::vector<double> groupMilliseconds;
+  uint64_t profiledRuns = 0;
 };
 
 class Executor::Impl {
@@ -111,6 +116,14 @@ public:
   /// their graph.
   void runFunction(FunctionState &f, const cpu::RunOptions &run);
 
+  /// Runs every group of \p f eagerly between CUDA events, waits for the
+  /// last, and adds each group's time to f.groupMilliseconds.
+  void runProfiled(FunctionState &f);
+
+  /// Records the step-start event unless this optimizer step's first
+  /// upload or launch already did.
+  void markStepStart();
+
   void runMicroStep(const cpu::RunOptions &run);
 
   void runOptimizerStep(const cpu::RunOptions &run);
@@ -155,6 +168,11 @@ public:
   std::vector<std::unique_ptr<Module>> modules;
   FunctionState micro, optimizer;
   bool parametersSet = false;
+  /// Whole-step timing: recorded by markStepStart and at the end of the
+  /// optimizer step; stepTimed once both are recorded for one step.
+  std::unique_ptr<Event> stepStart, stepEnd;
+  bool stepOpen = false, stepTimed = false;
+  bool profiling = false;
   uint64_t capturedSeed = ~0ull, capturedTotalSteps = ~0ull;
   uint64_t optimizerSteps = 0;
   uint64_t microStepsSinceOptimizer = 0, lossesForMean = 0, lastMicroSlot = 0;

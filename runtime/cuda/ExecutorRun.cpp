@@ -242,6 +242,10 @@ void Executor::Impl::runFunction(FunctionState &f, const cpu::RunOptions &run) {
   }
   bindScalars(f, run);
   f.replayed = 0;
+  if (profiling) {
+    runProfiled(f);
+    return;
+  }
   for (Segment &segment : f.segments) {
     if (segment.dynamic || !options.useGraphs) {
       runGroupRange(f, segment.first, segment.last);
@@ -260,8 +264,40 @@ void Executor::Impl::runFunction(FunctionState &f, const cpu::RunOptions &run) {
   }
 }
 
+void Executor::Impl::runProfiled(FunctionState &f) {
+  const size_t groups = f.program->groups.size();
+  if (f.groupEvents.size() != groups + 1) {
+    f.groupEvents.clear();
+    for (size_t g = 0; g <= groups; ++g)
+      f.groupEvents.push_back(std::make_unique<Event>(device));
+    f.groupMilliseconds.assign(groups, 0.0);
+  }
+  for (size_t g = 0; g < groups; ++g) {
+    f.groupEvents[g]->record();
+    runGroupRange(f, g, g + 1);
+  }
+  f.groupEvents[groups]->record();
+  f.groupEvents[groups]->synchronize();
+  for (size_t g = 0; g < groups; ++g)
+    f.groupMilliseconds[g] += Event::elapsedMilliseconds(*f.groupEvents[g],
+                                                         *f.groupEvents[g + 1]);
+  ++f.profiledRuns;
+}
+
+void Executor::Impl::markStepStart() {
+  if (stepOpen)
+    return;
+  if (!stepStart) {
+    stepStart = std::make_unique<Event>(device);
+    stepEnd = std::make_unique<Event>(device);
+  }
+  stepStart->record();
+  stepOpen = true;
+}
+
 void Executor::Impl::runMicroStep(const cpu::RunOptions &run) {
   requireParameters();
+  markStepStart();
   runFunction(micro, run);
   // The loss lives in the arena, which the next function overwrites:
   // keep a copy in this micro step's metrics slot.
@@ -299,6 +335,11 @@ void Executor::Impl::runOptimizerStep(const cpu::RunOptions &run) {
   device.copyOnDeviceAsync(
       metrics + base + 8, address(plan.learningRate),
       plan::dtypeBytes(plan.buffers[plan.learningRate].dtype));
+  if (stepOpen) {
+    stepEnd->record();
+    stepOpen = false;
+    stepTimed = true;
+  }
   ++optimizerSteps;
   lossesForMean = microStepsSinceOptimizer;
   microStepsSinceOptimizer = 0;

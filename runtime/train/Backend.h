@@ -37,6 +37,15 @@ struct BackendMetrics {
   /// The first instruction that produced a non-finite value ("" if none or
   /// the backend does not check).
   std::string firstNonFinite;
+  /// The GPU time of the step in milliseconds (CUDA events); negative on
+  /// the CPU, whose steps the loop times with the host clock.
+  double deviceMilliseconds = -1;
+};
+
+/// Device memory of a GPU backend (measured: false on the CPU).
+struct BackendMemory {
+  bool measured = false;
+  uint64_t planned = 0, allocated = 0, deviceUsed = 0, deviceTotal = 0;
 };
 
 class TrainingBackend {
@@ -55,6 +64,20 @@ public:
   virtual void runOptimizerStep(const cpu::RunOptions &options) = 0;
   /// The metrics of the last optimizer step (waits for a GPU).
   virtual BackendMetrics readMetrics() = 0;
+  /// The device memory planned, held and in use (GPU backends).
+  virtual BackendMemory memory() const { return {}; }
+  /// Whether this backend can time its device steps (--profile).
+  virtual bool canProfile() const { return false; }
+  /// Starts timing every device step group (runs eagerly from now on).
+  virtual void startProfiling() {}
+  /// The --profile report of the groups timed since startProfiling: the
+  /// top \p top rows; \p steps profiled optimizer steps; \p stepMilliseconds
+  /// a step's time without profiling (negative: unknown).
+  virtual std::string profileReport(size_t top, uint64_t steps,
+                                    double stepMilliseconds) const {
+    (void)top, (void)steps, (void)stepMilliseconds;
+    return "";
+  }
 };
 
 /// The CPU reference backend (F32).

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/Executor.h"
+#include "runtime/cuda/Profile.h"
 #include "runtime/train/Backend.h"
 
 namespace ampc::train {
@@ -46,7 +47,27 @@ public:
     metrics.learningRate = step.learningRate;
     metrics.scaleBefore = step.scaleBefore;
     metrics.lossScale = step.lossScale;
+    metrics.deviceMilliseconds = step.deviceMilliseconds;
     return metrics;
+  }
+  BackendMemory memory() const override {
+    const cuda::DeviceMemoryUse use = executor.memoryUse();
+    BackendMemory memory;
+    memory.measured = true;
+    memory.planned = use.planned;
+    memory.allocated = use.allocated;
+    memory.deviceUsed = use.deviceUsed;
+    memory.deviceTotal = use.deviceTotal;
+    return memory;
+  }
+  bool canProfile() const override { return true; }
+  void startProfiling() override { executor.setProfiling(true); }
+  std::string profileReport(size_t top, uint64_t steps,
+                            double stepMilliseconds) const override {
+    const plan::Plan &plan = executor.plan();
+    return cuda::formatProfile(
+        plan, cuda::profileRows(plan, executor.groupTimes()), top, steps,
+        stepMilliseconds);
   }
 
 private:

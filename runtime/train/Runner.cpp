@@ -121,6 +121,18 @@ RunnerOptions parseRunnerArguments(const std::vector<std::string> &args) {
         throw UsageError("--threads must be between 1 and 4096, got " +
                          std::to_string(threads));
       options.threads = static_cast<int>(threads);
+    } else if (flag == "--profile") {
+      options.profileSteps = inlineValue ? parseCount(flag, *inlineValue) : 3;
+      if (options.profileSteps == 0)
+        throw UsageError("--profile=K needs K >= 1 (steps to profile)");
+    } else if (flag == "--profile-top") {
+      options.profileTop = static_cast<size_t>(parseCount(flag, value()));
+      if (options.profileTop == 0)
+        throw UsageError("--profile-top must be at least 1");
+    } else if (flag == "--summary") {
+      options.summaryPath = value();
+      if (options.summaryPath.empty())
+        throw UsageError("--summary needs a file name");
     } else if (flag == "--inject-overflow") {
       parseSteps(flag, value(), options.injectOverflow);
     } else if (flag == "--quiet" || flag == "-q") {
@@ -173,6 +185,13 @@ options:
                        (one line says why); cuda: the GPU or an error; cpu
   --threads N          CPU threads (default: AMPC_CPU_THREADS or all cores)
   --quiet              no progress lines (nor notes on skipped steps)
+  --summary FILE       write one JSON object at the end: losses, the median
+                       step time after warm-up, device memory (planned,
+                       allocated, in use on the GPU)
+  --profile[=K]        GPU: time every fused kernel group with CUDA events
+                       over the last K steps (default 3; they run without
+                       CUDA graphs) and print where the time goes
+  --profile-top N      rows of the --profile report (default 20)
   --info               describe the model and its inputs, then exit
   --help               show this help
 
@@ -286,9 +305,19 @@ std::string jsonRecord(const StepRecord &record) {
          "\": " + std::to_string(record.units) + ", \"" + unit +
          "_per_s\": " + jsonNumber(rateOf(record)) +
          ", \"elapsed_s\": " + jsonNumber(record.elapsed) +
+         ", \"step_ms\": " + jsonNumber(record.stepMilliseconds) +
          (record.device.empty() ? std::string()
                                 : ", \"device\": \"" + record.device + "\"") +
          "}";
+}
+
+double median(std::vector<double> values) {
+  if (values.empty())
+    return 0;
+  std::sort(values.begin(), values.end());
+  const size_t middle = values.size() / 2;
+  return values.size() % 2 ? values[middle]
+                           : (values[middle - 1] + values[middle]) / 2;
 }
 
 //===----------------------------------------------------------------------===//
@@ -536,6 +565,75 @@ private:
   bool open = false;
 };
 
+/// "1.23 GB" (decimal units, as the reports).
+std::string formatBytes(uint64_t bytes) {
+  const double value = static_cast<double>(bytes);
+  if (value >= 1e9)
+    return format("%.2f GB", value / 1e9);
+  if (value >= 1e6)
+    return format("%.1f MB", value / 1e6);
+  return format("%.1f kB", value / 1e3);
+}
+
+/// \p text as a JSON string literal.
+std::string jsonString(const std::string &text) {
+  std::string quoted = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      quoted += std::string("\\") + c;
+    else if (static_cast<unsigned char>(c) < 0x20)
+      quoted += format("\\u%04x", static_cast<unsigned>(c));
+    else
+      quoted += c;
+  }
+  return quoted + "\"";
+}
+
+/// --summary: one JSON object for benchmarks and scripts.
+void writeSummary(const std::string &path, const plan::Plan &plan,
+                  const Task &task, const StepRecord &last, double firstLoss,
+                  const std::vector<double> &stepTimes, uint64_t warmup,
+                  const BackendMemory &memory, const std::string &where) {
+  double sum = 0;
+  for (double time : stepTimes)
+    sum += time;
+  const uint64_t perStep = unitsPerStep(plan, task);
+  const double medianMs = median(stepTimes);
+  std::string json =
+      "{\"model\": " + jsonString(plan.modelName) +
+      ", \"parameters\": " + std::to_string(countParameters(plan)) +
+      ", \"device\": " + jsonString(last.device.empty() ? "cpu" : last.device) +
+      ", \"device_description\": " + jsonString(where) +
+      ", \"steps\": " + std::to_string(last.step) +
+      ", \"" + (last.tokens ? "tokens" : "samples") +
+      "_per_step\": " + std::to_string(perStep) +
+      ", \"first_loss\": " + jsonNumber(firstLoss) +
+      ", \"last_loss\": " + jsonNumber(last.loss) +
+      ", \"elapsed_s\": " + jsonNumber(last.elapsed) +
+      ", \"warmup_steps\": " + std::to_string(warmup) +
+      ", \"timed_steps\": " + std::to_string(stepTimes.size()) +
+      ", \"step_ms_median\": " +
+      (stepTimes.empty() ? "null" : jsonNumber(medianMs)) +
+      ", \"step_ms_mean\": " +
+      (stepTimes.empty() ? "null" : jsonNumber(sum / stepTimes.size())) +
+      ", \"" + (last.tokens ? "tokens" : "samples") + "_per_s\": " +
+      (stepTimes.empty() ? "null"
+                         : jsonNumber(static_cast<double>(perStep) /
+                                      (medianMs / 1e3)));
+  if (memory.measured)
+    json += ", \"memory\": {\"planned_bytes\": " +
+            std::to_string(memory.planned) +
+            ", \"allocated_bytes\": " + std::to_string(memory.allocated) +
+            ", \"device_used_bytes\": " + std::to_string(memory.deviceUsed) +
+            ", \"device_total_bytes\": " + std::to_string(memory.deviceTotal) +
+            "}";
+  json += "}\n";
+  std::FILE *file = std::fopen(path.c_str(), "w");
+  if (!file || std::fputs(json.c_str(), file) < 0 || std::fclose(file) != 0)
+    throw TrainingFailure("cannot write the summary " + path + ": " +
+                          std::strerror(errno ? errno : EIO));
+}
+
 int train(const plan::Plan &plan, const RunnerOptions &options,
           const std::string &program, const RunnerStreams &streams) {
   if (plan.optimizerInstructions.empty())
@@ -566,6 +664,9 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
     throw TrainingFailure(choice.error);
   if (!choice.useCuda)
     backend = makeCpuBackend(plan);
+  if (options.profileSteps && !backend->canProfile())
+    throw TrainingFailure("--profile times the GPU's kernel groups; this run "
+                          "is on the CPU (use --device cuda)");
   MetricsLog log(options.logPath);
 
   const bool tokens = task.kind == TaskKind::Language;
@@ -612,8 +713,21 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
     record.device = backend->device();
   bool floorWarned = false;
   uint64_t nonFiniteLosses = 0; // consecutive steps, with loss scaling
+  // --profile: the last K steps (at least the first step stays unprofiled
+  // when there are two or more).
+  const uint64_t profiled =
+      options.profileSteps == 0
+          ? 0
+          : std::min(options.profileSteps, steps > 1 ? steps - 1 : steps);
+  const uint64_t firstProfiled = steps - profiled;
+  std::vector<double> stepTimes; // unprofiled steps after warm-up
+  const uint64_t warmup = std::min<uint64_t>(3, firstProfiled / 2);
+  auto stepBegan = std::chrono::steady_clock::now();
   try {
     for (uint64_t step = 0; step < steps; ++step) {
+      if (profiled && step == firstProfiled)
+        backend->startProfiling();
+      stepBegan = std::chrono::steady_clock::now();
       for (uint64_t i = 0; i < accumulation; ++i) {
         const uint64_t microStep = step * accumulation + i;
         if (source) {
@@ -649,9 +763,15 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
       record.gradNorm = gradNorm;
       record.learningRate = metrics.learningRate;
       record.units = perStep * record.step;
-      record.elapsed = std::chrono::duration<double>(
-                           std::chrono::steady_clock::now() - start)
-                           .count();
+      const auto now = std::chrono::steady_clock::now();
+      record.elapsed = std::chrono::duration<double>(now - start).count();
+      record.stepMilliseconds =
+          metrics.deviceMilliseconds >= 0
+              ? metrics.deviceMilliseconds
+              : std::chrono::duration<double, std::milli>(now - stepBegan)
+                    .count();
+      if (step >= warmup && step < firstProfiled)
+        stepTimes.push_back(record.stepMilliseconds);
       if (step == 0)
         firstLoss = loss;
       lastLoss = loss;
@@ -716,7 +836,32 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
       lastLoss,
       options.logPath.empty() ? ""
                               : ("; metrics in " + options.logPath).c_str());
+  const double stepMedian = stepTimes.empty() ? -1 : median(stepTimes);
+  const BackendMemory memory = backend->memory();
+  if (!stepTimes.empty())
+    std::fprintf(streams.out,
+                 "step time: median %.2f ms over %zu steps after %llu of "
+                 "warm-up (%s)\n",
+                 stepMedian, stepTimes.size(),
+                 static_cast<unsigned long long>(warmup),
+                 record.device.empty() ? "host clock" : "CUDA events");
+  if (memory.measured)
+    std::fprintf(streams.out,
+                 "device memory: %s allocated (planned %s); %s of %s in use "
+                 "on the GPU\n",
+                 formatBytes(memory.allocated).c_str(),
+                 formatBytes(memory.planned).c_str(),
+                 formatBytes(memory.deviceUsed).c_str(),
+                 formatBytes(memory.deviceTotal).c_str());
+  if (profiled)
+    std::fprintf(streams.out, "%s",
+                 backend
+                     ->profileReport(options.profileTop, profiled, stepMedian)
+                     .c_str());
   std::fflush(streams.out);
+  if (!options.summaryPath.empty())
+    writeSummary(options.summaryPath, plan, task, record, firstLoss,
+                 stepTimes, warmup, memory, backend->description());
   return 0;
 }
 

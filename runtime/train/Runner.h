@@ -49,6 +49,13 @@ struct RunnerOptions {
   bool quiet = false;         ///< no progress lines
   bool info = false;          ///< describe the model and exit
   bool help = false;          ///< print the usage and exit
+  /// --profile[=K]: time every device step group over the last K optimizer
+  /// steps (0: off) and print the top profileTop rows.
+  uint64_t profileSteps = 0;
+  size_t profileTop = 20;
+  /// --summary FILE: one JSON object at the end (losses, step times,
+  /// device memory); empty for none.
+  std::string summaryPath;
   /// Testing aid: 1-based optimizer steps (sorted, unique) whose first micro
   /// step behaves as if a gradient had overflowed (RunOptions::
   /// injectNonFinite).
@@ -90,6 +97,7 @@ struct StepRecord {
   uint64_t units = 0;
   bool tokens = false; ///< units are tokens
   double elapsed = 0;  ///< seconds since training started
+  double stepMilliseconds = 0; ///< this step's time (GPU: CUDA events)
   /// The plan scales its loss: the fields below are shown and logged.
   bool lossScaling = false;
   double lossScale = 0;      ///< the scale after this step's update
@@ -111,8 +119,12 @@ std::string formatScale(double scale);
 std::string progressLine(const StepRecord &record);
 /// One JSONL object (no newline): {"step", "loss", "grad_norm", "lr",
 /// ["loss_scale", "skipped",] "tokens" or "samples", "tokens_per_s" or
-/// "samples_per_s", "elapsed_s" [, "device"]}.
+/// "samples_per_s", "elapsed_s", "step_ms" [, "device"]}. step_ms is the
+/// step's GPU time from CUDA events on a GPU, its host time on the CPU.
 std::string jsonRecord(const StepRecord &record);
+
+/// The median of \p values (0 when empty).
+double median(std::vector<double> values);
 
 /// Prints --info: the model, its parameter count, inputs, accumulation
 /// steps, the training summary (which names the precision), the loss

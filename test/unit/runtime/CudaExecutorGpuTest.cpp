@@ -1,16 +1,22 @@
 //===- CudaExecutorGpuTest.cpp - the CUDA backend against the CPU backend -===//
 //
 // Every example model (MLP, tiny GPT) in bf16, fp16 (dynamic loss scaling)
-// and fp32 is compiled here with its device program (NVRTC) and run by
-// cuda::Executor on a GPU next to cpu::Executor on the same plan, seed and
-// inputs:
+// and fp32, as `ampc plan --train` wrote it at build time with its device
+// program (gpu-test-plans/ beside this binary, or $AMPC_GPU_TEST_PLANS), is
+// run by cuda::Executor on a GPU next to cpu::Executor on the same plan,
+// seed and inputs. The binary links no MLIR or LLVM, so it travels to a GPU
+// machine with its plans.
 //  * group by group: each step group of the micro step and the optimizer
 //    step gets the CPU's values of every buffer it reads, runs alone, and
-//    every buffer it writes must match the CPU's value of it;
+//    every temporary it writes must match the CPU's value of it; after the
+//    micro step the GPU's own gradient accumulators, and after the
+//    optimizer step its parameters, AdamW moments and reduced-precision
+//    parameter copies must match the CPU's;
 //  * the tiny GPT end to end: forward loss, every gradient accumulator after
 //    one micro step, every parameter after one optimizer step;
 //  * fp16 with an injected overflow: the same skipped steps and scales;
-//  * CUDA-graph replay against eager runs.
+//  * CUDA-graph replay against eager runs; the profiling path against
+//    unprofiled runs.
 // Tolerances (see tolerance()): fp32 buffers 2e-5 of the value's scale
 // (cuBLASLt and the block reductions sum in another order than the CPU;
 // inputs are identical, so the difference is f32 rounding of long sums);
@@ -20,19 +26,26 @@
 // buffer), so near-zero elements of a large tensor are not held to a
 // relative bound they cannot meet.
 //
-// Without a GPU (or driver) every test skips with the reason. Run by
-// test/gpu/run-gpu-tests.sh.
+// Only a machine without the NVIDIA driver or without a GPU skips (with the
+// reason); any other failure to open the GPU fails. Run by
+// test/gpu/run-gpu-tests.sh and registered with ctest.
 //
 //===----------------------------------------------------------------------===//
 
-#include "CompileHelpers.h"
-#include "compiler/DeviceCode.h"
+#include "CudaGpuTestUtils.h"
 #include "runtime/cpu/Executor.h"
 #include "runtime/cuda/Executor.h"
+#include "runtime/cuda/Profile.h"
+#include "runtime/plan/Plan.h"
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <climits>
 #include <cmath>
+#include <cstdlib>
+#include <map>
 #include <memory>
 #include <set>
 
@@ -40,27 +53,11 @@ using namespace ampc;
 
 namespace {
 
-/// The device every test uses; null (with the reason) without one.
-struct Gpu {
-  std::unique_ptr<cuda::Device> device;
-  std::string skipReason;
-};
-Gpu &gpu() {
-  static Gpu state = [] {
-    Gpu opened;
-    try {
-      opened.device = std::make_unique<cuda::Device>();
-    } catch (const cuda::CudaError &error) {
-      opened.skipReason = error.what();
-    }
-    return opened;
-  }();
-  return state;
-}
-
 #define REQUIRE_GPU()                                                          \
-  if (!gpu().device)                                                           \
-  GTEST_SKIP() << gpu().skipReason
+  if (!cuda::testing::gpuState().device)                                       \
+  GTEST_SKIP() << cuda::testing::gpuState().skipReason
+
+cuda::Device &gpu() { return *cuda::testing::gpuState().device; }
 
 struct Precision {
   const char *mode;
@@ -69,37 +66,24 @@ struct Precision {
 const Precision kPrecisions[] = {
     {"bf16", "none"}, {"fp16", "dynamic"}, {"fp32", "none"}};
 
-/// The training plan of \p model in \p precision with its compiled device
-/// program, as `ampc compile` builds it.
-plan::Plan compileWithDevice(const std::string &model,
-                             const Precision &precision) {
-  mlir::MLIRContext context;
-  registerModelDialects(context);
-  llvm::SourceMgr sourceMgr;
-  std::string diagnostics;
-  llvm::raw_string_ostream os(diagnostics);
-  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, os);
-  auto loaded = loadModel(test_support::examplePath(model), sourceMgr, context);
-  graph::GraphBuildTrainingOptions training;
-  graph::GraphAssignPrecisionOptions assign;
-  assign.mode = precision.mode;
-  graph::GraphInsertLossScalingOptions scaling;
-  scaling.mode = precision.lossScaling;
-  if (failed(loaded) || failed(buildTraining(loaded->model, training)) ||
-      failed(assignPrecision(loaded->model, assign, &scaling)) ||
-      failed(fuseAndPlanMemory(loaded->model))) {
-    ADD_FAILURE() << "pipeline failed: " << os.str();
-    return {};
-  }
-  PlanProvenance provenance;
-  auto compiled = emitPlan(loaded->model, &provenance);
-  if (failed(compiled)) {
-    ADD_FAILURE() << "emission failed: " << os.str();
-    return {};
-  }
-  plan::Plan result = std::move(*compiled);
-  DeviceCodeResult device = attachDeviceProgram(loaded->model, result, provenance);
-  EXPECT_FALSE(device.unsupported) << device.summary;
+/// The folder of the plans: $AMPC_GPU_TEST_PLANS, else gpu-test-plans/
+/// beside this executable.
+std::string planDirectory() {
+  if (const char *fromEnvironment = std::getenv("AMPC_GPU_TEST_PLANS"))
+    return fromEnvironment;
+  char path[PATH_MAX];
+  const ssize_t length = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  std::string self = length > 0 ? std::string(path, length) : std::string();
+  return self.substr(0, self.rfind('/') + 1) + "gpu-test-plans";
+}
+
+/// The training plan of \p model ("mlp", "tiny") in \p precision with its
+/// device program, as the build wrote it.
+plan::Plan loadTestPlan(const std::string &model, const Precision &precision) {
+  const std::string path =
+      planDirectory() + "/" + model + "_" + precision.mode + ".plan";
+  plan::Plan result = plan::loadPlan(path);
+  EXPECT_FALSE(result.device.empty()) << path << " has no device program";
   return result;
 }
 
@@ -189,16 +173,41 @@ void compareGroups(const plan::Plan &plan, cuda::Executor &gpuExecutor,
   }
 }
 
+/// Compares every persistent buffer that \p program writes (state,
+/// parameters, parameter copies) on the GPU with the CPU's; returns how many.
+size_t comparePersistent(const plan::Plan &plan, cuda::Executor &gpuExecutor,
+                         cpu::Executor &cpuAfter,
+                         const plan::DeviceFunction &program,
+                         const std::string &label) {
+  std::set<uint32_t> written;
+  for (const plan::DeviceGroup &group : program.groups)
+    for (uint32_t buffer : cuda::writtenBuffers(group))
+      if (plan.buffers[buffer].role != plan::BufferRole::Temporary)
+        written.insert(buffer);
+  for (uint32_t buffer : written) {
+    const plan::Buffer &b = plan.buffers[buffer];
+    // Parameters move by about the learning rate from values computed in
+    // f32 on both sides: allow a few f32 ulps of the step on top.
+    const double extra = b.role == plan::BufferRole::Parameter ? 1e-7 : 0;
+    EXPECT_EQ(compare(gpuExecutor.bufferValues(buffer),
+                      cpuAfter.bufferValues(buffer), b.dtype, extra),
+              "")
+        << label << " persistent buffer " << buffer << " '" << b.name << "' "
+        << plan::dtypeName(b.dtype);
+  }
+  return written.size();
+}
+
 class CudaExecutorModels
     : public ::testing::TestWithParam<std::tuple<const char *, Precision>> {};
 
 TEST_P(CudaExecutorModels, EveryGroupMatchesTheCpu) {
   REQUIRE_GPU();
   const auto [model, precision] = GetParam();
-  const plan::Plan plan = compileWithDevice(model, precision);
+  const plan::Plan plan = loadTestPlan(model, precision);
   ASSERT_FALSE(plan.device.empty());
   cpu::Executor reference(plan, cpu::Precision::F32);
-  cuda::Executor executor(plan, *gpu().device);
+  cuda::Executor executor(plan, gpu());
   reference.initializeParameters(3);
   executor.initializeParameters(3);
   reference.randomizeInputs(4);
@@ -209,7 +218,12 @@ TEST_P(CudaExecutorModels, EveryGroupMatchesTheCpu) {
   reference.run(run);
   compareGroups(plan, executor, reference, cuda::PlanFunction::MicroStep, run,
                 label);
-  // The optimizer step, from the CPU's accumulators and moments.
+  // What the GPU's own kernels wrote into the persistent state (gradient
+  // accumulators; the loss-scale state).
+  size_t compared = comparePersistent(plan, executor, reference,
+                                      plan.device.microStep, label);
+  EXPECT_GT(compared, 0u) << label << ": the micro step writes no state";
+  // The optimizer step, from the CPU's accumulators and moments exactly.
   for (uint32_t id = 0; id < plan.buffers.size(); ++id)
     if (plan.buffers[id].role == plan::BufferRole::State)
       executor.setBufferValues(id, reference.bufferValues(id));
@@ -217,23 +231,20 @@ TEST_P(CudaExecutorModels, EveryGroupMatchesTheCpu) {
   reference.runOptimizerStep(optimizer);
   compareGroups(plan, executor, reference, cuda::PlanFunction::OptimizerStep,
                 optimizer, label);
-  for (const plan::Parameter &parameter : plan.parameters)
-    EXPECT_EQ(compare(executor.bufferValues(parameter.buffer),
-                      reference.bufferValues(parameter.buffer),
-                      plan::DType::F32, 1e-7),
-              "")
-        << label << " parameter " << parameter.name;
+  // Parameters, AdamW moments and reduced-precision copies.
+  compared = comparePersistent(plan, executor, reference,
+                               plan.device.optimizerStep, label);
+  EXPECT_GE(compared, 2 * plan.parameters.size() + plan.parameterCopies.size())
+      << label << ": the optimizer step writes fewer buffers than expected";
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Examples, CudaExecutorModels,
-    ::testing::Combine(::testing::Values("mlp/mlp.mlir", "gpt/tiny.mlir"),
+    ::testing::Combine(::testing::Values("mlp", "tiny"),
                        ::testing::ValuesIn(kPrecisions)),
     [](const auto &info) {
-      std::string name = std::get<0>(info.param);
-      name = name.substr(name.find('/') + 1);
-      name = name.substr(0, name.find('.'));
-      return name + "_" + std::get<1>(info.param).mode;
+      return std::string(std::get<0>(info.param)) + "_" +
+             std::get<1>(info.param).mode;
     });
 
 /// Relative L2 error.
@@ -258,9 +269,9 @@ TEST(CudaExecutorTinyGpt, LossGradientsAndUpdateMatchTheCpu) {
                {kPrecisions[1], 1e-3, 5e-3, 1e-3},
                {kPrecisions[2], 1e-5, 1e-4, 1e-5}};
   for (const auto &c : cases) {
-    const plan::Plan plan = compileWithDevice("gpt/tiny.mlir", c.precision);
+    const plan::Plan plan = loadTestPlan("tiny", c.precision);
     cpu::Executor reference(plan, cpu::Precision::F32);
-    cuda::Executor executor(plan, *gpu().device);
+    cuda::Executor executor(plan, gpu());
     reference.initializeParameters(1);
     executor.initializeParameters(1);
     reference.randomizeInputs(2);
@@ -294,10 +305,10 @@ TEST(CudaExecutorTinyGpt, LossGradientsAndUpdateMatchTheCpu) {
 
 TEST(CudaExecutorTinyGpt, InjectedOverflowSkipsLikeTheCpu) {
   REQUIRE_GPU();
-  const plan::Plan plan = compileWithDevice("gpt/tiny.mlir", kPrecisions[1]);
+  const plan::Plan plan = loadTestPlan("tiny", kPrecisions[1]);
   ASSERT_NE(plan.lossScaling.mode, plan::LossScaleMode::None);
   cpu::Executor reference(plan, cpu::Precision::F32);
-  cuda::Executor executor(plan, *gpu().device);
+  cuda::Executor executor(plan, gpu());
   reference.initializeParameters(0);
   executor.initializeParameters(0);
   const std::set<uint64_t> overflow = {1, 2, 4};
@@ -322,11 +333,11 @@ TEST(CudaExecutorTinyGpt, InjectedOverflowSkipsLikeTheCpu) {
 
 TEST(CudaExecutorTinyGpt, GraphReplayMatchesEager) {
   REQUIRE_GPU();
-  const plan::Plan plan = compileWithDevice("gpt/tiny.mlir", kPrecisions[0]);
+  const plan::Plan plan = loadTestPlan("tiny", kPrecisions[0]);
   cuda::ExecutorOptions eagerOptions;
   eagerOptions.useGraphs = false;
-  cuda::Executor eager(plan, *gpu().device, eagerOptions);
-  cuda::Executor graphs(plan, *gpu().device);
+  cuda::Executor eager(plan, gpu(), eagerOptions);
+  cuda::Executor graphs(plan, gpu());
   std::vector<double> eagerLosses, graphLosses;
   eager.initializeParameters(7);
   graphs.initializeParameters(7);
@@ -349,6 +360,43 @@ TEST(CudaExecutorTinyGpt, GraphReplayMatchesEager) {
                             eager.bufferValues(parameter.buffer)),
               1e-6)
         << parameter.name;
+}
+
+TEST(CudaExecutorTinyGpt, ProfilingTimesEveryGroupAndChangesNothing) {
+  REQUIRE_GPU();
+  const plan::Plan plan = loadTestPlan("tiny", kPrecisions[0]);
+  cuda::Executor plain(plan, gpu());
+  cuda::Executor profiled(plan, gpu());
+  profiled.setProfiling(true);
+  for (cuda::Executor *executor : {&plain, &profiled})
+    executor->initializeParameters(11);
+  std::vector<double> plainLosses, profiledLosses;
+  for (uint64_t step = 0; step < 3; ++step)
+    for (cuda::Executor *executor : {&plain, &profiled}) {
+      executor->randomizeInputs(step);
+      executor->runMicroStep(trainingRun(step, 3));
+      executor->runOptimizerStep(trainingRun(step, 3));
+      const cuda::StepMetrics metrics = executor->readMetrics();
+      EXPECT_GT(metrics.deviceMilliseconds, 0) << "step " << step;
+      (executor == &plain ? plainLosses : profiledLosses)
+          .push_back(metrics.loss);
+    }
+  EXPECT_EQ(profiledLosses, plainLosses);
+  const std::vector<cuda::GroupTime> times = profiled.groupTimes();
+  ASSERT_EQ(times.size(), plan.device.microStep.groups.size() +
+                              plan.device.optimizerStep.groups.size());
+  for (const cuda::GroupTime &time : times) {
+    EXPECT_EQ(time.runs, 3u);
+    EXPECT_GT(time.milliseconds, 0) << "group " << time.group;
+  }
+  EXPECT_TRUE(plain.groupTimes().empty());
+  const std::string report =
+      cuda::formatProfile(plan, cuda::profileRows(plan, times), 10, 3, -1);
+  EXPECT_NE(report.find("matmuls"), std::string::npos) << report;
+  const cuda::DeviceMemoryUse memory = profiled.memoryUse();
+  EXPECT_EQ(memory.planned, cuda::deviceMemoryNeeds(plan).total());
+  EXPECT_GE(memory.allocated, memory.planned);
+  EXPECT_GE(memory.deviceUsed, memory.allocated);
 }
 
 } // namespace

@@ -1,0 +1,120 @@
+//===- CudaProfileTest.cpp - the --profile report from made-up group times ===//
+//
+// The report's arithmetic needs no GPU: a hand-built device program, group
+// times as cuda::Executor::groupTimes returns them, and the rows, costs and
+// text that come out.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/Profile.h"
+
+#include <gtest/gtest.h>
+
+using namespace ampc;
+using namespace ampc::cuda;
+
+namespace {
+
+plan::Instruction at(const std::string &location) {
+  plan::Instruction instruction{};
+  instruction.op = plan::OpCode::Add;
+  instruction.location = location;
+  return instruction;
+}
+
+/// Two layers' matmul (same source line, two call sites), one elementwise
+/// group, and an optimizer group; two micro steps per optimizer step.
+plan::Plan profiledPlan() {
+  plan::Plan plan;
+  plan.modelName = "m";
+  plan.accumulationSteps = 2;
+  plan.buffers = {{"a", plan::DType::BF16, {64, 32}, plan::BufferRole::Temporary},
+                  {"b", plan::DType::BF16, {32, 16}, plan::BufferRole::Parameter},
+                  {"d", plan::DType::F32, {64, 16}, plan::BufferRole::Temporary},
+                  {"e", plan::DType::F32, {64, 16}, plan::BufferRole::Temporary}};
+  plan.instructions = {at("m.mlir:5:3 <- 20:1"), at("m.mlir:5:3 <- 21:1"),
+                       at("m.mlir:9:1")};
+  plan.optimizerInstructions = {at("m.mlir:30:2")};
+  plan::MatmulStep matmul;
+  matmul.a = 0;
+  matmul.b = 1;
+  matmul.d = 2;
+  matmul.m = 64;
+  matmul.n = 16;
+  matmul.k = 32;
+  plan::DeviceGroup layer0{"matmul", {0}, {matmul}};
+  plan::DeviceGroup layer1{"matmul", {1}, {matmul}};
+  plan::DeviceArgument in, out;
+  in.buffer = 2;
+  out.buffer = 3;
+  out.access = plan::Access::Write;
+  plan::LaunchStep launch;
+  launch.args = {in, out};
+  plan::DeviceGroup elementwise{"elementwise", {2}, {launch}};
+  plan.device.microStep.groups = {layer0, layer1, elementwise};
+  plan::DeviceGroup update{"optimizer", {0}, {plan::MemsetStep{3}}};
+  plan.device.optimizerStep.groups = {update};
+  return plan;
+}
+
+TEST(CudaProfile, GroupCostCountsBuffersOnceAndMatmulFlops) {
+  const plan::Plan plan = profiledPlan();
+  const GroupCost matmul = groupCost(plan, plan.device.microStep.groups[0]);
+  EXPECT_EQ(matmul.bytes, 64u * 32 * 2 + 32 * 16 * 2 + 64 * 16 * 4);
+  EXPECT_DOUBLE_EQ(matmul.flops, 2.0 * 64 * 16 * 32);
+  const GroupCost elementwise = groupCost(plan, plan.device.microStep.groups[2]);
+  EXPECT_EQ(elementwise.bytes, 2u * 64 * 16 * 4);
+  EXPECT_EQ(elementwise.flops, 0);
+
+  plan::AttentionStep attention;
+  attention.batch = 2;
+  attention.heads = 3;
+  attention.queries = attention.keys = 128;
+  attention.headDim = 64;
+  attention.causal = true;
+  plan::DeviceGroup forward{"attention", {}, {attention}};
+  EXPECT_DOUBLE_EQ(groupCost(plan, forward).flops,
+                   4.0 * 2 * 3 * 128 * 128 * 64 / 2);
+  attention.pass = plan::AttentionPass::Backward;
+  plan::DeviceGroup backward{"attention", {}, {attention}};
+  EXPECT_DOUBLE_EQ(groupCost(plan, backward).flops,
+                   2.5 * 4.0 * 2 * 3 * 128 * 128 * 64 / 2);
+}
+
+TEST(CudaProfile, RowsSumLayersPerOptimizerStep) {
+  const plan::Plan plan = profiledPlan();
+  // Four runs each: micro step groups ran 4 times (2 optimizer steps).
+  const std::vector<GroupTime> times = {
+      {PlanFunction::MicroStep, 0, 4.0, 4},
+      {PlanFunction::MicroStep, 1, 6.0, 4},
+      {PlanFunction::MicroStep, 2, 1.0, 4},
+      {PlanFunction::OptimizerStep, 0, 3.0, 2}};
+  const std::vector<ProfileRow> rows = profileRows(plan, times);
+  ASSERT_EQ(rows.size(), 3u);
+  // The two layers: (1 + 1.5) ms per run, two runs per optimizer step.
+  EXPECT_EQ(rows[0].kind, "matmul");
+  EXPECT_EQ(rows[0].instances, 2u);
+  EXPECT_DOUBLE_EQ(rows[0].milliseconds, 5.0);
+  EXPECT_EQ(rows[0].locations, "m.mlir:5:3");
+  EXPECT_DOUBLE_EQ(rows[0].flops, 4 * 2.0 * 64 * 16 * 32);
+  EXPECT_EQ(rows[1].function, PlanFunction::OptimizerStep);
+  EXPECT_DOUBLE_EQ(rows[1].milliseconds, 1.5);
+  EXPECT_DOUBLE_EQ(rows[2].milliseconds, 0.5);
+  EXPECT_EQ(rows[2].bytes, 2u * 2 * 64 * 16 * 4);
+
+  const std::string text = formatProfile(plan, rows, 2, 2, 6.5);
+  EXPECT_NE(text.find("profile of @m over 2 optimizer steps"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("7.00 ms of group time per step"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("without profiling: 6.50 ms"), std::string::npos) << text;
+  EXPECT_NE(text.find("m.mlir:5:3"), std::string::npos) << text;
+  // --profile-top 2: the elementwise row is left out of the table but not
+  // out of the totals.
+  EXPECT_EQ(text.find("m.mlir:9:1"), std::string::npos) << text;
+  EXPECT_NE(text.find("matmuls"), std::string::npos) << text;
+  EXPECT_NE(text.find("memory-bound groups     2 groups"), std::string::npos)
+      << text;
+}
+
+} // namespace
