@@ -3,6 +3,7 @@
 #include "runtime/cuda/CublasLt.h"
 #include "runtime/cuda/DynamicLibrary.h"
 
+#include <cstdlib>
 #include <mutex>
 
 #ifndef AMPC_CUDA_LIBRARY_DIR
@@ -114,8 +115,14 @@ const CublasLtApi &cublasLtApi() {
   static CudaErrorKind failureKind = CudaErrorKind::NoCublasLt;
   static std::string failure;
   std::call_once(once, [] {
+    // $AMPC_CUBLASLT_LIBRARY replaces the library names (as
+    // $AMPC_CUDA_DRIVER_LIBRARY does the driver's, for the dry-run tests).
+    CublasLtLoadOptions options;
+    if (const char *library = std::getenv("AMPC_CUBLASLT_LIBRARY"))
+      if (*library)
+        options.libraryNames = {library};
     try {
-      api = &loadCublasLtApi(CublasLtLoadOptions());
+      api = &loadCublasLtApi(options);
     } catch (const CudaError &error) {
       failureKind = error.kind();
       failure = error.what();

@@ -3,6 +3,7 @@
 #include "runtime/cuda/Driver.h"
 #include "runtime/cuda/DynamicLibrary.h"
 
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 
@@ -135,8 +136,14 @@ const DriverApi &driverApi() {
   static std::string failure;
   static int failureCode = 0;
   std::call_once(once, [] {
+    // $AMPC_CUDA_DRIVER_LIBRARY replaces the library names: the dry-run
+    // tests run training executables over a recording stand-in for libcuda.
+    DriverLoadOptions options;
+    if (const char *library = std::getenv("AMPC_CUDA_DRIVER_LIBRARY"))
+      if (*library)
+        options.libraryNames = {library};
     try {
-      api = &loadDriverApi(DriverLoadOptions());
+      api = &loadDriverApi(options);
     } catch (const CudaError &error) {
       failureKind = error.kind();
       failure = error.what();

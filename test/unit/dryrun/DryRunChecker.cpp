@@ -1,0 +1,730 @@
+//===- DryRunChecker.cpp - A recorded CUDA run against its plan -----------===//
+
+#include "DryRunChecker.h"
+#include "AllocationTable.h"
+
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+
+namespace ampc::dryrun {
+
+namespace {
+
+using plan::kNoBuffer;
+
+//===----------------------------------------------------------------------===//
+// What the plan says each device step does
+//===----------------------------------------------------------------------===//
+
+enum class OpKind { Launch, Matmul, Memset };
+
+/// One kernel argument as the plan (or, for flash attention, the runtime)
+/// binds it.
+struct BoundArg {
+  enum Kind { Pointer, Value, Dynamic } kind = Pointer;
+  std::string name;
+  uint32_t size = 8; ///< bytes passed
+  /// Pointer: the bytes the kernel may touch, the buffer (if any) and how
+  /// to name it.
+  uint64_t extent = 0;
+  uint32_t buffer = kNoBuffer;
+  std::string what;
+  /// Value: the expected bits (zero-extended).
+  uint64_t value = 0;
+  /// Dynamic: Seed, Step or TotalSteps.
+  plan::ArgKind dynamic = plan::ArgKind::Seed;
+};
+
+/// One operation the device must run for a step.
+struct ExpectedOp {
+  bool optimizer = false;
+  uint32_t group = 0, step = 0;
+  /// -1: the step itself; 0..3: an attention step's forward, delta, dq or
+  /// dk/dv kernel.
+  int part = -1;
+  OpKind kind = OpKind::Launch;
+  std::string kernel; ///< a launch's entry point
+  std::vector<BoundArg> args;
+  const plan::LaunchStep *launch = nullptr;
+  const plan::MatmulStep *matmul = nullptr;
+  uint32_t memsetBuffer = kNoBuffer;
+  /// Where it is, for messages (see DryRunViolation::where).
+  std::string where;
+};
+
+uint64_t bufferBytes(const plan::Plan &plan, uint32_t id) {
+  return static_cast<uint64_t>(plan::numElements(plan.buffers.at(id))) *
+         plan::dtypeBytes(plan.buffers.at(id).dtype);
+}
+
+/// "buffer 12 'x' (bf16 [64, 128], 16384 bytes)".
+std::string describeBuffer(const plan::Plan &plan, uint32_t id) {
+  const plan::Buffer &buffer = plan.buffers.at(id);
+  return "buffer " + std::to_string(id) + " '" + buffer.name + "' (" +
+         plan::dtypeName(buffer.dtype) + " " +
+         plan::shapeToString(buffer.shape) + ", " +
+         std::to_string(bufferBytes(plan, id)) + " bytes)";
+}
+
+BoundArg bufferArg(const plan::Plan &plan, const std::string &name,
+                   uint32_t id) {
+  BoundArg arg;
+  arg.name = name;
+  arg.buffer = id;
+  arg.extent = bufferBytes(plan, id);
+  arg.what = describeBuffer(plan, id);
+  return arg;
+}
+
+BoundArg scratchArg(const std::string &name, uint64_t bytes) {
+  BoundArg arg;
+  arg.name = name;
+  arg.extent = bytes;
+  arg.what = std::to_string(bytes) + " bytes of scratch";
+  return arg;
+}
+
+BoundArg valueArg(const std::string &name, uint32_t size, uint64_t value) {
+  BoundArg arg;
+  arg.kind = BoundArg::Value;
+  arg.name = name;
+  arg.size = size;
+  arg.value = value;
+  return arg;
+}
+
+/// A launch step's arguments: 8 bytes each (Executor.h, ResolvedArgument).
+std::vector<BoundArg> launchArgs(const plan::Plan &plan,
+                                 const plan::LaunchStep &launch) {
+  std::vector<BoundArg> args;
+  for (const plan::DeviceArgument &argument : launch.args) {
+    switch (argument.kind) {
+    case plan::ArgKind::Buffer:
+      args.push_back(bufferArg(plan, argument.name, argument.buffer));
+      break;
+    case plan::ArgKind::Scratch:
+      args.push_back(scratchArg(argument.name, argument.bytes));
+      break;
+    case plan::ArgKind::Table: {
+      BoundArg arg;
+      arg.name = argument.name;
+      arg.extent =
+          argument.table.entries.size() *
+          (argument.table.kind == plan::TableKind::Optimizer ? 88 : 24);
+      arg.what = "a table of " + std::to_string(argument.table.entries.size()) +
+                 " entries (" + std::to_string(arg.extent) + " bytes)";
+      args.push_back(arg);
+      break;
+    }
+    case plan::ArgKind::ErrorRecord: {
+      BoundArg arg;
+      arg.name = argument.name;
+      arg.extent = sizeof(plan::DeviceErrorRecord);
+      arg.what = "the error record";
+      args.push_back(arg);
+      break;
+    }
+    case plan::ArgKind::Int64:
+      args.push_back(
+          valueArg(argument.name, 8, static_cast<uint64_t>(argument.value)));
+      break;
+    case plan::ArgKind::Seed:
+    case plan::ArgKind::Step:
+    case plan::ArgKind::TotalSteps: {
+      BoundArg arg;
+      arg.kind = BoundArg::Dynamic;
+      arg.name = argument.name;
+      arg.dynamic = argument.kind;
+      args.push_back(arg);
+      break;
+    }
+    }
+  }
+  return args;
+}
+
+/// The arguments Executor::Impl::runAttention passes to kernel \p part of
+/// an attention step, with the C++ types it passes them as
+/// (FlashAttention.cuh's entry points): pointers, then `int queries, int
+/// keys, float scale`, or for delta `long long rows`.
+std::vector<BoundArg> attentionArgs(const plan::Plan &plan,
+                                    const plan::AttentionStep &step, int part) {
+  const uint64_t slices = static_cast<uint64_t>(step.batch * step.heads);
+  const uint64_t rows = slices * static_cast<uint64_t>(step.queries);
+  const uint64_t outputBytes = rows * static_cast<uint64_t>(step.headDim) *
+                               plan::dtypeBytes(plan.buffers.at(step.q).dtype);
+  const bool forward = step.pass == plan::AttentionPass::Forward;
+  const BoundArg lse = scratchArg("lse", rows * 4);
+  const BoundArg delta = scratchArg("delta", rows * 4);
+  const BoundArg output =
+      forward ? bufferArg(plan, "o", step.out) : scratchArg("o", outputBytes);
+  uint32_t scaleBits = 0;
+  std::memcpy(&scaleBits, &step.scale, 4);
+  const std::vector<BoundArg> scalars = {
+      valueArg("queries", 4, static_cast<uint32_t>(step.queries)),
+      valueArg("keys", 4, static_cast<uint32_t>(step.keys)),
+      valueArg("scale", 4, scaleBits)};
+  std::vector<BoundArg> args;
+  if (part == 1)
+    return {output, bufferArg(plan, "dO", step.dOut), delta,
+            valueArg("rows", 8, rows)};
+  args = {bufferArg(plan, "q", step.q), bufferArg(plan, "k", step.k),
+          bufferArg(plan, "v", step.v)};
+  if (part == 0) {
+    args.insert(args.end(), {output, lse});
+  } else {
+    args.insert(args.end(), {bufferArg(plan, "dO", step.dOut), lse, delta});
+    if (part == 2)
+      args.push_back(bufferArg(plan, "dq", step.dq));
+    else
+      args.insert(args.end(), {bufferArg(plan, "dk", step.dk),
+                               bufferArg(plan, "dv", step.dv)});
+  }
+  args.insert(args.end(), scalars.begin(), scalars.end());
+  return args;
+}
+
+std::string describeInstructions(const std::vector<plan::Instruction> &list,
+                                 const std::vector<uint32_t> &indices) {
+  std::string text;
+  for (uint32_t index : indices)
+    text += (text.empty() ? "" : ", ") +
+            (index < list.size() ? plan::describeInstruction(list[index], index)
+                                 : "instruction " + std::to_string(index));
+  return text.empty() ? "no instruction" : text;
+}
+
+/// Every operation of one function, in order.
+std::vector<ExpectedOp> expectedOps(const plan::Plan &plan, bool optimizer) {
+  const plan::DeviceFunction &function =
+      optimizer ? plan.device.optimizerStep : plan.device.microStep;
+  const std::vector<plan::Instruction> &instructions =
+      optimizer ? plan.optimizerInstructions : plan.instructions;
+  const char *name = optimizer ? "optimizer_step" : "micro_step";
+  std::vector<ExpectedOp> ops;
+  for (uint32_t g = 0; g < function.groups.size(); ++g) {
+    const plan::DeviceGroup &group = function.groups[g];
+    const std::string computing =
+        describeInstructions(instructions, group.instructions);
+    for (uint32_t s = 0; s < group.steps.size(); ++s) {
+      ExpectedOp op;
+      op.optimizer = optimizer;
+      op.group = g;
+      op.step = s;
+      auto where = [&](const std::string &what) {
+        return std::string(name) + " group " + std::to_string(g) + " (" +
+               group.kind + "), step " + std::to_string(s) + " (" + what +
+               "), computing " + computing;
+      };
+      const plan::DeviceStep &step = group.steps[s];
+      if (const auto *launch = std::get_if<plan::LaunchStep>(&step)) {
+        op.launch = launch;
+        op.kernel = plan.device.kernels.at(launch->kernel).entry;
+        op.args = launchArgs(plan, *launch);
+        op.where = where("launch of " + op.kernel);
+        ops.push_back(op);
+      } else if (const auto *matmul = std::get_if<plan::MatmulStep>(&step)) {
+        op.kind = OpKind::Matmul;
+        op.matmul = matmul;
+        op.where = where("matmul");
+        ops.push_back(op);
+      } else if (const auto *memset = std::get_if<plan::MemsetStep>(&step)) {
+        op.kind = OpKind::Memset;
+        op.memsetBuffer = memset->buffer;
+        op.where = where("memset of " + describeBuffer(plan, memset->buffer));
+        ops.push_back(op);
+      } else if (const auto *attention =
+                     std::get_if<plan::AttentionStep>(&step)) {
+        static const char *const parts[] = {"forward", "delta", "dq", "dk/dv"};
+        const uint32_t kernels[] = {attention->forwardKernel,
+                                    attention->deltaKernel, attention->dqKernel,
+                                    attention->dkdvKernel};
+        const int count =
+            attention->pass == plan::AttentionPass::Forward ? 1 : 4;
+        for (int part = 0; part < count; ++part) {
+          op.part = part;
+          op.kernel = plan.device.kernels.at(kernels[part]).entry;
+          op.args = attentionArgs(plan, *attention, part);
+          op.where = where(std::string("attention, its ") + parts[part] +
+                           " kernel " + op.kernel);
+          ops.push_back(op);
+        }
+      }
+    }
+  }
+  return ops;
+}
+
+/// "8@0, 8@8, 4@16".
+std::string describeParams(const std::vector<KernelParam> &params) {
+  std::string text;
+  for (const KernelParam &param : params)
+    text += (text.empty() ? "" : ", ") + std::to_string(param.size) + "@" +
+            std::to_string(param.offset);
+  return "[" + text + "]";
+}
+
+/// The parameter layout of \p args, each at its natural alignment.
+std::vector<KernelParam> layoutOf(const std::vector<BoundArg> &args) {
+  std::vector<KernelParam> params;
+  uint32_t offset = 0;
+  for (const BoundArg &arg : args) {
+    offset = (offset + arg.size - 1) / arg.size * arg.size;
+    params.push_back({offset, arg.size});
+    offset += arg.size;
+  }
+  return params;
+}
+
+//===----------------------------------------------------------------------===//
+// Replaying the trace
+//===----------------------------------------------------------------------===//
+
+/// One run of a function in the training loop.
+struct Run {
+  bool optimizer = false;
+  uint64_t step = 0; ///< RunOptions::step
+  uint64_t ordinal = 0, count = 0;
+};
+
+struct Cursor {
+  size_t run = 0, op = 0;
+};
+
+class Checker {
+public:
+  Checker(const plan::Plan &plan, const DryRunSchedule &schedule)
+      : plan(plan), schedule(schedule) {
+    micro = expectedOps(plan, false);
+    optimizer = expectedOps(plan, true);
+    const uint64_t accumulation =
+        static_cast<uint64_t>(std::max<int64_t>(1, plan.accumulationSteps));
+    for (uint64_t s = 0; s < schedule.steps; ++s) {
+      for (uint64_t i = 0; i < accumulation; ++i)
+        runs.push_back({false, s * accumulation + i, s * accumulation + i,
+                        schedule.steps * accumulation});
+      runs.push_back({true, s, s, schedule.steps});
+    }
+    for (const plan::DeviceFunction *f :
+         {&plan.device.microStep, &plan.device.optimizerStep})
+      for (const plan::BufferView &view : f->views)
+        viewSource[view.buffer] = view.source;
+  }
+
+  DryRunReport check(const std::vector<Event> &trace);
+
+private:
+  const std::vector<ExpectedOp> &opsOf(const Run &run) const {
+    return run.optimizer ? optimizer : micro;
+  }
+  std::string describeRun(const Run &run, Origin origin) const {
+    return std::string(run.optimizer ? "optimizer_step" : "micro_step") +
+           " run " + std::to_string(run.ordinal + 1) + " of " +
+           std::to_string(run.count) + ", " + originName(origin);
+  }
+  size_t findStart(const std::vector<Event> &trace) const;
+  /// Matches \p event at \p cursor; false (and a violation) when it is not
+  /// the next operation.
+  bool match(const Event &event, Cursor &cursor);
+  void checkOp(const Event &event, const ExpectedOp &op, const Run &run);
+  void checkLaunch(const Event &event, const ExpectedOp &op, const Run &run);
+  void checkMatmul(const Event &event, const ExpectedOp &op);
+  /// Pointer \p address of \p what with \p bytes, and its binding.
+  void checkPointer(const std::string &what, uint64_t address, uint64_t bytes,
+                    uint32_t buffer);
+  void add(const std::string &check, const std::string &message,
+           const std::string &where);
+  void add(const std::string &check, const std::string &message) {
+    add(check, message, currentWhere);
+  }
+
+  const plan::Plan &plan;
+  DryRunSchedule schedule;
+  std::vector<ExpectedOp> micro, optimizer;
+  std::vector<Run> runs;
+  std::map<uint32_t, uint32_t> viewSource;
+
+  DryRunReport report;
+  std::map<std::string, size_t> seen; ///< violation key -> index
+  AllocationTable allocations;
+  std::map<uint64_t, KernelInfo> kernels;
+  /// Each buffer's address and where it was first bound.
+  std::map<uint32_t, std::pair<uint64_t, std::string>> bound;
+  std::string currentWhere = "before the first device step";
+  std::string currentRun;
+  uint64_t lastOpCall = ~0ull;
+  bool broken = false;
+};
+
+void Checker::add(const std::string &check, const std::string &message,
+                  const std::string &where) {
+  const std::string key = check + '\n' + message + '\n' + where;
+  auto found = seen.find(key);
+  if (found != seen.end()) {
+    ++report.violations[found->second].times;
+    return;
+  }
+  seen[key] = report.violations.size();
+  DryRunViolation violation;
+  violation.check = check;
+  violation.message = message;
+  violation.where = where;
+  violation.firstRun = currentRun;
+  report.violations.push_back(violation);
+}
+
+size_t Checker::findStart(const std::vector<Event> &trace) const {
+  // The first launch or matmul begins the first micro step, unless the
+  // micro step begins with memsets: those are the memsets just before it.
+  size_t first = trace.size();
+  for (size_t i = 0; i < trace.size(); ++i)
+    if ((trace[i].kind == EventKind::Launch ||
+         trace[i].kind == EventKind::Matmul) &&
+        trace[i].origin == Origin::Eager) {
+      first = i;
+      break;
+    }
+  size_t leading = 0;
+  while (leading < micro.size() && micro[leading].kind == OpKind::Memset)
+    ++leading;
+  size_t start = first;
+  for (size_t i = first; leading > 0 && i-- > 0;)
+    if (trace[i].kind == EventKind::Memset) {
+      start = i;
+      --leading;
+    }
+  return start;
+}
+
+bool Checker::match(const Event &event, Cursor &cursor) {
+  const char *kind = eventKindName(event.kind);
+  if (cursor.run >= runs.size()) {
+    add("sequence",
+        std::string("the device ran a ") + kind +
+            (event.name.empty() ? "" : " of " + event.name) +
+            " after the last of the " + std::to_string(runs.size()) +
+            " function runs",
+        "after the last device step");
+    return false;
+  }
+  const Run &run = runs[cursor.run];
+  const ExpectedOp &op = opsOf(run)[cursor.op];
+  const OpKind got = event.kind == EventKind::Launch   ? OpKind::Launch
+                     : event.kind == EventKind::Matmul ? OpKind::Matmul
+                                                       : OpKind::Memset;
+  currentWhere = op.where;
+  currentRun = describeRun(run, event.origin);
+  if (got != op.kind || (got == OpKind::Launch && event.name != op.kernel)) {
+    add("sequence", std::string("the device ran a ") + kind +
+                        (event.name.empty() ? "" : " of " + event.name) +
+                        " where the plan has this step; the rest of the "
+                        "trace is not matched");
+    return false;
+  }
+  return true;
+}
+
+void Checker::checkPointer(const std::string &what, uint64_t address,
+                           uint64_t bytes, uint32_t buffer) {
+  Check check = "";
+  const std::string problem = allocations.rangeProblem(address, bytes, check);
+  if (!problem.empty())
+    add(check, what + ": " + problem);
+  if (buffer == kNoBuffer)
+    return;
+  auto source = viewSource.find(buffer);
+  const uint32_t storage = source == viewSource.end() ? buffer : source->second;
+  auto [first, inserted] =
+      bound.emplace(storage, std::make_pair(address, currentWhere));
+  if (!inserted && first->second.first != address)
+    add("binding", what + " is at " + hexAddress(address) + ", but at " +
+                       hexAddress(first->second.first) + " in " +
+                       first->second.second);
+}
+
+void Checker::checkLaunch(const Event &event, const ExpectedOp &op,
+                          const Run &run) {
+  ++report.launches;
+  auto kernel = kernels.find(event.function);
+  if (kernel == kernels.end()) {
+    add("signature", "kernel '" + event.name +
+                         "' was launched without being looked up in a module");
+    return;
+  }
+  // The signature, as the binary has it.
+  const std::vector<KernelParam> expected = layoutOf(op.args);
+  const std::vector<KernelParam> &actual = kernel->second.params;
+  bool same = expected.size() == actual.size();
+  for (size_t i = 0; same && i < actual.size(); ++i)
+    same = expected[i].size == actual[i].size &&
+           expected[i].offset == actual[i].offset;
+  if (!same) {
+    std::string names;
+    for (const BoundArg &arg : op.args)
+      names += (names.empty() ? "" : ", ") + arg.name;
+    add("signature", "kernel '" + event.name + "' (" + kernel->second.binary +
+                         ") takes " + std::to_string(actual.size()) +
+                         " parameters " + describeParams(actual) +
+                         " but is bound " + std::to_string(expected.size()) +
+                         " arguments " + describeParams(expected) + " (" +
+                         names + ")");
+    return; // the values were read with the binary's sizes
+  }
+  if (op.launch) {
+    bool shape = true;
+    for (int i = 0; i < 3; ++i)
+      shape = shape && event.grid[i] == op.launch->grid[i] &&
+              event.block[i] == op.launch->block[i];
+    if (!shape)
+      add("launch-shape",
+          "kernel '" + event.name + "' was launched with grid " +
+              std::to_string(event.grid[0]) + "x" +
+              std::to_string(event.grid[1]) + "x" +
+              std::to_string(event.grid[2]) + " and block " +
+              std::to_string(event.block[0]) + "x" +
+              std::to_string(event.block[1]) + "x" +
+              std::to_string(event.block[2]) + ", not the plan's");
+  }
+  for (size_t i = 0; i < op.args.size(); ++i) {
+    const BoundArg &arg = op.args[i];
+    const uint64_t value = event.args[i];
+    const std::string what = "argument " + std::to_string(i) + " '" + arg.name +
+                             "' of kernel '" + event.name + "'";
+    switch (arg.kind) {
+    case BoundArg::Pointer:
+      checkPointer(what + " (" + arg.what + ")", value, arg.extent, arg.buffer);
+      break;
+    case BoundArg::Value:
+      if (value != arg.value)
+        add("binding", what + " is " + std::to_string(value) +
+                           ", but the plan binds " + std::to_string(arg.value));
+      break;
+    case BoundArg::Dynamic: {
+      const uint64_t wanted = arg.dynamic == plan::ArgKind::Step ? run.step
+                              : arg.dynamic == plan::ArgKind::Seed
+                                  ? schedule.seed
+                                  : schedule.steps;
+      if (value != wanted)
+        add("binding", what + " (" + plan::argKindName(arg.dynamic) + ") is " +
+                           std::to_string(value) + " in a run " +
+                           "where it is " + std::to_string(wanted));
+      break;
+    }
+    }
+  }
+}
+
+void Checker::checkMatmul(const Event &event, const ExpectedOp &op) {
+  ++report.matmuls;
+  const plan::MatmulStep &step = *op.matmul;
+  const MatmulCall &call = event.matmul;
+  // cuBLASLt computes D^T = op(B)^T op(A)^T: its A is our B, its B our A
+  // (CublasLt.h), so its D is n x m.
+  if (call.d.rows != static_cast<uint64_t>(step.n) ||
+      call.d.cols != static_cast<uint64_t>(step.m) ||
+      call.d.batch != step.batch)
+    add("cublaslt-layout",
+        "cuBLASLt's D is " + std::to_string(call.d.rows) + "x" +
+            std::to_string(call.d.cols) + " (batch " +
+            std::to_string(call.d.batch) + "), not the plan's n x m = " +
+            std::to_string(step.n) + "x" + std::to_string(step.m) + " (batch " +
+            std::to_string(step.batch) + ")");
+  struct Operand {
+    const char *name;
+    uint32_t buffer;
+    uint64_t pointer;
+    const MatrixLayout *layout;
+  };
+  const Operand operands[] = {{"A", step.a, call.pointerB, &call.b},
+                              {"B", step.b, call.pointerA, &call.a},
+                              {"C", step.c, call.pointerC, &call.c},
+                              {"D", step.d, call.pointerD, &call.d},
+                              {"bias", step.bias, call.bias, nullptr},
+                              {"aux", step.aux, call.aux, nullptr}};
+  for (const Operand &operand : operands) {
+    if (operand.buffer == kNoBuffer)
+      continue;
+    const uint64_t bytes = bufferBytes(plan, operand.buffer);
+    const std::string what = std::string("matmul operand ") + operand.name +
+                             " (" + describeBuffer(plan, operand.buffer) + ")";
+    checkPointer(what, operand.pointer, bytes, operand.buffer);
+    if (operand.layout && layoutBytes(*operand.layout) > bytes)
+      add("cublaslt-layout",
+          what + ": its cuBLASLt layout (" +
+              std::to_string(operand.layout->rows) + "x" +
+              std::to_string(operand.layout->cols) + ", ld " +
+              std::to_string(operand.layout->ld) + ", batch " +
+              std::to_string(operand.layout->batch) + ") spans " +
+              std::to_string(layoutBytes(*operand.layout)) +
+              " bytes, more than the buffer");
+  }
+}
+
+void Checker::checkOp(const Event &event, const ExpectedOp &op,
+                      const Run &run) {
+  switch (op.kind) {
+  case OpKind::Launch:
+    checkLaunch(event, op, run);
+    break;
+  case OpKind::Matmul:
+    checkMatmul(event, op);
+    break;
+  case OpKind::Memset: {
+    ++report.memsets;
+    const uint64_t bytes = bufferBytes(plan, op.memsetBuffer);
+    const std::string what =
+        "memset of " + describeBuffer(plan, op.memsetBuffer);
+    checkPointer(what, event.address, bytes, op.memsetBuffer);
+    if (event.bytes != bytes)
+      add("extent", what + " sets " + std::to_string(event.bytes) + " bytes");
+    break;
+  }
+  }
+}
+
+DryRunReport Checker::check(const std::vector<Event> &trace) {
+  const size_t start = findStart(trace);
+  Cursor cursor, captureCursor;
+  bool capturing = false;
+  std::string captureWhere;
+  for (size_t i = 0; i < trace.size(); ++i) {
+    const Event &event = trace[i];
+    switch (event.kind) {
+    case EventKind::Alloc:
+      allocations.add(event.address, event.bytes, event.call);
+      break;
+    case EventKind::Free:
+      allocations.free(event.address, event.call);
+      break;
+    case EventKind::Kernel:
+      kernels[event.function] = event.kernel;
+      break;
+    case EventKind::Memcpy:
+      if (event.what == "dtoh")
+        ++report.metricReads;
+      break;
+    case EventKind::CaptureBegin:
+      capturing = true;
+      captureCursor = cursor;
+      captureWhere = "while capturing CUDA graph " +
+                     std::to_string(event.graph) + ", at its start";
+      if (i >= start && cursor.run < runs.size()) {
+        const Run &run = runs[cursor.run];
+        captureWhere += ", before " + opsOf(run)[cursor.op].where;
+        currentRun = describeRun(run, Origin::Captured);
+      }
+      break;
+    case EventKind::CaptureEnd:
+      capturing = false;
+      if (event.what == "ok")
+        ++report.graphsCaptured;
+      else
+        add("capture",
+            "the capture of CUDA graph " + std::to_string(event.graph) +
+                " was invalidated: its steps run launch by launch",
+            captureWhere);
+      break;
+    case EventKind::GraphLaunch:
+      ++report.graphReplays;
+      break;
+    case EventKind::Violation:
+      add(event.what, event.text,
+          event.call == lastOpCall ? currentWhere
+          : capturing
+              ? captureWhere
+              : "outside the plan's device steps, after " + currentWhere);
+      break;
+    case EventKind::Launch:
+    case EventKind::Matmul:
+    case EventKind::Memset: {
+      lastOpCall = event.call;
+      if (i < start) {
+        currentWhere = "outside the plan's device steps (setting up)";
+        break;
+      }
+      if (broken)
+        break;
+      Cursor &at = event.origin == Origin::Captured ? captureCursor : cursor;
+      if (!match(event, at)) {
+        broken = true;
+        break;
+      }
+      const Run &run = runs[at.run];
+      if (event.origin == Origin::Captured)
+        captureWhere = "while capturing CUDA graph " +
+                       std::to_string(event.graph) + ", after " + currentWhere;
+      else {
+        if (event.origin == Origin::Replayed)
+          ++report.replayedSteps;
+        checkOp(event, opsOf(run)[at.op], run);
+      }
+      if (++at.op == opsOf(run).size()) {
+        at.op = 0;
+        ++at.run;
+        if (event.origin != Origin::Captured)
+          ++report.functionRuns;
+      }
+      break;
+    }
+    default:
+      break;
+    }
+  }
+  if (!broken && cursor.run < runs.size()) {
+    const Run &run = runs[cursor.run];
+    add("sequence",
+        "the trace ends with " + std::to_string(runs.size() - cursor.run) +
+            " of " + std::to_string(runs.size()) +
+            " function runs not (fully) run, the next being " +
+            describeRun(run, Origin::Eager) + " at " +
+            opsOf(run)[cursor.op].where,
+        "at the end of the trace");
+  }
+  return std::move(report);
+}
+
+} // namespace
+
+std::string DryRunViolation::text() const {
+  std::string line = check + ": " + message + " at " + where;
+  if (!firstRun.empty() || times > 1)
+    line += " [" + firstRun +
+            (times > 1 ? (firstRun.empty() ? "" : "; ") +
+                             std::to_string(times) + " times"
+                       : "") +
+            "]";
+  return line;
+}
+
+std::string DryRunReport::summary() const {
+  std::string text =
+      "function runs " + std::to_string(functionRuns) + ", launches " +
+      std::to_string(launches) + ", matmuls " + std::to_string(matmuls) +
+      ", memsets " + std::to_string(memsets) + ", graphs captured " +
+      std::to_string(graphsCaptured) + ", graph replays " +
+      std::to_string(graphReplays) + " (" + std::to_string(replayedSteps) +
+      " device operations), device-to-host copies " +
+      std::to_string(metricReads) + ", violations " +
+      std::to_string(violations.size());
+  for (const DryRunViolation &violation : violations)
+    text += "\n  " + violation.text();
+  return text;
+}
+
+std::vector<DryRunViolation> DryRunReport::of(const std::string &check) const {
+  std::vector<DryRunViolation> found;
+  for (const DryRunViolation &violation : violations)
+    if (violation.check == check)
+      found.push_back(violation);
+  return found;
+}
+
+DryRunReport checkDryRun(const plan::Plan &plan,
+                         const std::vector<Event> &trace,
+                         const DryRunSchedule &schedule) {
+  return Checker(plan, schedule).check(trace);
+}
+
+} // namespace ampc::dryrun

@@ -1,0 +1,423 @@
+//===- DryRunDefectTest.cpp - Each dry-run check on a planted defect ------===//
+//
+// The tiny GPT's training plan (bf16, two micro steps per optimizer step) runs
+// in this process through cuda::Executor over the recording driver, as the
+// training loop runs it, and the trace is checked against the plan. Unaltered
+// it has no violation. Then one defect at a time is planted where a defective
+// runtime or plan would put it:
+//
+//  * in the plan: an argument the kernel's cubin does not have, a block over
+//    the kernel's __launch_bounds__;
+//  * in the device: too few registers or too little shared memory per block
+//    for the kernels;
+//  * in one call the runtime makes (AmpcRecordingPlant): a pointer argument
+//    moved out of its allocation or so its buffer runs past the end, an
+//    allocation freed before a launch uses it, a grid over the limits,
+//    dynamic shared memory without opting in, a sync or an allocation while
+//    a graph is captured, a cuBLASLt layout over its buffer, a misaligned or
+//    missing matmul pointer.
+//
+// Each test checks that its check fires and that the message names the
+// function, the group and the op's source location in tiny.mlir; where the
+// GPU would reject the call, that the executor's own error says so too.
+//
+//===----------------------------------------------------------------------===//
+
+#include "AllocationTable.h"
+#include "DryRunChecker.h"
+#include "DryRunTestUtils.h"
+#include "runtime/cuda/Executor.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+namespace ampc::dryrun {
+namespace {
+
+/// What one in-process dry run did.
+struct InProcessRun {
+  std::string error; ///< what the executor threw ("" if nothing)
+  std::vector<Event> trace;
+  DryRunReport report;
+};
+
+const plan::Plan &tinyPlan() {
+  static const plan::Plan plan = plan::loadPlan(AMPC_DRYRUN_TINY_PLAN);
+  return plan;
+}
+
+/// Trains \p plan as the training loop does (kOptimizerSteps steps of
+/// kAccumulationSteps micro steps, metrics read after each) on \p device,
+/// with \p planted in the driver.
+InProcessRun dryRun(const plan::Plan &plan, const AmpcRecordingDevice &device,
+                    const AmpcRecordingPlant *planted = nullptr) {
+  const RecordingLibrary &library = recordingLibraryInProcess();
+  library.reset(&device);
+  library.plant(planted);
+  InProcessRun run;
+  try {
+    cuda::DeviceOptions options;
+    options.api = library.api;
+    cuda::Device gpu(options);
+    cuda::Executor executor(plan, gpu);
+    executor.initializeParameters(0);
+    for (uint64_t step = 0; step < kOptimizerSteps; ++step) {
+      for (uint64_t i = 0; i < kAccumulationSteps; ++i) {
+        const uint64_t micro = step * kAccumulationSteps + i;
+        executor.randomizeInputs(micro);
+        cpu::RunOptions options;
+        options.step = micro;
+        options.totalSteps = kOptimizerSteps;
+        options.training = true;
+        executor.runMicroStep(options);
+      }
+      cpu::RunOptions options;
+      options.step = step;
+      options.totalSteps = kOptimizerSteps;
+      options.training = true;
+      executor.runOptimizerStep(options);
+      executor.readMetrics();
+    }
+  } catch (const std::exception &error) {
+    run.error = error.what();
+  }
+  library.plant(nullptr);
+  run.trace = library.events();
+  run.report = checkDryRun(plan, run.trace, {kOptimizerSteps, 0});
+  return run;
+}
+
+InProcessRun dryRun(const AmpcRecordingPlant &planted) {
+  return dryRun(tinyPlan(), recordingLibraryInProcess().h100(), &planted);
+}
+
+/// The first violation of \p check (a test failure if there is none).
+DryRunViolation firstOf(const InProcessRun &run, const std::string &check) {
+  const std::vector<DryRunViolation> found = run.report.of(check);
+  if (found.empty()) {
+    ADD_FAILURE() << "no '" << check << "' violation; the report:\n"
+                  << run.report.summary() << "\nthe error: " << run.error;
+    return {};
+  }
+  return found.front();
+}
+
+/// Expects \p text to name a micro_step group and an op of tiny.mlir.
+void expectNamesGroupAndSource(const std::string &text) {
+  EXPECT_NE(text.find("micro_step group "), std::string::npos) << text;
+  EXPECT_NE(text.find("tiny.mlir:"), std::string::npos) << text;
+}
+
+/// Expects a violation of \p check naming the group and the source location;
+/// returns it.
+DryRunViolation expectViolation(const InProcessRun &run,
+                                const std::string &check) {
+  const DryRunViolation violation = firstOf(run, check);
+  expectNamesGroupAndSource(violation.where);
+  return violation;
+}
+
+/// The first launch step of the micro step whose kernel takes a buffer
+/// argument, and the index of that argument.
+struct LaunchSite {
+  uint32_t group = 0, step = 0;
+  const plan::LaunchStep *launch = nullptr;
+  std::string kernel;
+  size_t argument = 0;
+};
+
+LaunchSite firstLaunch(
+    const plan::Plan &plan,
+    const std::function<bool(const plan::LaunchStep &)> &wanted = nullptr) {
+  const plan::DeviceFunction &micro = plan.device.microStep;
+  for (uint32_t g = 0; g < micro.groups.size(); ++g)
+    for (uint32_t s = 0; s < micro.groups[g].steps.size(); ++s)
+      if (const auto *launch =
+              std::get_if<plan::LaunchStep>(&micro.groups[g].steps[s]))
+        for (size_t a = 0; a < launch->args.size(); ++a)
+          if (launch->args[a].kind == plan::ArgKind::Buffer &&
+              (!wanted || wanted(*launch)))
+            return {g, s, launch, plan.device.kernels[launch->kernel].entry, a};
+  ADD_FAILURE() << "no launch step found";
+  return {};
+}
+
+std::string groupName(uint32_t group) {
+  return "micro_step group " + std::to_string(group) + " ";
+}
+
+AmpcRecordingPlant planted(int kind, const std::string &kernel = "",
+                           int argument = 0, int64_t amount = 0) {
+  static std::string name; // the plant keeps a pointer
+  name = kernel;
+  AmpcRecordingPlant plant = {};
+  plant.kind = kind;
+  plant.kernel = name.c_str();
+  plant.argument = argument;
+  plant.amount = amount;
+  return plant;
+}
+
+//===----------------------------------------------------------------------===//
+// The unaltered run
+//===----------------------------------------------------------------------===//
+
+TEST(DryRunDefect, TheUnalteredPlanHasNoViolation) {
+  const InProcessRun run =
+      dryRun(tinyPlan(), recordingLibraryInProcess().h100());
+  EXPECT_EQ(run.error, "");
+  EXPECT_TRUE(run.report.violations.empty()) << run.report.summary();
+  EXPECT_EQ(run.report.functionRuns,
+            uint64_t(kOptimizerSteps) * (kAccumulationSteps + 1));
+  EXPECT_GT(run.report.replayedSteps, 0u) << run.report.summary();
+}
+
+//===----------------------------------------------------------------------===//
+// Memory: pointers, extents, freed allocations
+//===----------------------------------------------------------------------===//
+
+/// The site's buffer argument in the unaltered run: its address, and the
+/// allocation holding it.
+struct Bound {
+  uint64_t address = 0;
+  Allocation allocation;
+};
+
+Bound boundAddress(const LaunchSite &site) {
+  const InProcessRun run =
+      dryRun(tinyPlan(), recordingLibraryInProcess().h100());
+  AllocationTable allocations;
+  for (const Event &event : run.trace) {
+    if (event.kind == EventKind::Alloc)
+      allocations.add(event.address, event.bytes, event.call);
+    if (event.kind == EventKind::Launch && event.name == site.kernel) {
+      Bound bound;
+      bound.address = event.args.at(site.argument);
+      bound.allocation = *allocations.find(bound.address);
+      return bound;
+    }
+  }
+  ADD_FAILURE() << "kernel " << site.kernel << " never launched";
+  return {};
+}
+
+/// Runs with the first buffer argument of the first launch moved to
+/// \p where(its address, its allocation, its bytes); returns the violation
+/// of \p check, which must name the launch's group.
+DryRunViolation argumentMoved(
+    const std::string &check,
+    const std::function<uint64_t(const Allocation &, uint64_t)> &where) {
+  const LaunchSite site = firstLaunch(tinyPlan());
+  const Bound bound = boundAddress(site);
+  const plan::Buffer &buffer =
+      tinyPlan().buffers[site.launch->args[site.argument].buffer];
+  const uint64_t bytes =
+      plan::numElements(buffer) * plan::dtypeBytes(buffer.dtype);
+  const uint64_t moved = where(bound.allocation, bytes);
+  const InProcessRun run = dryRun(planted(
+      AMPC_PLANT_ARGUMENT_OFFSET, site.kernel, static_cast<int>(site.argument),
+      static_cast<int64_t>(moved - bound.address)));
+  const DryRunViolation violation = expectViolation(run, check);
+  EXPECT_NE(violation.where.find(groupName(site.group)), std::string::npos)
+      << violation.text();
+  if (check == "extent") // the driver alone cannot know the extent
+    EXPECT_TRUE(run.report.of("pointer").empty()) << run.report.summary();
+  return violation;
+}
+
+TEST(DryRunDefect, PointerArgumentOutOfItsAllocation) {
+  // Past the end of its allocation, into the gap after it.
+  const DryRunViolation violation =
+      argumentMoved("pointer", [](const Allocation &allocation, uint64_t) {
+        return allocation.address + allocation.bytes + 4096;
+      });
+  EXPECT_NE(violation.message.find("lies in no allocation"), std::string::npos)
+      << violation.text();
+}
+
+TEST(DryRunDefect, BufferExtentPastItsAllocation) {
+  // The pointer stays inside the allocation; the buffer's last bytes do not.
+  const DryRunViolation violation =
+      argumentMoved("extent", [](const Allocation &allocation, uint64_t bytes) {
+        return allocation.address + allocation.bytes - bytes / 2;
+      });
+  EXPECT_NE(violation.message.find("bytes past the end of allocation"),
+            std::string::npos)
+      << violation.text();
+}
+
+TEST(DryRunDefect, FreedAllocationUsedByALaunch) {
+  const LaunchSite site = firstLaunch(tinyPlan());
+  const InProcessRun run = dryRun(planted(AMPC_PLANT_FREE_ARGUMENT, site.kernel,
+                                          static_cast<int>(site.argument)));
+  const DryRunViolation violation = expectViolation(run, "freed-memory");
+  EXPECT_NE(violation.where.find(groupName(site.group)), std::string::npos)
+      << violation.text();
+  EXPECT_NE(violation.message.find("freed at call"), std::string::npos)
+      << violation.text();
+}
+
+//===----------------------------------------------------------------------===//
+// Launch limits: grid, block, registers, shared memory
+//===----------------------------------------------------------------------===//
+
+/// Expects the executor's error to be \p check's rejection, naming the
+/// group and the source location, and the trace to have the violation.
+void expectRejected(const InProcessRun &run, const std::string &check,
+                    const std::string &cause) {
+  EXPECT_NE(run.error.find(cause), std::string::npos) << run.error;
+  expectNamesGroupAndSource(run.error);
+  expectViolation(run, check);
+}
+
+TEST(DryRunDefect, GridOverTheDeviceLimit) {
+  const LaunchSite site = firstLaunch(tinyPlan());
+  const InProcessRun run =
+      dryRun(planted(AMPC_PLANT_GRID_Y, site.kernel, 0, 70000));
+  expectRejected(run, "launch-config", "is outside the device's");
+  EXPECT_NE(run.error.find(groupName(site.group)), std::string::npos)
+      << run.error;
+}
+
+TEST(DryRunDefect, BlockOverTheKernelsLaunchBounds) {
+  // The plan launches a kernel with twice the block its code was compiled
+  // for (its __launch_bounds__, read from the cubin).
+  plan::Plan plan = tinyPlan();
+  const LaunchSite site = firstLaunch(plan, [](const plan::LaunchStep &l) {
+    return l.block[0] <= 512 && l.block[1] == 1 && l.block[2] == 1;
+  });
+  auto &launch = std::get<plan::LaunchStep>(
+      plan.device.microStep.groups[site.group].steps[site.step]);
+  launch.block[0] *= 2;
+  const InProcessRun run = dryRun(plan, recordingLibraryInProcess().h100());
+  expectRejected(run, "launch-config", "__launch_bounds__");
+  EXPECT_NE(run.error.find(groupName(site.group)), std::string::npos)
+      << run.error;
+}
+
+TEST(DryRunDefect, RegistersOverTheDeviceLimit) {
+  AmpcRecordingDevice small = recordingLibraryInProcess().h100();
+  small.registersPerBlock = 1024;
+  const InProcessRun run = dryRun(tinyPlan(), small);
+  expectRejected(run, "registers", "registers per thread");
+}
+
+TEST(DryRunDefect, StaticSharedMemoryOverTheDeviceLimit) {
+  AmpcRecordingDevice small = recordingLibraryInProcess().h100();
+  small.sharedPerBlockOptin = 1024;
+  const InProcessRun run = dryRun(tinyPlan(), small);
+  expectRejected(run, "shared-memory", "bytes of static");
+}
+
+TEST(DryRunDefect, DynamicSharedMemoryWithoutOptingIn) {
+  const LaunchSite site = firstLaunch(tinyPlan());
+  const InProcessRun run =
+      dryRun(planted(AMPC_PLANT_DYNAMIC_SHARED, site.kernel, 0, 64 * 1024));
+  expectRejected(run, "shared-memory", "bytes of dynamic shared memory");
+  EXPECT_NE(run.error.find(groupName(site.group)), std::string::npos)
+      << run.error;
+}
+
+//===----------------------------------------------------------------------===//
+// Stream capture
+//===----------------------------------------------------------------------===//
+
+void expectCaptureBroken(const InProcessRun &run, const std::string &call) {
+  const DryRunViolation violation = expectViolation(run, "capture");
+  EXPECT_NE(violation.message.find(call + " while stream capture"),
+            std::string::npos)
+      << violation.text();
+  // The first launch the capture records is the segment's first step.
+  EXPECT_NE(violation.where.find("while capturing CUDA graph "),
+            std::string::npos)
+      << violation.text();
+  EXPECT_NE(violation.where.find(", at its start, before micro_step group 0 "),
+            std::string::npos)
+      << violation.text();
+  // The executor fell back to launching the segment eagerly; the checker
+  // says the capture was lost.
+  bool invalidated = false;
+  for (const DryRunViolation &each : run.report.of("capture"))
+    invalidated |= each.message.find("was invalidated") != std::string::npos;
+  EXPECT_TRUE(invalidated) << run.report.summary();
+}
+
+TEST(DryRunDefect, SynchronizeDuringCapture) {
+  expectCaptureBroken(dryRun(planted(AMPC_PLANT_SYNC_IN_CAPTURE)),
+                      "cuStreamSynchronize");
+}
+
+TEST(DryRunDefect, AllocateDuringCapture) {
+  expectCaptureBroken(dryRun(planted(AMPC_PLANT_ALLOC_IN_CAPTURE)),
+                      "cuMemAlloc of 4096 bytes");
+}
+
+//===----------------------------------------------------------------------===//
+// cuBLASLt
+//===----------------------------------------------------------------------===//
+
+TEST(DryRunDefect, MatmulLayoutOverItsBuffer) {
+  // cuBLASLt's A (the plan's B) gets a leading dimension larger by 64
+  // elements: its last column now reaches past the plan's buffer.
+  const InProcessRun run = dryRun(planted(AMPC_PLANT_MATMUL_LD, "", 0, 64));
+  const DryRunViolation violation = expectViolation(run, "cublaslt-layout");
+  EXPECT_NE(violation.message.find("more than the buffer"), std::string::npos)
+      << violation.text();
+  EXPECT_NE(violation.where.find("(matmul)"), std::string::npos)
+      << violation.text();
+}
+
+TEST(DryRunDefect, MatmulPointerMisaligned) {
+  const InProcessRun run = dryRun(planted(AMPC_PLANT_MATMUL_OFFSET, "", 0, 2));
+  const DryRunViolation violation = expectViolation(run, "cublaslt-alignment");
+  EXPECT_NE(violation.message.find("is 2-byte aligned, but its algorithm was "
+                                   "chosen for 256-byte alignment"),
+            std::string::npos)
+      << violation.text();
+}
+
+TEST(DryRunDefect, MatmulEpilogueWithoutItsBias) {
+  // The first matmul of the micro step that has an epilogue.
+  int occurrence = -1, matmuls = 0;
+  for (const plan::DeviceGroup &group : tinyPlan().device.microStep.groups)
+    for (const plan::DeviceStep &step : group.steps)
+      if (const auto *matmul = std::get_if<plan::MatmulStep>(&step)) {
+        if (occurrence < 0 && matmul->epilogue != plan::Epilogue::None)
+          occurrence = matmuls;
+        ++matmuls;
+      }
+  ASSERT_GE(occurrence, 0);
+  AmpcRecordingPlant plant = planted(AMPC_PLANT_MATMUL_NO_BIAS);
+  plant.occurrence = occurrence;
+  const DryRunViolation violation =
+      expectViolation(dryRun(plant), "cublaslt-epilogue");
+  EXPECT_NE(violation.message.find("needs a bias pointer"), std::string::npos)
+      << violation.text();
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel signatures
+//===----------------------------------------------------------------------===//
+
+TEST(DryRunDefect, PlanBindsAnArgumentTheCubinDoesNotHave) {
+  plan::Plan plan = tinyPlan();
+  const LaunchSite site = firstLaunch(plan);
+  auto &launch = std::get<plan::LaunchStep>(
+      plan.device.microStep.groups[site.group].steps[site.step]);
+  plan::DeviceArgument extra;
+  extra.kind = plan::ArgKind::Int64;
+  extra.name = "extra";
+  launch.args.push_back(extra);
+  const InProcessRun run = dryRun(plan, recordingLibraryInProcess().h100());
+  const DryRunViolation violation = expectViolation(run, "signature");
+  EXPECT_NE(violation.where.find(groupName(site.group)), std::string::npos)
+      << violation.text();
+  EXPECT_NE(violation.message.find("arguments"), std::string::npos)
+      << violation.text();
+  EXPECT_NE(violation.message.find(", extra)"), std::string::npos)
+      << violation.text();
+}
+
+} // namespace
+} // namespace ampc::dryrun
