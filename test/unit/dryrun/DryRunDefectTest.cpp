@@ -11,11 +11,12 @@
 //  * in the device: too few registers or too little shared memory per block
 //    for the kernels;
 //  * in one call the runtime makes (AmpcRecordingPlant): a pointer argument
-//    moved out of its allocation or so its buffer runs past the end, an
-//    allocation freed before a launch uses it, a grid over the limits,
-//    dynamic shared memory without opting in, a sync or an allocation while
-//    a graph is captured, a cuBLASLt layout over its buffer, a misaligned or
-//    missing matmul pointer.
+//    moved out of its allocation, so its buffer runs past the end, or just
+//    elsewhere, an allocation freed before a launch uses it, a grid over the
+//    limits or other than the plan's, dynamic shared memory without opting
+//    in, a sync or an allocation while a graph is captured, a cuBLASLt
+//    layout over its buffer, a misaligned or missing matmul pointer;
+//  * in the trace: a launch that never happened.
 //
 // Each test checks that its check fires and that the message names the
 // function, the group and the op's source location in tiny.mlir; where the
@@ -317,6 +318,43 @@ TEST(DryRunDefect, DynamicSharedMemoryWithoutOptingIn) {
   expectRejected(run, "shared-memory", "bytes of dynamic shared memory");
   EXPECT_NE(run.error.find(groupName(site.group)), std::string::npos)
       << run.error;
+}
+
+TEST(DryRunDefect, LaunchShapeOtherThanThePlans) {
+  // A grid the device accepts, but not the one the plan computed.
+  const LaunchSite site = firstLaunch(tinyPlan());
+  const InProcessRun run =
+      dryRun(planted(AMPC_PLANT_GRID_Y, site.kernel, 0, 2));
+  EXPECT_EQ(run.error, "");
+  const DryRunViolation violation = expectViolation(run, "launch-shape");
+  EXPECT_NE(violation.message.find("grid 32x2x1"), std::string::npos)
+      << violation.text();
+}
+
+TEST(DryRunDefect, BufferBoundAtTwoAddresses) {
+  // One launch reads its input 256 bytes further on than every other use.
+  const LaunchSite site = firstLaunch(tinyPlan());
+  const InProcessRun run =
+      dryRun(planted(AMPC_PLANT_ARGUMENT_OFFSET, site.kernel,
+                     static_cast<int>(site.argument), 256));
+  const DryRunViolation violation = expectViolation(run, "binding");
+  EXPECT_NE(violation.message.find(") is at 0x"), std::string::npos)
+      << violation.text();
+}
+
+TEST(DryRunDefect, AStepThatNeverRan) {
+  // The trace of a run that skipped one launch of its first micro step.
+  InProcessRun run = dryRun(tinyPlan(), recordingLibraryInProcess().h100());
+  const LaunchSite site = firstLaunch(tinyPlan());
+  for (auto it = run.trace.begin(); it != run.trace.end(); ++it)
+    if (it->kind == EventKind::Launch && it->name == site.kernel) {
+      run.trace.erase(it);
+      break;
+    }
+  run.report = checkDryRun(tinyPlan(), run.trace, {kOptimizerSteps, 0});
+  const DryRunViolation violation = expectViolation(run, "sequence");
+  EXPECT_NE(violation.where.find(groupName(site.group)), std::string::npos)
+      << violation.text();
 }
 
 //===----------------------------------------------------------------------===//

@@ -288,6 +288,38 @@ TEST_F(RecordingDriver, PointerArgumentInNoAllocation) {
   EXPECT_NE(found[0].text.find("lies in no allocation"), std::string::npos);
 }
 
+TEST_F(RecordingDriver, StaleHandlesAndBadImagesAreRejected) {
+  cuda::Kernel &kernel = generatedKernel();
+  const CUfunction function = kernel.function();
+  module.reset(); // unloads the module
+  std::vector<uint64_t> values(32, 0);
+  std::vector<void *> arguments;
+  for (uint64_t &value : values)
+    arguments.push_back(&value);
+  EXPECT_EQ(api().cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 0,
+                                 device->stream(), arguments.data(), nullptr),
+            CUDA_ERROR_INVALID_HANDLE);
+  expectViolation("kernel-handle", "not a kernel of a loaded module");
+
+  CUstream stream = nullptr;
+  ASSERT_EQ(api().cuStreamCreate(&stream, 0), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuStreamDestroy(stream), CUDA_SUCCESS);
+  EXPECT_EQ(api().cuMemsetD8Async(0, 0, 0, stream), CUDA_ERROR_INVALID_HANDLE);
+  expectViolation("stream", "memset on a stream that does not exist");
+
+  EXPECT_EQ(api().cuGraphLaunch(reinterpret_cast<CUgraphExec>(12345),
+                                device->stream()),
+            CUDA_ERROR_INVALID_HANDLE);
+  expectViolation("graph", "not instantiated or was destroyed");
+
+  const char notACubin[64] = "\x7f"
+                             "ELF";
+  CUmodule loaded = nullptr;
+  EXPECT_EQ(api().cuModuleLoadDataEx(&loaded, notACubin, 0, nullptr, nullptr),
+            CUDA_ERROR_INVALID_IMAGE);
+  expectViolation("module", "cubin");
+}
+
 //===----------------------------------------------------------------------===//
 // cuBLASLt
 //===----------------------------------------------------------------------===//
@@ -337,6 +369,53 @@ TEST_F(RecordingDriver, MatmulBiasShorterThanTheEpilogueReads) {
   matmul.run(problem.desc, problem.operands);
   expectViolation("cublaslt-epilogue",
                   "the bias vector (64 elements) spans 128 bytes");
+}
+
+TEST_F(RecordingDriver, MatmulWorkspaceSmallerThanItsAlgorithmNeeds) {
+  // Through cuBLASLt's API: an algorithm chosen for up to 32 MiB of
+  // workspace, then run with none.
+  const cuda::CublasLtApi &lt = cuda::cublasLtApi();
+  SmallMatmul problem(*device, plan::DType::F32, 0);
+  cublasLtHandle_t handle = nullptr;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t layout = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  ASSERT_EQ(lt.cublasLtCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(lt.cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(lt.cublasLtMatrixLayoutCreate(&layout, CUDA_R_32F, 64, 64, 64),
+            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(lt.cublasLtMatmulPreferenceCreate(&preference),
+            CUBLAS_STATUS_SUCCESS);
+  const uint64_t offered = cuda::Matmul::kWorkspaceBytes;
+  ASSERT_EQ(lt.cublasLtMatmulPreferenceSetAttribute(
+                preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &offered,
+                sizeof offered),
+            CUBLAS_STATUS_SUCCESS);
+  cublasLtMatmulHeuristicResult_t result = {};
+  int returned = 0;
+  ASSERT_EQ(lt.cublasLtMatmulAlgoGetHeuristic(handle, desc, layout, layout,
+                                              layout, layout, preference, 1,
+                                              &result, &returned),
+            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(returned, 1);
+  ASSERT_GT(result.workspaceSize, 0u);
+  const float alpha = 1, beta = 0;
+  const auto pointer = [](CUdeviceptr address) {
+    return reinterpret_cast<void *>(address);
+  };
+  EXPECT_EQ(lt.cublasLtMatmul(handle, desc, &alpha, pointer(problem.operands.a),
+                              layout, pointer(problem.operands.b), layout,
+                              &beta, pointer(problem.operands.d), layout,
+                              pointer(problem.operands.d), layout, &result.algo,
+                              nullptr, 0, device->stream()),
+            CUBLAS_STATUS_SUCCESS);
+  expectViolation("cublaslt-workspace", "a workspace of 0 bytes, but its "
+                                        "algorithm needs");
+  lt.cublasLtMatmulPreferenceDestroy(preference);
+  lt.cublasLtMatrixLayoutDestroy(layout);
+  lt.cublasLtMatmulDescDestroy(desc);
+  lt.cublasLtDestroy(handle);
 }
 
 } // namespace
