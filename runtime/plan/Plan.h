@@ -8,7 +8,8 @@
 // the only contract between the compiler and the runtime; its binary encoding
 // is documented byte by byte in docs/plan-format.md and versioned by
 // kFormatVersion. Version 4 adds the device program (DeviceProgram.h): what
-// the CUDA backend runs instead of the instructions.
+// the CUDA backend runs instead of the instructions; version 5 stores its
+// kernel binaries zlib-compressed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,7 +30,7 @@
 namespace ampc::plan {
 
 /// The binary format version this runtime writes and reads.
-inline constexpr uint32_t kFormatVersion = 4;
+inline constexpr uint32_t kFormatVersion = 5;
 
 /// Element type of a buffer. The numeric values are the on-disk codes.
 enum class DType : uint8_t { F32 = 0, BF16 = 1, F16 = 2, I32 = 3, I64 = 4 };

@@ -1,6 +1,6 @@
 //===- PlanIODevice.cpp - Binary encoding of the device program -----------===//
 //
-// The DEVP section of plan format version 4 (docs/plan-format.md): the
+// The DEVP section of plan format version 5 (docs/plan-format.md): the
 // device modules (cubins and PTX), the kernels they export, and for the
 // micro-step and optimizer-step functions their arena placements, buffer
 // views and step groups with their launch, matmul, attention and memset
@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/plan/PlanIOInternal.h"
+
+#include <zlib.h>
 
 #include <variant>
 
@@ -143,11 +145,26 @@ void encodeDeviceFunction(const DeviceFunction &function, ByteWriter &out) {
 void encodeDevice(const Plan &plan, ByteWriter &out) {
   const DeviceProgram &device = plan.device;
   out.count(device.modules.size());
-  for (const DeviceModule &module : device.modules) {
-    out.string(module.name);
-    encodeBytes(module.cubinSm80, out);
-    encodeBytes(module.cubinSm90, out);
-    out.string(module.ptx);
+  if (!device.modules.empty()) {
+    // The module records, zlib-compressed as one stream: cubins shrink about
+    // 3x and PTX about 8x, which is most of a training executable's size.
+    ByteWriter records;
+    for (const DeviceModule &module : device.modules) {
+      records.string(module.name);
+      encodeBytes(module.cubinSm80, records);
+      encodeBytes(module.cubinSm90, records);
+      records.string(module.ptx);
+    }
+    const std::vector<uint8_t> &raw = records.bytes;
+    uLongf packedSize = compressBound(raw.size());
+    std::vector<uint8_t> packed(packedSize);
+    if (compress2(packed.data(), &packedSize, raw.data(), raw.size(),
+                  Z_BEST_COMPRESSION) != Z_OK)
+      throw PlanError("cannot compress the device modules (" +
+                      std::to_string(raw.size()) + " bytes)");
+    out.count(raw.size());
+    out.count(packedSize);
+    out.raw(packed.data(), packedSize);
   }
   out.count(device.kernels.size());
   for (const DeviceKernel &kernel : device.kernels) {
@@ -308,12 +325,40 @@ void decodeDeviceFunction(ByteReader &in, DeviceFunction &function) {
 
 void decodeDevice(ByteReader &in, Plan &plan) {
   DeviceProgram &device = plan.device;
-  device.modules.resize(in.count("module count", 16));
-  for (DeviceModule &module : device.modules) {
-    module.name = in.string("module name");
-    in.bytesInto(module.cubinSm80, in.u32("sm_80 cubin size"), "sm_80 cubin");
-    in.bytesInto(module.cubinSm90, in.u32("sm_90 cubin size"), "sm_90 cubin");
-    module.ptx = in.string("PTX");
+  const uint32_t modules = in.u32("module count");
+  if (modules > 0) {
+    const uint32_t rawSize = in.u32("module records size");
+    const uint32_t packedSize = in.u32("compressed module records size");
+    std::vector<uint8_t> packed;
+    in.bytesInto(packed, packedSize, "compressed module records");
+    // Each record takes at least 16 bytes (a name and three sizes).
+    if (modules > rawSize / 16)
+      in.fail("module count " + std::to_string(modules) + " needs at least " +
+              std::to_string(16ull * modules) + " bytes of records, but they "
+              "hold " + std::to_string(rawSize));
+    std::vector<uint8_t> raw(rawSize);
+    uLongf inflated = rawSize;
+    const int status =
+        uncompress(raw.data(), &inflated, packed.data(), packedSize);
+    if (status != Z_OK || inflated != rawSize)
+      in.fail("the compressed module records do not inflate to their " +
+              std::to_string(rawSize) + " bytes (zlib: " +
+              (status == Z_OK ? std::string("size ") + std::to_string(inflated)
+                              : std::string(zError(status))) +
+              ")");
+    ByteReader records(raw.data(), 0, raw.size(), "DEVP module records");
+    device.modules.resize(modules);
+    for (DeviceModule &module : device.modules) {
+      module.name = records.string("module name");
+      records.bytesInto(module.cubinSm80, records.u32("sm_80 cubin size"),
+                        "sm_80 cubin");
+      records.bytesInto(module.cubinSm90, records.u32("sm_90 cubin size"),
+                        "sm_90 cubin");
+      module.ptx = records.string("PTX");
+    }
+    if (records.remaining() != 0)
+      records.fail(std::to_string(records.remaining()) +
+                   " bytes after the last module");
   }
   device.kernels.resize(in.count("kernel count", 8));
   for (DeviceKernel &kernel : device.kernels) {

@@ -318,6 +318,45 @@ TEST(PlanDevice, RejectsInconsistentMatmuls) {
   expectInvalid(plan, {"B buffer 1 'w' (bf16 [8, 16]) must hold 64 elements"});
 }
 
+TEST(PlanDevice, ModulesAreStoredCompressed) {
+  // A module with a long, repetitive PTX (as real PTX is) round-trips, and
+  // its text is not in the file: the module records are one zlib stream.
+  Plan original = devicePlan();
+  std::string &ptx = original.device.modules[0].ptx;
+  for (int i = 0; i < 2000; ++i)
+    ptx += "\n  ld.global.nc.v4.f32 {%f1, %f2, %f3, %f4}, [%rd" +
+           std::to_string(i % 7) + "];";
+  const std::string bytes = encode(original);
+  EXPECT_EQ(bytes.find("ld.global.nc.v4.f32"), std::string::npos);
+  EXPECT_LT(bytes.size(), ptx.size() / 4);
+  std::istringstream in(bytes);
+  const Plan decoded = plan::readPlan(in);
+  EXPECT_EQ(decoded.device.modules[0].ptx, ptx);
+  EXPECT_TRUE(expectSameDeviceProgram(original.device, decoded.device));
+}
+
+TEST(PlanDevice, RejectsCorruptCompressedModules) {
+  // DEVP's payload starts 16 bytes after its tag (tag, flags, size): the
+  // module count, the records' size, the stream's size, then the stream.
+  const std::string bytes = encode(devicePlan());
+  const size_t device = bytes.rfind("DEVP");
+  ASSERT_NE(device, std::string::npos);
+  const size_t rawSize = device + 20, stream = device + 28;
+  // A byte of the deflate data changed: the stream's checksum fails.
+  std::string corrupted = bytes;
+  corrupted[stream + 8] = static_cast<char>(corrupted[stream + 8] ^ 0x55);
+  EXPECT_NE(readError(corrupted).find("do not inflate"), std::string::npos)
+      << readError(corrupted);
+  // A records size that disagrees with the stream, larger and smaller.
+  for (int delta : {+1, -1}) {
+    corrupted = bytes;
+    corrupted[rawSize] = static_cast<char>(corrupted[rawSize] + delta);
+    EXPECT_NE(readError(corrupted).find("do not inflate to their"),
+              std::string::npos)
+        << delta << ": " << readError(corrupted);
+  }
+}
+
 TEST(PlanDevice, RejectsEveryTruncationOfTheDeviceSection) {
   const std::string bytes = encode(devicePlan());
   ASSERT_EQ(readError(bytes), "");

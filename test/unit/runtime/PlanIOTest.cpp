@@ -287,9 +287,9 @@ TEST(PlanIO, RejectsBadMagic) {
   EXPECT_NE(readError("").find("empty"), std::string::npos);
 }
 
-TEST(PlanIO, WritesVersion4) {
+TEST(PlanIO, WritesVersion5) {
   const std::string bytes = encode(everyOpcodePlan());
-  EXPECT_EQ(bytes.substr(8, 4), std::string("\x04\x00\x00\x00", 4));
+  EXPECT_EQ(bytes.substr(8, 4), std::string("\x05\x00\x00\x00", 4));
   // Nine sections, PREC then DEVP (an empty device program) last.
   EXPECT_EQ(bytes.substr(12, 4), std::string("\x09\x00\x00\x00", 4));
   const size_t precision = bytes.find("PREC"), device = bytes.rfind("DEVP");
@@ -304,20 +304,25 @@ TEST(PlanIO, WritesVersion4) {
 
 TEST(PlanIO, RejectsWrongVersion) {
   // Version 1 (forward-only plans, before training fields existed), version
-  // 3 (before the device program) and any future version are refused with
+  // 3 (before the device program), version 4 (uncompressed device modules)
+  // and any future version are refused with
   // the same actionable message.
   std::string bytes = encode(everyOpcodePlan());
   bytes[8] = 1; // the u32 version follows the magic
   EXPECT_EQ(readError(bytes),
-            "plan format version 1, this runtime reads version 4: recompile "
+            "plan format version 1, this runtime reads version 5: recompile "
             "the model with a matching ampc");
   bytes[8] = 3; // before the device program
   EXPECT_EQ(readError(bytes),
-            "plan format version 3, this runtime reads version 4: recompile "
+            "plan format version 3, this runtime reads version 5: recompile "
             "the model with a matching ampc");
-  bytes[8] = 5;
+  bytes[8] = 4; // before the compressed device modules
   EXPECT_EQ(readError(bytes),
-            "plan format version 5, this runtime reads version 4: recompile "
+            "plan format version 4, this runtime reads version 5: recompile "
+            "the model with a matching ampc");
+  bytes[8] = 6;
+  EXPECT_EQ(readError(bytes),
+            "plan format version 6, this runtime reads version 5: recompile "
             "the model with a matching ampc");
 }
 
@@ -354,7 +359,7 @@ std::string version1File() {
 
 TEST(PlanIO, RejectsVersion1Files) {
   EXPECT_EQ(readError(version1File()),
-            "plan format version 1, this runtime reads version 4: recompile "
+            "plan format version 1, this runtime reads version 5: recompile "
             "the model with a matching ampc");
 }
 
