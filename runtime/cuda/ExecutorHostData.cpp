@@ -105,10 +105,19 @@ std::vector<uint32_t> writtenBuffers(const plan::DeviceGroup &group) {
   std::vector<uint32_t> ids;
   for (const plan::DeviceStep &step : group.steps) {
     if (const auto *launch = std::get_if<plan::LaunchStep>(&step)) {
-      for (const plan::DeviceArgument &argument : launch->args)
+      for (const plan::DeviceArgument &argument : launch->args) {
         if (argument.kind == plan::ArgKind::Buffer &&
             argument.access != plan::Access::Read)
           addUnique(ids, argument.buffer);
+        // The multi-tensor optimizer updates every entry's parameter, moments
+        // and copy in place and zeroes its gradient accumulator.
+        if (argument.kind == plan::ArgKind::Table &&
+            argument.table.kind == plan::TableKind::Optimizer)
+          for (const plan::TableEntry &entry : argument.table.entries)
+            for (uint32_t id : {entry.param, entry.grad, entry.firstMoment,
+                                entry.secondMoment, entry.copy})
+              addUnique(ids, id);
+      }
     } else if (const auto *matmul = std::get_if<plan::MatmulStep>(&step)) {
       addUnique(ids, matmul->d);
       addUnique(ids, matmul->aux);
@@ -130,10 +139,18 @@ std::vector<uint32_t> readBuffers(const plan::DeviceGroup &group) {
   std::vector<uint32_t> ids;
   for (const plan::DeviceStep &step : group.steps) {
     if (const auto *launch = std::get_if<plan::LaunchStep>(&step)) {
-      for (const plan::DeviceArgument &argument : launch->args)
+      for (const plan::DeviceArgument &argument : launch->args) {
         if (argument.kind == plan::ArgKind::Buffer &&
             argument.access != plan::Access::Write)
           addUnique(ids, argument.buffer);
+        // Optimizer entries read their parameter, gradient and moments;
+        // norm entries their gradient.
+        if (argument.kind == plan::ArgKind::Table)
+          for (const plan::TableEntry &entry : argument.table.entries)
+            for (uint32_t id : {entry.param, entry.grad, entry.firstMoment,
+                                entry.secondMoment})
+              addUnique(ids, id);
+      }
     } else if (const auto *matmul = std::get_if<plan::MatmulStep>(&step)) {
       addUnique(ids, matmul->a);
       addUnique(ids, matmul->b);

@@ -42,12 +42,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <set>
+#include <variant>
 
 using namespace ampc;
 
@@ -289,17 +291,60 @@ TEST(CudaExecutorTinyGpt, LossGradientsAndUpdateMatchTheCpu) {
         cpuGrads.insert(cpuGrads.end(), r.begin(), r.end());
       }
     EXPECT_LT(relativeError(gpuGrads, cpuGrads), c.gradients) << c.precision.mode;
+    // Each parameter's CPU gradient, through the optimizer's table.
+    std::map<uint32_t, uint32_t> gradientOf;
+    for (const plan::DeviceGroup &group : plan.device.optimizerStep.groups)
+      for (const plan::DeviceStep &step : group.steps)
+        if (const auto *launch = std::get_if<plan::LaunchStep>(&step))
+          for (const plan::DeviceArgument &argument : launch->args)
+            if (argument.kind == plan::ArgKind::Table &&
+                argument.table.kind == plan::TableKind::Optimizer)
+              for (const plan::TableEntry &entry : argument.table.entries)
+                gradientOf[entry.param] = entry.grad;
+    std::vector<std::vector<double>> gradientsBefore;
+    for (const plan::Parameter &parameter : plan.parameters) {
+      ASSERT_TRUE(gradientOf.count(parameter.buffer)) << parameter.name;
+      gradientsBefore.push_back(
+          reference.bufferValues(gradientOf.at(parameter.buffer)));
+    }
     reference.runOptimizerStep(trainingRun(0));
     executor.runOptimizerStep(trainingRun(0));
     const cuda::StepMetrics metrics = executor.readMetrics();
     EXPECT_NEAR(metrics.loss, cpuLoss, c.loss * std::fabs(cpuLoss))
         << c.precision.mode;
     EXPECT_NEAR(metrics.learningRate, reference.learningRate(), 1e-12);
-    for (const plan::Parameter &parameter : plan.parameters)
-      EXPECT_LT(relativeError(executor.bufferValues(parameter.buffer),
-                              reference.bufferValues(parameter.buffer)),
-                c.parameters)
+    // AdamW's first update is about lr * sign(gradient) per element, so an
+    // element whose gradient is within the gradients' error of zero may move
+    // either way on the two sides: the key bias's gradient, for one, is zero
+    // up to rounding (softmax is invariant to it). Elements whose CPU
+    // gradient exceeds that error must agree closely; the others only move
+    // by at most the step (|update| <= lr, plus weight decay).
+    const double lr = reference.learningRate();
+    for (size_t p = 0; p < plan.parameters.size(); ++p) {
+      const plan::Parameter &parameter = plan.parameters[p];
+      const std::vector<double> gpu = executor.bufferValues(parameter.buffer),
+                                cpu = reference.bufferValues(parameter.buffer),
+                                gradient = gradientsBefore[p];
+      double squares = 0;
+      for (double g : gradient)
+        squares += g * g;
+      const double threshold =
+          4 * c.gradients * std::sqrt(squares / std::max<size_t>(1, gradient.size()));
+      std::vector<double> gpuDetermined, cpuDetermined;
+      for (size_t i = 0; i < cpu.size(); ++i) {
+        if (std::fabs(gradient[i]) > threshold) {
+          gpuDetermined.push_back(gpu[i]);
+          cpuDetermined.push_back(cpu[i]);
+        } else {
+          EXPECT_LE(std::fabs(gpu[i] - cpu[i]), 2.2 * lr)
+              << c.precision.mode << " " << parameter.name << " element " << i;
+        }
+      }
+      EXPECT_GT(gpuDetermined.size(), cpu.size() / 4)
           << c.precision.mode << " " << parameter.name;
+      EXPECT_LT(relativeError(gpuDetermined, cpuDetermined), c.parameters)
+          << c.precision.mode << " " << parameter.name;
+    }
   }
 }
 
@@ -381,7 +426,12 @@ TEST(CudaExecutorTinyGpt, ProfilingTimesEveryGroupAndChangesNothing) {
       (executor == &plain ? plainLosses : profiledLosses)
           .push_back(metrics.loss);
     }
-  EXPECT_EQ(profiledLosses, plainLosses);
+  // Not bit for bit: the loss and the embedding gradient are summed with f32
+  // atomics, whose order varies from run to run (as in GraphReplayMatchesEager).
+  ASSERT_EQ(profiledLosses.size(), plainLosses.size());
+  for (size_t i = 0; i < plainLosses.size(); ++i)
+    EXPECT_NEAR(profiledLosses[i], plainLosses[i], 1e-6 * std::fabs(plainLosses[i]))
+        << "step " << i;
   const std::vector<cuda::GroupTime> times = profiled.groupTimes();
   ASSERT_EQ(times.size(), plan.device.microStep.groups.size() +
                               plan.device.optimizerStep.groups.size());

@@ -179,6 +179,42 @@ TEST(CudaExecutorGroups, ReadAndWrittenBuffers) {
   EXPECT_EQ(readBuffers(group), (std::vector<uint32_t>{3, 4, 5, 9}));
 }
 
+TEST(CudaExecutorGroups, TablesNameTheBuffersTheyTouch) {
+  // The multi-tensor optimizer reads and writes through its table: the
+  // parameter, gradient (zeroed) and moments, and writes the copy; the
+  // global norm only reads gradients.
+  plan::TableEntry first, second;
+  first.param = 1;
+  first.grad = 2;
+  first.firstMoment = 3;
+  first.secondMoment = 4;
+  first.copy = 5;
+  second.param = 6;
+  second.grad = 7;
+  second.firstMoment = 8; // SGD: no second moment, no copy
+  plan::DeviceArgument optimizer = argument(plan::ArgKind::Table, "table");
+  optimizer.table.kind = plan::TableKind::Optimizer;
+  optimizer.table.entries = {first, second};
+  plan::LaunchStep update;
+  update.args = {optimizer};
+  plan::DeviceGroup group;
+  group.steps = {update};
+  EXPECT_EQ(writtenBuffers(group),
+            (std::vector<uint32_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(readBuffers(group), (std::vector<uint32_t>{1, 2, 3, 4, 6, 7, 8}));
+
+  plan::DeviceArgument norm = argument(plan::ArgKind::Table, "table");
+  norm.table.kind = plan::TableKind::Norm;
+  plan::TableEntry gradient;
+  gradient.grad = 2;
+  norm.table.entries = {gradient};
+  plan::LaunchStep normLaunch;
+  normLaunch.args = {norm};
+  group.steps = {normLaunch};
+  EXPECT_TRUE(writtenBuffers(group).empty());
+  EXPECT_EQ(readBuffers(group), (std::vector<uint32_t>{2}));
+}
+
 TEST(CudaExecutorMemory, NeedsCountEveryRegion) {
   plan::Plan plan;
   plan.accumulationSteps = 2;

@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -265,7 +266,11 @@ protected:
     }
     cu.ctxSetCurrent(context);
     std::vector<std::string> options = ampc::cuda::cudaIncludeOptions();
-    options.push_back("-I" AMPC_REPO_ROOT);
+    // The kernel headers: $AMPC_KERNEL_INCLUDE (a GPU bundle's copy of them),
+    // else the source tree this binary was built from.
+    const char *include = std::getenv("AMPC_KERNEL_INCLUDE");
+    options.push_back(std::string("-I") +
+                      (include && *include ? include : AMPC_REPO_ROOT));
     try {
       ptx = ampc::cuda::compileToPtx(
           "#include \"runtime/cuda/device/FlashAttention.cuh\"\n"
