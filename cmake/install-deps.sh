@@ -3,8 +3,9 @@
 # The CUDA toolkit is optional and never installed here (see README).
 set -euo pipefail
 
+# python3-torch (PyTorch 1.13 for the CPU) is the tests' oracle for the benchmark's reference model.
 packages=(cmake ninja-build g++ make python3 llvm-19-dev libmlir-19-dev mlir-19-tools
-          llvm-19-tools libboost-graph-dev googletest libgtest-dev zlib1g-dev)
+          llvm-19-tools libboost-graph-dev googletest libgtest-dev zlib1g-dev python3-torch)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

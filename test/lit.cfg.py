@@ -26,3 +26,18 @@ llvm_config.add_tool_substitutions(["ampc-opt", "ampc"], [config.ampc_tools_dir]
 
 if config.ampc_have_cuda:
     config.available_features.add("cuda")
+
+# PyTorch (Debian's python3-torch, for the CPU) is the oracle of the tests that compare ampc with
+# the reference model the GPU benchmark runs (bench/torch_gpt.py). Debian's interpreter is named
+# explicitly: another python3 may come first on PATH without torch.
+import subprocess
+torch_python = "/usr/bin/python3"
+try:
+    if subprocess.run([torch_python, "-c", "import torch"], stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL, timeout=120).returncode == 0:
+        config.available_features.add("torch")
+except (OSError, subprocess.TimeoutExpired):
+    pass
+config.substitutions.append(("%torch_python", torch_python))
+# The word "ampc" as an argument (torch_gpt.py --init ampc), past the tool substitution above.
+config.substitutions.append(("%word_ampc", "ampc"))

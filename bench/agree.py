@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""agree.py - the CUDA backend against the CPU backend: the same training executable, seed and
+data on both, step by step.
+
+    agree.py reference --bundle DIR --out DIR [--cache DIR] [--limit MODEL=STEPS]
+                                                              CPU runs (on the build machine)
+    agree.py check --bundle DIR --out DIR [--reference DIR]   GPU runs, compared
+    agree.py curves A.jsonl B.jsonl [--tolerance T]           any two loss curves, compared
+
+Every case trains one of the bundle's executables for a few steps from seed 0 on its built-in
+synthetic task. The CPU backend is deterministic (counter-based RNG, fixed reduction order), so
+its curves are computed once where the bundle is made and travel in DIR/reference. A GPU run
+agrees when every step's loss is within the case's relative tolerance of the CPU's: 1e-4 in fp32,
+2% in bf16 and fp16 (their rounding differs between a fused GPU kernel and the CPU's op-by-op
+evaluation), over the steps both logged (a reference may be cut short with --limit: the CPU
+backend trains GPT-10M at about 45 s a step on two cores); with dynamic loss scaling the scale and the skipped steps must be identical, and
+an injected overflow must skip its step and halve the scale on both. The end-to-end case trains
+the tiny GPT for 50 steps on the GPU alone and asks that the loss falls.
+"""
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+# name, executable, steps, extra flags, relative tolerance of the loss (None: GPU only)
+CASES = [
+    ("mlp_fp32", "mlp_fp32", 20, [], 1e-4),
+    ("mlp_bf16", "mlp_bf16", 20, [], 0.02),
+    ("mlp_fp16", "mlp_fp16", 20, [], 0.02),
+    ("tiny_fp32", "tiny_fp32", 20, [], 1e-4),
+    ("tiny_bf16", "tiny_bf16", 20, [], 0.02),
+    ("tiny_fp16", "tiny_fp16", 20, [], 0.02),
+    ("tiny_fp16_overflow", "tiny_fp16", 20, ["--inject-overflow", "3,7,8"], 0.02),
+    ("gpt10m_fp32", "gpt10m_fp32", 20, [], 1e-4),
+    ("gpt10m_bf16", "gpt10m_bf16", 20, [], 0.02),
+    ("gpt10m_fp16", "gpt10m_fp16", 20, [], 0.02),
+    ("tiny_bf16_e2e", "tiny_bf16", 50, [], None),
+]
+
+
+def read_log(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def run(exe, steps, extra, device, log, timeout):
+    cmd = [exe, "--device", device, "--steps", str(steps), "--seed", "0", "--quiet",
+           "--log", log] + extra
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=timeout)
+    return p.returncode, p.stdout
+
+
+def digest(path, extra, steps):
+    """A key of a CPU run: the plan embedded in the executable (runtime/train/Bundle.cpp: the
+    plan, then its length as 8 little-endian bytes and an 8-byte magic), the flags and steps.
+    A rebuilt runner with the same plan reuses the cached curve."""
+    with open(path, "rb") as f:
+        data = f.read()
+    length = int.from_bytes(data[-16:-8], "little")
+    h = hashlib.sha256(data[-16 - length:-16] if 0 < length <= len(data) - 16 else data)
+    h.update(json.dumps([extra, steps]).encode())
+    return h.hexdigest()[:16]
+
+
+def reference(a):
+    os.makedirs(a.out, exist_ok=True)
+    if a.cache:
+        os.makedirs(a.cache, exist_ok=True)
+    for name, exe_name, steps, extra, tol in CASES:
+        if tol is None:
+            continue
+        exe = os.path.join(a.bundle, "train", exe_name)
+        target = os.path.join(a.out, name + ".jsonl")
+        steps = min(steps, a.limit.get(name.split("_")[0], steps))
+        cached = None
+        if a.cache:
+            cached = os.path.join(a.cache, f"{name}-{digest(exe, extra, steps)}.jsonl")
+            if os.path.exists(cached):
+                shutil.copyfile(cached, target)
+                continue
+        print(f"agree: CPU reference {name} ({steps} steps)", file=sys.stderr, flush=True)
+        status, output = run(exe, steps, extra, "cpu", target, None)
+        if status != 0:
+            sys.exit(f"agree: the CPU run of {name} failed ({status}):\n{output}")
+        if cached:
+            shutil.copyfile(target, cached)
+
+
+def compare(name, cpu, gpu, tol, require_cuda=True, labels=("the GPU", "the CPU")):
+    """Problems of a GPU curve against the CPU's, and the largest relative loss difference."""
+    problems, worst = [], 0.0
+    on_gpu, on_cpu = labels
+    if len(gpu) < len(cpu):
+        problems.append(f"{len(gpu)} steps logged on {on_gpu}, {len(cpu)} on {on_cpu}")
+    for c, g in zip(cpu, gpu):
+        step = c["step"]
+        if require_cuda and g.get("device") != "cuda":
+            problems.append(f"step {step} did not run on cuda")
+            break
+        cl, gl = c.get("loss"), g.get("loss")
+        if cl is None or gl is None:
+            if (cl is None) != (gl is None):
+                problems.append(f"step {step}: loss {gl} on {on_gpu}, {cl} on {on_cpu}")
+            continue
+        rel = abs(gl - cl) / max(abs(cl), 1e-12)
+        worst = max(worst, rel)
+        if not rel <= tol:
+            problems.append(f"step {step}: loss {gl:.6g} on {on_gpu}, {cl:.6g} on {on_cpu} "
+                            f"(relative {rel:.2e} > {tol:g})")
+        for key in ("loss_scale", "skipped"):
+            if key in c and c[key] != g.get(key):
+                problems.append(f"step {step}: {key} {g.get(key)} on {on_gpu}, {c[key]} on "
+                                f"{on_cpu}")
+    return problems, worst
+
+
+def check(a):
+    os.makedirs(a.out, exist_ok=True)
+    ref_dir = a.reference or os.path.join(a.bundle, "reference")
+    results, failed = [], False
+    for name, exe_name, steps, extra, tol in CASES:
+        exe = os.path.join(a.bundle, "train", exe_name)
+        log = os.path.join(a.out, name + ".jsonl")
+        try:
+            status, output = run(exe, steps, extra, "cuda", log, 300)
+        except subprocess.TimeoutExpired:
+            status, output = -1, "timed out after 300 s"
+        with open(os.path.join(a.out, name + ".log"), "w") as f:
+            f.write(output)
+        record = {"case": name, "steps": steps, "tolerance": tol}
+        if status != 0:
+            problems = [f"the GPU run failed ({status}): " + output.strip()[-600:]]
+        elif tol is None:
+            losses = [r["loss"] for r in read_log(log)]
+            first, last = losses[0], sum(losses[-10:]) / len(losses[-10:])
+            record.update(first_loss=first, last_loss=last)
+            problems = [] if last < first - 0.5 else [f"loss {first:.4f} -> {last:.4f}"]
+        else:
+            cpu = read_log(os.path.join(ref_dir, name + ".jsonl"))
+            gpu = read_log(log)
+            problems, worst = compare(name, cpu, gpu, tol)
+            record["max_rel_loss_diff"] = worst
+            record["steps_compared"] = min(len(cpu), len(gpu))
+            record["final_loss_cpu"] = cpu[-1]["loss"] if cpu else None
+            record["final_loss_gpu"] = gpu[-1]["loss"] if gpu else None
+            if any("loss_scale" in r for r in cpu):
+                record["loss_scale_gpu"] = [r.get("loss_scale") for r in gpu]
+                record["skipped_gpu"] = [r["step"] for r in gpu if r.get("skipped")]
+        record["problems"] = problems
+        results.append(record)
+        failed = failed or bool(problems)
+        detail = (f"max relative loss difference {record['max_rel_loss_diff']:.2e}"
+                  if "max_rel_loss_diff" in record else
+                  f"loss {record.get('first_loss', float('nan')):.3f} -> "
+                  f"{record.get('last_loss', float('nan')):.3f}" if status == 0 else "")
+        if "skipped_gpu" in record:
+            detail += f"; skipped steps {record['skipped_gpu']}"
+        print(f"{'FAIL' if problems else 'ok'} {name}: {detail}", flush=True)
+        for p in problems[:5]:
+            print(f"     {p}", flush=True)
+    with open(os.path.join(a.out, "agree.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    return 1 if failed else 0
+
+
+def curves(a):
+    """Two JSONL loss curves (an ampc executable's --log, torch_gpt.py's curve mode)."""
+    reference, other = read_log(a.files[0]), read_log(a.files[1])
+    problems, worst = compare("curves", reference, other, a.tolerance, require_cuda=False,
+                              labels=(os.path.basename(a.files[1]), os.path.basename(a.files[0])))
+    steps = min(len(reference), len(other))
+    print(f"{'FAIL' if problems else 'ok'}: max relative loss difference {worst:.2e} over "
+          f"{steps} steps (tolerance {a.tolerance:g})")
+    for p in problems[:5]:
+        print(f"     {p}")
+    return 1 if problems or steps == 0 else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=["reference", "check", "curves"])
+    ap.add_argument("files", nargs="*", help="curves: REFERENCE.jsonl OTHER.jsonl")
+    ap.add_argument("--tolerance", type=float, default=1e-4, help="curves: relative, per step")
+    ap.add_argument("--bundle")
+    ap.add_argument("--out")
+    ap.add_argument("--cache")
+    ap.add_argument("--reference")
+    ap.add_argument("--limit", action="append", default=[], metavar="MODEL=STEPS",
+                    help="reference: run MODEL's cases for at most STEPS steps (the CPU is slow)")
+    a = ap.parse_args()
+    a.limit = {k: int(v) for k, v in (x.split("=", 1) for x in a.limit)}
+    if a.what == "curves":
+        if len(a.files) != 2:
+            ap.error("curves needs two JSONL files")
+        return curves(a)
+    if not a.bundle or not a.out:
+        ap.error(f"{a.what} needs --bundle and --out")
+    if a.what == "reference":
+        reference(a)
+        return 0
+    return check(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# run.sh: validate and benchmark ampc on this machine's GPU, from a GPU bundle
+# (bench/gpu-bundle.sh writes the bundle and copies this script to its root).
+#
+#   ./run.sh RESULTS_DIR [PHASE...]
+#
+# Phases (default: all, in this order):
+#   tests      every GPU test binary (gtest JSON in RESULTS_DIR/tests)
+#   agree      the example models trained on the GPU against the CPU backend's
+#              loss curves from the same seed (bench/agree.py), the end-to-end
+#              tiny GPT, and fp16 loss scaling under injected overflows
+#   sanitizer  compute-sanitizer memcheck of the tiny GPT's training
+#   profile    --profile of gpt124m: where a step's time goes
+#   bench      ampc and PyTorch side by side (bench/bench.py): the table
+#   curves     GPT-10M on real text, 2000 steps, fp32/bf16/fp16, ampc and PyTorch
+# Logs and JSON go to RESULTS_DIR; a one-screen summary to stdout. Exit status 0
+# when every phase passed, 1 when one failed, 2 when there is no GPU.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+[ $# -ge 1 ] || { echo "usage: $0 RESULTS_DIR [PHASE...]" >&2; exit 2; }
+results=$1
+shift
+phases=("$@")
+[ ${#phases[@]} -gt 0 ] || phases=(tests agree sanitizer profile bench curves)
+mkdir -p "$results"
+results=$(cd "$results" && pwd)
+
+# Libraries: the toolkit's, else a PyTorch wheel's nvidia/* folders.
+for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+  [ -d "$dir" ] && export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$dir
+done
+python=${PYTHON:-python3}
+if wheel_libs=$("$python" -c 'import nvidia, os; p = nvidia.__path__[0]; print(":".join(
+    os.path.join(p, d, "lib") for d in sorted(os.listdir(p))
+    if os.path.isdir(os.path.join(p, d, "lib"))))' 2>/dev/null) && [ -n "$wheel_libs" ]; then
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$wheel_libs
+fi
+
+if ! nvidia-smi -L >"$results/gpu.txt" 2>&1 || ! grep -q '^GPU ' "$results/gpu.txt"; then
+  echo "run.sh: no NVIDIA GPU here (nvidia-smi -L finds none); nothing to run"
+  exit 2
+fi
+nvidia-smi >>"$results/gpu.txt" 2>&1
+gpu=$(sed -n '1s/^GPU 0: \(.*\) (UUID.*/\1/p' "$results/gpu.txt")
+echo "run.sh: $gpu, $(date -u +%Y-%m-%dT%H:%MZ), results in $results"
+
+summary=()
+failed=0
+note() { # PHASE STATUS TEXT
+  summary+=("$(printf '%-10s %-5s %s' "$1" "$2" "$3")")
+  [ "$2" = ok ] || failed=1
+}
+
+phase_tests() {
+  mkdir -p "$results/tests"
+  for binary in "$here"/tests/*_gpu_tests; do
+    local name
+    name=$(basename "$binary")
+    AMPC_KERNEL_INCLUDE="$here/tests/include" timeout 600 "$binary" \
+      --gtest_output="json:$results/tests/$name.json" >"$results/tests/$name.log" 2>&1
+    local status=$?
+    local passed skipped failures
+    passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\..*/\1/p' "$results/tests/$name.log")
+    skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\{0,1\},.*/\1/p' "$results/tests/$name.log")
+    failures=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\{0,1\},.*/\1/p' "$results/tests/$name.log")
+    local text="${passed:-0} passed, ${skipped:-0} skipped, ${failures:-0} failed"
+    if [ $status -eq 0 ] && [ "${skipped:-0}" -eq 0 ]; then
+      note tests ok "$name: $text"
+    else
+      note tests FAIL "$name: $text (exit $status; tests/$name.log)"
+      grep -E '^\[  FAILED  \] [A-Za-z]' "$results/tests/$name.log" | head -n 8 |
+        sed 's/^/             /' >>"$results/tests/failed.txt"
+    fi
+  done
+}
+
+phase_agree() {
+  "$python" "$here/bench/agree.py" check --bundle "$here" --out "$results/agree" \
+    >"$results/agree.log" 2>&1
+  local status=$?
+  while IFS= read -r line; do
+    summary+=("           $line")
+  done < <(grep -E '^(ok|FAIL)' "$results/agree.log" | head -n 30)
+  if [ $status -eq 0 ]; then note agree ok "GPU and CPU curves agree (agree.log)"
+  else note agree FAIL "see agree.log"; fi
+}
+
+phase_sanitizer() {
+  if ! command -v compute-sanitizer >/dev/null; then
+    note sanitizer ok "skipped: no compute-sanitizer on this machine"
+    return
+  fi
+  timeout 600 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3 \
+    "$here/train/tiny_bf16" --device cuda --steps 4 --quiet \
+    >"$results/memcheck.log" 2>&1
+  local status=$?
+  local errors
+  errors=$(sed -n 's/^========= ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$results/memcheck.log")
+  if [ $status -eq 0 ] && [ "${errors:-x}" = 0 ]; then
+    note sanitizer ok "memcheck of tiny_bf16 (4 steps): 0 errors"
+  else
+    note sanitizer FAIL "memcheck: ${errors:-?} errors, exit $status (memcheck.log)"
+  fi
+}
+
+phase_profile() {
+  timeout 600 "$here/train/gpt124m_bf16" --device cuda --steps 8 --profile=3 --profile-top 25 \
+    --data "$here/data/kjv_train.bin" --quiet >"$results/profile_gpt124m.txt" 2>&1
+  local status=$?
+  if [ $status -eq 0 ]; then note profile ok "profile_gpt124m.txt"
+  else note profile FAIL "exit $status (profile_gpt124m.txt)"; fi
+}
+
+phase_bench() {
+  "$python" "$here/bench/bench.py" --bundle "$here" --out "$results/bench" \
+    >"$results/bench.txt" 2>"$results/bench.log"
+  local status=$?
+  if [ $status -eq 0 ]; then note bench ok "bench.txt, bench/bench.json"
+  else note bench FAIL "exit $status (bench.log)"; fi
+}
+
+phase_curves() {
+  "$python" "$here/bench/bench.py" --bundle "$here" --out "$results/curves" --curves \
+    >"$results/curves.txt" 2>"$results/curves.log"
+  local status=$?
+  if [ $status -eq 0 ]; then note curves ok "curves.txt"
+  else note curves FAIL "exit $status (curves.log)"; fi
+}
+
+for phase in "${phases[@]}"; do
+  case $phase in
+    tests|agree|sanitizer|profile|bench|curves)
+      start=$(date +%s)
+      "phase_$phase"
+      echo "run.sh: $phase took $(( $(date +%s) - start )) s" >&2 ;;
+    *) echo "run.sh: unknown phase '$phase'" >&2; exit 2 ;;
+  esac
+done
+
+echo "=== summary ($gpu)"
+printf '%s\n' "${summary[@]}"
+[ -f "$results/tests/failed.txt" ] && cat "$results/tests/failed.txt"
+for table in bench.txt curves.txt; do
+  [ -s "$results/$table" ] && cat "$results/$table"
+done
+exit $failed
