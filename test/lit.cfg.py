@@ -26,11 +26,27 @@ llvm_config.add_tool_substitutions(["ampc-opt", "ampc"], [config.ampc_tools_dir]
 
 if config.ampc_have_cuda:
     config.available_features.add("cuda")
+    # The scripted stand-in for libcuda (test/unit/runtime/CudaFakeDriver.cpp): a "GPU" that
+    # opens but runs nothing, for the paths where a GPU is there and fails.
+    config.substitutions.append(("%fake_cuda_driver", os.path.join(
+        config.ampc_obj_root, "test", "unit", "runtime", "libampc_cuda_fake_driver.so")))
+
+# A machine with a working NVIDIA GPU: tests of what happens without one do not apply there.
+import shutil
+import subprocess
+nvidia_smi = shutil.which("nvidia-smi")
+if nvidia_smi:
+    try:
+        listing = subprocess.run([nvidia_smi, "-L"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, text=True, timeout=60).stdout
+        if listing.startswith("GPU "):
+            config.available_features.add("gpu")
+    except (OSError, subprocess.TimeoutExpired):
+        pass
 
 # PyTorch (Debian's python3-torch, for the CPU) is the oracle of the tests that compare ampc with
 # the reference model the GPU benchmark runs (bench/torch_gpt.py). Debian's interpreter is named
 # explicitly: another python3 may come first on PATH without torch.
-import subprocess
 torch_python = "/usr/bin/python3"
 try:
     if subprocess.run([torch_python, "-c", "import torch"], stdout=subprocess.DEVNULL,

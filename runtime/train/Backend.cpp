@@ -58,30 +58,42 @@ std::unique_ptr<TrainingBackend> makeCpuBackend(const plan::Plan &plan) {
 }
 
 DeviceChoice chooseDevice(const std::string &requested,
-                          bool planHasDeviceProgram,
-                          const std::function<std::string()> &openCuda) {
+                          bool planHasDeviceProgram, bool cpuFallback,
+                          const std::function<GpuProbe()> &openCuda) {
   DeviceChoice choice;
   if (requested == "cpu")
     return choice;
-  std::string whyNot =
-      planHasDeviceProgram ? openCuda() : std::string(kPlanHasNoGpuCode);
-  if (whyNot.empty()) {
+  GpuProbe probe;
+  if (planHasDeviceProgram)
+    probe = openCuda();
+  else
+    probe = {kPlanHasNoGpuCode, true};
+  if (probe.whyNot.empty()) {
     choice.useCuda = true;
     return choice;
   }
-  if (requested == "cuda")
-    choice.error = whyNot;
-  else {
-    // The advice to use the CPU is what auto does: drop it from the note.
-    for (const char *advice : {"; use --device cpu", ": use --device cpu"}) {
-      const std::string suffix = advice;
-      if (whyNot.size() > suffix.size() &&
-          whyNot.compare(whyNot.size() - suffix.size(), suffix.size(),
-                         suffix) == 0)
-        whyNot.erase(whyNot.size() - suffix.size());
-    }
-    choice.note = "device: cpu (the GPU cannot be used: " + whyNot + ")";
+  if (requested == "cuda") {
+    choice.error = probe.whyNot;
+    return choice;
   }
+  std::string whyNot = probe.whyNot;
+  // The advice to use the CPU is what auto does: drop it from the note.
+  for (const char *advice : {"; use --device cpu", ": use --device cpu"}) {
+    const std::string suffix = advice;
+    if (whyNot.size() > suffix.size() &&
+        whyNot.compare(whyNot.size() - suffix.size(), suffix.size(), suffix) ==
+            0)
+      whyNot.erase(whyNot.size() - suffix.size());
+  }
+  if (probe.absent)
+    choice.note = "device: cpu (the GPU cannot be used: " + whyNot + ")";
+  else if (cpuFallback)
+    choice.note = "warning: the GPU failed (" + whyNot +
+                  "); training on the CPU as --cpu-fallback asks";
+  else
+    choice.error = "the GPU is there but failed: " + whyNot +
+                   " (--device cpu trains on the CPU; --cpu-fallback does so "
+                   "whenever the GPU fails)";
   return choice;
 }
 
@@ -89,9 +101,10 @@ DeviceChoice chooseDevice(const std::string &requested,
 bool cudaBackendBuiltIn() { return false; }
 
 std::unique_ptr<TrainingBackend> tryMakeCudaBackend(const plan::Plan &,
-                                                    std::string &whyNot) {
-  whyNot = "this binary was built without the CUDA toolkit, so it has no "
-           "CUDA backend; use --device cpu";
+                                                    GpuProbe &probe) {
+  probe.whyNot = "this binary was built without the CUDA toolkit, so it has "
+                 "no CUDA backend; use --device cpu";
+  probe.absent = true;
   return nullptr;
 }
 #endif

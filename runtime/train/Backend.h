@@ -8,7 +8,10 @@
 //
 // `--device auto` (the default) picks the GPU when the driver loads, a GPU
 // is there and the plan has a device program, and otherwise the CPU with one
-// line saying why; `--device cuda` fails with that reason instead;
+// line saying why. A GPU that is there but fails (too old a driver, out of
+// memory, a kernel that does not load) is never hidden: auto stops with the
+// error, unless `--cpu-fallback` asks to train on the CPU anyway (with a
+// warning). `--device cuda` fails with the reason in every case;
 // `--device cpu` never touches the GPU. chooseDevice() is that rule with the
 // GPU probe passed in, so it is tested on machines without one.
 //
@@ -86,28 +89,41 @@ std::unique_ptr<TrainingBackend> makeCpuBackend(const plan::Plan &plan);
 /// True when this runner was built with the CUDA backend.
 bool cudaBackendBuiltIn();
 
+/// Why the GPU cannot be used; empty \c whyNot when it can.
+struct GpuProbe {
+  /// The one-line reason, or "".
+  std::string whyNot;
+  /// True when there is no GPU to use at all (no driver, no device, no
+  /// device program, no CUDA backend in this build); false when a GPU is
+  /// there and failed.
+  bool absent = false;
+};
+
 /// Opens GPU 0 and the CUDA backend for \p plan; on failure returns null
-/// and sets \p whyNot to the one-line reason (no driver, no GPU, no bf16,
-/// out of memory, no device program, no CUDA backend in this build).
+/// and fills \p probe with the one-line reason (no driver, no GPU, no bf16,
+/// out of memory, no device program, no CUDA backend in this build) and
+/// whether a GPU is there at all.
 std::unique_ptr<TrainingBackend> tryMakeCudaBackend(const plan::Plan &plan,
-                                                    std::string &whyNot);
+                                                    GpuProbe &probe);
 
 /// The outcome of --device.
 struct DeviceChoice {
   bool useCuda = false;
-  /// For auto falling back to the CPU: "device: cpu (...)"; else "".
+  /// For auto falling back to the CPU: "device: cpu (...)", a warning when
+  /// a GPU failed; else "".
   std::string note;
-  /// For --device cuda that cannot run: the one-line error; else "".
+  /// For --device cuda that cannot run, or auto on a GPU that failed (without
+  /// --cpu-fallback): the one-line error; else "".
   std::string error;
 };
 
 /// The --device rule. \p requested is "auto", "cpu" or "cuda";
-/// \p openCuda tries the GPU and returns "" on success or the reason it
-/// cannot be used (it is not called for "cpu" nor without a device
-/// program).
+/// \p openCuda tries the GPU (it is not called for "cpu" nor without a
+/// device program); \p cpuFallback lets auto train on the CPU when a GPU is
+/// there but fails.
 DeviceChoice chooseDevice(const std::string &requested,
-                          bool planHasDeviceProgram,
-                          const std::function<std::string()> &openCuda);
+                          bool planHasDeviceProgram, bool cpuFallback,
+                          const std::function<GpuProbe()> &openCuda);
 
 /// The error (and fallback reason) for a plan without a device program.
 inline constexpr const char *kPlanHasNoGpuCode =

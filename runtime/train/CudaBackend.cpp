@@ -81,9 +81,9 @@ private:
 bool cudaBackendBuiltIn() { return true; }
 
 std::unique_ptr<TrainingBackend> tryMakeCudaBackend(const plan::Plan &plan,
-                                                    std::string &whyNot) {
+                                                    GpuProbe &probe) {
   if (plan.device.empty()) {
-    whyNot = kPlanHasNoGpuCode;
+    probe = {kPlanHasNoGpuCode, true};
     return nullptr;
   }
   try {
@@ -92,7 +92,9 @@ std::unique_ptr<TrainingBackend> tryMakeCudaBackend(const plan::Plan &plan,
   } catch (const cuda::CudaError &error) {
     // The first line: a JIT log may follow on later lines.
     const std::string what = error.what();
-    whyNot = what.substr(0, what.find('\n'));
+    probe.whyNot = what.substr(0, what.find('\n'));
+    probe.absent = error.kind() == cuda::CudaErrorKind::NoDriver ||
+                   error.kind() == cuda::CudaErrorKind::NoDevice;
   }
   return nullptr;
 }

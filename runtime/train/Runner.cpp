@@ -115,6 +115,9 @@ RunnerOptions parseRunnerArguments(const std::vector<std::string> &args) {
           options.device != "cuda")
         throw UsageError("--device is auto, cpu or cuda, got '" +
                          options.device + "'");
+    } else if (flag == "--cpu-fallback") {
+      noValue();
+      options.cpuFallback = true;
     } else if (flag == "--threads") {
       const uint64_t threads = parseCount(flag, value());
       if (threads == 0 || threads > 4096)
@@ -182,7 +185,10 @@ options:
   --log FILE           write one JSON object per step to FILE (JSONL)
   --device D           auto (default): the GPU when the NVIDIA driver loads, a
                        GPU is present and the plan has GPU code, else the CPU
-                       (one line says why); cuda: the GPU or an error; cpu
+                       (one line says why); a GPU that is there but fails is
+                       an error; cuda: the GPU or an error; cpu
+  --cpu-fallback       with auto: train on the CPU, with a warning, when the
+                       GPU is there but fails
   --threads N          CPU threads (default: AMPC_CPU_THREADS or all cores)
   --quiet              no progress lines (nor notes on skipped steps)
   --summary FILE       write one JSON object at the end: losses, the median
@@ -655,10 +661,11 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
   }
   std::unique_ptr<TrainingBackend> backend;
   const DeviceChoice choice = chooseDevice(
-      options.device, !plan.device.empty(), [&]() -> std::string {
-        std::string whyNot;
-        backend = tryMakeCudaBackend(plan, whyNot);
-        return backend ? std::string() : whyNot;
+      options.device, !plan.device.empty(), options.cpuFallback,
+      [&]() -> GpuProbe {
+        GpuProbe probe;
+        backend = tryMakeCudaBackend(plan, probe);
+        return probe;
       });
   if (!choice.error.empty())
     throw TrainingFailure(choice.error);
@@ -686,6 +693,8 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
       choice.note.empty() ? backend->description() : choice.note;
   if (!deviceLine.empty())
     std::fprintf(streams.out, "%s\n", deviceLine.c_str());
+  if (choice.note.rfind("warning: ", 0) == 0)
+    std::fprintf(streams.err, "%s: %s\n", program.c_str(), choice.note.c_str());
   if (!source && !plan.inputs.empty())
     std::fprintf(streams.err,
                  "%s: warning: this model's inputs are random each step, so "

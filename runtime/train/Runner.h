@@ -45,6 +45,9 @@ struct RunnerOptions {
   /// "auto" (the GPU when it can run the plan, else the CPU with a note),
   /// "cpu" or "cuda" (the GPU or an error).
   std::string device = "auto";
+  /// auto only: train on the CPU (with a warning) when a GPU is there but
+  /// fails, instead of stopping with the error.
+  bool cpuFallback = false;
   int threads = 0;            ///< CPU threads; 0 = AMPC_CPU_THREADS or all
   bool quiet = false;         ///< no progress lines
   bool info = false;          ///< describe the model and exit

@@ -5,7 +5,9 @@
 // The training step: both functions get an arena; parameters, inputs and state take none.
 // CHECK-LABEL: graph.model @linear
 // CHECK: func.func @micro_step() attributes {arena_bytes = {{[0-9]+}} : i64, peak_live_bytes = {{[0-9]+}} : i64}
-// CHECK-NOT: graph.get_param @w {arena_offsets
+// The reduced-precision copy of @w and the input are read where they live: no attribute.
+// CHECK-NEXT: %w.bf16 = graph.get_param @w.bf16 : tensor<4x2xbf16>
+// CHECK-NEXT: %x = graph.get_input @x : tensor<8x4xf32>
 // CHECK: graph.matmul {{.*}}arena_offsets = array<i64:
 // CHECK: func.func @optimizer_step() -> (tensor<f32>, tensor<f32>) attributes {arena_bytes = 512 : i64, peak_live_bytes = 512 : i64}
 graph.model @linear {

@@ -480,7 +480,7 @@ double meanOfLast(const std::vector<double> &values, size_t count) {
 }
 
 TEST(MixedPrecision, TinyGptBf16AndFp16TrainLikeFp32) {
-  const int steps = 40;
+  const int steps = 120;
   std::map<std::string, double> finalLoss;
   std::map<std::string, std::vector<double>> allLosses;
   for (const char *mode : {"fp32", "bf16", "fp16"}) {
@@ -500,10 +500,27 @@ TEST(MixedPrecision, TinyGptBf16AndFp16TrainLikeFp32) {
     // ... and has clearly learned something by the end.
     EXPECT_LT(finalLoss[mode], std::log(256.0) - 0.5);
   }
-  // (40 steps at lr 1e-3 take the loss from 5.55 to about 4.48 in all three.)
+  // Step by step, the reduced runs follow fp32 within about half a rounding
+  // unit of their storage type (bf16 2^-8 = 3.9e-3, fp16 2^-11 = 4.9e-4):
+  // activations are stored rounded, while the loss, the norms and the
+  // updates are computed in f32 from fp32 master weights, so the rounding
+  // does not compound. Measured over these 120 steps (lr 1e-3): bf16 3.5e-4,
+  // fp16 7.3e-5.
+  const std::map<std::string, double> bound = {{"bf16", 2e-3}, {"fp16", 4e-4}};
   for (const char *mode : {"bf16", "fp16"}) {
-    EXPECT_NEAR(finalLoss[mode], finalLoss["fp32"], 0.02 * finalLoss["fp32"])
-        << mode << " against fp32";
+    double worst = 0;
+    int worstStep = 0;
+    for (int step = 0; step < steps; ++step) {
+      const double difference =
+          std::fabs(allLosses[mode][step] - allLosses["fp32"][step]) /
+          allLosses["fp32"][step];
+      if (difference > worst) {
+        worst = difference;
+        worstStep = step + 1;
+      }
+    }
+    EXPECT_LT(worst, bound.at(mode))
+        << mode << " against fp32, worst at step " << worstStep;
     // The reduced runs did compute in their own precision.
     EXPECT_NE(allLosses[mode], allLosses["fp32"]) << mode;
   }

@@ -46,12 +46,13 @@ TEST(TrainRunner, ParsesDefaultsAndEveryFlag) {
   EXPECT_EQ(defaults.threads, 0);
   EXPECT_TRUE(defaults.dataPath.empty());
   EXPECT_FALSE(defaults.dataFormat);
-  EXPECT_FALSE(defaults.quiet || defaults.info || defaults.help);
+  EXPECT_FALSE(defaults.quiet || defaults.info || defaults.help ||
+               defaults.cpuFallback);
 
   RunnerOptions all =
       parse({"--steps", "7", "--seed=42", "--data", "d.txt", "--data-format",
              "tokens", "--log", "m.jsonl", "--device", "cuda", "--threads=3",
-             "--quiet", "--info", "--help"});
+             "--quiet", "--info", "--help", "--cpu-fallback"});
   EXPECT_EQ(all.steps, 7u);
   EXPECT_EQ(all.seed, 42u);
   EXPECT_EQ(all.dataPath, "d.txt");
@@ -59,7 +60,7 @@ TEST(TrainRunner, ParsesDefaultsAndEveryFlag) {
   EXPECT_EQ(all.logPath, "m.jsonl");
   EXPECT_EQ(all.device, "cuda");
   EXPECT_EQ(all.threads, 3);
-  EXPECT_TRUE(all.quiet && all.info && all.help);
+  EXPECT_TRUE(all.quiet && all.info && all.help && all.cpuFallback);
   EXPECT_EQ(parse({"--seed", "18446744073709551615"}).seed + 1, 0u);
 }
 
@@ -220,33 +221,65 @@ TEST(TrainRunner, DeviceChoiceRule) {
   int probes = 0;
   auto gpuOk = [&] {
     ++probes;
-    return std::string();
+    return train::GpuProbe{};
   };
   auto noDriver = [&] {
     ++probes;
-    return std::string("no NVIDIA driver found (libcuda.so.1 could not be "
-                       "loaded): use --device cpu");
+    return train::GpuProbe{"no NVIDIA driver found (libcuda.so.1 could not be "
+                           "loaded): use --device cpu",
+                           true};
+  };
+  auto outOfMemory = [&] {
+    ++probes;
+    return train::GpuProbe{"out of GPU memory: 9.6 GB asked, 2.1 GB free",
+                           false};
   };
   // cpu never probes; without a device program nothing probes either.
-  train::DeviceChoice cpu = train::chooseDevice("cpu", true, gpuOk);
+  train::DeviceChoice cpu = train::chooseDevice("cpu", true, false, gpuOk);
   EXPECT_FALSE(cpu.useCuda);
   EXPECT_EQ(cpu.note + cpu.error, "");
-  EXPECT_FALSE(train::chooseDevice("auto", false, gpuOk).useCuda);
+  EXPECT_FALSE(train::chooseDevice("auto", false, false, gpuOk).useCuda);
   EXPECT_EQ(probes, 0);
-  EXPECT_TRUE(train::chooseDevice("auto", true, gpuOk).useCuda);
-  EXPECT_TRUE(train::chooseDevice("cuda", true, gpuOk).useCuda);
-  train::DeviceChoice fallback = train::chooseDevice("auto", true, noDriver);
+  EXPECT_TRUE(train::chooseDevice("auto", true, false, gpuOk).useCuda);
+  EXPECT_TRUE(train::chooseDevice("cuda", true, false, gpuOk).useCuda);
+  // No GPU at all: auto trains on the CPU and says why; cuda is an error.
+  train::DeviceChoice fallback =
+      train::chooseDevice("auto", true, false, noDriver);
   EXPECT_FALSE(fallback.useCuda);
   EXPECT_EQ(fallback.error, "");
   EXPECT_EQ(fallback.note, "device: cpu (the GPU cannot be used: no NVIDIA "
                            "driver found (libcuda.so.1 could not be loaded))");
-  train::DeviceChoice refused = train::chooseDevice("cuda", true, noDriver);
+  train::DeviceChoice refused =
+      train::chooseDevice("cuda", true, false, noDriver);
   EXPECT_FALSE(refused.useCuda);
   EXPECT_EQ(refused.error, "no NVIDIA driver found (libcuda.so.1 could not be "
                            "loaded): use --device cpu");
-  EXPECT_EQ(train::chooseDevice("cuda", false, gpuOk).error,
+  EXPECT_EQ(train::chooseDevice("cuda", false, false, gpuOk).error,
             train::kPlanHasNoGpuCode);
   EXPECT_EQ(probes, 4);
+  // A GPU that is there but fails is never hidden by auto: an error, unless
+  // --cpu-fallback asks for the CPU, and then a warning.
+  train::DeviceChoice failed =
+      train::chooseDevice("auto", true, false, outOfMemory);
+  EXPECT_FALSE(failed.useCuda);
+  EXPECT_EQ(failed.note, "");
+  EXPECT_EQ(failed.error,
+            "the GPU is there but failed: out of GPU memory: 9.6 GB asked, "
+            "2.1 GB free (--device cpu trains on the CPU; --cpu-fallback does "
+            "so whenever the GPU fails)");
+  train::DeviceChoice allowed =
+      train::chooseDevice("auto", true, true, outOfMemory);
+  EXPECT_FALSE(allowed.useCuda);
+  EXPECT_EQ(allowed.error, "");
+  EXPECT_EQ(allowed.note, "warning: the GPU failed (out of GPU memory: 9.6 GB "
+                          "asked, 2.1 GB free); training on the CPU as "
+                          "--cpu-fallback asks");
+  EXPECT_EQ(train::chooseDevice("cuda", true, true, outOfMemory).error,
+            "out of GPU memory: 9.6 GB asked, 2.1 GB free");
+  // --cpu-fallback changes nothing when there is no GPU at all.
+  EXPECT_EQ(train::chooseDevice("auto", true, true, noDriver).note,
+            fallback.note);
+  EXPECT_EQ(probes, 8);
 }
 
 TEST(TrainRunner, ProgressAndLogNameTheGpu) {
@@ -268,10 +301,13 @@ TEST(TrainRunner, CudaWithoutAGpuFailsClearly) {
   // validated only once a GPU is there).
   plan::Plan withProgram = bigramTrainingPlan(16, 4, 8, 1, 0.05);
   withProgram.device.modules.push_back({"m", {}, {}, "// ptx"});
-  std::string whyNot;
-  if (train::tryMakeCudaBackend(withProgram, whyNot) || whyNot.empty() ||
-      whyNot.find("has no GPU code") != std::string::npos)
-    GTEST_SKIP() << "a GPU opened here: " << whyNot;
+  train::GpuProbe probe;
+  if (train::tryMakeCudaBackend(withProgram, probe) || probe.whyNot.empty() ||
+      probe.whyNot.find("has no GPU code") != std::string::npos)
+    GTEST_SKIP() << "a GPU opened here: " << probe.whyNot;
+  const std::string whyNot = probe.whyNot;
+  // No driver or no device: nothing to use, so auto falls back quietly.
+  EXPECT_TRUE(probe.absent) << whyNot;
   RunnerOptions cuda;
   cuda.device = "cuda";
   Captured gpu = runInProcess(withProgram, cuda);
