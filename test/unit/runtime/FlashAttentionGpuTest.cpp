@@ -247,10 +247,25 @@ protected:
       skipReason = "no CUDA driver (libcuda.so.1 not found)";
       return;
     }
+    // Only a missing driver or GPU skips; any other failure of a driver
+    // that is there fails the tests.
     int count = 0;
-    if (cu.init(0) != CUDA_SUCCESS || cu.deviceGetCount(&count) != CUDA_SUCCESS ||
-        count == 0 || cu.deviceGet(&device, 0) != CUDA_SUCCESS) {
-      skipReason = "no CUDA GPU (cuInit/cuDeviceGet failed)";
+    const CUresult init = cu.init(0);
+    if (init == CUDA_ERROR_STUB_LIBRARY || init == CUDA_ERROR_NO_DEVICE) {
+      skipReason = "no CUDA GPU (cuInit: " + std::to_string(init) + ")";
+      return;
+    }
+    if (init != CUDA_SUCCESS || cu.deviceGetCount(&count) != CUDA_SUCCESS) {
+      setupError = "cuInit or cuDeviceGetCount failed (" +
+                   std::to_string(init) + ") with a driver present";
+      return;
+    }
+    if (count == 0) {
+      skipReason = "no CUDA GPU (the driver sees none)";
+      return;
+    }
+    if (cu.deviceGet(&device, 0) != CUDA_SUCCESS) {
+      setupError = "cuDeviceGet(0) failed with one or more GPUs present";
       return;
     }
     int major = 0;
@@ -261,7 +276,7 @@ protected:
       return;
     }
     if (cu.primaryCtxRetain(&context, device) != CUDA_SUCCESS) {
-      skipReason = "cuDevicePrimaryCtxRetain failed";
+      setupError = "cuDevicePrimaryCtxRetain failed";
       return;
     }
     cu.ctxSetCurrent(context);
