@@ -9,9 +9,9 @@
 #   train/MODEL_PRECISION     training executables (runner + plan) of every
 #                             example model; gpt124m_bf16_budget50 is compiled
 #                             with --memory-budget 50%
-#   tests/*_gpu_tests         the GPU test binaries, gpu-test-plans/ beside them,
-#                             include/ the kernel headers the flash-attention
-#                             test compiles with NVRTC
+#   tests/*_gpu_tests         the GPU test binaries, with gpu-test-plans/ and
+#                             kernel-include/ (the headers the flash-attention
+#                             test compiles with NVRTC) beside them
 #   reference/                CPU-backend loss curves of the agreement runs
 #                             (computed here: the CPU backend is deterministic)
 #   bench/, examples/gpt/     the benchmark scripts and the PyTorch reference
@@ -59,10 +59,7 @@ for binary in ampc_gpu_tests ampc_cuda_runtime_gpu_tests ampc_cuda_executor_gpu_
                                     "installed?)" >&2; exit 2; }
   cp "$tests/$binary" "$out/tests/"
 done
-cp -r "$tests/gpu-test-plans" "$out/tests/"
-mkdir -p "$out/tests/include/runtime"
-cp -r "$repo/runtime/cuda" "$repo/runtime/numerics" "$out/tests/include/runtime/"
-find "$out/tests/include" -type f ! -name '*.h' ! -name '*.cuh' -delete
+cp -r "$tests/gpu-test-plans" "$tests/kernel-include" "$out/tests/"
 
 # Scripts and data.
 cp "$repo"/bench/{run.sh,bench.py,agree.py,torch_gpt.py,make_tokens.py} "$out/bench/"
@@ -85,10 +82,10 @@ cp "$data"/kjv_{train,val}.bin "$data/kjv_tokenizer.json" "$out/data/"
 python3 "$repo/bench/agree.py" reference --bundle "$out" --out "$out/reference" \
   --cache "$build/agree-reference" ${AMPC_AGREE_LIMIT:+--limit "$AMPC_AGREE_LIMIT"}
 
-# No absolute path of this machine may be needed there.
-if grep -rl --binary-files=binary -F "$repo/" "$out/train" "$out/tests" 2>/dev/null |
-   grep -v gpu-test-plans; then
-  echo "gpu-bundle: warning: the files above contain the source path $repo/" >&2
+# No absolute path of this machine is compiled into anything there.
+if grep -rl --binary-files=binary -F "$repo" "$out/train" "$out/tests"; then
+  echo "gpu-bundle: the files above contain the source path $repo" >&2
+  exit 1
 fi
 for f in "$out"/train/* "$out"/tests/*_gpu_tests; do
   if ldd "$f" | grep -E -i 'LLVM|MLIR|icu|z3' >/dev/null; then

@@ -56,7 +56,7 @@ phase_tests() {
   for binary in "$here"/tests/*_gpu_tests; do
     local name
     name=$(basename "$binary")
-    AMPC_KERNEL_INCLUDE="$here/tests/include" timeout 600 "$binary" \
+    timeout 600 "$binary" \
       --gtest_output="json:$results/tests/$name.json" >"$results/tests/$name.log" 2>&1
     local status=$?
     local passed skipped failures

@@ -370,8 +370,10 @@ class Batches:
             w = self._synthetic_windows(micro_step)
         else:
             if self.sampler == "ampc":
-                starts = torch.tensor([AmpcRandom.bits(self.seed, micro_step, self.WINDOW, r)
-                                       % (len(self.data) - T) for r in range(B)])
+                # randomBits(seed, micro_step, WINDOW, row) mod (N - T), all rows at once.
+                rows = torch.arange(B, dtype=torch.int64)
+                w0, w1, _, _ = AmpcRandom.block(self.seed, micro_step, self.WINDOW, rows)
+                starts = AmpcRandom.mod64(w1, w0, len(self.data) - T)
             else:
                 starts = torch.randint(0, len(self.data) - T, (B,), generator=self.generator)
             w = self.data[starts[:, None] + torch.arange(T + 1)]

@@ -490,7 +490,8 @@ int run(const Options &options) {
   if (options.verb == "report")
     return 0;
   if (options.verb == "compile") {
-    train::writeTrainingExecutable(train::findRunner(argv0), *compiled, options.output);
+    train::writeTrainingExecutable(
+        train::findRunner(argv0, AMPC_TRAIN_RUNNER_BUILD_PATH), *compiled, options.output);
     printSummary(*compiled);
     std::printf("training: %s\n", compiled->trainingSummary.c_str());
     if (!deviceSummary.empty())

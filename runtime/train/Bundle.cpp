@@ -220,7 +220,8 @@ plan::Plan readEmbeddedPlan(const std::string &executablePath) {
   }
 }
 
-std::string findRunner(const std::string &ampcExecutable) {
+std::string findRunner(const std::string &ampcExecutable,
+                       const std::string &buildTreeRunner) {
   static const char *kName = "ampc-train-runner";
   if (const char *fromEnvironment = std::getenv("AMPC_RUNNER")) {
     if (isExecutableFile(fromEnvironment))
@@ -247,9 +248,8 @@ std::string findRunner(const std::string &ampcExecutable) {
     candidates.push_back(directory + "/" + kName);
     candidates.push_back(directory + "/../runtime/train/" + kName);
   }
-#ifdef AMPC_TRAIN_RUNNER_BUILD_PATH
-  candidates.push_back(AMPC_TRAIN_RUNNER_BUILD_PATH);
-#endif
+  if (!buildTreeRunner.empty())
+    candidates.push_back(buildTreeRunner);
   std::string looked;
   for (const std::string &candidate : candidates) {
     if (isExecutableFile(candidate))

@@ -55,11 +55,14 @@ bool hasEmbeddedPlan(const std::string &executablePath);
 /// (its argv[0] or /proc/self/exe; a bare name without '/' is resolved via
 /// /proc/self/exe). Looks, in order, at: $AMPC_RUNNER (which must then
 /// exist); <dir of ampc>/ampc-train-runner (an installation);
-/// <dir of ampc>/../runtime/train/ampc-train-runner (the build tree); the
-/// runner's absolute path in the build tree this library was configured in.
+/// <dir of ampc>/../runtime/train/ampc-train-runner (the build tree);
+/// \p buildTreeRunner, when given (the `ampc` executable passes the runner's
+/// absolute path in the build tree it was built in; the runtime libraries
+/// carry no such path, so training executables do not either).
 /// Throws plan::PlanError listing every place it looked if none is an
 /// executable file.
-std::string findRunner(const std::string &ampcExecutable);
+std::string findRunner(const std::string &ampcExecutable,
+                       const std::string &buildTreeRunner = "");
 
 } // namespace ampc::train
 

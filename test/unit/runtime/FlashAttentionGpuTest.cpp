@@ -23,9 +23,11 @@
 
 #include <cuda.h>
 #include <dlfcn.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -223,6 +225,17 @@ struct DeviceBuffer {
   }
 };
 
+/// $AMPC_KERNEL_INCLUDE, else kernel-include/ beside this executable.
+std::string kernelIncludeDirectory() {
+  if (const char *fromEnvironment = std::getenv("AMPC_KERNEL_INCLUDE");
+      fromEnvironment && *fromEnvironment)
+    return fromEnvironment;
+  char path[PATH_MAX];
+  const ssize_t length = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  const std::string self = length > 0 ? std::string(path, length) : std::string();
+  return self.substr(0, self.rfind('/') + 1) + "kernel-include";
+}
+
 struct Case {
   Storage storage;
   bool causal;
@@ -281,11 +294,9 @@ protected:
     }
     cu.ctxSetCurrent(context);
     std::vector<std::string> options = ampc::cuda::cudaIncludeOptions();
-    // The kernel headers: $AMPC_KERNEL_INCLUDE (a GPU bundle's copy of them),
-    // else the source tree this binary was built from.
-    const char *include = std::getenv("AMPC_KERNEL_INCLUDE");
-    options.push_back(std::string("-I") +
-                      (include && *include ? include : AMPC_REPO_ROOT));
+    // The kernel headers: $AMPC_KERNEL_INCLUDE, else the copy the build
+    // puts in kernel-include/ beside this executable.
+    options.push_back("-I" + kernelIncludeDirectory());
     try {
       ptx = ampc::cuda::compileToPtx(
           "#include \"runtime/cuda/device/FlashAttention.cuh\"\n"

@@ -205,8 +205,10 @@ TEST(TrainBundle, FindRunnerLooksNextToTheCompilerThenInTheBuildTree) {
   ASSERT_EQ(::mkdir(dir.path("runtime").c_str(), 0755), 0);
   ASSERT_EQ(::mkdir(dir.path("runtime/train").c_str(), 0755), 0);
   const std::string ampc = dir.path("bin/ampc");
-  // Nothing next to it: the build tree this library was configured in.
-  EXPECT_EQ(train::findRunner(ampc), kRunner);
+  // Nothing next to it: the build tree's runner, when the caller names it.
+  EXPECT_EQ(train::findRunner(ampc, kRunner), kRunner);
+  expectPlanError([&] { train::findRunner(ampc); },
+                  {"cannot find the training runner", dir.path("bin")});
   // The build-tree layout: build/compiler/ampc, build/runtime/train/.
   makeExecutable(dir.path("runtime/train/ampc-train-runner"));
   EXPECT_EQ(train::findRunner(ampc),
