@@ -79,11 +79,11 @@ LogicalResult planMemory(graph::ModelOp model) {
   return pm.run(model);
 }
 
-LogicalResult fuseAndPlanMemory(graph::ModelOp model) {
-  PassManager pm(model->getContext(), graph::ModelOp::getOperationName());
-  pm.addPass(graph::createGraphFuse());
-  pm.addPass(graph::createGraphPlanMemory());
-  return pm.run(model);
+LogicalResult runTrainingPipeline(LoadedModel &loaded,
+                                  const graph::TrainingPipelineConfig &config) {
+  PassManager pm(loaded.module->getContext());
+  graph::buildTrainingPipeline(pm, config);
+  return pm.run(*loaded.module);
 }
 
 LogicalResult planRemat(graph::ModelOp model, const std::string &budget,

@@ -10,6 +10,7 @@
 
 #include "dialects/Graph/GraphDialect.h"
 #include "passes/Passes.h"
+#include "passes/TrainingPipeline.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -46,10 +47,11 @@ mlir::LogicalResult buildTraining(graph::ModelOp model,
 /// (graph-plan-memory).
 mlir::LogicalResult planMemory(graph::ModelOp model);
 
-/// Groups the ops of the training step into kernels and places its values (graph-fuse, then
-/// graph-plan-memory): the form the device program is built from. Plan emission is unchanged by
-/// it (the passes only add attributes).
-mlir::LogicalResult fuseAndPlanMemory(graph::ModelOp model);
+/// Runs the training pipeline (passes/TrainingPipeline.h: the training step derived, precision,
+/// loss scaling, remat with a budget, fusion and memory planning) on a loaded model: the form
+/// plan emission and the device program take. What `ampc compile` runs.
+mlir::LogicalResult runTrainingPipeline(LoadedModel &loaded,
+                                        const graph::TrainingPipelineConfig &config);
 
 /// Recomputes forward values in the backward pass so the training step fits `budget`
 /// (graph-plan-remat; "6GiB", "75%", ...), counting `workspace` bytes as persistent.

@@ -13,6 +13,8 @@
 
 #include "dialects/Graph/GraphDialect.h"
 
+#include "passes/TrainingPipeline.h"
+
 #include "llvm/Support/raw_ostream.h"
 
 #include <string>
@@ -20,8 +22,9 @@
 
 namespace ampc {
 
-/// The cuBLASLt workspace the CUDA runtime allocates, counted as persistent memory.
-inline constexpr int64_t kMatmulWorkspaceBytes = 32ll << 20;
+/// The cuBLASLt workspace the CUDA runtime allocates, counted as persistent memory (the
+/// training pipeline's default).
+using graph::kMatmulWorkspaceBytes;
 
 /// Prints the remat section for `budgets` (as written by users: "6GiB", "75%") of a model that
 /// went through precision assignment but not yet graph-plan-remat. Writes the plot to

@@ -23,13 +23,16 @@
 #include "compiler/MemoryReport.h"
 #include "compiler/PrecisionReport.h"
 #include "compiler/RematReport.h"
+#include "passes/TrainingPipeline.h"
 #include "runtime/cpu/Executor.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/train/Bundle.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
@@ -143,6 +146,8 @@ struct Options {
   std::string memoryBudget;
   /// --plot FILE.png (report memory with a budget).
   std::string plot;
+  /// --emit-mlir FILE (compile, plan --train): the IR the plan is lowered from.
+  std::string emitMlir;
 };
 
 double parseReal(llvm::StringRef flag, llvm::StringRef text) {
@@ -289,6 +294,8 @@ Options parseArguments(int argc, char **argv) {
                (options.verb == "compile" || options.verb == "plan" ||
                 options.report == "memory")) {
       options.memoryBudget = value().str();
+    } else if (arg == "--emit-mlir" && (options.verb == "compile" || options.verb == "plan")) {
+      options.emitMlir = value().str();
     } else if (arg == "--plot" && options.report == "memory") {
       options.plot = value().str();
     } else if (arg == "--seed" && options.verb == "eval") {
@@ -329,6 +336,9 @@ Options parseArguments(int argc, char **argv) {
       options.memoryBudget.find(',') != std::string::npos)
     throw UsageError{"--memory-budget takes one budget for 'ampc " + options.verb +
                      "' (a list is for 'ampc report memory')"};
+  if (!options.emitMlir.empty() && !options.train)
+    throw UsageError{"--emit-mlir needs --train with 'ampc plan': it writes the training step's "
+                     "IR"};
   if (!options.plot.empty() && options.memoryBudget.empty())
     throw UsageError{"--plot needs --memory-budget: it draws the live memory with and without "
                      "rematerialization"};
@@ -346,6 +356,56 @@ int64_t countParameters(const plan::Plan &compiled) {
 /// What the last compileModel said about the plan's GPU code, for the verbs that print it.
 std::string deviceSummary;
 
+/// The training pipeline's configuration for the driver's options.
+graph::TrainingPipelineConfig pipelineConfig(const Options &options) {
+  graph::TrainingPipelineConfig config;
+  config.training = options.training;
+  config.precision = options.mixedPrecision;
+  config.scaling = options.scaling;
+  config.memoryBudget = options.memoryBudget;
+  return config;
+}
+
+/// Writes the module to --emit-mlir's file; false (after an error) if it cannot.
+bool emitMlir(mlir::ModuleOp module, const std::string &path) {
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> file = mlir::openOutputFile(path, &error);
+  if (!file) {
+    llvm::errs() << "ampc: error: cannot write '" << path << "': " << error << "\n";
+    return false;
+  }
+  module.print(file->os());
+  file->os() << "\n";
+  file->os().flush();
+  if (file->os().has_error()) {
+    llvm::errs() << "ampc: error: cannot write '" << path << "'\n";
+    file->os().clear_error();
+    return false;
+  }
+  file->keep();
+  return true;
+}
+
+/// The training step of a loaded model through the training pipeline, lowered to a plan with
+/// its device program.
+std::optional<plan::Plan> compileTrainingStep(LoadedModel &loaded, const Options &options) {
+  if (failed(runTrainingPipeline(loaded, pipelineConfig(options))))
+    return std::nullopt;
+  if (!options.emitMlir.empty() && !emitMlir(*loaded.module, options.emitMlir))
+    return std::nullopt;
+  PlanProvenance provenance;
+  auto compiled = emitPlan(loaded.model, &provenance);
+  if (failed(compiled))
+    return std::nullopt;
+  DeviceCodeResult device = attachDeviceProgram(loaded.model, *compiled, provenance);
+  if (device.unsupported)
+    llvm::errs() << "ampc: warning: " << device.summary << "\n";
+  deviceSummary = device.unsupported ? "gpu: none (see the warning above)" : device.summary;
+  if (!options.memoryBudget.empty())
+    printRematSummary(loaded.model);
+  return std::move(*compiled);
+}
+
 /// Parses, verifies and lowers a model file (with its training step when `options.train`);
 /// diagnostics are printed with their locations.
 std::optional<plan::Plan> compileModel(const std::string &path, const Options &options) {
@@ -358,6 +418,8 @@ std::optional<plan::Plan> compileModel(const std::string &path, const Options &o
   auto loaded = loadModel(path, sourceMgr, context);
   if (failed(loaded))
     return std::nullopt;
+  if (options.train && options.verb != "report")
+    return compileTrainingStep(*loaded, options);
   if (failed(options.train ? buildTraining(loaded->model, options.training)
                            : flattenModel(loaded->model)))
     return std::nullopt;
@@ -389,24 +451,10 @@ std::optional<plan::Plan> compileModel(const std::string &path, const Options &o
     llvm::outs().flush();
     return plan::Plan();
   }
-  if (!options.memoryBudget.empty() &&
-      failed(planRemat(loaded->model, options.memoryBudget, kMatmulWorkspaceBytes)))
-    return std::nullopt;
-  // The CUDA backend's form of the training step: fused groups and arenas (attributes only).
-  if (options.train && failed(fuseAndPlanMemory(loaded->model)))
-    return std::nullopt;
-  PlanProvenance provenance;
-  auto compiled = emitPlan(loaded->model, &provenance);
+  // A forward-only plan.
+  auto compiled = emitPlan(loaded->model, nullptr);
   if (failed(compiled))
     return std::nullopt;
-  if (options.train) {
-    DeviceCodeResult device = attachDeviceProgram(loaded->model, *compiled, provenance);
-    if (device.unsupported)
-      llvm::errs() << "ampc: warning: " << device.summary << "\n";
-    deviceSummary = device.unsupported ? "gpu: none (see the warning above)" : device.summary;
-  }
-  if (!options.memoryBudget.empty())
-    printRematSummary(loaded->model);
   return std::move(*compiled);
 }
 

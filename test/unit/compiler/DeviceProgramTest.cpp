@@ -67,15 +67,11 @@ DeviceCompiled compileDevice(const std::string &path, const PrecisionCase &mode,
   llvm::raw_string_ostream os(diagnostics);
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, os);
   auto loaded = loadModel(path, sourceMgr, context);
-  graph::GraphBuildTrainingOptions training;
-  training.accumSteps = accumSteps;
-  graph::GraphAssignPrecisionOptions precision;
-  precision.mode = mode.mode;
-  graph::GraphInsertLossScalingOptions scaling;
-  scaling.mode = mode.lossScaling;
-  if (failed(loaded) || failed(buildTraining(loaded->model, training)) ||
-      failed(assignPrecision(loaded->model, precision, &scaling)) ||
-      failed(fuseAndPlanMemory(loaded->model))) {
+  graph::TrainingPipelineConfig config;
+  config.training.accumSteps = accumSteps;
+  config.precision.mode = mode.mode;
+  config.scaling.mode = mode.lossScaling;
+  if (failed(loaded) || failed(runTrainingPipeline(*loaded, config))) {
     result.error = "pipeline failed: " + os.str();
     return result;
   }
