@@ -114,63 +114,56 @@ bool printRematReport(ModelOp model, const std::vector<std::string> &budgets,
   for (const std::string &text : budgets) {
     std::optional<ByteSize> size = parseByteSize(text);
     if (!size) {
-      errors << "ampc: error: cannot read the memory budget '" << text
-             << "' (write bytes, 6GiB, 512MiB, 1.5GB or 75%)\n";
+      errors << "ampc: error: cannot read the memory budget '" << text << "' " << kBudgetSyntax
+             << "\n";
       return false;
     }
     sizes.push_back(*size);
   }
-  FailureOr<RematGraph> graph = buildRematGraph(model, 256, kMatmulWorkspaceBytes);
-  if (failed(graph))
+  FailureOr<RematAnalysis> analysis = analyzeRemat(model, 256, kMatmulWorkspaceBytes);
+  if (failed(analysis))
     return false;
-  auto start = std::chrono::steady_clock::now();
-  RematFrontier frontier = rematFrontier(graph->problem);
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  RematSimulation noRemat =
-      simulateRemat(graph->problem, std::vector<bool>(graph->problem.ops.size(), false));
-  int64_t noRematPeak = graph->planBytes(noRemat);
+  const RematGraph *graph = &analysis->graph;
+  const RematSimulation &noRemat = analysis->noRemat;
+  const int64_t noRematPeak = analysis->noRematPeak;
 
   os << "\nrematerialization (graph-plan-remat; persistent buffers and a "
      << formatBytes(graph->workspaceBytes) << " matmul workspace included):\n";
   os << llvm::format("  peak without remat %s; %zu plans on the frontier, planned in %.2f s\n",
-                     formatBytes(noRematPeak).c_str(), frontier.plans.size(), seconds);
+                     formatBytes(noRematPeak).c_str(), analysis->frontier.plans.size(),
+                     analysis->planningSeconds);
   os << "  budget                 peak       arena      recomputed  extra FLOPs  "
         "recomputed values\n";
-  std::optional<size_t> shown;
+  const RematSimulation *shown = nullptr;
   int64_t shownBudget = 0;
-  for (auto [text, size] : llvm::zip(budgets, sizes)) {
-    int64_t budget = size.resolve(noRematPeak);
-    std::string label = formatBytes(budget) + " (" + percentOf(double(budget), double(noRematPeak)) + ")";
-    std::optional<size_t> chosen = chooseRematPlan(*graph, frontier, budget);
-    if (!chosen) {
-      os << llvm::format("  %-22s ", label.c_str())
-         << "cannot be met: " << infeasibleBudgetMessage(*graph, frontier, budget) << "\n";
+  for (const ByteSize &size : sizes) {
+    RematDecision decision = decideRemat(*analysis, size);
+    std::string label = formatBytes(decision.budgetBytes) + " (" +
+                        percentOf(double(decision.budgetBytes), double(noRematPeak)) + ")";
+    if (!decision.plan) {
+      os << llvm::format("  %-22s ", label.c_str()) << "cannot be met: " << decision.infeasible
+         << "\n";
       continue;
     }
-    const RematSimulation &plan = frontier.simulations[*chosen];
-    int64_t clones = 0;
-    for (const RematStep &step : plan.schedule)
-      clones += step.isClone;
     std::string groups;
-    auto grouped = recomputedGroups(*graph, plan);
+    auto grouped = recomputedGroups(*graph, *decision.plan);
     for (size_t i = 0; i < grouped.size() && i < 4; ++i)
       groups += (i ? ", " : "") + grouped[i].first +
                 (grouped[i].second > 1 ? " (" + std::to_string(grouped[i].second) + "x)" : "");
     if (grouped.size() > 4)
       groups += ", ...";
     os << llvm::format("  %-22s %-10s %-10s %-11lld %-12s %s\n", label.c_str(),
-                       formatBytes(graph->stepPeak(plan)).c_str(),
-                       formatBytes(graph->arenaBytes(plan)).c_str(), (long long)clones,
-                       percentOf(plan.extraCost, graph->stepFlops).c_str(),
+                       formatBytes(decision.peakBytes).c_str(),
+                       formatBytes(decision.arenaBytes).c_str(), (long long)decision.clones,
+                       percentOf(decision.extraFlops, graph->stepFlops).c_str(),
                        groups.empty() ? "-" : groups.c_str());
-    shown = chosen;
-    shownBudget = budget;
+    shown = decision.plan;
+    shownBudget = decision.budgetBytes;
   }
   if (!shown)
     return true;
 
-  const RematSimulation &plan = frontier.simulations[*shown];
+  const RematSimulation &plan = *shown;
   os << "\nplan for the budget " << formatBytes(shownBudget) << ": peak "
      << formatBytes(noRematPeak) << " -> " << formatBytes(graph->stepPeak(plan)) << ", +"
      << percentOf(plan.extraCost, graph->stepFlops) << " FLOPs ("
@@ -215,21 +208,16 @@ bool printRematReport(ModelOp model, const std::vector<std::string> &budgets,
 
 void printRematSummary(ModelOp model) {
   func::FuncOp entry = model.getEntryFunction();
-  auto integer = [&](llvm::StringRef name) {
-    auto attr = entry->getAttrOfType<IntegerAttr>(name);
-    return attr ? attr.getInt() : 0;
-  };
-  auto real = [&](llvm::StringRef name) {
-    auto attr = entry->getAttrOfType<FloatAttr>(name);
-    return attr ? attr.getValueAsDouble() : 0.0;
-  };
+  auto result = entry->getAttrOfType<RematAttr>(GraphDialect::kRematAttrName);
+  if (!result)
+    return;
   int64_t clones = 0;
   entry.walk([&](Operation *op) { clones += op->hasAttr("recomputed"); });
-  llvm::outs() << "memory: planned peak " << formatBytes(integer("remat_peak_bytes"))
-               << " within the budget " << formatBytes(integer("remat_budget_bytes"))
-               << " (without remat " << formatBytes(integer("remat_no_remat_peak_bytes"))
-               << "); " << clones << " values recomputed, +"
-               << percentOf(real("remat_extra_flops"), real("remat_step_flops"))
+  llvm::outs() << "memory: planned peak " << formatBytes(result.getPeakBytes())
+               << " within the budget " << formatBytes(result.getBudgetBytes())
+               << " (without remat " << formatBytes(result.getNoRematPeakBytes()) << "); "
+               << clones << " values recomputed, +"
+               << percentOf(double(result.getExtraFlops()), double(result.getStepFlops()))
                << " FLOPs per micro step\n";
   llvm::outs().flush();
 }

@@ -366,10 +366,12 @@ def GraphPlanRemat : Pass<"graph-plan-remat", "::ampc::graph::ModelOp"> {
     units (`6GiB`, `512MiB`, `1.5GB`) or a percentage of the peak without remat (`75%`).
 
     Clones are inserted just before their first reader in the backward pass and marked
-    `recomputed`; the backward ops read them. `micro_step` records the outcome:
-    `remat_budget_bytes`, `remat_peak_bytes` and `remat_no_remat_peak_bytes` (the whole step,
-    persistent buffers included), `remat_live_bytes` (the micro step's own values at its
-    busiest op), `remat_extra_flops`, `remat_step_flops`.
+    `recomputed`; the backward ops read them. `micro_step` records the outcome as the typed
+    attribute `graph.remat = #graph.remat<budget_bytes, peak_bytes, no_remat_peak_bytes,
+    live_bytes, extra_flops, step_flops>` (bytes of the whole step, persistent buffers
+    included, except `live_bytes`: the micro step's own values at its busiest op; the dialect
+    verifies it). `ampc report memory --memory-budget` decides its budgets through the same
+    entry point (RematAdapter.h: analyzeRemat, decideRemat).
 
     Before (`budget` below the peak with %1 kept):
     ```mlir

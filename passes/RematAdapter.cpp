@@ -8,6 +8,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <chrono>
 #include <cmath>
 
 using namespace mlir;
@@ -311,6 +312,52 @@ std::optional<ByteSize> parseByteSize(llvm::StringRef text) {
       return size;
     }
   return std::nullopt;
+}
+
+FailureOr<RematAnalysis> analyzeRemat(ModelOp model, int64_t alignment,
+                                      int64_t workspaceBytes) {
+  FailureOr<RematGraph> graph = buildRematGraph(model, alignment, workspaceBytes);
+  if (failed(graph))
+    return failure();
+  RematAnalysis analysis;
+  analysis.graph = std::move(*graph);
+  auto start = std::chrono::steady_clock::now();
+  analysis.frontier = rematFrontier(analysis.graph.problem);
+  analysis.planningSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  analysis.noRemat = simulateRemat(analysis.graph.problem,
+                                   std::vector<bool>(analysis.graph.problem.ops.size(), false));
+  analysis.noRematPeak = analysis.graph.planBytes(analysis.noRemat);
+  return analysis;
+}
+
+RematDecision decideRemat(const RematAnalysis &analysis, const ByteSize &budget) {
+  RematDecision decision;
+  decision.budgetBytes = budget.resolve(analysis.noRematPeak);
+  std::optional<size_t> chosen =
+      chooseRematPlan(analysis.graph, analysis.frontier, decision.budgetBytes);
+  if (!chosen) {
+    decision.infeasible =
+        infeasibleBudgetMessage(analysis.graph, analysis.frontier, decision.budgetBytes);
+    return decision;
+  }
+  const RematSimulation &plan = analysis.frontier.simulations[*chosen];
+  decision.plan = &plan;
+  decision.peakBytes = analysis.graph.stepPeak(plan);
+  decision.arenaBytes = analysis.graph.arenaBytes(plan);
+  decision.liveBytes = plan.peakBytes - analysis.graph.problem.persistentBytes;
+  decision.extraFlops = plan.extraCost;
+  for (const RematStep &step : plan.schedule)
+    decision.clones += step.isClone;
+  return decision;
+}
+
+RematAttr rematResult(const RematAnalysis &analysis, const RematDecision &decision,
+                      MLIRContext *context) {
+  return RematAttr::get(context, decision.budgetBytes, decision.peakBytes,
+                        analysis.noRematPeak, decision.liveBytes,
+                        static_cast<int64_t>(std::llround(decision.extraFlops)),
+                        static_cast<int64_t>(std::llround(analysis.graph.stepFlops)));
 }
 
 } // namespace ampc::graph

@@ -115,6 +115,49 @@ struct ByteSize {
 };
 std::optional<ByteSize> parseByteSize(llvm::StringRef text);
 
+/// How a budget is written, for the message when one cannot be read.
+inline constexpr const char *kBudgetSyntax = "(write bytes, 6GiB, 512MiB, 1.5GB or 75%)";
+
+//===----------------------------------------------------------------------===//
+// The one entry point of rematerialization: graph-plan-remat and `ampc report memory` both
+// analyse the step with analyzeRemat() and decide each budget with decideRemat().
+//===----------------------------------------------------------------------===//
+
+/// A training step analysed for rematerialization: its problem, the frontier of plans
+/// (cheapest for each peak) and the plan without remat.
+struct RematAnalysis {
+  RematGraph graph;
+  RematFrontier frontier;
+  RematSimulation noRemat;
+  /// What the step needs without remat (graph.planBytes(noRemat)); a budget given as a share
+  /// is a share of this.
+  int64_t noRematPeak = 0;
+  /// Seconds spent building the frontier.
+  double planningSeconds = 0;
+};
+
+/// Reads and plans `model`'s micro step. Emits an error and fails when the model has no
+/// training step.
+mlir::FailureOr<RematAnalysis> analyzeRemat(ModelOp model, int64_t alignment,
+                                            int64_t workspaceBytes);
+
+/// The plan for one budget.
+struct RematDecision {
+  int64_t budgetBytes = 0;
+  /// The chosen plan (a simulation of the analysis's frontier); null when none fits.
+  const RematSimulation *plan = nullptr;
+  /// When no plan fits: why, naming the smallest budget that can be met.
+  std::string infeasible;
+  /// When a plan fits: what graph-plan-remat records on the micro step.
+  int64_t peakBytes = 0, arenaBytes = 0, liveBytes = 0, clones = 0;
+  double extraFlops = 0;
+};
+RematDecision decideRemat(const RematAnalysis &analysis, const ByteSize &budget);
+
+/// The typed result of a decision (a plan was chosen) as the #graph.remat attribute.
+RematAttr rematResult(const RematAnalysis &analysis, const RematDecision &decision,
+                      mlir::MLIRContext *context);
+
 } // namespace ampc::graph
 
 #endif // AMPC_PASSES_REMATADAPTER_H

@@ -27,6 +27,13 @@ def Graph_Dialect : Dialect {
   let cppNamespace = "::ampc::graph";
   let useDefaultAttributePrinterParser = 1;
   let dependentDialects = ["::mlir::func::FuncDialect"];
+  // Discardable attributes that passes leave for later stages are `graph.`-prefixed, declared
+  // here and checked by the dialect (GraphDialect::verifyOperationAttribute).
+  let hasOperationAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// `graph.remat`: what graph-plan-remat decided (a #graph.remat on micro_step).
+    static constexpr ::llvm::StringLiteral kRematAttrName = "graph.remat";
+  }];
 }
 
 //===----------------------------------------------------------------------------------------===//
@@ -129,6 +136,31 @@ def Graph_PrecisionAttr : Graph_Attr<"Precision", "precision"> {
   let parameters = (ins "::mlir::Type":$compute, "::mlir::Type":$accumulate,
                         "::mlir::Type":$storage, StringRefParameter<"policy rule">:$rule);
   let assemblyFormat = "`<` struct(params) `>`";
+}
+
+//===----------------------------------------------------------------------------------------===//
+// Stage results
+//===----------------------------------------------------------------------------------------===//
+
+def Graph_RematAttr : Graph_Attr<"Remat", "remat"> {
+  let summary = "what graph-plan-remat decided for a memory budget";
+  let description = [{
+    Set by graph-plan-remat on `micro_step` as the discardable attribute `graph.remat`, and read
+    by the driver's summary and the tests. Bytes are of the whole training step (persistent
+    buffers and the matmul workspace included) except `live_bytes`, the micro step's own values
+    at its busiest op; FLOPs are per micro step.
+    ```mlir
+    func.func @micro_step() attributes {graph.remat = #graph.remat<budget_bytes = 9800,
+        peak_bytes = 9712, no_remat_peak_bytes = 10512, live_bytes = 4576,
+        extra_flops = 256, step_flops = 33536>}
+    ```
+    The peak is within the budget, and no size or FLOP count is negative.
+  }];
+  let parameters = (ins "int64_t":$budget_bytes, "int64_t":$peak_bytes,
+                        "int64_t":$no_remat_peak_bytes, "int64_t":$live_bytes,
+                        "int64_t":$extra_flops, "int64_t":$step_flops);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
 }
 
 def Graph_LossScaleMode : I32EnumAttr<"LossScaleMode",

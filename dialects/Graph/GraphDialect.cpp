@@ -35,6 +35,39 @@ void GraphDialect::initialize() {
 }
 
 //===----------------------------------------------------------------------===//
+// Stage results: the graph.-prefixed discardable attributes passes leave behind.
+//===----------------------------------------------------------------------===//
+
+LogicalResult GraphDialect::verifyOperationAttribute(Operation *op, NamedAttribute attribute) {
+  if (attribute.getName() == kRematAttrName) {
+    if (!llvm::isa<RematAttr>(attribute.getValue()))
+      return op->emitError("'") << kRematAttrName << "' must be a #graph.remat, got "
+                                << attribute.getValue();
+    auto func = llvm::dyn_cast<func::FuncOp>(op);
+    if (!func || !llvm::isa_and_nonnull<ModelOp>(op->getParentOp()))
+      return op->emitError("'") << kRematAttrName
+                                << "' belongs on a function of a graph.model (its micro_step)";
+    return success();
+  }
+  return op->emitError("unknown graph dialect attribute '")
+         << attribute.getName().getValue() << "'";
+}
+
+LogicalResult RematAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                int64_t budgetBytes, int64_t peakBytes,
+                                int64_t noRematPeakBytes, int64_t liveBytes,
+                                int64_t extraFlops, int64_t stepFlops) {
+  if (budgetBytes < 0 || peakBytes < 0 || noRematPeakBytes < 0 || liveBytes < 0)
+    return emitError() << "#graph.remat sizes cannot be negative";
+  if (peakBytes > budgetBytes)
+    return emitError() << "#graph.remat peak_bytes " << peakBytes << " exceeds budget_bytes "
+                       << budgetBytes;
+  if (extraFlops < 0 || stepFlops < 0)
+    return emitError() << "#graph.remat FLOP counts cannot be negative";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Initializer attributes: `<name = value, ...>` with named, possibly defaulted fields.
 //===----------------------------------------------------------------------===//
 

@@ -11,7 +11,7 @@
 // tanh, rebuilt from the kept first one (256 FLOPs) just before its first reader; recomputing
 // the first tanh would drag in the matmul. At 9800 bytes that is the plan.
 // CHECK-LABEL: graph.model @chain
-// CHECK: func.func @micro_step() attributes {remat_budget_bytes = 9800 : i64, remat_extra_flops = 2.560000e+02 : f64, remat_live_bytes = {{[0-9]+}} : i64, remat_no_remat_peak_bytes = 10512 : i64, remat_peak_bytes = {{[0-9]+}} : i64, remat_step_flops = {{.*}}}
+// CHECK: func.func @micro_step() attributes {graph.remat = #graph.remat<budget_bytes = 9800, peak_bytes = {{[0-9]+}}, no_remat_peak_bytes = 10512, live_bytes = {{[0-9]+}}, extra_flops = 256, step_flops = {{[0-9]+}}>}
 // The forward is unchanged.
 // CHECK: %[[A:.+]] = graph.matmul
 // CHECK-NEXT: %[[B:.+]] = graph.tanh %[[A]] :
@@ -29,9 +29,9 @@
 // CHECK: graph.matmul %{{.+}}, %{{.+}} transpose_lhs
 // NONE-LABEL: graph.model @chain
 // NONE-NOT: recomputed
-// NONE-NOT: remat_
+// NONE-NOT: graph.remat
 // FULL-LABEL: graph.model @chain
-// FULL: remat_budget_bytes = 10512 : i64, remat_extra_flops = 0.000000e+00 : f64
+// FULL: graph.remat = #graph.remat<budget_bytes = 10512, peak_bytes = 10512, no_remat_peak_bytes = 10512, live_bytes = {{[0-9]+}}, extra_flops = 0,
 // FULL-NOT: recomputed
 graph.model @chain {
   graph.param @w : tensor<16x16xf32> init #graph.normal<std = 0.5>
@@ -55,7 +55,7 @@ graph.model @chain {
 // the same. Here the cheapest plan under 9800 bytes rebuilds dropout and the tanh after it
 // (512 FLOPs) from the kept first tanh, not the matmul.
 // CHECK-LABEL: graph.model @dropout_chain
-// CHECK: remat_extra_flops = 5.120000e+02 : f64
+// CHECK: extra_flops = 512,
 // CHECK: %[[B:.+]] = graph.tanh
 // CHECK-NEXT: graph.dropout %[[B]] {p = 2.500000e-01 : f64, stream = 0 : i64}
 // CHECK: graph.grad_seed

@@ -72,9 +72,11 @@ std::optional<Compiled> compile(const std::string &path, const std::string &budg
       auto attr = entry->getAttrOfType<mlir::IntegerAttr>(name);
       return attr ? attr.getInt() : 0;
     };
-    out.plannedLiveBytes = integer("remat_live_bytes");
+    if (auto result = entry->getAttrOfType<graph::RematAttr>(graph::GraphDialect::kRematAttrName)) {
+      out.plannedLiveBytes = result.getLiveBytes();
+      out.plannedPeakBytes = result.getPeakBytes();
+    }
     out.persistentBytes = graph::persistentBytes(model).total();
-    out.plannedPeakBytes = integer("remat_peak_bytes");
     entry.walk([&](mlir::Operation *op) {
       if (op->hasAttr("recomputed")) {
         ++out.clones;
