@@ -92,7 +92,7 @@ def reference(a):
             shutil.copyfile(target, cached)
 
 
-def compare(name, cpu, gpu, tol, require_cuda=True, labels=("the GPU", "the CPU")):
+def compare(cpu, gpu, tol, require_cuda=True, labels=("the GPU", "the CPU")):
     """Problems of a GPU curve against the CPU's, and the largest relative loss difference."""
     problems, worst = [], 0.0
     on_gpu, on_cpu = labels
@@ -144,7 +144,7 @@ def check(a):
         else:
             cpu = read_log(os.path.join(ref_dir, name + ".jsonl"))
             gpu = read_log(log)
-            problems, worst = compare(name, cpu, gpu, tol)
+            problems, worst = compare(cpu, gpu, tol)
             record["max_rel_loss_diff"] = worst
             record["steps_compared"] = min(len(cpu), len(gpu))
             record["final_loss_cpu"] = cpu[-1]["loss"] if cpu else None
@@ -172,7 +172,7 @@ def check(a):
 def curves(a):
     """Two JSONL loss curves (an ampc executable's --log, torch_gpt.py's curve mode)."""
     reference, other = read_log(a.files[0]), read_log(a.files[1])
-    problems, worst = compare("curves", reference, other, a.tolerance, require_cuda=False,
+    problems, worst = compare(reference, other, a.tolerance, require_cuda=False,
                               labels=(os.path.basename(a.files[1]), os.path.basename(a.files[0])))
     steps = min(len(reference), len(other))
     print(f"{'FAIL' if problems else 'ok'}: max relative loss difference {worst:.2e} over "

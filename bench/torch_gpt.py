@@ -298,12 +298,6 @@ class AmpcRandom:
             out.append(cls.mod64(w1, w0, bound))
         return out
 
-    @classmethod
-    def bits(cls, seed, step, stream, element):
-        """randomBits of runtime/train/Data.cpp for one element, as a Python int."""
-        w0, w1, _, _ = cls.block(seed, step, stream, torch.tensor([element], dtype=torch.int64))
-        return (int(w1) << 32) | int(w0)
-
 
 # ---------------------------------------------------------------------------------------------
 # Data

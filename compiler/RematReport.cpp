@@ -7,8 +7,8 @@
 
 #include "llvm/Support/Format.h"
 
-#include <chrono>
 #include <map>
+#include <optional>
 
 using namespace mlir;
 using namespace ampc::graph;
@@ -134,8 +134,8 @@ bool printRematReport(ModelOp model, const std::vector<std::string> &budgets,
                      analysis->planningSeconds);
   os << "  budget                 peak       arena      recomputed  extra FLOPs  "
         "recomputed values\n";
-  const RematSimulation *shown = nullptr;
-  int64_t shownBudget = 0;
+  // The last budget that can be met gets the details below.
+  std::optional<RematDecision> shown;
   for (const ByteSize &size : sizes) {
     RematDecision decision = decideRemat(*analysis, size);
     std::string label = formatBytes(decision.budgetBytes) + " (" +
@@ -157,17 +157,17 @@ bool printRematReport(ModelOp model, const std::vector<std::string> &budgets,
                        formatBytes(decision.arenaBytes).c_str(), (long long)decision.clones,
                        percentOf(decision.extraFlops, graph->stepFlops).c_str(),
                        groups.empty() ? "-" : groups.c_str());
-    shown = decision.plan;
-    shownBudget = decision.budgetBytes;
+    shown = std::move(decision);
   }
   if (!shown)
     return true;
 
-  const RematSimulation &plan = *shown;
+  const RematSimulation &plan = *shown->plan;
+  const int64_t shownBudget = shown->budgetBytes;
   os << "\nplan for the budget " << formatBytes(shownBudget) << ": peak "
-     << formatBytes(noRematPeak) << " -> " << formatBytes(graph->stepPeak(plan)) << ", +"
-     << percentOf(plan.extraCost, graph->stepFlops) << " FLOPs ("
-     << llvm::format("%.3g", plan.extraCost) << " of " << llvm::format("%.3g", graph->stepFlops)
+     << formatBytes(noRematPeak) << " -> " << formatBytes(shown->peakBytes) << ", +"
+     << percentOf(shown->extraFlops, graph->stepFlops) << " FLOPs ("
+     << llvm::format("%.3g", shown->extraFlops) << " of " << llvm::format("%.3g", graph->stepFlops)
      << " per micro step, " << percentOf(plan.matmulCost, graph->stepFlops)
      << " in matmuls)\n";
   auto grouped = recomputedGroups(*graph, plan);

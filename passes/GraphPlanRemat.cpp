@@ -10,7 +10,6 @@
 #include "passes/Passes.h"
 #include "passes/RematAdapter.h"
 
-
 namespace ampc::graph {
 #define GEN_PASS_DEF_GRAPHPLANREMAT
 #include "passes/Passes.h.inc"

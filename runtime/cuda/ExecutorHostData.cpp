@@ -109,13 +109,9 @@ std::vector<uint32_t> writtenBuffers(const plan::DeviceGroup &group) {
         if (argument.kind == plan::ArgKind::Buffer &&
             argument.access != plan::Access::Read)
           addUnique(ids, argument.buffer);
-        // The multi-tensor optimizer updates every entry's parameter, moments
-        // and copy in place and zeroes its gradient accumulator.
-        if (argument.kind == plan::ArgKind::Table &&
-            argument.table.kind == plan::TableKind::Optimizer)
-          for (const plan::TableEntry &entry : argument.table.entries)
-            for (uint32_t id : {entry.param, entry.grad, entry.firstMoment,
-                                entry.secondMoment, entry.copy})
+        if (argument.kind == plan::ArgKind::Table)
+          for (const auto &[id, access] : plan::tableBufferUses(argument.table))
+            if (access != plan::Access::Read)
               addUnique(ids, id);
       }
     } else if (const auto *matmul = std::get_if<plan::MatmulStep>(&step)) {
@@ -143,12 +139,9 @@ std::vector<uint32_t> readBuffers(const plan::DeviceGroup &group) {
         if (argument.kind == plan::ArgKind::Buffer &&
             argument.access != plan::Access::Write)
           addUnique(ids, argument.buffer);
-        // Optimizer entries read their parameter, gradient and moments;
-        // norm entries their gradient.
         if (argument.kind == plan::ArgKind::Table)
-          for (const plan::TableEntry &entry : argument.table.entries)
-            for (uint32_t id : {entry.param, entry.grad, entry.firstMoment,
-                                entry.secondMoment})
+          for (const auto &[id, access] : plan::tableBufferUses(argument.table))
+            if (access != plan::Access::Write)
               addUnique(ids, id);
       }
     } else if (const auto *matmul = std::get_if<plan::MatmulStep>(&step)) {

@@ -54,6 +54,26 @@ const char *epilogueName(Epilogue epilogue) {
   return "unknown";
 }
 
+std::vector<std::pair<uint32_t, Access>> tableBufferUses(const DeviceTable &table) {
+  std::vector<std::pair<uint32_t, Access>> uses;
+  auto add = [&](uint32_t id, Access access) {
+    if (id != kNoBuffer)
+      uses.emplace_back(id, access);
+  };
+  for (const TableEntry &entry : table.entries) {
+    if (table.kind == TableKind::Norm) {
+      add(entry.grad, Access::Read);
+      continue;
+    }
+    add(entry.param, Access::ReadWrite);
+    add(entry.grad, Access::ReadWrite);
+    add(entry.firstMoment, Access::ReadWrite);
+    add(entry.secondMoment, Access::ReadWrite);
+    add(entry.copy, Access::Write);
+  }
+  return uses;
+}
+
 const char *deviceStepName(const DeviceStep &step) {
   static const char *names[] = {"launch", "matmul", "attention", "memset"};
   return names[step.index()];

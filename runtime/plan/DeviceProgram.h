@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -276,6 +277,12 @@ struct DeviceErrorRecord {
 /// Error record codes.
 inline constexpr uint32_t kDeviceErrorLabel = 1;
 inline constexpr uint32_t kDeviceErrorEmbeddingId = 2;
+
+/// The buffers a table argument's kernel touches, with how: an optimizer
+/// entry reads and writes its parameter, gradient accumulator (zeroed) and
+/// moments and writes its copy; a norm entry reads its gradient. Fields that
+/// are kNoBuffer are left out.
+std::vector<std::pair<uint32_t, Access>> tableBufferUses(const DeviceTable &table);
 
 /// The names used in diagnostics and docs.
 const char *accessName(Access access);

@@ -87,9 +87,11 @@ DeviceChoice chooseDevice(const std::string &requested,
   }
   if (probe.absent)
     choice.note = "device: cpu (the GPU cannot be used: " + whyNot + ")";
-  else if (cpuFallback)
+  else if (cpuFallback) {
     choice.note = "warning: the GPU failed (" + whyNot +
                   "); training on the CPU as --cpu-fallback asks";
+    choice.noteIsWarning = true;
+  }
   else
     choice.error = "the GPU is there but failed: " + whyNot +
                    " (--device cpu trains on the CPU; --cpu-fallback does so "

@@ -112,6 +112,9 @@ struct DeviceChoice {
   /// For auto falling back to the CPU: "device: cpu (...)", a warning when
   /// a GPU failed; else "".
   std::string note;
+  /// The note is a warning (a GPU failed and --cpu-fallback was given): it
+  /// goes to stderr too.
+  bool noteIsWarning = false;
   /// For --device cuda that cannot run, or auto on a GPU that failed (without
   /// --cpu-fallback): the one-line error; else "".
   std::string error;
