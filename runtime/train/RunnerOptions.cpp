@@ -1,0 +1,211 @@
+//===- RunnerOptions.cpp - A training executable's command line ----------===//
+//
+// parseRunnerArguments and runnerUsage (Runner.h): the flags of a training
+// executable, their checks and its --help text.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/train/Runner.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace ampc::train {
+
+//===----------------------------------------------------------------------===//
+// Command line
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// \p text as a non-negative decimal integer; UsageError naming \p flag.
+uint64_t parseCount(const std::string &flag, const std::string &text) {
+  bool digits = !text.empty();
+  for (char c : text)
+    digits = digits && c >= '0' && c <= '9';
+  if (!digits)
+    throw UsageError(flag + " expects a non-negative integer, got '" + text +
+                     "'");
+  errno = 0;
+  const unsigned long long value = std::strtoull(text.c_str(), nullptr, 10);
+  if (errno == ERANGE)
+    throw UsageError(flag + " is at most 18446744073709551615, got " + text);
+  return value;
+}
+
+/// Adds the comma-separated 1-based steps of \p text to \p steps.
+void parseSteps(const std::string &flag, const std::string &text,
+                std::vector<uint64_t> &steps) {
+  size_t begin = 0;
+  while (true) {
+    const size_t comma = text.find(',', begin);
+    const std::string item = text.substr(
+        begin, comma == std::string::npos ? std::string::npos : comma - begin);
+    if (item.empty())
+      throw UsageError(flag +
+                       " expects STEP[,STEP...] (1-based optimizer steps), "
+                       "got '" +
+                       text + "'");
+    const uint64_t step = parseCount(flag, item);
+    if (step == 0)
+      throw UsageError(flag + " steps are 1-based, got 0");
+    steps.push_back(step);
+    if (comma == std::string::npos)
+      break;
+    begin = comma + 1;
+  }
+}
+
+} // namespace
+
+RunnerOptions parseRunnerArguments(const std::vector<std::string> &args) {
+  RunnerOptions options;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i];
+    std::optional<std::string> inlineValue;
+    if (flag.rfind("--", 0) == 0) {
+      const size_t equals = flag.find('=');
+      if (equals != std::string::npos) {
+        inlineValue = flag.substr(equals + 1);
+        flag = flag.substr(0, equals);
+      }
+    }
+    auto value = [&]() -> std::string {
+      if (inlineValue)
+        return *inlineValue;
+      if (i + 1 >= args.size())
+        throw UsageError(flag + " needs a value");
+      return args[++i];
+    };
+    auto noValue = [&] {
+      if (inlineValue)
+        throw UsageError(flag + " takes no value");
+    };
+    if (flag == "--steps") {
+      options.steps = parseCount(flag, value());
+      if (options.steps == 0)
+        throw UsageError("--steps must be at least 1");
+    } else if (flag == "--seed") {
+      options.seed = parseCount(flag, value());
+    } else if (flag == "--data") {
+      options.dataPath = value();
+      if (options.dataPath.empty())
+        throw UsageError("--data needs a file name");
+    } else if (flag == "--data-format") {
+      const std::string format = value();
+      if (format == "tokens")
+        options.dataFormat = DataFormat::Tokens;
+      else if (format == "text")
+        options.dataFormat = DataFormat::Text;
+      else
+        throw UsageError(
+            "--data-format is tokens (uint16 .bin) or text, got '" + format +
+            "'");
+    } else if (flag == "--log") {
+      options.logPath = value();
+      if (options.logPath.empty())
+        throw UsageError("--log needs a file name");
+    } else if (flag == "--device") {
+      options.device = value();
+      if (options.device != "auto" && options.device != "cpu" &&
+          options.device != "cuda")
+        throw UsageError("--device is auto, cpu or cuda, got '" +
+                         options.device + "'");
+    } else if (flag == "--cpu-fallback") {
+      noValue();
+      options.cpuFallback = true;
+    } else if (flag == "--threads") {
+      const uint64_t threads = parseCount(flag, value());
+      if (threads == 0 || threads > 4096)
+        throw UsageError("--threads must be between 1 and 4096, got " +
+                         std::to_string(threads));
+      options.threads = static_cast<int>(threads);
+    } else if (flag == "--profile") {
+      options.profileSteps = inlineValue ? parseCount(flag, *inlineValue) : 3;
+      if (options.profileSteps == 0)
+        throw UsageError("--profile=K needs K >= 1 (steps to profile)");
+    } else if (flag == "--profile-top") {
+      options.profileTop = static_cast<size_t>(parseCount(flag, value()));
+      if (options.profileTop == 0)
+        throw UsageError("--profile-top must be at least 1");
+    } else if (flag == "--summary") {
+      options.summaryPath = value();
+      if (options.summaryPath.empty())
+        throw UsageError("--summary needs a file name");
+    } else if (flag == "--inject-overflow") {
+      parseSteps(flag, value(), options.injectOverflow);
+    } else if (flag == "--quiet" || flag == "-q") {
+      noValue();
+      options.quiet = true;
+    } else if (flag == "--info") {
+      noValue();
+      options.info = true;
+    } else if (flag == "--help" || flag == "-h") {
+      noValue();
+      options.help = true;
+    } else if (flag.rfind("-", 0) == 0) {
+      throw UsageError("unknown option '" + flag + "'");
+    } else {
+      throw UsageError("unexpected argument '" + flag +
+                       "'; every option is a --flag");
+    }
+  }
+  if (options.dataFormat && options.dataPath.empty())
+    throw UsageError("--data-format needs --data FILE");
+  std::sort(options.injectOverflow.begin(), options.injectOverflow.end());
+  options.injectOverflow.erase(std::unique(options.injectOverflow.begin(),
+                                           options.injectOverflow.end()),
+                               options.injectOverflow.end());
+  if (!options.injectOverflow.empty() &&
+      options.injectOverflow.back() > options.steps)
+    throw UsageError("--inject-overflow step " +
+                     std::to_string(options.injectOverflow.back()) +
+                     " is beyond the last step (--steps " +
+                     std::to_string(options.steps) + ")");
+  return options;
+}
+
+std::string runnerUsage(const std::string &program) {
+  return "usage: " + program + R"( [--steps N] [options]
+
+Trains the model compiled into this executable on a GPU or the CPU and reports
+the loss.
+
+options:
+  --steps N            optimizer steps to run (default 100)
+  --seed S             seed for initialisation, data and dropout (default 0)
+  --data FILE          train a language model on FILE instead of its built-in
+                       synthetic task: a nanoGPT .bin file (uint16 tokens) or
+                       text (one token per byte)
+  --data-format F      tokens or text (default: tokens for .bin, else text)
+  --log FILE           write one JSON object per step to FILE (JSONL)
+  --device D           auto (default): the GPU when the NVIDIA driver loads, a
+                       GPU is present and the plan has GPU code, else the CPU
+                       (one line says why); a GPU that is there but fails is
+                       an error; cuda: the GPU or an error; cpu
+  --cpu-fallback       with auto: train on the CPU, with a warning, when the
+                       GPU is there but fails
+  --threads N          CPU threads (default: AMPC_CPU_THREADS or all cores)
+  --quiet              no progress lines (nor notes on skipped steps)
+  --summary FILE       write one JSON object at the end: losses, the median
+                       step time after warm-up, device memory (planned,
+                       allocated, in use on the GPU)
+  --profile[=K]        GPU: time every fused kernel group with CUDA events
+                       over the last K steps (default 3; they run without
+                       CUDA graphs) and print where the time goes
+  --profile-top N      rows of the --profile report (default 20)
+  --info               describe the model and its inputs, then exit
+  --help               show this help
+
+testing aids:
+  --inject-overflow S[,S...]
+                       make optimizer steps S (1-based) behave as if their
+                       gradients had overflowed, to exercise loss scaling:
+                       the update is skipped and the scale backs off (no
+                       effect on a plan without loss scaling)
+)";
+}
+
+} // namespace ampc::train
