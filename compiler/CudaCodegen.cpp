@@ -435,15 +435,14 @@ void Generator::run(func::FuncOp function) {
   int index = 0;
   for (Operation &op : function.getBody().front()) {
     opIndex[&op] = index++;
-    auto id = op.getAttrOfType<IntegerAttr>("fusion_group");
-    if (!id)
+    auto fusion = op.getAttrOfType<FusionAttr>(GraphDialect::kFusionAttrName);
+    if (!fusion)
       throw std::runtime_error("CUDA codegen: " + describeOp(&op) +
-                               " has no fusion_group (run --graph-fuse first)");
-    Group &g = groups[id.getInt()];
+                               " has no graph.fusion (run --graph-fuse first)");
+    Group &g = groups[fusion.getGroup()];
     g.function = function;
-    g.id = id.getInt();
-    if (auto kind = op.getAttrOfType<StringAttr>("fusion_kind"))
-      g.kind = kind.getValue().str();
+    g.id = fusion.getGroup();
+    g.kind = stringifyGroupKind(fusion.getKind()).str();
     g.ops.push_back(&op);
   }
   for (auto &entry : groups)

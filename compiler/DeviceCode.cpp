@@ -8,6 +8,7 @@
 //===--------------------------------------------------------------------------===//
 
 #include "compiler/DeviceCode.h"
+#include "compiler/MemoryReport.h"
 #include "compiler/CudaCodegen.h"
 
 #if AMPC_HAVE_CUDA
@@ -289,6 +290,14 @@ DeviceCodeResult attachDeviceProgram(graph::ModelOp model, plan::Plan &plan,
                 steps, plan.device.kernels.size(), plan.device.modules.size(), bytes / 1e6,
                 stats.seconds, stats.cached, stats.modules * 3);
   result.summary = text;
+  // The arenas are graph-plan-memory's, as `ampc report memory` prints them.
+  result.summary += "\ngpu memory: micro_step arena " +
+                    formatBytes(static_cast<int64_t>(plan.device.microStep.arenaBytes)) +
+                    ", optimizer_step arena " +
+                    formatBytes(static_cast<int64_t>(plan.device.optimizerStep.arenaBytes)) +
+                    ", scratch " +
+                    formatBytes(static_cast<int64_t>(std::max(
+                        plan.device.microStep.scratchBytes, plan.device.optimizerStep.scratchBytes)));
   return result;
 }
 

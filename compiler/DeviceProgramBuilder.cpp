@@ -4,7 +4,8 @@
 // group: generated kernels become launches (their arguments bound to plan buffers through the
 // emitter's provenance), matmul groups become cuBLASLt matmuls, attention groups flash-attention
 // calls. Then the arena: the temporaries the steps write, live from the group that writes them
-// to the last group that reads them (directly or through a view), placed by MemoryPlanner.
+// to the last group that reads them (directly or through a view), placed where
+// graph-plan-memory put them.
 // This file holds that walk, the arena placement, the reshapes that become views and the flash
 // module source; translating one group into its steps is in DeviceProgramSteps.cpp, and the
 // Builder they share is declared in DeviceProgramBuilderInternal.h.
@@ -12,7 +13,7 @@
 //===--------------------------------------------------------------------------===//
 
 #include "compiler/DeviceProgramBuilderInternal.h"
-#include "passes/MemoryPlanner.h"
+#include "passes/ArenaValues.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/SymbolTable.h"
@@ -62,18 +63,17 @@ void Builder::buildFunction(func::FuncOp fn, const std::vector<plan::Instruction
   std::map<int64_t, FusedGroup> groups;
   for (Operation &op : fn.getBody().front()) {
     opsByIndex.push_back(&op);
-    auto id = op.getAttrOfType<IntegerAttr>("fusion_group");
-    if (!id)
+    auto fusion = op.getAttrOfType<FusionAttr>(GraphDialect::kFusionAttrName);
+    if (!fusion)
       throw std::runtime_error("device program: an op of " + fn.getName().str() +
-                               " has no fusion_group (run graph-fuse first)");
-    FusedGroup &group = groups[id.getInt()];
-    group.id = id.getInt();
-    if (auto kind = op.getAttrOfType<StringAttr>("fusion_kind"))
-      group.kind = kind.getValue().str();
+                               " has no graph.fusion (run graph-fuse first)");
+    FusedGroup &group = groups[fusion.getGroup()];
+    group.id = fusion.getGroup();
+    group.kind = stringifyGroupKind(fusion.getKind()).str();
     group.ops.push_back(&op);
   }
   std::vector<int64_t> order;
-  if (auto schedule = fn->getAttrOfType<DenseI64ArrayAttr>("fusion_schedule"))
+  if (auto schedule = fn->getAttrOfType<DenseI64ArrayAttr>(GraphDialect::kFusionScheduleAttrName))
     order.assign(schedule.asArrayRef().begin(), schedule.asArrayRef().end());
   else
     for (auto &entry : groups)
@@ -122,7 +122,7 @@ void Builder::buildFunction(func::FuncOp fn, const std::vector<plan::Instruction
     out.groups.push_back(std::move(deviceGroup));
   }
 
-  placeArena(list, out, optimizer);
+  placeArena(fn, list, out);
 
   // Reshapes: a view when their data is stored (placed or persistent); otherwise computed
   // inside the kernel of their group, which then covers them.
@@ -153,11 +153,20 @@ void Builder::buildFunction(func::FuncOp fn, const std::vector<plan::Instruction
     std::sort(group.instructions.begin(), group.instructions.end());
 }
 
-/// Places every temporary a step writes: live from the first group that writes it to the last
-/// that reads it (through views too); the function's results (loss, grad norm, learning rate) to
-/// the end.
-void Builder::placeArena(const std::vector<plan::Instruction> &list, plan::DeviceFunction &out,
-                         bool optimizer) {
+/// Places every temporary a step writes where graph-plan-memory put its value: the arena and
+/// the offsets are the IR's (graph.arena, graph.arena_offsets), never placed again here. Views
+/// resolve to their source's storage; a result graph-plan-memory gave its operand's bytes
+/// (cross_entropy_grad over its logits) reuses them, which the kernel must allow.
+void Builder::placeArena(func::FuncOp fn, const std::vector<plan::Instruction> &list,
+                         plan::DeviceFunction &out) {
+  auto arena = fn->getAttrOfType<ArenaAttr>(GraphDialect::kArenaAttrName);
+  if (!arena)
+    throw std::runtime_error("device program: " + fn.getName().str() +
+                             " has no graph.arena (run graph-plan-memory after graph-fuse)");
+  if (arena.getAlignment() % static_cast<int64_t>(kAlignment) != 0)
+    throw std::runtime_error("device program: the arena of " + fn.getName().str() + " is " +
+                             std::to_string(arena.getAlignment()) +
+                             "-byte aligned; the device needs " + std::to_string(kAlignment));
   // The storage each buffer reads: reshape results resolve to their source.
   std::vector<uint32_t> storage(plan.buffers.size());
   for (uint32_t id = 0; id < storage.size(); ++id)
@@ -165,86 +174,73 @@ void Builder::placeArena(const std::vector<plan::Instruction> &list, plan::Devic
   for (const plan::Instruction &instruction : list)
     if (instruction.op == plan::OpCode::Reshape)
       storage[instruction.results[0]] = storage[instruction.operands[0]];
-  std::map<uint32_t, std::pair<int64_t, int64_t>> lifetime; // buffer -> (first, last)
-  auto touch = [&](uint32_t id, plan::Access access, int64_t group) {
-    if (id == plan::kNoBuffer)
-      return;
-    const uint32_t data = storage[id];
-    if (plan.buffers[data].role != plan::BufferRole::Temporary)
-      return;
-    auto it = lifetime.find(data);
-    if (access != plan::Access::Read && it == lifetime.end())
-      it = lifetime.emplace(data, std::make_pair(group, group)).first;
-    if (it != lifetime.end())
-      it->second.second = std::max(it->second.second, group);
+
+  // What the steps write, in the arena.
+  std::set<uint32_t> written;
+  auto write = [&](uint32_t id) {
+    if (id != plan::kNoBuffer && plan.buffers[storage[id]].role == plan::BufferRole::Temporary)
+      written.insert(storage[id]);
   };
-  for (size_t g = 0; g < out.groups.size(); ++g) {
-    const int64_t group = static_cast<int64_t>(g);
-    for (const plan::DeviceStep &step : out.groups[g].steps) {
+  for (const plan::DeviceGroup &group : out.groups)
+    for (const plan::DeviceStep &step : group.steps) {
       if (const auto *launch = std::get_if<plan::LaunchStep>(&step)) {
         for (const plan::DeviceArgument &arg : launch->args)
-          if (arg.kind == plan::ArgKind::Buffer)
-            touch(arg.buffer, arg.access, group);
+          if (arg.kind == plan::ArgKind::Buffer && arg.access != plan::Access::Read)
+            write(arg.buffer);
       } else if (const auto *matmul = std::get_if<plan::MatmulStep>(&step)) {
-        for (uint32_t id : {matmul->a, matmul->b, matmul->c, matmul->bias})
-          touch(id, plan::Access::Read, group);
-        touch(matmul->d, plan::Access::Write, group);
-        touch(matmul->aux, plan::Access::Write, group);
+        write(matmul->d);
+        write(matmul->aux);
       } else if (const auto *attention = std::get_if<plan::AttentionStep>(&step)) {
-        for (uint32_t id : {attention->q, attention->k, attention->v, attention->dOut})
-          touch(id, plan::Access::Read, group);
         for (uint32_t id : {attention->out, attention->dq, attention->dk, attention->dv})
-          touch(id, plan::Access::Write, group);
+          write(id);
       } else {
-        touch(std::get<plan::MemsetStep>(step).buffer, plan::Access::Write, group);
+        write(std::get<plan::MemsetStep>(step).buffer);
+      }
+    }
+
+  // graph-plan-memory's offsets, by plan buffer; a result sharing an operand's bytes in place.
+  std::map<uint32_t, int64_t> offsetOf;
+  std::map<uint32_t, uint32_t> reuses;
+  for (Operation &op : fn.getBody().front()) {
+    auto offsets = op.getAttrOfType<DenseI64ArrayAttr>(GraphDialect::kArenaOffsetsAttrName);
+    if (!offsets || viewSource(&op))
+      continue;
+    for (auto [offset, result] : llvm::zip(offsets.asArrayRef(), op.getResults())) {
+      auto buffer = provenance.bufferOf.find(result);
+      if (offset < 0 || buffer == provenance.bufferOf.end())
+        continue;
+      offsetOf.emplace(storage[buffer->second], offset);
+      if (int operand = inPlaceOperand(&op); operand >= 0) {
+        auto source = provenance.bufferOf.find(op.getOperand(operand));
+        if (source != provenance.bufferOf.end() &&
+            offsetOf.count(storage[source->second]) &&
+            offsetOf[storage[source->second]] == offset)
+          reuses[storage[buffer->second]] = storage[source->second];
       }
     }
   }
-  const int64_t end = static_cast<int64_t>(out.groups.size());
-  std::vector<uint32_t> results =
-      optimizer ? std::vector<uint32_t>{plan.gradNorm, plan.learningRate}
-                : std::vector<uint32_t>{plan.loss};
-  for (uint32_t id : results)
-    if (auto it = lifetime.find(storage[id]); it != lifetime.end())
-      it->second.second = end;
 
-  // A kernel output written in place over an input read for the last time by the same group
-  // takes over its bytes: one value of the arena for both.
-  std::map<uint32_t, uint32_t> reuses;
-  std::set<uint32_t> reused;
-  for (const InPlace &candidate : inPlace) {
-    const uint32_t output = candidate.output, input = storage[candidate.input];
-    auto in = lifetime.find(input), written = lifetime.find(output);
-    if (in == lifetime.end() || written == lifetime.end() || reused.count(input) ||
-        reuses.count(input) || in->second.second != candidate.group ||
-        written->second.first != candidate.group ||
-        bufferBytes(plan.buffers[input]) != bufferBytes(plan.buffers[output]))
-      continue;
-    in->second.second = std::max(in->second.second, written->second.second);
-    lifetime.erase(written);
-    reuses[output] = input;
-    reused.insert(input);
+  for (uint32_t id : written) {
+    auto offset = offsetOf.find(id);
+    if (offset == offsetOf.end())
+      throw std::runtime_error("device program: a step of " + fn.getName().str() +
+                               " writes temporary " + plan.buffers[id].name +
+                               ", for which graph-plan-memory placed no value");
+    auto source = reuses.find(id);
+    const bool inPlace = source != reuses.end() && written.count(source->second);
+    if (inPlace && std::none_of(this->inPlace.begin(), this->inPlace.end(),
+                                [&](const InPlace &allowed) {
+                                  return allowed.output == id &&
+                                         storage[allowed.input] == source->second;
+                                }))
+      throw std::runtime_error("device program: graph-plan-memory placed " +
+                               plan.buffers[id].name + " over " +
+                               plan.buffers[source->second].name +
+                               ", which its kernel does not allow");
+    out.placements.push_back({id, static_cast<uint64_t>(offset->second),
+                              inPlace ? source->second : plan::kNoBuffer});
   }
-
-  std::vector<graph::BufferLifetime> values;
-  std::vector<uint32_t> ids;
-  for (auto &[id, span] : lifetime) {
-    graph::BufferLifetime value;
-    value.bytes = static_cast<int64_t>(bufferBytes(plan.buffers[id]));
-    value.first = span.first;
-    value.last = span.second;
-    values.push_back(value);
-    ids.push_back(id);
-  }
-  graph::MemoryPlan placed = graph::planMemory(values, static_cast<int64_t>(kAlignment));
-  std::map<uint32_t, uint64_t> offsetOf;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    offsetOf[ids[i]] = static_cast<uint64_t>(placed.offsets[i]);
-    out.placements.push_back({ids[i], offsetOf[ids[i]], plan::kNoBuffer});
-  }
-  for (auto [output, input] : reuses)
-    out.placements.push_back({output, offsetOf.at(input), input});
-  out.arenaBytes = alignUp(static_cast<uint64_t>(placed.arenaBytes));
+  out.arenaBytes = alignUp(static_cast<uint64_t>(arena.getBytes()));
 }
 
 } // namespace deviceprogram

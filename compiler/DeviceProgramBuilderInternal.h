@@ -104,8 +104,8 @@ private:
   plan::LaunchStep launchStep(const GeneratedKernel &kernel, GroupScratch &scratch);
   plan::MatmulStep matmulStep(const FusedGroup &group);
   plan::AttentionStep attentionStep(Operation *op, GroupScratch &scratch);
-  void placeArena(const std::vector<plan::Instruction> &list, plan::DeviceFunction &out,
-                  bool optimizer);
+  void placeArena(func::FuncOp function, const std::vector<plan::Instruction> &list,
+                  plan::DeviceFunction &out);
 
   uint32_t bufferOf(Value value) const {
     auto it = provenance.bufferOf.find(value);

@@ -3,7 +3,7 @@
 #include "compiler/MemoryReport.h"
 #include "compiler/PlanEmitter.h"
 #include "passes/OpCost.h"
-#include "passes/RematAdapter.h"
+#include "passes/ArenaValues.h"
 
 #include "llvm/Support/Format.h"
 
@@ -31,20 +31,21 @@ std::string formatBytes(int64_t bytes) {
   return text;
 }
 
-static int64_t intAttr(Operation *op, llvm::StringRef name) {
-  auto attr = op->getAttrOfType<IntegerAttr>(name);
-  return attr ? attr.getInt() : 0;
+/// The arena graph-plan-memory placed for \p func (zeros when it has none).
+static std::pair<int64_t, int64_t> arenaOf(func::FuncOp func) {
+  auto arena = func ? func->getAttrOfType<ArenaAttr>(GraphDialect::kArenaAttrName) : ArenaAttr();
+  return arena ? std::make_pair(arena.getBytes(), arena.getPeakLiveBytes())
+               : std::make_pair(int64_t(0), int64_t(0));
 }
 
 MemoryTotals memoryTotals(ModelOp model) {
   MemoryTotals totals;
   totals.persistent = persistentBytes(model);
-  func::FuncOp entry = model.getEntryFunction();
-  totals.microStepArena = intAttr(entry, "arena_bytes");
-  totals.microStepPeakLive = intAttr(entry, "peak_live_bytes");
-  if (auto step = mlir::SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
-          model, StringAttr::get(model.getContext(), "optimizer_step")))
-    totals.optimizerStepArena = intAttr(step, "arena_bytes");
+  std::tie(totals.microStepArena, totals.microStepPeakLive) = arenaOf(model.getEntryFunction());
+  totals.optimizerStepArena =
+      arenaOf(mlir::SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+                  model, StringAttr::get(model.getContext(), "optimizer_step")))
+          .first;
   totals.peak =
       totals.persistent.total() + std::max(totals.microStepArena, totals.optimizerStepArena);
   return totals;
@@ -52,7 +53,7 @@ MemoryTotals memoryTotals(ModelOp model) {
 
 void printMemoryReport(ModelOp model, llvm::raw_ostream &os, int largest) {
   MemoryTotals totals = memoryTotals(model);
-  auto mode = model->getAttrOfType<StringAttr>("precision_mode");
+  auto mode = model->getAttrOfType<StringAttr>(graph::GraphDialect::kPrecisionModeAttrName);
   os << "memory of @" << model.getSymName() << " ("
      << (mode ? mode.getValue() : llvm::StringRef("fp32")) << "):\n";
   auto row = [&](const char *what, int64_t bytes) {
@@ -71,47 +72,38 @@ void printMemoryReport(ModelOp model, llvm::raw_ostream &os, int largest) {
   row("optimizer_step arena", totals.optimizerStepArena);
   row("peak (persistent + largest arena)", totals.peak);
 
-  // The values live at the op where the micro step's live bytes peak.
+  // The values live where the micro step's live bytes peak (a fused group, or an op).
   func::FuncOp entry = model.getEntryFunction();
-  Block &body = entry.getBody().front();
-  llvm::DenseMap<Operation *, int64_t> indexOf;
-  int64_t count = 0;
-  for (Operation &op : body)
-    indexOf[&op] = count++;
+  ArenaValues arena = collectArenaValues(entry);
+  std::vector<int64_t> liveAt(arena.positions + 1, 0);
+  for (const BufferLifetime &value : arena.lifetimes)
+    for (int64_t i = value.first; i <= value.last; ++i)
+      liveAt[i] += value.bytes;
+  const int64_t peakIndex = std::max_element(liveAt.begin(), liveAt.end()) - liveAt.begin();
+  // Views and in-place results share their source's bytes: counted once, under the value that
+  // owns them.
   struct Live {
-    int64_t first, last, bytes;
+    int64_t bytes;
     Operation *op;
     Value value;
   };
-  // Views and in-place results share their source's bytes (graph-plan-memory's offsets):
-  // counted once, under the value that owns them.
-  ArenaValues arena = collectArenaValues(entry);
-  std::vector<Live> values;
-  for (auto [lifetime, owner] : llvm::zip(arena.lifetimes, arena.owners))
-    values.push_back({lifetime.first, lifetime.last, lifetime.bytes, owner.first,
-                      owner.first->getResult(owner.second)});
-  // The op index with the most live bytes.
-  std::vector<int64_t> liveAt(count + 1, 0);
-  for (const Live &value : values)
-    for (int64_t i = value.first; i <= value.last; ++i)
-      liveAt[i] += value.bytes;
-  int64_t peakIndex =
-      std::max_element(liveAt.begin(), liveAt.end()) - liveAt.begin();
   std::vector<Live> atPeak;
-  for (const Live &value : values)
-    if (value.first <= peakIndex && peakIndex <= value.last)
-      atPeak.push_back(value);
+  for (auto [lifetime, owner] : llvm::zip(arena.lifetimes, arena.owners))
+    if (lifetime.first <= peakIndex && peakIndex <= lifetime.last)
+      atPeak.push_back({lifetime.bytes, owner.first, owner.first->getResult(owner.second)});
   std::stable_sort(atPeak.begin(), atPeak.end(),
                    [](const Live &a, const Live &b) { return a.bytes > b.bytes; });
-  Operation *peakOp = nullptr;
-  for (Operation &op : body)
-    if (indexOf[&op] == peakIndex)
-      peakOp = &op;
+  Operation *peakOp =
+      peakIndex < static_cast<int64_t>(arena.firstOp.size()) ? arena.firstOp[peakIndex] : nullptr;
   os << "largest values live at the micro step's peak";
-  if (peakOp)
+  if (peakOp) {
     os << " (at '" << peakOp->getName().stripDialect() << "', "
-       << formatLocation(peakOp->getLoc(), /*brief=*/true) << ", op " << peakIndex << " of "
-       << count << ")";
+       << formatLocation(peakOp->getLoc(), /*brief=*/true) << ", "
+       << (arena.fused ? "kernel group " : "op ") << peakIndex << " of " << arena.positions;
+    if (auto fusion = peakOp->getAttrOfType<FusionAttr>(GraphDialect::kFusionAttrName))
+      os << ", " << stringifyGroupKind(fusion.getKind());
+    os << ")";
+  }
   os << ":\n";
   for (int i = 0; i < largest && i < static_cast<int>(atPeak.size()); ++i) {
     const Live &value = atPeak[i];

@@ -1,4 +1,9 @@
 //===- ModelLoader.cpp - read a model file and prepare it for lowering ---===//
+//
+// The front of every verb: parse and verify, then either flatten (a forward-only plan) or run
+// the training pipeline (passes/TrainingPipeline.h); no other pass order is written here.
+//
+//===----------------------------------------------------------------------===//
 
 #include "compiler/ModelLoader.h"
 #include "passes/Passes.h"
@@ -57,51 +62,21 @@ FailureOr<LoadedModel> loadModel(const std::string &path, llvm::SourceMgr &sourc
   return loaded;
 }
 
-LogicalResult flattenModel(graph::ModelOp model) {
+LogicalResult flattenModel(graph::ModelOp model,
+                           const graph::GraphAssignPrecisionOptions *precision) {
   PassManager pm(model->getContext(), graph::ModelOp::getOperationName());
   pm.addPass(graph::createGraphInlineCalls());
-  return pm.run(model);
-}
-
-LogicalResult assignPrecision(graph::ModelOp model,
-                              const graph::GraphAssignPrecisionOptions &precision,
-                              const graph::GraphInsertLossScalingOptions *scaling) {
-  PassManager pm(model->getContext(), graph::ModelOp::getOperationName());
-  pm.addPass(graph::createGraphAssignPrecision(precision));
-  if (scaling)
-    pm.addPass(graph::createGraphInsertLossScaling(*scaling));
-  return pm.run(model);
-}
-
-LogicalResult planMemory(graph::ModelOp model) {
-  PassManager pm(model->getContext(), graph::ModelOp::getOperationName());
-  pm.addPass(graph::createGraphPlanMemory());
+  if (precision)
+    pm.addPass(graph::createGraphAssignPrecision(*precision));
   return pm.run(model);
 }
 
 LogicalResult runTrainingPipeline(LoadedModel &loaded,
-                                  const graph::TrainingPipelineConfig &config) {
+                                  const graph::TrainingPipelineConfig &config,
+                                  graph::PipelinePart part) {
   PassManager pm(loaded.module->getContext());
-  graph::buildTrainingPipeline(pm, config);
+  graph::buildTrainingPipeline(pm, config, part);
   return pm.run(*loaded.module);
-}
-
-LogicalResult planRemat(graph::ModelOp model, const std::string &budget,
-                        int64_t workspaceBytes) {
-  PassManager pm(model->getContext(), graph::ModelOp::getOperationName());
-  graph::GraphPlanRematOptions options;
-  options.budget = budget;
-  options.workspace = std::to_string(workspaceBytes);
-  pm.addPass(graph::createGraphPlanRemat(options));
-  return pm.run(model);
-}
-
-LogicalResult buildTraining(graph::ModelOp model,
-                            const graph::GraphBuildTrainingOptions &options) {
-  PassManager pm(model->getContext(), graph::ModelOp::getOperationName());
-  pm.addPass(graph::createGraphInlineCalls());
-  pm.addPass(graph::createGraphBuildTraining(options));
-  return pm.run(model);
 }
 
 } // namespace ampc

@@ -34,35 +34,17 @@ struct LoadedModel {
 mlir::FailureOr<LoadedModel> loadModel(const std::string &path, llvm::SourceMgr &sourceMgr,
                                        mlir::MLIRContext &context);
 
-/// Runs the passes that turn a verified model into the form plan emission takes: every call
-/// inlined into the entry function.
-mlir::LogicalResult flattenModel(graph::ModelOp model);
-
-/// Inlines the model's calls and derives its training step (graph-build-training with
-/// \p options): the model then holds micro_step and optimizer_step.
-mlir::LogicalResult buildTraining(graph::ModelOp model,
-                                  const graph::GraphBuildTrainingOptions &options);
-
-/// Places the intermediate values of the model's step functions in arenas
-/// (graph-plan-memory).
-mlir::LogicalResult planMemory(graph::ModelOp model);
+/// The form a forward-only plan is emitted from: every call inlined into the entry function
+/// (graph-inline-calls), and precision assigned when \p precision is given.
+mlir::LogicalResult flattenModel(graph::ModelOp model,
+                                 const graph::GraphAssignPrecisionOptions *precision = nullptr);
 
 /// Runs the training pipeline (passes/TrainingPipeline.h: the training step derived, precision,
 /// loss scaling, remat with a budget, fusion and memory planning) on a loaded model: the form
 /// plan emission and the device program take. What `ampc compile` runs.
-mlir::LogicalResult runTrainingPipeline(LoadedModel &loaded,
-                                        const graph::TrainingPipelineConfig &config);
-
-/// Recomputes forward values in the backward pass so the training step fits `budget`
-/// (graph-plan-remat; "6GiB", "75%", ...), counting `workspace` bytes as persistent.
-mlir::LogicalResult planRemat(graph::ModelOp model, const std::string &budget,
-                              int64_t workspaceBytes);
-
-/// Assigns precision (graph-assign-precision) and, for a training model when \p scaling is
-/// given, inserts loss scaling (graph-insert-loss-scaling).
-mlir::LogicalResult assignPrecision(graph::ModelOp model,
-                                    const graph::GraphAssignPrecisionOptions &precision,
-                                    const graph::GraphInsertLossScalingOptions *scaling);
+mlir::LogicalResult runTrainingPipeline(
+    LoadedModel &loaded, const graph::TrainingPipelineConfig &config,
+    graph::PipelinePart part = graph::PipelinePart::All);
 
 } // namespace ampc
 

@@ -495,7 +495,7 @@ void Emitter::describeTraining() {
   model.walk([&](AdamWOp op) { decay = std::max(decay, op.getWeightDecay().convertToDouble()); });
   model.walk([&](SgdOp op) { decay = std::max(decay, op.getWeightDecay().convertToDouble()); });
   os << " weight_decay=" << formatReal(decay) << " accum_steps=" << result.accumulationSteps;
-  auto precision = model->getAttrOfType<StringAttr>("precision_mode");
+  auto precision = model->getAttrOfType<StringAttr>(graph::GraphDialect::kPrecisionModeAttrName);
   os << " precision=" << (precision ? precision.getValue() : llvm::StringRef("fp32"));
   if (result.lossScaling.mode != plan::LossScaleMode::None) {
     const plan::LossScaling &scaling = result.lossScaling;
@@ -651,7 +651,7 @@ FailureOr<plan::Plan> Emitter::run() {
         return failure();
     }
   }
-  result.debugNonFinite = model->hasAttr("debug_nonfinite");
+  result.debugNonFinite = model->hasAttr(graph::GraphDialect::kDebugNonfiniteAttrName);
   model.walk([&](DropoutOp dropout) {
     if (auto stream = dropout.getStream())
       nextDropoutStream = std::max(nextDropoutStream, static_cast<int64_t>(*stream) + 1);

@@ -21,7 +21,7 @@ PrecisionTotals precisionTotals(ModelOp model) {
   int64_t accumSteps = 1;
   entry.walk([&](GradSeedOp seed) { accumSteps = seed.getAccumStepsAttr().getInt(); });
   entry.walk([&](Operation *op) {
-    auto precision = op->getAttrOfType<PrecisionAttr>("precision");
+    auto precision = op->getAttrOfType<PrecisionAttr>(graph::GraphDialect::kPrecisionAttrName);
     if (!precision)
       return;
     ++totals.ops;
@@ -54,7 +54,7 @@ static std::string typeName(Type type) {
 }
 
 void printPrecisionReport(ModelOp model, llvm::raw_ostream &os) {
-  auto mode = model->getAttrOfType<StringAttr>("precision_mode");
+  auto mode = model->getAttrOfType<StringAttr>(graph::GraphDialect::kPrecisionModeAttrName);
   os << "precision of @" << model.getSymName() << " ("
      << (mode ? mode.getValue() : llvm::StringRef("fp32")) << " mode), micro step:\n";
   const char *header[] = {"op", "location", "compute", "accumulate", "storage", "rule"};
@@ -62,7 +62,7 @@ void printPrecisionReport(ModelOp model, llvm::raw_ostream &os) {
                      header[3], header[4], header[5]);
   func::FuncOp entry = model.getEntryFunction();
   entry.walk([&](Operation *op) {
-    auto precision = op->getAttrOfType<PrecisionAttr>("precision");
+    auto precision = op->getAttrOfType<PrecisionAttr>(graph::GraphDialect::kPrecisionAttrName);
     if (!precision)
       return;
     std::string location = formatLocation(op->getLoc(), /*brief=*/true);

@@ -212,7 +212,7 @@ void printRematSummary(ModelOp model) {
   if (!result)
     return;
   int64_t clones = 0;
-  entry.walk([&](Operation *op) { clones += op->hasAttr("recomputed"); });
+  entry.walk([&](Operation *op) { clones += op->hasAttr(graph::GraphDialect::kRecomputedAttrName); });
   llvm::outs() << "memory: planned peak " << formatBytes(result.getPeakBytes())
                << " within the budget " << formatBytes(result.getBudgetBytes())
                << " (without remat " << formatBytes(result.getNoRematPeakBytes()) << "); "

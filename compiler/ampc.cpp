@@ -406,6 +406,39 @@ std::optional<plan::Plan> compileTrainingStep(LoadedModel &loaded, const Options
   return std::move(*compiled);
 }
 
+/// `ampc report`: the training pipeline without a budget, then the report of the final IR (the
+/// step the device runs). The remat section decides its budgets on the step as written, before
+/// rematerialization and fusion, as graph-plan-remat does.
+bool reportTrainingStep(LoadedModel &loaded, const Options &options) {
+  graph::TrainingPipelineConfig config = pipelineConfig(options);
+  config.memoryBudget.clear(); // The report's budgets are a list, decided below.
+  if (failed(runTrainingPipeline(loaded, config, graph::PipelinePart::TrainingStep)))
+    return false;
+  mlir::OwningOpRef<mlir::ModuleOp> beforeRemat;
+  if (!options.memoryBudget.empty())
+    beforeRemat = loaded.module->clone();
+  if (failed(runTrainingPipeline(loaded, config, graph::PipelinePart::MemoryPlanning)))
+    return false;
+  if (options.report == "precision") {
+    printPrecisionReport(loaded.model, llvm::outs());
+    llvm::outs().flush();
+    return true;
+  }
+  printMemoryReport(loaded.model, llvm::outs());
+  llvm::outs().flush();
+  if (options.memoryBudget.empty())
+    return true;
+  std::vector<std::string> budgets;
+  llvm::SmallVector<llvm::StringRef> parts;
+  llvm::StringRef(options.memoryBudget).split(parts, ',');
+  for (llvm::StringRef part : parts)
+    budgets.push_back(part.trim().str());
+  graph::ModelOp model = *beforeRemat->getOps<graph::ModelOp>().begin();
+  bool printed = printRematReport(model, budgets, options.plot, llvm::outs(), llvm::errs());
+  llvm::outs().flush();
+  return printed;
+}
+
 /// Parses, verifies and lowers a model file (with its training step when `options.train`);
 /// diagnostics are printed with their locations.
 std::optional<plan::Plan> compileModel(const std::string &path, const Options &options) {
@@ -420,37 +453,12 @@ std::optional<plan::Plan> compileModel(const std::string &path, const Options &o
     return std::nullopt;
   if (options.train && options.verb != "report")
     return compileTrainingStep(*loaded, options);
-  if (failed(options.train ? buildTraining(loaded->model, options.training)
-                           : flattenModel(loaded->model)))
+  if (options.verb == "report")
+    return reportTrainingStep(*loaded, options) ? std::optional<plan::Plan>(plan::Plan())
+                                                : std::nullopt;
+  if (failed(flattenModel(loaded->model,
+                          options.assignPrecision ? &options.mixedPrecision : nullptr)))
     return std::nullopt;
-  if (options.assignPrecision &&
-      failed(assignPrecision(loaded->model, options.mixedPrecision,
-                             options.train ? &options.scaling : nullptr)))
-    return std::nullopt;
-  if (options.verb == "report") {
-    if (options.report == "memory") {
-      // The remat section plans from the step as written; the report above it shows that step.
-      mlir::OwningOpRef<mlir::ModuleOp> beforeRemat(loaded->module->clone());
-      if (failed(planMemory(loaded->model)))
-        return std::nullopt;
-      printMemoryReport(loaded->model, llvm::outs());
-      if (!options.memoryBudget.empty()) {
-        std::vector<std::string> budgets;
-        llvm::SmallVector<llvm::StringRef> parts;
-        llvm::StringRef(options.memoryBudget).split(parts, ',');
-        for (llvm::StringRef part : parts)
-          budgets.push_back(part.trim().str());
-        graph::ModelOp model = *beforeRemat->getOps<graph::ModelOp>().begin();
-        llvm::outs().flush();
-        if (!printRematReport(model, budgets, options.plot, llvm::outs(), llvm::errs()))
-          return std::nullopt;
-      }
-    } else {
-      printPrecisionReport(loaded->model, llvm::outs());
-    }
-    llvm::outs().flush();
-    return plan::Plan();
-  }
   // A forward-only plan.
   auto compiled = emitPlan(loaded->model, nullptr);
   if (failed(compiled))

@@ -116,7 +116,7 @@ Value GraphAssignPrecisionPass::convert(Value value, Type element) {
                                RankedTensorType::get(tensorType(value).getShape(), element),
                                value);
   // A conversion accumulates nothing: its accumulate type is its source type.
-  cast->setAttr("precision", PrecisionAttr::get(value.getContext(), elementOf(value),
+  cast->setAttr(GraphDialect::kPrecisionAttrName, PrecisionAttr::get(value.getContext(), elementOf(value),
                                                 elementOf(value), element, "cast"));
   cached = cast.getResult();
   return cached;
@@ -143,7 +143,7 @@ void GraphAssignPrecisionPass::assignOp(Operation *op, PrecisionRule rule,
     if (!any) {
       // Integer data movement (token ids): nothing to convert, but still recorded.
       Type element = elementOf(op->getResult(0));
-      op->setAttr("precision",
+      op->setAttr(GraphDialect::kPrecisionAttrName,
                   PrecisionAttr::get(op->getContext(), element, element, element, ruleName));
       return;
     }
@@ -204,13 +204,13 @@ void GraphAssignPrecisionPass::assignOp(Operation *op, PrecisionRule rule,
     }
     auto cast = b.create<CastOp>(
         op->getLoc(), RankedTensorType::get(tensorType(result).getShape(), stored), result);
-    cast->setAttr("precision", PrecisionAttr::get(op->getContext(), elementOf(result),
+    cast->setAttr(GraphDialect::kPrecisionAttrName, PrecisionAttr::get(op->getContext(), elementOf(result),
                                                   elementOf(result), stored, "cast"));
     result.replaceAllUsesExcept(cast.getResult(), cast);
     casts[{result, stored}] = cast.getResult();
   }
   Type accumulate = rule == PrecisionRule::Follow ? compute : f32;
-  op->setAttr("precision",
+  op->setAttr(GraphDialect::kPrecisionAttrName,
               PrecisionAttr::get(op->getContext(), compute, accumulate, storage, ruleName));
 }
 
@@ -328,8 +328,8 @@ void GraphAssignPrecisionPass::runOnOperation() {
         << mode << "': the modes are bf16, fp16 and fp32";
     return signalPassFailure();
   }
-  if (model->hasAttr("precision_mode")) {
-    model.emitError("already has a precision assignment (") << model->getAttr("precision_mode")
+  if (model->hasAttr(GraphDialect::kPrecisionModeAttrName)) {
+    model.emitError("already has a precision assignment (") << model->getAttr(GraphDialect::kPrecisionModeAttrName)
                                                             << "); graph-assign-precision runs once";
     return signalPassFailure();
   }
@@ -343,7 +343,7 @@ void GraphAssignPrecisionPass::runOnOperation() {
   }
   f32 = Float32Type::get(context);
   reduced = mode == "fp16" ? Type(Float16Type::get(context)) : Type(BFloat16Type::get(context));
-  model->setAttr("precision_mode", StringAttr::get(context, mode));
+  model->setAttr(GraphDialect::kPrecisionModeAttrName, StringAttr::get(context, mode));
 
   llvm::SmallVector<Operation *> ops;
   for (Operation &op : entry.getBody().front())
@@ -355,7 +355,7 @@ void GraphAssignPrecisionPass::runOnOperation() {
       continue;
     if (mode == "fp32") {
       // Nothing changes; the attribute still says what runs where.
-      op->setAttr("precision", PrecisionAttr::get(context, f32, f32, f32, "fp32 mode"));
+      op->setAttr(GraphDialect::kPrecisionAttrName, PrecisionAttr::get(context, f32, f32, f32, "fp32 mode"));
       continue;
     }
     if (op->hasAttr("keep_fp32"))

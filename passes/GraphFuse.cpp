@@ -4,9 +4,9 @@
 // plain op graph of FusionGrouping.h: each op's fusion class and role, its operands and result
 // shapes, and order edges between ops that touch the same training state (a parameter, an
 // accumulator, a moment, the loss scaler) through symbols rather than SSA values. The grouping
-// comes back as attributes (each op's fusion_group, each group's fusion_kind on its first op, the
-// function's fusion_groups count and fusion_schedule, the order the groups run in); types,
-// values and the order of the ops are left as they are.
+// comes back as typed attributes: each op's graph.fusion (its group and the group's kind) and the
+// function's graph.fusion_schedule (the order the groups run in); types, values and the order of
+// the ops are left as they are.
 //
 //===--------------------------------------------------------------------------===//
 
@@ -237,18 +237,17 @@ struct GraphFusePass : ampc::graph::impl::GraphFuseBase<GraphFusePass> {
     Builder builder(function.getContext());
     for (size_t i = 0; i < ops.size(); ++i) {
       const FusionGroup &group = plan.groups[plan.groupOf[i]];
-      ops[i]->setAttr("fusion_group", builder.getI64IntegerAttr(plan.groupOf[i]));
-      if (group.ops.front() == static_cast<int>(i))
-        ops[i]->setAttr("fusion_kind", builder.getStringAttr(fusionKindName(group.kind)));
-      else
-        ops[i]->removeAttr("fusion_kind");
+      std::optional<GroupKind> kind = symbolizeGroupKind(fusionKindName(group.kind));
+      if (!kind)
+        return ops[i]->emitError("graph-fuse: no dialect group kind for '")
+               << fusionKindName(group.kind) << "'";
+      ops[i]->setAttr(GraphDialect::kFusionAttrName,
+                      FusionAttr::get(function.getContext(), plan.groupOf[i], *kind));
     }
-    function->setAttr("fusion_groups",
-                      builder.getI64IntegerAttr(static_cast<int64_t>(plan.groups.size())));
     // The order the groups run in (graph-plan-memory places values for it, the device program
     // follows it).
     std::vector<int> order = scheduleFusionGroups(graph, plan);
-    function->setAttr("fusion_schedule",
+    function->setAttr(GraphDialect::kFusionScheduleAttrName,
                       builder.getDenseI64ArrayAttr(std::vector<int64_t>(order.begin(), order.end())));
     return success();
   }

@@ -34,7 +34,7 @@ struct GraphInsertLossScalingPass
     MLIRContext *context = model.getContext();
     std::string chosen = mode;
     if (chosen == "auto") {
-      auto precision = model->getAttrOfType<StringAttr>("precision_mode");
+      auto precision = model->getAttrOfType<StringAttr>(GraphDialect::kPrecisionModeAttrName);
       chosen = precision && precision.getValue() == "fp16" ? "dynamic" : "none";
     }
     if (chosen != "dynamic" && chosen != "static" && chosen != "none") {
@@ -93,7 +93,7 @@ struct GraphInsertLossScalingPass
     OpBuilder end(step.getBody().front().getTerminator());
     end.create<UpdateLossScaleOp>(step.getLoc(), ref);
     if (debugNonfinite)
-      model->setAttr("debug_nonfinite", UnitAttr::get(context));
+      model->setAttr(GraphDialect::kDebugNonfiniteAttrName, UnitAttr::get(context));
   }
 };
 

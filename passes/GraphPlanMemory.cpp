@@ -1,17 +1,18 @@
 //===- GraphPlanMemory.cpp - one arena per function for intermediate values --===//
 //
-// Adapts the IR to MemoryPlanner: every result of an op in the function is a value of the
-// arena, except what only names a persistent buffer (a parameter, its copy, an input, the loss
-// scale) or plan constant data. A value lives from its defining op to its last reader; one the
-// function returns or marks as the loss lives to the end. A view (a reshape of an arena value)
-// takes its source's offset, and its readers extend its source's lifetime; so does the result of
-// an op that works in place (cross_entropy_grad) over an operand nobody reads afterwards.
+// The only placement of a training step's intermediate values: the device program allocates
+// exactly the arena this pass sizes and puts each value at the offset it gives, and
+// `ampc report memory` prints it. The values and their lifetimes are collectArenaValues'
+// (ArenaValues.h): after graph-fuse, the values that leave their kernel, live over the fused
+// groups in their scheduled order; before it, every result over the op order. MemoryPlanner
+// (plain C++) gives the offsets. A view or an in-place result takes the offset of the value
+// whose bytes it uses; a result never stored gets -1.
 //
 //===--------------------------------------------------------------------------===//
 
 #include "passes/MemoryPlanner.h"
 #include "passes/Passes.h"
-#include "passes/RematAdapter.h"
+#include "passes/ArenaValues.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -31,20 +32,42 @@ struct GraphPlanMemoryPass : ampc::graph::impl::GraphPlanMemoryBase<GraphPlanMem
   void planFunction(func::FuncOp func) {
     ArenaValues values = collectArenaValues(func);
     MemoryPlan plan = planMemory(values.lifetimes, alignment);
-
+    // Every op that computes a value gets one offset per result (-1: never stored).
     llvm::DenseMap<Operation *, llvm::SmallVector<int64_t>> offsets;
-    for (auto [owner, offset] : llvm::zip(values.owners, plan.offsets)) {
-      auto &list = offsets[owner.first];
-      list.resize(owner.first->getNumResults(), -1);
-      list[owner.second] = offset;
+    for (Operation &op : func.getBody().front()) {
+      op.removeAttr(GraphDialect::kArenaOffsetsAttrName);
+      if (op.getNumResults() > 0 && !namesPersistentData(&op))
+        offsets[&op].assign(op.getNumResults(), -1);
     }
+    for (auto [owner, offset] : llvm::zip(values.owners, plan.offsets))
+      offsets[owner.first][owner.second] = offset;
     for (auto [op, owner] : values.sharing)
       offsets[op] = {plan.offsets[owner]};
     OpBuilder b(func.getContext());
     for (auto &[op, list] : offsets)
-      op->setAttr("arena_offsets", b.getDenseI64ArrayAttr(list));
-    func->setAttr("arena_bytes", b.getI64IntegerAttr(plan.arenaBytes));
-    func->setAttr("peak_live_bytes", b.getI64IntegerAttr(plan.peakLiveBytes));
+      op->setAttr(GraphDialect::kArenaOffsetsAttrName, b.getDenseI64ArrayAttr(list));
+    func->setAttr(GraphDialect::kArenaAttrName,
+                  ArenaAttr::get(func.getContext(), alignUp(plan.arenaBytes, alignment),
+                                 plan.peakLiveBytes, alignment));
+  }
+
+  /// After graph-plan-remat, whether the arenas placed here keep the step within its budget:
+  /// remat plans on the step in program order, the device runs the fused step placed here.
+  void checkBudget(func::FuncOp entry, func::FuncOp step) {
+    auto remat = entry->getAttrOfType<RematAttr>(GraphDialect::kRematAttrName);
+    if (!remat)
+      return;
+    int64_t arena = entry->getAttrOfType<ArenaAttr>(GraphDialect::kArenaAttrName).getBytes();
+    if (step)
+      arena = std::max(arena, step->getAttrOfType<ArenaAttr>(GraphDialect::kArenaAttrName)
+                                  .getBytes());
+    const int64_t placed = remat.getPersistentBytes() + arena;
+    if (placed > remat.getBudgetBytes())
+      entry.emitWarning("the placed arenas make the training step need ")
+          << placed << " bytes (" << remat.getPersistentBytes() << " outside the arenas + "
+          << arena << " arena), over the memory budget of " << remat.getBudgetBytes()
+          << " bytes by " << placed - remat.getBudgetBytes()
+          << "; give a smaller budget to recompute more";
   }
 
   void runOnOperation() override {
@@ -65,9 +88,11 @@ struct GraphPlanMemoryPass : ampc::graph::impl::GraphPlanMemoryBase<GraphPlanMem
       return signalPassFailure();
     }
     planFunction(entry);
-    if (auto step = mlir::SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
-            model, StringAttr::get(model.getContext(), "optimizer_step")))
+    auto step = mlir::SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+        model, StringAttr::get(model.getContext(), "optimizer_step"));
+    if (step)
       planFunction(step);
+    checkBudget(entry, step);
   }
 };
 

@@ -184,11 +184,11 @@ def GraphAssignPrecision : Pass<"graph-assign-precision", "::ampc::graph::ModelO
     ```mlir
     graph.param_copy @w.bf16 : tensor<64x64xbf16> of @w
     ...
-    %h = graph.layernorm %x, %g, %b {precision = #graph.precision<compute = f32,
+    %h = graph.layernorm %x, %g, %b {graph.precision = #graph.precision<compute = f32,
         accumulate = f32, storage = bf16, rule = "fp32">} : tensor<4x64xf32>, ...
-    %h16 = graph.cast %h {precision = #graph.precision<compute = f32, accumulate = f32,
+    %h16 = graph.cast %h {graph.precision = #graph.precision<compute = f32, accumulate = f32,
         storage = bf16, rule = "cast">} : tensor<4x64xf32> -> tensor<4x64xbf16>
-    %y = graph.matmul %h16, %w.bf16 {precision = #graph.precision<compute = bf16,
+    %y = graph.matmul %h16, %w.bf16 {graph.precision = #graph.precision<compute = bf16,
         accumulate = f32, storage = bf16, rule = "reduced">} : tensor<4x64xbf16>, tensor<64x64xbf16>
     ```
   }];
@@ -291,10 +291,10 @@ def GraphFuse : Pass<"graph-fuse", "::ampc::graph::ModelOp"> {
     A value read outside its group is written out (a group may have several outputs), and a
     merge that would let a path leave a group and come back (through other groups, or through
     the order of reads and writes of the training state) is refused, so every group can run as
-    one kernel. Every op gets `fusion_group = N` (groups numbered by their first op in program
-    order), each group's first op `fusion_kind`, and each function `fusion_groups`, the number
-    of groups, and `fusion_schedule`, the order the groups run in on the device (a group may
-    have to run before a group numbered lower, e.g. the loss kernel after the gradient seed).
+    one kernel. Every op gets `graph.fusion = #graph.fusion<group = N, kind = K>` (groups
+    numbered by their first op in program order) and each function `graph.fusion_schedule`, the
+    order the groups run in on the device (a group may have to run before a group numbered
+    lower, e.g. the loss kernel after the gradient seed).
     Grouping changes no type, value or op order: it only says what runs together.
 
     Before:
@@ -305,9 +305,9 @@ def GraphFuse : Pass<"graph-fuse", "::ampc::graph::ModelOp"> {
     ```
     After:
     ```mlir
-    %h = graph.matmul %x, %w {fusion_group = 3 : i64, fusion_kind = "matmul_epilogue"} : ...
-    %b = graph.add %h, %bias {fusion_group = 3 : i64} : ...
-    %g = graph.gelu tanh %b {fusion_group = 3 : i64} : ...
+    %h = graph.matmul %x, %w {graph.fusion = #graph.fusion<group = 3, kind = matmul_epilogue>}
+    %b = graph.add %h, %bias {graph.fusion = #graph.fusion<group = 3, kind = matmul_epilogue>}
+    %g = graph.gelu tanh %b {graph.fusion = #graph.fusion<group = 3, kind = matmul_epilogue>}
     ```
   }];
 }
@@ -315,18 +315,23 @@ def GraphFuse : Pass<"graph-fuse", "::ampc::graph::ModelOp"> {
 def GraphPlanMemory : Pass<"graph-plan-memory", "::ampc::graph::ModelOp"> {
   let summary = "Place every intermediate value of the training step in one arena per function";
   let description = [{
-    Liveness over the op order of `micro_step` and `optimizer_step` (the entry function of a
-    forward-only model): a value lives from the op that defines it to its last reader, a value
-    the function returns or marks as the loss to the end. The planner (passes/MemoryPlanner.h,
-    plain C++) gives each value an offset in the function's arena, 256-byte aligned, so values
-    whose lifetimes overlap never overlap in memory; it places the largest values first, each in
-    the best-fitting gap. The same arena serves every micro-step. Parameters, their copies,
-    inputs, constants and the training state live outside the arenas. A reshape of an arena
-    value is a view: it gets its source's offset, and its readers keep the source alive.
+    The one placement of the training step's intermediate values: the device program
+    allocates exactly this arena and puts each value at its offset, and `ampc report memory`
+    prints it. Runs on `micro_step` and `optimizer_step` (the entry function of a forward-only
+    model). After graph-fuse, positions are the fused groups in their scheduled order
+    (`graph.fusion_schedule`) and a value is stored only when it leaves its kernel (an op of
+    another group, the loss op or the terminator reads it); before fusion, positions are the
+    ops and every result is stored. A value lives from its position to the last position that
+    reads it, one the function returns or marks as the loss to the end. The planner
+    (passes/MemoryPlanner.h, plain C++) gives each value an offset, 256-byte aligned, so values
+    whose lifetimes overlap never overlap in memory. Parameters, their copies, inputs,
+    constants and the training state live outside the arenas. A reshape of an arena value is a
+    view: it gets its source's offset, and its readers keep the source alive; cross_entropy_grad
+    takes its logits' offset when nothing reads them later.
 
-    Every op gets `arena_offsets` (one per result) and each function `arena_bytes` and
-    `peak_live_bytes` (the sum of the values live at the busiest point: a lower bound on any
-    arena).
+    Every op that computes gets `graph.arena_offsets` (one per result, -1 for a result never
+    stored) and each function `graph.arena = #graph.arena<bytes, peak_live_bytes, alignment>`
+    (the peak is the sum of the values live at the busiest position: a lower bound on any arena).
 
     Before:
     ```mlir
@@ -334,12 +339,14 @@ def GraphPlanMemory : Pass<"graph-plan-memory", "::ampc::graph::ModelOp"> {
     %b = graph.exp %a : tensor<64xf32>
     %c = graph.exp %b : tensor<64xf32>
     ```
-    After:
+    After (not fused: every result stored):
     ```mlir
-    %a = graph.exp %x {arena_offsets = array<i64: 0>} : tensor<64xf32>
-    %b = graph.exp %a {arena_offsets = array<i64: 256>} : tensor<64xf32>
-    %c = graph.exp %b {arena_offsets = array<i64: 0>} : tensor<64xf32>
+    %a = graph.exp %x {graph.arena_offsets = array<i64: 0>} : tensor<64xf32>
+    %b = graph.exp %a {graph.arena_offsets = array<i64: 256>} : tensor<64xf32>
+    %c = graph.exp %b {graph.arena_offsets = array<i64: 0>} : tensor<64xf32>
     ```
+    After graph-fuse put all three in one elementwise kernel, only `%c` (read by the next
+    kernel) is stored: `%a` and `%b` get `array<i64: -1>`.
   }];
   let options = [
     Option<"alignment", "alignment", "int64_t", "256", "offset alignment in bytes">
@@ -368,9 +375,11 @@ def GraphPlanRemat : Pass<"graph-plan-remat", "::ampc::graph::ModelOp"> {
     Clones are inserted just before their first reader in the backward pass and marked
     `recomputed`; the backward ops read them. `micro_step` records the outcome as the typed
     attribute `graph.remat = #graph.remat<budget_bytes, peak_bytes, no_remat_peak_bytes,
-    live_bytes, extra_flops, step_flops>` (bytes of the whole step, persistent buffers
-    included, except `live_bytes`: the micro step's own values at its busiest op; the dialect
-    verifies it). `ampc report memory --memory-budget` decides its budgets through the same
+    live_bytes, extra_flops, step_flops, persistent_bytes>` (bytes of the whole step, persistent
+    buffers included, except `live_bytes`, the micro step's own values at its busiest op, and
+    `persistent_bytes`, what lives outside the arenas; the dialect verifies it). The plan is
+    chosen on the step in program order; graph-plan-memory, which places the fused step's
+    arenas, checks that they keep the step within the budget. `ampc report memory --memory-budget` decides its budgets through the same
     entry point (RematAdapter.h: analyzeRemat, decideRemat).
 
     Before (`budget` below the peak with %1 kept):
@@ -389,7 +398,7 @@ def GraphPlanRemat : Pass<"graph-plan-remat", "::ampc::graph::ModelOp"> {
     ...
     %5 = graph.grad_seed accum_steps 1
     ...
-    %18 = graph.tanh %0 {recomputed} : tensor<64xf32>
+    %18 = graph.tanh %0 {graph.recomputed} : tensor<64xf32>
     %19 = graph.mul %18, %18 : tensor<64xf32>, tensor<64xf32>
     ```
   }];

@@ -17,29 +17,6 @@ namespace ampc::graph {
 
 namespace {
 
-/// Results that name a persistent buffer or constant data rather than computing a new value
-/// (the same rule as graph-plan-memory).
-bool namesPersistentData(Operation *op) {
-  return llvm::isa<GetParamOp, GetInputOp, GetLossScaleOp, ConstantOp>(op);
-}
-
-} // namespace
-
-Operation *viewSource(Operation *op) {
-  auto reshape = llvm::dyn_cast<ReshapeOp>(op);
-  if (!reshape)
-    return nullptr;
-  Operation *source = reshape.getInput().getDefiningOp();
-  return source && !namesPersistentData(source) ? source : nullptr;
-}
-
-int inPlaceOperand(Operation *op) {
-  auto grad = llvm::dyn_cast<CrossEntropyGradOp>(op);
-  return grad && grad.getLogits().getType() == grad.getResult().getType() ? 0 : -1;
-}
-
-namespace {
-
 /// The call site an inlined op came from (its outermost caller), or null.
 LocationAttr outermostCaller(Location loc) {
   LocationAttr found;
@@ -51,47 +28,6 @@ LocationAttr outermostCaller(Location loc) {
 }
 
 } // namespace
-
-ArenaValues collectArenaValues(func::FuncOp func) {
-  ArenaValues values;
-  Block &body = func.getBody().front();
-  llvm::DenseMap<Operation *, int64_t> indexOf;
-  for (Operation &op : body)
-    indexOf[&op] = values.numOps++;
-  llvm::DenseMap<Value, size_t> lifetimeOf;
-  for (Operation &op : body) {
-    if (namesPersistentData(&op))
-      continue;
-    for (OpResult result : op.getResults()) {
-      int64_t bytes = bytesOf(result.getType());
-      std::optional<size_t> shared;
-      if (viewSource(&op) && lifetimeOf.count(op.getOperand(0)))
-        shared = lifetimeOf.lookup(op.getOperand(0));
-      int inPlace = inPlaceOperand(&op);
-      if (inPlace >= 0 && lifetimeOf.count(op.getOperand(inPlace))) {
-        size_t source = lifetimeOf.lookup(op.getOperand(inPlace));
-        // Only when nothing reads the operand after this op.
-        if (values.lifetimes[source].last == indexOf[&op] &&
-            values.lifetimes[source].bytes == bytes)
-          shared = source;
-      }
-      size_t owner = values.lifetimes.size();
-      if (shared) {
-        owner = *shared;
-        values.sharing.emplace_back(&op, owner);
-      } else {
-        values.lifetimes.push_back({bytes, indexOf[&op], indexOf[&op]});
-        values.owners.emplace_back(&op, result.getResultNumber());
-      }
-      lifetimeOf[result] = owner;
-      for (Operation *user : result.getUsers())
-        values.lifetimes[owner].last =
-            std::max(values.lifetimes[owner].last,
-                     llvm::isa<LossOp, func::ReturnOp>(user) ? values.numOps : indexOf[user]);
-    }
-  }
-  return values;
-}
 
 int64_t RematGraph::stepPeak(const RematSimulation &simulation) const {
   return std::max(simulation.peakBytes, problem.persistentBytes + optimizerStepBytes);
@@ -225,7 +161,7 @@ int64_t applyRemat(const RematGraph &graph, const RematSimulation &simulation) {
     for (int64_t v : pending) {
       Operation *original = graph.ops[v];
       Operation *clone = builder.clone(*original, clones);
-      clone->setAttr("recomputed", builder.getUnitAttr());
+      clone->setAttr(GraphDialect::kRecomputedAttrName, builder.getUnitAttr());
       ++inserted;
     }
     pending.clear();
@@ -357,7 +293,8 @@ RematAttr rematResult(const RematAnalysis &analysis, const RematDecision &decisi
   return RematAttr::get(context, decision.budgetBytes, decision.peakBytes,
                         analysis.noRematPeak, decision.liveBytes,
                         static_cast<int64_t>(std::llround(decision.extraFlops)),
-                        static_cast<int64_t>(std::llround(analysis.graph.stepFlops)));
+                        static_cast<int64_t>(std::llround(analysis.graph.stepFlops)),
+                        analysis.graph.problem.persistentBytes);
 }
 
 } // namespace ampc::graph

@@ -29,6 +29,7 @@
 #define AMPC_PASSES_REMATADAPTER_H
 
 #include "dialects/Graph/GraphDialect.h"
+#include "passes/ArenaValues.h"
 #include "passes/MemoryPlanner.h"
 #include "passes/OpCost.h"
 #include "passes/RematPlanner.h"
@@ -61,30 +62,6 @@ struct RematGraph {
   /// larger. Budgets given as a share are shares of this for the plan without remat.
   int64_t planBytes(const RematSimulation &simulation) const;
 };
-
-/// For a view (a reshape of an arena value: row-major data is unchanged) the op whose result's
-/// storage it shares; null otherwise. graph-plan-memory gives both the same offset.
-mlir::Operation *viewSource(mlir::Operation *op);
-
-/// The operand whose storage `op`'s result may take over when nothing reads that operand
-/// afterwards (an op whose kernel reads each row completely before writing it): 0 for
-/// cross_entropy_grad, whose logits and gradient have one type; -1 for every other op.
-int inPlaceOperand(mlir::Operation *op);
-
-/// The values of a function that take arena bytes, with their lifetimes over the op order (a
-/// value read by the loss op or the terminator lives to the end), as graph-plan-memory places
-/// them: ops that only name persistent data take none, and a view or an in-place result shares
-/// the lifetime of the value whose bytes it uses.
-struct ArenaValues {
-  std::vector<BufferLifetime> lifetimes;
-  /// Per lifetime: the op and result number that own its bytes.
-  std::vector<std::pair<mlir::Operation *, unsigned>> owners;
-  /// Single-result ops sharing another value's bytes, with the index of that lifetime.
-  std::vector<std::pair<mlir::Operation *, size_t>> sharing;
-  /// Ops of the function, the terminator included.
-  int64_t numOps = 0;
-};
-ArenaValues collectArenaValues(mlir::func::FuncOp func);
 
 /// Reads `model`'s micro step. Emits an error and fails when the model has no training step.
 mlir::FailureOr<RematGraph> buildRematGraph(ModelOp model, int64_t alignment,

@@ -11,12 +11,17 @@
 
 namespace ampc::graph {
 
-void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineConfig &config) {
+void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineConfig &config,
+                           PipelinePart part) {
   mlir::OpPassManager &model = pm.nest<ModelOp>();
-  model.addPass(createGraphInlineCalls());
-  model.addPass(createGraphBuildTraining(config.training));
-  model.addPass(createGraphAssignPrecision(config.precision));
-  model.addPass(createGraphInsertLossScaling(config.scaling));
+  if (part != PipelinePart::MemoryPlanning) {
+    model.addPass(createGraphInlineCalls());
+    model.addPass(createGraphBuildTraining(config.training));
+    model.addPass(createGraphAssignPrecision(config.precision));
+    model.addPass(createGraphInsertLossScaling(config.scaling));
+  }
+  if (part == PipelinePart::TrainingStep)
+    return;
   if (!config.memoryBudget.empty()) {
     GraphPlanRematOptions remat;
     remat.budget = config.memoryBudget;

@@ -42,9 +42,21 @@ struct TrainingPipelineConfig {
   int64_t workspaceBytes = kMatmulWorkspaceBytes;
 };
 
-/// Adds the training pipeline for \p config to \p pm, which runs on a builtin.module holding a
-/// graph.model (the passes are nested on the model).
-void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineConfig &config);
+/// The two halves of the pipeline, for tools that look at the step between them (`ampc report
+/// memory` plans its budgets on the step as written, as graph-plan-remat does).
+enum class PipelinePart {
+  /// The training step derived, precision assigned, loss scaling inserted.
+  TrainingStep,
+  /// Rematerialization (with a budget), fusion and memory planning.
+  MemoryPlanning,
+  /// Both.
+  All,
+};
+
+/// Adds the training pipeline for \p config (or one \p part of it) to \p pm, which runs on a
+/// builtin.module holding a graph.model (the passes are nested on the model).
+void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineConfig &config,
+                           PipelinePart part = PipelinePart::All);
 
 /// The pipeline's options as ampc-opt parses them: the flag names of `ampc compile`.
 struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptions> {

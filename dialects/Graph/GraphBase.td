@@ -33,6 +33,24 @@ def Graph_Dialect : Dialect {
   let extraClassDeclaration = [{
     /// `graph.remat`: what graph-plan-remat decided (a #graph.remat on micro_step).
     static constexpr ::llvm::StringLiteral kRematAttrName = "graph.remat";
+    /// `graph.recomputed`: a forward op graph-plan-remat cloned into the backward pass.
+    static constexpr ::llvm::StringLiteral kRecomputedAttrName = "graph.recomputed";
+    /// `graph.precision`: the dtypes graph-assign-precision chose for an op (#graph.precision).
+    static constexpr ::llvm::StringLiteral kPrecisionAttrName = "graph.precision";
+    /// `graph.precision_mode`: the mode the model was assigned ("bf16", "fp16", "fp32").
+    static constexpr ::llvm::StringLiteral kPrecisionModeAttrName = "graph.precision_mode";
+    /// `graph.debug_nonfinite`: the plan names the first op whose result became inf/NaN.
+    static constexpr ::llvm::StringLiteral kDebugNonfiniteAttrName = "graph.debug_nonfinite";
+    /// `graph.fusion`: the fused group an op belongs to and what the group becomes
+    /// (#graph.fusion, set by graph-fuse on every op of a step function).
+    static constexpr ::llvm::StringLiteral kFusionAttrName = "graph.fusion";
+    /// `graph.fusion_schedule`: the order a function's fused groups run in (graph-fuse).
+    static constexpr ::llvm::StringLiteral kFusionScheduleAttrName = "graph.fusion_schedule";
+    /// `graph.arena_offsets`: per result, its byte offset in the function's arena, or -1 for a
+    /// result that is never stored (graph-plan-memory).
+    static constexpr ::llvm::StringLiteral kArenaOffsetsAttrName = "graph.arena_offsets";
+    /// `graph.arena`: a function's arena (#graph.arena, graph-plan-memory).
+    static constexpr ::llvm::StringLiteral kArenaAttrName = "graph.arena";
   }];
 }
 
@@ -129,7 +147,7 @@ def Graph_PrecisionAttr : Graph_Attr<"Precision", "precision"> {
     sums (matmul and attention accumulate in f32 whatever they read); `storage`: the type its
     result is stored in; `rule`: the policy rule that decided it (for `ampc report precision`).
     ```mlir
-    %y = graph.matmul %x, %w {precision = #graph.precision<compute = bf16, accumulate = f32,
+    %y = graph.matmul %x, %w {graph.precision = #graph.precision<compute = bf16, accumulate = f32,
                                                           storage = bf16, rule = "reduced">}
     ```
   }];
@@ -146,19 +164,72 @@ def Graph_RematAttr : Graph_Attr<"Remat", "remat"> {
   let summary = "what graph-plan-remat decided for a memory budget";
   let description = [{
     Set by graph-plan-remat on `micro_step` as the discardable attribute `graph.remat`, and read
-    by the driver's summary and the tests. Bytes are of the whole training step (persistent
+    by the driver's summary, by graph-plan-memory (which checks that the arenas it places keep
+    the step within the budget) and the tests. Bytes are of the whole training step (persistent
     buffers and the matmul workspace included) except `live_bytes`, the micro step's own values
-    at its busiest op; FLOPs are per micro step.
+    at its busiest op, and `persistent_bytes`, everything outside the arenas (parameters,
+    training state, inputs, constants, the matmul workspace); FLOPs are per micro step.
     ```mlir
     func.func @micro_step() attributes {graph.remat = #graph.remat<budget_bytes = 9800,
         peak_bytes = 9712, no_remat_peak_bytes = 10512, live_bytes = 4576,
-        extra_flops = 256, step_flops = 33536>}
+        extra_flops = 256, step_flops = 33536, persistent_bytes = 5136>}
     ```
     The peak is within the budget, and no size or FLOP count is negative.
   }];
   let parameters = (ins "int64_t":$budget_bytes, "int64_t":$peak_bytes,
                         "int64_t":$no_remat_peak_bytes, "int64_t":$live_bytes,
-                        "int64_t":$extra_flops, "int64_t":$step_flops);
+                        "int64_t":$extra_flops, "int64_t":$step_flops,
+                        "int64_t":$persistent_bytes);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Graph_GroupKind : I32EnumAttr<"GroupKind", "what a fused group becomes on the device", [
+      I32EnumAttrCase<"none", 0>,
+      I32EnumAttrCase<"view", 1>,
+      I32EnumAttrCase<"elementwise", 2>,
+      I32EnumAttrCase<"copy", 3>,
+      I32EnumAttrCase<"reduction", 4>,
+      I32EnumAttrCase<"cross_entropy", 5>,
+      I32EnumAttrCase<"matmul", 6>,
+      I32EnumAttrCase<"matmul_epilogue", 7>,
+      I32EnumAttrCase<"bias_grad", 8>,
+      I32EnumAttrCase<"attention", 9>,
+      I32EnumAttrCase<"accumulate", 10>,
+      I32EnumAttrCase<"optimizer", 11>
+    ]> {
+  let cppNamespace = "::ampc::graph";
+  let genSpecializedAttr = 0;
+}
+
+def Graph_FusionAttr : Graph_Attr<"Fusion", "fusion"> {
+  let summary = "the fused group an op belongs to, set by graph-fuse";
+  let description = [{
+    Every op of a fused step function carries `graph.fusion`: the number of its group and the
+    group's kind (what the group becomes on the device: a generated kernel of some shape, a
+    cuBLASLt matmul, flash attention, nothing). The function's `graph.fusion_schedule` lists the
+    groups in the order they run.
+    ```mlir
+    %h = graph.matmul %x, %w {graph.fusion = #graph.fusion<group = 4, kind = matmul_epilogue>}
+    ```
+  }];
+  let parameters = (ins "int64_t":$group, EnumParameter<Graph_GroupKind>:$kind);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Graph_ArenaAttr : Graph_Attr<"Arena", "arena"> {
+  let summary = "a step function's arena, placed by graph-plan-memory";
+  let description = [{
+    The bytes the function's intermediate values need when each is placed at its
+    `graph.arena_offsets` (the device allocates exactly this), the largest sum of bytes live at
+    one point of the schedule (no placement can need less), and the alignment of every offset.
+    ```mlir
+    func.func @micro_step() attributes {graph.arena = #graph.arena<bytes = 3072,
+        peak_live_bytes = 3072, alignment = 256>}
+    ```
+  }];
+  let parameters = (ins "int64_t":$bytes, "int64_t":$peak_live_bytes, "int64_t":$alignment);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

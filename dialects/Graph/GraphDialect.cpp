@@ -38,32 +38,179 @@ void GraphDialect::initialize() {
 // Stage results: the graph.-prefixed discardable attributes passes leave behind.
 //===----------------------------------------------------------------------===//
 
+/// Whether \p op is a function of a graph.model, or inside one: where stage results belong.
+static bool inModel(Operation *op) {
+  for (Operation *parent = op; parent; parent = parent->getParentOp())
+    if (llvm::isa<ModelOp>(parent))
+      return true;
+  return false;
+}
+
+/// The fused group ids of the ops of \p func that carry graph.fusion.
+static llvm::SmallVector<int64_t> fusedGroupsOf(func::FuncOp func) {
+  llvm::SmallVector<int64_t> groups;
+  func.walk([&](Operation *op) {
+    if (auto fusion = op->getAttrOfType<FusionAttr>(GraphDialect::kFusionAttrName))
+      groups.push_back(fusion.getGroup());
+  });
+  return groups;
+}
+
+/// graph.fusion_schedule: a permutation of the function's group numbers 0..n-1, naming every
+/// group an op of the function belongs to.
+static LogicalResult verifySchedule(Operation *op, Attribute value) {
+  auto schedule = llvm::dyn_cast<DenseI64ArrayAttr>(value);
+  auto func = llvm::dyn_cast<func::FuncOp>(op);
+  if (!schedule || !func)
+    return op->emitError("'") << GraphDialect::kFusionScheduleAttrName
+                              << "' is an array<i64> of group numbers on a function";
+  llvm::ArrayRef<int64_t> order = schedule.asArrayRef();
+  llvm::SmallVector<bool> seen(order.size(), false);
+  for (int64_t group : order) {
+    if (group < 0 || group >= static_cast<int64_t>(order.size()) || seen[group])
+      return op->emitError("'") << GraphDialect::kFusionScheduleAttrName
+                                << "' must list each group 0.." << order.size() - 1
+                                << " once; group " << group << " is out of range or repeated";
+    seen[group] = true;
+  }
+  for (int64_t group : fusedGroupsOf(func))
+    if (group >= static_cast<int64_t>(order.size()))
+      return op->emitError("'") << GraphDialect::kFusionScheduleAttrName << "' has "
+                                << order.size() << " groups, but an op is in group " << group;
+  return success();
+}
+
+/// graph.arena: every graph.arena_offsets of the function is aligned and inside the arena.
+static LogicalResult verifyArena(Operation *op, Attribute value) {
+  auto arena = llvm::dyn_cast<ArenaAttr>(value);
+  if (!arena)
+    return op->emitError("'") << GraphDialect::kArenaAttrName << "' must be a #graph.arena, got "
+                              << value;
+  auto func = llvm::dyn_cast<func::FuncOp>(op);
+  if (!func)
+    return op->emitError("'") << GraphDialect::kArenaAttrName << "' belongs on a function";
+  LogicalResult result = success();
+  func.walk([&](Operation *inner) {
+    auto offsets = inner->getAttrOfType<DenseI64ArrayAttr>(GraphDialect::kArenaOffsetsAttrName);
+    if (!offsets || failed(result))
+      return;
+    for (auto [offset, value] : llvm::zip(offsets.asArrayRef(), inner->getResults())) {
+      if (offset < 0)
+        continue;
+      auto type = llvm::dyn_cast<RankedTensorType>(value.getType());
+      int64_t bytes = type && type.hasStaticShape()
+                          ? type.getNumElements() *
+                                static_cast<int64_t>((type.getElementTypeBitWidth() + 7) / 8)
+                          : 0;
+      if (offset % arena.getAlignment() != 0 || offset + bytes > arena.getBytes()) {
+        result = inner->emitError("arena offset ")
+                 << offset << " (" << bytes << " bytes) is not " << arena.getAlignment()
+                 << "-byte aligned inside the function's arena of " << arena.getBytes()
+                 << " bytes";
+        return;
+      }
+    }
+  });
+  return result;
+}
+
 LogicalResult GraphDialect::verifyOperationAttribute(Operation *op, NamedAttribute attribute) {
-  if (attribute.getName() == kRematAttrName) {
-    if (!llvm::isa<RematAttr>(attribute.getValue()))
-      return op->emitError("'") << kRematAttrName << "' must be a #graph.remat, got "
-                                << attribute.getValue();
+  StringRef name = attribute.getName().getValue();
+  Attribute value = attribute.getValue();
+  if (name == kRematAttrName) {
+    if (!llvm::isa<RematAttr>(value))
+      return op->emitError("'") << kRematAttrName << "' must be a #graph.remat, got " << value;
     auto func = llvm::dyn_cast<func::FuncOp>(op);
     if (!func || !llvm::isa_and_nonnull<ModelOp>(op->getParentOp()))
       return op->emitError("'") << kRematAttrName
                                 << "' belongs on a function of a graph.model (its micro_step)";
     return success();
   }
-  return op->emitError("unknown graph dialect attribute '")
-         << attribute.getName().getValue() << "'";
+  if (name == kPrecisionModeAttrName) {
+    auto mode = llvm::dyn_cast<StringAttr>(value);
+    if (!mode || !llvm::is_contained({"bf16", "fp16", "fp32"}, mode.getValue()))
+      return op->emitError("'") << kPrecisionModeAttrName << "' is \"bf16\", \"fp16\" or "
+                                << "\"fp32\", got " << value;
+    if (!llvm::isa<ModelOp>(op))
+      return op->emitError("'") << kPrecisionModeAttrName << "' belongs on a graph.model";
+    return success();
+  }
+  if (name == kDebugNonfiniteAttrName) {
+    if (!llvm::isa<UnitAttr>(value) || !llvm::isa<ModelOp>(op))
+      return op->emitError("'") << kDebugNonfiniteAttrName
+                                << "' is a unit attribute of a graph.model";
+    return success();
+  }
+  if (!inModel(op))
+    return op->emitError("'") << name << "' belongs inside a graph.model";
+  if (name == kRecomputedAttrName) {
+    if (!llvm::isa<UnitAttr>(value))
+      return op->emitError("'") << kRecomputedAttrName << "' is a unit attribute";
+    return success();
+  }
+  if (name == kPrecisionAttrName) {
+    if (!llvm::isa<PrecisionAttr>(value))
+      return op->emitError("'") << kPrecisionAttrName << "' must be a #graph.precision, got "
+                                << value;
+    return success();
+  }
+  if (name == kFusionAttrName) {
+    if (!llvm::isa<FusionAttr>(value))
+      return op->emitError("'") << kFusionAttrName << "' must be a #graph.fusion, got " << value;
+    return success();
+  }
+  if (name == kFusionScheduleAttrName)
+    return verifySchedule(op, value);
+  if (name == kArenaOffsetsAttrName) {
+    auto offsets = llvm::dyn_cast<DenseI64ArrayAttr>(value);
+    if (!offsets || offsets.size() != static_cast<int64_t>(op->getNumResults()))
+      return op->emitError("'") << kArenaOffsetsAttrName << "' needs one offset per result ("
+                                << op->getNumResults() << ")";
+    if (llvm::any_of(offsets.asArrayRef(), [](int64_t offset) { return offset < -1; }))
+      return op->emitError("'") << kArenaOffsetsAttrName
+                                << "' offsets are bytes, or -1 for a result never stored";
+    return success();
+  }
+  if (name == kArenaAttrName)
+    return verifyArena(op, value);
+  return op->emitError("unknown graph dialect attribute '") << name << "'";
+}
+
+LogicalResult FusionAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t group,
+                                 GroupKind) {
+  if (group < 0)
+    return emitError() << "#graph.fusion group numbers are not negative, got " << group;
+  return success();
+}
+
+LogicalResult ArenaAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t bytes,
+                                int64_t peakLiveBytes, int64_t alignment) {
+  if (bytes < 0 || peakLiveBytes < 0)
+    return emitError() << "#graph.arena sizes cannot be negative";
+  if (peakLiveBytes > bytes)
+    return emitError() << "#graph.arena peak_live_bytes " << peakLiveBytes
+                       << " exceeds the arena's " << bytes << " bytes";
+  if (alignment <= 0 || (alignment & (alignment - 1)) != 0)
+    return emitError() << "#graph.arena alignment must be a power of two, got " << alignment;
+  return success();
 }
 
 LogicalResult RematAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                 int64_t budgetBytes, int64_t peakBytes,
                                 int64_t noRematPeakBytes, int64_t liveBytes,
-                                int64_t extraFlops, int64_t stepFlops) {
-  if (budgetBytes < 0 || peakBytes < 0 || noRematPeakBytes < 0 || liveBytes < 0)
+                                int64_t extraFlops, int64_t stepFlops,
+                                int64_t persistentBytes) {
+  if (budgetBytes < 0 || peakBytes < 0 || noRematPeakBytes < 0 || liveBytes < 0 ||
+      persistentBytes < 0)
     return emitError() << "#graph.remat sizes cannot be negative";
   if (peakBytes > budgetBytes)
     return emitError() << "#graph.remat peak_bytes " << peakBytes << " exceeds budget_bytes "
                        << budgetBytes;
   if (extraFlops < 0 || stepFlops < 0)
     return emitError() << "#graph.remat FLOP counts cannot be negative";
+  if (persistentBytes > peakBytes)
+    return emitError() << "#graph.remat persistent_bytes " << persistentBytes
+                       << " exceeds peak_bytes " << peakBytes;
   return success();
 }
 

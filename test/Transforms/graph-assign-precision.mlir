@@ -9,7 +9,7 @@
 // policy file), per mode, and per cast-elimination rule.
 
 // The default bf16 policy on layernorm -> matmul -> bias add -> mse.
-// CHECK-LABEL: graph.model @block attributes {precision_mode = "bf16"} {
+// CHECK-LABEL: graph.model @block attributes {graph.precision_mode = "bf16"} {
 // Parameters read in bf16 get a copy, refreshed by their optimizer update; the norm's gain and
 // bias are read by an f32 op and get none.
 // CHECK: graph.param_copy @w.bf16 : tensor<8x8xbf16> of @w
@@ -20,18 +20,18 @@
 // CHECK-DAG: %[[B:.+]] = graph.get_param @b.bf16 : tensor<8xbf16>
 // CHECK-DAG: %[[X:.+]] = graph.get_input @x : tensor<4x8xf32>
 // fp32 rule: layernorm computes in f32; its result is stored in bf16.
-// CHECK: %[[H:.+]] = graph.layernorm %[[X]], %{{.+}}, %{{.+}} {precision = #graph.precision<compute = f32, accumulate = f32, storage = bf16, rule = "fp32">}
+// CHECK: %[[H:.+]] = graph.layernorm %[[X]], %{{.+}}, %{{.+}} {graph.precision = #graph.precision<compute = f32, accumulate = f32, storage = bf16, rule = "fp32">}
 // CHECK-NEXT: %[[H16:.+]] = graph.cast %[[H]] {{.*}} : tensor<4x8xf32> -> tensor<4x8xbf16>
 // reduced rule: the matmul reads bf16 and accumulates in f32.
-// CHECK-NEXT: %[[M:.+]] = graph.matmul %[[H16]], %[[W]] {precision = #graph.precision<compute = bf16, accumulate = f32, storage = bf16, rule = "reduced">} : tensor<4x8xbf16>, tensor<8x8xbf16>
+// CHECK-NEXT: %[[M:.+]] = graph.matmul %[[H16]], %[[W]] {graph.precision = #graph.precision<compute = bf16, accumulate = f32, storage = bf16, rule = "reduced">} : tensor<4x8xbf16>, tensor<8x8xbf16>
 // follow rule: the add runs in its inputs' type.
-// CHECK-NEXT: %[[A:.+]] = graph.add %[[M]], %[[B]] {precision = #graph.precision<compute = bf16, accumulate = bf16, storage = bf16, rule = "follow">} : tensor<4x8xbf16>, tensor<8xbf16>
+// CHECK-NEXT: %[[A:.+]] = graph.add %[[M]], %[[B]] {graph.precision = #graph.precision<compute = bf16, accumulate = bf16, storage = bf16, rule = "follow">} : tensor<4x8xbf16>, tensor<8xbf16>
 // The loss reads f32.
 // CHECK-NEXT: %[[A32:.+]] = graph.cast %[[A]] {{.*}} : tensor<4x8xbf16> -> tensor<4x8xf32>
-// CHECK-NEXT: graph.mse_loss %[[A32]], %{{.+}} {precision = #graph.precision<compute = f32, accumulate = f32, storage = f32, rule = "fp32">}
+// CHECK-NEXT: graph.mse_loss %[[A32]], %{{.+}} {graph.precision = #graph.precision<compute = f32, accumulate = f32, storage = f32, rule = "fp32">}
 // A parameter gradient is stored in f32 before it reaches its accumulator: the weight-gradient
 // matmul writes its f32 accumulation directly.
-// CHECK: %[[DW:.+]] = graph.matmul %[[H16]], %{{.+}} transpose_lhs {precision = #graph.precision<compute = bf16, accumulate = f32, storage = f32, rule = "reduced">} : tensor<4x8xbf16>, tensor<4x8xbf16> -> f32
+// CHECK: %[[DW:.+]] = graph.matmul %[[H16]], %{{.+}} transpose_lhs {graph.precision = #graph.precision<compute = bf16, accumulate = f32, storage = f32, rule = "reduced">} : tensor<4x8xbf16>, tensor<4x8xbf16> -> f32
 // CHECK-NOT: graph.cast %[[DW]]
 // CHECK: graph.accumulate_grad %[[DW]] into @w.grad : tensor<8x8xf32>
 // CHECK: func.func @optimizer_step()
@@ -39,15 +39,15 @@
 // CHECK: graph.adamw @b grad @b.grad moments @b.adam_m, @b.adam_v lr %{{.+}} grad_norm %{{.+}} copy @b.bf16
 // CHECK: graph.adamw @g grad @g.grad moments @g.adam_m, @g.adam_v lr %{{.+}} grad_norm %{{.+}} {
 
-// FP16: graph.model @block attributes {precision_mode = "fp16"} {
+// FP16: graph.model @block attributes {graph.precision_mode = "fp16"} {
 // FP16: graph.param_copy @w.f16 : tensor<8x8xf16> of @w
-// FP16: graph.matmul %{{.+}}, %{{.+}} {precision = #graph.precision<compute = f16, accumulate = f32, storage = f16, rule = "reduced">} : tensor<4x8xf16>, tensor<8x8xf16>
+// FP16: graph.matmul %{{.+}}, %{{.+}} {graph.precision = #graph.precision<compute = f16, accumulate = f32, storage = f16, rule = "reduced">} : tensor<4x8xf16>, tensor<8x8xf16>
 
 // fp32 mode changes no type and inserts no cast.
-// FP32: graph.model @block attributes {precision_mode = "fp32"} {
+// FP32: graph.model @block attributes {graph.precision_mode = "fp32"} {
 // FP32-NOT: graph.param_copy
 // FP32-NOT: graph.cast
-// FP32: graph.matmul %{{.+}}, %{{.+}} {precision = #graph.precision<compute = f32, accumulate = f32, storage = f32, rule = "fp32 mode">} : tensor<4x8xf32>, tensor<8x8xf32>
+// FP32: graph.matmul %{{.+}}, %{{.+}} {graph.precision = #graph.precision<compute = f32, accumulate = f32, storage = f32, rule = "fp32 mode">} : tensor<4x8xf32>, tensor<8x8xf32>
 // FP32-NOT: graph.cast
 // FP32: graph.model @kept
 
@@ -55,11 +55,11 @@
 // FLAGS: graph.model @block
 // FLAGS-NOT: graph.param_copy @w
 // FLAGS: %[[H:.+]] = graph.layernorm {{.*}}storage = f32, rule = "fp32">}
-// FLAGS-NEXT: graph.matmul %[[H]], %{{.+}} {precision = #graph.precision<compute = f32, accumulate = f32, storage = bf16, rule = "fp32">} : tensor<4x8xf32>, tensor<8x8xf32>
+// FLAGS-NEXT: graph.matmul %[[H]], %{{.+}} {graph.precision = #graph.precision<compute = f32, accumulate = f32, storage = bf16, rule = "fp32">} : tensor<4x8xf32>, tensor<8x8xf32>
 
 // A policy file moves layernorm to the reduced list.
 // FILE: graph.model @block
-// FILE: graph.layernorm %{{.+}}, %{{.+}}, %{{.+}} {precision = #graph.precision<compute = bf16, accumulate = f32, storage = bf16, rule = "reduced">} : tensor<4x8xbf16>, tensor<8xbf16>, tensor<8xbf16>
+// FILE: graph.layernorm %{{.+}}, %{{.+}}, %{{.+}} {graph.precision = #graph.precision<compute = bf16, accumulate = f32, storage = bf16, rule = "reduced">} : tensor<4x8xbf16>, tensor<8xbf16>, tensor<8xbf16>
 graph.model @block {
   graph.param @w : tensor<8x8xf32> init #graph.normal<std = 0.02>
   graph.param @b : tensor<8xf32> init #graph.zeros
@@ -88,9 +88,9 @@ graph.model @block {
 // keep_fp32 on an op of the model file keeps it, and its gradient, in f32.
 // CHECK-LABEL: graph.model @kept
 // CHECK-NOT: graph.param_copy @w
-// CHECK: graph.matmul %{{.+}}, %{{.+}} {keep_fp32, precision = #graph.precision<compute = f32, accumulate = f32, storage = f32, rule = "keep_fp32">} : tensor<4x8xf32>, tensor<8x8xf32>
+// CHECK: graph.matmul %{{.+}}, %{{.+}} {graph.precision = #graph.precision<compute = f32, accumulate = f32, storage = f32, rule = "keep_fp32">, keep_fp32} : tensor<4x8xf32>, tensor<8x8xf32>
 // CHECK: graph.grad_seed
-// CHECK: graph.matmul %{{.+}}, %{{.+}} transpose_lhs {keep_fp32, precision = #graph.precision<compute = f32, accumulate = f32, storage = f32, rule = "keep_fp32">} : tensor<4x8xf32>, tensor<4x8xf32>
+// CHECK: graph.matmul %{{.+}}, %{{.+}} transpose_lhs {graph.precision = #graph.precision<compute = f32, accumulate = f32, storage = f32, rule = "keep_fp32">, keep_fp32} : tensor<4x8xf32>, tensor<4x8xf32>
 graph.model @kept {
   graph.param @w : tensor<8x8xf32> init #graph.normal<std = 0.02>
   graph.input @x : tensor<4x8xf32>
@@ -113,7 +113,7 @@ graph.model @kept {
 // CHECK-LABEL: graph.model @follow_cost
 // CHECK: %[[V:.+]] = graph.matmul {{.*}} : tensor<1x8xbf16>, tensor<8x8xbf16>
 // CHECK: %[[V32:.+]] = graph.cast %[[V]] {{.*}} : tensor<1x8xbf16> -> tensor<1x8xf32>
-// CHECK: graph.add %{{.+}}, %[[V32]] {precision = #graph.precision<compute = f32, accumulate = f32, storage = f32, rule = "follow">} : tensor<4x8xf32>, tensor<1x8xf32>
+// CHECK: graph.add %{{.+}}, %[[V32]] {graph.precision = #graph.precision<compute = f32, accumulate = f32, storage = f32, rule = "follow">} : tensor<4x8xf32>, tensor<1x8xf32>
 graph.model @follow_cost {
   graph.param @w : tensor<8x8xf32> init #graph.normal<std = 0.02>
   graph.input @x : tensor<4x8xf32>
@@ -176,7 +176,7 @@ graph.model @casts {
 // CHECK-LABEL: graph.model @transposed_weight
 // CHECK: graph.grad_seed
 // CHECK: %[[DWT:.+]] = graph.matmul %{{.+}}, %{{.+}} transpose_lhs {{.*}}storage = f32, rule = "reduced">} : tensor<4x8xbf16>, tensor<4x16xbf16> -> f32
-// CHECK-NEXT: %[[DW:.+]] = graph.transpose %[[DWT]] [1, 0] {precision = #graph.precision<compute = f32, accumulate = f32, storage = f32, rule = "follow">} : tensor<8x16xf32>
+// CHECK-NEXT: %[[DW:.+]] = graph.transpose %[[DWT]] [1, 0] {graph.precision = #graph.precision<compute = f32, accumulate = f32, storage = f32, rule = "follow">} : tensor<8x16xf32>
 // CHECK: graph.accumulate_grad %[[DW]] into @w.grad : tensor<16x8xf32>
 graph.model @transposed_weight {
   graph.param @w : tensor<16x8xf32> init #graph.normal<std = 0.02>

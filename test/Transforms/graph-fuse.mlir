@@ -11,17 +11,17 @@
 // value computed outside are one loop over the 32 elements; the exp over the 8-element row is
 // its own loop, read broadcast rather than recomputed per element.
 // CHECK-LABEL: graph.model @elementwise_chain
-// CHECK: func.func @forward() attributes {fusion_groups = 10 : i64, fusion_schedule = array<i64: {{.*}}>} {
-// CHECK: %[[X:.+]] = graph.get_input @x {fusion_group = 0 : i64, fusion_kind = "none"}
-// CHECK: %[[E:.+]] = graph.exp %[[X]] {fusion_group = [[CHAIN:[0-9]+]] : i64, fusion_kind = "elementwise"}
-// CHECK-NEXT: %[[S:.+]] = graph.mul %[[E]], %[[E]] {fusion_group = [[CHAIN]] : i64}
-// CHECK-NEXT: %[[A:.+]] = graph.add %[[S]], %{{.+}} {fusion_group = [[CHAIN]] : i64}
-// CHECK-NEXT: %[[R:.+]] = graph.exp %{{.+}} {fusion_group = [[ROW:[0-9]+]] : i64, fusion_kind = "elementwise"} : tensor<8xf32>
-// CHECK-NEXT: %[[C:.+]] = graph.sub %[[A]], %[[R]] {fusion_group = [[CHAIN]] : i64}
-// CHECK-NEXT: graph.matmul %[[C]], %{{.+}} {fusion_group = {{[0-9]+}} : i64, fusion_kind = "matmul"}
-// CHECK-NEXT: graph.mse_loss {{.*}}fusion_kind = "reduction"
-// CHECK-NEXT: graph.loss {{.*}}fusion_kind = "none"
-// CHECK-NEXT: return {fusion_group = 9 : i64, fusion_kind = "none"}
+// CHECK: func.func @forward() attributes {graph.fusion_schedule = array<i64: {{.*}}>} {
+// CHECK: %[[X:.+]] = graph.get_input @x {graph.fusion = #graph.fusion<group = 0, kind = none>}
+// CHECK: %[[E:.+]] = graph.exp %[[X]] {graph.fusion = #graph.fusion<group = [[CHAIN:[0-9]+]], kind = elementwise>}
+// CHECK-NEXT: %[[S:.+]] = graph.mul %[[E]], %[[E]] {graph.fusion = #graph.fusion<group = [[CHAIN]], kind = {{[a-z_]+}}>}
+// CHECK-NEXT: %[[A:.+]] = graph.add %[[S]], %{{.+}} {graph.fusion = #graph.fusion<group = [[CHAIN]], kind = {{[a-z_]+}}>}
+// CHECK-NEXT: %[[R:.+]] = graph.exp %{{.+}} {graph.fusion = #graph.fusion<group = [[ROW:[0-9]+]], kind = elementwise>} : tensor<8xf32>
+// CHECK-NEXT: %[[C:.+]] = graph.sub %[[A]], %[[R]] {graph.fusion = #graph.fusion<group = [[CHAIN]], kind = {{[a-z_]+}}>}
+// CHECK-NEXT: graph.matmul %[[C]], %{{.+}} {graph.fusion = #graph.fusion<group = {{[0-9]+}}, kind = matmul>}
+// CHECK-NEXT: graph.mse_loss {{.*}}kind = reduction>
+// CHECK-NEXT: graph.loss {{.*}}kind = none>
+// CHECK-NEXT: return {graph.fusion = #graph.fusion<group = 9, kind = none>}
 graph.model @elementwise_chain {
   graph.input @x : tensor<4x8xf32>
   graph.input @b : tensor<8xf32>
@@ -50,15 +50,15 @@ graph.model @elementwise_chain {
 // narrowing of its result and the residual add): one kernel. The loss takes the cast of the
 // matmul's result the same way.
 // CHECK-LABEL: graph.model @reduction
-// CHECK: func.func @forward() attributes {fusion_groups = 10 : i64, fusion_schedule = array<i64: {{.*}}>} {
+// CHECK: func.func @forward() attributes {graph.fusion_schedule = array<i64: {{.*}}>} {
 // CHECK: %[[X:.+]] = graph.get_input @x
-// CHECK: %[[X32:.+]] = graph.cast %[[X]] {fusion_group = [[NORM:[0-9]+]] : i64, fusion_kind = "reduction"}
-// CHECK-NEXT: %[[N:.+]] = graph.layernorm %[[X32]], %{{.+}}, %{{.+}} {fusion_group = [[NORM]] : i64}
-// CHECK-NEXT: %[[N16:.+]] = graph.cast %[[N]] {fusion_group = [[NORM]] : i64}
-// CHECK-NEXT: %[[R:.+]] = graph.add %[[N16]], %[[X]] {fusion_group = [[NORM]] : i64}
-// CHECK-NEXT: %[[P:.+]] = graph.matmul %[[R]], %{{.+}} {fusion_group = {{[0-9]+}} : i64, fusion_kind = "matmul"}
-// CHECK-NEXT: %[[P32:.+]] = graph.cast %[[P]] {fusion_group = [[LOSS:[0-9]+]] : i64, fusion_kind = "reduction"}
-// CHECK-NEXT: graph.mse_loss %[[P32]], %{{.+}} {fusion_group = [[LOSS]] : i64}
+// CHECK: %[[X32:.+]] = graph.cast %[[X]] {graph.fusion = #graph.fusion<group = [[NORM:[0-9]+]], kind = reduction>}
+// CHECK-NEXT: %[[N:.+]] = graph.layernorm %[[X32]], %{{.+}}, %{{.+}} {graph.fusion = #graph.fusion<group = [[NORM]], kind = {{[a-z_]+}}>}
+// CHECK-NEXT: %[[N16:.+]] = graph.cast %[[N]] {graph.fusion = #graph.fusion<group = [[NORM]], kind = {{[a-z_]+}}>}
+// CHECK-NEXT: %[[R:.+]] = graph.add %[[N16]], %[[X]] {graph.fusion = #graph.fusion<group = [[NORM]], kind = {{[a-z_]+}}>}
+// CHECK-NEXT: %[[P:.+]] = graph.matmul %[[R]], %{{.+}} {graph.fusion = #graph.fusion<group = {{[0-9]+}}, kind = matmul>}
+// CHECK-NEXT: %[[P32:.+]] = graph.cast %[[P]] {graph.fusion = #graph.fusion<group = [[LOSS:[0-9]+]], kind = reduction>}
+// CHECK-NEXT: graph.mse_loss %[[P32]], %{{.+}} {graph.fusion = #graph.fusion<group = [[LOSS]], kind = {{[a-z_]+}}>}
 graph.model @reduction {
   graph.param @g : tensor<8xf32> init #graph.ones
   graph.param @beta : tensor<8xf32> init #graph.zeros
@@ -89,13 +89,13 @@ graph.model @reduction {
 // tanh gelu. A [4, 1] addend is broadcast over the columns, not a bias: the add stays out (the
 // loss takes it as a producer).
 // CHECK-LABEL: graph.model @epilogue
-// CHECK: func.func @forward() attributes {fusion_groups = 11 : i64, fusion_schedule = array<i64: {{.*}}>} {
-// CHECK: %[[H:.+]] = graph.matmul %{{.+}}, %{{.+}} {fusion_group = [[MM:[0-9]+]] : i64, fusion_kind = "matmul_epilogue"}
-// CHECK-NEXT: %[[HB:.+]] = graph.add %[[H]], %{{.+}} {fusion_group = [[MM]] : i64} : tensor<4x16xf32>, tensor<16xf32>
-// CHECK-NEXT: %[[G:.+]] = graph.gelu tanh %[[HB]] {fusion_group = [[MM]] : i64}
-// CHECK-NEXT: %[[O:.+]] = graph.matmul %[[G]], %{{.+}} {fusion_group = {{[0-9]+}} : i64, fusion_kind = "matmul"}
-// CHECK-NEXT: %[[OB:.+]] = graph.add %[[O]], %{{.+}} {fusion_group = [[LOSS:[0-9]+]] : i64, fusion_kind = "reduction"} : tensor<4x8xf32>, tensor<4x1xf32>
-// CHECK-NEXT: graph.mse_loss %[[OB]], %{{.+}} {fusion_group = [[LOSS]] : i64}
+// CHECK: func.func @forward() attributes {graph.fusion_schedule = array<i64: {{.*}}>} {
+// CHECK: %[[H:.+]] = graph.matmul %{{.+}}, %{{.+}} {graph.fusion = #graph.fusion<group = [[MM:[0-9]+]], kind = matmul_epilogue>}
+// CHECK-NEXT: %[[HB:.+]] = graph.add %[[H]], %{{.+}} {graph.fusion = #graph.fusion<group = [[MM]], kind = {{[a-z_]+}}>} : tensor<4x16xf32>, tensor<16xf32>
+// CHECK-NEXT: %[[G:.+]] = graph.gelu tanh %[[HB]] {graph.fusion = #graph.fusion<group = [[MM]], kind = {{[a-z_]+}}>}
+// CHECK-NEXT: %[[O:.+]] = graph.matmul %[[G]], %{{.+}} {graph.fusion = #graph.fusion<group = {{[0-9]+}}, kind = matmul>}
+// CHECK-NEXT: %[[OB:.+]] = graph.add %[[O]], %{{.+}} {graph.fusion = #graph.fusion<group = [[LOSS:[0-9]+]], kind = reduction>} : tensor<4x8xf32>, tensor<4x1xf32>
+// CHECK-NEXT: graph.mse_loss %[[OB]], %{{.+}} {graph.fusion = #graph.fusion<group = [[LOSS]], kind = {{[a-z_]+}}>}
 graph.model @epilogue {
   graph.input @x : tensor<4x8xf32>
   graph.input @w1 : tensor<8x16xf32>
@@ -127,12 +127,12 @@ graph.model @epilogue {
 // contracts dy over the same rows (cuBLASLt's BGRADB epilogue). The input-gradient matmul
 // contracts dy over its columns and stays alone.
 // CHECK-LABEL: graph.model @bias_grad
-// CHECK: func.func @forward() attributes {fusion_groups = 11 : i64, fusion_schedule = array<i64: {{.*}}>} {
+// CHECK: func.func @forward() attributes {graph.fusion_schedule = array<i64: {{.*}}>} {
 // CHECK: %[[DY:.+]] = graph.get_input @dy
-// CHECK: %[[DY32:.+]] = graph.cast %[[DY]] {fusion_group = [[BG:[0-9]+]] : i64, fusion_kind = "bias_grad"}
-// CHECK-NEXT: %[[DB:.+]] = graph.sum %[[DY32]] axes [0] {fusion_group = [[BG]] : i64}
-// CHECK-NEXT: graph.matmul %[[DY]], %{{.+}} transpose_rhs {fusion_group = {{[0-9]+}} : i64, fusion_kind = "matmul"}
-// CHECK-NEXT: %[[DW:.+]] = graph.matmul %{{.+}}, %[[DY]] transpose_lhs {fusion_group = [[BG]] : i64}
+// CHECK: %[[DY32:.+]] = graph.cast %[[DY]] {graph.fusion = #graph.fusion<group = [[BG:[0-9]+]], kind = bias_grad>}
+// CHECK-NEXT: %[[DB:.+]] = graph.sum %[[DY32]] axes [0] {graph.fusion = #graph.fusion<group = [[BG]], kind = {{[a-z_]+}}>}
+// CHECK-NEXT: graph.matmul %[[DY]], %{{.+}} transpose_rhs {graph.fusion = #graph.fusion<group = {{[0-9]+}}, kind = matmul>}
+// CHECK-NEXT: %[[DW:.+]] = graph.matmul %{{.+}}, %[[DY]] transpose_lhs {graph.fusion = #graph.fusion<group = [[BG]], kind = {{[a-z_]+}}>}
 graph.model @bias_grad {
   graph.input @x : tensor<8x4xbf16>
   graph.input @dy : tensor<8x16xbf16>
@@ -162,15 +162,15 @@ graph.model @bias_grad {
 // The fused classifier: the widening of the logits, the loss, its gradient and the narrowing of
 // the gradient. The loss marker and the seed run no kernel.
 // CHECK-LABEL: graph.model @cross_entropy
-// CHECK: func.func @forward() attributes {fusion_groups = 9 : i64, fusion_schedule = array<i64: {{.*}}>} {
-// CHECK: %[[LOGITS:.+]] = graph.matmul {{.*}}fusion_kind = "matmul"
-// CHECK-NEXT: %[[L32:.+]] = graph.cast %[[LOGITS]] {fusion_group = [[CE:[0-9]+]] : i64, fusion_kind = "cross_entropy"}
-// CHECK-NEXT: %[[LOSS:.+]] = graph.cross_entropy %[[L32]], %{{.+}} {fusion_group = [[CE]] : i64}
-// CHECK-NEXT: graph.loss %[[LOSS]] {fusion_group = {{[0-9]+}} : i64, fusion_kind = "none"}
-// CHECK-NEXT: %[[SEED:.+]] = graph.grad_seed accum_steps 1 {fusion_group = {{[0-9]+}} : i64, fusion_kind = "none"}
-// CHECK-NEXT: %[[D:.+]] = graph.cross_entropy_grad %[[L32]], %{{.+}}, %[[SEED]] {fusion_group = [[CE]] : i64}
-// CHECK-NEXT: %[[D16:.+]] = graph.cast %[[D]] {fusion_group = [[CE]] : i64}
-// CHECK-NEXT: graph.matmul %[[D16]], {{.*}}fusion_kind = "matmul"
+// CHECK: func.func @forward() attributes {graph.fusion_schedule = array<i64: {{.*}}>} {
+// CHECK: %[[LOGITS:.+]] = graph.matmul {{.*}}kind = matmul>
+// CHECK-NEXT: %[[L32:.+]] = graph.cast %[[LOGITS]] {graph.fusion = #graph.fusion<group = [[CE:[0-9]+]], kind = cross_entropy>}
+// CHECK-NEXT: %[[LOSS:.+]] = graph.cross_entropy %[[L32]], %{{.+}} {graph.fusion = #graph.fusion<group = [[CE]], kind = {{[a-z_]+}}>}
+// CHECK-NEXT: graph.loss %[[LOSS]] {graph.fusion = #graph.fusion<group = {{[0-9]+}}, kind = none>}
+// CHECK-NEXT: %[[SEED:.+]] = graph.grad_seed accum_steps 1 {graph.fusion = #graph.fusion<group = {{[0-9]+}}, kind = none>}
+// CHECK-NEXT: %[[D:.+]] = graph.cross_entropy_grad %[[L32]], %{{.+}}, %[[SEED]] {graph.fusion = #graph.fusion<group = [[CE]], kind = {{[a-z_]+}}>}
+// CHECK-NEXT: %[[D16:.+]] = graph.cast %[[D]] {graph.fusion = #graph.fusion<group = [[CE]], kind = {{[a-z_]+}}>}
+// CHECK-NEXT: graph.matmul %[[D16]], {{.*}}kind = matmul>
 graph.model @cross_entropy {
   graph.input @h : tensor<4x8xbf16>
   graph.input @w : tensor<8x10xbf16>
@@ -196,18 +196,18 @@ graph.model @cross_entropy {
 // Training steps: each accumulation takes the cast producing its gradient; every optimizer
 // update of the step is one kernel.
 // CHECK-LABEL: graph.model @training_state
-// CHECK: func.func @micro_step() attributes {fusion_groups = 8 : i64, fusion_schedule = array<i64: {{.*}}>} {
-// CHECK: %[[DW:.+]] = graph.matmul {{.*}}fusion_kind = "matmul"
-// CHECK-NEXT: %[[DW32:.+]] = graph.cast %[[DW]] {fusion_group = [[ACC:[0-9]+]] : i64, fusion_kind = "accumulate"}
-// CHECK-NEXT: graph.accumulate_grad %[[DW32]] into @w.grad {fusion_group = [[ACC]] : i64}
-// CHECK-NEXT: %[[DB32:.+]] = graph.cast %{{.+}} {fusion_group = [[ACC2:[0-9]+]] : i64, fusion_kind = "accumulate"}
-// CHECK-NEXT: graph.accumulate_grad %[[DB32]] into @b.grad {fusion_group = [[ACC2]] : i64}
-// CHECK: func.func @optimizer_step() -> (tensor<f32>, tensor<f32>) attributes {fusion_groups = 4 : i64, fusion_schedule = array<i64: 0, 1, 2, 3>} {
-// CHECK-NEXT: graph.global_norm [@w.grad, @b.grad] {fusion_group = 0 : i64, fusion_kind = "none"}
-// CHECK-NEXT: graph.lr_schedule constant {fusion_group = 1 : i64, fusion_kind = "none"
-// CHECK-NEXT: graph.adamw @w {{.*}}fusion_group = 2 : i64, fusion_kind = "optimizer"
-// CHECK-NEXT: graph.adamw @b {{.*}}fusion_group = 2 : i64, weight_decay
-// CHECK-NEXT: return {fusion_group = 3 : i64, fusion_kind = "none"}
+// CHECK: func.func @micro_step() attributes {graph.fusion_schedule = array<i64: {{.*}}>} {
+// CHECK: %[[DW:.+]] = graph.matmul {{.*}}kind = matmul>
+// CHECK-NEXT: %[[DW32:.+]] = graph.cast %[[DW]] {graph.fusion = #graph.fusion<group = [[ACC:[0-9]+]], kind = accumulate>}
+// CHECK-NEXT: graph.accumulate_grad %[[DW32]] into @w.grad {graph.fusion = #graph.fusion<group = [[ACC]], kind = {{[a-z_]+}}>}
+// CHECK-NEXT: %[[DB32:.+]] = graph.cast %{{.+}} {graph.fusion = #graph.fusion<group = [[ACC2:[0-9]+]], kind = accumulate>}
+// CHECK-NEXT: graph.accumulate_grad %[[DB32]] into @b.grad {graph.fusion = #graph.fusion<group = [[ACC2]], kind = {{[a-z_]+}}>}
+// CHECK: func.func @optimizer_step() -> (tensor<f32>, tensor<f32>) attributes {graph.fusion_schedule = array<i64: 0, 1, 2, 3>} {
+// CHECK-NEXT: graph.global_norm [@w.grad, @b.grad] {graph.fusion = #graph.fusion<group = 0, kind = none>}
+// CHECK-NEXT: graph.lr_schedule constant {graph.fusion = #graph.fusion<group = 1, kind = none>
+// CHECK-NEXT: graph.adamw @w {{.*}}graph.fusion = #graph.fusion<group = 2, kind = optimizer>
+// CHECK-NEXT: graph.adamw @b {{.*}}graph.fusion = #graph.fusion<group = 2, kind = {{[a-z_]+}}>, weight_decay
+// CHECK-NEXT: return {graph.fusion = #graph.fusion<group = 3, kind = none>}
 graph.model @training_state {
   graph.param @w : tensor<4x4xf32> init #graph.zeros
   graph.param @b : tensor<4xf32> init #graph.zeros
@@ -249,10 +249,10 @@ graph.model @training_state {
 // the add the neg). The add reads the matmul too, so fusing it into that loop would make the
 // loop run both before and after the matmul: it starts a group of its own.
 // CHECK-LABEL: graph.model @no_cycle
-// CHECK: %[[A:.+]] = graph.exp %{{.+}} {fusion_group = [[LOOP:[0-9]+]] : i64, fusion_kind = "elementwise"}
-// CHECK-NEXT: %[[N:.+]] = graph.neg %[[A]] {fusion_group = [[LOOP]] : i64}
-// CHECK-NEXT: %[[M:.+]] = graph.matmul %[[A]], %{{.+}} {fusion_group = {{[0-9]+}} : i64, fusion_kind = "matmul"}
-// CHECK-NEXT: graph.add %[[N]], %[[M]] {fusion_group = {{[0-9]+}} : i64, fusion_kind = "elementwise"}
+// CHECK: %[[A:.+]] = graph.exp %{{.+}} {graph.fusion = #graph.fusion<group = [[LOOP:[0-9]+]], kind = elementwise>}
+// CHECK-NEXT: %[[N:.+]] = graph.neg %[[A]] {graph.fusion = #graph.fusion<group = [[LOOP]], kind = {{[a-z_]+}}>}
+// CHECK-NEXT: %[[M:.+]] = graph.matmul %[[A]], %{{.+}} {graph.fusion = #graph.fusion<group = {{[0-9]+}}, kind = matmul>}
+// CHECK-NEXT: graph.add %[[N]], %[[M]] {graph.fusion = #graph.fusion<group = {{[0-9]+}}, kind = elementwise>}
 graph.model @no_cycle {
   graph.input @x : tensor<4x4xf32>
   graph.input @w : tensor<4x4xf32>
@@ -277,36 +277,36 @@ graph.model @no_cycle {
 // logits and its gradient is stored in bf16, both computed in f32 inside the kernel. The
 // classifier (group 10) reads the loss gradient, so it runs after grad_seed (group 12): the
 // schedule is the numbering except there.
-// MLP-LABEL: func.func @micro_step() attributes {fusion_groups = 22 : i64, fusion_schedule = array<i64: 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 10, 11, 13, 14, 15, 16, 17, 18, 19, 20, 21>} {
-// MLP: %[[IMAGES:.+]] = graph.cast %{{.+}} {fusion_group = 1 : i64, fusion_kind = "elementwise"{{.*}}} : tensor<64x784xf32> -> tensor<64x784xbf16>
-// MLP: %[[H0:.+]] = graph.matmul %[[IMAGES]], %{{.+}} {fusion_group = [[FC1:[0-9]+]] : i64, fusion_kind = "matmul_epilogue"
-// MLP-NEXT: %[[H1:.+]] = graph.add %[[H0]], %{{.+}} {fusion_group = [[FC1]] : i64,
-// MLP-NEXT: %[[H:.+]] = graph.relu %[[H1]] {fusion_group = {{[0-9]+}} : i64, fusion_kind = "elementwise"
-// MLP-NEXT: %[[L0:.+]] = graph.matmul %[[H]], %{{.+}} {fusion_group = [[FC2:[0-9]+]] : i64, fusion_kind = "matmul_epilogue"
-// MLP-NEXT: %[[L1:.+]] = graph.add %[[L0]], %{{.+}} {fusion_group = [[FC2]] : i64,
-// MLP-NEXT: graph.cross_entropy %[[L1]], %{{.+}} {fusion_group = [[CE:[0-9]+]] : i64, fusion_kind = "cross_entropy"
+// MLP-LABEL: func.func @micro_step() attributes {graph.fusion_schedule = array<i64: 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 10, 11, 13, 14, 15, 16, 17, 18, 19, 20, 21>} {
+// MLP: %[[IMAGES:.+]] = graph.cast %{{.+}} {graph.fusion = #graph.fusion<group = 1, kind = elementwise>{{.*}}} : tensor<64x784xf32> -> tensor<64x784xbf16>
+// MLP: %[[H0:.+]] = graph.matmul %[[IMAGES]], %{{.+}} {graph.fusion = #graph.fusion<group = [[FC1:[0-9]+]], kind = matmul_epilogue>
+// MLP-NEXT: %[[H1:.+]] = graph.add %[[H0]], %{{.+}} {graph.fusion = #graph.fusion<group = [[FC1]], kind = {{[a-z_]+}}>,
+// MLP-NEXT: %[[H:.+]] = graph.relu %[[H1]] {graph.fusion = #graph.fusion<group = {{[0-9]+}}, kind = elementwise>
+// MLP-NEXT: %[[L0:.+]] = graph.matmul %[[H]], %{{.+}} {graph.fusion = #graph.fusion<group = [[FC2:[0-9]+]], kind = matmul_epilogue>
+// MLP-NEXT: %[[L1:.+]] = graph.add %[[L0]], %{{.+}} {graph.fusion = #graph.fusion<group = [[FC2]], kind = {{[a-z_]+}}>,
+// MLP-NEXT: graph.cross_entropy %[[L1]], %{{.+}} {graph.fusion = #graph.fusion<group = [[CE:[0-9]+]], kind = cross_entropy>
 // MLP-NEXT: graph.loss
 // MLP-NEXT: graph.grad_seed
-// MLP-NEXT: %[[D16:.+]] = graph.cross_entropy_grad %[[L1]], {{.*}}{fusion_group = [[CE]] : i64,
-// MLP-NEXT: %[[D32:.+]] = graph.cast %[[D16]] {fusion_group = [[CE]] : i64,
+// MLP-NEXT: %[[D16:.+]] = graph.cross_entropy_grad %[[L1]], {{.*}}{graph.fusion = #graph.fusion<group = [[CE]], kind = {{[a-z_]+}}>,
+// MLP-NEXT: %[[D32:.+]] = graph.cast %[[D16]] {graph.fusion = #graph.fusion<group = [[CE]], kind = {{[a-z_]+}}>,
 // Backward: each bias gradient joins its weight gradient; the input gradient is a plain matmul.
 // Each gradient is added into its accumulator, as soon as it is complete, by a kernel of its own.
-// MLP-NEXT: %[[DB2:.+]] = graph.sum %[[D32]] axes [0] {fusion_group = [[BG2:[0-9]+]] : i64, fusion_kind = "bias_grad"
-// MLP-NEXT: graph.accumulate_grad %[[DB2]] into @fc2.b.grad {fusion_group = {{[0-9]+}} : i64, fusion_kind = "accumulate"}
-// MLP-NEXT: %[[DH:.+]] = graph.matmul %[[D16]], %{{.+}} transpose_rhs {fusion_group = {{[0-9]+}} : i64, fusion_kind = "matmul"
-// MLP-NEXT: %[[DW2:.+]] = graph.matmul %[[H]], %[[D16]] transpose_lhs {fusion_group = [[BG2]] : i64,
-// MLP-NEXT: graph.accumulate_grad %[[DW2]] into @fc2.w.grad {fusion_group = {{[0-9]+}} : i64, fusion_kind = "accumulate"}
-// MLP-NEXT: %[[DH1:.+]] = graph.relu_grad %[[H1]], %[[DH]] {fusion_group = {{[0-9]+}} : i64, fusion_kind = "elementwise"
-// MLP-NEXT: %[[DH32:.+]] = graph.cast %[[DH1]] {fusion_group = [[BG1:[0-9]+]] : i64, fusion_kind = "bias_grad"
-// MLP-NEXT: %[[DB1:.+]] = graph.sum %[[DH32]] axes [0] {fusion_group = [[BG1]] : i64,
-// MLP-NEXT: graph.accumulate_grad %[[DB1]] into @fc1.b.grad {fusion_group = {{[0-9]+}} : i64, fusion_kind = "accumulate"}
-// MLP-NEXT: %[[DW1:.+]] = graph.matmul %[[IMAGES]], %[[DH1]] transpose_lhs {fusion_group = [[BG1]] : i64,
-// MLP-NEXT: graph.accumulate_grad %[[DW1]] into @fc1.w.grad {fusion_group = {{[0-9]+}} : i64, fusion_kind = "accumulate"}
-// MLP-NEXT: return {fusion_group = 21 : i64, fusion_kind = "none"}
+// MLP-NEXT: %[[DB2:.+]] = graph.sum %[[D32]] axes [0] {graph.fusion = #graph.fusion<group = [[BG2:[0-9]+]], kind = bias_grad>
+// MLP-NEXT: graph.accumulate_grad %[[DB2]] into @fc2.b.grad {graph.fusion = #graph.fusion<group = {{[0-9]+}}, kind = accumulate>}
+// MLP-NEXT: %[[DH:.+]] = graph.matmul %[[D16]], %{{.+}} transpose_rhs {graph.fusion = #graph.fusion<group = {{[0-9]+}}, kind = matmul>
+// MLP-NEXT: %[[DW2:.+]] = graph.matmul %[[H]], %[[D16]] transpose_lhs {graph.fusion = #graph.fusion<group = [[BG2]], kind = {{[a-z_]+}}>,
+// MLP-NEXT: graph.accumulate_grad %[[DW2]] into @fc2.w.grad {graph.fusion = #graph.fusion<group = {{[0-9]+}}, kind = accumulate>}
+// MLP-NEXT: %[[DH1:.+]] = graph.relu_grad %[[H1]], %[[DH]] {graph.fusion = #graph.fusion<group = {{[0-9]+}}, kind = elementwise>
+// MLP-NEXT: %[[DH32:.+]] = graph.cast %[[DH1]] {graph.fusion = #graph.fusion<group = [[BG1:[0-9]+]], kind = bias_grad>
+// MLP-NEXT: %[[DB1:.+]] = graph.sum %[[DH32]] axes [0] {graph.fusion = #graph.fusion<group = [[BG1]], kind = {{[a-z_]+}}>,
+// MLP-NEXT: graph.accumulate_grad %[[DB1]] into @fc1.b.grad {graph.fusion = #graph.fusion<group = {{[0-9]+}}, kind = accumulate>}
+// MLP-NEXT: %[[DW1:.+]] = graph.matmul %[[IMAGES]], %[[DH1]] transpose_lhs {graph.fusion = #graph.fusion<group = [[BG1]], kind = {{[a-z_]+}}>,
+// MLP-NEXT: graph.accumulate_grad %[[DW1]] into @fc1.w.grad {graph.fusion = #graph.fusion<group = {{[0-9]+}}, kind = accumulate>}
+// MLP-NEXT: return {graph.fusion = #graph.fusion<group = 21, kind = none>}
 // The four AdamW updates are one kernel.
-// MLP-LABEL: func.func @optimizer_step() -> (tensor<f32>, tensor<f32>) attributes {fusion_groups = 4 : i64, fusion_schedule = array<i64: {{.*}}>} {
-// MLP: graph.adamw @fc1.w {{.*}}fusion_group = 2 : i64, fusion_kind = "optimizer"
-// MLP-NEXT: graph.adamw @fc1.b {{.*}}fusion_group = 2 : i64, weight_decay
-// MLP-NEXT: graph.adamw @fc2.w {{.*}}fusion_group = 2 : i64, weight_decay
-// MLP-NEXT: graph.adamw @fc2.b {{.*}}fusion_group = 2 : i64, weight_decay
-// MLP-NEXT: return {fusion_group = 3 : i64, fusion_kind = "none"}
+// MLP-LABEL: func.func @optimizer_step() -> (tensor<f32>, tensor<f32>) attributes {graph.fusion_schedule = array<i64: {{.*}}>} {
+// MLP: graph.adamw @fc1.w {{.*}}graph.fusion = #graph.fusion<group = 2, kind = optimizer>
+// MLP-NEXT: graph.adamw @fc1.b {{.*}}graph.fusion = #graph.fusion<group = 2, kind = {{[a-z_]+}}>, weight_decay
+// MLP-NEXT: graph.adamw @fc2.w {{.*}}graph.fusion = #graph.fusion<group = 2, kind = {{[a-z_]+}}>, weight_decay
+// MLP-NEXT: graph.adamw @fc2.b {{.*}}graph.fusion = #graph.fusion<group = 2, kind = {{[a-z_]+}}>, weight_decay
+// MLP-NEXT: return {graph.fusion = #graph.fusion<group = 3, kind = none>}

@@ -12,7 +12,7 @@
 // accumulation, skipped updates and the scale update; auto mode (dynamic for fp16 only); the
 // options; the errors.
 
-// CHECK-LABEL: graph.model @linear attributes {precision_mode = "fp16"} {
+// CHECK-LABEL: graph.model @linear attributes {graph.precision_mode = "fp16"} {
 // The defaults are GradScaler's (initial 2^16, x2 every 2000 finite steps, x0.5 on overflow;
 // the printer leaves default values out) plus a floor of 1.
 // CHECK: graph.loss_scale @loss_scale dynamic {min_scale = 1.000000e+00 : f64}
@@ -30,11 +30,11 @@
 // STATIC: graph.grad_seed scale
 // STATIC: graph.update_loss_scale @loss_scale
 
-// OPTIONS: graph.model @linear attributes {debug_nonfinite, precision_mode = "fp16"}
+// OPTIONS: graph.model @linear attributes {graph.debug_nonfinite, graph.precision_mode = "fp16"}
 // OPTIONS: graph.loss_scale @loss_scale dynamic {growth_interval = 100 : i64, min_scale = 4.000000e+00 : f64}
 
 // bf16 needs no scaling: auto leaves the model unchanged.
-// BF16: graph.model @linear attributes {precision_mode = "bf16"}
+// BF16: graph.model @linear attributes {graph.precision_mode = "bf16"}
 // BF16-NOT: loss_scale
 // BF16: graph.grad_seed accum_steps 1
 

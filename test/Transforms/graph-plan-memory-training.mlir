@@ -4,12 +4,12 @@
 // get an arena, and parameters, their copies, inputs and state take none.
 // The training step: both functions get an arena; parameters, inputs and state take none.
 // CHECK-LABEL: graph.model @linear
-// CHECK: func.func @micro_step() attributes {arena_bytes = {{[0-9]+}} : i64, peak_live_bytes = {{[0-9]+}} : i64}
+// CHECK: func.func @micro_step() attributes {graph.arena = #graph.arena<bytes = {{[0-9]+}}, peak_live_bytes = {{[0-9]+}}, alignment = 256>}
 // The reduced-precision copy of @w and the input are read where they live: no attribute.
 // CHECK-NEXT: %w.bf16 = graph.get_param @w.bf16 : tensor<4x2xbf16>
 // CHECK-NEXT: %x = graph.get_input @x : tensor<8x4xf32>
-// CHECK: graph.matmul {{.*}}arena_offsets = array<i64:
-// CHECK: func.func @optimizer_step() -> (tensor<f32>, tensor<f32>) attributes {arena_bytes = 512 : i64, peak_live_bytes = 512 : i64}
+// CHECK: graph.matmul {{.*}}graph.arena_offsets = array<i64:
+// CHECK: func.func @optimizer_step() -> (tensor<f32>, tensor<f32>) attributes {graph.arena = #graph.arena<bytes = 512, peak_live_bytes = 512, alignment = 256>}
 graph.model @linear {
   graph.param @w : tensor<4x2xf32> init #graph.normal<std = 0.02>
   graph.input @x : tensor<8x4xf32>

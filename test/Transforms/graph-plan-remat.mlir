@@ -11,7 +11,7 @@
 // tanh, rebuilt from the kept first one (256 FLOPs) just before its first reader; recomputing
 // the first tanh would drag in the matmul. At 9800 bytes that is the plan.
 // CHECK-LABEL: graph.model @chain
-// CHECK: func.func @micro_step() attributes {graph.remat = #graph.remat<budget_bytes = 9800, peak_bytes = {{[0-9]+}}, no_remat_peak_bytes = 10512, live_bytes = {{[0-9]+}}, extra_flops = 256, step_flops = {{[0-9]+}}>}
+// CHECK: func.func @micro_step() attributes {graph.remat = #graph.remat<budget_bytes = 9800, peak_bytes = {{[0-9]+}}, no_remat_peak_bytes = 10512, live_bytes = {{[0-9]+}}, extra_flops = 256, step_flops = {{[0-9]+}}, persistent_bytes = {{[0-9]+}}>}
 // The forward is unchanged.
 // CHECK: %[[A:.+]] = graph.matmul
 // CHECK-NEXT: %[[B:.+]] = graph.tanh %[[A]] :
@@ -22,7 +22,7 @@
 // CHECK: graph.mul %[[D]], %[[D]]
 // CHECK-NOT: graph.matmul
 // The clone comes right before its first reader, which reads it instead of the original.
-// CHECK: %[[C2:.+]] = graph.tanh %[[B]] {recomputed} : tensor<16x16xf32>
+// CHECK: %[[C2:.+]] = graph.tanh %[[B]] {graph.recomputed} : tensor<16x16xf32>
 // CHECK-NEXT: graph.mul %[[C2]], %[[C2]]
 // CHECK-NOT: recomputed
 // CHECK: graph.mul %[[B]], %[[B]]
@@ -59,8 +59,8 @@ graph.model @chain {
 // CHECK: %[[B:.+]] = graph.tanh
 // CHECK-NEXT: graph.dropout %[[B]] {p = 2.500000e-01 : f64, stream = 0 : i64}
 // CHECK: graph.grad_seed
-// CHECK: %[[C2:.+]] = graph.dropout %[[B]] {p = 2.500000e-01 : f64, recomputed, stream = 0 : i64}
-// CHECK-NEXT: %[[D2:.+]] = graph.tanh %[[C2]] {recomputed}
+// CHECK: %[[C2:.+]] = graph.dropout %[[B]] {graph.recomputed, p = 2.500000e-01 : f64, stream = 0 : i64}
+// CHECK-NEXT: %[[D2:.+]] = graph.tanh %[[C2]] {graph.recomputed}
 // CHECK-NEXT: graph.mul %[[D2]], %[[D2]]
 // NONE-LABEL: graph.model @dropout_chain
 // NONE-NOT: recomputed

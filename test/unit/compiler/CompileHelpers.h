@@ -7,6 +7,7 @@
 #include "compiler/PlanEmitter.h"
 
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/IR/MLIRContext.h"
 
 #include <gtest/gtest.h>
@@ -17,6 +18,57 @@
 #include <fstream>
 #include <optional>
 #include <string>
+
+namespace ampc {
+
+// Single passes of the training pipeline, for tests that look at the step between them (the
+// product runs the whole pipeline: passes/TrainingPipeline.h).
+
+/// Runs \p add's passes on \p model.
+template <typename AddPasses>
+mlir::LogicalResult runPasses(graph::ModelOp model, AddPasses add) {
+  mlir::PassManager pm(model->getContext(), graph::ModelOp::getOperationName());
+  add(pm);
+  return pm.run(model);
+}
+
+/// graph-inline-calls and graph-build-training.
+inline mlir::LogicalResult buildTraining(graph::ModelOp model,
+                                         const graph::GraphBuildTrainingOptions &options) {
+  return runPasses(model, [&](mlir::PassManager &pm) {
+    pm.addPass(graph::createGraphInlineCalls());
+    pm.addPass(graph::createGraphBuildTraining(options));
+  });
+}
+
+/// graph-assign-precision, and graph-insert-loss-scaling when \p scaling is given.
+inline mlir::LogicalResult assignPrecision(graph::ModelOp model,
+                                           const graph::GraphAssignPrecisionOptions &precision,
+                                           const graph::GraphInsertLossScalingOptions *scaling) {
+  return runPasses(model, [&](mlir::PassManager &pm) {
+    pm.addPass(graph::createGraphAssignPrecision(precision));
+    if (scaling)
+      pm.addPass(graph::createGraphInsertLossScaling(*scaling));
+  });
+}
+
+/// graph-plan-memory.
+inline mlir::LogicalResult planMemory(graph::ModelOp model) {
+  return runPasses(model,
+                   [&](mlir::PassManager &pm) { pm.addPass(graph::createGraphPlanMemory()); });
+}
+
+/// graph-plan-remat for \p budget, counting \p workspaceBytes as persistent.
+inline mlir::LogicalResult planRemat(graph::ModelOp model, const std::string &budget,
+                                     int64_t workspaceBytes) {
+  graph::GraphPlanRematOptions options;
+  options.budget = budget;
+  options.workspace = std::to_string(workspaceBytes);
+  return runPasses(model,
+                   [&](mlir::PassManager &pm) { pm.addPass(graph::createGraphPlanRemat(options)); });
+}
+
+} // namespace ampc
 
 namespace ampc::test_support {
 

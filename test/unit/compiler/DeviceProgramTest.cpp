@@ -15,6 +15,7 @@
 
 #include "CompileHelpers.h"
 #include "compiler/DeviceProgramBuilder.h"
+#include "compiler/MemoryReport.h"
 #include "test/unit/runtime/DeviceProgramCompare.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -44,7 +45,8 @@ struct DeviceCompiled {
   plan::Plan plan;
   std::vector<std::string> moduleSources;
   /// graph-plan-memory's arena of the micro step, for comparison.
-  int64_t passArenaBytes = 0;
+  /// The arenas `ampc report memory` prints (graph-plan-memory's).
+  int64_t reportMicroStepArena = 0, reportOptimizerStepArena = 0;
   std::string error;
 };
 
@@ -75,9 +77,10 @@ DeviceCompiled compileDevice(const std::string &path, const PrecisionCase &mode,
     result.error = "pipeline failed: " + os.str();
     return result;
   }
-  if (auto arena = loaded->model.getEntryFunction()->getAttrOfType<mlir::IntegerAttr>(
-          "arena_bytes"))
-    result.passArenaBytes = arena.getInt();
+  // The report reads the final IR: what `ampc report memory` prints for this model.
+  MemoryTotals totals = memoryTotals(loaded->model);
+  result.reportMicroStepArena = totals.microStepArena;
+  result.reportOptimizerStepArena = totals.optimizerStepArena;
   PlanProvenance provenance;
   auto compiled = emitPlan(loaded->model, &provenance);
   if (failed(compiled)) {
@@ -260,16 +263,18 @@ TEST(DeviceProgram, EveryExampleModelIsCompleteAndConsistent) {
       std::set<std::string> sources(compiled.moduleSources.begin(),
                                     compiled.moduleSources.end());
       EXPECT_EQ(sources.size(), compiled.moduleSources.size()) << what;
-      // The device arena stores fewer values than graph-plan-memory's (values a kernel keeps to
-      // itself are never stored) but keeps each for whole step groups, not single ops: it
-      // stays within a few percent of it, and below it for the GPTs.
-      EXPECT_LE(static_cast<double>(device.microStep.arenaBytes),
-                1.05 * static_cast<double>(compiled.passArenaBytes))
+      // One memory plan: the device allocates exactly the arenas graph-plan-memory placed and
+      // the memory report prints.
+      EXPECT_EQ(static_cast<int64_t>(device.microStep.arenaBytes),
+                compiled.reportMicroStepArena)
+          << what;
+      EXPECT_EQ(static_cast<int64_t>(device.optimizerStep.arenaBytes),
+                compiled.reportOptimizerStepArena)
           << what;
       if (std::string(model) == "gpt/gpt124m.mlir" && std::string(mode.mode) == "bf16")
-        std::printf("[ device   ] gpt124m bf16: micro-step arena %.2f GB (graph-plan-memory: "
+        std::printf("[ device   ] gpt124m bf16: micro-step arena %.2f GB (the report's: "
                     "%.2f GB), scratch %.1f MB, %zu groups, %zu kernels in %zu modules\n",
-                    device.microStep.arenaBytes / 1e9, compiled.passArenaBytes / 1e9,
+                    device.microStep.arenaBytes / 1e9, compiled.reportMicroStepArena / 1e9,
                     device.microStep.scratchBytes / 1e6, device.microStep.groups.size(),
                     device.kernels.size(), device.modules.size());
       for (const plan::DeviceFunction *function : {&device.microStep, &device.optimizerStep})

@@ -604,23 +604,26 @@ TEST(FusionGrouping, TinyGptTrainingStep) {
     auto function = mlir::SymbolTable::lookupNearestSymbolFrom<mlir::func::FuncOp>(
         model, mlir::StringAttr::get(&context, name));
     ASSERT_TRUE(function);
-    auto count = function->getAttrOfType<mlir::IntegerAttr>("fusion_groups");
-    ASSERT_TRUE(count);
-    int64_t numGroups = count.getInt();
-    // Every op has a group; groups are numbered by their first op, which names the kind.
+    auto schedule = function->getAttrOfType<mlir::DenseI64ArrayAttr>(
+        ampc::graph::GraphDialect::kFusionScheduleAttrName);
+    ASSERT_TRUE(schedule);
+    int64_t numGroups = schedule.size();
+    // Every op has a group; groups are numbered by their first op; the ops of a group agree on
+    // its kind.
     int64_t numOps = 0, nextGroup = 0;
     std::map<std::string, int> kinds;
+    std::map<int64_t, ampc::graph::GroupKind> kindOf;
     for (mlir::Operation &op : function.getBody().front()) {
       ++numOps;
-      auto group = op.getAttrOfType<mlir::IntegerAttr>("fusion_group");
-      ASSERT_TRUE(group) << "no group: " << op.getName().getStringRef().str();
-      ASSERT_LE(group.getInt(), nextGroup);
-      auto kind = op.getAttrOfType<mlir::StringAttr>("fusion_kind");
-      EXPECT_EQ(static_cast<bool>(kind), group.getInt() == nextGroup);
-      if (group.getInt() == nextGroup) {
-        ASSERT_TRUE(kind);
-        EXPECT_TRUE(knownKinds.count(kind.getValue().str())) << kind.getValue().str();
-        ++kinds[kind.getValue().str()];
+      auto fusion = op.getAttrOfType<ampc::graph::FusionAttr>(ampc::graph::GraphDialect::kFusionAttrName);
+      ASSERT_TRUE(fusion) << "no group: " << op.getName().getStringRef().str();
+      ASSERT_LE(fusion.getGroup(), nextGroup);
+      auto [known, first] = kindOf.try_emplace(fusion.getGroup(), fusion.getKind());
+      EXPECT_EQ(known->second, fusion.getKind());
+      if (first) {
+        std::string kind = ampc::graph::stringifyGroupKind(fusion.getKind()).str();
+        EXPECT_TRUE(knownKinds.count(kind)) << kind;
+        ++kinds[kind];
         ++nextGroup;
       }
     }

@@ -68,24 +68,22 @@ std::optional<Compiled> compile(const std::string &path, const std::string &budg
     if (!budget.empty() && failed(planRemat(model, budget, 0)))
       return mlir::failure();
     auto entry = model.getEntryFunction();
-    auto integer = [&](llvm::StringRef name) {
-      auto attr = entry->getAttrOfType<mlir::IntegerAttr>(name);
-      return attr ? attr.getInt() : 0;
-    };
     if (auto result = entry->getAttrOfType<graph::RematAttr>(graph::GraphDialect::kRematAttrName)) {
       out.plannedLiveBytes = result.getLiveBytes();
       out.plannedPeakBytes = result.getPeakBytes();
     }
     out.persistentBytes = graph::persistentBytes(model).total();
     entry.walk([&](mlir::Operation *op) {
-      if (op->hasAttr("recomputed")) {
+      if (op->hasAttr(graph::GraphDialect::kRecomputedAttrName)) {
         ++out.clones;
         out.dropoutClones += llvm::isa<graph::DropoutOp>(op);
       }
     });
     if (failed(planMemory(model)))
       return mlir::failure();
-    out.peakLiveWithoutRemat = integer("peak_live_bytes");
+    out.peakLiveWithoutRemat =
+        entry->getAttrOfType<graph::ArenaAttr>(graph::GraphDialect::kArenaAttrName)
+            .getPeakLiveBytes();
     return mlir::success();
   });
   EXPECT_TRUE(compiled.has_value()) << diagnostics;
