@@ -380,6 +380,8 @@ void Generator::finish(KernelWriter &writer, const std::string &kind, const std:
        << writer.signature() << ") {\n"
        << body << "}\n";
   std::string text = code.str();
+  // A short hash keeps names readable and mostly distinct; kernels are told apart by their full
+  // source (DeviceProgramBuilder), never by this name.
   char hash[17];
   std::snprintf(hash, sizeof(hash), "%08llx",
                 static_cast<unsigned long long>(fnv1a64(text) & 0xffffffffull));

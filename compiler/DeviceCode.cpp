@@ -13,6 +13,9 @@
 
 #if AMPC_HAVE_CUDA
 #include "runtime/cuda/Nvrtc.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/SHA256.h"
 #endif
 
 #include <algorithm>
@@ -39,13 +42,15 @@ const char *targetName(Target target) {
   return target == Target::Sm80 ? "sm_80" : target == Target::Sm90 ? "sm_90" : "compute_90";
 }
 
-/// 64-bit FNV-1a, continued from \p hash.
-uint64_t fnv1a(const std::string &bytes, uint64_t hash = 0xcbf29ce484222325ull) {
-  for (unsigned char byte : bytes) {
-    hash ^= byte;
-    hash *= 0x100000001b3ull;
+/// SHA-256 of \p parts, each prefixed with its length (so no two lists hash alike), in hex: the
+/// kernel cache's keys, where a collision would load another kernel's binary.
+std::string digest(std::initializer_list<llvm::StringRef> parts) {
+  llvm::SHA256 hasher;
+  for (llvm::StringRef part : parts) {
+    hasher.update(std::to_string(part.size()) + ":");
+    hasher.update(part);
   }
-  return hash;
+  return llvm::toHex(hasher.final(), /*LowerCase=*/true);
 }
 
 std::string readFile(const fs::path &path) {
@@ -63,7 +68,7 @@ std::string repositoryRoot() {
 
 /// A digest of every header a kernel may include (the device support code and the numerics), so
 /// a cached binary is never reused after one of them changed.
-uint64_t headersDigest() {
+std::string headersDigest() {
   std::vector<fs::path> files;
   for (const char *dir : {"runtime/cuda/device", "runtime/numerics"}) {
     std::error_code error;
@@ -72,9 +77,9 @@ uint64_t headersDigest() {
         files.push_back(entry.path());
   }
   std::sort(files.begin(), files.end());
-  uint64_t hash = fnv1a("ampc kernel headers");
+  std::string hash = digest({"ampc kernel headers"});
   for (const fs::path &file : files)
-    hash = fnv1a(readFile(file), fnv1a(file.filename().string(), hash));
+    hash = digest({hash, file.filename().string(), readFile(file)});
   return hash;
 }
 
@@ -153,9 +158,9 @@ DeviceCompileStats compileDeviceModules(DeviceProgramSources &sources, unsigned 
   for (const std::string &option : generatedKernelIncludeOptions())
     options.push_back(option);
   const fs::path cache = cacheDirectory();
-  uint64_t environment = fnv1a(cuda::nvrtcVersion(), headersDigest());
+  std::string environment = digest({cuda::nvrtcVersion(), headersDigest()});
   for (const std::string &option : options)
-    environment = fnv1a(option + '\n', environment);
+    environment = digest({environment, option});
 
   struct Job {
     size_t module;
@@ -182,10 +187,8 @@ DeviceCompileStats compileDeviceModules(DeviceProgramSources &sources, unsigned 
       std::string binary;
       fs::path entry;
       if (!cache.empty()) {
-        char key[32];
-        std::snprintf(key, sizeof key, "%016llx",
-                      static_cast<unsigned long long>(fnv1a(target, fnv1a(source, environment))));
-        entry = cache / (std::string(key) + (job.target == Target::Ptx ? ".ptx" : ".cubin"));
+        entry = cache / (digest({environment, target, source}) +
+                         (job.target == Target::Ptx ? ".ptx" : ".cubin"));
         std::error_code error;
         if (fs::is_regular_file(entry, error)) {
           binary = readFile(entry);

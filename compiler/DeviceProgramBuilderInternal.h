@@ -134,7 +134,10 @@ private:
   const PlanProvenance &provenance;
   DeviceProgramSources result;
   std::map<std::string, uint32_t> persistentByName;
-  std::map<std::string, uint32_t> kernelByEntry;
+  /// Generated kernels by their full source.
+  std::map<std::string, uint32_t> kernelBySource;
+  /// Flash-attention kernels by (module, entry point).
+  std::map<std::pair<uint32_t, std::string>, uint32_t> flashKernelByEntry;
   /// Flash modules by (dtype, head dim), and the entries each needs.
   std::map<std::pair<std::string, int64_t>, uint32_t> flashModules;
   std::map<uint32_t, std::pair<std::pair<std::string, int64_t>, std::vector<std::string>>>

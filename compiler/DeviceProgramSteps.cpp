@@ -19,8 +19,10 @@ namespace ampc {
 namespace deviceprogram {
 
 uint32_t Builder::internGenerated(const GeneratedKernel &kernel) {
+  // One module per distinct source: equal code is compiled once, and two kernels whose short
+  // names happen to agree stay apart (each name is local to its module).
   auto [it, inserted] =
-      kernelByEntry.try_emplace(kernel.name, static_cast<uint32_t>(result.program.kernels.size()));
+      kernelBySource.try_emplace(kernel.code, static_cast<uint32_t>(result.program.kernels.size()));
   if (inserted) {
     const uint32_t module = static_cast<uint32_t>(result.program.modules.size());
     plan::DeviceModule entry;
@@ -44,8 +46,8 @@ uint32_t Builder::internFlash(const std::string &dtype, int64_t headDim,
     result.moduleSources.emplace_back(); // written once every entry is known
     flashEntries[moduleIt->second].first = {dtype, headDim};
   }
-  auto [it, inserted] =
-      kernelByEntry.try_emplace(entry, static_cast<uint32_t>(result.program.kernels.size()));
+  auto [it, inserted] = flashKernelByEntry.try_emplace(
+      {moduleIt->second, entry}, static_cast<uint32_t>(result.program.kernels.size()));
   if (inserted) {
     result.program.kernels.push_back({moduleIt->second, entry});
     flashEntries[moduleIt->second].second.push_back(entry);
