@@ -207,8 +207,12 @@ LogicalResult Emitter::emitSplit(SplitOp op) {
 LogicalResult Emitter::emitOp(Operation *op) {
   using plan::OpCode;
   auto flag = [](bool value) { return plan::AttrValue(int64_t(value)); };
-  auto unary = [&](OpCode code) {
+  auto plain = [&](OpCode code) {
     return addInstruction(op, code, op->getOperands(), op->getResult(0));
+  };
+  auto reduction = [&](OpCode code, llvm::ArrayRef<int64_t> axes, bool keepdims) {
+    return addInstruction(op, code, op->getOperands(), op->getResult(0),
+                          {{"axes", toVector(axes)}, {"keepdims", flag(keepdims)}});
   };
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](GetParamOp read) {
@@ -229,23 +233,19 @@ LogicalResult Emitter::emitOp(Operation *op) {
         return call.emitError("calls must be inlined before lowering to a plan (run "
                               "--graph-inline-calls)");
       })
-      .Case([&](AddOp) { return unary(OpCode::Add); })
-      .Case([&](SubOp) { return unary(OpCode::Sub); })
-      .Case([&](MulOp) { return unary(OpCode::Mul); })
-      .Case([&](DivOp) { return unary(OpCode::Div); })
-      .Case([&](NegOp) { return unary(OpCode::Neg); })
-      .Case([&](ReluOp) { return unary(OpCode::Relu); })
-      .Case([&](SiluOp) { return unary(OpCode::Silu); })
-      .Case([&](TanhOp) { return unary(OpCode::Tanh); })
-      .Case([&](ExpOp) { return unary(OpCode::Exp); })
-      .Case([&](LogOp) { return unary(OpCode::Log); })
-      .Case([&](SqrtOp) { return unary(OpCode::Sqrt); })
-      .Case([&](RsqrtOp) { return unary(OpCode::Rsqrt); })
-      .Case([&](ReshapeOp) { return unary(OpCode::Reshape); })
-      .Case([&](BroadcastOp) { return unary(OpCode::Broadcast); })
-      .Case([&](CastOp) { return unary(OpCode::Cast); })
-      .Case([&](EmbeddingOp) { return unary(OpCode::Embedding); })
-      .Case([&](MseLossOp) { return unary(OpCode::MseLoss); })
+  // Each elementwise and reduction opcode is lowered from the graph op of its name.
+#define AMPC_BINARY_OP(Name, ...) .Case([&](Name##Op) { return plain(OpCode::Name); })
+#define AMPC_UNARY_OP(Name, ...) .Case([&](Name##Op) { return plain(OpCode::Name); })
+#define AMPC_REDUCTION_OP(Name, ...)                                                              \
+  .Case([&](Name##Op reduce) {                                                                    \
+    return reduction(OpCode::Name, reduce.getAxes(), reduce.getKeepdims());                       \
+  })
+#include "runtime/plan/OpCodes.def"
+      .Case([&](ReshapeOp) { return plain(OpCode::Reshape); })
+      .Case([&](BroadcastOp) { return plain(OpCode::Broadcast); })
+      .Case([&](CastOp) { return plain(OpCode::Cast); })
+      .Case([&](EmbeddingOp) { return plain(OpCode::Embedding); })
+      .Case([&](MseLossOp) { return plain(OpCode::MseLoss); })
       .Case([&](GeluOp gelu) {
         int64_t tanhForm = gelu.getApproximation() == GeluApproximation::tanh;
         return addInstruction(op, OpCode::Gelu, op->getOperands(), gelu.getResult(),
@@ -268,14 +268,6 @@ LogicalResult Emitter::emitOp(Operation *op) {
       .Case([&](ConcatOp concat) {
         return addInstruction(op, OpCode::Concat, op->getOperands(), concat.getResult(),
                               {{"axis", int64_t(concat.getAxis())}});
-      })
-      .Case<SumOp, MeanOp, MaxOp>([&](auto reduce) {
-        OpCode code = llvm::isa<SumOp>(op)    ? OpCode::Sum
-                      : llvm::isa<MeanOp>(op) ? OpCode::Mean
-                                              : OpCode::Max;
-        return addInstruction(op, code, op->getOperands(), reduce.getResult(),
-                              {{"axes", toVector(reduce.getAxes())},
-                               {"keepdims", flag(reduce.getKeepdims())}});
       })
       .Case([&](LayerNormOp norm) {
         return addInstruction(op, OpCode::LayerNorm, op->getOperands(), norm.getResult(),
@@ -573,11 +565,8 @@ void Emitter::inferInputBounds() {
     }
     const plan::Instruction &instruction = result.instructions[index];
     switch (instruction.op) {
-    case plan::OpCode::Reshape:
-    case plan::OpCode::Transpose:
-    case plan::OpCode::Slice:
-    case plan::OpCode::Broadcast:
-    case plan::OpCode::Concat:
+#define AMPC_LAYOUT_OP(Name, ...) case plan::OpCode::Name:
+#include "runtime/plan/OpCodes.def"
     case plan::OpCode::Cast:
       for (uint32_t operand : instruction.operands)
         constrain(operand, limit);

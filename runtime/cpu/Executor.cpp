@@ -75,44 +75,6 @@ int64_t integerToInteger(int64_t value, DType dtype) {
   return value;
 }
 
-kernels::UnaryOp unaryOp(const Instruction &instruction) {
-  switch (instruction.op) {
-  case OpCode::Neg:
-    return kernels::UnaryOp::Neg;
-  case OpCode::Relu:
-    return kernels::UnaryOp::Relu;
-  case OpCode::Silu:
-    return kernels::UnaryOp::Silu;
-  case OpCode::Tanh:
-    return kernels::UnaryOp::Tanh;
-  case OpCode::Exp:
-    return kernels::UnaryOp::Exp;
-  case OpCode::Log:
-    return kernels::UnaryOp::Log;
-  case OpCode::Sqrt:
-    return kernels::UnaryOp::Sqrt;
-  case OpCode::Rsqrt:
-    return kernels::UnaryOp::Rsqrt;
-  default: // Gelu
-    return plan::intAttr(instruction, "approximate")
-               ? kernels::UnaryOp::GeluTanh
-               : kernels::UnaryOp::GeluErf;
-  }
-}
-
-kernels::BinaryOp binaryOp(OpCode op) {
-  switch (op) {
-  case OpCode::Add:
-    return kernels::BinaryOp::Add;
-  case OpCode::Sub:
-    return kernels::BinaryOp::Sub;
-  case OpCode::Mul:
-    return kernels::BinaryOp::Mul;
-  default:
-    return kernels::BinaryOp::Div;
-  }
-}
-
 } // namespace
 
 template <typename T>
@@ -195,31 +157,39 @@ void TypedExecutor<T>::execute(const Instruction &instruction,
   const std::vector<uint32_t> &operands = instruction.operands;
   const uint32_t resultId = instruction.results[0];
   const Shape &outShape = shapeOf(resultId);
+  // The elementwise and reduction kernels are selected by an enumerator named
+  // as the opcode (Kernels.h), so OpCodes.def generates their cases.
+  auto binary = [&](kernels::BinaryOp op) {
+    T *out = realResult(instruction);
+    kernels::binary(op, real(operands[0]), shapeOf(operands[0]),
+                    real(operands[1]), shapeOf(operands[1]), out, outShape);
+  };
+  auto unary = [&](kernels::UnaryOp op) {
+    T *out = realResult(instruction);
+    kernels::unary(op, real(operands[0]), out, plan::numElements(outShape));
+  };
+  auto reduce = [&](kernels::ReduceOp op) {
+    T *out = realResult(instruction);
+    kernels::reduce(op, real(operands[0]), shapeOf(operands[0]),
+                    plan::intListAttr(instruction, "axes"), out);
+  };
   switch (instruction.op) {
-  case OpCode::Add:
-  case OpCode::Sub:
-  case OpCode::Mul:
-  case OpCode::Div: {
-    T *out = realResult(instruction);
-    kernels::binary(binaryOp(instruction.op), real(operands[0]),
-                    shapeOf(operands[0]), real(operands[1]),
-                    shapeOf(operands[1]), out, outShape);
-    return;
-  }
-  case OpCode::Neg:
-  case OpCode::Relu:
-  case OpCode::Silu:
-  case OpCode::Tanh:
-  case OpCode::Exp:
-  case OpCode::Log:
-  case OpCode::Sqrt:
-  case OpCode::Rsqrt:
-  case OpCode::Gelu: {
-    T *out = realResult(instruction);
-    kernels::unary(unaryOp(instruction), real(operands[0]), out,
-                   plan::numElements(outShape));
-    return;
-  }
+#define AMPC_BINARY_OP(Name, ...)                                              \
+  case OpCode::Name:                                                           \
+    return binary(kernels::BinaryOp::Name);
+#include "runtime/plan/OpCodes.def"
+#define AMPC_UNARY_OP(Name, ...)                                               \
+  case OpCode::Name:                                                           \
+    return unary(kernels::UnaryOp::Name);
+#include "runtime/plan/OpCodes.def"
+  case OpCode::Gelu:
+    return unary(plan::intAttr(instruction, "approximate")
+                     ? kernels::UnaryOp::GeluTanh
+                     : kernels::UnaryOp::GeluErf);
+#define AMPC_REDUCTION_OP(Name, ...)                                           \
+  case OpCode::Name:                                                           \
+    return reduce(kernels::ReduceOp::Name);
+#include "runtime/plan/OpCodes.def"
   case OpCode::MatMul: {
     T *out = realResult(instruction);
     kernels::matMul(real(operands[0]), shapeOf(operands[0]),
@@ -228,11 +198,8 @@ void TypedExecutor<T>::execute(const Instruction &instruction,
                     plan::intAttr(instruction, "transpose_b") != 0, out);
     return;
   }
-  case OpCode::Transpose:
-  case OpCode::Reshape:
-  case OpCode::Slice:
-  case OpCode::Concat:
-  case OpCode::Broadcast:
+#define AMPC_LAYOUT_OP(Name, ...) case OpCode::Name:
+#include "runtime/plan/OpCodes.def"
     if (plan::isIntegerDType(plan.buffers[resultId].dtype))
       executeLayout(instruction, &Slot::integer);
     else
@@ -241,18 +208,6 @@ void TypedExecutor<T>::execute(const Instruction &instruction,
   case OpCode::Cast:
     executeCast(instruction);
     return;
-  case OpCode::Sum:
-  case OpCode::Mean:
-  case OpCode::Max: {
-    T *out = realResult(instruction);
-    const kernels::ReduceOp op =
-        instruction.op == OpCode::Sum    ? kernels::ReduceOp::Sum
-        : instruction.op == OpCode::Mean ? kernels::ReduceOp::Mean
-                                         : kernels::ReduceOp::Max;
-    kernels::reduce(op, real(operands[0]), shapeOf(operands[0]),
-                    plan::intListAttr(instruction, "axes"), out);
-    return;
-  }
   case OpCode::Embedding: {
     T *out = realResult(instruction);
     const Shape &table = shapeOf(operands[0]);
@@ -321,24 +276,10 @@ void TypedExecutor<T>::execute(const Instruction &instruction,
                               plan::numElements(shapeOf(operands[0])));
     return;
   }
-  case OpCode::ReluGrad:
-  case OpCode::SiluGrad:
-  case OpCode::GeluGrad:
-  case OpCode::Pad:
-  case OpCode::MaxGrad:
-  case OpCode::EmbeddingGrad:
-  case OpCode::LayerNormGrad:
-  case OpCode::RmsNormGrad:
-  case OpCode::SoftmaxGrad:
-  case OpCode::AttentionGrad:
-  case OpCode::CrossEntropyGrad:
-  case OpCode::GradSeed:
-  case OpCode::Accumulate:
-  case OpCode::GlobalNorm:
-  case OpCode::LrSchedule:
-  case OpCode::AdamW:
-  case OpCode::Sgd:
-  case OpCode::UpdateLossScale:
+  // The gradient, optimizer and loss-scaling ops (ExecutorTraining.cpp).
+#define AMPC_TRAINING_OP(Name, ...) case OpCode::Name:
+#define AMPC_IN_PLACE_OP(Name, ...) case OpCode::Name:
+#include "runtime/plan/OpCodes.def"
     executeTraining(instruction, options);
     return;
   }

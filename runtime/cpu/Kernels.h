@@ -33,19 +33,19 @@ public:
 // Elementwise (ElementwiseKernels.cpp)
 //===----------------------------------------------------------------------===//
 
+/// The unary elementwise opcodes (OpCodes.def), each named as its opcode, and
+/// the two forms of gelu.
 enum class UnaryOp {
-  Neg,
-  Relu,
-  Silu,
-  Tanh,
-  Exp,
-  Log,
-  Sqrt,
-  Rsqrt,
+#define AMPC_UNARY_OP(Name, ...) Name,
+#include "runtime/plan/OpCodes.def"
   GeluErf,
   GeluTanh
 };
-enum class BinaryOp { Add, Sub, Mul, Div };
+/// The binary elementwise opcodes (OpCodes.def), each named as its opcode.
+enum class BinaryOp {
+#define AMPC_BINARY_OP(Name, ...) Name,
+#include "runtime/plan/OpCodes.def"
+};
 
 /// y[i] = op(x[i]) for i < count.
 template <typename T> void unary(UnaryOp op, const T *x, T *y, int64_t count);
@@ -128,7 +128,11 @@ void embedding(const T *table, int64_t rows, int64_t width, const int64_t *ids,
 // Reductions (ReductionKernels.cpp)
 //===----------------------------------------------------------------------===//
 
-enum class ReduceOp { Sum, Mean, Max };
+/// The reduction opcodes (OpCodes.def), each named as its opcode.
+enum class ReduceOp {
+#define AMPC_REDUCTION_OP(Name, ...) Name,
+#include "runtime/plan/OpCodes.def"
+};
 
 /// Reduces \p x over the sorted, unique \p axes; out has the reduced shape
 /// (keepdims only changes the shape, not the data layout).

@@ -7,107 +7,15 @@
 namespace ampc::plan {
 
 const char *opCodeName(OpCode op) {
-  switch (op) {
-  case OpCode::Add:
-    return "add";
-  case OpCode::Sub:
-    return "sub";
-  case OpCode::Mul:
-    return "mul";
-  case OpCode::Div:
-    return "div";
-  case OpCode::Neg:
-    return "neg";
-  case OpCode::Relu:
-    return "relu";
-  case OpCode::Silu:
-    return "silu";
-  case OpCode::Tanh:
-    return "tanh";
-  case OpCode::Exp:
-    return "exp";
-  case OpCode::Log:
-    return "log";
-  case OpCode::Sqrt:
-    return "sqrt";
-  case OpCode::Rsqrt:
-    return "rsqrt";
-  case OpCode::Gelu:
-    return "gelu";
-  case OpCode::MatMul:
-    return "matmul";
-  case OpCode::Transpose:
-    return "transpose";
-  case OpCode::Reshape:
-    return "reshape";
-  case OpCode::Slice:
-    return "slice";
-  case OpCode::Concat:
-    return "concat";
-  case OpCode::Broadcast:
-    return "broadcast";
-  case OpCode::Sum:
-    return "sum";
-  case OpCode::Mean:
-    return "mean";
-  case OpCode::Max:
-    return "max";
-  case OpCode::Embedding:
-    return "embedding";
-  case OpCode::LayerNorm:
-    return "layer_norm";
-  case OpCode::RmsNorm:
-    return "rms_norm";
-  case OpCode::Softmax:
-    return "softmax";
-  case OpCode::Attention:
-    return "attention";
-  case OpCode::Dropout:
-    return "dropout";
-  case OpCode::CrossEntropy:
-    return "cross_entropy";
-  case OpCode::MseLoss:
-    return "mse_loss";
-  case OpCode::Cast:
-    return "cast";
-  case OpCode::ReluGrad:
-    return "relu_grad";
-  case OpCode::SiluGrad:
-    return "silu_grad";
-  case OpCode::GeluGrad:
-    return "gelu_grad";
-  case OpCode::Pad:
-    return "pad";
-  case OpCode::MaxGrad:
-    return "max_grad";
-  case OpCode::EmbeddingGrad:
-    return "embedding_grad";
-  case OpCode::LayerNormGrad:
-    return "layernorm_grad";
-  case OpCode::RmsNormGrad:
-    return "rmsnorm_grad";
-  case OpCode::SoftmaxGrad:
-    return "softmax_grad";
-  case OpCode::AttentionGrad:
-    return "attention_grad";
-  case OpCode::CrossEntropyGrad:
-    return "cross_entropy_grad";
-  case OpCode::GradSeed:
-    return "grad_seed";
-  case OpCode::Accumulate:
-    return "accumulate";
-  case OpCode::GlobalNorm:
-    return "global_norm";
-  case OpCode::LrSchedule:
-    return "lr_schedule";
-  case OpCode::AdamW:
-    return "adamw";
-  case OpCode::Sgd:
-    return "sgd";
-  case OpCode::UpdateLossScale:
-    return "update_loss_scale";
-  }
-  return "unknown";
+  const size_t code = static_cast<size_t>(op);
+  return code < kNumOpCodes ? kOpTable[code].name : "unknown";
+}
+
+std::optional<OpCode> opCodeFromName(std::string_view name) {
+  for (const OpInfo &info : kOpTable)
+    if (name == info.name)
+      return info.op;
+  return std::nullopt;
 }
 
 const char *dtypeName(DType dtype) {

@@ -17,6 +17,7 @@
 #define AMPC_RUNTIME_PLAN_PLAN_H
 
 #include "runtime/plan/DeviceProgram.h"
+#include "runtime/plan/OpCodes.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -127,64 +128,6 @@ struct LossScaling {
   uint32_t floorHits = 0;
 };
 
-/// Instruction opcodes. The numeric values (declaration order, from 0) are
-/// the on-disk codes; new opcodes are only ever appended.
-enum class OpCode : uint16_t {
-  Add,
-  Sub,
-  Mul,
-  Div,
-  Neg,
-  Relu,
-  Silu,
-  Tanh,
-  Exp,
-  Log,
-  Sqrt,
-  Rsqrt,
-  Gelu,
-  MatMul,
-  Transpose,
-  Reshape,
-  Slice,
-  Concat,
-  Broadcast,
-  Sum,
-  Mean,
-  Max,
-  Embedding,
-  LayerNorm,
-  RmsNorm,
-  Softmax,
-  Attention,
-  Dropout,
-  CrossEntropy,
-  MseLoss,
-  Cast,
-  // Training: gradients of the forward ops, accumulation and the optimizer.
-  ReluGrad,
-  SiluGrad,
-  GeluGrad,
-  Pad,
-  MaxGrad,
-  EmbeddingGrad,
-  LayerNormGrad,
-  RmsNormGrad,
-  SoftmaxGrad,
-  AttentionGrad,
-  CrossEntropyGrad,
-  GradSeed,
-  Accumulate,
-  GlobalNorm,
-  LrSchedule,
-  AdamW,
-  Sgd,
-  UpdateLossScale
-};
-
-/// Number of opcodes this runtime knows (one past the last code).
-inline constexpr uint16_t kNumOpCodes = static_cast<uint16_t>(OpCode::UpdateLossScale) + 1;
-
 /// An attribute value: an integer, a real, or a list of integers.
 using AttrValue = std::variant<int64_t, double, std::vector<int64_t>>;
 
@@ -239,9 +182,6 @@ struct Plan {
 
 /// The loss-scale mode's name ("none", "static", "dynamic").
 const char *lossScaleModeName(LossScaleMode mode);
-/// The opcode's name as written in diagnostics and docs ("matmul",
-/// "cross_entropy", ...); "unknown" for a value outside the enum.
-const char *opCodeName(OpCode op);
 /// The dtype's name ("f32", "bf16", "f16", "i32", "i64").
 const char *dtypeName(DType dtype);
 /// Bytes per element of \p dtype.

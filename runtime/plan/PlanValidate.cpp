@@ -34,7 +34,6 @@ std::string describeBuffer(const Plan &plan, uint32_t id) {
 }
 
 void InstructionChecker::checkElementwiseBinary() {
-  operandCount(2);
   floatOperand(0);
   floatOperand(1);
   if (operand(0).dtype != operand(1).dtype)
@@ -45,7 +44,6 @@ void InstructionChecker::checkElementwiseBinary() {
 }
 
 void InstructionChecker::checkElementwiseUnary() {
-  operandCount(1);
   floatOperand(0);
   floatResult();
   resultShape(operand(0).shape);
@@ -63,7 +61,6 @@ void InstructionChecker::checkElementwiseUnary() {
 }
 
 void InstructionChecker::checkMatMul() {
-  operandCount(2);
   floatOperand(0);
   floatOperand(1);
   if (operand(0).dtype != operand(1).dtype)
@@ -78,12 +75,8 @@ void InstructionChecker::checkMatMul() {
 
 void InstructionChecker::checkLayout() {
   OpCode op = instruction.op;
-  if (op == OpCode::Concat) {
-    if (instruction.operands.empty())
-      fail("takes at least 1 operand, has 0");
-  } else {
-    operandCount(1);
-  }
+  if (op == OpCode::Concat && instruction.operands.empty())
+    fail("takes at least 1 operand, has 0");
   resultDTypeOf(0);
   const Shape &in = operand(0).shape;
   std::string error;
@@ -119,7 +112,6 @@ void InstructionChecker::checkLayout() {
 }
 
 void InstructionChecker::checkReduction() {
-  operandCount(1);
   floatOperand(0);
   floatResult();
   std::string error;
@@ -128,7 +120,6 @@ void InstructionChecker::checkReduction() {
 }
 
 void InstructionChecker::checkEmbedding() {
-  operandCount(2);
   floatOperand(0);
   integerOperand(1);
   floatResult();
@@ -137,8 +128,7 @@ void InstructionChecker::checkEmbedding() {
 }
 
 void InstructionChecker::checkNorm() {
-  bool layerNorm = instruction.op == OpCode::LayerNorm;
-  operandCount(layerNorm ? 3 : 2);
+  // layer_norm: (x, gamma, beta); rms_norm: (x, gamma).
   for (size_t i = 0; i < instruction.operands.size(); ++i)
     floatOperand(i);
   floatResult();
@@ -153,7 +143,6 @@ void InstructionChecker::checkNorm() {
 }
 
 void InstructionChecker::checkSoftmax() {
-  operandCount(1);
   floatOperand(0);
   floatResult();
   resultShape(operand(0).shape);
@@ -165,7 +154,6 @@ void InstructionChecker::checkSoftmax() {
 }
 
 void InstructionChecker::checkAttention() {
-  operandCount(3);
   for (size_t i = 0; i < 3; ++i)
     floatOperand(i);
   floatResult();
@@ -177,7 +165,6 @@ void InstructionChecker::checkAttention() {
 }
 
 void InstructionChecker::checkLoss() {
-  operandCount(2);
   floatOperand(0);
   floatResult();
   resultShape({});
@@ -199,39 +186,33 @@ void InstructionChecker::checkLoss() {
 }
 
 void InstructionChecker::check() {
+  // validatePlan rejects these first; the table has no entry for them.
+  if (static_cast<uint16_t>(instruction.op) >= kNumOpCodes)
+    fail("unknown opcode " + std::to_string(static_cast<int>(instruction.op)));
+  // A variadic opcode's own check bounds its operand count.
+  const int operands = opInfo(instruction.op).operands;
+  if (operands != kVariadic)
+    operandCount(static_cast<size_t>(operands));
   switch (instruction.op) {
-  case OpCode::Add:
-  case OpCode::Sub:
-  case OpCode::Mul:
-  case OpCode::Div:
+#define AMPC_BINARY_OP(Name, ...) case OpCode::Name:
+#include "runtime/plan/OpCodes.def"
     return checkElementwiseBinary();
-  case OpCode::Neg:
-  case OpCode::Relu:
-  case OpCode::Silu:
-  case OpCode::Tanh:
-  case OpCode::Exp:
-  case OpCode::Log:
-  case OpCode::Sqrt:
-  case OpCode::Rsqrt:
+#define AMPC_UNARY_OP(Name, ...) case OpCode::Name:
+#include "runtime/plan/OpCodes.def"
   case OpCode::Gelu:
   case OpCode::Dropout:
     return checkElementwiseUnary();
+#define AMPC_LAYOUT_OP(Name, ...) case OpCode::Name:
+#include "runtime/plan/OpCodes.def"
+    return checkLayout();
+#define AMPC_REDUCTION_OP(Name, ...) case OpCode::Name:
+#include "runtime/plan/OpCodes.def"
+    return checkReduction();
   case OpCode::MatMul:
     return checkMatMul();
-  case OpCode::Transpose:
-  case OpCode::Reshape:
-  case OpCode::Slice:
-  case OpCode::Concat:
-  case OpCode::Broadcast:
-    return checkLayout();
   case OpCode::Cast:
-    operandCount(1);
     resultShape(operand(0).shape);
     return;
-  case OpCode::Sum:
-  case OpCode::Mean:
-  case OpCode::Max:
-    return checkReduction();
   case OpCode::Embedding:
     return checkEmbedding();
   case OpCode::LayerNorm:
@@ -276,7 +257,6 @@ void InstructionChecker::check() {
   case OpCode::UpdateLossScale:
     return checkUpdateLossScale();
   }
-  fail("unknown opcode " + std::to_string(static_cast<int>(instruction.op)));
 }
 
 } // namespace detail
@@ -285,27 +265,22 @@ using namespace detail;
 
 namespace {
 
-/// How many results \p instruction writes. The optional operands of
-/// accumulate, adamw and sgd add results: accumulate with (scale, found)
-/// also writes found; adamw and sgd with a parameter copy also write it.
+/// How many results \p instruction writes: the table's count, plus one for
+/// the optional operands of accumulate, adamw and sgd that add a result:
+/// accumulate with (scale, found) also writes found; adamw and sgd with a
+/// parameter copy also write it.
 size_t resultCount(const Instruction &instruction) {
   const size_t operands = instruction.operands.size();
+  const size_t results = static_cast<size_t>(opInfo(instruction.op).results);
   switch (instruction.op) {
-  case OpCode::LayerNormGrad:
-  case OpCode::AttentionGrad:
-    return 3;
-  case OpCode::RmsNormGrad:
-    return 2;
   case OpCode::Accumulate:
-    return operands == 4 ? 2 : 1;
+    return operands == 4 ? results + 1 : results;
   case OpCode::AdamW: // (param, grad, m, v, lr, norm[, found, applied][, copy])
-    return operands == 7 || operands == 9 ? 5 : 4;
+    return operands == 7 || operands == 9 ? results + 1 : results;
   case OpCode::Sgd: // (param, grad, buf, lr, norm[, found, applied][, copy])
-    return operands == 6 || operands == 8 ? 4 : 3;
-  case OpCode::UpdateLossScale:
-    return 4;
+    return operands == 6 || operands == 8 ? results + 1 : results;
   default:
-    return 1;
+    return results;
   }
 }
 

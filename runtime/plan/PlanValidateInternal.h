@@ -175,6 +175,8 @@ public:
     }
   }
 
+  /// Checks the operand count of the opcode table (OpCodes.def), then the
+  /// opcode's own rules.
   void check();
 
 private:

@@ -21,8 +21,8 @@ namespace ampc::plan::detail {
 /// operands (aliasedOperand). These are the only instructions that write
 /// parameter, parameter copy or state buffers.
 bool isInPlace(OpCode op) {
-  return op == OpCode::Accumulate || op == OpCode::AdamW ||
-         op == OpCode::Sgd || op == OpCode::UpdateLossScale;
+  return static_cast<uint16_t>(op) < kNumOpCodes &&
+         opInfo(op).kind == OpKind::InPlace;
 }
 
 /// The operand that result \p i of an in-place instruction updates: operand
@@ -161,7 +161,6 @@ void checkLossScaling(const Plan &plan) {
 void InstructionChecker::checkElementwiseGrad() {
   // (x or y, dy) -> dx: both float (the forward value and the incoming
   // gradient may be stored in different float dtypes), one shape.
-  operandCount(2);
   floatOperand(0);
   floatOperand(1);
   operandShapeOf(1, 0);
@@ -174,7 +173,6 @@ void InstructionChecker::checkElementwiseGrad() {
 }
 
 void InstructionChecker::checkPad() {
-  operandCount(1);
   // As slice, whose gradient it is: any dtype; a float operand may be stored
   // in any float dtype, an integer one keeps its dtype.
   if (isFloatDType(operand(0).dtype))
@@ -188,7 +186,6 @@ void InstructionChecker::checkPad() {
 }
 
 void InstructionChecker::checkMaxGrad() {
-  operandCount(2);
   floatOperand(0);
   floatOperand(1);
   floatResult();
@@ -203,7 +200,6 @@ void InstructionChecker::checkMaxGrad() {
 }
 
 void InstructionChecker::checkEmbeddingGrad() {
-  operandCount(2);
   integerOperand(0);
   floatOperand(1);
   floatResult();
@@ -215,7 +211,6 @@ void InstructionChecker::checkEmbeddingGrad() {
 
 void InstructionChecker::checkNormGrad() {
   // (x, gamma, dy) -> (dx, dgamma[, dbeta]).
-  operandCount(3);
   for (size_t i = 0; i < 3; ++i)
     floatOperand(i);
   const Shape &x = operand(0).shape;
@@ -233,7 +228,6 @@ void InstructionChecker::checkNormGrad() {
 
 void InstructionChecker::checkAttentionGrad() {
   // (q, k, v, dy) -> (dq, dk, dv).
-  operandCount(4);
   for (size_t i = 0; i < 4; ++i)
     floatOperand(i);
   std::string error;
@@ -253,7 +247,6 @@ void InstructionChecker::checkAttentionGrad() {
 
 void InstructionChecker::checkCrossEntropyGrad() {
   // (logits, labels, dloss) -> dlogits.
-  operandCount(3);
   floatOperand(0);
   integerOperand(1);
   floatScalarOperand(2);
@@ -317,7 +310,6 @@ void InstructionChecker::checkGlobalNorm() {
 }
 
 void InstructionChecker::checkLrSchedule() {
-  operandCount(0);
   int64_t kind = intAttr("kind");
   if (kind != 0 && kind != 1)
     fail("attribute 'kind' must be 0 (constant) or 1 (cosine), is " +
@@ -394,7 +386,6 @@ void InstructionChecker::checkOptimizer() {
 
 void InstructionChecker::checkUpdateLossScale() {
   // (scale, growth tracker, found, applied steps), updated in place.
-  operandCount(4);
   const LossScaling &scaling = plan.lossScaling;
   if (scaling.mode == LossScaleMode::None)
     fail("the plan has no loss scaling");
