@@ -1,6 +1,6 @@
 //===- KernelSupport.h - Device helpers shared by generated kernels -------===//
 //
-// Every kernel the compiler generates (compiler/CudaCodegen.cpp) includes this header. It holds
+// Every kernel the compiler generates (compiler/cuda/CudaCodegen.cpp) includes this header. It holds
 // what each kernel would otherwise repeat: the storage types of tensor elements and their
 // conversions to and from the f32 that all arithmetic runs in (rounding to nearest even through
 // runtime/numerics/Float16.h, the same code the CPU backend rounds with), 16-byte vector packs,

@@ -3,8 +3,8 @@
 #ifndef AMPC_TEST_UNIT_COMPILER_COMPILEHELPERS_H
 #define AMPC_TEST_UNIT_COMPILER_COMPILEHELPERS_H
 
-#include "compiler/ModelLoader.h"
-#include "compiler/PlanEmitter.h"
+#include "compiler/lowering/ModelLoader.h"
+#include "compiler/lowering/PlanEmitter.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"

@@ -10,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CompileHelpers.h"
-#include "compiler/CudaCodegen.h"
+#include "compiler/cuda/CudaCodegen.h"
 #include "runtime/cuda/Nvrtc.h"
 
 #include "mlir/Pass/PassManager.h"

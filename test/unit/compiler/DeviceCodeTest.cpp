@@ -9,7 +9,7 @@
 //===--------------------------------------------------------------------------===//
 
 #include "CompileHelpers.h"
-#include "compiler/DeviceCode.h"
+#include "compiler/cuda/DeviceCode.h"
 
 #include <gtest/gtest.h>
 

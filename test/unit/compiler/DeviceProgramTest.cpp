@@ -14,8 +14,8 @@
 //===--------------------------------------------------------------------------===//
 
 #include "CompileHelpers.h"
-#include "compiler/DeviceProgramBuilder.h"
-#include "compiler/MemoryReport.h"
+#include "compiler/cuda/DeviceProgramBuilder.h"
+#include "compiler/report/MemoryReport.h"
 #include "test/unit/runtime/DeviceProgramCompare.h"
 
 #include "mlir/IR/BuiltinAttributes.h"

@@ -10,7 +10,7 @@
 
 #include "CompileHelpers.h"
 
-#include "compiler/ModelLoader.h"
+#include "compiler/lowering/ModelLoader.h"
 #include "passes/OpCost.h"
 #include "runtime/cpu/Executor.h"
 

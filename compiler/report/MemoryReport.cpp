@@ -1,7 +1,8 @@
 //===- MemoryReport.cpp - `ampc report memory` ----------------------------===//
 
-#include "compiler/MemoryReport.h"
-#include "compiler/PlanEmitter.h"
+#include "compiler/report/MemoryReport.h"
+#include "compiler/support/Format.h"
+#include "compiler/lowering/PlanEmitter.h"
 #include "passes/OpCost.h"
 #include "passes/ArenaValues.h"
 
@@ -13,23 +14,6 @@ using namespace mlir;
 using namespace ampc::graph;
 
 namespace ampc {
-
-std::string formatBytes(int64_t bytes) {
-  double value = double(bytes);
-  const char *unit = "B";
-  for (const char *larger : {"kB", "MB", "GB", "TB"})
-    if (value >= 1000) {
-      value /= 1000;
-      unit = larger;
-    }
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  if (unit[0] == 'B')
-    os << bytes << " B";
-  else
-    os << llvm::format("%.1f %s", value, unit);
-  return text;
-}
 
 /// The arena graph-plan-memory placed for \p func (zeros when it has none).
 static std::pair<int64_t, int64_t> arenaOf(func::FuncOp func) {

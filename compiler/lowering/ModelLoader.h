@@ -5,8 +5,8 @@
 //
 //===--------------------------------------------------------------------------===//
 
-#ifndef AMPC_COMPILER_MODELLOADER_H
-#define AMPC_COMPILER_MODELLOADER_H
+#ifndef AMPC_COMPILER_LOWERING_MODELLOADER_H
+#define AMPC_COMPILER_LOWERING_MODELLOADER_H
 
 #include "dialects/Graph/GraphDialect.h"
 #include "passes/Passes.h"
@@ -48,4 +48,4 @@ mlir::LogicalResult runTrainingPipeline(
 
 } // namespace ampc
 
-#endif // AMPC_COMPILER_MODELLOADER_H
+#endif // AMPC_COMPILER_LOWERING_MODELLOADER_H

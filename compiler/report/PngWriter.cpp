@@ -1,6 +1,6 @@
 //===- PngWriter.cpp - a minimal RGB canvas saved as PNG -------------------===//
 
-#include "compiler/PngWriter.h"
+#include "compiler/report/PngWriter.h"
 
 #include <algorithm>
 #include <array>

@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef AMPC_COMPILER_PNGWRITER_H
-#define AMPC_COMPILER_PNGWRITER_H
+#ifndef AMPC_COMPILER_REPORT_PNGWRITER_H
+#define AMPC_COMPILER_REPORT_PNGWRITER_H
 
 #include <cstdint>
 #include <string>
@@ -43,4 +43,4 @@ private:
 
 } // namespace ampc
 
-#endif // AMPC_COMPILER_PNGWRITER_H
+#endif // AMPC_COMPILER_REPORT_PNGWRITER_H

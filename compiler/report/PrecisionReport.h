@@ -7,8 +7,8 @@
 //
 //===--------------------------------------------------------------------------===//
 
-#ifndef AMPC_COMPILER_PRECISIONREPORT_H
-#define AMPC_COMPILER_PRECISIONREPORT_H
+#ifndef AMPC_COMPILER_REPORT_PRECISIONREPORT_H
+#define AMPC_COMPILER_REPORT_PRECISIONREPORT_H
 
 #include "dialects/Graph/GraphDialect.h"
 
@@ -36,4 +36,4 @@ void printPrecisionReport(graph::ModelOp model, llvm::raw_ostream &os);
 
 } // namespace ampc
 
-#endif // AMPC_COMPILER_PRECISIONREPORT_H
+#endif // AMPC_COMPILER_REPORT_PRECISIONREPORT_H

@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef AMPC_COMPILER_REMATREPORT_H
-#define AMPC_COMPILER_REMATREPORT_H
+#ifndef AMPC_COMPILER_REPORT_REMATREPORT_H
+#define AMPC_COMPILER_REPORT_REMATREPORT_H
 
 #include "dialects/Graph/GraphDialect.h"
 
@@ -40,4 +40,4 @@ void printRematSummary(graph::ModelOp model);
 
 } // namespace ampc
 
-#endif // AMPC_COMPILER_REMATREPORT_H
+#endif // AMPC_COMPILER_REPORT_REMATREPORT_H

@@ -19,8 +19,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/CudaCodegenInternal.h"
-#include "compiler/PlanEmitter.h"
+#include "compiler/cuda/KernelGenerator.h"
+#include "compiler/support/Format.h"
+#include "compiler/lowering/PlanEmitter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"

@@ -7,8 +7,8 @@
 //
 //===--------------------------------------------------------------------------===//
 
-#ifndef AMPC_COMPILER_PLANEMITTER_H
-#define AMPC_COMPILER_PLANEMITTER_H
+#ifndef AMPC_COMPILER_LOWERING_PLANEMITTER_H
+#define AMPC_COMPILER_LOWERING_PLANEMITTER_H
 
 #include "dialects/Graph/GraphDialect.h"
 #include "runtime/plan/Plan.h"
@@ -20,7 +20,7 @@
 namespace ampc {
 
 /// How an emitted plan relates to the IR it came from, for the stages that add to the plan after
-/// emission (the device program: compiler/DeviceProgramBuilder.h).
+/// emission (the device program: compiler/cuda/DeviceProgramBuilder.h).
 struct PlanProvenance {
   /// The buffer of every SSA value that has one (results, parameters, inputs, constants).
   llvm::DenseMap<mlir::Value, uint32_t> bufferOf;
@@ -34,10 +34,6 @@ struct PlanProvenance {
 /// receives the mapping from the IR to the plan.
 mlir::FailureOr<plan::Plan> emitPlan(graph::ModelOp model, PlanProvenance *provenance = nullptr);
 
-/// "file:line:col" of an op's location; inlined ops read "callee-loc (called from caller-loc)".
-/// \p brief drops the directory and writes an inlined op as "file:line:col <- line:col" (the call).
-std::string formatLocation(mlir::Location loc, bool brief = false);
-
 } // namespace ampc
 
-#endif // AMPC_COMPILER_PLANEMITTER_H
+#endif // AMPC_COMPILER_LOWERING_PLANEMITTER_H

@@ -15,8 +15,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef AMPC_COMPILER_CUDACODEGEN_H
-#define AMPC_COMPILER_CUDACODEGEN_H
+#ifndef AMPC_COMPILER_CUDA_CUDACODEGEN_H
+#define AMPC_COMPILER_CUDA_CUDACODEGEN_H
 
 #include "dialects/Graph/GraphDialect.h"
 
@@ -124,4 +124,4 @@ std::vector<std::string> generatedKernelIncludeOptions();
 
 } // namespace ampc
 
-#endif // AMPC_COMPILER_CUDACODEGEN_H
+#endif // AMPC_COMPILER_CUDA_CUDACODEGEN_H

@@ -1,15 +1,18 @@
-//===- CudaCodegenInternal.h - CUDA codegen internals -----------*- C++ -*-===//
+//===- KernelGenerator.h - the generator of fused groups' CUDA kernels -*- C++ -*-===//
 //
-// What the files of the CUDA code generator share: the small type and literal helpers, the
-// kernel writer (parameters and the element evaluator) and the generator whose member
-// functions emit the kernels of each family. Internal to compiler/CudaCodegen*.cpp.
+// The kernel generator behind CudaCodegen.h: the KernelWriter, which collects a kernel's
+// parameters (each bound to a plan value) and evaluates the group's ops element by element into
+// CUDA C++, and the Generator, which picks a kernel family for each fused group. One family per
+// file: elementwise and copy kernels (CudaCodegenElementwise.cpp), row and column reductions
+// (CudaCodegenReductions.cpp), the training-step kernels (CudaCodegenTraining.cpp); naming,
+// hashing and headers in CudaCodegen.cpp.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef AMPC_COMPILER_CUDACODEGENINTERNAL_H
-#define AMPC_COMPILER_CUDACODEGENINTERNAL_H
+#ifndef AMPC_COMPILER_CUDA_KERNELGENERATOR_H
+#define AMPC_COMPILER_CUDA_KERNELGENERATOR_H
 
-#include "compiler/CudaCodegen.h"
+#include "compiler/cuda/CudaCodegen.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -313,4 +316,4 @@ private:
 } // namespace cudagen
 } // namespace ampc
 
-#endif // AMPC_COMPILER_CUDACODEGENINTERNAL_H
+#endif // AMPC_COMPILER_CUDA_KERNELGENERATOR_H

@@ -1,7 +1,8 @@
 //===- PrecisionReport.cpp - `ampc report precision` ----------------------===//
 
-#include "compiler/PrecisionReport.h"
-#include "compiler/PlanEmitter.h"
+#include "compiler/report/PrecisionReport.h"
+#include "compiler/support/Format.h"
+#include "compiler/lowering/PlanEmitter.h"
 #include "passes/OpCost.h"
 
 #include "llvm/Support/Format.h"

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/CudaCodegenInternal.h"
+#include "compiler/cuda/KernelGenerator.h"
 
 #include <algorithm>
 #include <sstream>

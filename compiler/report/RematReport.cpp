@@ -1,8 +1,9 @@
 //===- RematReport.cpp - `ampc report memory --memory-budget` -------------===//
 
-#include "compiler/RematReport.h"
-#include "compiler/MemoryReport.h"
-#include "compiler/PngWriter.h"
+#include "compiler/report/RematReport.h"
+#include "compiler/support/Format.h"
+#include "compiler/report/MemoryReport.h"
+#include "compiler/report/PngWriter.h"
 #include "passes/RematAdapter.h"
 
 #include "llvm/Support/Format.h"

@@ -21,10 +21,10 @@
 //
 //===--------------------------------------------------------------------------===//
 
-#ifndef AMPC_COMPILER_DEVICEPROGRAMBUILDER_H
-#define AMPC_COMPILER_DEVICEPROGRAMBUILDER_H
+#ifndef AMPC_COMPILER_CUDA_DEVICEPROGRAMBUILDER_H
+#define AMPC_COMPILER_CUDA_DEVICEPROGRAMBUILDER_H
 
-#include "compiler/PlanEmitter.h"
+#include "compiler/lowering/PlanEmitter.h"
 #include "dialects/Graph/GraphDialect.h"
 #include "runtime/plan/Plan.h"
 
@@ -63,4 +63,4 @@ std::string flashAttentionModuleSource(const std::string &dtype, int64_t headDim
 
 } // namespace ampc
 
-#endif // AMPC_COMPILER_DEVICEPROGRAMBUILDER_H
+#endif // AMPC_COMPILER_CUDA_DEVICEPROGRAMBUILDER_H

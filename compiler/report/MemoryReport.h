@@ -7,8 +7,8 @@
 //
 //===--------------------------------------------------------------------------===//
 
-#ifndef AMPC_COMPILER_MEMORYREPORT_H
-#define AMPC_COMPILER_MEMORYREPORT_H
+#ifndef AMPC_COMPILER_REPORT_MEMORYREPORT_H
+#define AMPC_COMPILER_REPORT_MEMORYREPORT_H
 
 #include "dialects/Graph/GraphDialect.h"
 #include "passes/OpCost.h"
@@ -32,9 +32,6 @@ MemoryTotals memoryTotals(graph::ModelOp model);
 /// Prints the report; `largest` values live at the micro step's peak are listed.
 void printMemoryReport(graph::ModelOp model, llvm::raw_ostream &os, int largest = 10);
 
-/// "1.5 GB", "730.0 kB", "512 B".
-std::string formatBytes(int64_t bytes);
-
 } // namespace ampc
 
-#endif // AMPC_COMPILER_MEMORYREPORT_H
+#endif // AMPC_COMPILER_REPORT_MEMORYREPORT_H

@@ -17,12 +17,12 @@
 //
 //===--------------------------------------------------------------------------===//
 
-#include "compiler/DeviceCode.h"
-#include "compiler/ModelLoader.h"
-#include "compiler/PlanEmitter.h"
-#include "compiler/MemoryReport.h"
-#include "compiler/PrecisionReport.h"
-#include "compiler/RematReport.h"
+#include "compiler/cuda/DeviceCode.h"
+#include "compiler/lowering/ModelLoader.h"
+#include "compiler/lowering/PlanEmitter.h"
+#include "compiler/report/MemoryReport.h"
+#include "compiler/report/PrecisionReport.h"
+#include "compiler/report/RematReport.h"
 #include "passes/TrainingPipeline.h"
 #include "runtime/cpu/Executor.h"
 #include "runtime/plan/Plan.h"

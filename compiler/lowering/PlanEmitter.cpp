@@ -1,6 +1,7 @@
 //===- PlanEmitter.cpp - lower a graph model to a runtime plan ------------===//
 
-#include "compiler/PlanEmitter.h"
+#include "compiler/lowering/PlanEmitter.h"
+#include "compiler/support/Format.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
@@ -15,28 +16,6 @@ using namespace ampc::graph;
 namespace plan = ampc::plan;
 
 namespace ampc {
-
-std::string formatLocation(Location loc, bool brief) {
-  if (auto file = llvm::dyn_cast<FileLineColLoc>(loc)) {
-    llvm::StringRef name = file.getFilename().getValue();
-    if (brief)
-      name = name.substr(name.find_last_of('/') + 1);
-    return (name + ":" + llvm::Twine(file.getLine()) + ":" + llvm::Twine(file.getColumn())).str();
-  }
-  if (auto call = llvm::dyn_cast<CallSiteLoc>(loc)) {
-    std::string callee = formatLocation(call.getCallee(), brief);
-    std::string caller = formatLocation(call.getCaller(), brief);
-    if (brief) // the caller is in the same file: its line and column
-      return callee + " <- " + caller.substr(caller.find(':') + 1);
-    return callee + " (called from " + caller + ")";
-  }
-  if (auto name = llvm::dyn_cast<NameLoc>(loc))
-    return formatLocation(name.getChildLoc(), brief);
-  if (auto fused = llvm::dyn_cast<FusedLoc>(loc))
-    if (!fused.getLocations().empty())
-      return formatLocation(fused.getLocations().front(), brief);
-  return "unknown location";
-}
 
 namespace {
 

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/ModelLoader.h"
+#include "compiler/lowering/ModelLoader.h"
 #include "passes/Passes.h"
 
 #include "mlir/Parser/Parser.h"

@@ -7,9 +7,9 @@
 //
 //===--------------------------------------------------------------------------===//
 
-#include "compiler/DeviceCode.h"
-#include "compiler/MemoryReport.h"
-#include "compiler/CudaCodegen.h"
+#include "compiler/cuda/DeviceCode.h"
+#include "compiler/support/Format.h"
+#include "compiler/cuda/CudaCodegen.h"
 
 #if AMPC_HAVE_CUDA
 #include "runtime/cuda/Nvrtc.h"

@@ -13,10 +13,10 @@
 //
 //===--------------------------------------------------------------------------===//
 
-#ifndef AMPC_COMPILER_DEVICECODE_H
-#define AMPC_COMPILER_DEVICECODE_H
+#ifndef AMPC_COMPILER_CUDA_DEVICECODE_H
+#define AMPC_COMPILER_CUDA_DEVICECODE_H
 
-#include "compiler/DeviceProgramBuilder.h"
+#include "compiler/cuda/DeviceProgramBuilder.h"
 
 #include <string>
 
@@ -57,4 +57,4 @@ DeviceCodeResult attachDeviceProgram(graph::ModelOp model, plan::Plan &plan,
 
 } // namespace ampc
 
-#endif // AMPC_COMPILER_DEVICECODE_H
+#endif // AMPC_COMPILER_CUDA_DEVICECODE_H

@@ -1,0 +1,870 @@
+//===- DeviceProgramBuilder.cpp - the plan's device program from the fused IR ----===//
+//
+// Walks each step function's fused groups in their scheduled order and turns each into a step
+// group: generated kernels become launches (their arguments bound to plan buffers through the
+// emitter's provenance), matmul groups become cuBLASLt matmuls, attention groups flash-attention
+// calls, an embedding gradient's zeroing a memset. Then the arena: the temporaries the steps
+// write are put where graph-plan-memory placed their values (graph.arena_offsets), in the arena
+// it sized (graph.arena); reshapes of stored values become views.
+//
+// The file is in three parts: the Builder and its helpers; translating one fused group into
+// device steps (launches with their bound arguments, matmuls, attention, memsets); and the walk
+// over the functions, the arena and the views, with the flash-attention module source.
+//
+//===--------------------------------------------------------------------------===//
+
+#include "compiler/cuda/DeviceProgramBuilder.h"
+#include "compiler/support/Format.h"
+#include "compiler/cuda/CudaCodegen.h"
+#include "passes/ArenaValues.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/SymbolTable.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ampc {
+namespace deviceprogram {
+
+using namespace mlir;
+using namespace ampc::graph;
+
+constexpr uint64_t kAlignment = plan::kDeviceAlignment;
+/// Grid-stride kernels need no more blocks than this (x dimension).
+constexpr int64_t kMaxGridStrideBlocks = 65535;
+
+inline uint64_t alignUp(uint64_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+
+inline uint64_t bufferBytes(const plan::Buffer &buffer) {
+  return static_cast<uint64_t>(plan::numElements(buffer)) * plan::dtypeBytes(buffer.dtype);
+}
+
+inline std::vector<int64_t> shapeOf(Value value) {
+  auto type = llvm::cast<RankedTensorType>(value.getType());
+  return std::vector<int64_t>(type.getShape().begin(), type.getShape().end());
+}
+
+inline int64_t product(const std::vector<int64_t> &dims, size_t begin, size_t end) {
+  int64_t result = 1;
+  for (size_t i = begin; i < end; ++i)
+    result *= dims[i];
+  return result;
+}
+
+/// "bf16", "f16", "f32" for the flash kernels' element types.
+inline std::string floatName(Type type) {
+  if (type.isBF16())
+    return "bf16";
+  if (type.isF16())
+    return "f16";
+  if (type.isF32())
+    return "f32";
+  return "";
+}
+
+/// "micro_step group 18 (matmul_epilogue)", for messages.
+inline std::string describeGroup(func::FuncOp function, int64_t id, const std::string &kind) {
+  return function.getName().str() + " group " + std::to_string(id) + " (" + kind + ")";
+}
+
+/// One fused group of a function, its ops in program order.
+struct FusedGroup {
+  int64_t id = 0;
+  std::string kind;
+  std::vector<Operation *> ops;
+};
+
+/// Scratch memory of one step group: each name (a kernel's "rowStats", an attention's lse) gets
+/// one aligned slice, shared by the group's steps that use the name.
+struct GroupScratch {
+  std::map<std::string, uint64_t> offsets;
+  uint64_t bytes = 0;
+
+  uint64_t slice(const std::string &name, uint64_t size) {
+    auto [it, inserted] = offsets.try_emplace(name, bytes);
+    if (inserted)
+      bytes += alignUp(std::max<uint64_t>(size, 1));
+    return it->second;
+  }
+};
+
+class Builder {
+public:
+  Builder(ModelOp model, const plan::Plan &plan, const PlanProvenance &provenance)
+      : model(model), plan(plan), provenance(provenance) {}
+
+  DeviceProgramSources run();
+
+private:
+  void buildFunction(func::FuncOp function, const std::vector<plan::Instruction> &list,
+                     plan::DeviceFunction &out, bool optimizer);
+  void buildGroup(const FusedGroup &group, plan::DeviceGroup &out, GroupScratch &scratch);
+  plan::LaunchStep launchStep(const GeneratedKernel &kernel, GroupScratch &scratch);
+  plan::MatmulStep matmulStep(const FusedGroup &group);
+  plan::AttentionStep attentionStep(Operation *op, GroupScratch &scratch);
+  void placeArena(func::FuncOp function, const std::vector<plan::Instruction> &list,
+                  plan::DeviceFunction &out);
+
+  uint32_t bufferOf(Value value) const {
+    auto it = provenance.bufferOf.find(value);
+    if (it == provenance.bufferOf.end())
+      throw std::runtime_error("device program: a value of " + function.getName().str() +
+                               " has no plan buffer");
+    return it->second;
+  }
+  /// The plan buffer a kernel argument's binding names ("@symbol", "%N", "%N#k").
+  uint32_t bindingBuffer(const std::string &binding, const GeneratedKernel &kernel) const;
+  /// The plan index of the first instruction of op number N ("instruction %N").
+  int64_t bindingInstruction(const std::string &binding, const GeneratedKernel &kernel) const;
+  Operation *opNumber(const std::string &text, const GeneratedKernel &kernel) const;
+  uint32_t symbolBuffer(const std::string &name, const std::string &context) const {
+    auto it = persistentByName.find(name);
+    if (it == persistentByName.end())
+      throw std::runtime_error("device program: " + context + " names @" + name +
+                               ", which is no buffer of the plan");
+    return it->second;
+  }
+  uint32_t internGenerated(const GeneratedKernel &kernel);
+  uint32_t internFlash(const std::string &dtype, int64_t headDim, const std::string &entry);
+
+  ModelOp model;
+  const plan::Plan &plan;
+  const PlanProvenance &provenance;
+  DeviceProgramSources result;
+  std::map<std::string, uint32_t> persistentByName;
+  /// Generated kernels by their full source.
+  std::map<std::string, uint32_t> kernelBySource;
+  /// Flash-attention kernels by (module, entry point).
+  std::map<std::pair<uint32_t, std::string>, uint32_t> flashKernelByEntry;
+  /// Flash modules by (dtype, head dim), and the entries each needs.
+  std::map<std::pair<std::string, int64_t>, uint32_t> flashModules;
+  std::map<uint32_t, std::pair<std::pair<std::string, int64_t>, std::vector<std::string>>>
+      flashEntries;
+  std::map<std::pair<std::string, int64_t>, std::vector<const GeneratedKernel *>> kernelsOfGroup;
+  std::vector<GeneratedKernel> kernels;
+
+  // The function being built.
+  mutable func::FuncOp function;
+  std::vector<Operation *> opsByIndex;
+  /// The index its next step group gets.
+  int64_t groupIndex = 0;
+  /// Kernel outputs that may overwrite an input in place: (group, output, input).
+  struct InPlace {
+    int64_t group;
+    uint32_t output, input;
+  };
+  std::vector<InPlace> inPlace;
+};
+
+} // namespace deviceprogram
+} // namespace ampc
+
+//===----------------------------------------------------------------------===//
+// One fused group into device steps
+//===----------------------------------------------------------------------===//
+
+namespace ampc {
+namespace deviceprogram {
+
+uint32_t Builder::internGenerated(const GeneratedKernel &kernel) {
+  // One module per distinct source: equal code is compiled once, and two kernels whose short
+  // names happen to agree stay apart (each name is local to its module).
+  auto [it, inserted] =
+      kernelBySource.try_emplace(kernel.code, static_cast<uint32_t>(result.program.kernels.size()));
+  if (inserted) {
+    const uint32_t module = static_cast<uint32_t>(result.program.modules.size());
+    plan::DeviceModule entry;
+    entry.name = kernel.name;
+    result.program.modules.push_back(std::move(entry));
+    // The code without the header comment: equal code, one compilation.
+    result.moduleSources.push_back(kernel.code);
+    result.program.kernels.push_back({module, kernel.name});
+  }
+  return it->second;
+}
+
+uint32_t Builder::internFlash(const std::string &dtype, int64_t headDim,
+                              const std::string &entry) {
+  auto [moduleIt, newModule] = flashModules.try_emplace(
+      {dtype, headDim}, static_cast<uint32_t>(result.program.modules.size()));
+  if (newModule) {
+    plan::DeviceModule module;
+    module.name = "ampc_flash_attention_" + dtype + "_d" + std::to_string(headDim);
+    result.program.modules.push_back(std::move(module));
+    result.moduleSources.emplace_back(); // written once every entry is known
+    flashEntries[moduleIt->second].first = {dtype, headDim};
+  }
+  auto [it, inserted] = flashKernelByEntry.try_emplace(
+      {moduleIt->second, entry}, static_cast<uint32_t>(result.program.kernels.size()));
+  if (inserted) {
+    result.program.kernels.push_back({moduleIt->second, entry});
+    flashEntries[moduleIt->second].second.push_back(entry);
+  }
+  return it->second;
+}
+
+Operation *Builder::opNumber(const std::string &text, const GeneratedKernel &kernel) const {
+  size_t end = text.find('#');
+  std::string digits = text.substr(1, end == std::string::npos ? std::string::npos : end - 1);
+  char *rest = nullptr;
+  unsigned long long number = std::strtoull(digits.c_str(), &rest, 10);
+  if (text.empty() || text[0] != '%' || digits.empty() || *rest != '\0' ||
+      number >= opsByIndex.size())
+    throw std::runtime_error("device program: kernel " + kernel.name + " has an argument bound "
+                             "to '" + text + "', which names no op of " +
+                             function.getName().str());
+  return opsByIndex[number];
+}
+
+uint32_t Builder::bindingBuffer(const std::string &binding, const GeneratedKernel &kernel) const {
+  if (!binding.empty() && binding[0] == '@')
+    return symbolBuffer(binding.substr(1), "kernel " + kernel.name);
+  Operation *op = opNumber(binding, kernel);
+  unsigned result = 0;
+  if (size_t hash = binding.find('#'); hash != std::string::npos)
+    result = static_cast<unsigned>(std::stoul(binding.substr(hash + 1)));
+  if (result >= op->getNumResults())
+    throw std::runtime_error("device program: kernel " + kernel.name + " binds '" + binding +
+                             "', a result its op does not have");
+  return bufferOf(op->getResult(result));
+}
+
+int64_t Builder::bindingInstruction(const std::string &binding,
+                                    const GeneratedKernel &kernel) const {
+  Operation *op = opNumber(binding.substr(binding.find('%')), kernel);
+  auto it = provenance.instructionsOf.find(op);
+  if (it == provenance.instructionsOf.end() || it->second.empty())
+    throw std::runtime_error("device program: kernel " + kernel.name + " reports errors for an "
+                             "op that has no plan instruction");
+  return it->second.front();
+}
+
+plan::LaunchStep Builder::launchStep(const GeneratedKernel &kernel, GroupScratch &scratch) {
+  plan::LaunchStep step;
+  step.kernel = internGenerated(kernel);
+  const KernelLaunch &launch = kernel.launch;
+  step.space = static_cast<plan::LaunchSpace>(static_cast<uint8_t>(launch.space));
+  step.elements = launch.elements;
+  step.rows = launch.rows;
+  step.rowLength = launch.rowLength;
+  step.vectorWidth = static_cast<uint32_t>(launch.vectorWidth);
+  const int64_t threads = launch.blockSize;
+  auto blocksFor = [&](int64_t work) {
+    return std::clamp<int64_t>((work + threads - 1) / threads, 1, kMaxGridStrideBlocks);
+  };
+  int64_t grid = 1;
+  switch (launch.space) {
+  case KernelLaunch::Space::Elements:
+    grid = blocksFor((launch.elements + launch.vectorWidth - 1) / std::max(1, launch.vectorWidth));
+    break;
+  case KernelLaunch::Space::Rows:
+    grid = std::clamp<int64_t>(launch.rows, 1, kMaxGridStrideBlocks);
+    break;
+  case KernelLaunch::Space::Columns:
+    // One block per 32 columns, no grid-stride loop: every column needs its block.
+    grid = std::max<int64_t>(1, (launch.rowLength + 31) / 32);
+    break;
+  case KernelLaunch::Space::Single:
+    grid = 1;
+    break;
+  case KernelLaunch::Space::Tensors:
+    // Block b works on chunk b of the table: exactly as many blocks as chunks.
+    grid = std::max<int64_t>(1, launch.elements);
+    break;
+  }
+  if (grid > 0x7fffffff)
+    throw DeviceProgramUnsupported("kernel " + kernel.name + " needs " + std::to_string(grid) +
+                                   " blocks, more than a CUDA grid has");
+  step.grid[0] = static_cast<uint32_t>(grid);
+  if (launch.space == KernelLaunch::Space::Columns) {
+    step.block[0] = static_cast<uint32_t>(launch.blockSize / launch.blockRows);
+    step.block[1] = static_cast<uint32_t>(launch.blockRows);
+  } else {
+    step.block[0] = static_cast<uint32_t>(launch.blockSize);
+  }
+
+  for (const KernelParam &param : kernel.params) {
+    if (!param.aliasOf.empty())
+      for (const KernelParam &input : kernel.params)
+        if (input.name == param.aliasOf)
+          inPlace.push_back({groupIndex, bindingBuffer(param.value, kernel),
+                             bindingBuffer(input.value, kernel)});
+    plan::DeviceArgument arg;
+    arg.name = param.name;
+    switch (param.role) {
+    case KernelParam::Role::Input:
+    case KernelParam::Role::Output:
+    case KernelParam::Role::State:
+      arg.kind = plan::ArgKind::Buffer;
+      arg.buffer = bindingBuffer(param.value, kernel);
+      arg.access = param.role == KernelParam::Role::Input    ? plan::Access::Read
+                   : param.role == KernelParam::Role::Output ? plan::Access::Write
+                                                             : plan::Access::ReadWrite;
+      break;
+    case KernelParam::Role::Scalar:
+      if (param.value == "seed") {
+        arg.kind = plan::ArgKind::Seed;
+      } else if (param.value == "step") {
+        arg.kind = plan::ArgKind::Step;
+      } else if (param.value == "total_steps") {
+        arg.kind = plan::ArgKind::TotalSteps;
+      } else {
+        arg.kind = plan::ArgKind::Int64;
+        if (param.value == "elements" || param.value == "table_blocks")
+          arg.value = launch.elements;
+        else if (param.value == "rows")
+          arg.value = launch.rows;
+        else if (param.value == "row_length")
+          arg.value = launch.rowLength;
+        else if (param.value == "table_entries")
+          arg.value = static_cast<int64_t>(kernel.table.size());
+        else if (param.value.rfind("instruction %", 0) == 0)
+          arg.value = bindingInstruction(param.value, kernel);
+        else
+          throw std::runtime_error("device program: kernel " + kernel.name + " has a scalar '" +
+                                   param.name + "' bound to '" + param.value +
+                                   "', which the device program cannot supply");
+      }
+      break;
+    case KernelParam::Role::Scratch: {
+      const uint64_t elementBytes = param.elementType == "f64" ? 8 : 4;
+      int64_t elements = 1;
+      for (int64_t dim : param.shape)
+        elements *= dim;
+      arg.kind = plan::ArgKind::Scratch;
+      arg.bytes = static_cast<uint64_t>(elements) * elementBytes;
+      arg.value = static_cast<int64_t>(scratch.slice(param.name, arg.bytes));
+      arg.access = plan::Access::ReadWrite;
+      break;
+    }
+    case KernelParam::Role::Table: {
+      arg.kind = plan::ArgKind::Table;
+      const bool norm = param.elementType == "NormTensor";
+      arg.table.kind = norm ? plan::TableKind::Norm : plan::TableKind::Optimizer;
+      const std::string context = "the table of kernel " + kernel.name;
+      for (const TensorTableEntry &entry : kernel.table) {
+        plan::TableEntry out;
+        out.grad = symbolBuffer(entry.grad, context);
+        if (!norm) {
+          out.param = symbolBuffer(entry.param, context);
+          out.firstMoment = symbolBuffer(entry.firstMoment, context);
+          if (!entry.secondMoment.empty())
+            out.secondMoment = symbolBuffer(entry.secondMoment, context);
+          if (!entry.copy.empty())
+            out.copy = symbolBuffer(entry.copy, context);
+        }
+        out.elements = entry.elements;
+        out.firstBlock = entry.firstBlock;
+        out.beta1 = static_cast<float>(entry.beta1);
+        out.beta2 = static_cast<float>(entry.beta2);
+        out.eps = static_cast<float>(entry.eps);
+        out.weightDecay = static_cast<float>(entry.weightDecay);
+        out.clipNorm = static_cast<float>(entry.clipNorm);
+        out.momentum = static_cast<float>(entry.momentum);
+        arg.table.entries.push_back(out);
+      }
+      break;
+    }
+    case KernelParam::Role::ErrorRecord:
+      arg.kind = plan::ArgKind::ErrorRecord;
+      break;
+    }
+    step.args.push_back(std::move(arg));
+  }
+  return step;
+}
+
+plan::MatmulStep Builder::matmulStep(const FusedGroup &group) {
+  MatmulOp matmul;
+  AddOp add;
+  GeluOp gelu;
+  for (Operation *op : group.ops) {
+    if (auto found = llvm::dyn_cast<MatmulOp>(op)) {
+      if (matmul)
+        throw std::runtime_error("device program: two matmuls in " +
+                                 describeGroup(function, group.id, group.kind));
+      matmul = found;
+    }
+  }
+  if (!matmul)
+    throw std::runtime_error("device program: no matmul in " +
+                             describeGroup(function, group.id, group.kind));
+  const std::string where = "the matmul at " + formatLocation(matmul.getLoc(), true);
+  plan::MatmulStep step;
+  step.a = bufferOf(matmul.getLhs());
+  step.b = bufferOf(matmul.getRhs());
+  step.transA = matmul.getTransposeLhs();
+  step.transB = matmul.getTransposeRhs();
+  const std::vector<int64_t> lhs = shapeOf(matmul.getLhs()), rhs = shapeOf(matmul.getRhs());
+  const size_t lhsBatchRank = lhs.size() - 2, rhsBatchRank = rhs.size() - 2;
+  const int64_t m = step.transA ? lhs[lhs.size() - 1] : lhs[lhs.size() - 2];
+  const int64_t k = step.transA ? lhs[lhs.size() - 2] : lhs[lhs.size() - 1];
+  const int64_t n = step.transB ? rhs[rhs.size() - 2] : rhs[rhs.size() - 1];
+  const int64_t lhsBatch = product(lhs, 0, lhsBatchRank);
+  const int64_t rhsBatch = product(rhs, 0, rhsBatchRank);
+  const std::vector<int64_t> out = shapeOf(matmul.getResult());
+  const int64_t outBatch = product(out, 0, out.size() - 2);
+  step.n = n;
+  step.k = k;
+  if (rhsBatch == 1 && !step.transA) {
+    // [..., M, K] x [K, N]: the lhs's batch dims are more rows of one product.
+    step.m = lhsBatch * m;
+  } else {
+    step.m = m;
+    step.batch = outBatch;
+    step.strideD = m * n;
+    auto stride = [&](int64_t batch, const char *side) -> int64_t {
+      if (batch == 1)
+        return 0;
+      if (batch == outBatch)
+        return side[0] == 'A' ? m * k : k * n;
+      throw DeviceProgramUnsupported(where + " broadcasts batch dimensions that a strided "
+                                             "cuBLASLt batch cannot describe");
+    };
+    step.strideA = stride(lhsBatch, "A");
+    step.strideB = stride(rhsBatch, "B");
+    // Equal batch counts can still be different shapes ([2, 3] against [3, 2]).
+    if (lhsBatch > 1 && rhsBatch > 1 &&
+        !std::equal(lhs.begin(), lhs.begin() + lhsBatchRank, rhs.begin(),
+                    rhs.begin() + rhsBatchRank))
+      throw DeviceProgramUnsupported(where + " broadcasts batch dimensions that a strided "
+                                             "cuBLASLt batch cannot describe");
+    if (step.batch == 1)
+      step.strideA = step.strideB = step.strideD = 0;
+  }
+  step.d = bufferOf(matmul.getResult());
+  if (group.kind != "matmul_epilogue")
+    return step;
+
+  // The epilogue: the bias add reading the product, then maybe a tanh gelu of the sum.
+  for (Operation *op : group.ops) {
+    if (auto found = llvm::dyn_cast<AddOp>(op))
+      add = found;
+    if (auto found = llvm::dyn_cast<GeluOp>(op))
+      gelu = found;
+  }
+  if (!add)
+    throw std::runtime_error("device program: no bias add in " +
+                             describeGroup(function, group.id, group.kind));
+  Value bias = add.getLhs() == matmul.getResult() ? add.getRhs() : add.getLhs();
+  if (shapeOf(bias) != std::vector<int64_t>{n})
+    throw std::runtime_error("device program: the bias of " + where + " is not [" +
+                             std::to_string(n) + "]");
+  step.bias = bufferOf(bias);
+  if (!gelu) {
+    step.epilogue = plan::Epilogue::Bias;
+    step.d = bufferOf(add.getResult());
+    return step;
+  }
+  if (gelu.getApproximation() != GeluApproximation::tanh)
+    throw std::runtime_error("device program: an erf gelu in " +
+                             describeGroup(function, group.id, group.kind));
+  step.d = bufferOf(gelu.getResult());
+  // The sum before the gelu is written out as well when anything outside the group reads it.
+  bool sumReadOutside = false;
+  for (Operation *user : add.getResult().getUsers())
+    sumReadOutside |= std::find(group.ops.begin(), group.ops.end(), user) == group.ops.end();
+  if (sumReadOutside) {
+    step.epilogue = plan::Epilogue::GeluAuxBias;
+    step.aux = bufferOf(add.getResult());
+  } else {
+    step.epilogue = plan::Epilogue::GeluTanhBias;
+  }
+  return step;
+}
+
+plan::AttentionStep Builder::attentionStep(Operation *op, GroupScratch &scratch) {
+  plan::AttentionStep step;
+  const bool backward = llvm::isa<AttentionGradOp>(op);
+  step.pass = backward ? plan::AttentionPass::Backward : plan::AttentionPass::Forward;
+  Value q = op->getOperand(0), k = op->getOperand(1), v = op->getOperand(2);
+  const std::string where = "the attention at " + formatLocation(op->getLoc(), true);
+  const std::vector<int64_t> qShape = shapeOf(q), kShape = shapeOf(k), vShape = shapeOf(v);
+  const int64_t headDim = qShape.back();
+  if (vShape.back() != headDim)
+    throw DeviceProgramUnsupported(where + " has value head dim " + std::to_string(vShape.back()) +
+                                   " != query head dim " + std::to_string(headDim) +
+                                   "; the flash kernels need them equal");
+  if (headDim != 16 && headDim != 32 && headDim != 64 && headDim != 128)
+    throw DeviceProgramUnsupported(where + " has head dim " + std::to_string(headDim) +
+                                   "; the flash kernels have 16, 32, 64 and 128");
+  const std::string dtype = floatName(getElementTypeOrSelf(q.getType()));
+  std::vector<Value> all(op->getOperands().begin(), op->getOperands().end());
+  all.insert(all.end(), op->getResults().begin(), op->getResults().end());
+  for (Value value : all)
+    if (floatName(getElementTypeOrSelf(value.getType())) != dtype || dtype.empty())
+      throw DeviceProgramUnsupported(where + " mixes element types; the flash kernels read and "
+                                             "write one");
+  const size_t lead = qShape.size() - 2;
+  step.queries = qShape[lead];
+  step.keys = kShape[lead];
+  step.headDim = headDim;
+  step.heads = lead >= 1 ? qShape[lead - 1] : 1;
+  step.batch = lead >= 1 ? product(qShape, 0, lead - 1) : 1;
+  step.q = bufferOf(q);
+  step.k = bufferOf(k);
+  step.v = bufferOf(v);
+  bool causal;
+  double scale;
+  if (auto forward = llvm::dyn_cast<AttentionOp>(op)) {
+    causal = forward.getCausal();
+    scale = forward.getEffectiveScale();
+    step.out = bufferOf(forward.getResult());
+  } else {
+    auto grad = llvm::cast<AttentionGradOp>(op);
+    causal = grad.getCausal();
+    scale = grad.getEffectiveScale();
+    step.dOut = bufferOf(grad.getGrad());
+    step.dq = bufferOf(grad.getQueryGrad());
+    step.dk = bufferOf(grad.getKeyGrad());
+    step.dv = bufferOf(grad.getValueGrad());
+  }
+  step.causal = causal;
+  step.scale = static_cast<float>(scale);
+  const std::string suffix = dtype + "_d" + std::to_string(headDim);
+  const std::string causality = causal ? "_causal" : "";
+  step.forwardKernel =
+      internFlash(dtype, headDim, "ampc_flash_attention_fwd_" + suffix + causality);
+  const uint64_t rows = static_cast<uint64_t>(step.batch * step.heads * step.queries);
+  step.lseOffset = scratch.slice("lse", rows * 4);
+  if (backward) {
+    step.deltaKernel = internFlash(dtype, headDim, "ampc_flash_attention_bwd_delta_" + suffix);
+    step.dqKernel =
+        internFlash(dtype, headDim, "ampc_flash_attention_bwd_dq_" + suffix + causality);
+    step.dkdvKernel =
+        internFlash(dtype, headDim, "ampc_flash_attention_bwd_dkdv_" + suffix + causality);
+    const uint64_t elementBytes = dtype == "f32" ? 4 : 2;
+    step.outOffset = scratch.slice("out", rows * headDim * elementBytes);
+    step.deltaOffset = scratch.slice("delta", rows * 4);
+  }
+  return step;
+}
+
+void Builder::buildGroup(const FusedGroup &group, plan::DeviceGroup &out,
+                         GroupScratch &scratch) {
+  const std::string kind = group.kind;
+  auto generated = [&]() -> const std::vector<const GeneratedKernel *> & {
+    static const std::vector<const GeneratedKernel *> none;
+    auto it = kernelsOfGroup.find({function.getName().str(), group.id});
+    return it == kernelsOfGroup.end() ? none : it->second;
+  };
+  if (kind == "matmul" || kind == "matmul_epilogue" || kind == "bias_grad")
+    out.steps.push_back(matmulStep(group));
+  if (kind == "attention") {
+    for (Operation *op : group.ops)
+      if (llvm::isa<AttentionOp, AttentionGradOp>(op))
+        out.steps.push_back(attentionStep(op, scratch));
+    return;
+  }
+  for (const GeneratedKernel *kernel : generated()) {
+    if (kernel->source.empty())
+      continue; // a call-site stub
+    // Zeroing a buffer is a memset, not a kernel.
+    if (kernel->name.find("_embedding_grad_zero_") != std::string::npos) {
+      const KernelParam *target = nullptr;
+      for (const KernelParam &param : kernel->params)
+        if (param.role == KernelParam::Role::Output)
+          target = &param;
+      if (!target)
+        throw std::runtime_error("device program: " + kernel->name + " has no output");
+      out.steps.push_back(plan::MemsetStep{bindingBuffer(target->value, *kernel)});
+      continue;
+    }
+    out.steps.push_back(launchStep(*kernel, scratch));
+    // A kernel that adds into a buffer a memset of the group zeroed (the scatter of an
+    // embedding gradient) reads it too.
+    for (plan::DeviceArgument &arg : std::get<plan::LaunchStep>(out.steps.back()).args)
+      if (arg.kind == plan::ArgKind::Buffer && arg.access == plan::Access::Write)
+        for (const plan::DeviceStep &earlier : out.steps)
+          if (const auto *memset = std::get_if<plan::MemsetStep>(&earlier);
+              memset && memset->buffer == arg.buffer)
+            arg.access = plan::Access::ReadWrite;
+  }
+}
+
+} // namespace deviceprogram
+} // namespace ampc
+
+//===----------------------------------------------------------------------===//
+// Functions, the arena and views
+//===----------------------------------------------------------------------===//
+
+namespace ampc {
+namespace deviceprogram {
+
+DeviceProgramSources Builder::run() {
+  for (uint32_t id = 0; id < plan.buffers.size(); ++id)
+    if (plan.buffers[id].role != plan::BufferRole::Temporary)
+      persistentByName.emplace(plan.buffers[id].name, id);
+  kernels = generateKernels(model);
+  for (const GeneratedKernel &kernel : kernels)
+    kernelsOfGroup[{kernel.function, kernel.group}].push_back(&kernel);
+
+  func::FuncOp entry = model.getEntryFunction();
+  if (!entry)
+    throw std::runtime_error("device program: the model has no entry function");
+  buildFunction(entry, plan.instructions, result.program.microStep, false);
+  if (!plan.optimizerInstructions.empty()) {
+    auto step = llvm::dyn_cast_or_null<func::FuncOp>(
+        SymbolTable::lookupSymbolIn(model, "optimizer_step"));
+    if (!step)
+      throw std::runtime_error("device program: the plan has an optimizer step, the model none");
+    buildFunction(step, plan.optimizerInstructions, result.program.optimizerStep, true);
+  }
+  // The flash modules hold exactly the entry points the program launches.
+  for (auto &[module, needs] : flashEntries) {
+    std::vector<std::string> entries = needs.second;
+    std::sort(entries.begin(), entries.end());
+    result.moduleSources[module] =
+        flashAttentionModuleSource(needs.first.first, needs.first.second, entries);
+  }
+  return std::move(result);
+}
+
+void Builder::buildFunction(func::FuncOp fn, const std::vector<plan::Instruction> &list,
+                            plan::DeviceFunction &out, bool optimizer) {
+  function = fn;
+  opsByIndex.clear();
+  inPlace.clear();
+  std::map<int64_t, FusedGroup> groups;
+  for (Operation &op : fn.getBody().front()) {
+    opsByIndex.push_back(&op);
+    auto fusion = op.getAttrOfType<FusionAttr>(GraphDialect::kFusionAttrName);
+    if (!fusion)
+      throw std::runtime_error("device program: an op of " + fn.getName().str() +
+                               " has no graph.fusion (run graph-fuse first)");
+    FusedGroup &group = groups[fusion.getGroup()];
+    group.id = fusion.getGroup();
+    group.kind = stringifyGroupKind(fusion.getKind()).str();
+    group.ops.push_back(&op);
+  }
+  std::vector<int64_t> order;
+  if (auto schedule = fn->getAttrOfType<DenseI64ArrayAttr>(GraphDialect::kFusionScheduleAttrName))
+    order.assign(schedule.asArrayRef().begin(), schedule.asArrayRef().end());
+  else
+    for (auto &entry : groups)
+      order.push_back(entry.first);
+  if (order.size() != groups.size())
+    throw std::runtime_error("device program: the fusion_schedule of " + fn.getName().str() +
+                             " does not list every group");
+
+  // Step groups in the scheduled order; scratch is reused from one group to the next.
+  std::map<const plan::DeviceGroup *, int64_t> fusedIdOf;
+  std::vector<std::pair<int64_t, std::vector<Operation *>>> reshapesOfGroup;
+  for (int64_t id : order) {
+    auto it = groups.find(id);
+    if (it == groups.end())
+      throw std::runtime_error("device program: the fusion_schedule of " + fn.getName().str() +
+                               " names an unknown group");
+    const FusedGroup &group = it->second;
+    plan::DeviceGroup deviceGroup;
+    deviceGroup.kind = group.kind;
+    std::vector<Operation *> reshapes;
+    for (Operation *op : group.ops) {
+      if (llvm::isa<ReshapeOp>(op)) {
+        reshapes.push_back(op);
+        continue;
+      }
+      auto covered = provenance.instructionsOf.find(op);
+      if (covered != provenance.instructionsOf.end())
+        deviceGroup.instructions.insert(deviceGroup.instructions.end(), covered->second.begin(),
+                                        covered->second.end());
+    }
+    if (deviceGroup.instructions.empty()) {
+      // Nothing to compute (parameter reads, views); reshapes become views below.
+      for (Operation *op : reshapes)
+        reshapesOfGroup.push_back({-1, {op}});
+      continue;
+    }
+    GroupScratch scratch;
+    groupIndex = static_cast<int64_t>(out.groups.size());
+    buildGroup(group, deviceGroup, scratch);
+    if (deviceGroup.steps.empty())
+      throw std::runtime_error("device program: no device code for " +
+                               describeGroup(fn, group.id, group.kind) + ", which computes " +
+                               formatLocation(group.ops.front()->getLoc(), true));
+    out.scratchBytes = std::max(out.scratchBytes, scratch.bytes);
+    reshapesOfGroup.push_back({static_cast<int64_t>(out.groups.size()), reshapes});
+    out.groups.push_back(std::move(deviceGroup));
+  }
+
+  placeArena(fn, list, out);
+
+  // Reshapes: a view when their data is stored (placed or persistent); otherwise computed
+  // inside the kernel of their group, which then covers them.
+  std::set<uint32_t> stored;
+  for (const plan::ArenaPlacement &placement : out.placements)
+    stored.insert(placement.buffer);
+  for (auto &[groupIndex, reshapes] : reshapesOfGroup)
+    for (Operation *op : reshapes) {
+      Value root = op->getResult(0);
+      while (auto reshape = root.getDefiningOp<ReshapeOp>())
+        root = reshape.getInput();
+      const uint32_t source = bufferOf(root);
+      const bool persistent = plan.buffers[source].role != plan::BufferRole::Temporary;
+      if (persistent || stored.count(source)) {
+        out.views.push_back({bufferOf(op->getResult(0)), source});
+        continue;
+      }
+      if (groupIndex < 0)
+        throw std::runtime_error("device program: the reshape at " +
+                                 formatLocation(op->getLoc(), true) +
+                                 " views a value no step stores");
+      std::vector<uint32_t> &covered = out.groups[groupIndex].instructions;
+      for (uint32_t index : provenance.instructionsOf.lookup(op))
+        covered.push_back(index);
+      std::sort(covered.begin(), covered.end());
+    }
+  for (plan::DeviceGroup &group : out.groups)
+    std::sort(group.instructions.begin(), group.instructions.end());
+}
+
+/// Places every temporary a step writes where graph-plan-memory put its value: the arena and
+/// the offsets are the IR's (graph.arena, graph.arena_offsets), never placed again here. Views
+/// resolve to their source's storage; a result graph-plan-memory gave its operand's bytes
+/// (cross_entropy_grad over its logits) reuses them, which the kernel must allow.
+void Builder::placeArena(func::FuncOp fn, const std::vector<plan::Instruction> &list,
+                         plan::DeviceFunction &out) {
+  auto arena = fn->getAttrOfType<ArenaAttr>(GraphDialect::kArenaAttrName);
+  if (!arena)
+    throw std::runtime_error("device program: " + fn.getName().str() +
+                             " has no graph.arena (run graph-plan-memory after graph-fuse)");
+  if (arena.getAlignment() % static_cast<int64_t>(kAlignment) != 0)
+    throw std::runtime_error("device program: the arena of " + fn.getName().str() + " is " +
+                             std::to_string(arena.getAlignment()) +
+                             "-byte aligned; the device needs " + std::to_string(kAlignment));
+  // The storage each buffer reads: reshape results resolve to their source.
+  std::vector<uint32_t> storage(plan.buffers.size());
+  for (uint32_t id = 0; id < storage.size(); ++id)
+    storage[id] = id;
+  for (const plan::Instruction &instruction : list)
+    if (instruction.op == plan::OpCode::Reshape)
+      storage[instruction.results[0]] = storage[instruction.operands[0]];
+
+  // What the steps write, in the arena.
+  std::set<uint32_t> written;
+  auto write = [&](uint32_t id) {
+    if (id != plan::kNoBuffer && plan.buffers[storage[id]].role == plan::BufferRole::Temporary)
+      written.insert(storage[id]);
+  };
+  for (const plan::DeviceGroup &group : out.groups)
+    for (const plan::DeviceStep &step : group.steps) {
+      if (const auto *launch = std::get_if<plan::LaunchStep>(&step)) {
+        for (const plan::DeviceArgument &arg : launch->args)
+          if (arg.kind == plan::ArgKind::Buffer && arg.access != plan::Access::Read)
+            write(arg.buffer);
+      } else if (const auto *matmul = std::get_if<plan::MatmulStep>(&step)) {
+        write(matmul->d);
+        write(matmul->aux);
+      } else if (const auto *attention = std::get_if<plan::AttentionStep>(&step)) {
+        for (uint32_t id : {attention->out, attention->dq, attention->dk, attention->dv})
+          write(id);
+      } else {
+        write(std::get<plan::MemsetStep>(step).buffer);
+      }
+    }
+
+  // graph-plan-memory's offsets, by plan buffer; a result sharing an operand's bytes in place.
+  std::map<uint32_t, int64_t> offsetOf;
+  std::map<uint32_t, uint32_t> reuses;
+  for (Operation &op : fn.getBody().front()) {
+    auto offsets = op.getAttrOfType<DenseI64ArrayAttr>(GraphDialect::kArenaOffsetsAttrName);
+    if (!offsets || viewSource(&op))
+      continue;
+    for (auto [offset, result] : llvm::zip(offsets.asArrayRef(), op.getResults())) {
+      auto buffer = provenance.bufferOf.find(result);
+      if (offset < 0 || buffer == provenance.bufferOf.end())
+        continue;
+      offsetOf.emplace(storage[buffer->second], offset);
+      if (int operand = inPlaceOperand(&op); operand >= 0) {
+        auto source = provenance.bufferOf.find(op.getOperand(operand));
+        if (source != provenance.bufferOf.end() &&
+            offsetOf.count(storage[source->second]) &&
+            offsetOf[storage[source->second]] == offset)
+          reuses[storage[buffer->second]] = storage[source->second];
+      }
+    }
+  }
+
+  for (uint32_t id : written) {
+    auto offset = offsetOf.find(id);
+    if (offset == offsetOf.end())
+      throw std::runtime_error("device program: a step of " + fn.getName().str() +
+                               " writes temporary " + plan.buffers[id].name +
+                               ", for which graph-plan-memory placed no value");
+    auto source = reuses.find(id);
+    const bool inPlace = source != reuses.end() && written.count(source->second);
+    if (inPlace && std::none_of(this->inPlace.begin(), this->inPlace.end(),
+                                [&](const InPlace &allowed) {
+                                  return allowed.output == id &&
+                                         storage[allowed.input] == source->second;
+                                }))
+      throw std::runtime_error("device program: graph-plan-memory placed " +
+                               plan.buffers[id].name + " over " +
+                               plan.buffers[source->second].name +
+                               ", which its kernel does not allow");
+    out.placements.push_back({id, static_cast<uint64_t>(offset->second),
+                              inPlace ? source->second : plan::kNoBuffer});
+  }
+  out.arenaBytes = alignUp(static_cast<uint64_t>(arena.getBytes()));
+}
+
+} // namespace deviceprogram
+
+std::string flashAttentionModuleSource(const std::string &dtype, int64_t headDim,
+                                       const std::vector<std::string> &entries) {
+  const std::string element = dtype == "bf16"  ? "ampc::flash::Bf16"
+                              : dtype == "f16" ? "ampc::flash::F16"
+                                               : "ampc::flash::F32";
+  const std::string d = std::to_string(headDim);
+  std::ostringstream source;
+  source << "// ampc_flash_attention_" << dtype << "_d" << d
+         << ": the flash-attention entry points a model needs\n"
+         << "// (runtime/cuda/device/FlashAttention.cuh), " << dtype << " storage, head dim " << d
+         << ".\n\n#include \"runtime/cuda/device/FlashAttention.cuh\"\n\n"
+         << "using Element = " << element << ";\nusing Storage = Element::Storage;\n";
+  const std::string bounds = "extern \"C\" __global__ void __launch_bounds__(ampc::flash::kThreads)\n";
+  for (const std::string &entry : entries) {
+    const bool causal = entry.size() > 7 && entry.compare(entry.size() - 7, 7, "_causal") == 0;
+    const std::string flag = causal ? "true" : "false";
+    source << "\n" << bounds << entry << "(";
+    if (entry.find("_fwd_") != std::string::npos)
+      source << "const Storage *q, const Storage *k, const Storage *v, Storage *o, float *lse,\n"
+             << "    int queries, int keys, float scale) {\n"
+             << "  ampc::flash::flashAttentionForward<Element, " << d << ", " << flag
+             << ">(q, k, v, o, lse, queries, keys, scale);\n}\n";
+    else if (entry.find("_bwd_delta_") != std::string::npos)
+      source << "const Storage *o, const Storage *dO, float *delta, long long rows) {\n"
+             << "  ampc::flash::flashAttentionBackwardDelta<Element, " << d
+             << ">(o, dO, delta, rows);\n}\n";
+    else if (entry.find("_bwd_dq_") != std::string::npos)
+      source << "const Storage *q, const Storage *k, const Storage *v, const Storage *dO,\n"
+             << "    const float *lse, const float *delta, Storage *dq, int queries, int keys,\n"
+             << "    float scale) {\n"
+             << "  ampc::flash::flashAttentionBackwardDq<Element, " << d << ", " << flag
+             << ">(q, k, v, dO, lse, delta, dq, queries, keys, scale);\n}\n";
+    else
+      source << "const Storage *q, const Storage *k, const Storage *v, const Storage *dO,\n"
+             << "    const float *lse, const float *delta, Storage *dk, Storage *dv, int queries,\n"
+             << "    int keys, float scale) {\n"
+             << "  ampc::flash::flashAttentionBackwardDkDv<Element, " << d << ", " << flag
+             << ">(q, k, v, dO, lse, delta, dk, dv, queries, keys, scale);\n}\n";
+  }
+  return source.str();
+}
+
+DeviceProgramSources buildDeviceProgram(graph::ModelOp model, const plan::Plan &plan,
+                                        const PlanProvenance &provenance) {
+  return deviceprogram::Builder(model, plan, provenance).run();
+}
+
+} // namespace ampc
