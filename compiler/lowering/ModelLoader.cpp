@@ -73,9 +73,12 @@ LogicalResult flattenModel(graph::ModelOp model,
 
 LogicalResult runTrainingPipeline(LoadedModel &loaded,
                                   const graph::TrainingPipelineConfig &config,
-                                  graph::PipelinePart part) {
+                                  graph::PipelinePart part,
+                                  llvm::function_ref<LogicalResult(PassManager &)> configure) {
   PassManager pm(loaded.module->getContext());
   graph::buildTrainingPipeline(pm, config, part);
+  if (configure && failed(configure(pm)))
+    return failure();
   return pm.run(*loaded.module);
 }
 

@@ -14,6 +14,8 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/SourceMgr.h"
 
 #include <string>
@@ -41,10 +43,14 @@ mlir::LogicalResult flattenModel(graph::ModelOp model,
 
 /// Runs the training pipeline (passes/TrainingPipeline.h: the training step derived, precision,
 /// loss scaling, remat with a budget, fusion and memory planning) on a loaded model: the form
-/// plan emission and the device program take. What `ampc compile` runs.
+/// plan emission and the device program take. What `ampc compile` runs. \p part runs half of
+/// it (as `ampc report` does). \p configure, when given, adjusts the pass manager before it runs
+/// (the driver applies MLIR's command-line options: IR printing, timing, crash reproducers); its
+/// failure stops before any pass runs.
 mlir::LogicalResult runTrainingPipeline(
     LoadedModel &loaded, const graph::TrainingPipelineConfig &config,
-    graph::PipelinePart part = graph::PipelinePart::All);
+    graph::PipelinePart part = graph::PipelinePart::All,
+    llvm::function_ref<mlir::LogicalResult(mlir::PassManager &)> configure = {});
 
 } // namespace ampc
 

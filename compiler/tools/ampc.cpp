@@ -1,16 +1,23 @@
 //===- ampc.cpp - the ampc command-line driver -----------------------------===//
 //
 //   ampc verify MODEL.mlir                 parse and verify a model file, summarise it
-//   ampc plan MODEL.mlir -o MODEL.plan [--train TRAINING...]
+//   ampc plan MODEL.mlir -o PLAN [--train [TRAINING...]] [PRECISION...]
 //                                          lower it to a runtime plan file
-//   ampc compile MODEL.mlir -o BINARY [TRAINING...] [PRECISION...]
+//   ampc compile MODEL.mlir -o BINARY [TRAINING...] [PRECISION...] [MLIR...]
 //                                          write a standalone training executable
-//   ampc report precision MODEL.mlir [PRECISION...]
+//   ampc report precision MODEL.mlir [TRAINING...] [PRECISION...]
 //                                          the dtypes of every op of the training step
-//   ampc report memory MODEL.mlir [TRAINING...] [PRECISION...]
+//   ampc report memory MODEL.mlir [TRAINING...] [PRECISION...] [--memory-budget B,...]
 //                                          where the training step's memory goes
 //   ampc eval MODEL.mlir|MODEL.plan [--seed N] [--input NAME=FILE]... [--precision f32|f64]
 //                                          evaluate the loss on the CPU reference backend
+//
+// The command line is llvm::cl's: one cl::SubCommand per verb, every option declared once with
+// the verbs that take it (cl::sub) and its help category, so `ampc --help` and
+// `ampc COMMAND --help` come from the declarations. The training pipeline's flags carry the names
+// of its pass options (passes/TrainingPipeline.h) and write them in place. `ampc compile` and
+// `ampc plan --train` also take MLIR's pass-manager, context and printer options
+// (--mlir-timing, --mlir-print-ir-after-all, --mlir-pass-pipeline-crash-reproducer, ...).
 //
 // Every user mistake (a bad model file, flag or data file) ends with a one-line message or a
 // located diagnostic and exit status 1.
@@ -28,15 +35,21 @@
 #include "runtime/plan/Plan.h"
 #include "runtime/train/Bundle.h"
 
+#include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
-#include <functional>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -45,85 +58,521 @@
 #include <vector>
 
 using namespace ampc;
+namespace cl = llvm::cl;
 
 namespace {
 
-constexpr const char *kUsage = R"(ampc: a mixed-precision training compiler
+//===----------------------------------------------------------------------===//
+// Commands
+//===----------------------------------------------------------------------===//
 
-usage:
+// Each command's one-line description (`ampc --help` lists them); overview() adds the details
+// to the command's own help.
+cl::SubCommand verifyCommand("verify", "Parse and verify a model file; summarise its parameters "
+                                       "and inputs");
+cl::SubCommand planCommand("plan", "Lower a model to a runtime plan file: the forward pass, or "
+                                   "with --train the training step");
+cl::SubCommand compileCommand("compile", "Write a standalone training executable: the runtime "
+                                         "and the plan of the training step");
+cl::SubCommand reportCommand("report", "Print the precision of every op of the training step, "
+                                       "or where its memory goes");
+cl::SubCommand evalCommand("eval", "Evaluate a model's loss on the CPU reference backend");
+
+/// Every command, in the order the messages name them.
+cl::SubCommand *const commands[] = {&verifyCommand, &planCommand, &evalCommand, &compileCommand,
+                                    &reportCommand};
+
+cl::SubCommandGroup allCommands({&verifyCommand, &planCommand, &compileCommand, &reportCommand,
+                                 &evalCommand});
+/// The commands that read a model file (.mlir) as their one positional argument.
+cl::SubCommandGroup modelCommands({&verifyCommand, &planCommand, &compileCommand});
+/// The commands that write an output file.
+cl::SubCommandGroup outputCommands({&planCommand, &compileCommand});
+/// The commands that take the training pipeline's options: plan (with --train), compile and
+/// report (--memory-budget: report memory).
+cl::SubCommandGroup pipelineCommands({&planCommand, &compileCommand, &reportCommand});
+
+//===----------------------------------------------------------------------===//
+// Value parsers: a bad value is one line, "ampc: error: --lr expects a number, got 'fast'",
+// as every other usage error, rather than llvm::cl's wording.
+//===----------------------------------------------------------------------===//
+
+/// Prints a usage error; returns true, llvm::cl's "the value was not accepted".
+bool usageError(const llvm::Twine &message) {
+  llvm::errs() << "ampc: error: " << message << "\n";
+  return true;
+}
+
+/// Real numbers of the pass options (double).
+struct RealParser : cl::parser<double> {
+  using cl::parser<double>::parser;
+  bool parse(cl::Option &, llvm::StringRef name, llvm::StringRef text, double &value) {
+    if (text.getAsDouble(value))
+      return usageError("--" + name + " expects a number, got '" + text + "'");
+    return false;
+  }
+};
+
+/// Integers of the pass options (int64_t). cl::parser<long> is final: this parses long long,
+/// which llvm::cl converts on assignment.
+struct CountParser : cl::parser<long long> {
+  using cl::parser<long long>::parser;
+  bool parse(cl::Option &, llvm::StringRef name, llvm::StringRef text, long long &value) {
+    if (text.getAsInteger(10, value))
+      return usageError("--" + name + " expects an integer, got '" + text + "'");
+    return false;
+  }
+};
+
+/// ampc eval's --seed (uint64_t).
+struct SeedParser : cl::parser<unsigned long long> {
+  using cl::parser<unsigned long long>::parser;
+  bool parse(cl::Option &, llvm::StringRef name, llvm::StringRef text,
+             unsigned long long &value) {
+    if (text.getAsInteger(10, value))
+      return usageError("--" + name + " expects a non-negative integer, got '" + text + "'");
+    return false;
+  }
+};
+
+/// On/off flags: alone, or =true/=false (=1/=0) as llvm::cl's own.
+struct FlagParser : cl::parser<bool> {
+  using cl::parser<bool>::parser;
+  bool parse(cl::Option &, llvm::StringRef name, llvm::StringRef text, bool &value) {
+    if (text.empty() || text == "1" || text.equals_insensitive("true"))
+      value = true;
+    else if (text == "0" || text.equals_insensitive("false"))
+      value = false;
+    else
+      return usageError("--" + name + " is a flag: give it alone, or =true or =false, got '" +
+                        text + "'");
+    return false;
+  }
+};
+
+/// graph-assign-precision's modes.
+struct PrecisionModeParser : cl::parser<std::string> {
+  using cl::parser<std::string>::parser;
+  bool parse(cl::Option &, llvm::StringRef name, llvm::StringRef text, std::string &value) {
+    if (text != "bf16" && text != "fp16" && text != "fp32")
+      return usageError("--" + name + " is bf16, fp16 or fp32, got '" + text + "'");
+    value = text.str();
+    return false;
+  }
+};
+
+/// The CPU backend's compute types (ampc eval).
+struct CpuPrecisionParser : cl::parser<std::string> {
+  using cl::parser<std::string>::parser;
+  bool parse(cl::Option &, llvm::StringRef name, llvm::StringRef text, std::string &value) {
+    if (text != "f32" && text != "f64")
+      return usageError("--" + name + " is f32 or f64, got '" + text + "'");
+    value = text.str();
+    return false;
+  }
+};
+
+/// ampc eval's --input NAME=FILE.
+struct InputParser : cl::parser<std::string> {
+  using cl::parser<std::string>::parser;
+  bool parse(cl::Option &, llvm::StringRef name, llvm::StringRef text, std::string &value) {
+    auto [input, file] = text.split('=');
+    if (input.empty() || file.empty())
+      return usageError("--" + name + " expects NAME=FILE, got '" + text + "'");
+    value = text.str();
+    return false;
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Options
+//===----------------------------------------------------------------------===//
+
+cl::OptionCategory outputCategory("Output options");
+cl::OptionCategory trainingCategory(
+    "Training options",
+    "Fixed at compile time. The names are the training pipeline's options (ampc-opt\n"
+    "--ampc-training-pipeline=\"lr=1e-3 ...\"); 'ampc plan' takes them with --train.");
+cl::OptionCategory precisionCategory(
+    "Precision options",
+    "bf16 is the default of 'ampc compile', 'ampc report' and 'ampc plan --train'; a forward\n"
+    "plan is assigned a precision only when --precision is given.");
+cl::OptionCategory memoryCategory("Memory options");
+cl::OptionCategory evalCategory("Evaluation options");
+cl::OptionCategory mlirCategory(
+    "MLIR options",
+    "The instrumentation of the pass manager that runs the training pipeline ('ampc plan':\n"
+    "with --train), and MLIR's context and IR printing options.");
+
+/// What the pipeline's flags set: its pass options, with the passes' defaults.
+graph::TrainingPipelineConfig pipeline;
+
+// Arguments that are not options. A command's positional list holds the model file (and for
+// `ampc report` what to report); the sink holds what no option of the command matched, so
+// the driver names the mistake (and the command it belongs to) in its own words.
+cl::list<std::string> modelArguments(cl::Positional, cl::sub(modelCommands),
+                                     cl::desc("MODEL.mlir"));
+cl::list<std::string> reportArguments(cl::Positional, cl::sub(reportCommand),
+                                      cl::desc("precision|memory MODEL.mlir"));
+cl::list<std::string> evalArguments(cl::Positional, cl::sub(evalCommand),
+                                    cl::desc("MODEL.mlir|PLAN"));
+cl::list<std::string> unknownArguments(cl::Sink, cl::sub(cl::SubCommand::getTopLevel()),
+                                       cl::sub(allCommands));
+
+/// The options, by the names of their flags.
+namespace flags {
+
+// Output.
+cl::opt<std::string> output("o", cl::sub(outputCommands), cl::cat(outputCategory),
+                            cl::value_desc("FILE"),
+                            cl::desc("The plan (plan) or the training executable (compile)"));
+cl::opt<bool, false, FlagParser>
+    train("train", cl::sub(planCommand), cl::cat(outputCategory),
+          cl::desc("Lower the training step rather than the forward pass (bf16 unless "
+                   "--precision says otherwise, as compile)"));
+cl::opt<std::string> emitMlir("emit-mlir", cl::sub(outputCommands), cl::cat(outputCategory),
+                              cl::value_desc("FILE"),
+                              cl::desc("Also write the IR of the training step the plan is "
+                                       "lowered from (plan: with --train)"));
+
+// Training: graph-build-training.
+cl::opt<int64_t, true, CountParser> accumSteps(
+    "accum-steps", cl::location(pipeline.training.accumSteps), cl::sub(pipelineCommands),
+    cl::cat(trainingCategory), cl::value_desc("N"),
+    cl::desc("Micro-batches per optimizer step; each micro-batch's loss is divided by N,\n"
+             "so N micro-batches of B equal one batch of N*B (default 1)"));
+cl::opt<std::string, true> optimizer("optimizer", cl::location(pipeline.training.optimizer),
+                                     cl::sub(pipelineCommands), cl::cat(trainingCategory),
+                                     cl::value_desc("adamw|sgd"),
+                                     cl::desc("The optimizer (default adamw)"));
+cl::opt<double, true, RealParser> lr("lr", cl::location(pipeline.training.lr),
+                                     cl::sub(pipelineCommands), cl::cat(trainingCategory),
+                                     cl::value_desc("X"),
+                                     cl::desc("Peak learning rate (default 3e-4)"));
+cl::opt<double, true, RealParser> beta1("beta1", cl::location(pipeline.training.beta1),
+                                        cl::sub(pipelineCommands), cl::cat(trainingCategory),
+                                        cl::value_desc("X"),
+                                        cl::desc("AdamW first-moment decay (default 0.9)"));
+cl::opt<double, true, RealParser> beta2("beta2", cl::location(pipeline.training.beta2),
+                                        cl::sub(pipelineCommands), cl::cat(trainingCategory),
+                                        cl::value_desc("X"),
+                                        cl::desc("AdamW second-moment decay (default 0.95)"));
+cl::opt<double, true, RealParser> eps("eps", cl::location(pipeline.training.eps),
+                                      cl::sub(pipelineCommands), cl::cat(trainingCategory),
+                                      cl::value_desc("X"),
+                                      cl::desc("AdamW epsilon (default 1e-8)"));
+cl::opt<double, true, RealParser> weightDecay(
+    "weight-decay", cl::location(pipeline.training.weightDecay), cl::sub(pipelineCommands),
+    cl::cat(trainingCategory), cl::value_desc("X"),
+    cl::desc("AdamW decoupled weight decay / SGD L2 penalty (default 0.1); biases and norm\n"
+             "gains are not decayed unless the model says {weight_decay = true}"));
+cl::opt<double, true, RealParser> momentum("momentum", cl::location(pipeline.training.momentum),
+                                           cl::sub(pipelineCommands), cl::cat(trainingCategory),
+                                           cl::value_desc("X"),
+                                           cl::desc("SGD momentum (default 0.9)"));
+cl::opt<double, true, RealParser> clipNorm(
+    "clip-norm", cl::location(pipeline.training.clipNorm), cl::sub(pipelineCommands),
+    cl::cat(trainingCategory), cl::value_desc("X"),
+    cl::desc("Clip the global gradient norm (default 1.0; 0 disables)"));
+cl::opt<std::string, true> schedule(
+    "schedule", cl::location(pipeline.training.schedule), cl::sub(pipelineCommands),
+    cl::cat(trainingCategory), cl::value_desc("constant|cosine"),
+    cl::desc("The learning-rate schedule after the warmup (default constant)"));
+cl::opt<int64_t, true, CountParser> warmupSteps(
+    "warmup-steps", cl::location(pipeline.training.warmupSteps), cl::sub(pipelineCommands),
+    cl::cat(trainingCategory), cl::value_desc("N"),
+    cl::desc("Linear warmup steps (default 0)"));
+cl::opt<int64_t, true, CountParser> decaySteps(
+    "decay-steps", cl::location(pipeline.training.decaySteps), cl::sub(pipelineCommands),
+    cl::cat(trainingCategory), cl::value_desc("N"),
+    cl::desc("Cosine: the step where the rate reaches min-lr (default: the run's --steps)"));
+cl::opt<double, true, RealParser> minLr("min-lr", cl::location(pipeline.training.minLr),
+                                        cl::sub(pipelineCommands), cl::cat(trainingCategory),
+                                        cl::value_desc("X"),
+                                        cl::desc("Cosine: the final rate (default lr / 10)"));
+
+// Precision: graph-assign-precision.
+cl::opt<std::string, true, PrecisionModeParser> precision(
+    "precision", cl::location(pipeline.precision.mode), cl::sub(pipelineCommands),
+    cl::cat(precisionCategory), cl::value_desc("bf16|fp16|fp32"),
+    cl::desc("Matmuls and attention read the reduced type and accumulate in f32; softmax,\n"
+             "norms, losses and reductions compute in f32; master weights, accumulators and\n"
+             "optimizer state are f32 (default bf16)"));
+cl::opt<std::string, true> policy(
+    "policy", cl::location(pipeline.precision.policyFile), cl::sub(pipelineCommands),
+    cl::cat(precisionCategory), cl::value_desc("FILE"),
+    cl::desc("Move op kinds between the lists: lines 'reduced: kind, ...', 'fp32: ...',\n"
+             "'follow: ...', 'store_fp32: ...' (a kind put in two lists is an error)"));
+cl::opt<std::string, true> reducedOps("reduced-ops",
+                                      cl::location(pipeline.precision.reducedOps),
+                                      cl::sub(pipelineCommands), cl::cat(precisionCategory),
+                                      cl::value_desc("K,K"),
+                                      cl::desc("Op kinds to run in the reduced type"));
+cl::opt<std::string, true> fp32Ops("fp32-ops", cl::location(pipeline.precision.fp32Ops),
+                                   cl::sub(pipelineCommands), cl::cat(precisionCategory),
+                                   cl::value_desc("K,K"), cl::desc("Op kinds to run in f32"));
+cl::opt<std::string, true> followOps("follow-ops", cl::location(pipeline.precision.followOps),
+                                     cl::sub(pipelineCommands), cl::cat(precisionCategory),
+                                     cl::value_desc("K,K"),
+                                     cl::desc("Op kinds that run in the type of their inputs"));
+cl::opt<std::string, true> storeFp32Ops(
+    "store-fp32-ops", cl::location(pipeline.precision.storeFp32Ops), cl::sub(pipelineCommands),
+    cl::cat(precisionCategory), cl::value_desc("K,K"),
+    cl::desc("Op kinds whose results are stored in f32"));
+
+// Precision: graph-insert-loss-scaling.
+
+/// auto, dynamic, none, or static=SCALE, which is static with SCALE as the initial scale (as
+/// --initial-loss-scale; the later of the two wins).
+struct LossScalingParser : cl::parser<std::string> {
+  using cl::parser<std::string>::parser;
+  bool parse(cl::Option &, llvm::StringRef name, llvm::StringRef text, std::string &value) {
+    llvm::StringRef mode = text;
+    if (mode.consume_front("static=")) {
+      if (mode.getAsDouble(pipeline.scaling.initialScale))
+        return usageError("--" + name + " static= expects a number, got '" + mode + "'");
+      value = "static";
+    } else if (mode == "auto" || mode == "dynamic" || mode == "none") {
+      value = mode.str();
+    } else {
+      return usageError("--" + name + " is auto, dynamic, none or static=SCALE, got '" + text +
+                        "'");
+    }
+    return false;
+  }
+};
+
+cl::opt<std::string, true, LossScalingParser> lossScaling(
+    "loss-scaling", cl::location(pipeline.scaling.mode), cl::sub(pipelineCommands),
+    cl::cat(precisionCategory), cl::value_desc("auto|dynamic|none|static=SCALE"),
+    cl::desc("Loss scaling (default auto: dynamic for fp16, none otherwise)"));
+cl::opt<double, true, RealParser> initialLossScale(
+    "initial-loss-scale", cl::location(pipeline.scaling.initialScale),
+    cl::sub(pipelineCommands), cl::cat(precisionCategory), cl::value_desc("X"),
+    cl::desc("The first scale (default 65536)"));
+cl::opt<int64_t, true, CountParser> lossScaleGrowthInterval(
+    "loss-scale-growth-interval", cl::location(pipeline.scaling.growthInterval),
+    cl::sub(pipelineCommands), cl::cat(precisionCategory), cl::value_desc("N"),
+    cl::desc("Finite steps before the scale doubles (default 2000)"));
+cl::opt<double, true, RealParser> lossScaleFloor(
+    "loss-scale-floor", cl::location(pipeline.scaling.minScale), cl::sub(pipelineCommands),
+    cl::cat(precisionCategory), cl::value_desc("X"),
+    cl::desc("The scale never falls below X (default 1; a warning when reached)"));
+cl::opt<bool, true, FlagParser> debugNonfinite(
+    "debug-nonfinite", cl::location(pipeline.scaling.debugNonfinite), cl::sub(pipelineCommands),
+    cl::cat(precisionCategory),
+    cl::desc("The training binary names the first op whose result became inf/NaN"));
+
+// Memory: graph-plan-remat.
+cl::opt<std::string, true> memoryBudget(
+    "memory-budget", cl::location(pipeline.memoryBudget), cl::sub(pipelineCommands),
+    cl::cat(memoryCategory), cl::value_desc("B"),
+    cl::desc("Recompute activations in the backward pass so the whole step (parameters,\n"
+             "gradients, optimizer state, a 32 MiB matmul workspace and the live values)\n"
+             "fits B: bytes, 6GiB, 512MiB, 1.5GB, or a share of the peak without remat such\n"
+             "as 75%. 'report memory' takes a list B,B,... and shows each plan"));
+cl::opt<std::string> plot("plot", cl::sub(reportCommand), cl::cat(memoryCategory),
+                          cl::value_desc("FILE.png"),
+                          cl::desc("report memory with --memory-budget: plot the memory over "
+                                   "time with and without remat"));
+
+// Evaluation.
+cl::opt<uint64_t, false, SeedParser> seed("seed", cl::sub(evalCommand), cl::cat(evalCategory),
+                                          cl::value_desc("N"),
+                                          cl::desc("Seed of the parameters and the drawn "
+                                                   "inputs (default 0)"));
+cl::list<std::string, bool, InputParser> inputs(
+    "input", cl::sub(evalCommand), cl::cat(evalCategory), cl::value_desc("NAME=FILE"),
+    cl::desc("The raw little-endian elements of input @NAME (repeatable)"));
+cl::opt<std::string, false, CpuPrecisionParser> evalPrecision(
+    "precision", cl::sub(evalCommand), cl::cat(evalCategory), cl::value_desc("f32|f64"),
+    cl::desc("The CPU backend's compute type (default f32)"), cl::init("f32"));
+
+} // namespace flags
+
+/// MLIR's options that configure the pass manager (IR printing, timing, statistics, crash
+/// reproducers): the training pipeline's, so `ampc plan` takes them with --train only.
+std::vector<cl::Option *> passManagerOptions;
+/// All of MLIR's options the driver takes, by name.
+llvm::StringMap<cl::Option *> mlirOptions;
+
+/// Whether MLIR's option `name` is on the command line.
+bool givenMlirOption(llvm::StringRef name) {
+  cl::Option *option = mlirOptions.lookup(name);
+  return option && option->getNumOccurrences();
+}
+
+/// The options `registerOptions` adds to llvm::cl's top level.
+std::vector<cl::Option *> addedOptions(llvm::function_ref<void()> registerOptions) {
+  llvm::StringMap<cl::Option *> &topLevel = cl::getRegisteredOptions();
+  llvm::StringSet<> before;
+  for (const auto &entry : topLevel)
+    before.insert(entry.getKey());
+  registerOptions();
+  std::vector<cl::Option *> added;
+  for (const auto &entry : topLevel)
+    if (!before.contains(entry.getKey()))
+      added.push_back(entry.getValue());
+  return added;
+}
+
+/// Registers MLIR's pass-manager, timing, context and printer options for `ampc compile` and
+/// `ampc plan`. MLIR declares them without cl::sub, so llvm::cl puts them in the top level only,
+/// where no subcommand sees them; they are moved, in the MLIR category.
+void registerMlirOptions() {
+  passManagerOptions = addedOptions([] {
+    mlir::registerPassManagerCLOptions();
+    mlir::registerDefaultTimingManagerCLOptions();
+  });
+  std::vector<cl::Option *> all = addedOptions([] {
+    mlir::registerMLIRContextCLOptions();
+    mlir::registerAsmPrinterCLOptions();
+  });
+  all.insert(all.end(), passManagerOptions.begin(), passManagerOptions.end());
+  for (cl::Option *option : all) {
+    option->removeArgument();
+    option->addSubCommand(compileCommand);
+    option->addSubCommand(planCommand);
+    option->addCategory(mlirCategory);
+    option->addArgument();
+    mlirOptions[option->ArgStr] = option;
+  }
+}
+
+/// Hides LLVM's own options (the libraries' hundreds) from every help text.
+void hideUnrelatedOptions() {
+  const cl::OptionCategory *categories[] = {&outputCategory,    &trainingCategory,
+                                            &precisionCategory, &memoryCategory,
+                                            &evalCategory,      &mlirCategory};
+  cl::HideUnrelatedOptions(categories);
+  for (cl::SubCommand *command : commands)
+    cl::HideUnrelatedOptions(categories, *command);
+}
+
+/// The overview of `ampc --help`, or the details of a command for `ampc COMMAND --help`.
+std::string overview(cl::SubCommand *command) {
+  std::string text = "ampc: a mixed-precision training compiler\n";
+  if (!command)
+    return text + R"(
   ampc verify MODEL.mlir
-      Parse and verify a model file; print a summary of its parameters and inputs.
-  ampc compile MODEL.mlir -o BINARY [training options] [precision options]
-      Derive the backward pass and the optimizer step and write a standalone training
-      executable (the runtime plus the plan; no MLIR at run time). Run it with
-      ./BINARY --steps N [--seed S] [--data FILE] [--log metrics.jsonl]; ./BINARY --help.
-  ampc report precision MODEL.mlir [training options] [precision options]
-      Print the dtypes every op of the training step computes, accumulates and stores in,
-      the rule that decided each, and the totals (casts, bytes converted, reduced FLOPs).
-  ampc report memory MODEL.mlir [training options] [precision options]
-                     [--memory-budget B[,B...]] [--plot FILE.png]
-      Print the training step's memory: persistent buffers by kind, the arena of each step
-      function (graph-plan-memory), the peak, and the largest values live at the peak. With
-      --memory-budget, what rematerialization does for each budget: the peak before and
-      after, the values recomputed, the extra FLOPs, and a memory-over-time table (and a
-      plot with --plot).
-  ampc plan MODEL.mlir -o PLAN [--train [training options]] [precision options]
-      Lower the model to a runtime plan file (docs/plan-format.md): the forward pass, or with
-      --train the training step.
+  ampc plan MODEL.mlir -o PLAN [--train] [options]
+  ampc compile MODEL.mlir -o BINARY [options]
+  ampc report precision|memory MODEL.mlir [options]
   ampc eval MODEL.mlir|PLAN [--seed N] [--input NAME=FILE]... [--precision f32|f64]
-      Evaluate the model's loss on the CPU reference backend. Parameters are initialised from
-      the seed; inputs not given with --input are drawn from the seed too (integer inputs
-      uniformly over their valid ids). FILE holds the input's raw little-endian elements.
 
-training options (compile, report, plan --train):
-  --accum-steps N        micro-batches per optimizer step; each micro-batch's loss is divided
-                         by N, so N micro-batches of B equal one batch of N*B (default 1)
-  --optimizer NAME       adamw (default) or sgd
-  --lr X                 peak learning rate (default 3e-4)
-  --beta1 X, --beta2 X   AdamW moment decays (default 0.9, 0.95)
-  --eps X                AdamW epsilon (default 1e-8)
-  --weight-decay X       AdamW decoupled weight decay / SGD L2 penalty (default 0.1); biases
-                         and norm gains are not decayed unless the model file says
-                         {weight_decay = true} on the parameter
-  --momentum X           SGD momentum (default 0.9)
-  --clip-norm X          clip the global gradient norm (default 1.0; 0 disables)
-  --schedule NAME        constant (default) or cosine, both after a linear warmup
-  --warmup-steps N       linear warmup steps (default 0)
-  --decay-steps N        cosine: the step where the rate reaches min-lr (default: the run's
-                         --steps)
-  --min-lr X             cosine: the final rate (default lr / 10)
-
-precision options (compile, report, plan; ampc eval's --precision is the CPU compute type):
-  --precision MODE       bf16 (the default, except for a forward-only plan), fp16 or fp32:
-                         matmuls and attention read the reduced type and accumulate in f32;
-                         softmax, norms, losses and reductions compute in f32; master weights,
-                         accumulators and optimizer state are f32
-  --policy FILE          move op kinds between the lists: lines 'reduced: kind, ...',
-                         'fp32: ...', 'follow: ...', 'store_fp32: ...'
-  --reduced-ops K,K  --fp32-ops K,K  --follow-ops K,K  --store-fp32-ops K,K
-                         the same from the command line (a kind put in two lists is an error)
-  --loss-scaling MODE    auto (default: dynamic for fp16, none otherwise), dynamic, none, or
-                         static=SCALE
-  --initial-loss-scale X the first scale (default 65536)
-  --loss-scale-growth-interval N
-                         finite steps before the scale doubles (default 2000)
-  --loss-scale-floor X   the scale never falls below X (default 1; a warning when reached)
-  --debug-nonfinite      the training binary names the first op whose result became inf/NaN
-
-memory options (compile, plan --train, report memory):
-  --memory-budget B      recompute activations in the backward pass so the whole step
-                         (parameters, gradients, optimizer state, a 32 MiB matmul workspace
-                         and the live values) fits B: bytes, 6GiB, 512MiB, 1.5GB, or a share
-                         of the peak without remat such as 75% (graph-plan-remat)
-
-options:
-  -h, --help    show this help
+Each command's options: ampc COMMAND --help. An option's value follows it as --flag=value or
+--flag value.
 )";
+  if (command == &planCommand)
+    return text + R"(
+The plan format is docs/plan-format.md. With --train, the plan holds the training step that
+'ampc compile' puts in its executable.
+)";
+  if (command == &compileCommand)
+    return text + R"(
+'ampc compile' derives the backward pass and the optimizer step and writes one executable: the
+runtime plus the plan, no MLIR at run time. Run it with
+  ./BINARY --steps N [--seed S] [--data FILE] [--log metrics.jsonl]   (./BINARY --help)
+)";
+  if (command == &reportCommand)
+    return text + R"(
+'ampc report precision' prints the dtypes every op of the training step computes, accumulates
+and stores in, the rule that decided each, and the totals (casts, bytes converted, reduced
+FLOPs). 'ampc report memory' prints the persistent buffers by kind, the arena of each step
+function, the peak and the largest values live at it; with --memory-budget, what
+rematerialization does for each budget (and a plot with --plot).
+)";
+  if (command == &evalCommand)
+    return text + R"(
+Parameters are initialised from the seed; inputs not given with --input are drawn from the seed
+too (integer inputs uniformly over their valid ids). FILE holds the input's raw little-endian
+elements.
+)";
+  return text;
+}
+
+void printVersion(llvm::raw_ostream &os) {
+  os << "ampc " << AMPC_VERSION << "\n  built with LLVM and MLIR " << LLVM_VERSION_STRING
+     << "\n";
+}
+
+//===----------------------------------------------------------------------===//
+// The command line checked
+//===----------------------------------------------------------------------===//
 
 /// A user-facing failure: printed as "ampc: error: <message>", exit status 1.
 struct UsageError {
   std::string message;
 };
+
+/// The command argv names, as llvm::cl picks it (by the first argument), or null: the top
+/// level (no command, or an unknown one).
+cl::SubCommand *commandNamed(int argc, char **argv) {
+  if (argc < 2)
+    return nullptr;
+  for (cl::SubCommand *command : commands)
+    if (command->getName() == argv[1])
+      return command;
+  return nullptr;
+}
+
+/// "'ampc plan' and 'ampc compile'".
+std::string listCommands(llvm::ArrayRef<cl::SubCommand *> list) {
+  std::string text;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (i)
+      text += i + 1 == list.size() ? " and " : ", ";
+    text += "'ampc " + list[i]->getName().str() + "'";
+  }
+  return text;
+}
+
+/// Checks that the last argument is not an option that needs a value: llvm::cl would take the
+/// next argument as the value, and at the end there is none.
+void checkLastValue(cl::SubCommand &command, int argc, char **argv) {
+  if (argc < 2)
+    return;
+  llvm::StringRef last = argv[argc - 1];
+  if (!last.starts_with("-") || last.contains('='))
+    return;
+  auto found = cl::getRegisteredOptions(command).find(last.ltrim('-'));
+  if (found != cl::getRegisteredOptions(command).end() &&
+      found->second->getValueExpectedFlag() == cl::ValueRequired)
+    throw UsageError{last.str() + " needs a value"};
+}
+
+/// The message for an argument no option of `command` (null: the top level) matched.
+std::string unknownOption(llvm::StringRef argument, cl::SubCommand *command) {
+  llvm::StringRef flag = argument.split('=').first;
+  llvm::StringRef name = flag.ltrim('-');
+  std::string where = command ? "'ampc " + command->getName().str() + "'" : "'ampc'";
+  std::vector<cl::SubCommand *> owners;
+  for (cl::SubCommand *other : commands)
+    if (other != command && cl::getRegisteredOptions(*other).count(name))
+      owners.push_back(other);
+  if (!owners.empty() && !command)
+    return flag.str() + " goes after the command: it is an option of " + listCommands(owners);
+  if (!owners.empty())
+    return where + " does not take " + flag.str() + ": it is an option of " +
+           listCommands(owners);
+  std::string help = command ? "ampc " + command->getName().str() + " --help" : "ampc --help";
+  std::string nearest;
+  unsigned distance = 3;
+  for (const auto &entry : cl::getRegisteredOptions(command ? *command
+                                                            : cl::SubCommand::getTopLevel())) {
+    if (entry.getValue()->getOptionHiddenFlag() != cl::NotHidden)
+      continue;
+    // A suggestion keeps some of what was typed: 'x' suggests nothing, not '-o'.
+    unsigned edits = name.edit_distance(entry.getKey(), true, distance);
+    if (edits < distance && edits < name.size()) {
+      distance = edits;
+      nearest = (entry.getKey().size() == 1 ? "-" : "--") + entry.getKey().str();
+    }
+  }
+  std::string suggestion = nearest.empty() ? "" : "; did you mean '" + nearest + "'?";
+  return "unknown option '" + flag.str() + "' for " + where + suggestion + " (see '" + help +
+         "')";
+}
 
 /// Parsed command line of one verb.
 struct Options {
@@ -135,213 +584,105 @@ struct Options {
   std::vector<std::pair<std::string, std::string>> inputs;
   /// Build the training step (always for compile; plan --train).
   bool train = false;
-  graph::GraphBuildTrainingOptions training;
   /// Assign precision (compile and report: bf16 unless --precision says otherwise).
   bool assignPrecision = false;
-  graph::GraphAssignPrecisionOptions mixedPrecision;
-  graph::GraphInsertLossScalingOptions scaling;
+  /// The training pipeline's options: training, precision, loss scaling and the memory budget
+  /// (one for compile and plan, a comma-separated list for report memory).
+  graph::TrainingPipelineConfig pipeline;
   /// What `ampc report` prints: "precision" or "memory".
   std::string report;
-  /// --memory-budget: one budget (compile, plan), or a comma-separated list (report memory).
-  std::string memoryBudget;
   /// --plot FILE.png (report memory with a budget).
   std::string plot;
   /// --emit-mlir FILE (compile, plan --train): the IR the plan is lowered from.
   std::string emitMlir;
 };
 
-double parseReal(llvm::StringRef flag, llvm::StringRef text) {
-  double value;
-  if (text.getAsDouble(value))
-    throw UsageError{flag.str() + " expects a number, got '" + text.str() + "'"};
-  return value;
-}
-
-int64_t parseCount(llvm::StringRef flag, llvm::StringRef text) {
-  int64_t value;
-  if (text.getAsInteger(10, value))
-    throw UsageError{flag.str() + " expects an integer, got '" + text.str() + "'"};
-  return value;
-}
-
-/// Parses one precision or loss-scaling option; false if `arg` is not one.
-bool parsePrecisionOption(llvm::StringRef arg, const std::function<llvm::StringRef()> &value,
-                          Options &options) {
-  if (arg == "--precision") {
-    llvm::StringRef mode = value();
-    if (mode != "bf16" && mode != "fp16" && mode != "fp32")
-      throw UsageError{"--precision is bf16, fp16 or fp32, got '" + mode.str() + "'"};
-    options.mixedPrecision.mode = mode.str();
-    options.assignPrecision = true;
-  } else if (arg == "--policy") {
-    options.mixedPrecision.policyFile = value().str();
-  } else if (arg == "--reduced-ops") {
-    options.mixedPrecision.reducedOps = value().str();
-  } else if (arg == "--fp32-ops") {
-    options.mixedPrecision.fp32Ops = value().str();
-  } else if (arg == "--follow-ops") {
-    options.mixedPrecision.followOps = value().str();
-  } else if (arg == "--store-fp32-ops") {
-    options.mixedPrecision.storeFp32Ops = value().str();
-  } else if (arg == "--loss-scaling") {
-    llvm::StringRef mode = value();
-    if (mode.consume_front("static=")) {
-      options.scaling.mode = "static";
-      options.scaling.initialScale = parseReal("--loss-scaling static=", mode);
-    } else if (mode == "auto" || mode == "dynamic" || mode == "none") {
-      options.scaling.mode = mode.str();
-    } else {
-      throw UsageError{"--loss-scaling is auto, dynamic, none or static=SCALE, got '" +
-                       mode.str() + "'"};
-    }
-  } else if (arg == "--initial-loss-scale") {
-    options.scaling.initialScale = parseReal(arg, value());
-  } else if (arg == "--loss-scale-growth-interval") {
-    options.scaling.growthInterval = parseCount(arg, value());
-  } else if (arg == "--loss-scale-floor") {
-    options.scaling.minScale = parseReal(arg, value());
-  } else if (arg == "--debug-nonfinite") {
-    options.scaling.debugNonfinite = true;
-  } else {
-    return false;
+/// The options of the command llvm::cl parsed, checked together.
+Options checkedOptions(cl::SubCommand *command) {
+  if (!command) {
+    if (unknownArguments.empty())
+      throw UsageError{"no command given; try 'ampc --help'"};
+    llvm::StringRef first = unknownArguments.front();
+    if (!first.starts_with("-"))
+      throw UsageError{"unknown command '" + first.str() +
+                       "'; the commands are verify, plan, eval, compile and report (see 'ampc "
+                       "--help')"};
+    throw UsageError{unknownOption(first, nullptr)};
   }
-  return true;
-}
+  if (!unknownArguments.empty())
+    throw UsageError{unknownOption(unknownArguments.front(), command)};
 
-/// Parses one training option into `training`; false if `arg` is not one.
-bool parseTrainingOption(llvm::StringRef arg, const std::function<llvm::StringRef()> &value,
-                         graph::GraphBuildTrainingOptions &training) {
-  if (arg == "--accum-steps")
-    training.accumSteps = parseCount(arg, value());
-  else if (arg == "--optimizer")
-    training.optimizer = value().str();
-  else if (arg == "--lr")
-    training.lr = parseReal(arg, value());
-  else if (arg == "--beta1")
-    training.beta1 = parseReal(arg, value());
-  else if (arg == "--beta2")
-    training.beta2 = parseReal(arg, value());
-  else if (arg == "--eps")
-    training.eps = parseReal(arg, value());
-  else if (arg == "--weight-decay")
-    training.weightDecay = parseReal(arg, value());
-  else if (arg == "--momentum")
-    training.momentum = parseReal(arg, value());
-  else if (arg == "--clip-norm")
-    training.clipNorm = parseReal(arg, value());
-  else if (arg == "--schedule")
-    training.schedule = value().str();
-  else if (arg == "--warmup-steps")
-    training.warmupSteps = parseCount(arg, value());
-  else if (arg == "--decay-steps")
-    training.decaySteps = parseCount(arg, value());
-  else if (arg == "--min-lr")
-    training.minLr = parseReal(arg, value());
-  else
-    return false;
-  return true;
-}
-
-uint64_t parseSeed(llvm::StringRef text) {
-  uint64_t seed;
-  if (text.getAsInteger(10, seed))
-    throw UsageError{"--seed expects a non-negative integer, got '" + text.str() + "'"};
-  return seed;
-}
-
-Options parseArguments(int argc, char **argv) {
   Options options;
-  std::vector<llvm::StringRef> args(argv + 1, argv + argc);
-  if (args.empty())
-    throw UsageError{"no command given; try 'ampc --help'"};
-  options.verb = args[0].str();
-  if (options.verb != "verify" && options.verb != "plan" && options.verb != "eval" &&
-      options.verb != "compile" && options.verb != "report")
-    throw UsageError{"unknown command '" + options.verb +
-                     "'; the commands are verify, plan, eval, compile and report (see 'ampc "
-                     "--help')"};
-  size_t first = 1;
-  if (options.verb == "report") {
-    if (args.size() < 2 || (args[1] != "precision" && args[1] != "memory"))
+  options.verb = command->getName().str();
+  std::vector<std::string> positional;
+  if (command == &reportCommand) {
+    if (reportArguments.empty() ||
+        (reportArguments.front() != "precision" && reportArguments.front() != "memory"))
       throw UsageError{"'ampc report' needs what to report: 'ampc report precision "
                        "MODEL.mlir' or 'ampc report memory MODEL.mlir'"};
-    options.report = args[1].str();
-    first = 2;
+    options.report = reportArguments.front();
+    positional.assign(reportArguments.begin() + 1, reportArguments.end());
+  } else if (command == &evalCommand) {
+    positional.assign(evalArguments.begin(), evalArguments.end());
+  } else {
+    positional.assign(modelArguments.begin(), modelArguments.end());
   }
-  options.train = options.verb == "compile" || options.verb == "report";
-  options.assignPrecision = options.train;
-  bool trainingFlagSeen = false;
-  for (size_t i = first; i < args.size(); ++i) {
-    llvm::StringRef arg = args[i];
-    auto value = [&]() -> llvm::StringRef {
-      if (i + 1 >= args.size())
-        throw UsageError{arg.str() + " needs a value"};
-      return args[++i];
-    };
-    if (arg == "-o" && (options.verb == "plan" || options.verb == "compile")) {
-      options.output = value().str();
-    } else if (arg == "--train" && options.verb == "plan") {
-      options.train = true;
-      options.assignPrecision = true; // bf16 unless --precision says otherwise, as compile
-    } else if ((options.verb == "plan" || options.verb == "compile" ||
-                options.verb == "report") &&
-               parseTrainingOption(arg, value, options.training)) {
-      trainingFlagSeen = options.verb == "plan";
-    } else if ((options.verb == "plan" || options.verb == "compile" ||
-                options.verb == "report") &&
-               parsePrecisionOption(arg, value, options)) {
-    } else if (arg == "--memory-budget" &&
-               (options.verb == "compile" || options.verb == "plan" ||
-                options.report == "memory")) {
-      options.memoryBudget = value().str();
-    } else if (arg == "--emit-mlir" && (options.verb == "compile" || options.verb == "plan")) {
-      options.emitMlir = value().str();
-    } else if (arg == "--plot" && options.report == "memory") {
-      options.plot = value().str();
-    } else if (arg == "--seed" && options.verb == "eval") {
-      options.seed = parseSeed(value());
-    } else if (arg == "--precision" && options.verb == "eval") {
-      llvm::StringRef precision = value();
-      if (precision == "f32")
-        options.precision = cpu::Precision::F32;
-      else if (precision == "f64")
-        options.precision = cpu::Precision::F64;
-      else
-        throw UsageError{"--precision is f32 or f64, got '" + precision.str() + "'"};
-    } else if (arg == "--input" && options.verb == "eval") {
-      auto [name, file] = value().split('=');
-      if (name.empty() || file.empty())
-        throw UsageError{"--input expects NAME=FILE, got '" + args[i].str() + "'"};
-      options.inputs.emplace_back(name.str(), file.str());
-    } else if (arg.starts_with("-")) {
-      throw UsageError{"unknown option '" + arg.str() + "' for 'ampc " + options.verb +
-                       "' (see 'ampc --help')"};
-    } else if (options.model.empty()) {
-      options.model = arg.str();
-    } else {
-      throw UsageError{"unexpected argument '" + arg.str() + "': give one model file"};
-    }
-  }
-  if (options.model.empty())
+  if (positional.empty())
     throw UsageError{"'ampc " + options.verb + "' needs a model file"};
-  if (options.verb == "plan" && options.output.empty())
+  if (positional.size() > 1)
+    throw UsageError{"unexpected argument '" + positional[1] + "': give one model file"};
+  options.model = positional.front();
+
+  options.output = flags::output;
+  if (command == &planCommand && options.output.empty())
     throw UsageError{"'ampc plan' needs an output file: -o PLAN"};
-  if (options.verb == "compile" && options.output.empty())
+  if (command == &compileCommand && options.output.empty())
     throw UsageError{"'ampc compile' needs an output file: -o BINARY"};
-  if (trainingFlagSeen && !options.train)
-    throw UsageError{"training options need --train with 'ampc plan'"};
-  if (!options.memoryBudget.empty() && !options.train)
-    throw UsageError{"--memory-budget needs --train with 'ampc plan'"};
-  if (!options.memoryBudget.empty() && options.verb != "report" &&
-      options.memoryBudget.find(',') != std::string::npos)
+
+  options.train = command == &compileCommand || command == &reportCommand || flags::train;
+  // A forward plan is assigned a precision only when one is asked for.
+  options.assignPrecision = options.train || flags::precision.getNumOccurrences();
+  options.pipeline = pipeline;
+  options.emitMlir = flags::emitMlir;
+  options.plot = flags::plot;
+  if (command == &planCommand && !flags::train) {
+    for (const auto &entry : cl::getRegisteredOptions(planCommand))
+      if (entry.getValue()->getNumOccurrences() &&
+          llvm::is_contained(entry.getValue()->Categories, &trainingCategory))
+        throw UsageError{"training options need --train with 'ampc plan'"};
+    if (flags::memoryBudget.getNumOccurrences())
+      throw UsageError{"--memory-budget needs --train with 'ampc plan'"};
+    if (flags::emitMlir.getNumOccurrences())
+      throw UsageError{"--emit-mlir needs --train with 'ampc plan': it writes the training "
+                       "step's IR"};
+    for (cl::Option *option : passManagerOptions)
+      if (option->getNumOccurrences())
+        throw UsageError{"--" + option->ArgStr.str() +
+                         " needs --train with 'ampc plan': it instruments the training "
+                         "pipeline"};
+  }
+  // MLIR makes this a fatal error when the pass manager is set up.
+  if (givenMlirOption("mlir-pass-pipeline-local-reproducer") &&
+      !givenMlirOption("mlir-disable-threading"))
+    throw UsageError{"--mlir-pass-pipeline-local-reproducer needs --mlir-disable-threading"};
+  if (command == &reportCommand && options.report == "precision" &&
+      (flags::memoryBudget.getNumOccurrences() || flags::plot.getNumOccurrences()))
+    throw UsageError{std::string(flags::memoryBudget.getNumOccurrences() ? "--memory-budget"
+                                                                        : "--plot") +
+                     " is for 'ampc report memory'"};
+  if (command != &reportCommand && llvm::StringRef(pipeline.memoryBudget).contains(','))
     throw UsageError{"--memory-budget takes one budget for 'ampc " + options.verb +
                      "' (a list is for 'ampc report memory')"};
-  if (!options.emitMlir.empty() && !options.train)
-    throw UsageError{"--emit-mlir needs --train with 'ampc plan': it writes the training step's "
-                     "IR"};
-  if (!options.plot.empty() && options.memoryBudget.empty())
+  if (!options.plot.empty() && options.pipeline.memoryBudget.empty())
     throw UsageError{"--plot needs --memory-budget: it draws the live memory with and without "
                      "rematerialization"};
+
+  options.seed = flags::seed;
+  options.precision = flags::evalPrecision == "f64" ? cpu::Precision::F64 : cpu::Precision::F32;
+  for (llvm::StringRef input : flags::inputs) {
+    auto [name, file] = input.split('=');
+    options.inputs.emplace_back(name.str(), file.str());
+  }
   return options;
 }
 
@@ -355,16 +696,6 @@ int64_t countParameters(const plan::Plan &compiled) {
 
 /// What the last compileModel said about the plan's GPU code, for the verbs that print it.
 std::string deviceSummary;
-
-/// The training pipeline's configuration for the driver's options.
-graph::TrainingPipelineConfig pipelineConfig(const Options &options) {
-  graph::TrainingPipelineConfig config;
-  config.training = options.training;
-  config.precision = options.mixedPrecision;
-  config.scaling = options.scaling;
-  config.memoryBudget = options.memoryBudget;
-  return config;
-}
 
 /// Writes the module to --emit-mlir's file; false (after an error) if it cannot.
 bool emitMlir(mlir::ModuleOp module, const std::string &path) {
@@ -389,7 +720,15 @@ bool emitMlir(mlir::ModuleOp module, const std::string &path) {
 /// The training step of a loaded model through the training pipeline, lowered to a plan with
 /// its device program.
 std::optional<plan::Plan> compileTrainingStep(LoadedModel &loaded, const Options &options) {
-  if (failed(runTrainingPipeline(loaded, pipelineConfig(options))))
+  // MLIR's --mlir-* options instrument the pass manager of the pipeline.
+  auto applyMlirOptions = [](mlir::PassManager &pm) -> mlir::LogicalResult {
+    if (failed(mlir::applyPassManagerCLOptions(pm)))
+      return mlir::failure();
+    mlir::applyDefaultTimingPassManagerCLOptions(pm);
+    return mlir::success();
+  };
+  if (failed(runTrainingPipeline(loaded, options.pipeline, graph::PipelinePart::All,
+                                 applyMlirOptions)))
     return std::nullopt;
   if (!options.emitMlir.empty() && !emitMlir(*loaded.module, options.emitMlir))
     return std::nullopt;
@@ -401,7 +740,7 @@ std::optional<plan::Plan> compileTrainingStep(LoadedModel &loaded, const Options
   if (device.unsupported)
     llvm::errs() << "ampc: warning: " << device.summary << "\n";
   deviceSummary = device.unsupported ? "gpu: none (see the warning above)" : device.summary;
-  if (!options.memoryBudget.empty())
+  if (!options.pipeline.memoryBudget.empty())
     printRematSummary(loaded.model);
   return std::move(*compiled);
 }
@@ -410,12 +749,12 @@ std::optional<plan::Plan> compileTrainingStep(LoadedModel &loaded, const Options
 /// step the device runs). The remat section decides its budgets on the step as written, before
 /// rematerialization and fusion, as graph-plan-remat does.
 bool reportTrainingStep(LoadedModel &loaded, const Options &options) {
-  graph::TrainingPipelineConfig config = pipelineConfig(options);
+  graph::TrainingPipelineConfig config = options.pipeline;
   config.memoryBudget.clear(); // The report's budgets are a list, decided below.
   if (failed(runTrainingPipeline(loaded, config, graph::PipelinePart::TrainingStep)))
     return false;
   mlir::OwningOpRef<mlir::ModuleOp> beforeRemat;
-  if (!options.memoryBudget.empty())
+  if (!options.pipeline.memoryBudget.empty())
     beforeRemat = loaded.module->clone();
   if (failed(runTrainingPipeline(loaded, config, graph::PipelinePart::MemoryPlanning)))
     return false;
@@ -426,11 +765,11 @@ bool reportTrainingStep(LoadedModel &loaded, const Options &options) {
   }
   printMemoryReport(loaded.model, llvm::outs());
   llvm::outs().flush();
-  if (options.memoryBudget.empty())
+  if (options.pipeline.memoryBudget.empty())
     return true;
   std::vector<std::string> budgets;
   llvm::SmallVector<llvm::StringRef> parts;
-  llvm::StringRef(options.memoryBudget).split(parts, ',');
+  llvm::StringRef(options.pipeline.memoryBudget).split(parts, ',');
   for (llvm::StringRef part : parts)
     budgets.push_back(part.trim().str());
   graph::ModelOp model = *beforeRemat->getOps<graph::ModelOp>().begin();
@@ -444,8 +783,10 @@ bool reportTrainingStep(LoadedModel &loaded, const Options &options) {
 std::optional<plan::Plan> compileModel(const std::string &path, const Options &options) {
   mlir::MLIRContext context;
   registerModelDialects(context);
-  // Diagnostics point at the model file; a dump of the IR would bury them.
-  context.printOpOnDiagnostic(false);
+  // Diagnostics point at the model file; a dump of the IR would bury them (unless
+  // --mlir-print-op-on-diagnostic asks for it).
+  if (!givenMlirOption("mlir-print-op-on-diagnostic"))
+    context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   auto loaded = loadModel(path, sourceMgr, context);
@@ -457,7 +798,7 @@ std::optional<plan::Plan> compileModel(const std::string &path, const Options &o
     return reportTrainingStep(*loaded, options) ? std::optional<plan::Plan>(plan::Plan())
                                                 : std::nullopt;
   if (failed(flattenModel(loaded->model,
-                          options.assignPrecision ? &options.mixedPrecision : nullptr)))
+                          options.assignPrecision ? &options.pipeline.precision : nullptr)))
     return std::nullopt;
   // A forward-only plan.
   auto compiled = emitPlan(loaded->model, nullptr);
@@ -573,16 +914,20 @@ int run(const Options &options) {
 } // namespace
 
 int main(int argc, char **argv) {
-  for (int i = 1; i < argc; ++i) {
-    llvm::StringRef arg = argv[i];
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-  }
   argv0 = argv[0];
+  // Registered first, so --mlir-print-ir-after=graph-fuse and the like know the passes.
+  graph::registerGraphPasses();
+  registerMlirOptions();
+  hideUnrelatedOptions();
+  cl::SetVersionPrinter(printVersion);
+  cl::SubCommand *command = commandNamed(argc, argv);
   try {
-    return run(parseArguments(argc, argv));
+    checkLastValue(command ? *command : cl::SubCommand::getTopLevel(), argc, argv);
+    // With an error stream llvm::cl reports a mistake and returns false rather than exiting
+    // with its own status; --help and --version still exit here, with status 0.
+    if (!cl::ParseCommandLineOptions(argc, argv, overview(command), &llvm::errs()))
+      return 1;
+    return run(checkedOptions(command));
   } catch (const UsageError &error) {
     std::fprintf(stderr, "ampc: error: %s\n", error.message.c_str());
   } catch (const std::exception &error) {

@@ -5,7 +5,8 @@
 //     losses and optimizer update as one batch N times their size with accum-steps 1;
 //   - AdamW and SGD through the compiled optimizer step, three steps against an independent
 //     fp64 re-computation (weight-decay defaults and overrides, clipping, schedules);
-//   - what the pass does with parameters the loss ignores and with inputs.
+//   - what the pass does with parameters the loss ignores and with inputs;
+//   - runTrainingPipeline's hook on its pass manager (how `ampc compile` applies MLIR's options).
 //
 //===--------------------------------------------------------------------------===//
 
@@ -590,6 +591,38 @@ graph.model @nothing {
 )mlir",
                                                  {}, &diagnostics));
   EXPECT_NE(diagnostics.find("nothing to train"), std::string::npos) << diagnostics;
+}
+
+/// Whether the model holds a function named `name`.
+bool hasFunction(graph::ModelOp model, llvm::StringRef name) {
+  bool found = false;
+  model.walk([&](mlir::func::FuncOp function) { found |= function.getSymName() == name; });
+  return found;
+}
+
+TEST(TrainingPipeline, ConfigureSeesThePipelineAndItsFailureRunsNoPass) {
+  mlir::MLIRContext context;
+  registerModelDialects(context);
+  llvm::SourceMgr sourceMgr;
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+
+  auto loaded = loadModel(test_support::examplePath("mlp/mlp.mlir"), sourceMgr, context);
+  ASSERT_TRUE(succeeded(loaded));
+  auto refuse = [](mlir::PassManager &pm) {
+    EXPECT_GT(pm.size(), 0u); // The pipeline is built before the hook sees it.
+    return mlir::failure();
+  };
+  EXPECT_TRUE(failed(runTrainingPipeline(*loaded, {}, graph::PipelinePart::All, refuse)));
+  EXPECT_FALSE(hasFunction(loaded->model, "micro_step"));
+
+  int calls = 0;
+  auto count = [&](mlir::PassManager &) {
+    ++calls;
+    return mlir::success();
+  };
+  EXPECT_TRUE(succeeded(runTrainingPipeline(*loaded, {}, graph::PipelinePart::All, count)));
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(hasFunction(loaded->model, "micro_step"));
 }
 
 } // namespace
