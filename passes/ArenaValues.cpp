@@ -146,8 +146,7 @@ ArenaValues collectArenaValues(func::FuncOp func) {
         // kernel, which the gradient kernel then reads as its input.
         if (source != lifetimeOf.end() && values.lifetimes[source->second].last == position &&
             values.lifetimes[source->second].bytes == bytes &&
-            (!schedule.fused ||
-             schedule.groupOf[operand.getDefiningOp()] != schedule.groupOf[&op]))
+            (!schedule.fused || schedule.groupOf[operand.getDefiningOp()] != schedule.groupOf[&op]))
           shared = source->second;
       }
       if (shared) {

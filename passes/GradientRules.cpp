@@ -27,7 +27,8 @@ static bool isFloatTensor(Value value) {
 
 Value GradientBuilder::scalar(Location loc, Type element, double value) {
   auto type = RankedTensorType::get({}, element);
-  auto attr = DenseElementsAttr::get(type, llvm::ArrayRef<Attribute>{FloatAttr::get(element, value)});
+  auto attr =
+      DenseElementsAttr::get(type, llvm::ArrayRef<Attribute>{FloatAttr::get(element, value)});
   return b.create<ConstantOp>(loc, type, attr);
 }
 
@@ -70,8 +71,8 @@ static Value createMatmul(OpBuilder &b, Location loc, Value lhs, Value rhs, bool
 static Value flattenRows(OpBuilder &b, Location loc, Value value) {
   RankedTensorType type = tensorType(value);
   auto shape = type.getShape();
-  int64_t rows = std::accumulate(shape.begin(), shape.end() - 1, int64_t(1),
-                                 std::multiplies<int64_t>());
+  int64_t rows =
+      std::accumulate(shape.begin(), shape.end() - 1, int64_t(1), std::multiplies<int64_t>());
   return b.create<ReshapeOp>(
       loc, RankedTensorType::get({rows, shape.back()}, type.getElementType()), value);
 }
@@ -127,8 +128,8 @@ GradientBuilder::operandGradients(Operation *op, llvm::ArrayRef<Value> resultGra
           })
           .Case([&](SubOp) {
             toOperand(0, g);
-            grads[1] = b.create<NegOp>(loc, reduceToShape(loc, g, tensorType(op->getOperand(1))
-                                                                      .getShape()));
+            grads[1] = b.create<NegOp>(
+                loc, reduceToShape(loc, g, tensorType(op->getOperand(1)).getShape()));
             return success();
           })
           .Case([&](MulOp mul) {
@@ -162,8 +163,8 @@ GradientBuilder::operandGradients(Operation *op, llvm::ArrayRef<Value> resultGra
           .Case([&](TanhOp tanh) {
             // dx = g (1 - y^2)
             Value y = tanh.getResult();
-            Value slope = b.create<SubOp>(loc, scalar(loc, element, 1.0),
-                                          b.create<MulOp>(loc, y, y));
+            Value slope =
+                b.create<SubOp>(loc, scalar(loc, element, 1.0), b.create<MulOp>(loc, y, y));
             grads[0] = b.create<MulOp>(loc, g, slope);
             return success();
           })
@@ -185,8 +186,8 @@ GradientBuilder::operandGradients(Operation *op, llvm::ArrayRef<Value> resultGra
             // y = x^(-1/2): dx = g * (-1/2) y^3
             Value y = rsqrt.getResult();
             Value cube = b.create<MulOp>(loc, y, b.create<MulOp>(loc, y, y));
-            grads[0] = b.create<MulOp>(
-                loc, g, b.create<MulOp>(loc, cube, scalar(loc, element, -0.5)));
+            grads[0] =
+                b.create<MulOp>(loc, g, b.create<MulOp>(loc, cube, scalar(loc, element, -0.5)));
             return success();
           })
           .Case([&](DropoutOp dropout) {
@@ -220,8 +221,7 @@ GradientBuilder::operandGradients(Operation *op, llvm::ArrayRef<Value> resultGra
             llvm::SmallVector<int64_t> high;
             for (size_t i = 0; i < in.size(); ++i)
               high.push_back(in[i] - slice.getStarts()[i] - slice.getSizes()[i]);
-            grads[0] = b.create<PadOp>(loc, g, slice.getStartsAttr(),
-                                       b.getDenseI64ArrayAttr(high));
+            grads[0] = b.create<PadOp>(loc, g, slice.getStartsAttr(), b.getDenseI64ArrayAttr(high));
             return success();
           })
           .Case([&](SplitOp split) {
@@ -301,9 +301,9 @@ GradientBuilder::operandGradients(Operation *op, llvm::ArrayRef<Value> resultGra
             return success();
           })
           .Case([&](CrossEntropyOp loss) {
-            grads[0] = b.create<CrossEntropyGradOp>(loc, loss.getLogits(), loss.getLabels(), g,
-                                                    loss.getIgnoreIndexAttr(),
-                                                    loss.getReductionAttr());
+            grads[0] =
+                b.create<CrossEntropyGradOp>(loc, loss.getLogits(), loss.getLabels(), g,
+                                             loss.getIgnoreIndexAttr(), loss.getReductionAttr());
             return success();
           })
           .Case([&](MseLossOp loss) {

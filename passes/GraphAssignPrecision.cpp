@@ -82,20 +82,19 @@ LogicalResult GraphAssignPrecisionPass::buildPolicy(PrecisionPolicy &result) {
     if (!file)
       return model.emitError("cannot read the precision policy file '")
              << policyFile << "': " << file.getError().message();
-    if (auto error = PrecisionPolicy::parseFile(policyFile, (*file)->getBuffer().str(),
-                                                assignments))
+    if (auto error =
+            PrecisionPolicy::parseFile(policyFile, (*file)->getBuffer().str(), assignments))
       return model.emitError(*error);
   }
-  std::pair<const char *, const std::string *> flags[] = {
-      {"reduced", &reducedOps.getValue()},
-      {"fp32", &fp32Ops.getValue()},
-      {"follow", &followOps.getValue()},
-      {"store_fp32", &storeFp32Ops.getValue()}};
+  std::pair<const char *, const std::string *> flags[] = {{"reduced", &reducedOps.getValue()},
+                                                          {"fp32", &fp32Ops.getValue()},
+                                                          {"follow", &followOps.getValue()},
+                                                          {"store_fp32", &storeFp32Ops.getValue()}};
   for (auto [list, kinds] : flags) {
     if (kinds->empty())
       continue;
-    std::string flag = std::string(list) == "store_fp32" ? "store-fp32-ops"
-                                                          : std::string(list) + "-ops";
+    std::string flag =
+        std::string(list) == "store_fp32" ? "store-fp32-ops" : std::string(list) + "-ops";
     if (auto error = PrecisionPolicy::parseFlag(flag, list, *kinds, assignments))
       return model.emitError(*error);
   }
@@ -113,11 +112,11 @@ Value GraphAssignPrecisionPass::convert(Value value, Type element) {
   OpBuilder b(value.getContext());
   b.setInsertionPointAfterValue(value);
   auto cast = b.create<CastOp>(value.getLoc(),
-                               RankedTensorType::get(tensorType(value).getShape(), element),
-                               value);
+                               RankedTensorType::get(tensorType(value).getShape(), element), value);
   // A conversion accumulates nothing: its accumulate type is its source type.
-  cast->setAttr(GraphDialect::kPrecisionAttrName, PrecisionAttr::get(value.getContext(), elementOf(value),
-                                                elementOf(value), element, "cast"));
+  cast->setAttr(
+      GraphDialect::kPrecisionAttrName,
+      PrecisionAttr::get(value.getContext(), elementOf(value), elementOf(value), element, "cast"));
   cached = cast.getResult();
   return cached;
 }
@@ -155,12 +154,10 @@ void GraphAssignPrecisionPass::assignOp(Operation *op, PrecisionRule rule,
   // Cross-entropy and its gradient load reduced logits and compute in f32 inside (the widening
   // is exact), and the gradient is stored in the reduced type anyway: a widened copy of the
   // logits and an f32 gradient would only add the two largest tensors of a language model.
-  bool readsReducedLogits = rule == PrecisionRule::Fp32 &&
-                            llvm::isa<CrossEntropyOp, CrossEntropyGradOp>(op) &&
-                            elementOf(op->getOperand(0)) == reduced &&
-                            !op->hasAttr("keep_fp32") &&
-                            (llvm::isa<CrossEntropyOp>(op) ||
-                             !policy.storesFp32(op->getName().stripDialect().str()));
+  bool readsReducedLogits =
+      rule == PrecisionRule::Fp32 && llvm::isa<CrossEntropyOp, CrossEntropyGradOp>(op) &&
+      elementOf(op->getOperand(0)) == reduced && !op->hasAttr("keep_fp32") &&
+      (llvm::isa<CrossEntropyOp>(op) || !policy.storesFp32(op->getName().stripDialect().str()));
   for (OpOperand &operand : op->getOpOperands()) {
     // The f32 scalar gradient of cross_entropy_grad is typed f32 by the op itself.
     if (!isFloat(operand.get()) ||
@@ -204,8 +201,9 @@ void GraphAssignPrecisionPass::assignOp(Operation *op, PrecisionRule rule,
     }
     auto cast = b.create<CastOp>(
         op->getLoc(), RankedTensorType::get(tensorType(result).getShape(), stored), result);
-    cast->setAttr(GraphDialect::kPrecisionAttrName, PrecisionAttr::get(op->getContext(), elementOf(result),
-                                                  elementOf(result), stored, "cast"));
+    cast->setAttr(
+        GraphDialect::kPrecisionAttrName,
+        PrecisionAttr::get(op->getContext(), elementOf(result), elementOf(result), stored, "cast"));
     result.replaceAllUsesExcept(cast.getResult(), cast);
     casts[{result, stored}] = cast.getResult();
   }
@@ -237,7 +235,8 @@ void GraphAssignPrecisionPass::useParameterCopies(ModelOp model, func::FuncOp en
       symbols.insert(copy);
       // The optimizer refreshes the copy when it updates the master weight.
       model.walk([&](Operation *update) {
-        if (auto adamw = llvm::dyn_cast<AdamWOp>(update); adamw && adamw.getParam() == read.getName())
+        if (auto adamw = llvm::dyn_cast<AdamWOp>(update);
+            adamw && adamw.getParam() == read.getName())
           adamw.setCopyAttr(FlatSymbolRefAttr::get(copy.getSymNameAttr()));
         if (auto sgd = llvm::dyn_cast<SgdOp>(update); sgd && sgd.getParam() == read.getName())
           sgd.setCopyAttr(FlatSymbolRefAttr::get(copy.getSymNameAttr()));
@@ -329,8 +328,9 @@ void GraphAssignPrecisionPass::runOnOperation() {
     return signalPassFailure();
   }
   if (model->hasAttr(GraphDialect::kPrecisionModeAttrName)) {
-    model.emitError("already has a precision assignment (") << model->getAttr(GraphDialect::kPrecisionModeAttrName)
-                                                            << "); graph-assign-precision runs once";
+    model.emitError("already has a precision assignment (")
+        << model->getAttr(GraphDialect::kPrecisionModeAttrName)
+        << "); graph-assign-precision runs once";
     return signalPassFailure();
   }
   casts.clear();
@@ -355,7 +355,8 @@ void GraphAssignPrecisionPass::runOnOperation() {
       continue;
     if (mode == "fp32") {
       // Nothing changes; the attribute still says what runs where.
-      op->setAttr(GraphDialect::kPrecisionAttrName, PrecisionAttr::get(context, f32, f32, f32, "fp32 mode"));
+      op->setAttr(GraphDialect::kPrecisionAttrName,
+                  PrecisionAttr::get(context, f32, f32, f32, "fp32 mode"));
       continue;
     }
     if (op->hasAttr("keep_fp32"))

@@ -15,8 +15,8 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
-#include "mlir/Transforms/RegionUtils.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
@@ -32,8 +32,7 @@ using namespace ampc::graph;
 
 namespace {
 
-struct GraphBuildTrainingPass
-    : ampc::graph::impl::GraphBuildTrainingBase<GraphBuildTrainingPass> {
+struct GraphBuildTrainingPass : ampc::graph::impl::GraphBuildTrainingBase<GraphBuildTrainingPass> {
   using Base::Base;
 
   void runOnOperation() override;
@@ -42,8 +41,7 @@ private:
   LogicalResult checkOptions(ModelOp model);
   void assignDropoutStreams(func::FuncOp entry);
   /// Appends the backward pass to `entry`; fills `paramGrads` with each parameter's gradient.
-  LogicalResult buildBackward(func::FuncOp entry,
-                              llvm::MapVector<StringAttr, Value> &paramGrads);
+  LogicalResult buildBackward(func::FuncOp entry, llvm::MapVector<StringAttr, Value> &paramGrads);
   void buildOptimizerStep(ModelOp model, llvm::ArrayRef<ParamOp> trained,
                           llvm::ArrayRef<StringAttr> gradStates);
 };
@@ -74,13 +72,12 @@ LogicalResult GraphBuildTrainingPass::checkOptions(ModelOp model) {
   if (!(momentum >= 0 && momentum < 1))
     return bad("momentum", "must be in [0, 1), got " + formatReal(momentum));
   if (!std::isfinite(clipNorm) || clipNorm < 0)
-    return bad("clip-norm", "must be finite and >= 0 (0 disables clipping), got " +
-                                formatReal(clipNorm));
+    return bad("clip-norm",
+               "must be finite and >= 0 (0 disables clipping), got " + formatReal(clipNorm));
   if (warmupSteps < 0 || decaySteps < 0)
     return bad("warmup-steps/decay-steps", "must not be negative");
   if (schedule == "cosine" && decaySteps != 0 && decaySteps <= warmupSteps)
-    return bad("decay-steps", "must exceed warmup-steps (" +
-                                  llvm::Twine(warmupSteps.getValue()) +
+    return bad("decay-steps", "must exceed warmup-steps (" + llvm::Twine(warmupSteps.getValue()) +
                                   "), or be 0 for the run's number of steps");
   if (minLr >= 0 && (!std::isfinite(minLr) || minLr > lr))
     return bad("min-lr", "must be in [0, lr], got " + formatReal(minLr));
@@ -112,13 +109,12 @@ GraphBuildTrainingPass::buildBackward(func::FuncOp entry,
   // Activity: values that depend on a parameter through float ops.
   llvm::DenseSet<Value> active;
   for (Operation *op : forward) {
-    bool dependsOnParam = llvm::isa<GetParamOp>(op) ||
-                          llvm::any_of(op->getOperands(),
-                                       [&](Value v) { return active.contains(v); });
+    bool dependsOnParam =
+        llvm::isa<GetParamOp>(op) ||
+        llvm::any_of(op->getOperands(), [&](Value v) { return active.contains(v); });
     if (dependsOnParam)
       for (Value result : op->getResults())
-        if (llvm::isa<FloatType>(
-                llvm::cast<RankedTensorType>(result.getType()).getElementType()))
+        if (llvm::isa<FloatType>(llvm::cast<RankedTensorType>(result.getType()).getElementType()))
           active.insert(result);
   }
 
@@ -188,8 +184,8 @@ void GraphBuildTrainingPass::buildOptimizerStep(ModelOp model, llvm::ArrayRef<Pa
   OpBuilder b = OpBuilder::atBlockEnd(&model.getBodyBlock());
   Location loc = NameLoc::get(StringAttr::get(context, "optimizer_step"), model.getLoc());
   auto scalarType = RankedTensorType::get({}, b.getF32Type());
-  auto func = b.create<func::FuncOp>(
-      loc, "optimizer_step", b.getFunctionType({}, {scalarType, scalarType}));
+  auto func = b.create<func::FuncOp>(loc, "optimizer_step",
+                                     b.getFunctionType({}, {scalarType, scalarType}));
   b.setInsertionPointToStart(func.addEntryBlock());
 
   llvm::SmallVector<Attribute> gradRefs;
@@ -198,10 +194,10 @@ void GraphBuildTrainingPass::buildOptimizerStep(ModelOp model, llvm::ArrayRef<Pa
   Value norm = b.create<GlobalNormOp>(loc, b.getArrayAttr(gradRefs));
   auto kind = schedule == "cosine" ? LrSchedule::cosine : LrSchedule::constant;
   double finalLr = minLr >= 0 ? double(minLr) : lr / 10;
-  Value rate = b.create<LrScheduleOp>(
-      loc, LrScheduleAttr::get(context, kind), b.getF64FloatAttr(lr),
-      b.getF64FloatAttr(kind == LrSchedule::cosine ? finalLr : 0.0),
-      b.getI64IntegerAttr(warmupSteps), b.getI64IntegerAttr(decaySteps));
+  Value rate =
+      b.create<LrScheduleOp>(loc, LrScheduleAttr::get(context, kind), b.getF64FloatAttr(lr),
+                             b.getF64FloatAttr(kind == LrSchedule::cosine ? finalLr : 0.0),
+                             b.getI64IntegerAttr(warmupSteps), b.getI64IntegerAttr(decaySteps));
 
   auto ref = [&](const std::string &name) { return FlatSymbolRefAttr::get(context, name); };
   for (ParamOp param : trained) {
@@ -215,9 +211,9 @@ void GraphBuildTrainingPass::buildOptimizerStep(ModelOp model, llvm::ArrayRef<Pa
                         b.getF64FloatAttr(clipNorm), FlatSymbolRefAttr(), FlatSymbolRefAttr());
     else
       b.create<SgdOp>(param.getLoc(), self, ref(stateName(param, "grad")),
-                      ref(stateName(param, "momentum")), rate, norm,
-                      b.getF64FloatAttr(momentum), b.getF64FloatAttr(decay),
-                      b.getF64FloatAttr(clipNorm), FlatSymbolRefAttr(), FlatSymbolRefAttr());
+                      ref(stateName(param, "momentum")), rate, norm, b.getF64FloatAttr(momentum),
+                      b.getF64FloatAttr(decay), b.getF64FloatAttr(clipNorm), FlatSymbolRefAttr(),
+                      FlatSymbolRefAttr());
   }
   b.create<func::ReturnOp>(loc, ValueRange{norm, rate});
 }
@@ -291,8 +287,8 @@ void GraphBuildTrainingPass::runOnOperation() {
     // the backward pass.
     accumulate.setInsertionPointAfterValue(grad);
     accumulate.create<AccumulateGradOp>(
-        param.getLoc(), grad,
-        FlatSymbolRefAttr::get(model.getContext(), stateName(param, "grad")), FlatSymbolRefAttr());
+        param.getLoc(), grad, FlatSymbolRefAttr::get(model.getContext(), stateName(param, "grad")),
+        FlatSymbolRefAttr());
     trained.push_back(param);
   }
   if (trained.empty()) {

@@ -247,8 +247,9 @@ struct GraphFusePass : ampc::graph::impl::GraphFuseBase<GraphFusePass> {
     // The order the groups run in (graph-plan-memory places values for it, the device program
     // follows it).
     std::vector<int> order = scheduleFusionGroups(graph, plan);
-    function->setAttr(GraphDialect::kFusionScheduleAttrName,
-                      builder.getDenseI64ArrayAttr(std::vector<int64_t>(order.begin(), order.end())));
+    function->setAttr(
+        GraphDialect::kFusionScheduleAttrName,
+        builder.getDenseI64ArrayAttr(std::vector<int64_t>(order.begin(), order.end())));
     return success();
   }
 };

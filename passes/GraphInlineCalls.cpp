@@ -40,8 +40,7 @@ void inlineCall(func::CallOp call, func::FuncOp callee) {
   call.erase();
 }
 
-struct GraphInlineCallsPass
-    : ampc::graph::impl::GraphInlineCallsBase<GraphInlineCallsPass> {
+struct GraphInlineCallsPass : ampc::graph::impl::GraphInlineCallsBase<GraphInlineCallsPass> {
   using Base::Base;
 
   void runOnOperation() override {

@@ -57,8 +57,9 @@ struct GraphInsertLossScalingPass
       return signalPassFailure();
     }
     if (symbols.lookup("loss_scale")) {
-      symbols.lookup("loss_scale")->emitError("the symbol @loss_scale is reserved for the loss "
-                                              "scaler");
+      symbols.lookup("loss_scale")
+          ->emitError("the symbol @loss_scale is reserved for the loss "
+                      "scaler");
       return signalPassFailure();
     }
 
@@ -81,7 +82,8 @@ struct GraphInsertLossScalingPass
     auto ref = FlatSymbolRefAttr::get(scaler.getSymNameAttr());
 
     // Scale the seed of the backward pass.
-    for (GradSeedOp seed : llvm::make_early_inc_range(micro.getBody().front().getOps<GradSeedOp>())) {
+    for (GradSeedOp seed :
+         llvm::make_early_inc_range(micro.getBody().front().getOps<GradSeedOp>())) {
       OpBuilder before(seed);
       Value scale = before.create<GetLossScaleOp>(seed.getLoc(), ref);
       seed.getScaleMutable().assign(scale);

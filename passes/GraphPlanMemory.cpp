@@ -10,9 +10,9 @@
 //
 //===--------------------------------------------------------------------------===//
 
+#include "passes/ArenaValues.h"
 #include "passes/MemoryPlanner.h"
 #include "passes/Passes.h"
-#include "passes/ArenaValues.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -59,15 +59,14 @@ struct GraphPlanMemoryPass : ampc::graph::impl::GraphPlanMemoryBase<GraphPlanMem
       return;
     int64_t arena = entry->getAttrOfType<ArenaAttr>(GraphDialect::kArenaAttrName).getBytes();
     if (step)
-      arena = std::max(arena, step->getAttrOfType<ArenaAttr>(GraphDialect::kArenaAttrName)
-                                  .getBytes());
+      arena =
+          std::max(arena, step->getAttrOfType<ArenaAttr>(GraphDialect::kArenaAttrName).getBytes());
     const int64_t placed = remat.getPersistentBytes() + arena;
     if (placed > remat.getBudgetBytes())
       entry.emitWarning("the placed arenas make the training step need ")
-          << placed << " bytes (" << remat.getPersistentBytes() << " outside the arenas + "
-          << arena << " arena), over the memory budget of " << remat.getBudgetBytes()
-          << " bytes by " << placed - remat.getBudgetBytes()
-          << "; give a smaller budget to recompute more";
+          << placed << " bytes (" << remat.getPersistentBytes() << " outside the arenas + " << arena
+          << " arena), over the memory budget of " << remat.getBudgetBytes() << " bytes by "
+          << placed - remat.getBudgetBytes() << "; give a smaller budget to recompute more";
   }
 
   void runOnOperation() override {

@@ -44,8 +44,7 @@ struct GraphPlanRematPass : ampc::graph::impl::GraphPlanRematBase<GraphPlanRemat
           << alignment.getValue();
       return signalPassFailure();
     }
-    FailureOr<RematAnalysis> analysis =
-        analyzeRemat(model, alignment, workspaceSize->resolve(0));
+    FailureOr<RematAnalysis> analysis = analyzeRemat(model, alignment, workspaceSize->resolve(0));
     if (failed(analysis))
       return signalPassFailure();
     RematDecision decision = decideRemat(*analysis, *budgetSize);

@@ -123,8 +123,7 @@ MemoryPlan planMemory(const std::vector<BufferLifetime> &values, int64_t alignme
 bool isValidPlan(const std::vector<BufferLifetime> &values, const MemoryPlan &plan,
                  int64_t alignment) {
   for (size_t i = 0; i < values.size(); ++i) {
-    if (plan.offsets[i] % alignment != 0 ||
-        plan.offsets[i] + values[i].bytes > plan.arenaBytes)
+    if (plan.offsets[i] % alignment != 0 || plan.offsets[i] + values[i].bytes > plan.arenaBytes)
       return false;
     for (size_t j = i + 1; j < values.size(); ++j) {
       if (!overlapInTime(values[i], values[j]))

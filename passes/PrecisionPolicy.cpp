@@ -23,14 +23,15 @@ namespace {
 
 const std::vector<std::string> kReduced = {"matmul", "attention", "attention_grad", "embedding"};
 const std::vector<std::string> kFp32 = {
-    "softmax", "softmax_grad",  "layernorm",          "layernorm_grad", "rmsnorm",
-    "rmsnorm_grad", "cross_entropy", "cross_entropy_grad", "mse_loss",    "exp",
-    "log",     "sqrt",          "rsqrt",              "sum",            "mean",
-    "max",     "max_grad",      "embedding_grad"};
+    "softmax",  "softmax_grad",  "layernorm",     "layernorm_grad",
+    "rmsnorm",  "rmsnorm_grad",  "cross_entropy", "cross_entropy_grad",
+    "mse_loss", "exp",           "log",           "sqrt",
+    "rsqrt",    "sum",           "mean",          "max",
+    "max_grad", "embedding_grad"};
 const std::vector<std::string> kFollow = {
-    "add",       "sub",       "mul",       "div",       "neg",     "relu",  "silu",
-    "tanh",      "gelu",      "dropout",   "relu_grad", "silu_grad", "gelu_grad",
-    "transpose", "reshape",   "broadcast", "slice",     "split",   "concat", "pad"};
+    "add",     "sub",       "mul",     "div",       "neg",       "relu",      "silu",
+    "tanh",    "gelu",      "dropout", "relu_grad", "silu_grad", "gelu_grad", "transpose",
+    "reshape", "broadcast", "slice",   "split",     "concat",    "pad"};
 /// Scalar losses, and the embedding gradient, which is a parameter gradient built by
 /// scatter-adding rows: rounding its partial sums would lose small updates.
 const std::vector<std::string> kStoreFp32 = {"cross_entropy", "mse_loss", "embedding_grad"};
@@ -150,9 +151,9 @@ std::optional<std::string> PrecisionPolicy::apply(const std::vector<Assignment> 
       continue;
     auto [it, inserted] = ruleOf.emplace(assignment.kind, &assignment);
     if (!inserted && it->second->list != assignment.list)
-      return "conflicting precision policy for '" + assignment.kind + "': " +
-             it->second->origin + " puts it in " + it->second->list + ", " +
-             assignment.origin + " in " + assignment.list;
+      return "conflicting precision policy for '" + assignment.kind + "': " + it->second->origin +
+             " puts it in " + it->second->list + ", " + assignment.origin + " in " +
+             assignment.list;
   }
   for (const Assignment &assignment : assignments) {
     if (assignment.list == "store_fp32")

@@ -57,8 +57,7 @@ public:
   /// Parses a policy file: lines `reduced: matmul, attention`, `fp32: gelu`, `follow: ...`,
   /// `store_fp32: layernorm`; `#` starts a comment. Appends to `out`; returns an error message
   /// (with file:line) on a malformed line or an unknown list or kind.
-  static std::optional<std::string> parseFile(const std::string &path,
-                                              const std::string &text,
+  static std::optional<std::string> parseFile(const std::string &path, const std::string &text,
                                               std::vector<Assignment> &out);
   /// Parses a comma-separated list of kinds given for `list` by `flag`.
   static std::optional<std::string> parseFlag(const std::string &flag, const std::string &list,

@@ -4,9 +4,9 @@
 #include "passes/MemoryPlanner.h"
 
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/StringExtras.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <chrono>
 #include <cmath>
@@ -110,8 +110,7 @@ FailureOr<RematGraph> buildRematGraph(ModelOp model, int64_t alignment, int64_t 
     graph.stepFlops += op->hasTrait<OpTrait::IsTerminator>() ? 0 : node.cost;
     node.isMatmul = llvm::isa<MatmulOp, AttentionOp>(op);
     node.isRandom = llvm::isa<DropoutOp>(op);
-    node.pinned = persistentData || op->getNumRegions() > 0 ||
-                  (!isPure(op) && !node.isRandom);
+    node.pinned = persistentData || op->getNumRegions() > 0 || (!isPure(op) && !node.isRandom);
     for (Value operand : op->getOperands()) {
       Operation *def = operand.getDefiningOp();
       if (!def || !indexOf.count(def))
@@ -230,10 +229,17 @@ std::optional<ByteSize> parseByteSize(llvm::StringRef text) {
   double value = 0;
   if (number.empty() || number.getAsDouble(value) || !std::isfinite(value) || value < 0)
     return std::nullopt;
-  static const std::pair<const char *, double> units[] = {
-      {"", 1},         {"B", 1},        {"KiB", 1024.0}, {"MiB", 1048576.0},
-      {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}, {"kB", 1e3}, {"KB", 1e3},
-      {"MB", 1e6},     {"GB", 1e9},     {"TB", 1e12}};
+  static const std::pair<const char *, double> units[] = {{"", 1},
+                                                          {"B", 1},
+                                                          {"KiB", 1024.0},
+                                                          {"MiB", 1048576.0},
+                                                          {"GiB", 1073741824.0},
+                                                          {"TiB", 1099511627776.0},
+                                                          {"kB", 1e3},
+                                                          {"KB", 1e3},
+                                                          {"MB", 1e6},
+                                                          {"GB", 1e9},
+                                                          {"TB", 1e12}};
   ByteSize size;
   if (unit == "%") {
     size.value = value;
@@ -250,8 +256,7 @@ std::optional<ByteSize> parseByteSize(llvm::StringRef text) {
   return std::nullopt;
 }
 
-FailureOr<RematAnalysis> analyzeRemat(ModelOp model, int64_t alignment,
-                                      int64_t workspaceBytes) {
+FailureOr<RematAnalysis> analyzeRemat(ModelOp model, int64_t alignment, int64_t workspaceBytes) {
   FailureOr<RematGraph> graph = buildRematGraph(model, alignment, workspaceBytes);
   if (failed(graph))
     return failure();
@@ -290,9 +295,8 @@ RematDecision decideRemat(const RematAnalysis &analysis, const ByteSize &budget)
 
 RematAttr rematResult(const RematAnalysis &analysis, const RematDecision &decision,
                       MLIRContext *context) {
-  return RematAttr::get(context, decision.budgetBytes, decision.peakBytes,
-                        analysis.noRematPeak, decision.liveBytes,
-                        static_cast<int64_t>(std::llround(decision.extraFlops)),
+  return RematAttr::get(context, decision.budgetBytes, decision.peakBytes, analysis.noRematPeak,
+                        decision.liveBytes, static_cast<int64_t>(std::llround(decision.extraFlops)),
                         static_cast<int64_t>(std::llround(analysis.graph.stepFlops)),
                         analysis.graph.problem.persistentBytes);
 }

@@ -12,8 +12,8 @@
 // and the values the loss op or the terminator read (they live to the end). Costs are
 // estimateFlops; matmul and attention count as matmuls. A reshape of an arena value is a view:
 // it shares its source's storage (no bytes of its own, no cost); cross_entropy_grad writes over
-// its logits when they have no later reader (inPlaceOperand). Forward ops inlined from one call share
-// a block id (the call site), numbered by their position in the call.
+// its logits when they have no later reader (inPlaceOperand). Forward ops inlined from one call
+// share a block id (the call site), numbered by their position in the call.
 //
 // Persistent bytes: parameters, their copies, gradient accumulators, optimizer and loss-scaler
 // state, inputs, constants, and a fixed workspace (cuBLASLt's). The optimizer step's own live

@@ -49,8 +49,7 @@ namespace {
 /// instances.
 class ScheduleBuilder {
 public:
-  ScheduleBuilder(const RematProblem &problem,
-                  const std::vector<bool> &recompute)
+  ScheduleBuilder(const RematProblem &problem, const std::vector<bool> &recompute)
       : problem(problem), recompute(recompute) {}
 
   RematSimulation run(bool wantContributors) {
@@ -162,17 +161,15 @@ private:
     if (wantContributors) {
       sim.atPeak.push_back({-1, false, problem.persistentBytes, "persistent"});
       std::vector<PeakContributor> values;
-      for (size_t s = 0; s <= static_cast<size_t>(sim.peakStep) && s < numSteps;
-           ++s)
+      for (size_t s = 0; s <= static_cast<size_t>(sim.peakStep) && s < numSteps; ++s)
         if (owner[s] == static_cast<int64_t>(s) && end[s] >= sim.peakStep &&
             problem.ops[steps[s].op].bytes > 0) {
           const RematOp &op = problem.ops[steps[s].op];
           values.push_back({steps[s].op, steps[s].isClone, op.bytes, op.name});
         }
-      std::stable_sort(values.begin(), values.end(),
-                       [](const PeakContributor &a, const PeakContributor &b) {
-                         return a.bytes > b.bytes;
-                       });
+      std::stable_sort(
+          values.begin(), values.end(),
+          [](const PeakContributor &a, const PeakContributor &b) { return a.bytes > b.bytes; });
       sim.atPeak.insert(sim.atPeak.end(), values.begin(), values.end());
       sim.schedule = steps;
       sim.lastUse.resize(numSteps);
@@ -195,8 +192,7 @@ private:
 
 } // namespace
 
-RematSimulation simulateRemat(const RematProblem &problem,
-                              const std::vector<bool> &recompute) {
+RematSimulation simulateRemat(const RematProblem &problem, const std::vector<bool> &recompute) {
   return ScheduleBuilder(problem, recompute).run(/*wantContributors=*/true);
 }
 
@@ -206,15 +202,13 @@ RematSimulation simulateRemat(const RematProblem &problem,
 
 namespace {
 
-using FlowTraits =
-    boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
+using FlowTraits = boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
 using FlowGraph = boost::adjacency_list<
     boost::vecS, boost::vecS, boost::directedS, boost::no_property,
     boost::property<
         boost::edge_capacity_t, int64_t,
         boost::property<boost::edge_residual_capacity_t, int64_t,
-                        boost::property<boost::edge_reverse_t,
-                                        FlowTraits::edge_descriptor>>>>;
+                        boost::property<boost::edge_reverse_t, FlowTraits::edge_descriptor>>>>;
 
 constexpr int64_t kInfinite = int64_t(1) << 50;
 
@@ -251,8 +245,7 @@ public:
       reverse[backward] = forward;
     };
     auto clampCap = [](double x) {
-      return static_cast<int64_t>(
-          std::min(std::llround(x), (long long)(kInfinite / 4)));
+      return static_cast<int64_t>(std::min(std::llround(x), (long long)(kInfinite / 4)));
     };
     for (int64_t v = 0; v < numForward; ++v) {
       const RematOp &op = problem.ops[v];
@@ -261,12 +254,10 @@ public:
         addEdge(source, in, kInfinite);
         addEdge(in, out, 0);
       } else {
-        double recomputeCost =
-            op.cost * costScale * (op.isMatmul ? matmulFactor : 1.0);
+        double recomputeCost = op.cost * costScale * (op.isMatmul ? matmulFactor : 1.0);
         addEdge(source, in, clampCap(recomputeCost));
         addEdge(in, out,
-                candidate[v] ? clampCap(lambda * static_cast<double>(op.bytes) *
-                                        byteScale)
+                candidate[v] ? clampCap(lambda * static_cast<double>(op.bytes) * byteScale)
                              : kInfinite);
       }
       for (int64_t operand : op.operands)
@@ -311,10 +302,8 @@ private:
 /// Step 2: keeps a value of `base` only when more than `segmentBytes` of
 /// forward values were produced since the last kept one; matmuls stay kept
 /// unless `thinMatmuls`.
-std::vector<bool> thin(const RematProblem &problem,
-                       const std::vector<bool> &candidate,
-                       const std::vector<bool> &base, double segmentBytes,
-                       bool thinMatmuls) {
+std::vector<bool> thin(const RematProblem &problem, const std::vector<bool> &candidate,
+                       const std::vector<bool> &base, double segmentBytes, bool thinMatmuls) {
   std::vector<bool> recompute = base;
   double accumulated = 0;
   for (int64_t v = 0; v < problem.numForward; ++v) {
@@ -394,13 +383,12 @@ private:
 /// Candidates grouped by their position in repeated blocks: each group holds
 /// the ops at one position of every block of the most common length (at least
 /// two blocks), so flipping a group changes that position in every layer.
-std::vector<std::vector<size_t>>
-blockPositions(const RematProblem &problem, const std::vector<bool> &candidate) {
+std::vector<std::vector<size_t>> blockPositions(const RematProblem &problem,
+                                                const std::vector<bool> &candidate) {
   std::map<int64_t, int64_t> blockSize;
   for (const RematOp &op : problem.ops)
     if (op.blockId >= 0)
-      blockSize[op.blockId] =
-          std::max(blockSize[op.blockId], op.positionInBlock + 1);
+      blockSize[op.blockId] = std::max(blockSize[op.blockId], op.positionInBlock + 1);
   std::map<int64_t, int64_t> sizeCount;
   for (auto [block, size] : blockSize)
     ++sizeCount[size];
@@ -446,9 +434,8 @@ RematFrontier rematFrontier(const RematProblem &problem) {
   for (int64_t v = 0; v < problem.numForward; ++v)
     if (!problem.ops[v].pinned && problem.ops[v].bytes > 0) {
       forwardBytes += static_cast<double>(problem.ops[v].bytes);
-      smallest = smallest == 0
-                     ? double(problem.ops[v].bytes)
-                     : std::min(smallest, double(problem.ops[v].bytes));
+      smallest = smallest == 0 ? double(problem.ops[v].bytes)
+                               : std::min(smallest, double(problem.ops[v].bytes));
     }
   for (const std::vector<bool> &base : bases) {
     pool.add(base);
@@ -525,12 +512,10 @@ RematFrontier rematFrontier(const RematProblem &problem) {
   double workLeft = 6e7;
   for (int round = 0; round < 8; ++round) {
     std::vector<Evaluated> front = pool.frontier(moves.size() <= 32 ? 3 : 1);
-    double simulationWork =
-        static_cast<double>(front.size()) * problem.ops.size();
+    double simulationWork = static_cast<double>(front.size()) * problem.ops.size();
     bool pairs = moves.size() <= 32;
     double numMoves = static_cast<double>(moves.size());
-    double roundWork =
-        simulationWork * numMoves * (pairs ? numMoves / 2.0 + 1 : 1);
+    double roundWork = simulationWork * numMoves * (pairs ? numMoves / 2.0 + 1 : 1);
     if (roundWork > workLeft)
       break;
     workLeft -= roundWork;
@@ -582,15 +567,12 @@ RematPlan planRemat(const RematProblem &problem, const RematFrontier &frontier,
   plan.simulation = frontier.simulations[chosen];
   if (!plan.feasible) {
     std::ostringstream os;
-    os << "memory budget " << budgetBytes
-       << " bytes cannot be met; the smallest peak found is "
+    os << "memory budget " << budgetBytes << " bytes cannot be met; the smallest peak found is "
        << plan.minimumBudgetBytes << " bytes, dominated by";
     const auto &atPeak = plan.simulation.atPeak;
     for (size_t i = 0; i < atPeak.size() && i < 4; ++i)
-      os << (i ? ", " : " ")
-         << (atPeak[i].op < 0 ? "persistent state" : atPeak[i].name)
-         << (atPeak[i].isClone ? " (recomputed)" : "") << " ("
-         << atPeak[i].bytes << " bytes)";
+      os << (i ? ", " : " ") << (atPeak[i].op < 0 ? "persistent state" : atPeak[i].name)
+         << (atPeak[i].isClone ? " (recomputed)" : "") << " (" << atPeak[i].bytes << " bytes)";
     plan.diagnostic = os.str();
   }
   return plan;

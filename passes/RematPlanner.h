@@ -1,5 +1,5 @@
 //===- RematPlanner.h - what to save and what to recompute under a budget -*-
-//C++ -*-===//
+// C++ -*-===//
 //
 // Rematerialization planning as plain data, for graph-plan-remat (no MLIR
 // here).
@@ -164,8 +164,7 @@ std::vector<bool> rematCandidates(const RematProblem &problem);
 
 /// Simulates the plan where `recompute[v]` marks the candidates to recompute
 /// (other entries are ignored).
-RematSimulation simulateRemat(const RematProblem &problem,
-                              const std::vector<bool> &recompute);
+RematSimulation simulateRemat(const RematProblem &problem, const std::vector<bool> &recompute);
 
 struct RematPlan {
   /// False when no plan the planner knows fits the budget; the fields below

@@ -73,8 +73,7 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
   Option<double> eps{*this, "eps", llvm::cl::desc("AdamW epsilon"), llvm::cl::init(1e-8)};
   Option<double> weightDecay{*this, "weight-decay", llvm::cl::desc("decoupled weight decay"),
                              llvm::cl::init(0.1)};
-  Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
-                          llvm::cl::init(0.9)};
+  Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"), llvm::cl::init(0.9)};
   Option<double> clipNorm{*this, "clip-norm", llvm::cl::desc("global-norm clip (0: off)"),
                           llvm::cl::init(1.0)};
   Option<std::string> schedule{*this, "schedule", llvm::cl::desc("constant or cosine"),
@@ -91,13 +90,12 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
                                 llvm::cl::init("bf16")};
   Option<std::string> policy{*this, "policy", llvm::cl::desc("precision policy file"),
                              llvm::cl::init("")};
-  Option<std::string> reducedOps{*this, "reduced-ops",
-                                 llvm::cl::desc("op kinds to run reduced"), llvm::cl::init("")};
+  Option<std::string> reducedOps{*this, "reduced-ops", llvm::cl::desc("op kinds to run reduced"),
+                                 llvm::cl::init("")};
   Option<std::string> fp32Ops{*this, "fp32-ops", llvm::cl::desc("op kinds to run in f32"),
                               llvm::cl::init("")};
-  Option<std::string> followOps{*this, "follow-ops",
-                                llvm::cl::desc("op kinds that follow their inputs"),
-                                llvm::cl::init("")};
+  Option<std::string> followOps{
+      *this, "follow-ops", llvm::cl::desc("op kinds that follow their inputs"), llvm::cl::init("")};
   Option<std::string> storeFp32Ops{*this, "store-fp32-ops",
                                    llvm::cl::desc("op kinds whose results are stored in f32"),
                                    llvm::cl::init("")};
@@ -108,11 +106,11 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
   Option<double> initialLossScale{*this, "initial-loss-scale",
                                   llvm::cl::desc("the first (or static) scale"),
                                   llvm::cl::init(65536.0)};
-  Option<int64_t> lossScaleGrowthInterval{
-      *this, "loss-scale-growth-interval",
-      llvm::cl::desc("finite steps before the scale doubles"), llvm::cl::init(2000)};
-  Option<double> lossScaleFloor{*this, "loss-scale-floor",
-                                llvm::cl::desc("the smallest scale"), llvm::cl::init(1.0)};
+  Option<int64_t> lossScaleGrowthInterval{*this, "loss-scale-growth-interval",
+                                          llvm::cl::desc("finite steps before the scale doubles"),
+                                          llvm::cl::init(2000)};
+  Option<double> lossScaleFloor{*this, "loss-scale-floor", llvm::cl::desc("the smallest scale"),
+                                llvm::cl::init(1.0)};
   Option<bool> debugNonfinite{*this, "debug-nonfinite",
                               llvm::cl::desc("name the first op that overflows"),
                               llvm::cl::init(false)};

@@ -20,8 +20,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/cuda/KernelGenerator.h"
-#include "compiler/support/Format.h"
 #include "compiler/lowering/PlanEmitter.h"
+#include "compiler/support/Format.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -91,7 +91,6 @@ std::string cType(Type type) {
     return "long long";
   throw std::runtime_error("CUDA codegen: unsupported element type");
 }
-
 
 bool isReducedFloat(Type type) { return type.isBF16() || type.isF16(); }
 
@@ -182,8 +181,9 @@ std::string elementwiseExpression(Operation *op, const std::vector<std::string> 
       .Case([&](DivOp) { return in[0] + " / " + in[1]; })
       .Case([&](NegOp) { return "-" + in[0]; })
       // max(x, 0) keeping NaN, as the CPU backend (and PyTorch) do.
-      .Case([&](ReluOp) { return "(" + in[0] + " > 0.0f || " + in[0] + " != " + in[0] + " ? " +
-                                 in[0] + " : 0.0f)"; })
+      .Case([&](ReluOp) {
+        return "(" + in[0] + " > 0.0f || " + in[0] + " != " + in[0] + " ? " + in[0] + " : 0.0f)";
+      })
       .Case([&](SiluOp) { return in[0] + " / (1.0f + expf(-" + in[0] + "))"; })
       .Case([&](TanhOp) { return "tanhf(" + in[0] + ")"; })
       .Case([&](ExpOp) { return "expf(" + in[0] + ")"; })
@@ -198,12 +198,10 @@ std::string elementwiseExpression(Operation *op, const std::vector<std::string> 
                " * " + x + " * " + x + ")))";
       })
       .Case([&](ReluGradOp) { return in[1] + " * (" + in[0] + " > 0.0f ? 1.0f : 0.0f)"; })
-      .Case([&](SiluGradOp) {
-        return "siluGrad(" + in[0] + ", " + in[1] + ")";
-      })
+      .Case([&](SiluGradOp) { return "siluGrad(" + in[0] + ", " + in[1] + ")"; })
       .Case([&](GeluGradOp grad) {
         return std::string(grad.getApproximation() == GeluApproximation::erf ? "geluErfGrad("
-                                                                              : "geluTanhGrad(") +
+                                                                             : "geluTanhGrad(") +
                in[0] + ", " + in[1] + ")";
       })
       .Case([&](DropoutOp dropout) {
@@ -249,10 +247,10 @@ std::string KernelWriter::element(Value value, const std::string &index, Scope &
     scope.gatherRead = true;
     const int64_t width = shapeOf(value).back();
     std::string row = temp("id");
-    scope.line("const long long " + row + " = static_cast<long long>(" +
-               rawLoad(embedding.getIndices(), "(" + index + ") / " + std::to_string(width) +
-                       "ll") +
-               ");");
+    scope.line(
+        "const long long " + row + " = static_cast<long long>(" +
+        rawLoad(embedding.getIndices(), "(" + index + ") / " + std::to_string(width) + "ll") +
+        ");");
     if (inGroup(embedding.getTable()))
       throw std::runtime_error("CUDA codegen: an embedding table computed in the kernel (" +
                                describeOp(op) + ")");
@@ -327,7 +325,8 @@ __device__ __forceinline__ float geluTanhGrad(float x, float dy) {
 
 /// The runtime's error record (plan::DeviceErrorRecord) and how kernels fill it: the first
 /// error wins, later ones leave it alone.
-const char *kErrorRecord = R"(// Where a kernel reports bad data the CPU backend would stop on (plan::DeviceErrorRecord).
+const char *kErrorRecord =
+    R"(// Where a kernel reports bad data the CPU backend would stop on (plan::DeviceErrorRecord).
 struct ErrorRecord {
   unsigned int code;        // 1 cross-entropy label, 2 embedding id
   unsigned int instruction; // the plan instruction (site)
@@ -483,9 +482,8 @@ void Generator::generate(const Group &g) {
   if (g.kind == "matmul_epilogue") {
     // cuBLASLt's BIAS / GELU_AUX_BIAS epilogues cover a matmul, a bias add and a tanh gelu;
     // anything else would need a kernel of its own.
-    if (Operation *extra = findOp([](Operation *op) {
-          return !llvm::isa<MatmulOp, AddOp, GeluOp, ReshapeOp>(op);
-        }))
+    if (Operation *extra = findOp(
+            [](Operation *op) { return !llvm::isa<MatmulOp, AddOp, GeluOp, ReshapeOp>(op); }))
       throw std::runtime_error("CUDA codegen: " + describeOp(extra) +
                                " in a matmul epilogue cuBLASLt cannot apply");
     return;
@@ -512,8 +510,8 @@ void Generator::generate(const Group &g) {
   if (g.kind == "reduction") {
     Operation *anchor = findOp([](Operation *op) {
       return llvm::isa<LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp, SoftmaxOp,
-                       SoftmaxGradOp, SumOp, MeanOp, MaxOp, MaxGradOp, EmbeddingOp,
-                       EmbeddingGradOp, MseLossOp>(op);
+                       SoftmaxGradOp, SumOp, MeanOp, MaxOp, MaxGradOp, EmbeddingOp, EmbeddingGradOp,
+                       MseLossOp>(op);
     });
     if (!anchor)
       throw std::runtime_error("CUDA codegen: reduction group " + std::to_string(g.id) +
@@ -574,8 +572,6 @@ std::vector<GeneratedKernel> generateKernels(graph::ModelOp model) {
   return kernels;
 }
 
-std::vector<std::string> generatedKernelIncludeOptions() {
-  return {"-I" AMPC_REPO_ROOT};
-}
+std::vector<std::string> generatedKernelIncludeOptions() { return {"-I" AMPC_REPO_ROOT}; }
 
 } // namespace ampc

@@ -123,13 +123,13 @@ void Generator::elementwiseKernel(const std::string &kind, const std::string &) 
     for (const KernelParam &param : writer.params) {
       std::string pack = "Pack<" + elementC(param.elementType) + ", " + std::to_string(width) + ">";
       if (param.role == Role::Input && vector.packsRead.count(param.name))
-        body << "    const " << pack << " pk_" << param.name << " = reinterpret_cast<const "
-             << pack << " *>(" << param.name << ")[p];\n";
+        body << "    const " << pack << " pk_" << param.name << " = reinterpret_cast<const " << pack
+             << " *>(" << param.name << ")[p];\n";
       else if (param.role == Role::Output)
         body << "    " << pack << " po_" << param.name << ";\n";
       else if (param.role == Role::State && !param.shape.empty())
-        body << "    " << pack << " pa_" << param.name << " = reinterpret_cast<" << pack
-             << " *>(" << param.name << ")[p];\n";
+        body << "    " << pack << " pa_" << param.name << " = reinterpret_cast<" << pack << " *>("
+             << param.name << ")[p];\n";
     }
     body << "#pragma unroll\n    for (int k = 0; k < " << width << "; ++k) {\n"
          << "      const long long i = p * " << width << " + k;\n"
@@ -167,8 +167,7 @@ void Generator::elementwiseKernel(const std::string &kind, const std::string &) 
     math = "out[i] = the fused elementwise expression of the inputs at i (broadcast inputs\n"
            "indexed by their NumPy broadcast strides), computed in f32.\n";
   math += "Memory: reads each input once, writes each output once" +
-          std::string(accumulators.empty() ? "" : ", read-modify-writes the f32 accumulator") +
-          ".";
+          std::string(accumulators.empty() ? "" : ", read-modify-writes the f32 accumulator") + ".";
   KernelLaunch launch;
   launch.space = KernelLaunch::Space::Elements;
   launch.elements = count;
@@ -248,8 +247,8 @@ void gatherElement(KernelWriter &writer, Value value, const std::string &index,
     for (size_t d = 0; d < c.size(); ++d)
       if (slice.getStarts()[d] != 0)
         c[d] = "(" + c[d] + " + " + std::to_string(slice.getStarts()[d]) + "ll)";
-    return gatherElement(writer, slice.getInput(), linear(c, shapeOf(slice.getInput())), name,
-                         type, scope);
+    return gatherElement(writer, slice.getInput(), linear(c, shapeOf(slice.getInput())), name, type,
+                         scope);
   }
   if (auto split = llvm::dyn_cast<SplitOp>(op)) {
     const unsigned piece = llvm::cast<OpResult>(value).getResultNumber();
@@ -260,8 +259,8 @@ void gatherElement(KernelWriter &writer, Value value, const std::string &index,
     const int64_t axis = split.getAxis();
     if (offset)
       c[axis] = "(" + c[axis] + " + " + std::to_string(offset) + "ll)";
-    return gatherElement(writer, split.getInput(), linear(c, shapeOf(split.getInput())), name,
-                         type, scope);
+    return gatherElement(writer, split.getInput(), linear(c, shapeOf(split.getInput())), name, type,
+                         scope);
   }
   if (auto pad = llvm::dyn_cast<PadOp>(op)) {
     // Zero outside [low, low + in) along every dimension.

@@ -42,7 +42,8 @@ std::string rowLoop(KernelWriter &writer, F body, const std::string &limit = "L"
 std::string layerNormStatistics(KernelWriter &writer, Value input, const std::string &eps) {
   // One statement per loop: the element reads name their temporaries in emission order.
   std::string text = "    float sum = 0.0f;\n";
-  text += rowLoop(writer, [&](Scope &s) { s.line("sum += " + writer.element(input, "i", s) + ";"); });
+  text +=
+      rowLoop(writer, [&](Scope &s) { s.line("sum += " + writer.element(input, "i", s) + ";"); });
   text += "    const float mean = blockSum(sum, reduceScratch) / static_cast<float>(L);\n"
           "    float squares = 0.0f;\n";
   text += rowLoop(writer, [&](Scope &s) {
@@ -111,29 +112,26 @@ void Generator::rowKernel(Operation *anchor) {
            "Memory: x read three times (the row stays in L1/L2), gamma/beta, outputs written "
            "once.";
     std::string x;
-    body << layerNormStatistics(writer, input, eps)
-         << rowLoop(writer, [&](Scope &s) {
-              std::string xv = writer.element(input, "i", s);
-              std::string g = writer.element(norm.getGamma(), "j", s);
-              std::string b = writer.element(norm.getBeta(), "j", s);
-              s.line("const float y = " + rounded("(" + xv + " - mean) * rstd * " + g + " + " + b) +
-                     ";");
-              KernelWriter::bind(s, primary, "i", "y");
-              storeOutputs(s);
-            });
+    body << layerNormStatistics(writer, input, eps) << rowLoop(writer, [&](Scope &s) {
+      std::string xv = writer.element(input, "i", s);
+      std::string g = writer.element(norm.getGamma(), "j", s);
+      std::string b = writer.element(norm.getBeta(), "j", s);
+      s.line("const float y = " + rounded("(" + xv + " - mean) * rstd * " + g + " + " + b) + ";");
+      KernelWriter::bind(s, primary, "i", "y");
+      storeOutputs(s);
+    });
   } else if (auto norm = llvm::dyn_cast<RmsNormOp>(anchor)) {
     stem = "rmsnorm";
     const std::string eps = floatLiteral(norm.getEpsilon().convertToDouble());
     math = "y = x * r * gamma per row of L, r = 1 / sqrt(mean(x^2) + eps) in f32; then the\n"
            "fused consumers of y. Memory: x read twice, outputs written once.";
-    body << rmsNormStatistic(writer, input, eps)
-         << rowLoop(writer, [&](Scope &s) {
-              std::string xv = writer.element(input, "i", s);
-              std::string g = writer.element(norm.getGamma(), "j", s);
-              s.line("const float y = " + rounded(xv + " * r * " + g) + ";");
-              KernelWriter::bind(s, primary, "i", "y");
-              storeOutputs(s);
-            });
+    body << rmsNormStatistic(writer, input, eps) << rowLoop(writer, [&](Scope &s) {
+      std::string xv = writer.element(input, "i", s);
+      std::string g = writer.element(norm.getGamma(), "j", s);
+      s.line("const float y = " + rounded(xv + " * r * " + g) + ";");
+      KernelWriter::bind(s, primary, "i", "y");
+      storeOutputs(s);
+    });
   } else if (auto softmax = llvm::dyn_cast<SoftmaxOp>(anchor)) {
     stem = softmax.getCausal() ? "softmax_causal" : "softmax";
     math = "y = exp(x - max) / sum(exp(x - max)) over the row's first `valid` entries, 0\n"
@@ -148,21 +146,28 @@ void Generator::rowKernel(Operation *anchor) {
       body << "    const long long valid = L;\n";
     }
     body << "    float maximum = -__int_as_float(0x7f800000);\n"
-         << rowLoop(writer, [&](Scope &s) {
-              std::string xv = writer.element(input, "i", s);
-              s.line("maximum = maximum < " + xv + " ? " + xv + " : maximum;");
-            }, "valid")
+         << rowLoop(
+                writer,
+                [&](Scope &s) {
+                  std::string xv = writer.element(input, "i", s);
+                  s.line("maximum = maximum < " + xv + " ? " + xv + " : maximum;");
+                },
+                "valid")
          << "    maximum = blockMax(maximum, reduceScratch);\n"
          << "    // A row of -inf subtracts 0 instead, giving NaN as the CPU backend does.\n"
          << "    if (maximum == -__int_as_float(0x7f800000)) maximum = 0.0f;\n"
          << "    float total = 0.0f;\n"
-         << rowLoop(writer, [&](Scope &s) {
-              s.line("total += expf(" + writer.element(input, "i", s) + " - maximum);");
-            }, "valid")
+         << rowLoop(
+                writer,
+                [&](Scope &s) {
+                  s.line("total += expf(" + writer.element(input, "i", s) + " - maximum);");
+                },
+                "valid")
          << "    total = blockSum(total, reduceScratch);\n"
          << rowLoop(writer, [&](Scope &s) {
               std::string xv = writer.element(input, "i", s);
-              s.line("const float y = " + rounded("j < valid ? expf(" + xv + " - maximum) / total : 0.0f") + ";");
+              s.line("const float y = " +
+                     rounded("j < valid ? expf(" + xv + " - maximum) / total : 0.0f") + ";");
               KernelWriter::bind(s, primary, "i", "y");
               storeOutputs(s);
             });
@@ -171,10 +176,11 @@ void Generator::rowKernel(Operation *anchor) {
     math = "dx = y * (dy - sum(dy * y)) per row, the sum in f32.\n"
            "Memory: y and dy read twice, dx written once.";
     body << "    float dot = 0.0f;\n"
-         << rowLoop(writer, [&](Scope &s) {
-              s.line("dot += " + writer.element(grad.getGrad(), "i", s) + " * " +
-                     writer.element(grad.getResultValue(), "i", s) + ";");
-            })
+         << rowLoop(writer,
+                    [&](Scope &s) {
+                      s.line("dot += " + writer.element(grad.getGrad(), "i", s) + " * " +
+                             writer.element(grad.getResultValue(), "i", s) + ";");
+                    })
          << "    dot = blockSum(dot, reduceScratch);\n"
          << rowLoop(writer, [&](Scope &s) {
               std::string y = writer.element(grad.getResultValue(), "i", s);
@@ -194,14 +200,15 @@ void Generator::rowKernel(Operation *anchor) {
          << "    if (threadIdx.x == 0) {\n      rowStats[2 * row] = mean;\n"
          << "      rowStats[2 * row + 1] = rstd;\n    }\n"
          << "    float sumG = 0.0f, sumGXhat = 0.0f;\n"
-         << rowLoop(writer, [&](Scope &s) {
-              std::string xv = writer.element(input, "i", s);
-              std::string dy = writer.element(grad.getGrad(), "i", s);
-              std::string g = writer.element(grad.getGamma(), "j", s);
-              s.line("const float gj = " + dy + " * " + g + ";");
-              s.line("sumG += gj;");
-              s.line("sumGXhat += gj * ((" + xv + " - mean) * rstd);");
-            })
+         << rowLoop(writer,
+                    [&](Scope &s) {
+                      std::string xv = writer.element(input, "i", s);
+                      std::string dy = writer.element(grad.getGrad(), "i", s);
+                      std::string g = writer.element(grad.getGamma(), "j", s);
+                      s.line("const float gj = " + dy + " * " + g + ";");
+                      s.line("sumG += gj;");
+                      s.line("sumGXhat += gj * ((" + xv + " - mean) * rstd);");
+                    })
          << "    const float meanG = blockSum(sumG, reduceScratch) / static_cast<float>(L);\n"
          << "    const float meanGXhat = blockSum(sumGXhat, reduceScratch) / "
             "static_cast<float>(L);\n"
@@ -225,12 +232,13 @@ void Generator::rowKernel(Operation *anchor) {
          << "    if (threadIdx.x == 0) {\n      rowStats[2 * row] = 0.0f;\n"
          << "      rowStats[2 * row + 1] = r;\n    }\n"
          << "    float sumGX = 0.0f;\n"
-         << rowLoop(writer, [&](Scope &s) {
-              std::string xv = writer.element(input, "i", s);
-              std::string dy = writer.element(grad.getGrad(), "i", s);
-              std::string g = writer.element(grad.getGamma(), "j", s);
-              s.line("sumGX += " + dy + " * " + g + " * " + xv + ";");
-            })
+         << rowLoop(writer,
+                    [&](Scope &s) {
+                      std::string xv = writer.element(input, "i", s);
+                      std::string dy = writer.element(grad.getGrad(), "i", s);
+                      std::string g = writer.element(grad.getGamma(), "j", s);
+                      s.line("sumGX += " + dy + " * " + g + " * " + xv + ";");
+                    })
          << "    const float meanGX = blockSum(sumGX, reduceScratch) / static_cast<float>(L);\n"
          << rowLoop(writer, [&](Scope &s) {
               std::string xv = writer.element(input, "i", s);
@@ -434,8 +442,9 @@ void Generator::reduceKernel(Operation *anchor) {
   Scope sumScope;
   sumScope.indent = "      ";
   std::string xv = writer.element(input, "i", sumScope);
-  sumScope.line(isMax ? "total = total < " + xv + " || " + xv + " != " + xv + " ? " + xv + " : total;"
-                      : "total += " + xv + ";");
+  sumScope.line(isMax
+                    ? "total = total < " + xv + " || " + xv + " != " + xv + " ? " + xv + " : total;"
+                    : "total += " + xv + ";");
   Scope storeScope;
   storeScope.indent = "      ";
   storeScope.line("const float result = " + finalValue + ";");
@@ -456,7 +465,9 @@ void Generator::reduceKernel(Operation *anchor) {
   launch.rowLength = reduced;
   launch.blockSize = 256;
   finish(writer, group->kind == "bias_grad" ? "bias_grad" : "reduction", stem,
-         std::string(isMax ? "out[o] = max" : isMean ? "out[o] = mean" : "out[o] = sum") +
+         std::string(isMax    ? "out[o] = max"
+                     : isMean ? "out[o] = mean"
+                              : "out[o] = sum") +
              " of x over the reduced axes (one block per output element),\nf32 accumulation. "
              "Memory: x read once, out written once.",
          body.str(), launch);
@@ -477,9 +488,10 @@ void Generator::maxGradKernel(MaxGradOp anchor) {
   findScope.line("}");
   Scope writeScope;
   writeScope.indent = "      ";
-  std::string dx = isReducedFloat(elementOf(anchor.getResult()))
-                       ? "roundAs<" + cType(elementOf(anchor.getResult())) + ">(r == bestIndex ? dy : 0.0f)"
-                       : "(r == bestIndex ? dy : 0.0f)";
+  std::string dx =
+      isReducedFloat(elementOf(anchor.getResult()))
+          ? "roundAs<" + cType(elementOf(anchor.getResult())) + ">(r == bestIndex ? dy : 0.0f)"
+          : "(r == bestIndex ? dy : 0.0f)";
   writeScope.line("const float dx = " + dx + ";");
   KernelWriter::bind(writeScope, anchor.getResult(), "i", "dx");
   for (Value output : groupOutputs(writer))
@@ -625,7 +637,8 @@ void Generator::crossEntropyKernels() {
          << "  count = blockSum(count, reduceScratch);\n"
          << "  if (threadIdx.x == 0) {\n    labelled[0] = count;\n"
          << "    // With every row ignored the mean is 0/0 = NaN, as in PyTorch.\n"
-         << "    " << out << "[0] = " << (mean ? "count == 0.0f ? __int_as_float(0x7fffffff) : 0.0f" : "0.0f")
+         << "    " << out
+         << "[0] = " << (mean ? "count == 0.0f ? __int_as_float(0x7fffffff) : 0.0f" : "0.0f")
          << ";\n  }\n";
     KernelLaunch launch;
     launch.space = KernelLaunch::Space::Single;
@@ -676,15 +689,17 @@ void Generator::crossEntropyKernels() {
          << labelScope.text.str() << "      labelLogit = " << x << ";\n    }\n";
   }
   body << "    float maximum = -__int_as_float(0x7f800000);\n"
-       << rowLoop(writer, [&](Scope &s) {
-            std::string x = writer.element(logits, "i", s);
-            s.line("maximum = maximum < " + x + " ? " + x + " : maximum;");
-          })
+       << rowLoop(writer,
+                  [&](Scope &s) {
+                    std::string x = writer.element(logits, "i", s);
+                    s.line("maximum = maximum < " + x + " ? " + x + " : maximum;");
+                  })
        << "    maximum = blockMax(maximum, reduceScratch);\n"
        << "    float total = 0.0f;\n"
-       << rowLoop(writer, [&](Scope &s) {
-            s.line("total += expf(" + writer.element(logits, "i", s) + " - maximum);");
-          })
+       << rowLoop(writer,
+                  [&](Scope &s) {
+                    s.line("total += expf(" + writer.element(logits, "i", s) + " - maximum);");
+                  })
        << "    total = blockSum(total, reduceScratch);\n"
        << "    const float logSumExp = maximum + logf(total);\n";
   body << "    if (threadIdx.x == 0 && !ignored) {\n"
@@ -692,8 +707,8 @@ void Generator::crossEntropyKernels() {
        << "        atomicAdd(" << lossOut << ", __int_as_float(0x7fffffff));\n"
        << "        reportError(" << errors << ", 1u, site, row, label, L);\n"
        << "      } else {\n"
-       << "        atomicAdd(" << lossOut << ", (logSumExp - labelLogit)" << (mean ? " / count" : "")
-       << ");\n      }\n    }\n";
+       << "        atomicAdd(" << lossOut << ", (logSumExp - labelLogit)"
+       << (mean ? " / count" : "") << ");\n      }\n    }\n";
   if (grad) {
     body << rowLoop(writer, [&](Scope &s) {
       std::string x = writer.element(logits, "i", s);

@@ -27,7 +27,8 @@ namespace {
 /// Elements per block of the multi-tensor kernels.
 constexpr int64_t kTensorChunk = 4096;
 
-const char *kTensorTable = R"(// One parameter of the multi-tensor update; the runtime fills a device array of these.
+const char *kTensorTable =
+    R"(// One parameter of the multi-tensor update; the runtime fills a device array of these.
 struct OptimizerTensor {
   float *param;        // f32 master weight, updated in place
   float *grad;         // f32 accumulator, zeroed
@@ -109,7 +110,8 @@ void Generator::optimizerKernel() {
       skips = true;
       scaler = skip->str();
     }
-    if (auto param = llvm::dyn_cast_or_null<ParamOp>(SymbolTable::lookupSymbolIn(model, entry.param)))
+    if (auto param =
+            llvm::dyn_cast_or_null<ParamOp>(SymbolTable::lookupSymbolIn(model, entry.param)))
       entry.elements = param.getTensorType().getNumElements();
     entry.firstBlock = firstBlock;
     firstBlock += (entry.elements + kTensorChunk - 1) / kTensorChunk;
@@ -117,7 +119,8 @@ void Generator::optimizerKernel() {
   }
   if (adamw && sgd)
     throw std::runtime_error("CUDA codegen: AdamW and SGD updates in one optimizer group");
-  writer.params.push_back({Role::Table, "table", "OptimizerTensor", {int64_t(table.size())}, "table"});
+  writer.params.push_back(
+      {Role::Table, "table", "OptimizerTensor", {int64_t(table.size())}, "table"});
   writer.scalarParam("tensors", "i64", "table_entries");
   std::string lrPtr = writer.tensorParam(lr, Role::Input);
   std::string normPtr = writer.tensorParam(norm, Role::Input);
@@ -151,14 +154,19 @@ void Generator::optimizerKernel() {
   if (adamw) {
     body << "  // t counts the applied steps (torch's rule under loss scaling).\n"
          << "  const double t = "
-         << (skips ? "static_cast<double>(" + applied + "[0]) + 1.0" : "static_cast<double>(step) + 1.0")
+         << (skips ? "static_cast<double>(" + applied + "[0]) + 1.0"
+                   : "static_cast<double>(step) + 1.0")
          << ";\n"
          << "  const float decay = static_cast<float>(1.0 - lr * tensor.weightDecay);\n"
          << "  const float beta1 = tensor.beta1, beta2 = tensor.beta2;\n"
-         << "  const float oneMinusBeta1 = static_cast<float>(1.0 - static_cast<double>(tensor.beta1));\n"
-         << "  const float oneMinusBeta2 = static_cast<float>(1.0 - static_cast<double>(tensor.beta2));\n"
-         << "  const float stepSize = static_cast<float>(lr / (1.0 - pow(static_cast<double>(tensor.beta1), t)));\n"
-         << "  const float correction2Sqrt = static_cast<float>(sqrt(1.0 - pow(static_cast<double>(tensor.beta2), t)));\n"
+         << "  const float oneMinusBeta1 = static_cast<float>(1.0 - "
+            "static_cast<double>(tensor.beta1));\n"
+         << "  const float oneMinusBeta2 = static_cast<float>(1.0 - "
+            "static_cast<double>(tensor.beta2));\n"
+         << "  const float stepSize = static_cast<float>(lr / (1.0 - "
+            "pow(static_cast<double>(tensor.beta1), t)));\n"
+         << "  const float correction2Sqrt = static_cast<float>(sqrt(1.0 - "
+            "pow(static_cast<double>(tensor.beta2), t)));\n"
          << "  for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) {\n"
          << "    float p = tensor.param[i];\n"
          << "    if (!skip) {\n"
@@ -239,8 +247,10 @@ void Generator::lrScheduleKernel(LrScheduleOp op) {
          << (op.getDecaySteps() > 0 ? doubleLiteral(double(op.getDecaySteps()))
                                     : std::string("static_cast<double>(totalSteps)"))
          << ";\n"
-         << "    const double progress = fmin(fmax((s - warmup) / fmax(1.0, decay - warmup), 0.0), 1.0);\n"
-         << "    rate = minLr + 0.5 * (1.0 + cos(3.14159265358979323846 * progress)) * (lr - minLr);\n"
+         << "    const double progress = fmin(fmax((s - warmup) / fmax(1.0, decay - warmup), 0.0), "
+            "1.0);\n"
+         << "    rate = minLr + 0.5 * (1.0 + cos(3.14159265358979323846 * progress)) * (lr - "
+            "minLr);\n"
          << "  }\n";
   else
     body << "\n  (void)totalSteps;\n";
@@ -260,7 +270,8 @@ void Generator::lrScheduleKernel(LrScheduleOp op) {
 
 namespace {
 
-const char *kNormTable = R"(// One tensor of the global norm; the runtime fills a device array of these.
+const char *kNormTable =
+    R"(// One tensor of the global norm; the runtime fills a device array of these.
 struct NormTensor {
   const float *data;
   long long elements;
@@ -294,7 +305,8 @@ void Generator::globalNormKernels(GlobalNormOp op) {
   for (Attribute state : op.getStates()) {
     TensorTableEntry entry;
     entry.grad = llvm::cast<FlatSymbolRefAttr>(state).getValue().str();
-    if (auto stateOp = llvm::dyn_cast_or_null<StateOp>(SymbolTable::lookupSymbolIn(model, entry.grad)))
+    if (auto stateOp =
+            llvm::dyn_cast_or_null<StateOp>(SymbolTable::lookupSymbolIn(model, entry.grad)))
       entry.elements = stateOp.getTensorType().getNumElements();
     entry.firstBlock = blocks;
     blocks += (entry.elements + kTensorChunk - 1) / kTensorChunk;
@@ -309,23 +321,24 @@ void Generator::globalNormKernels(GlobalNormOp op) {
     writer.scalarParam("tensors", "i64", "table_entries");
     writer.scratchParam("partials", {blocks}, "f64");
     std::ostringstream body;
-    body << "  __shared__ double reduceScratch[32];\n"
-         << "  int low = 0, high = static_cast<int>(tensors) - 1;\n"
-         << "  while (low < high) {\n"
-         << "    const int middle = (low + high + 1) / 2;\n"
-         << "    if (table[middle].firstBlock <= static_cast<long long>(blockIdx.x)) low = middle;\n"
-         << "    else high = middle - 1;\n  }\n"
-         << "  const NormTensor &tensor = table[low];\n"
-         << "  const long long begin = (static_cast<long long>(blockIdx.x) - tensor.firstBlock) * "
-         << kTensorChunk << "ll;\n"
-         << "  const long long end = min(tensor.elements, begin + " << kTensorChunk << "ll);\n"
-         << "  // Squares summed in double, as the CPU backend sums them.\n"
-         << "  double squares = 0.0;\n"
-         << "  for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) {\n"
-         << "    const double x = static_cast<double>(tensor.data[i]);\n"
-         << "    squares += x * x;\n  }\n"
-         << "  squares = blockSumDouble(squares, reduceScratch);\n"
-         << "  if (threadIdx.x == 0)\n    partials[blockIdx.x] = squares;\n";
+    body
+        << "  __shared__ double reduceScratch[32];\n"
+        << "  int low = 0, high = static_cast<int>(tensors) - 1;\n"
+        << "  while (low < high) {\n"
+        << "    const int middle = (low + high + 1) / 2;\n"
+        << "    if (table[middle].firstBlock <= static_cast<long long>(blockIdx.x)) low = middle;\n"
+        << "    else high = middle - 1;\n  }\n"
+        << "  const NormTensor &tensor = table[low];\n"
+        << "  const long long begin = (static_cast<long long>(blockIdx.x) - tensor.firstBlock) * "
+        << kTensorChunk << "ll;\n"
+        << "  const long long end = min(tensor.elements, begin + " << kTensorChunk << "ll);\n"
+        << "  // Squares summed in double, as the CPU backend sums them.\n"
+        << "  double squares = 0.0;\n"
+        << "  for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) {\n"
+        << "    const double x = static_cast<double>(tensor.data[i]);\n"
+        << "    squares += x * x;\n  }\n"
+        << "  squares = blockSumDouble(squares, reduceScratch);\n"
+        << "  if (threadIdx.x == 0)\n    partials[blockIdx.x] = squares;\n";
     KernelLaunch launch;
     launch.space = KernelLaunch::Space::Tensors;
     launch.elements = blocks;
@@ -348,7 +361,8 @@ void Generator::globalNormKernels(GlobalNormOp op) {
        << "  if ((threadIdx.x & 31) == 0)\n    warpTotals[threadIdx.x >> 5] = total;\n"
        << "  __syncthreads();\n"
        << "  if (threadIdx.x == 0) {\n    double sum = 0.0;\n"
-       << "    for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w)\n      sum += warpTotals[w];\n"
+       << "    for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w)\n      sum += "
+          "warpTotals[w];\n"
        << "    " << out << "[0] = static_cast<float>(sqrt(sum));\n  }\n";
   KernelLaunch launch;
   launch.space = KernelLaunch::Space::Single;
@@ -363,7 +377,8 @@ void Generator::globalNormKernels(GlobalNormOp op) {
 
 void Generator::updateLossScaleKernel(UpdateLossScaleOp op) {
   ModelOp model = group->function->getParentOfType<ModelOp>();
-  auto scaler = llvm::dyn_cast_or_null<LossScaleOp>(SymbolTable::lookupSymbolIn(model, op.getScaler()));
+  auto scaler =
+      llvm::dyn_cast_or_null<LossScaleOp>(SymbolTable::lookupSymbolIn(model, op.getScaler()));
   if (!scaler)
     throw std::runtime_error("CUDA codegen: " + describeOp(op) + " names no graph.loss_scale");
   KernelWriter writer(opIndex, members);
@@ -381,8 +396,10 @@ void Generator::updateLossScaleKernel(UpdateLossScaleOp op) {
        << "  if (!overflow)\n    " << applied << "[0] = " << applied << "[0] + 1.0f;\n";
   if (dynamic)
     body << "  numerics::LossScaleConfig config;\n"
-         << "  config.growthFactor = " << floatLiteral(scaler.getGrowthFactor().convertToDouble()) << ";\n"
-         << "  config.backoffFactor = " << floatLiteral(scaler.getBackoffFactor().convertToDouble()) << ";\n"
+         << "  config.growthFactor = " << floatLiteral(scaler.getGrowthFactor().convertToDouble())
+         << ";\n"
+         << "  config.backoffFactor = " << floatLiteral(scaler.getBackoffFactor().convertToDouble())
+         << ";\n"
          << "  config.growthInterval = " << scaler.getGrowthInterval() << ";\n"
          << "  config.minScale = " << floatLiteral(scaler.getMinScale().convertToDouble()) << ";\n"
          << "  numerics::LossScaleState state{" << scale << "[0], static_cast<int>(" << tracker

@@ -8,8 +8,8 @@
 //===--------------------------------------------------------------------------===//
 
 #include "compiler/cuda/DeviceCode.h"
-#include "compiler/support/Format.h"
 #include "compiler/cuda/CudaCodegen.h"
+#include "compiler/support/Format.h"
 
 #if AMPC_HAVE_CUDA
 #include "runtime/cuda/Nvrtc.h"
@@ -235,8 +235,7 @@ DeviceCompileStats compileDeviceModules(DeviceProgramSources &sources, unsigned 
     throw std::runtime_error("compiling the device program's kernels failed: " + failure);
   stats.compiled = compiled;
   stats.cached = cached;
-  stats.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
 #endif
 }
@@ -275,15 +274,13 @@ DeviceCodeResult attachDeviceProgram(graph::ModelOp model, plan::Plan &plan,
   try {
     plan::validatePlan(plan);
   } catch (const plan::PlanError &error) {
-    return without(std::string("internal error: the device program is invalid: ") +
-                   error.what());
+    return without(std::string("internal error: the device program is invalid: ") + error.what());
   }
   size_t bytes = 0;
   for (const plan::DeviceModule &module : plan.device.modules)
     bytes += module.cubinSm80.size() + module.cubinSm90.size() + module.ptx.size();
   size_t steps = 0;
-  for (const plan::DeviceFunction *function :
-       {&plan.device.microStep, &plan.device.optimizerStep})
+  for (const plan::DeviceFunction *function : {&plan.device.microStep, &plan.device.optimizerStep})
     for (const plan::DeviceGroup &group : function->groups)
       steps += group.steps.size();
   char text[256];
@@ -294,13 +291,13 @@ DeviceCodeResult attachDeviceProgram(graph::ModelOp model, plan::Plan &plan,
                 stats.seconds, stats.cached, stats.modules * 3);
   result.summary = text;
   // The arenas are graph-plan-memory's, as `ampc report memory` prints them.
-  result.summary += "\ngpu memory: micro_step arena " +
-                    formatBytes(static_cast<int64_t>(plan.device.microStep.arenaBytes)) +
-                    ", optimizer_step arena " +
-                    formatBytes(static_cast<int64_t>(plan.device.optimizerStep.arenaBytes)) +
-                    ", scratch " +
-                    formatBytes(static_cast<int64_t>(std::max(
-                        plan.device.microStep.scratchBytes, plan.device.optimizerStep.scratchBytes)));
+  result.summary +=
+      "\ngpu memory: micro_step arena " +
+      formatBytes(static_cast<int64_t>(plan.device.microStep.arenaBytes)) +
+      ", optimizer_step arena " +
+      formatBytes(static_cast<int64_t>(plan.device.optimizerStep.arenaBytes)) + ", scratch " +
+      formatBytes(static_cast<int64_t>(
+          std::max(plan.device.microStep.scratchBytes, plan.device.optimizerStep.scratchBytes)));
   return result;
 }
 

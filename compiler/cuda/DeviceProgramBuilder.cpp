@@ -14,8 +14,8 @@
 //===--------------------------------------------------------------------------===//
 
 #include "compiler/cuda/DeviceProgramBuilder.h"
-#include "compiler/support/Format.h"
 #include "compiler/cuda/CudaCodegen.h"
+#include "compiler/support/Format.h"
 #include "passes/ArenaValues.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -42,7 +42,9 @@ constexpr uint64_t kAlignment = plan::kDeviceAlignment;
 /// Grid-stride kernels need no more blocks than this (x dimension).
 constexpr int64_t kMaxGridStrideBlocks = 65535;
 
-inline uint64_t alignUp(uint64_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+inline uint64_t alignUp(uint64_t bytes) {
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
 
 inline uint64_t bufferBytes(const plan::Buffer &buffer) {
   return static_cast<uint64_t>(plan::numElements(buffer)) * plan::dtypeBytes(buffer.dtype);
@@ -192,8 +194,7 @@ uint32_t Builder::internGenerated(const GeneratedKernel &kernel) {
   return it->second;
 }
 
-uint32_t Builder::internFlash(const std::string &dtype, int64_t headDim,
-                              const std::string &entry) {
+uint32_t Builder::internFlash(const std::string &dtype, int64_t headDim, const std::string &entry) {
   auto [moduleIt, newModule] = flashModules.try_emplace(
       {dtype, headDim}, static_cast<uint32_t>(result.program.modules.size()));
   if (newModule) {
@@ -219,9 +220,10 @@ Operation *Builder::opNumber(const std::string &text, const GeneratedKernel &ker
   unsigned long long number = std::strtoull(digits.c_str(), &rest, 10);
   if (text.empty() || text[0] != '%' || digits.empty() || *rest != '\0' ||
       number >= opsByIndex.size())
-    throw std::runtime_error("device program: kernel " + kernel.name + " has an argument bound "
-                             "to '" + text + "', which names no op of " +
-                             function.getName().str());
+    throw std::runtime_error("device program: kernel " + kernel.name +
+                             " has an argument bound "
+                             "to '" +
+                             text + "', which names no op of " + function.getName().str());
   return opsByIndex[number];
 }
 
@@ -243,7 +245,8 @@ int64_t Builder::bindingInstruction(const std::string &binding,
   Operation *op = opNumber(binding.substr(binding.find('%')), kernel);
   auto it = provenance.instructionsOf.find(op);
   if (it == provenance.instructionsOf.end() || it->second.empty())
-    throw std::runtime_error("device program: kernel " + kernel.name + " reports errors for an "
+    throw std::runtime_error("device program: kernel " + kernel.name +
+                             " reports errors for an "
                              "op that has no plan instruction");
   return it->second.front();
 }
@@ -296,8 +299,8 @@ plan::LaunchStep Builder::launchStep(const GeneratedKernel &kernel, GroupScratch
     if (!param.aliasOf.empty())
       for (const KernelParam &input : kernel.params)
         if (input.name == param.aliasOf)
-          inPlace.push_back({groupIndex, bindingBuffer(param.value, kernel),
-                             bindingBuffer(input.value, kernel)});
+          inPlace.push_back(
+              {groupIndex, bindingBuffer(param.value, kernel), bindingBuffer(input.value, kernel)});
     plan::DeviceArgument arg;
     arg.name = param.name;
     switch (param.role) {
@@ -549,8 +552,7 @@ plan::AttentionStep Builder::attentionStep(Operation *op, GroupScratch &scratch)
   return step;
 }
 
-void Builder::buildGroup(const FusedGroup &group, plan::DeviceGroup &out,
-                         GroupScratch &scratch) {
+void Builder::buildGroup(const FusedGroup &group, plan::DeviceGroup &out, GroupScratch &scratch) {
   const std::string kind = group.kind;
   auto generated = [&]() -> const std::vector<const GeneratedKernel *> & {
     static const std::vector<const GeneratedKernel *> none;
@@ -614,8 +616,8 @@ DeviceProgramSources Builder::run() {
     throw std::runtime_error("device program: the model has no entry function");
   buildFunction(entry, plan.instructions, result.program.microStep, false);
   if (!plan.optimizerInstructions.empty()) {
-    auto step = llvm::dyn_cast_or_null<func::FuncOp>(
-        SymbolTable::lookupSymbolIn(model, "optimizer_step"));
+    auto step =
+        llvm::dyn_cast_or_null<func::FuncOp>(SymbolTable::lookupSymbolIn(model, "optimizer_step"));
     if (!step)
       throw std::runtime_error("device program: the plan has an optimizer step, the model none");
     buildFunction(step, plan.optimizerInstructions, result.program.optimizerStep, true);
@@ -787,8 +789,7 @@ void Builder::placeArena(func::FuncOp fn, const std::vector<plan::Instruction> &
       offsetOf.emplace(storage[buffer->second], offset);
       if (int operand = inPlaceOperand(&op); operand >= 0) {
         auto source = provenance.bufferOf.find(op.getOperand(operand));
-        if (source != provenance.bufferOf.end() &&
-            offsetOf.count(storage[source->second]) &&
+        if (source != provenance.bufferOf.end() && offsetOf.count(storage[source->second]) &&
             offsetOf[storage[source->second]] == offset)
           reuses[storage[buffer->second]] = storage[source->second];
       }
@@ -803,17 +804,15 @@ void Builder::placeArena(func::FuncOp fn, const std::vector<plan::Instruction> &
                                ", for which graph-plan-memory placed no value");
     auto source = reuses.find(id);
     const bool inPlace = source != reuses.end() && written.count(source->second);
-    if (inPlace && std::none_of(this->inPlace.begin(), this->inPlace.end(),
-                                [&](const InPlace &allowed) {
-                                  return allowed.output == id &&
-                                         storage[allowed.input] == source->second;
-                                }))
-      throw std::runtime_error("device program: graph-plan-memory placed " +
-                               plan.buffers[id].name + " over " +
-                               plan.buffers[source->second].name +
+    if (inPlace &&
+        std::none_of(this->inPlace.begin(), this->inPlace.end(), [&](const InPlace &allowed) {
+          return allowed.output == id && storage[allowed.input] == source->second;
+        }))
+      throw std::runtime_error("device program: graph-plan-memory placed " + plan.buffers[id].name +
+                               " over " + plan.buffers[source->second].name +
                                ", which its kernel does not allow");
-    out.placements.push_back({id, static_cast<uint64_t>(offset->second),
-                              inPlace ? source->second : plan::kNoBuffer});
+    out.placements.push_back(
+        {id, static_cast<uint64_t>(offset->second), inPlace ? source->second : plan::kNoBuffer});
   }
   out.arenaBytes = alignUp(static_cast<uint64_t>(arena.getBytes()));
 }
@@ -832,7 +831,8 @@ std::string flashAttentionModuleSource(const std::string &dtype, int64_t headDim
          << "// (runtime/cuda/device/FlashAttention.cuh), " << dtype << " storage, head dim " << d
          << ".\n\n#include \"runtime/cuda/device/FlashAttention.cuh\"\n\n"
          << "using Element = " << element << ";\nusing Storage = Element::Storage;\n";
-  const std::string bounds = "extern \"C\" __global__ void __launch_bounds__(ampc::flash::kThreads)\n";
+  const std::string bounds =
+      "extern \"C\" __global__ void __launch_bounds__(ampc::flash::kThreads)\n";
   for (const std::string &entry : entries) {
     const bool causal = entry.size() > 7 && entry.compare(entry.size() - 7, 7, "_causal") == 0;
     const std::string flag = causal ? "true" : "false";

@@ -1,23 +1,22 @@
 //===- DeviceProgramBuilder.h - the plan's device program from the fused IR -*- C++ -*-===//
 //
-// After graph-fuse (and graph-plan-memory) and plan emission, this stage writes the plan's
-// device program (runtime/plan/DeviceProgram.h): for the micro step and the optimizer step, one
-// step group per fused group in the order graph-fuse scheduled them (fusion_schedule), each
+// After graph-fuse, graph-plan-memory and plan emission, this stage writes the plan's device
+// program (runtime/plan/DeviceProgram.h): for the micro step and the optimizer step, one step
+// group per fused group in the order graph-fuse scheduled them (graph.fusion_schedule), each
 // covering the plan instructions of its ops: the group's generated kernels (CudaCodegen), a
 // cuBLASLt matmul for matmul groups (with its bias / gelu epilogue; bias gradients as a matmul and
 // the column-sum kernel), flash attention for attention groups, a memset for the zeroing kernel of
 // an embedding gradient. Every kernel argument is bound to a plan buffer, a literal size, the
 // run's seed or step, a scratch slice or a table of buffers.
 //
-// Only what the steps write gets arena memory: values a kernel computes and consumes inside
-// itself (a cast fused into the classifier) are never stored, and a reshape is a view of its
-// source. Lifetimes are measured in step groups, in execution order, and the values are placed
-// with MemoryPlanner (graph-plan-memory's algorithm): graph-plan-memory's own offsets assume every
-// value is stored and ops run in program order, which fused groups that span the program (a bias
-// gradient's sum and its matmul) do not.
+// The arenas are graph-plan-memory's, not placed again here: every temporary a step writes goes
+// to the offset graph-plan-memory gave its value (graph.arena_offsets), in an arena of the size it
+// chose (graph.arena), so `ampc report memory` prints what the GPU allocates. Values a kernel
+// computes and consumes inside itself are never stored, and a reshape is a view of its source.
+// A step that writes a value graph-plan-memory did not place, or a result placed over an input its
+// kernel does not allow it to overwrite, is an internal error.
 //
-// The kernels are compiled separately (KernelCompiler.h): this stage gives each module its
-// source.
+// The kernels are compiled separately (DeviceCode.h): this stage gives each module its source.
 //
 //===--------------------------------------------------------------------------===//
 

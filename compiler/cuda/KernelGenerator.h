@@ -222,8 +222,7 @@ public:
   }
 
   /// Emits the store of \p expression (f32) as element \p index of the group result \p value.
-  void store(Value value, const std::string &index, const std::string &expression,
-             Scope &scope) {
+  void store(Value value, const std::string &index, const std::string &expression, Scope &scope) {
     std::string param = tensorParam(value, Role::Output);
     std::string type = cType(elementOf(value));
     if (scope.vector)

@@ -29,8 +29,8 @@ FailureOr<LoadedModel> loadModel(const std::string &path, llvm::SourceMgr &sourc
   std::string openError;
   auto file = openInputFile(path, &openError);
   if (!file) {
-    emitError(UnknownLoc::get(&context)) << "cannot read model file '" << path
-                                         << "': " << openError;
+    emitError(UnknownLoc::get(&context))
+        << "cannot read model file '" << path << "': " << openError;
     return failure();
   }
   sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
@@ -48,7 +48,7 @@ FailureOr<LoadedModel> loadModel(const std::string &path, llvm::SourceMgr &sourc
     }
     if (loaded.model) {
       model.emitError("a model file holds exactly one graph.model; @")
-              << model.getSymName() << " is a second one";
+          << model.getSymName() << " is a second one";
       return failure();
     }
     loaded.model = model;
@@ -71,8 +71,7 @@ LogicalResult flattenModel(graph::ModelOp model,
   return pm.run(model);
 }
 
-LogicalResult runTrainingPipeline(LoadedModel &loaded,
-                                  const graph::TrainingPipelineConfig &config,
+LogicalResult runTrainingPipeline(LoadedModel &loaded, const graph::TrainingPipelineConfig &config,
                                   graph::PipelinePart part,
                                   llvm::function_ref<LogicalResult(PassManager &)> configure) {
   PassManager pm(loaded.module->getContext());

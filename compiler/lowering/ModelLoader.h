@@ -47,10 +47,10 @@ mlir::LogicalResult flattenModel(graph::ModelOp model,
 /// it (as `ampc report` does). \p configure, when given, adjusts the pass manager before it runs
 /// (the driver applies MLIR's command-line options: IR printing, timing, crash reproducers); its
 /// failure stops before any pass runs.
-mlir::LogicalResult runTrainingPipeline(
-    LoadedModel &loaded, const graph::TrainingPipelineConfig &config,
-    graph::PipelinePart part = graph::PipelinePart::All,
-    llvm::function_ref<mlir::LogicalResult(mlir::PassManager &)> configure = {});
+mlir::LogicalResult
+runTrainingPipeline(LoadedModel &loaded, const graph::TrainingPipelineConfig &config,
+                    graph::PipelinePart part = graph::PipelinePart::All,
+                    llvm::function_ref<mlir::LogicalResult(mlir::PassManager &)> configure = {});
 
 } // namespace ampc
 

@@ -52,7 +52,8 @@ private:
                                 plan::BufferRole role);
   /// Appends an instruction whose results are new temporaries for `values`.
   LogicalResult addInstruction(Operation *op, plan::OpCode code, ValueRange operands,
-                               ValueRange values, std::map<std::string, plan::AttrValue> attrs = {});
+                               ValueRange values,
+                               std::map<std::string, plan::AttrValue> attrs = {});
   /// Appends an instruction that reads `operands` and updates the symbols' buffers in place:
   /// the symbols' buffers come first among the operands and are the results.
   LogicalResult addInPlace(Operation *op, plan::OpCode code,
@@ -106,8 +107,9 @@ LogicalResult Emitter::addInstruction(Operation *op, plan::OpCode code, ValueRan
   std::string name =
       prefix + std::to_string(instructions->size()) + "." + op->getName().stripDialect().str();
   for (auto [i, value] : llvm::enumerate(values)) {
-    auto buffer = addBuffer(op->getLoc(), values.size() == 1 ? name : name + "." + std::to_string(i),
-                            value.getType(), plan::BufferRole::Temporary);
+    auto buffer =
+        addBuffer(op->getLoc(), values.size() == 1 ? name : name + "." + std::to_string(i),
+                  value.getType(), plan::BufferRole::Temporary);
     if (failed(buffer))
       return failure();
     instruction.results.push_back(*buffer);
@@ -176,8 +178,7 @@ LogicalResult Emitter::emitSplit(SplitOp op) {
     std::vector<int64_t> starts(inputType.getRank(), 0);
     starts[op.getAxis()] = offset;
     offset += llvm::cast<RankedTensorType>(piece.getType()).getShape()[op.getAxis()];
-    if (failed(addInstruction(op, plan::OpCode::Slice, op.getInput(), piece,
-                              {{"starts", starts}})))
+    if (failed(addInstruction(op, plan::OpCode::Slice, op.getInput(), piece, {{"starts", starts}})))
       return failure();
   }
   return success();
@@ -215,9 +216,9 @@ LogicalResult Emitter::emitOp(Operation *op) {
   // Each elementwise and reduction opcode is lowered from the graph op of its name.
 #define AMPC_BINARY_OP(Name, ...) .Case([&](Name##Op) { return plain(OpCode::Name); })
 #define AMPC_UNARY_OP(Name, ...) .Case([&](Name##Op) { return plain(OpCode::Name); })
-#define AMPC_REDUCTION_OP(Name, ...)                                                              \
-  .Case([&](Name##Op reduce) {                                                                    \
-    return reduction(OpCode::Name, reduce.getAxes(), reduce.getKeepdims());                       \
+#define AMPC_REDUCTION_OP(Name, ...)                                                               \
+  .Case([&](Name##Op reduce) {                                                                     \
+    return reduction(OpCode::Name, reduce.getAxes(), reduce.getKeepdims());                        \
   })
 #include "runtime/plan/OpCodes.def"
       .Case([&](ReshapeOp) { return plain(OpCode::Reshape); })
@@ -261,14 +262,13 @@ LogicalResult Emitter::emitOp(Operation *op) {
                               {{"causal", flag(softmax.getCausal())}});
       })
       .Case([&](AttentionOp attention) {
-        return addInstruction(op, OpCode::Attention, op->getOperands(), attention.getResult(),
-                              {{"causal", flag(attention.getCausal())},
-                               {"scale", attention.getEffectiveScale()}});
+        return addInstruction(
+            op, OpCode::Attention, op->getOperands(), attention.getResult(),
+            {{"causal", flag(attention.getCausal())}, {"scale", attention.getEffectiveScale()}});
       })
       .Case([&](DropoutOp dropout) {
         // Each dropout has its own random stream; its backward and any recomputation reuse it.
-        int64_t stream = dropout.getStream() ? int64_t(*dropout.getStream())
-                                             : nextDropoutStream++;
+        int64_t stream = dropout.getStream() ? int64_t(*dropout.getStream()) : nextDropoutStream++;
         return addInstruction(op, OpCode::Dropout, op->getOperands(), dropout.getResult(),
                               {{"p", dropout.getP().convertToDouble()}, {"stream", stream}});
       })
@@ -318,9 +318,9 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
                               {{"low", toVector(pad.getLow())}});
       })
       .Case([&](MaxGradOp max) {
-        return addInstruction(op, OpCode::MaxGrad, op->getOperands(), op->getResults(),
-                              {{"axes", toVector(max.getAxes())},
-                               {"keepdims", flag(max.getKeepdims())}});
+        return addInstruction(
+            op, OpCode::MaxGrad, op->getOperands(), op->getResults(),
+            {{"axes", toVector(max.getAxes())}, {"keepdims", flag(max.getKeepdims())}});
       })
       .Case([&](LayerNormGradOp norm) {
         return addInstruction(op, OpCode::LayerNormGrad, op->getOperands(), op->getResults(),
@@ -331,9 +331,9 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
                               {{"epsilon", real(norm.getEpsilon())}});
       })
       .Case([&](AttentionGradOp attention) {
-        return addInstruction(op, OpCode::AttentionGrad, op->getOperands(), op->getResults(),
-                              {{"causal", flag(attention.getCausal())},
-                               {"scale", attention.getEffectiveScale()}});
+        return addInstruction(
+            op, OpCode::AttentionGrad, op->getOperands(), op->getResults(),
+            {{"causal", flag(attention.getCausal())}, {"scale", attention.getEffectiveScale()}});
       })
       .Case([&](CrossEntropyGradOp loss) {
         return addInstruction(op, OpCode::CrossEntropyGrad, op->getOperands(), op->getResults(),
@@ -385,9 +385,9 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
         for (Attribute state : norm.getStates())
           instruction.operands.push_back(
               symbolBuffer.lookup(llvm::cast<FlatSymbolRefAttr>(state).getValue()));
-        auto buffer = addBuffer(op->getLoc(), "o" + std::to_string(instructions->size()) +
-                                                  ".global_norm",
-                                norm.getType(), plan::BufferRole::Temporary);
+        auto buffer =
+            addBuffer(op->getLoc(), "o" + std::to_string(instructions->size()) + ".global_norm",
+                      norm.getType(), plan::BufferRole::Temporary);
         if (failed(buffer))
           return failure();
         instruction.results.push_back(*buffer);
@@ -405,24 +405,24 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
       })
       .Case([&](AdamWOp adamw) {
         if (failed(addInPlace(op, OpCode::AdamW,
-                          {adamw.getParamAttr(), adamw.getGradAttr(), adamw.getFirstMomentAttr(),
-                           adamw.getSecondMomentAttr()},
-                          {adamw.getLr(), adamw.getGradNorm()},
-                          {{"beta1", real(adamw.getBeta1())},
-                           {"beta2", real(adamw.getBeta2())},
-                           {"eps", real(adamw.getEps())},
-                           {"weight_decay", real(adamw.getWeightDecay())},
-                           {"clip_norm", real(adamw.getClipNorm())}})))
+                              {adamw.getParamAttr(), adamw.getGradAttr(),
+                               adamw.getFirstMomentAttr(), adamw.getSecondMomentAttr()},
+                              {adamw.getLr(), adamw.getGradNorm()},
+                              {{"beta1", real(adamw.getBeta1())},
+                               {"beta2", real(adamw.getBeta2())},
+                               {"eps", real(adamw.getEps())},
+                               {"weight_decay", real(adamw.getWeightDecay())},
+                               {"clip_norm", real(adamw.getClipNorm())}})))
           return failure();
         return addSkipAndCopy(adamw.getSkipNonfinite().has_value(), adamw.getCopyAttr());
       })
       .Case([&](SgdOp sgd) {
         if (failed(addInPlace(op, OpCode::Sgd,
-                          {sgd.getParamAttr(), sgd.getGradAttr(), sgd.getMomentumBufferAttr()},
-                          {sgd.getLr(), sgd.getGradNorm()},
-                          {{"momentum", real(sgd.getMomentum())},
-                           {"weight_decay", real(sgd.getWeightDecay())},
-                           {"clip_norm", real(sgd.getClipNorm())}})))
+                              {sgd.getParamAttr(), sgd.getGradAttr(), sgd.getMomentumBufferAttr()},
+                              {sgd.getLr(), sgd.getGradNorm()},
+                              {{"momentum", real(sgd.getMomentum())},
+                               {"weight_decay", real(sgd.getWeightDecay())},
+                               {"clip_norm", real(sgd.getClipNorm())}})))
           return failure();
         return addSkipAndCopy(sgd.getSkipNonfinite().has_value(), sgd.getCopyAttr());
       })
@@ -470,8 +470,7 @@ void Emitter::describeTraining() {
   os << " precision=" << (precision ? precision.getValue() : llvm::StringRef("fp32"));
   if (result.lossScaling.mode != plan::LossScaleMode::None) {
     const plan::LossScaling &scaling = result.lossScaling;
-    os << " loss_scaling="
-       << (scaling.mode == plan::LossScaleMode::Dynamic ? "dynamic" : "static")
+    os << " loss_scaling=" << (scaling.mode == plan::LossScaleMode::Dynamic ? "dynamic" : "static")
        << "(initial=" << formatReal(scaling.initialScale);
     if (scaling.mode == plan::LossScaleMode::Dynamic)
       os << " growth=" << formatReal(scaling.growthFactor) << "/" << scaling.growthInterval
@@ -499,8 +498,8 @@ LogicalResult Emitter::emitLossScaler(LossScaleOp scaler) {
   const char *names[] = {"scale", "growth_tracker", "found_nonfinite", "applied_steps",
                          "floor_hits"};
   for (int i = 0; i < 5; ++i) {
-    auto buffer = addBuffer(scaler.getLoc(), scaler.getSymName().str() + "." + names[i],
-                            scalarType, plan::BufferRole::State);
+    auto buffer = addBuffer(scaler.getLoc(), scaler.getSymName().str() + "." + names[i], scalarType,
+                            plan::BufferRole::State);
     if (failed(buffer))
       return failure();
     *fields[i] = *buffer;

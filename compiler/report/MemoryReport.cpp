@@ -1,10 +1,10 @@
 //===- MemoryReport.cpp - `ampc report memory` ----------------------------===//
 
 #include "compiler/report/MemoryReport.h"
-#include "compiler/support/Format.h"
 #include "compiler/lowering/PlanEmitter.h"
-#include "passes/OpCost.h"
+#include "compiler/support/Format.h"
 #include "passes/ArenaValues.h"
+#include "passes/OpCost.h"
 
 #include "llvm/Support/Format.h"
 

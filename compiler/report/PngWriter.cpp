@@ -25,8 +25,7 @@ void Canvas::fillRect(int x0, int y0, int x1, int y1, Rgb color) {
       set(x, y, color);
 }
 
-void Canvas::line(double x0, double y0, double x1, double y1, Rgb color, int thickness,
-                  int dash) {
+void Canvas::line(double x0, double y0, double x1, double y1, Rgb color, int thickness, int dash) {
   double length = std::hypot(x1 - x0, y1 - y0);
   int steps = std::max(1, int(std::ceil(length * 2)));
   for (int i = 0; i <= steps; ++i) {
@@ -34,8 +33,8 @@ void Canvas::line(double x0, double y0, double x1, double y1, Rgb color, int thi
     if (dash > 0 && int(t * length / dash) % 2 == 1)
       continue;
     int x = int(std::lround(x0 + t * (x1 - x0))), y = int(std::lround(y0 + t * (y1 - y0)));
-    fillRect(x - (thickness - 1) / 2, y - (thickness - 1) / 2, x + thickness / 2,
-             y + thickness / 2, color);
+    fillRect(x - (thickness - 1) / 2, y - (thickness - 1) / 2, x + thickness / 2, y + thickness / 2,
+             color);
   }
 }
 
@@ -160,8 +159,8 @@ std::vector<uint8_t> Canvas::encodePng() const {
     size_t length = std::min<size_t>(65535, raw.size() - offset);
     bool last = offset + length == raw.size();
     zlib.push_back(last ? 1 : 0);
-    zlib.insert(zlib.end(), {uint8_t(length & 0xFF), uint8_t(length >> 8),
-                             uint8_t(~length & 0xFF), uint8_t((~length >> 8) & 0xFF)});
+    zlib.insert(zlib.end(), {uint8_t(length & 0xFF), uint8_t(length >> 8), uint8_t(~length & 0xFF),
+                             uint8_t((~length >> 8) & 0xFF)});
     zlib.insert(zlib.end(), raw.begin() + offset, raw.begin() + offset + length);
     offset += length;
     if (last)

@@ -26,8 +26,7 @@ public:
   void set(int x, int y, Rgb color);
   void fillRect(int x0, int y0, int x1, int y1, Rgb color);
   /// A line `thickness` pixels wide; `dash` > 0 draws dashes of that many pixels.
-  void line(double x0, double y0, double x1, double y1, Rgb color, int thickness = 1,
-            int dash = 0);
+  void line(double x0, double y0, double x1, double y1, Rgb color, int thickness = 1, int dash = 0);
   /// Text in a 5x7 pixel font scaled by `scale` (digits, letters, ' ', '.', '%', '-', ':', '/').
   void text(int x, int y, const std::string &text, Rgb color, int scale = 1);
   /// Writes the PNG; false (with errno set by the failed write) when the file cannot be

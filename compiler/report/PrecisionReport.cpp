@@ -1,8 +1,8 @@
 //===- PrecisionReport.cpp - `ampc report precision` ----------------------===//
 
 #include "compiler/report/PrecisionReport.h"
-#include "compiler/support/Format.h"
 #include "compiler/lowering/PlanEmitter.h"
+#include "compiler/support/Format.h"
 #include "passes/OpCost.h"
 
 #include "llvm/Support/Format.h"
@@ -31,7 +31,8 @@ PrecisionTotals precisionTotals(ModelOp model) {
       int64_t elements = elementsOf(cast.getResult());
       auto from = llvm::cast<RankedTensorType>(cast.getInput().getType()).getElementType();
       auto to = llvm::cast<RankedTensorType>(cast.getType()).getElementType();
-      totals.bytesConverted += accumSteps * elements * (bytesPerElement(from) + bytesPerElement(to));
+      totals.bytesConverted +=
+          accumSteps * elements * (bytesPerElement(from) + bytesPerElement(to));
       return;
     }
     double flops = estimateFlops(op);
@@ -41,9 +42,8 @@ PrecisionTotals precisionTotals(ModelOp model) {
   });
   // The copies are refreshed once per optimizer step: read f32, write the reduced type.
   for (ParamCopyOp copy : model.getBodyBlock().getOps<ParamCopyOp>())
-    totals.bytesConverted +=
-        copy.getTensorType().getNumElements() *
-        (4 + bytesPerElement(copy.getTensorType().getElementType()));
+    totals.bytesConverted += copy.getTensorType().getNumElements() *
+                             (4 + bytesPerElement(copy.getTensorType().getElementType()));
   return totals;
 }
 
@@ -59,8 +59,8 @@ void printPrecisionReport(ModelOp model, llvm::raw_ostream &os) {
   os << "precision of @" << model.getSymName() << " ("
      << (mode ? mode.getValue() : llvm::StringRef("fp32")) << " mode), micro step:\n";
   const char *header[] = {"op", "location", "compute", "accumulate", "storage", "rule"};
-  os << llvm::format("%-20s %-30s %-8s %-10s %-8s %s\n", header[0], header[1], header[2],
-                     header[3], header[4], header[5]);
+  os << llvm::format("%-20s %-30s %-8s %-10s %-8s %s\n", header[0], header[1], header[2], header[3],
+                     header[4], header[5]);
   func::FuncOp entry = model.getEntryFunction();
   entry.walk([&](Operation *op) {
     auto precision = op->getAttrOfType<PrecisionAttr>(graph::GraphDialect::kPrecisionAttrName);
@@ -71,8 +71,7 @@ void printPrecisionReport(ModelOp model, llvm::raw_ostream &os) {
                        op->getName().stripDialect().str().c_str(), location.c_str(),
                        typeName(precision.getCompute()).c_str(),
                        typeName(precision.getAccumulate()).c_str(),
-                       typeName(precision.getStorage()).c_str(),
-                       precision.getRule().str().c_str());
+                       typeName(precision.getStorage()).c_str(), precision.getRule().str().c_str());
   });
   PrecisionTotals totals = precisionTotals(model);
   int64_t copies = llvm::range_size(model.getBodyBlock().getOps<ParamCopyOp>());

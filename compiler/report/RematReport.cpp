@@ -1,9 +1,9 @@
 //===- RematReport.cpp - `ampc report memory --memory-budget` -------------===//
 
 #include "compiler/report/RematReport.h"
-#include "compiler/support/Format.h"
 #include "compiler/report/MemoryReport.h"
 #include "compiler/report/PngWriter.h"
+#include "compiler/support/Format.h"
 #include "passes/RematAdapter.h"
 
 #include "llvm/Support/Format.h"
@@ -169,8 +169,7 @@ bool printRematReport(ModelOp model, const std::vector<std::string> &budgets,
      << formatBytes(noRematPeak) << " -> " << formatBytes(shown->peakBytes) << ", +"
      << percentOf(shown->extraFlops, graph->stepFlops) << " FLOPs ("
      << llvm::format("%.3g", shown->extraFlops) << " of " << llvm::format("%.3g", graph->stepFlops)
-     << " per micro step, " << percentOf(plan.matmulCost, graph->stepFlops)
-     << " in matmuls)\n";
+     << " per micro step, " << percentOf(plan.matmulCost, graph->stepFlops) << " in matmuls)\n";
   auto grouped = recomputedGroups(*graph, plan);
   os << "recomputed values (" << grouped.size() << " distinct ops):\n";
   for (auto [name, count] : grouped)
@@ -189,17 +188,17 @@ bool printRematReport(ModelOp model, const std::vector<std::string> &budgets,
       mostAfter = std::max(mostAfter, after[i]);
     }
     std::string range = std::to_string(first) + "-" + std::to_string(last - 1);
-    const char *phase = int64_t(last) <= graph->problem.numForward ? "forward"
+    const char *phase = int64_t(last) <= graph->problem.numForward    ? "forward"
                         : int64_t(first) >= graph->problem.numForward ? "backward"
-                                                                       : "fwd/bwd";
+                                                                      : "fwd/bwd";
     os << llvm::format("  %-13s %-9s %-12s %-12s %s\n", range.c_str(), phase,
                        formatBytes(most).c_str(), formatBytes(mostAfter).c_str(),
                        graph->problem.ops[first].name.c_str());
   }
   if (!plotPath.empty()) {
     if (!writePlot(plotPath, before, after, shownBudget, graph->problem.numForward)) {
-      errors << "ampc: error: cannot write the plot '" << plotPath << "': "
-             << std::strerror(errno) << "\n";
+      errors << "ampc: error: cannot write the plot '" << plotPath << "': " << std::strerror(errno)
+             << "\n";
       return false;
     }
     os << "wrote the plot " << plotPath << "\n";
@@ -213,11 +212,12 @@ void printRematSummary(ModelOp model) {
   if (!result)
     return;
   int64_t clones = 0;
-  entry.walk([&](Operation *op) { clones += op->hasAttr(graph::GraphDialect::kRecomputedAttrName); });
+  entry.walk(
+      [&](Operation *op) { clones += op->hasAttr(graph::GraphDialect::kRecomputedAttrName); });
   llvm::outs() << "memory: planned peak " << formatBytes(result.getPeakBytes())
                << " within the budget " << formatBytes(result.getBudgetBytes())
-               << " (without remat " << formatBytes(result.getNoRematPeakBytes()) << "); "
-               << clones << " values recomputed, +"
+               << " (without remat " << formatBytes(result.getNoRematPeakBytes()) << "); " << clones
+               << " values recomputed, +"
                << percentOf(double(result.getExtraFlops()), double(result.getStepFlops()))
                << " FLOPs per micro step\n";
   llvm::outs().flush();

@@ -24,6 +24,5 @@ int main(int argc, char **argv) {
   ampc::graph::registerTrainingPipeline();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "ampc optimizer driver\n", registry));
+  return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, "ampc optimizer driver\n", registry));
 }

@@ -127,8 +127,7 @@ struct CountParser : cl::parser<long long> {
 /// ampc eval's --seed (uint64_t).
 struct SeedParser : cl::parser<unsigned long long> {
   using cl::parser<unsigned long long>::parser;
-  bool parse(cl::Option &, llvm::StringRef name, llvm::StringRef text,
-             unsigned long long &value) {
+  bool parse(cl::Option &, llvm::StringRef name, llvm::StringRef text, unsigned long long &value) {
     if (text.getAsInteger(10, value))
       return usageError("--" + name + " expects a non-negative integer, got '" + text + "'");
     return false;
@@ -270,18 +269,19 @@ cl::opt<double, true, RealParser> momentum("momentum", cl::location(pipeline.tra
                                            cl::sub(pipelineCommands), cl::cat(trainingCategory),
                                            cl::value_desc("X"),
                                            cl::desc("SGD momentum (default 0.9)"));
-cl::opt<double, true, RealParser> clipNorm(
-    "clip-norm", cl::location(pipeline.training.clipNorm), cl::sub(pipelineCommands),
-    cl::cat(trainingCategory), cl::value_desc("X"),
-    cl::desc("Clip the global gradient norm (default 1.0; 0 disables)"));
-cl::opt<std::string, true> schedule(
-    "schedule", cl::location(pipeline.training.schedule), cl::sub(pipelineCommands),
-    cl::cat(trainingCategory), cl::value_desc("constant|cosine"),
-    cl::desc("The learning-rate schedule after the warmup (default constant)"));
-cl::opt<int64_t, true, CountParser> warmupSteps(
-    "warmup-steps", cl::location(pipeline.training.warmupSteps), cl::sub(pipelineCommands),
-    cl::cat(trainingCategory), cl::value_desc("N"),
-    cl::desc("Linear warmup steps (default 0)"));
+cl::opt<double, true, RealParser>
+    clipNorm("clip-norm", cl::location(pipeline.training.clipNorm), cl::sub(pipelineCommands),
+             cl::cat(trainingCategory), cl::value_desc("X"),
+             cl::desc("Clip the global gradient norm (default 1.0; 0 disables)"));
+cl::opt<std::string, true>
+    schedule("schedule", cl::location(pipeline.training.schedule), cl::sub(pipelineCommands),
+             cl::cat(trainingCategory), cl::value_desc("constant|cosine"),
+             cl::desc("The learning-rate schedule after the warmup (default constant)"));
+cl::opt<int64_t, true, CountParser> warmupSteps("warmup-steps",
+                                                cl::location(pipeline.training.warmupSteps),
+                                                cl::sub(pipelineCommands),
+                                                cl::cat(trainingCategory), cl::value_desc("N"),
+                                                cl::desc("Linear warmup steps (default 0)"));
 cl::opt<int64_t, true, CountParser> decaySteps(
     "decay-steps", cl::location(pipeline.training.decaySteps), cl::sub(pipelineCommands),
     cl::cat(trainingCategory), cl::value_desc("N"),
@@ -298,13 +298,12 @@ cl::opt<std::string, true, PrecisionModeParser> precision(
     cl::desc("Matmuls and attention read the reduced type and accumulate in f32; softmax,\n"
              "norms, losses and reductions compute in f32; master weights, accumulators and\n"
              "optimizer state are f32 (default bf16)"));
-cl::opt<std::string, true> policy(
-    "policy", cl::location(pipeline.precision.policyFile), cl::sub(pipelineCommands),
-    cl::cat(precisionCategory), cl::value_desc("FILE"),
-    cl::desc("Move op kinds between the lists: lines 'reduced: kind, ...', 'fp32: ...',\n"
-             "'follow: ...', 'store_fp32: ...' (a kind put in two lists is an error)"));
-cl::opt<std::string, true> reducedOps("reduced-ops",
-                                      cl::location(pipeline.precision.reducedOps),
+cl::opt<std::string, true>
+    policy("policy", cl::location(pipeline.precision.policyFile), cl::sub(pipelineCommands),
+           cl::cat(precisionCategory), cl::value_desc("FILE"),
+           cl::desc("Move op kinds between the lists: lines 'reduced: kind, ...', 'fp32: ...',\n"
+                    "'follow: ...', 'store_fp32: ...' (a kind put in two lists is an error)"));
+cl::opt<std::string, true> reducedOps("reduced-ops", cl::location(pipeline.precision.reducedOps),
                                       cl::sub(pipelineCommands), cl::cat(precisionCategory),
                                       cl::value_desc("K,K"),
                                       cl::desc("Op kinds to run in the reduced type"));
@@ -315,10 +314,11 @@ cl::opt<std::string, true> followOps("follow-ops", cl::location(pipeline.precisi
                                      cl::sub(pipelineCommands), cl::cat(precisionCategory),
                                      cl::value_desc("K,K"),
                                      cl::desc("Op kinds that run in the type of their inputs"));
-cl::opt<std::string, true> storeFp32Ops(
-    "store-fp32-ops", cl::location(pipeline.precision.storeFp32Ops), cl::sub(pipelineCommands),
-    cl::cat(precisionCategory), cl::value_desc("K,K"),
-    cl::desc("Op kinds whose results are stored in f32"));
+cl::opt<std::string, true> storeFp32Ops("store-fp32-ops",
+                                        cl::location(pipeline.precision.storeFp32Ops),
+                                        cl::sub(pipelineCommands), cl::cat(precisionCategory),
+                                        cl::value_desc("K,K"),
+                                        cl::desc("Op kinds whose results are stored in f32"));
 
 // Precision: graph-insert-loss-scaling.
 
@@ -342,26 +342,27 @@ struct LossScalingParser : cl::parser<std::string> {
   }
 };
 
-cl::opt<std::string, true, LossScalingParser> lossScaling(
-    "loss-scaling", cl::location(pipeline.scaling.mode), cl::sub(pipelineCommands),
-    cl::cat(precisionCategory), cl::value_desc("auto|dynamic|none|static=SCALE"),
-    cl::desc("Loss scaling (default auto: dynamic for fp16, none otherwise)"));
-cl::opt<double, true, RealParser> initialLossScale(
-    "initial-loss-scale", cl::location(pipeline.scaling.initialScale),
-    cl::sub(pipelineCommands), cl::cat(precisionCategory), cl::value_desc("X"),
-    cl::desc("The first scale (default 65536)"));
+cl::opt<std::string, true, LossScalingParser>
+    lossScaling("loss-scaling", cl::location(pipeline.scaling.mode), cl::sub(pipelineCommands),
+                cl::cat(precisionCategory), cl::value_desc("auto|dynamic|none|static=SCALE"),
+                cl::desc("Loss scaling (default auto: dynamic for fp16, none otherwise)"));
+cl::opt<double, true, RealParser> initialLossScale("initial-loss-scale",
+                                                   cl::location(pipeline.scaling.initialScale),
+                                                   cl::sub(pipelineCommands),
+                                                   cl::cat(precisionCategory), cl::value_desc("X"),
+                                                   cl::desc("The first scale (default 65536)"));
 cl::opt<int64_t, true, CountParser> lossScaleGrowthInterval(
     "loss-scale-growth-interval", cl::location(pipeline.scaling.growthInterval),
     cl::sub(pipelineCommands), cl::cat(precisionCategory), cl::value_desc("N"),
     cl::desc("Finite steps before the scale doubles (default 2000)"));
-cl::opt<double, true, RealParser> lossScaleFloor(
-    "loss-scale-floor", cl::location(pipeline.scaling.minScale), cl::sub(pipelineCommands),
-    cl::cat(precisionCategory), cl::value_desc("X"),
-    cl::desc("The scale never falls below X (default 1; a warning when reached)"));
-cl::opt<bool, true, FlagParser> debugNonfinite(
-    "debug-nonfinite", cl::location(pipeline.scaling.debugNonfinite), cl::sub(pipelineCommands),
-    cl::cat(precisionCategory),
-    cl::desc("The training binary names the first op whose result became inf/NaN"));
+cl::opt<double, true, RealParser>
+    lossScaleFloor("loss-scale-floor", cl::location(pipeline.scaling.minScale),
+                   cl::sub(pipelineCommands), cl::cat(precisionCategory), cl::value_desc("X"),
+                   cl::desc("The scale never falls below X (default 1; a warning when reached)"));
+cl::opt<bool, true, FlagParser>
+    debugNonfinite("debug-nonfinite", cl::location(pipeline.scaling.debugNonfinite),
+                   cl::sub(pipelineCommands), cl::cat(precisionCategory),
+                   cl::desc("The training binary names the first op whose result became inf/NaN"));
 
 // Memory: graph-plan-remat.
 cl::opt<std::string, true> memoryBudget(
@@ -381,12 +382,13 @@ cl::opt<uint64_t, false, SeedParser> seed("seed", cl::sub(evalCommand), cl::cat(
                                           cl::value_desc("N"),
                                           cl::desc("Seed of the parameters and the drawn "
                                                    "inputs (default 0)"));
-cl::list<std::string, bool, InputParser> inputs(
-    "input", cl::sub(evalCommand), cl::cat(evalCategory), cl::value_desc("NAME=FILE"),
-    cl::desc("The raw little-endian elements of input @NAME (repeatable)"));
-cl::opt<std::string, false, CpuPrecisionParser> evalPrecision(
-    "precision", cl::sub(evalCommand), cl::cat(evalCategory), cl::value_desc("f32|f64"),
-    cl::desc("The CPU backend's compute type (default f32)"), cl::init("f32"));
+cl::list<std::string, bool, InputParser>
+    inputs("input", cl::sub(evalCommand), cl::cat(evalCategory), cl::value_desc("NAME=FILE"),
+           cl::desc("The raw little-endian elements of input @NAME (repeatable)"));
+cl::opt<std::string, false, CpuPrecisionParser>
+    evalPrecision("precision", cl::sub(evalCommand), cl::cat(evalCategory),
+                  cl::value_desc("f32|f64"),
+                  cl::desc("The CPU backend's compute type (default f32)"), cl::init("f32"));
 
 } // namespace flags
 
@@ -441,9 +443,8 @@ void registerMlirOptions() {
 
 /// Hides LLVM's own options (the libraries' hundreds) from every help text.
 void hideUnrelatedOptions() {
-  const cl::OptionCategory *categories[] = {&outputCategory,    &trainingCategory,
-                                            &precisionCategory, &memoryCategory,
-                                            &evalCategory,      &mlirCategory};
+  const cl::OptionCategory *categories[] = {&outputCategory, &trainingCategory, &precisionCategory,
+                                            &memoryCategory, &evalCategory,     &mlirCategory};
   cl::HideUnrelatedOptions(categories);
   for (cl::SubCommand *command : commands)
     cl::HideUnrelatedOptions(categories, *command);
@@ -492,8 +493,7 @@ elements.
 }
 
 void printVersion(llvm::raw_ostream &os) {
-  os << "ampc " << AMPC_VERSION << "\n  built with LLVM and MLIR " << LLVM_VERSION_STRING
-     << "\n";
+  os << "ampc " << AMPC_VERSION << "\n  built with LLVM and MLIR " << LLVM_VERSION_STRING << "\n";
 }
 
 //===----------------------------------------------------------------------===//
@@ -553,13 +553,12 @@ std::string unknownOption(llvm::StringRef argument, cl::SubCommand *command) {
   if (!owners.empty() && !command)
     return flag.str() + " goes after the command: it is an option of " + listCommands(owners);
   if (!owners.empty())
-    return where + " does not take " + flag.str() + ": it is an option of " +
-           listCommands(owners);
+    return where + " does not take " + flag.str() + ": it is an option of " + listCommands(owners);
   std::string help = command ? "ampc " + command->getName().str() + " --help" : "ampc --help";
   std::string nearest;
   unsigned distance = 3;
-  for (const auto &entry : cl::getRegisteredOptions(command ? *command
-                                                            : cl::SubCommand::getTopLevel())) {
+  for (const auto &entry :
+       cl::getRegisteredOptions(command ? *command : cl::SubCommand::getTopLevel())) {
     if (entry.getValue()->getOptionHiddenFlag() != cl::NotHidden)
       continue;
     // A suggestion keeps some of what was typed: 'x' suggests nothing, not '-o'.
@@ -570,8 +569,7 @@ std::string unknownOption(llvm::StringRef argument, cl::SubCommand *command) {
     }
   }
   std::string suggestion = nearest.empty() ? "" : "; did you mean '" + nearest + "'?";
-  return "unknown option '" + flag.str() + "' for " + where + suggestion + " (see '" + help +
-         "')";
+  return "unknown option '" + flag.str() + "' for " + where + suggestion + " (see '" + help + "')";
 }
 
 /// Parsed command line of one verb.
@@ -667,9 +665,9 @@ Options checkedOptions(cl::SubCommand *command) {
     throw UsageError{"--mlir-pass-pipeline-local-reproducer needs --mlir-disable-threading"};
   if (command == &reportCommand && options.report == "precision" &&
       (flags::memoryBudget.getNumOccurrences() || flags::plot.getNumOccurrences()))
-    throw UsageError{std::string(flags::memoryBudget.getNumOccurrences() ? "--memory-budget"
-                                                                        : "--plot") +
-                     " is for 'ampc report memory'"};
+    throw UsageError{
+        std::string(flags::memoryBudget.getNumOccurrences() ? "--memory-budget" : "--plot") +
+        " is for 'ampc report memory'"};
   if (command != &reportCommand && llvm::StringRef(pipeline.memoryBudget).contains(','))
     throw UsageError{"--memory-budget takes one budget for 'ampc " + options.verb +
                      "' (a list is for 'ampc report memory')"};
@@ -840,13 +838,11 @@ int evaluate(const Options &options, const plan::Plan &compiled) {
   std::vector<std::pair<std::string, std::vector<uint8_t>>> given;
   for (const auto &[name, path] : options.inputs)
     given.emplace_back(name, readDataFile(name, path));
-  bool allGiven = std::all_of(compiled.inputs.begin(), compiled.inputs.end(),
-                              [&](const plan::Input &input) {
-                                return std::any_of(given.begin(), given.end(),
-                                                   [&](const auto &entry) {
-                                                     return entry.first == input.name;
-                                                   });
-                              });
+  bool allGiven =
+      std::all_of(compiled.inputs.begin(), compiled.inputs.end(), [&](const plan::Input &input) {
+        return std::any_of(given.begin(), given.end(),
+                           [&](const auto &entry) { return entry.first == input.name; });
+      });
   // Random draws cover every input; the given data then replaces its inputs' draws.
   if (!allGiven)
     executor.randomizeInputs(options.seed);
@@ -857,8 +853,7 @@ int evaluate(const Options &options, const plan::Plan &compiled) {
   run.seed = options.seed;
   run.keepTemporaries = false; // Only the loss is read: free activations after their last use.
   double loss = executor.run(run);
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("loss %.6f (seed %llu, %s, %.3f s on the CPU backend)\n", loss,
               static_cast<unsigned long long>(options.seed),
               options.precision == cpu::Precision::F64 ? "f64" : "f32", seconds);
@@ -887,16 +882,15 @@ int run(const Options &options) {
   if (options.verb == "report")
     return 0;
   if (options.verb == "compile") {
-    train::writeTrainingExecutable(
-        train::findRunner(argv0, AMPC_TRAIN_RUNNER_BUILD_PATH), *compiled, options.output);
+    train::writeTrainingExecutable(train::findRunner(argv0, AMPC_TRAIN_RUNNER_BUILD_PATH),
+                                   *compiled, options.output);
     printSummary(*compiled);
     std::printf("training: %s\n", compiled->trainingSummary.c_str());
     if (!deviceSummary.empty())
       std::printf("%s\n", deviceSummary.c_str());
     std::printf("wrote %s; run it with: %s --steps 200\n", options.output.c_str(),
-                llvm::StringRef(options.output).contains('/')
-                    ? options.output.c_str()
-                    : ("./" + options.output).c_str());
+                llvm::StringRef(options.output).contains('/') ? options.output.c_str()
+                                                              : ("./" + options.output).c_str());
     return 0;
   }
   if (options.verb == "plan") {

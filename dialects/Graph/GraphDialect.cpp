@@ -75,8 +75,8 @@ static LogicalResult verifySchedule(Operation *op, Attribute value) {
   }
   for (int64_t group : fusedGroupsOf(func))
     if (group >= static_cast<int64_t>(order.size()))
-      return op->emitError("'") << GraphDialect::kFusionScheduleAttrName << "' has "
-                                << order.size() << " groups, but an op is in group " << group;
+      return op->emitError("'") << GraphDialect::kFusionScheduleAttrName << "' has " << order.size()
+                                << " groups, but an op is in group " << group;
   return success();
 }
 
@@ -105,8 +105,7 @@ static LogicalResult verifyArena(Operation *op, Attribute value) {
       if (offset % arena.getAlignment() != 0 || offset + bytes > arena.getBytes()) {
         result = inner->emitError("arena offset ")
                  << offset << " (" << bytes << " bytes) is not " << arena.getAlignment()
-                 << "-byte aligned inside the function's arena of " << arena.getBytes()
-                 << " bytes";
+                 << "-byte aligned inside the function's arena of " << arena.getBytes() << " bytes";
         return;
       }
     }
@@ -195,11 +194,9 @@ LogicalResult ArenaAttr::verify(function_ref<InFlightDiagnostic()> emitError, in
   return success();
 }
 
-LogicalResult RematAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                int64_t budgetBytes, int64_t peakBytes,
-                                int64_t noRematPeakBytes, int64_t liveBytes,
-                                int64_t extraFlops, int64_t stepFlops,
-                                int64_t persistentBytes) {
+LogicalResult RematAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t budgetBytes,
+                                int64_t peakBytes, int64_t noRematPeakBytes, int64_t liveBytes,
+                                int64_t extraFlops, int64_t stepFlops, int64_t persistentBytes) {
   if (budgetBytes < 0 || peakBytes < 0 || noRematPeakBytes < 0 || liveBytes < 0 ||
       persistentBytes < 0)
     return emitError() << "#graph.remat sizes cannot be negative";
@@ -262,8 +259,8 @@ static LogicalResult parseInitFields(AsmParser &parser, llvm::MutableArrayRef<In
       std::string known;
       for (InitField &f : fields)
         known += (known.empty() ? "'" : ", '") + f.name.str() + "'";
-      return parser.emitError(loc) << "unknown initializer field '" << key << "'; expected "
-                                   << known;
+      return parser.emitError(loc)
+             << "unknown initializer field '" << key << "'; expected " << known;
     }
     if (field->present)
       return parser.emitError(loc) << "initializer field '" << key << "' given twice";
@@ -307,8 +304,7 @@ Attribute UniformInitAttr::parse(AsmParser &parser, Type) {
   InitField fields[] = {{"low", 0.0, true}, {"high", 0.0, true}};
   if (failed(parseInitFields(parser, fields)))
     return {};
-  return parser.getChecked<UniformInitAttr>(parser.getContext(),
-                                            llvm::APFloat(fields[0].value),
+  return parser.getChecked<UniformInitAttr>(parser.getContext(), llvm::APFloat(fields[0].value),
                                             llvm::APFloat(fields[1].value));
 }
 

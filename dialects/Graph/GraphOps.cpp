@@ -36,8 +36,7 @@ static std::optional<plan::Shape> staticShape(Type type) {
 /// Reads the static shapes of `values` into `shapes`, or reports the first that has none.
 /// Runs before the operand type constraints are checked, so it must reject anything unranked.
 static LogicalResult operandShapes(std::optional<Location> loc, llvm::StringRef op,
-                                   ValueRange values,
-                                   llvm::SmallVectorImpl<plan::Shape> &shapes) {
+                                   ValueRange values, llvm::SmallVectorImpl<plan::Shape> &shapes) {
   for (Value value : values) {
     auto s = staticShape(value.getType());
     if (!s)
@@ -135,7 +134,8 @@ LogicalResult ModelOp::verifyRegions() {
     return emitOpError("has no graph.loss: mark the model's scalar loss with graph.loss in "
                        "its entry function");
   if (losses.size() > 1)
-    return losses[1].emitOpError("is a second loss; a model has exactly one graph.loss")
+    return losses[1]
+               .emitOpError("is a second loss; a model has exactly one graph.loss")
                .attachNote(losses[0].getLoc())
            << "the first graph.loss is here";
 
@@ -162,8 +162,8 @@ LogicalResult ModelOp::verifyRegions() {
 LogicalResult ParamOp::verify() {
   for (int64_t extent : getTensorType().getShape())
     if (extent <= 0)
-      return emitOpError("parameter @") << getSymName() << " has an empty dimension in "
-                                        << getType();
+      return emitOpError("parameter @")
+             << getSymName() << " has an empty dimension in " << getType();
   return success();
 }
 
@@ -177,8 +177,8 @@ static LogicalResult verifyModelSymbol(Operation *user, FlatSymbolRefAttr name, 
     return user->emitOpError("refers to an unknown ") << what << " " << name;
   auto decl = llvm::dyn_cast<T>(symbol);
   if (!decl)
-    return user->emitOpError() << name << " is a '" << symbol->getName() << "', not "
-                               << article << " " << what;
+    return user->emitOpError() << name << " is a '" << symbol->getName() << "', not " << article
+                               << " " << what;
   if (decl.getType() != readType)
     return user->emitOpError() << what << " " << name << " is declared as " << decl.getType()
                                << " but read as " << readType;
@@ -199,22 +199,19 @@ LogicalResult GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   // The reduced-precision copy of a parameter is read like the parameter.
   if (auto copy = llvm::dyn_cast_or_null<ParamCopyOp>(
           symbolTable.lookupNearestSymbolFrom(*this, getNameAttr())))
-    return verifyModelSymbol<ParamCopyOp>(*this, getNameAttr(), getType(), "parameter copy",
-                                          "a", symbolTable);
-  return verifyModelSymbol<ParamOp>(*this, getNameAttr(), getType(), "parameter", "a",
-                                    symbolTable);
+    return verifyModelSymbol<ParamCopyOp>(*this, getNameAttr(), getType(), "parameter copy", "a",
+                                          symbolTable);
+  return verifyModelSymbol<ParamOp>(*this, getNameAttr(), getType(), "parameter", "a", symbolTable);
 }
 
 LogicalResult GetInputOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  return verifyModelSymbol<InputOp>(*this, getNameAttr(), getType(), "input", "an",
-                                    symbolTable);
+  return verifyModelSymbol<InputOp>(*this, getNameAttr(), getType(), "input", "an", symbolTable);
 }
 
 LogicalResult LossOp::verify() {
   auto type = llvm::dyn_cast<RankedTensorType>(getLoss().getType());
   Type element = type ? type.getElementType() : Type();
-  if (!type || type.getRank() != 0 ||
-      !(element.isF32() || element.isBF16() || element.isF16()))
+  if (!type || type.getRank() != 0 || !(element.isF32() || element.isBF16() || element.isF16()))
     return emitOpError("the loss must be a scalar float tensor such as tensor<f32>, got ")
            << getLoss().getType();
   if (!(*this)->getParentOfType<ModelOp>())
@@ -237,13 +234,11 @@ LogicalResult ReshapeOp::verify() {
   auto in = llvm::cast<RankedTensorType>(getInput().getType());
   auto out = llvm::cast<RankedTensorType>(getType());
   if (in.getElementType() != out.getElementType())
-    return emitOpError("cannot change the element type (") << in.getElementType() << " to "
-                                                           << out.getElementType()
-                                                           << "); use graph.cast";
+    return emitOpError("cannot change the element type (")
+           << in.getElementType() << " to " << out.getElementType() << "); use graph.cast";
   if (in.getNumElements() != out.getNumElements())
-    return emitOpError("cannot reshape ")
-           << in << " (" << in.getNumElements() << " elements) to " << out << " ("
-           << out.getNumElements() << " elements)";
+    return emitOpError("cannot reshape ") << in << " (" << in.getNumElements() << " elements) to "
+                                          << out << " (" << out.getNumElements() << " elements)";
   return success();
 }
 
@@ -251,9 +246,8 @@ LogicalResult BroadcastOp::verify() {
   auto in = llvm::cast<RankedTensorType>(getInput().getType());
   auto out = llvm::cast<RankedTensorType>(getType());
   if (in.getElementType() != out.getElementType())
-    return emitOpError("cannot change the element type (") << in.getElementType() << " to "
-                                                           << out.getElementType()
-                                                           << "); use graph.cast";
+    return emitOpError("cannot change the element type (")
+           << in.getElementType() << " to " << out.getElementType() << "); use graph.cast";
   std::string error;
   if (!plan::broadcastsTo(toVector(in.getShape()), toVector(out.getShape()), &error))
     return emitOpError(error);
@@ -278,8 +272,7 @@ LogicalResult SoftmaxGradOp::verify() {
 LogicalResult StateOp::verify() {
   for (int64_t extent : getTensorType().getShape())
     if (extent <= 0)
-      return emitOpError("state @") << getSymName() << " has an empty dimension in "
-                                    << getType();
+      return emitOpError("state @") << getSymName() << " has an empty dimension in " << getType();
   return success();
 }
 
@@ -312,11 +305,10 @@ static LogicalResult inferBinary(std::optional<Location> loc, llvm::StringRef op
   return success();
 }
 
-#define AMPC_INFER_BINARY(OpClass, name)                                                       \
-  LogicalResult OpClass::inferReturnTypes(MLIRContext *, std::optional<Location> loc,          \
-                                          Adaptor adaptor,                                     \
-                                          llvm::SmallVectorImpl<Type> &results) {              \
-    return inferBinary(loc, name, adaptor.getLhs(), adaptor.getRhs(), results);                \
+#define AMPC_INFER_BINARY(OpClass, name)                                                           \
+  LogicalResult OpClass::inferReturnTypes(MLIRContext *, std::optional<Location> loc,              \
+                                          Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) { \
+    return inferBinary(loc, name, adaptor.getLhs(), adaptor.getRhs(), results);                    \
   }
 AMPC_INFER_BINARY(AddOp, "graph.add")
 AMPC_INFER_BINARY(SubOp, "graph.sub")
@@ -332,14 +324,15 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
     return failure();
   std::string error;
   auto result = plan::matMulShape(shapes[0], shapes[1], adaptor.getTransposeLhs(),
-                              adaptor.getTransposeRhs(), error);
+                                  adaptor.getTransposeRhs(), error);
   if (!result)
     return emitOptionalError(loc, "'graph.matmul' ", error);
   Type element = elementType(adaptor.getLhs());
   if (auto out = adaptor.getResultElement()) {
     if (!out->isF32() || !(element.isBF16() || element.isF16() || element.isF32()))
-      return emitOptionalError(loc, "'graph.matmul' can write f32 from bf16 or f16 operands "
-                                    "(-> f32), not ",
+      return emitOptionalError(loc,
+                               "'graph.matmul' can write f32 from bf16 or f16 operands "
+                               "(-> f32), not ",
                                *out, " from ", element);
     element = *out;
   }
@@ -349,9 +342,8 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 
 /// Infers the result of an op with one tensor input whose result shape `rule` computes.
 template <typename Rule>
-static LogicalResult inferFromInput(std::optional<Location> loc, llvm::StringRef op,
-                                    Value input, llvm::SmallVectorImpl<Type> &results,
-                                    Rule rule) {
+static LogicalResult inferFromInput(std::optional<Location> loc, llvm::StringRef op, Value input,
+                                    llvm::SmallVectorImpl<Type> &results, Rule rule) {
   llvm::SmallVector<plan::Shape> shapes;
   if (failed(operandShapes(loc, op, input, shapes)))
     return failure();
@@ -364,8 +356,7 @@ static LogicalResult inferFromInput(std::optional<Location> loc, llvm::StringRef
 }
 
 LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                            Adaptor adaptor,
-                                            llvm::SmallVectorImpl<Type> &results) {
+                                            Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
   return inferFromInput(loc, "graph.transpose", adaptor.getInput(), results,
                         [&](const plan::Shape &input, std::string &error) {
                           return plan::transposeShape(input, toVector(adaptor.getPermutation()),
@@ -373,8 +364,8 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
                         });
 }
 
-LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                        Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                        llvm::SmallVectorImpl<Type> &results) {
   return inferFromInput(loc, "graph.slice", adaptor.getInput(), results,
                         [&](const plan::Shape &input, std::string &error) {
                           return plan::sliceShape(input, toVector(adaptor.getStarts()),
@@ -382,13 +373,14 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
                         });
 }
 
-LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                        Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
+LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                        llvm::SmallVectorImpl<Type> &results) {
   llvm::SmallVector<plan::Shape> shapes;
   if (failed(operandShapes(loc, "graph.split", adaptor.getInput(), shapes)))
     return failure();
   std::string error;
-  auto pieces = plan::splitShapes(shapes[0], adaptor.getAxis(), toVector(adaptor.getSizes()), error);
+  auto pieces =
+      plan::splitShapes(shapes[0], adaptor.getAxis(), toVector(adaptor.getSizes()), error);
   if (!pieces)
     return emitOptionalError(loc, "'graph.split' ", error);
   for (const plan::Shape &piece : *pieces)
@@ -406,7 +398,7 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
     return failure();
   std::string error;
   auto result = plan::concatShape(std::vector<plan::Shape>(shapes.begin(), shapes.end()),
-                              adaptor.getAxis(), error);
+                                  adaptor.getAxis(), error);
   if (!result)
     return emitOptionalError(loc, "'graph.concat' ", error);
   results.push_back(tensorOf(*result, elementType(adaptor.getInputs().front())));
@@ -415,20 +407,18 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 
 /// Shared inference of sum, mean and max.
 template <typename AdaptorT>
-static LogicalResult inferReduce(std::optional<Location> loc, llvm::StringRef op,
-                                 AdaptorT adaptor, llvm::SmallVectorImpl<Type> &results) {
-  return inferFromInput(loc, op, adaptor.getInput(), results,
-                        [&](const plan::Shape &input, std::string &error) {
-                          return plan::reduceShape(input, toVector(adaptor.getAxes()),
-                                                   adaptor.getKeepdims(), error);
-                        });
+static LogicalResult inferReduce(std::optional<Location> loc, llvm::StringRef op, AdaptorT adaptor,
+                                 llvm::SmallVectorImpl<Type> &results) {
+  return inferFromInput(
+      loc, op, adaptor.getInput(), results, [&](const plan::Shape &input, std::string &error) {
+        return plan::reduceShape(input, toVector(adaptor.getAxes()), adaptor.getKeepdims(), error);
+      });
 }
 
-#define AMPC_INFER_REDUCE(OpClass, name)                                                       \
-  LogicalResult OpClass::inferReturnTypes(MLIRContext *, std::optional<Location> loc,          \
-                                          Adaptor adaptor,                                     \
-                                          llvm::SmallVectorImpl<Type> &results) {              \
-    return inferReduce(loc, name, adaptor, results);                                           \
+#define AMPC_INFER_REDUCE(OpClass, name)                                                           \
+  LogicalResult OpClass::inferReturnTypes(MLIRContext *, std::optional<Location> loc,              \
+                                          Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) { \
+    return inferReduce(loc, name, adaptor, results);                                               \
   }
 AMPC_INFER_REDUCE(SumOp, "graph.sum")
 AMPC_INFER_REDUCE(MeanOp, "graph.mean")
@@ -436,10 +426,10 @@ AMPC_INFER_REDUCE(MaxOp, "graph.max")
 #undef AMPC_INFER_REDUCE
 
 LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                            Adaptor adaptor,
-                                            llvm::SmallVectorImpl<Type> &results) {
+                                            Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
   llvm::SmallVector<plan::Shape> shapes;
-  if (failed(operandShapes(loc, "graph.embedding", {adaptor.getTable(), adaptor.getIndices()}, shapes)))
+  if (failed(operandShapes(loc, "graph.embedding", {adaptor.getTable(), adaptor.getIndices()},
+                           shapes)))
     return failure();
   std::string error;
   auto result = plan::embeddingShape(shapes[0], shapes[1], error);
@@ -466,22 +456,20 @@ static LogicalResult inferNorm(std::optional<Location> loc, llvm::StringRef op, 
 }
 
 LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                            Adaptor adaptor,
-                                            llvm::SmallVectorImpl<Type> &results) {
+                                            Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
   return inferNorm(loc, "graph.layernorm", adaptor.getInput(),
                    {adaptor.getGamma(), adaptor.getBeta()}, {"gamma", "beta"}, results);
 }
 
 LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                          Adaptor adaptor,
-                                          llvm::SmallVectorImpl<Type> &results) {
+                                          Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
   return inferNorm(loc, "graph.rmsnorm", adaptor.getInput(), adaptor.getGamma(), {"gamma"},
                    results);
 }
 
 /// Shared inference of attention and its gradient: the forward result type.
-static LogicalResult inferAttention(std::optional<Location> loc, llvm::StringRef op,
-                                    ValueRange qkv, bool causal, std::optional<llvm::APFloat> scale,
+static LogicalResult inferAttention(std::optional<Location> loc, llvm::StringRef op, ValueRange qkv,
+                                    bool causal, std::optional<llvm::APFloat> scale,
                                     llvm::SmallVectorImpl<Type> &results) {
   llvm::SmallVector<plan::Shape> shapes;
   if (failed(operandShapes(loc, op, qkv, shapes)) || failed(sameElementType(loc, op, qkv)))
@@ -499,8 +487,7 @@ static LogicalResult inferAttention(std::optional<Location> loc, llvm::StringRef
 }
 
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                            Adaptor adaptor,
-                                            llvm::SmallVectorImpl<Type> &results) {
+                                            Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
   return inferAttention(loc, "graph.attention",
                         {adaptor.getQuery(), adaptor.getKey(), adaptor.getValue()},
                         adaptor.getCausal(), adaptor.getScale(), results);
@@ -513,11 +500,12 @@ double AttentionOp::getEffectiveScale() {
   return 1.0 / std::sqrt(static_cast<double>(query.getShape().back()));
 }
 
-LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context,
-                                               std::optional<Location> loc, Adaptor adaptor,
+LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                               Adaptor adaptor,
                                                llvm::SmallVectorImpl<Type> &results) {
   llvm::SmallVector<plan::Shape> shapes;
-  if (failed(operandShapes(loc, "graph.cross_entropy", {adaptor.getLogits(), adaptor.getLabels()}, shapes)))
+  if (failed(operandShapes(loc, "graph.cross_entropy", {adaptor.getLogits(), adaptor.getLabels()},
+                           shapes)))
     return failure();
   std::string error;
   if (!plan::checkCrossEntropy(shapes[0], shapes[1], error))
@@ -527,8 +515,7 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context,
 }
 
 LogicalResult MseLossOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                                          Adaptor adaptor,
-                                          llvm::SmallVectorImpl<Type> &results) {
+                                          Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
   results.push_back(RankedTensorType::get({}, Float32Type::get(context)));
   return success();
 }
@@ -537,8 +524,8 @@ LogicalResult MseLossOp::inferReturnTypes(MLIRContext *context, std::optional<Lo
 // Gradient ops
 //===----------------------------------------------------------------------===//
 
-LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                      Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
+LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                      llvm::SmallVectorImpl<Type> &results) {
   return inferFromInput(
       loc, "graph.pad", adaptor.getInput(), results,
       [&](const plan::Shape &input, std::string &error) -> std::optional<plan::Shape> {
@@ -575,8 +562,7 @@ static LogicalResult checkGradShape(std::optional<Location> loc, llvm::StringRef
     return failure();
   if (*shape != expected)
     return emitOptionalError(loc, "'", op, "' gradient has shape ", plan::shapeToString(*shape),
-                             " but the forward result has shape ",
-                             plan::shapeToString(expected));
+                             " but the forward result has shape ", plan::shapeToString(expected));
   return success();
 }
 
@@ -586,12 +572,12 @@ LogicalResult MaxGradOp::inferReturnTypes(MLIRContext *, std::optional<Location>
   if (failed(operandShapes(loc, "graph.max_grad", adaptor.getInput(), shapes)))
     return failure();
   std::string error;
-  auto reduced = plan::reduceShape(shapes[0], toVector(adaptor.getAxes()),
-                                   adaptor.getKeepdims(), error);
+  auto reduced =
+      plan::reduceShape(shapes[0], toVector(adaptor.getAxes()), adaptor.getKeepdims(), error);
   if (!reduced)
     return emitOptionalError(loc, "'graph.max_grad' ", error);
-  if (failed(checkGradShape(loc, "graph.max_grad", adaptor.getInput(), adaptor.getGrad(),
-                            *reduced)))
+  if (failed(
+          checkGradShape(loc, "graph.max_grad", adaptor.getInput(), adaptor.getGrad(), *reduced)))
     return failure();
   results.push_back(adaptor.getInput().getType());
   return success();
@@ -604,16 +590,15 @@ LogicalResult EmbeddingGradOp::verify() {
     return emitOpError("result element type ")
            << table.getElementType() << " differs from the gradient's " << grad.getElementType();
   std::string error;
-  auto expected = plan::embeddingShape(toVector(table.getShape()),
-                                       toVector(llvm::cast<ShapedType>(getIndices().getType())
-                                                    .getShape()),
-                                       error);
+  auto expected = plan::embeddingShape(
+      toVector(table.getShape()),
+      toVector(llvm::cast<ShapedType>(getIndices().getType()).getShape()), error);
   if (!expected)
     return emitOpError("result ") << table << ": " << error;
   if (*expected != toVector(grad.getShape()))
     return emitOpError("gradient has shape ")
-           << plan::shapeToString(toVector(grad.getShape())) << " but embedding rows of "
-           << table << " at these indices have shape " << plan::shapeToString(*expected);
+           << plan::shapeToString(toVector(grad.getShape())) << " but embedding rows of " << table
+           << " at these indices have shape " << plan::shapeToString(*expected);
   return success();
 }
 
@@ -632,8 +617,8 @@ LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *ctx, std::optional<
 LogicalResult RmsNormGradOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
                                               Adaptor adaptor,
                                               llvm::SmallVectorImpl<Type> &results) {
-  if (failed(inferNorm(loc, "graph.rmsnorm_grad", adaptor.getInput(), adaptor.getGamma(),
-                       {"gamma"}, results)))
+  if (failed(inferNorm(loc, "graph.rmsnorm_grad", adaptor.getInput(), adaptor.getGamma(), {"gamma"},
+                       results)))
     return failure();
   results.push_back(adaptor.getGamma().getType());
   return success();
@@ -682,8 +667,8 @@ LogicalResult CrossEntropyGradOp::inferReturnTypes(MLIRContext *, std::optional<
 //===----------------------------------------------------------------------===//
 
 /// Resolves `name` to a graph.state whose shape is `shape` (when given).
-static FailureOr<StateOp> lookupState(Operation *user, FlatSymbolRefAttr name,
-                                      llvm::StringRef role, std::optional<plan::Shape> shape,
+static FailureOr<StateOp> lookupState(Operation *user, FlatSymbolRefAttr name, llvm::StringRef role,
+                                      std::optional<plan::Shape> shape,
                                       SymbolTableCollection &symbolTable) {
   Operation *symbol = symbolTable.lookupNearestSymbolFrom(user, name);
   auto state = llvm::dyn_cast_or_null<StateOp>(symbol);
@@ -775,8 +760,8 @@ LogicalResult GlobalNormOp::verifySymbolUses(SymbolTableCollection &symbolTable)
     if (!seen.insert(name).second)
       return emitOpError("names ") << name << " twice; each state counts once in the norm";
   for (Attribute name : getStates())
-    if (failed(lookupState(*this, llvm::cast<FlatSymbolRefAttr>(name), "norm operand",
-                           std::nullopt, symbolTable)))
+    if (failed(lookupState(*this, llvm::cast<FlatSymbolRefAttr>(name), "norm operand", std::nullopt,
+                           symbolTable)))
       return failure();
   return success();
 }
@@ -791,9 +776,8 @@ LogicalResult LrScheduleOp::verify() {
   if (warmup < 0 || decay < 0)
     return emitOpError("warmup_steps and decay_steps must not be negative");
   if (getKind() == LrSchedule::cosine && decay != 0 && decay <= warmup)
-    return emitOpError("decay_steps (")
-           << decay << ") must exceed warmup_steps (" << warmup
-           << "), or be 0 for the run's number of steps";
+    return emitOpError("decay_steps (") << decay << ") must exceed warmup_steps (" << warmup
+                                        << "), or be 0 for the run's number of steps";
   return success();
 }
 
@@ -801,8 +785,7 @@ LogicalResult LrScheduleOp::verify() {
 static LogicalResult verifyCommonHyperParameters(Operation *op, double weightDecay,
                                                  double clipNorm) {
   if (!std::isfinite(weightDecay) || weightDecay < 0.0)
-    return op->emitOpError("weight_decay must be finite and >= 0, got ")
-           << formatReal(weightDecay);
+    return op->emitOpError("weight_decay must be finite and >= 0, got ") << formatReal(weightDecay);
   if (!std::isfinite(clipNorm) || clipNorm < 0.0)
     return op->emitOpError("clip_norm must be finite and >= 0 (0 disables clipping), got ")
            << formatReal(clipNorm);
@@ -818,8 +801,7 @@ verifyOptimizerSymbols(Operation *op, FlatSymbolRefAttr param,
   if (!decl)
     return op->emitOpError("updates ") << param << ", which is not a graph.param";
   if (!decl.getTensorType().getElementType().isF32())
-    return op->emitOpError("master weights must be f32; ") << param << " is "
-                                                           << decl.getType();
+    return op->emitOpError("master weights must be f32; ") << param << " is " << decl.getType();
   plan::Shape shape = toVector(decl.getTensorType().getShape());
   for (auto [name, role] : states)
     if (failed(lookupState(op, name, role, shape, symbolTable)))
@@ -844,8 +826,7 @@ static LogicalResult verifyCopyAndScaler(Operation *op, FlatSymbolRefAttr param,
                                          FlatSymbolRefAttr copy, FlatSymbolRefAttr scaler,
                                          SymbolTableCollection &symbolTable) {
   if (copy) {
-    auto decl =
-        llvm::dyn_cast_or_null<ParamCopyOp>(symbolTable.lookupNearestSymbolFrom(op, copy));
+    auto decl = llvm::dyn_cast_or_null<ParamCopyOp>(symbolTable.lookupNearestSymbolFrom(op, copy));
     if (!decl || decl.getSourceAttr() != param)
       return op->emitOpError() << copy << " is not a graph.param_copy of " << param;
   }

@@ -22,15 +22,13 @@
 namespace ampc::cpu::kernels {
 
 template <typename T>
-void attentionGrad(const T *q, const T *k, const T *v, const T *dy,
-                   int64_t batch, int64_t queries, int64_t keys,
-                   int64_t headDim, int64_t valueDim, double scale,
-                   bool causal, T *dq, T *dk, T *dv) {
+void attentionGrad(const T *q, const T *k, const T *v, const T *dy, int64_t batch, int64_t queries,
+                   int64_t keys, int64_t headDim, int64_t valueDim, double scale, bool causal,
+                   T *dq, T *dk, T *dv) {
   const T scaleT = static_cast<T>(scale);
   parallelFor(batch, 1, [&](int64_t begin, int64_t end) {
     std::vector<T> probabilities(keys), scores(keys);
-    std::vector<double> dkTotal(keys * headDim), dvTotal(keys * valueDim),
-        dqTotal(headDim);
+    std::vector<double> dkTotal(keys * headDim), dvTotal(keys * valueDim), dqTotal(headDim);
     for (int64_t b = begin; b < end; ++b) {
       const T *qEntry = q + b * queries * headDim;
       const T *kEntry = k + b * keys * headDim;
@@ -39,8 +37,7 @@ void attentionGrad(const T *q, const T *k, const T *v, const T *dy,
       std::fill(dkTotal.begin(), dkTotal.end(), 0.0);
       std::fill(dvTotal.begin(), dvTotal.end(), 0.0);
       for (int64_t i = 0; i < queries; ++i) {
-        const int64_t valid =
-            causal ? std::min(keys, i + (keys - queries) + 1) : keys;
+        const int64_t valid = causal ? std::min(keys, i + (keys - queries) + 1) : keys;
         const T *qRow = qEntry + i * headDim;
         const T *dyRow = dyEntry + i * valueDim;
         T *p = probabilities.data();
@@ -98,13 +95,11 @@ void attentionGrad(const T *q, const T *k, const T *v, const T *dy,
   });
 }
 
-template void attentionGrad<float>(const float *, const float *, const float *,
-                                   const float *, int64_t, int64_t, int64_t,
-                                   int64_t, int64_t, double, bool, float *,
-                                   float *, float *);
-template void attentionGrad<double>(const double *, const double *,
-                                    const double *, const double *, int64_t,
-                                    int64_t, int64_t, int64_t, int64_t, double,
-                                    bool, double *, double *, double *);
+template void attentionGrad<float>(const float *, const float *, const float *, const float *,
+                                   int64_t, int64_t, int64_t, int64_t, int64_t, double, bool,
+                                   float *, float *, float *);
+template void attentionGrad<double>(const double *, const double *, const double *, const double *,
+                                    int64_t, int64_t, int64_t, int64_t, int64_t, double, bool,
+                                    double *, double *, double *);
 
 } // namespace ampc::cpu::kernels

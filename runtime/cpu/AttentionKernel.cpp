@@ -21,9 +21,8 @@
 namespace ampc::cpu::kernels {
 
 template <typename T>
-void attention(const T *q, const T *k, const T *v, int64_t batch,
-               int64_t queries, int64_t keys, int64_t headDim, int64_t valueDim,
-               double scale, bool causal, T *out) {
+void attention(const T *q, const T *k, const T *v, int64_t batch, int64_t queries, int64_t keys,
+               int64_t headDim, int64_t valueDim, double scale, bool causal, T *out) {
   constexpr int64_t kQueryBlock = 32;
   const int64_t blocksPerEntry = (queries + kQueryBlock - 1) / kQueryBlock;
   const T scaleT = static_cast<T>(scale);
@@ -47,8 +46,7 @@ void attention(const T *q, const T *k, const T *v, int64_t batch,
       for (int64_t i = firstQuery; i < lastQuery; ++i) {
         const T *qRow = q + (b * queries + i) * headDim;
         T *outRow = out + (b * queries + i) * valueDim;
-        const int64_t valid =
-            causal ? std::min(keys, i + (keys - queries) + 1) : keys;
+        const int64_t valid = causal ? std::min(keys, i + (keys - queries) + 1) : keys;
         // scores[j] = scale * (q_i . k_j) for the visible keys.
         std::fill(scores.begin(), scores.begin() + valid, T(0));
         for (int64_t d = 0; d < headDim; ++d) {
@@ -73,11 +71,9 @@ void attention(const T *q, const T *k, const T *v, int64_t batch,
   });
 }
 
-template void attention<float>(const float *, const float *, const float *,
-                               int64_t, int64_t, int64_t, int64_t, int64_t,
-                               double, bool, float *);
-template void attention<double>(const double *, const double *, const double *,
-                                int64_t, int64_t, int64_t, int64_t, int64_t,
-                                double, bool, double *);
+template void attention<float>(const float *, const float *, const float *, int64_t, int64_t,
+                               int64_t, int64_t, int64_t, double, bool, float *);
+template void attention<double>(const double *, const double *, const double *, int64_t, int64_t,
+                                int64_t, int64_t, int64_t, double, bool, double *);
 
 } // namespace ampc::cpu::kernels

@@ -21,8 +21,7 @@ namespace {
 constexpr int64_t kElementGrain = 1 << 15;
 
 /// y[i] = f(x[i]), in parallel chunks.
-template <typename T, typename F>
-void mapElements(const T *x, T *y, int64_t count, F f) {
+template <typename T, typename F> void mapElements(const T *x, T *y, int64_t count, F f) {
   parallelFor(count, kElementGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i)
       y[i] = f(x[i]);
@@ -45,8 +44,8 @@ template <typename T> T geluTanh(T x) {
 /// One innermost row of a broadcast binary op: `aStride`/`bStride` are 0
 /// (broadcast) or 1. The four cases are separate loops so each vectorises.
 template <typename T, typename F>
-inline void binaryRow(const T *a, int64_t aStride, const T *b, int64_t bStride,
-                      T *out, int64_t length, F f) {
+inline void binaryRow(const T *a, int64_t aStride, const T *b, int64_t bStride, T *out,
+                      int64_t length, F f) {
   if (aStride == 1 && bStride == 1) {
     for (int64_t i = 0; i < length; ++i)
       out[i] = f(a[i], b[i]);
@@ -66,8 +65,8 @@ inline void binaryRow(const T *a, int64_t aStride, const T *b, int64_t bStride,
 }
 
 template <typename T, typename F>
-void broadcastBinary(const T *a, const Shape &aShape, const T *b,
-                     const Shape &bShape, T *out, const Shape &outShape, F f) {
+void broadcastBinary(const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *out,
+                     const Shape &outShape, F f) {
   const int64_t count = plan::numElements(outShape);
   if (count == 0)
     return;
@@ -88,9 +87,8 @@ void broadcastBinary(const T *a, const Shape &aShape, const T *b,
   parallelFor(rows, grain, [&](int64_t begin, int64_t end) {
     StridedRows walk(outShape, {&aStrides, &bStrides, &outStrides}, begin);
     for (int64_t row = begin; row < end; ++row, walk.next())
-      binaryRow(a + walk.rowOffset(0), walk.innerStride(0),
-                b + walk.rowOffset(1), walk.innerStride(1),
-                out + walk.rowOffset(2), length, f);
+      binaryRow(a + walk.rowOffset(0), walk.innerStride(0), b + walk.rowOffset(1),
+                walk.innerStride(1), out + walk.rowOffset(2), length, f);
   });
 }
 
@@ -102,12 +100,10 @@ template <typename T> void unary(UnaryOp op, const T *x, T *y, int64_t count) {
     return mapElements(x, y, count, [](T v) { return -v; });
   case UnaryOp::Relu:
     // max(x, 0) that keeps NaN, as PyTorch does.
-    return mapElements(x, y, count,
-                       [](T v) { return v > T(0) || v != v ? v : T(0); });
+    return mapElements(x, y, count, [](T v) { return v > T(0) || v != v ? v : T(0); });
   case UnaryOp::Silu:
     // x * sigmoid(x) = x / (1 + exp(-x)); exp overflow gives -0, not NaN.
-    return mapElements(x, y, count,
-                       [](T v) { return v / (T(1) + std::exp(-v)); });
+    return mapElements(x, y, count, [](T v) { return v / (T(1) + std::exp(-v)); });
   case UnaryOp::Tanh:
     return mapElements(x, y, count, [](T v) { return std::tanh(v); });
   case UnaryOp::Exp:
@@ -126,27 +122,23 @@ template <typename T> void unary(UnaryOp op, const T *x, T *y, int64_t count) {
 }
 
 template <typename T>
-void binary(BinaryOp op, const T *a, const Shape &aShape, const T *b,
-            const Shape &bShape, T *out, const Shape &outShape) {
+void binary(BinaryOp op, const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *out,
+            const Shape &outShape) {
   switch (op) {
   case BinaryOp::Add:
-    return broadcastBinary(a, aShape, b, bShape, out, outShape,
-                           [](T x, T y) { return x + y; });
+    return broadcastBinary(a, aShape, b, bShape, out, outShape, [](T x, T y) { return x + y; });
   case BinaryOp::Sub:
-    return broadcastBinary(a, aShape, b, bShape, out, outShape,
-                           [](T x, T y) { return x - y; });
+    return broadcastBinary(a, aShape, b, bShape, out, outShape, [](T x, T y) { return x - y; });
   case BinaryOp::Mul:
-    return broadcastBinary(a, aShape, b, bShape, out, outShape,
-                           [](T x, T y) { return x * y; });
+    return broadcastBinary(a, aShape, b, bShape, out, outShape, [](T x, T y) { return x * y; });
   case BinaryOp::Div:
-    return broadcastBinary(a, aShape, b, bShape, out, outShape,
-                           [](T x, T y) { return x / y; });
+    return broadcastBinary(a, aShape, b, bShape, out, outShape, [](T x, T y) { return x / y; });
   }
 }
 
 template <typename T>
-void dropout(const T *x, T *y, int64_t count, double p, uint64_t seed,
-             uint64_t step, uint32_t stream) {
+void dropout(const T *x, T *y, int64_t count, double p, uint64_t seed, uint64_t step,
+             uint32_t stream) {
   // Element e survives iff uniform01(seed, step, stream, e) >= p, and is then
   // scaled by 1 / (1 - p) (the scale rounded to T once).
   const T scale = static_cast<T>(1.0 / (1.0 - p));
@@ -160,15 +152,12 @@ void dropout(const T *x, T *y, int64_t count, double p, uint64_t seed,
 
 template void unary<float>(UnaryOp, const float *, float *, int64_t);
 template void unary<double>(UnaryOp, const double *, double *, int64_t);
-template void binary<float>(BinaryOp, const float *, const Shape &,
-                            const float *, const Shape &, float *,
-                            const Shape &);
-template void binary<double>(BinaryOp, const double *, const Shape &,
-                             const double *, const Shape &, double *,
-                             const Shape &);
-template void dropout<float>(const float *, float *, int64_t, double, uint64_t,
-                             uint64_t, uint32_t);
-template void dropout<double>(const double *, double *, int64_t, double,
-                              uint64_t, uint64_t, uint32_t);
+template void binary<float>(BinaryOp, const float *, const Shape &, const float *, const Shape &,
+                            float *, const Shape &);
+template void binary<double>(BinaryOp, const double *, const Shape &, const double *, const Shape &,
+                             double *, const Shape &);
+template void dropout<float>(const float *, float *, int64_t, double, uint64_t, uint64_t, uint32_t);
+template void dropout<double>(const double *, double *, int64_t, double, uint64_t, uint64_t,
+                              uint32_t);
 
 } // namespace ampc::cpu::kernels

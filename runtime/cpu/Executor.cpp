@@ -17,8 +17,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/ExecutorImpl.h"
 #include "runtime/cpu/Executor.h"
+#include "runtime/cpu/ExecutorImpl.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ThreadPool.h"
 #include "runtime/numerics/Float16.h"
@@ -36,9 +36,7 @@ namespace ampc::cpu {
 
 namespace detail {
 
-uint32_t nameStream(const std::string &name) {
-  return numerics::fnv1a32(name.data(), name.size());
-}
+uint32_t nameStream(const std::string &name) { return numerics::fnv1a32(name.data(), name.size()); }
 
 /// Reads a little-endian unsigned integer of \p size bytes.
 uint64_t readLittleEndian(const uint8_t *bytes, size_t size) {
@@ -55,15 +53,12 @@ namespace {
 int64_t floatToInteger(double value, DType dtype) {
   if (value != value)
     return 0;
-  const double low =
-      dtype == DType::I32 ? -2147483648.0 : -9223372036854775808.0;
-  const double high =
-      dtype == DType::I32 ? 2147483647.0 : 9223372036854775807.0;
+  const double low = dtype == DType::I32 ? -2147483648.0 : -9223372036854775808.0;
+  const double high = dtype == DType::I32 ? 2147483647.0 : 9223372036854775807.0;
   if (value <= low)
     return static_cast<int64_t>(low);
   if (value >= high)
-    return dtype == DType::I32 ? 2147483647
-                               : std::numeric_limits<int64_t>::max();
+    return dtype == DType::I32 ? 2147483647 : std::numeric_limits<int64_t>::max();
   return static_cast<int64_t>(value); // truncates toward zero
 }
 
@@ -89,16 +84,14 @@ void TypedExecutor<T>::executeLayout(const Instruction &instruction,
   const E *in = (slots[source].*storage).data();
   switch (instruction.op) {
   case OpCode::Transpose:
-    kernels::transpose(in, shapeOf(source),
-                       plan::intListAttr(instruction, "permutation"),
+    kernels::transpose(in, shapeOf(source), plan::intListAttr(instruction, "permutation"),
                        out.data());
     break;
   case OpCode::Reshape: // row-major order is unchanged
     std::copy(in, in + out.size(), out.data());
     break;
   case OpCode::Slice:
-    kernels::slice(in, shapeOf(source),
-                   plan::intListAttr(instruction, "starts"), out.data(),
+    kernels::slice(in, shapeOf(source), plan::intListAttr(instruction, "starts"), out.data(),
                    outShape);
     break;
   case OpCode::Concat: {
@@ -108,8 +101,7 @@ void TypedExecutor<T>::executeLayout(const Instruction &instruction,
       parts.push_back((slots[operand].*storage).data());
       partShapes.push_back(shapeOf(operand));
     }
-    kernels::concat(parts, partShapes, plan::intAttr(instruction, "axis"),
-                    out.data());
+    kernels::concat(parts, partShapes, plan::intAttr(instruction, "axis"), out.data());
     break;
   }
   default: // Broadcast
@@ -118,12 +110,9 @@ void TypedExecutor<T>::executeLayout(const Instruction &instruction,
   }
 }
 
-template <typename T>
-void TypedExecutor<T>::executeCast(const Instruction &instruction) {
-  const uint32_t resultId = instruction.results[0],
-                 source = instruction.operands[0];
-  const DType from = plan.buffers[source].dtype,
-              to = plan.buffers[resultId].dtype;
+template <typename T> void TypedExecutor<T>::executeCast(const Instruction &instruction) {
+  const uint32_t resultId = instruction.results[0], source = instruction.operands[0];
+  const DType from = plan.buffers[source].dtype, to = plan.buffers[resultId].dtype;
   const int64_t count = plan::numElements(plan.buffers[resultId]);
   Slot &out = slots[resultId];
   if (plan::isFloatDType(to)) {
@@ -152,8 +141,7 @@ void TypedExecutor<T>::executeCast(const Instruction &instruction) {
 }
 
 template <typename T>
-void TypedExecutor<T>::execute(const Instruction &instruction,
-                               const RunOptions &options) {
+void TypedExecutor<T>::execute(const Instruction &instruction, const RunOptions &options) {
   const std::vector<uint32_t> &operands = instruction.operands;
   const uint32_t resultId = instruction.results[0];
   const Shape &outShape = shapeOf(resultId);
@@ -161,8 +149,8 @@ void TypedExecutor<T>::execute(const Instruction &instruction,
   // as the opcode (Kernels.h), so OpCodes.def generates their cases.
   auto binary = [&](kernels::BinaryOp op) {
     T *out = realResult(instruction);
-    kernels::binary(op, real(operands[0]), shapeOf(operands[0]),
-                    real(operands[1]), shapeOf(operands[1]), out, outShape);
+    kernels::binary(op, real(operands[0]), shapeOf(operands[0]), real(operands[1]),
+                    shapeOf(operands[1]), out, outShape);
   };
   auto unary = [&](kernels::UnaryOp op) {
     T *out = realResult(instruction);
@@ -174,28 +162,26 @@ void TypedExecutor<T>::execute(const Instruction &instruction,
                     plan::intListAttr(instruction, "axes"), out);
   };
   switch (instruction.op) {
-#define AMPC_BINARY_OP(Name, ...)                                              \
-  case OpCode::Name:                                                           \
+#define AMPC_BINARY_OP(Name, ...)                                                                  \
+  case OpCode::Name:                                                                               \
     return binary(kernels::BinaryOp::Name);
 #include "runtime/plan/OpCodes.def"
-#define AMPC_UNARY_OP(Name, ...)                                               \
-  case OpCode::Name:                                                           \
+#define AMPC_UNARY_OP(Name, ...)                                                                   \
+  case OpCode::Name:                                                                               \
     return unary(kernels::UnaryOp::Name);
 #include "runtime/plan/OpCodes.def"
   case OpCode::Gelu:
-    return unary(plan::intAttr(instruction, "approximate")
-                     ? kernels::UnaryOp::GeluTanh
-                     : kernels::UnaryOp::GeluErf);
-#define AMPC_REDUCTION_OP(Name, ...)                                           \
-  case OpCode::Name:                                                           \
+    return unary(plan::intAttr(instruction, "approximate") ? kernels::UnaryOp::GeluTanh
+                                                           : kernels::UnaryOp::GeluErf);
+#define AMPC_REDUCTION_OP(Name, ...)                                                               \
+  case OpCode::Name:                                                                               \
     return reduce(kernels::ReduceOp::Name);
 #include "runtime/plan/OpCodes.def"
   case OpCode::MatMul: {
     T *out = realResult(instruction);
     kernels::matMul(real(operands[0]), shapeOf(operands[0]),
-                    plan::intAttr(instruction, "transpose_a") != 0,
-                    real(operands[1]), shapeOf(operands[1]),
-                    plan::intAttr(instruction, "transpose_b") != 0, out);
+                    plan::intAttr(instruction, "transpose_a") != 0, real(operands[1]),
+                    shapeOf(operands[1]), plan::intAttr(instruction, "transpose_b") != 0, out);
     return;
   }
 #define AMPC_LAYOUT_OP(Name, ...) case OpCode::Name:
@@ -211,8 +197,7 @@ void TypedExecutor<T>::execute(const Instruction &instruction,
   case OpCode::Embedding: {
     T *out = realResult(instruction);
     const Shape &table = shapeOf(operands[0]);
-    kernels::embedding(real(operands[0]), table[0], table[1],
-                       integer(operands[1]),
+    kernels::embedding(real(operands[0]), table[0], table[1], integer(operands[1]),
                        plan::numElements(shapeOf(operands[1])), out);
     return;
   }
@@ -223,11 +208,10 @@ void TypedExecutor<T>::execute(const Instruction &instruction,
     const int64_t rows = width == 0 ? 0 : plan::numElements(outShape) / width;
     const double epsilon = plan::realAttr(instruction, "epsilon");
     if (instruction.op == OpCode::LayerNorm)
-      kernels::layerNorm(real(operands[0]), rows, width, real(operands[1]),
-                         real(operands[2]), epsilon, out);
+      kernels::layerNorm(real(operands[0]), rows, width, real(operands[1]), real(operands[2]),
+                         epsilon, out);
     else
-      kernels::rmsNorm(real(operands[0]), rows, width, real(operands[1]),
-                       epsilon, out);
+      kernels::rmsNorm(real(operands[0]), rows, width, real(operands[1]), epsilon, out);
     return;
   }
   case OpCode::Softmax: {
@@ -238,12 +222,11 @@ void TypedExecutor<T>::execute(const Instruction &instruction,
   }
   case OpCode::Attention: {
     T *out = realResult(instruction);
-    const Shape &q = shapeOf(operands[0]), &k = shapeOf(operands[1]),
-                &v = shapeOf(operands[2]);
+    const Shape &q = shapeOf(operands[0]), &k = shapeOf(operands[1]), &v = shapeOf(operands[2]);
     const int64_t batch = plan::numElements(Shape(q.begin(), q.end() - 2));
-    kernels::attention(real(operands[0]), real(operands[1]), real(operands[2]),
-                       batch, q[q.size() - 2], k[k.size() - 2], q.back(),
-                       v.back(), plan::realAttr(instruction, "scale"),
+    kernels::attention(real(operands[0]), real(operands[1]), real(operands[2]), batch,
+                       q[q.size() - 2], k[k.size() - 2], q.back(), v.back(),
+                       plan::realAttr(instruction, "scale"),
                        plan::intAttr(instruction, "causal") != 0, out);
     return;
   }
@@ -252,10 +235,8 @@ void TypedExecutor<T>::execute(const Instruction &instruction,
     const int64_t count = plan::numElements(outShape);
     const T *in = real(operands[0]);
     if (options.training)
-      kernels::dropout(
-          in, out, count, plan::realAttr(instruction, "p"), options.seed,
-          options.step,
-          static_cast<uint32_t>(plan::intAttr(instruction, "stream")));
+      kernels::dropout(in, out, count, plan::realAttr(instruction, "p"), options.seed, options.step,
+                       static_cast<uint32_t>(plan::intAttr(instruction, "stream")));
     else // evaluation: identity
       std::copy(in, in + count, out);
     return;
@@ -263,11 +244,10 @@ void TypedExecutor<T>::execute(const Instruction &instruction,
   case OpCode::CrossEntropy: {
     T *out = realResult(instruction);
     const Shape &logits = shapeOf(operands[0]);
-    out[0] = kernels::crossEntropy(
-        real(operands[0]), plan::numElements(shapeOf(operands[1])),
-        logits.back(), integer(operands[1]),
-        plan::intAttr(instruction, "ignore_index"),
-        plan::intAttr(instruction, "reduction") == 1);
+    out[0] = kernels::crossEntropy(real(operands[0]), plan::numElements(shapeOf(operands[1])),
+                                   logits.back(), integer(operands[1]),
+                                   plan::intAttr(instruction, "ignore_index"),
+                                   plan::intAttr(instruction, "reduction") == 1);
     return;
   }
   case OpCode::MseLoss: {
@@ -286,10 +266,8 @@ void TypedExecutor<T>::execute(const Instruction &instruction,
 }
 
 // run() and runOptimizerStep() reach execute() through runList, in both files.
-template void TypedExecutor<float>::execute(const Instruction &,
-                                            const RunOptions &);
-template void TypedExecutor<double>::execute(const Instruction &,
-                                             const RunOptions &);
+template void TypedExecutor<float>::execute(const Instruction &, const RunOptions &);
+template void TypedExecutor<double>::execute(const Instruction &, const RunOptions &);
 
 } // namespace detail
 
@@ -305,20 +283,16 @@ Executor::~Executor() = default;
 Executor::Executor(Executor &&) noexcept = default;
 Executor &Executor::operator=(Executor &&) noexcept = default;
 
-void Executor::initializeParameters(uint64_t seed) {
-  impl->initializeParameters(seed);
-}
+void Executor::initializeParameters(uint64_t seed) { impl->initializeParameters(seed); }
 
 void Executor::randomizeInputs(uint64_t seed) { impl->randomizeInputs(seed); }
 
-void Executor::setInput(const std::string &name, const void *data,
-                        size_t bytes) {
+void Executor::setInput(const std::string &name, const void *data, size_t bytes) {
   impl->setInput(name, data, bytes);
 }
 
 /// The buffer of parameter \p name; ExecutionError if there is none.
-static uint32_t parameterBuffer(const plan::Plan &plan,
-                                const std::string &name) {
+static uint32_t parameterBuffer(const plan::Plan &plan, const std::string &name) {
   for (const plan::Parameter &parameter : plan.parameters)
     if (parameter.name == name)
       return parameter.buffer;
@@ -329,17 +303,13 @@ std::vector<double> Executor::parameterValues(const std::string &name) const {
   return impl->values(parameterBuffer(impl->plan, name));
 }
 
-void Executor::setParameterValues(const std::string &name,
-                                  const std::vector<double> &values) {
+void Executor::setParameterValues(const std::string &name, const std::vector<double> &values) {
   impl->setValues(parameterBuffer(impl->plan, name), values);
 }
 
-std::vector<double> Executor::bufferValues(uint32_t buffer) const {
-  return impl->values(buffer);
-}
+std::vector<double> Executor::bufferValues(uint32_t buffer) const { return impl->values(buffer); }
 
-void Executor::setBufferValues(uint32_t buffer,
-                               const std::vector<double> &values) {
+void Executor::setBufferValues(uint32_t buffer, const std::vector<double> &values) {
   impl->setBufferValues(buffer, values);
 }
 
@@ -353,15 +323,11 @@ double Executor::learningRate() const { return impl->learningRate(); }
 
 void Executor::resetState() { impl->resetState(); }
 
-LossScaleStatus Executor::lossScaleStatus() const {
-  return impl->lossScaleStatus();
-}
+LossScaleStatus Executor::lossScaleStatus() const { return impl->lossScaleStatus(); }
 
 std::string Executor::firstNonFinite() const { return impl->firstNonFinite(); }
 
-int64_t Executor::peakTemporaryBytes() const {
-  return impl->peakTemporaryBytes;
-}
+int64_t Executor::peakTemporaryBytes() const { return impl->peakTemporaryBytes; }
 
 const plan::Plan &Executor::plan() const { return impl->plan; }
 

@@ -34,7 +34,7 @@ enum class Precision { F32, F64 };
 
 /// Options of one run of the plan.
 struct RunOptions {
-  uint64_t seed = 0;     ///< keys dropout's random numbers
+  uint64_t seed = 0; ///< keys dropout's random numbers
   /// Part of dropout's counter; in training, run() gets the global micro
   /// step (step * accumulationSteps + i) and runOptimizerStep() the 0-based
   /// optimizer step, which lr_schedule and adamw's bias correction read.
@@ -101,8 +101,7 @@ public:
   /// The values of parameter \p name, row-major.
   std::vector<double> parameterValues(const std::string &name) const;
   /// Overwrites parameter \p name (rounded to its dtype as stored).
-  void setParameterValues(const std::string &name,
-                          const std::vector<double> &values);
+  void setParameterValues(const std::string &name, const std::vector<double> &values);
 
   /// The current values of buffer \p buffer, row-major (after a run for
   /// temporaries).

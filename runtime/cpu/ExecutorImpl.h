@@ -41,22 +41,18 @@ using plan::Shape;
 /// The precision-independent interface; TypedExecutor<T> implements it.
 class Executor::Impl {
 public:
-  Impl(const plan::Plan &plan, Precision precision)
-      : plan(plan), precision(precision) {}
+  Impl(const plan::Plan &plan, Precision precision) : plan(plan), precision(precision) {}
   virtual ~Impl() = default;
   virtual void initializeParameters(uint64_t seed) = 0;
   virtual void randomizeInputs(uint64_t seed) = 0;
-  virtual void setInput(const std::string &name, const void *data,
-                        size_t bytes) = 0;
+  virtual void setInput(const std::string &name, const void *data, size_t bytes) = 0;
   virtual std::vector<double> values(uint32_t buffer) const = 0;
-  virtual void setValues(uint32_t buffer,
-                         const std::vector<double> &values) = 0;
+  virtual void setValues(uint32_t buffer, const std::vector<double> &values) = 0;
   virtual double run(const RunOptions &options) = 0;
   virtual double runOptimizerStep(const RunOptions &options) = 0;
   virtual double learningRate() const = 0;
   virtual void resetState() = 0;
-  virtual void setBufferValues(uint32_t buffer,
-                               const std::vector<double> &values) = 0;
+  virtual void setBufferValues(uint32_t buffer, const std::vector<double> &values) = 0;
   virtual LossScaleStatus lossScaleStatus() const = 0;
   virtual std::string firstNonFinite() const = 0;
 
@@ -101,8 +97,7 @@ template <typename T> void roundToStorage(T *data, int64_t count, DType dtype) {
   const bool bf16 = dtype == DType::BF16;
   parallelFor(count, kElementGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i)
-      data[i] =
-          bf16 ? numerics::roundToBF16(data[i]) : numerics::roundToF16(data[i]);
+      data[i] = bf16 ? numerics::roundToBF16(data[i]) : numerics::roundToF16(data[i]);
   });
 }
 
@@ -134,13 +129,10 @@ public:
       std::vector<T> &data = slots[parameter.buffer].real;
       data.resize(plan::numElements(buffer));
       const uint32_t stream = nameStream(parameter.name);
-      parallelFor(static_cast<int64_t>(data.size()), 1 << 12,
-                  [&](int64_t begin, int64_t end) {
-                    for (int64_t e = begin; e < end; ++e)
-                      data[e] = storedValue<T>(
-                          initialValue(parameter, seed, stream, e),
-                          buffer.dtype);
-                  });
+      parallelFor(static_cast<int64_t>(data.size()), 1 << 12, [&](int64_t begin, int64_t end) {
+        for (int64_t e = begin; e < end; ++e)
+          data[e] = storedValue<T>(initialValue(parameter, seed, stream, e), buffer.dtype);
+      });
       slots[parameter.buffer].ready = true;
     }
     for (const plan::ParameterCopy &copy : plan.parameterCopies)
@@ -150,8 +142,7 @@ public:
   void randomizeInputs(uint64_t seed) override {
     // Check first, so a failure leaves every input as it was.
     for (const plan::Input &input : plan.inputs)
-      if (plan::isIntegerDType(plan.buffers[input.buffer].dtype) &&
-          input.bound == 0)
+      if (plan::isIntegerDType(plan.buffers[input.buffer].dtype) && input.bound == 0)
         throw ExecutionError("input '" + input.name +
                              "' is an integer input without a bound, so it "
                              "cannot be randomized: supply its data with "
@@ -166,10 +157,8 @@ public:
         slot.integer.resize(count);
         const uint64_t bound = static_cast<uint64_t>(input.bound);
         for (int64_t e = 0; e < count; ++e) {
-          numerics::PhiloxBlock out =
-              numerics::philoxForElement(seed, 0, stream, e);
-          const uint64_t bits =
-              (static_cast<uint64_t>(out.word[1]) << 32) | out.word[0];
+          numerics::PhiloxBlock out = numerics::philoxForElement(seed, 0, stream, e);
+          const uint64_t bits = (static_cast<uint64_t>(out.word[1]) << 32) | out.word[0];
           slot.integer[e] = static_cast<int64_t>(bits % bound);
         }
       } else {
@@ -178,30 +167,26 @@ public:
         slot.real.resize(count);
         for (int64_t e = 0; e < count; ++e) {
           const double z = numerics::standardNormal(seed, 0, stream, e);
-          slot.real[e] = storedValue<T>(
-              buffer.dtype == DType::F32 ? static_cast<float>(z) : z,
-              buffer.dtype);
+          slot.real[e] =
+              storedValue<T>(buffer.dtype == DType::F32 ? static_cast<float>(z) : z, buffer.dtype);
         }
       }
       slot.ready = true;
     }
   }
 
-  void setInput(const std::string &name, const void *data,
-                size_t bytes) override {
+  void setInput(const std::string &name, const void *data, size_t bytes) override {
     auto it = inputIndex.find(name);
     if (it == inputIndex.end())
-      throw ExecutionError("setInput: the plan has no input named '" + name +
-                           "'");
+      throw ExecutionError("setInput: the plan has no input named '" + name + "'");
     const plan::Input &input = plan.inputs[it->second];
     const Buffer &buffer = plan.buffers[input.buffer];
-    const size_t expected = static_cast<size_t>(plan::numElements(buffer)) *
-                            plan::dtypeBytes(buffer.dtype);
+    const size_t expected =
+        static_cast<size_t>(plan::numElements(buffer)) * plan::dtypeBytes(buffer.dtype);
     if (bytes != expected)
-      throw ExecutionError(
-          "setInput: input '" + name + "' (" + plan::dtypeName(buffer.dtype) +
-          " " + plan::shapeToString(buffer.shape) + ") needs " +
-          std::to_string(expected) + " bytes, got " + std::to_string(bytes));
+      throw ExecutionError("setInput: input '" + name + "' (" + plan::dtypeName(buffer.dtype) +
+                           " " + plan::shapeToString(buffer.shape) + ") needs " +
+                           std::to_string(expected) + " bytes, got " + std::to_string(bytes));
     Slot candidate;
     decodeInto(candidate, buffer.dtype, plan::numElements(buffer),
                static_cast<const uint8_t *>(data));
@@ -209,22 +194,19 @@ public:
       for (size_t i = 0; i < candidate.integer.size(); ++i)
         if (candidate.integer[i] < 0 || candidate.integer[i] >= input.bound)
           throw ExecutionError("setInput: input '" + name + "' has value " +
-                               std::to_string(candidate.integer[i]) +
-                               " at index " + std::to_string(i) +
-                               ", outside its range [0, " +
+                               std::to_string(candidate.integer[i]) + " at index " +
+                               std::to_string(i) + ", outside its range [0, " +
                                std::to_string(input.bound) + ")");
     slots[input.buffer] = std::move(candidate);
   }
 
   std::vector<double> values(uint32_t id) const override {
     if (id >= slots.size())
-      throw ExecutionError("buffer " + std::to_string(id) +
-                           " is out of range (the plan has " +
+      throw ExecutionError("buffer " + std::to_string(id) + " is out of range (the plan has " +
                            std::to_string(slots.size()) + " buffers)");
     const Slot &slot = slots[id];
     if (!slot.ready)
-      throw ExecutionError("buffer " + std::to_string(id) + " ('" +
-                           plan.buffers[id].name +
+      throw ExecutionError("buffer " + std::to_string(id) + " ('" + plan.buffers[id].name +
                            "') holds no values: it is written by a run (or "
                            "was released after its last use)");
     if (plan::isIntegerDType(plan.buffers[id].dtype))
@@ -236,9 +218,8 @@ public:
     const Buffer &buffer = plan.buffers[id];
     if (static_cast<int64_t>(values.size()) != plan::numElements(buffer))
       throw ExecutionError("'" + buffer.name + "' has " +
-                           std::to_string(plan::numElements(buffer)) +
-                           " elements, got " + std::to_string(values.size()) +
-                           " values");
+                           std::to_string(plan::numElements(buffer)) + " elements, got " +
+                           std::to_string(values.size()) + " values");
     if (plan::isIntegerDType(buffer.dtype))
       return setIntegerValues(id, values);
     std::vector<T> &data = slots[id].real;
@@ -262,8 +243,7 @@ public:
       nonFinite.clear();
       clearNonFinite = false;
     }
-    runList(plan.instructions, microLastUse, options, "",
-            plan.debugNonFinite);
+    runList(plan.instructions, microLastUse, options, "", plan.debugNonFinite);
     if (options.injectNonFinite && scaled())
       slots[plan.lossScaling.foundNonFinite].real.at(0) = T(1);
     return static_cast<double>(slots[plan.loss].real.at(0));
@@ -277,18 +257,15 @@ public:
 
   std::string firstNonFinite() const override { return nonFinite; }
 
-  void setBufferValues(uint32_t id,
-                       const std::vector<double> &values) override {
+  void setBufferValues(uint32_t id, const std::vector<double> &values) override {
     if (id >= slots.size())
       throw ExecutionError("setBufferValues: buffer " + std::to_string(id) +
-                           " is out of range (the plan has " +
-                           std::to_string(slots.size()) + " buffers)");
+                           " is out of range (the plan has " + std::to_string(slots.size()) +
+                           " buffers)");
     const BufferRole role = plan.buffers[id].role;
-    if (role != BufferRole::Parameter && role != BufferRole::State &&
-        role != BufferRole::Input)
-      throw ExecutionError("setBufferValues: buffer " + std::to_string(id) +
-                           " ('" + plan.buffers[id].name + "') is a " +
-                           plan::bufferRoleName(role) +
+    if (role != BufferRole::Parameter && role != BufferRole::State && role != BufferRole::Input)
+      throw ExecutionError("setBufferValues: buffer " + std::to_string(id) + " ('" +
+                           plan.buffers[id].name + "') is a " + plan::bufferRoleName(role) +
                            "; only parameter, state and input buffers can "
                            "be set");
     setValues(id, values);
@@ -303,41 +280,35 @@ private:
   };
 
   /// Whether the plan scales its loss.
-  bool scaled() const {
-    return plan.lossScaling.mode != plan::LossScaleMode::None;
-  }
+  bool scaled() const { return plan.lossScaling.mode != plan::LossScaleMode::None; }
 
   void refreshCopy(uint32_t source);
 
   /// The initial value of element \p e of \p parameter, in double.
-  static double initialValue(const plan::Parameter &parameter, uint64_t seed,
-                             uint32_t stream, int64_t e) {
+  static double initialValue(const plan::Parameter &parameter, uint64_t seed, uint32_t stream,
+                             int64_t e) {
     switch (parameter.init) {
     case plan::InitKind::Zeros:
       return 0.0;
     case plan::InitKind::Ones:
       return 1.0;
     case plan::InitKind::Normal:
-      return parameter.a +
-             parameter.b * numerics::standardNormal(seed, 0, stream, e);
+      return parameter.a + parameter.b * numerics::standardNormal(seed, 0, stream, e);
     case plan::InitKind::Uniform:
-      return parameter.a + (parameter.b - parameter.a) *
-                               numerics::uniform01(seed, 0, stream, e);
+      return parameter.a + (parameter.b - parameter.a) * numerics::uniform01(seed, 0, stream, e);
     }
     return 0.0;
   }
 
   /// Decodes \p count little-endian elements of \p dtype into \p slot.
-  static void decodeInto(Slot &slot, DType dtype, int64_t count,
-                         const uint8_t *bytes) {
+  static void decodeInto(Slot &slot, DType dtype, int64_t count, const uint8_t *bytes) {
     const size_t width = plan::dtypeBytes(dtype);
     if (plan::isIntegerDType(dtype)) {
       slot.integer.resize(count);
       for (int64_t i = 0; i < count; ++i) {
         const uint64_t raw = readLittleEndian(bytes + i * width, width);
-        slot.integer[i] = dtype == DType::I32
-                              ? static_cast<int32_t>(static_cast<uint32_t>(raw))
-                              : static_cast<int64_t>(raw);
+        slot.integer[i] = dtype == DType::I32 ? static_cast<int32_t>(static_cast<uint32_t>(raw))
+                                              : static_cast<int64_t>(raw);
       }
     } else {
       slot.real.resize(count);
@@ -357,14 +328,12 @@ private:
   }
 
   void decodeInto(uint32_t id, const uint8_t *bytes) {
-    decodeInto(slots[id], plan.buffers[id].dtype,
-               plan::numElements(plan.buffers[id]), bytes);
+    decodeInto(slots[id], plan.buffers[id].dtype, plan::numElements(plan.buffers[id]), bytes);
   }
 
   /// Index of the last instruction of \p list reading each buffer (-1:
   /// never read).
-  std::vector<int64_t>
-  lastUses(const std::vector<Instruction> &list) const {
+  std::vector<int64_t> lastUses(const std::vector<Instruction> &list) const {
     std::vector<int64_t> last(plan.buffers.size(), -1);
     for (size_t i = 0; i < list.size(); ++i)
       for (uint32_t operand : list[i].operands)
@@ -386,8 +355,7 @@ private:
   }
 
   /// A temporary freed once \p index has run: read last there, or never.
-  bool diesAt(uint32_t id, size_t index,
-              const std::vector<int64_t> &lastUse) const {
+  bool diesAt(uint32_t id, size_t index, const std::vector<int64_t> &lastUse) const {
     return plan.buffers[id].role == BufferRole::Temporary && !isKept(id) &&
            lastUse[id] <= static_cast<int64_t>(index);
   }
@@ -409,22 +377,17 @@ private:
   /// over the storage of an operand it reads last instead of allocating: a
   /// reshape (same elements) and cross_entropy_grad (its kernel reads each
   /// logit before writing that gradient). Returns the operand adopted.
-  std::optional<uint32_t> adoptOperand(const Instruction &instruction,
-                                       size_t index,
+  std::optional<uint32_t> adoptOperand(const Instruction &instruction, size_t index,
                                        const std::vector<int64_t> &lastUse) {
-    if (instruction.op != OpCode::Reshape &&
-        instruction.op != OpCode::CrossEntropyGrad)
+    if (instruction.op != OpCode::Reshape && instruction.op != OpCode::CrossEntropyGrad)
       return std::nullopt;
     uint32_t operand = instruction.operands[0];
     uint32_t result = instruction.results[0];
-    if (!diesAt(operand, index, lastUse) ||
-        plan.buffers[result].role != BufferRole::Temporary ||
+    if (!diesAt(operand, index, lastUse) || plan.buffers[result].role != BufferRole::Temporary ||
         plan.buffers[operand].dtype != plan.buffers[result].dtype ||
-        plan::numElements(plan.buffers[operand]) !=
-            plan::numElements(plan.buffers[result]) ||
+        plan::numElements(plan.buffers[operand]) != plan::numElements(plan.buffers[result]) ||
         slots[operand].empty() ||
-        std::count(instruction.operands.begin(), instruction.operands.end(),
-                   operand) != 1)
+        std::count(instruction.operands.begin(), instruction.operands.end(), operand) != 1)
       return std::nullopt;
     slots[result] = std::move(slots[operand]);
     slots[operand] = Slot();
@@ -445,9 +408,8 @@ private:
   /// a stale value from an earlier run can never be read.
   /// With \p checkNonFinite, the first instruction whose float results hold
   /// an inf or NaN is remembered in nonFinite (if it is still empty).
-  void runList(const std::vector<Instruction> &list,
-               const std::vector<int64_t> &lastUse, const RunOptions &options,
-               const char *listName, bool checkNonFinite) {
+  void runList(const std::vector<Instruction> &list, const std::vector<int64_t> &lastUse,
+               const RunOptions &options, const char *listName, bool checkNonFinite) {
     for (const Instruction &instruction : list)
       for (uint32_t result : instruction.results)
         if (plan.buffers[result].role == BufferRole::Temporary)
@@ -474,28 +436,23 @@ private:
           adoptedLogits = false;
         }
       } catch (const kernels::KernelError &error) {
-        throw ExecutionError(listName +
-                             plan::describeInstruction(instruction, index) +
-                             ": " + error.what());
+        throw ExecutionError(listName + plan::describeInstruction(instruction, index) + ": " +
+                             error.what());
       }
       for (uint32_t result : instruction.results) {
         Slot &slot = slots[result];
         if (plan::isFloatDType(plan.buffers[result].dtype))
-          roundToStorage(slot.real.data(),
-                         static_cast<int64_t>(slot.real.size()),
+          roundToStorage(slot.real.data(), static_cast<int64_t>(slot.real.size()),
                          plan.buffers[result].dtype);
         slot.ready = true;
       }
-      if (checkNonFinite && nonFinite.empty() &&
-          producesNonFinite(instruction))
+      if (checkNonFinite && nonFinite.empty() && producesNonFinite(instruction))
         nonFinite = listName + plan::describeInstruction(instruction, index);
       if (!options.keepTemporaries)
         releaseDead(instruction, index, lastUse);
       if (options.instructionSeconds)
         (*options.instructionSeconds)[index] =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                          start)
-                .count();
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
   }
 
@@ -509,21 +466,17 @@ private:
     for (const plan::Input &input : plan.inputs)
       if (input.buffer == id)
         bound = input.bound;
-    const double low = buffer.dtype == DType::I32 ? -2147483648.0
-                                                  : -9223372036854775808.0;
-    const double high =
-        buffer.dtype == DType::I32 ? 2147483648.0 : 9223372036854775808.0;
+    const double low = buffer.dtype == DType::I32 ? -2147483648.0 : -9223372036854775808.0;
+    const double high = buffer.dtype == DType::I32 ? 2147483648.0 : 9223372036854775808.0;
     std::vector<int64_t> data(values.size());
     for (size_t i = 0; i < values.size(); ++i) {
       const double value = values[i];
       if (!(value >= low && value < high) || value != std::trunc(value) ||
           (bound > 0 && (value < 0 || value >= static_cast<double>(bound))))
         throw ExecutionError(
-            "'" + buffer.name + "' (" + plan::dtypeName(buffer.dtype) +
-            ") cannot hold value " + std::to_string(value) + " at index " +
-            std::to_string(i) +
-            (bound > 0 ? ": values must be whole numbers in [0, " +
-                             std::to_string(bound) + ")"
+            "'" + buffer.name + "' (" + plan::dtypeName(buffer.dtype) + ") cannot hold value " +
+            std::to_string(value) + " at index " + std::to_string(i) +
+            (bound > 0 ? ": values must be whole numbers in [0, " + std::to_string(bound) + ")"
                        : ": values must be whole numbers in the dtype's "
                          "range"));
       data[i] = static_cast<int64_t>(value);
@@ -546,11 +499,9 @@ private:
 
   void execute(const Instruction &instruction, const RunOptions &options);
   template <typename E>
-  void executeLayout(const Instruction &instruction,
-                     std::vector<E> Slot::*storage);
+  void executeLayout(const Instruction &instruction, std::vector<E> Slot::*storage);
   void executeCast(const Instruction &instruction);
-  void executeTraining(const Instruction &instruction,
-                       const RunOptions &options);
+  void executeTraining(const Instruction &instruction, const RunOptions &options);
   void copyForRounding(uint32_t source, uint32_t copy);
 
   std::vector<Slot> slots;

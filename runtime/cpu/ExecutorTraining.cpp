@@ -10,24 +10,20 @@
 
 namespace ampc::cpu::detail {
 
-template <typename T>
-double TypedExecutor<T>::runOptimizerStep(const RunOptions &options) {
+template <typename T> double TypedExecutor<T>::runOptimizerStep(const RunOptions &options) {
   requireTrainingPlan("runOptimizerStep");
   requireParameters();
-  runList(plan.optimizerInstructions, optimizerLastUse, options,
-          "optimizer step ", false);
+  runList(plan.optimizerInstructions, optimizerLastUse, options, "optimizer step ", false);
   clearNonFinite = true;
   return static_cast<double>(slots[plan.gradNorm].real.at(0));
 }
 
-template <typename T>
-double TypedExecutor<T>::learningRate() const {
+template <typename T> double TypedExecutor<T>::learningRate() const {
   requireTrainingPlan("learningRate");
   return values(plan.learningRate).at(0);
 }
 
-template <typename T>
-void TypedExecutor<T>::resetState() {
+template <typename T> void TypedExecutor<T>::resetState() {
   for (size_t id = 0; id < slots.size(); ++id) {
     if (plan.buffers[id].role != BufferRole::State)
       continue;
@@ -35,25 +31,20 @@ void TypedExecutor<T>::resetState() {
     slots[id].ready = true;
   }
   if (scaled())
-    slots[plan.lossScaling.scale].real[0] =
-        static_cast<T>(plan.lossScaling.initialScale);
+    slots[plan.lossScaling.scale].real[0] = static_cast<T>(plan.lossScaling.initialScale);
   status = LossScaleStatus();
 }
 
-template <typename T>
-LossScaleStatus TypedExecutor<T>::lossScaleStatus() const {
+template <typename T> LossScaleStatus TypedExecutor<T>::lossScaleStatus() const {
   LossScaleStatus result = status;
   result.enabled = scaled();
-  result.scale =
-      scaled() ? static_cast<double>(slots[plan.lossScaling.scale].real[0])
-               : 0.0;
+  result.scale = scaled() ? static_cast<double>(slots[plan.lossScaling.scale].real[0]) : 0.0;
   return result;
 }
 
 /// Sets the copy of parameter \p source to its values rounded to the
 /// copy's dtype (nearest even).
-template <typename T>
-void TypedExecutor<T>::refreshCopy(uint32_t source) {
+template <typename T> void TypedExecutor<T>::refreshCopy(uint32_t source) {
   const uint32_t id = static_cast<uint32_t>(copyOf[source]);
   const DType dtype = plan.buffers[id].dtype;
   const std::vector<T> &from = slots[source].real;
@@ -64,8 +55,7 @@ void TypedExecutor<T>::refreshCopy(uint32_t source) {
   slots[id].ready = slots[source].ready;
 }
 
-template <typename T>
-void TypedExecutor<T>::requireTrainingPlan(const char *what) const {
+template <typename T> void TypedExecutor<T>::requireTrainingPlan(const char *what) const {
   if (plan.optimizerInstructions.empty())
     throw plan::PlanError(std::string(what) + ": plan '" + plan.modelName +
                           "' is not a training plan (it has no optimizer "
@@ -87,15 +77,13 @@ bool TypedExecutor<T>::producesNonFinite(const Instruction &instruction) const {
 
 /// Copies parameter \p source into its copy \p copy unrounded: the copy
 /// is an instruction result, so runList rounds it to its dtype.
-template <typename T>
-void TypedExecutor<T>::copyForRounding(uint32_t source, uint32_t copy) {
+template <typename T> void TypedExecutor<T>::copyForRounding(uint32_t source, uint32_t copy) {
   const std::vector<T> &from = slots[source].real;
   slots[copy].real.assign(from.begin(), from.end());
 }
 
 template <typename T>
-void TypedExecutor<T>::executeTraining(const Instruction &instruction,
-                                       const RunOptions &options) {
+void TypedExecutor<T>::executeTraining(const Instruction &instruction, const RunOptions &options) {
   const std::vector<uint32_t> &operands = instruction.operands;
   const Shape &outShape = shapeOf(instruction.results[0]);
   /// Rows and width of a tensor normalised over its last axis.
@@ -108,13 +96,11 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction,
   case OpCode::GeluGrad: {
     T *out = realResult(instruction);
     const kernels::UnaryGradOp op =
-        instruction.op == OpCode::ReluGrad   ? kernels::UnaryGradOp::Relu
-        : instruction.op == OpCode::SiluGrad ? kernels::UnaryGradOp::Silu
-        : plan::intAttr(instruction, "approximate")
-            ? kernels::UnaryGradOp::GeluTanh
-            : kernels::UnaryGradOp::GeluErf;
-    kernels::unaryGrad(op, real(operands[0]), real(operands[1]), out,
-                       plan::numElements(outShape));
+        instruction.op == OpCode::ReluGrad          ? kernels::UnaryGradOp::Relu
+        : instruction.op == OpCode::SiluGrad        ? kernels::UnaryGradOp::Silu
+        : plan::intAttr(instruction, "approximate") ? kernels::UnaryGradOp::GeluTanh
+                                                    : kernels::UnaryGradOp::GeluErf;
+    kernels::unaryGrad(op, real(operands[0]), real(operands[1]), out, plan::numElements(outShape));
     return;
   }
   case OpCode::Pad: {
@@ -122,11 +108,9 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction,
     if (plan::isIntegerDType(plan.buffers[operands[0]].dtype)) {
       std::vector<int64_t> &out = slots[instruction.results[0]].integer;
       out.resize(plan::numElements(outShape));
-      kernels::pad(integer(operands[0]), shapeOf(operands[0]), low, out.data(),
-                   outShape);
+      kernels::pad(integer(operands[0]), shapeOf(operands[0]), low, out.data(), outShape);
     } else {
-      kernels::pad(real(operands[0]), shapeOf(operands[0]), low,
-                   realResult(instruction), outShape);
+      kernels::pad(real(operands[0]), shapeOf(operands[0]), low, realResult(instruction), outShape);
     }
     return;
   }
@@ -136,10 +120,8 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction,
                      realResult(instruction));
     return;
   case OpCode::EmbeddingGrad:
-    kernels::embeddingGrad(integer(operands[0]),
-                           plan::numElements(shapeOf(operands[0])),
-                           real(operands[1]), outShape[0], outShape[1],
-                           realResult(instruction));
+    kernels::embeddingGrad(integer(operands[0]), plan::numElements(shapeOf(operands[0])),
+                           real(operands[1]), outShape[0], outShape[1], realResult(instruction));
     return;
   case OpCode::LayerNormGrad:
   case OpCode::RmsNormGrad: {
@@ -148,32 +130,27 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction,
     const double epsilon = plan::realAttr(instruction, "epsilon");
     T *dx = realResult(instruction, 0), *dgamma = realResult(instruction, 1);
     if (instruction.op == OpCode::LayerNormGrad)
-      kernels::layerNormGrad(real(operands[0]), rowsOf(x, width), width,
-                             real(operands[1]), real(operands[2]), epsilon, dx,
-                             dgamma, realResult(instruction, 2));
+      kernels::layerNormGrad(real(operands[0]), rowsOf(x, width), width, real(operands[1]),
+                             real(operands[2]), epsilon, dx, dgamma, realResult(instruction, 2));
     else
-      kernels::rmsNormGrad(real(operands[0]), rowsOf(x, width), width,
-                           real(operands[1]), real(operands[2]), epsilon, dx,
-                           dgamma);
+      kernels::rmsNormGrad(real(operands[0]), rowsOf(x, width), width, real(operands[1]),
+                           real(operands[2]), epsilon, dx, dgamma);
     return;
   }
   case OpCode::SoftmaxGrad: {
     const Shape &y = shapeOf(operands[0]);
-    kernels::softmaxGrad(real(operands[0]), real(operands[1]),
-                         rowsOf(y, y.back()), y.back(),
+    kernels::softmaxGrad(real(operands[0]), real(operands[1]), rowsOf(y, y.back()), y.back(),
                          realResult(instruction));
     return;
   }
   case OpCode::AttentionGrad: {
-    const Shape &q = shapeOf(operands[0]), &k = shapeOf(operands[1]),
-                &v = shapeOf(operands[2]);
+    const Shape &q = shapeOf(operands[0]), &k = shapeOf(operands[1]), &v = shapeOf(operands[2]);
     const int64_t batch = plan::numElements(Shape(q.begin(), q.end() - 2));
-    kernels::attentionGrad(
-        real(operands[0]), real(operands[1]), real(operands[2]),
-        real(operands[3]), batch, q[q.size() - 2], k[k.size() - 2], q.back(),
-        v.back(), plan::realAttr(instruction, "scale"),
-        plan::intAttr(instruction, "causal") != 0, realResult(instruction, 0),
-        realResult(instruction, 1), realResult(instruction, 2));
+    kernels::attentionGrad(real(operands[0]), real(operands[1]), real(operands[2]),
+                           real(operands[3]), batch, q[q.size() - 2], k[k.size() - 2], q.back(),
+                           v.back(), plan::realAttr(instruction, "scale"),
+                           plan::intAttr(instruction, "causal") != 0, realResult(instruction, 0),
+                           realResult(instruction, 1), realResult(instruction, 2));
     return;
   }
   case OpCode::CrossEntropyGrad: {
@@ -181,18 +158,15 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction,
     // In place (adoptOperand): the result's storage holds the logits.
     T *gradient = realResult(instruction);
     kernels::crossEntropyGrad(
-        adoptedLogits ? gradient : real(operands[0]),
-        plan::numElements(shapeOf(operands[1])), logits.back(),
-        integer(operands[1]), plan::intAttr(instruction, "ignore_index"),
-        plan::intAttr(instruction, "reduction") == 1, real(operands[2])[0],
-        gradient);
+        adoptedLogits ? gradient : real(operands[0]), plan::numElements(shapeOf(operands[1])),
+        logits.back(), integer(operands[1]), plan::intAttr(instruction, "ignore_index"),
+        plan::intAttr(instruction, "reduction") == 1, real(operands[2])[0], gradient);
     return;
   }
   case OpCode::GradSeed: {
     // The loss scale (or 1) divided by the micro steps per optimizer step.
     const T scale = operands.empty() ? T(1) : real(operands[0])[0];
-    realResult(instruction)[0] =
-        scale / static_cast<T>(plan::intAttr(instruction, "accum_steps"));
+    realResult(instruction)[0] = scale / static_cast<T>(plan::intAttr(instruction, "accum_steps"));
     return;
   }
   case OpCode::Accumulate: {
@@ -210,8 +184,7 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction,
   case OpCode::GlobalNorm: {
     double total = 0;
     for (uint32_t operand : operands)
-      kernels::addSquares(real(operand), plan::numElements(shapeOf(operand)),
-                          total);
+      kernels::addSquares(real(operand), plan::numElements(shapeOf(operand)), total);
     realResult(instruction)[0] = static_cast<T>(std::sqrt(total));
     return;
   }
@@ -222,8 +195,8 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction,
     schedule.minLr = plan::realAttr(instruction, "min_lr");
     schedule.warmupSteps = plan::intAttr(instruction, "warmup_steps");
     schedule.decaySteps = plan::intAttr(instruction, "decay_steps");
-    realResult(instruction)[0] = static_cast<T>(kernels::scheduledLearningRate(
-        schedule, options.step, options.totalSteps));
+    realResult(instruction)[0] =
+        static_cast<T>(kernels::scheduledLearningRate(schedule, options.step, options.totalSteps));
     return;
   }
   case OpCode::AdamW: {
@@ -233,23 +206,19 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction,
     config.beta2 = plan::realAttr(instruction, "beta2");
     config.eps = plan::realAttr(instruction, "eps");
     config.weightDecay = plan::realAttr(instruction, "weight_decay");
-    config.clip =
-        kernels::clipCoefficient(plan::realAttr(instruction, "clip_norm"),
-                                 static_cast<double>(real(operands[5])[0]));
+    config.clip = kernels::clipCoefficient(plan::realAttr(instruction, "clip_norm"),
+                                           static_cast<double>(real(operands[5])[0]));
     // (param, grad, m, v, lr, norm[, found, applied][, copy]).
     const size_t count = operands.size();
     const bool scaledStep = count >= 8;
     // torch counts only the steps it applies.
-    config.t = scaledStep
-                   ? static_cast<uint64_t>(real(operands[7])[0]) + 1
-                   : options.step + 1;
+    config.t = scaledStep ? static_cast<uint64_t>(real(operands[7])[0]) + 1 : options.step + 1;
     const int64_t elements = plan::numElements(shapeOf(operands[0]));
     if (scaledStep && real(operands[6])[0] != T(0))
       std::fill_n(mutableReal(operands[1]), elements, T(0)); // skipped
     else
       kernels::adamW(config, mutableReal(operands[0]), mutableReal(operands[1]),
-                     mutableReal(operands[2]), mutableReal(operands[3]),
-                     elements);
+                     mutableReal(operands[2]), mutableReal(operands[3]), elements);
     if (count == 7 || count == 9)
       copyForRounding(operands[0], operands[count - 1]);
     return;
@@ -259,9 +228,8 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction,
     config.lr = static_cast<double>(real(operands[3])[0]);
     config.momentum = plan::realAttr(instruction, "momentum");
     config.weightDecay = plan::realAttr(instruction, "weight_decay");
-    config.clip =
-        kernels::clipCoefficient(plan::realAttr(instruction, "clip_norm"),
-                                 static_cast<double>(real(operands[4])[0]));
+    config.clip = kernels::clipCoefficient(plan::realAttr(instruction, "clip_norm"),
+                                           static_cast<double>(real(operands[4])[0]));
     // (param, grad, buf, lr, norm[, found, applied][, copy]).
     const size_t count = operands.size();
     const int64_t elements = plan::numElements(shapeOf(operands[0]));
@@ -284,22 +252,16 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction,
     status.floorReachedNow = false;
     if (plan::intAttr(instruction, "dynamic")) {
       numerics::LossScaleConfig config;
-      config.growthFactor =
-          static_cast<float>(plan::realAttr(instruction, "growth_factor"));
-      config.backoffFactor =
-          static_cast<float>(plan::realAttr(instruction, "backoff_factor"));
-      config.growthInterval =
-          static_cast<int32_t>(plan::intAttr(instruction, "growth_interval"));
-      config.minScale =
-          static_cast<float>(plan::realAttr(instruction, "min_scale"));
+      config.growthFactor = static_cast<float>(plan::realAttr(instruction, "growth_factor"));
+      config.backoffFactor = static_cast<float>(plan::realAttr(instruction, "backoff_factor"));
+      config.growthInterval = static_cast<int32_t>(plan::intAttr(instruction, "growth_interval"));
+      config.minScale = static_cast<float>(plan::realAttr(instruction, "min_scale"));
       // The floor count lives in the plan's fifth loss-scaling buffer, as on
       // the device.
       T &hits = slots[plan.lossScaling.floorHits].real[0];
-      numerics::LossScaleState state{static_cast<float>(scale[0]),
-                                     static_cast<int32_t>(tracker[0]),
+      numerics::LossScaleState state{static_cast<float>(scale[0]), static_cast<int32_t>(tracker[0]),
                                      static_cast<int32_t>(hits)};
-      const numerics::LossScaleUpdate update =
-          numerics::updateLossScale(state, config, overflow);
+      const numerics::LossScaleUpdate update = numerics::updateLossScale(state, config, overflow);
       scale[0] = static_cast<T>(state.scale);
       tracker[0] = static_cast<T>(state.growthTracker);
       hits = static_cast<T>(state.floorHits);

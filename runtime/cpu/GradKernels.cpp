@@ -39,8 +39,7 @@ constexpr int64_t kColumnGrain = 64;
 /// out[j] = sum_r term(r, j) over rows in increasing r, in double; the
 /// columns are split across threads, each walking its columns row by row
 /// so memory is read in row-major runs.
-template <typename T, typename F>
-void sumOverRows(int64_t rows, int64_t width, T *out, F term) {
+template <typename T, typename F> void sumOverRows(int64_t rows, int64_t width, T *out, F term) {
   parallelFor(width, kColumnGrain, [&](int64_t begin, int64_t end) {
     std::vector<double> totals(end - begin, 0.0);
     for (int64_t r = 0; r < rows; ++r)
@@ -58,8 +57,7 @@ void unaryGrad(UnaryGradOp op, const T *x, const T *dy, T *dx, int64_t count) {
   switch (op) {
   case UnaryGradOp::Relu:
     // dy * (x > 0 ? 1 : 0): a NaN or infinite dy stays visible as NaN.
-    return mapPairs(x, dy, dx, count,
-                    [](T v, T g) { return g * (v > T(0) ? T(1) : T(0)); });
+    return mapPairs(x, dy, dx, count, [](T v, T g) { return g * (v > T(0) ? T(1) : T(0)); });
   case UnaryGradOp::Silu:
     // d/dx x s(x) = s (1 + x (1 - s)), s = 1 / (1 + e^-x).
     return mapPairs(x, dy, dx, count, [](T v, T g) {
@@ -84,15 +82,14 @@ void unaryGrad(UnaryGradOp op, const T *x, const T *dy, T *dx, int64_t count) {
       const T cubic = T(0.044715);
       const T th = std::tanh(sqrt2OverPi * (v + cubic * v * v * v));
       const T du = sqrt2OverPi * (T(1) + T(3) * cubic * v * v);
-      return g * (T(0.5) * (T(1) + th) +
-                  T(0.5) * v * (T(1) - th * th) * du);
+      return g * (T(0.5) * (T(1) + th) + T(0.5) * v * (T(1) - th * th) * du);
     });
   }
 }
 
 template <typename E>
-void pad(const E *in, const Shape &inShape, const std::vector<int64_t> &low,
-         E *out, const Shape &outShape) {
+void pad(const E *in, const Shape &inShape, const std::vector<int64_t> &low, E *out,
+         const Shape &outShape) {
   std::fill(out, out + plan::numElements(outShape), E(0));
   const int64_t count = plan::numElements(inShape);
   if (count == 0)
@@ -105,18 +102,15 @@ void pad(const E *in, const Shape &inShape, const std::vector<int64_t> &low,
     base += low[d] * outStrides[d];
   const int64_t length = inShape.empty() ? 1 : inShape.back();
   const int64_t rows = count / length;
-  parallelFor(rows, std::max<int64_t>(1, (1 << 14) / length),
-              [&](int64_t begin, int64_t end) {
-                StridedRows walk(inShape, {&inStrides, &outStrides}, begin);
-                for (int64_t row = begin; row < end; ++row, walk.next())
-                  std::copy_n(in + walk.rowOffset(0), length,
-                              out + base + walk.rowOffset(1));
-              });
+  parallelFor(rows, std::max<int64_t>(1, (1 << 14) / length), [&](int64_t begin, int64_t end) {
+    StridedRows walk(inShape, {&inStrides, &outStrides}, begin);
+    for (int64_t row = begin; row < end; ++row, walk.next())
+      std::copy_n(in + walk.rowOffset(0), length, out + base + walk.rowOffset(1));
+  });
 }
 
 template <typename T>
-void maxGrad(const T *x, const Shape &shape, const std::vector<int64_t> &axes,
-             const T *dy, T *dx) {
+void maxGrad(const T *x, const Shape &shape, const std::vector<int64_t> &axes, const T *dy, T *dx) {
   const int64_t inCount = plan::numElements(shape);
   std::fill(dx, dx + inCount, T(0));
   if (inCount == 0)
@@ -155,8 +149,8 @@ void maxGrad(const T *x, const Shape &shape, const std::vector<int64_t> &axes,
 }
 
 template <typename T>
-void embeddingGrad(const int64_t *ids, int64_t count, const T *dy,
-                   int64_t rows, int64_t width, T *dtable) {
+void embeddingGrad(const int64_t *ids, int64_t count, const T *dy, int64_t rows, int64_t width,
+                   T *dtable) {
   checkIds(ids, count, rows);
   // Group the positions by id (a stable counting sort), so each table row is
   // summed by one thread, over its positions in increasing order.
@@ -184,8 +178,8 @@ void embeddingGrad(const int64_t *ids, int64_t count, const T *dy,
 }
 
 template <typename T>
-void layerNormGrad(const T *x, int64_t rows, int64_t width, const T *gamma,
-                   const T *dy, double epsilon, T *dx, T *dgamma, T *dbeta) {
+void layerNormGrad(const T *x, int64_t rows, int64_t width, const T *gamma, const T *dy,
+                   double epsilon, T *dx, T *dgamma, T *dbeta) {
   // Row statistics exactly as the forward kernel computes them.
   const T eps = static_cast<T>(epsilon);
   std::vector<T> means(rows), inverseStds(rows);
@@ -205,8 +199,7 @@ void layerNormGrad(const T *x, int64_t rows, int64_t width, const T *gamma,
         sumDxhatXhat += static_cast<double>(dxhat * xhat);
       }
       const T meanDxhat = static_cast<T>(sumDxhat / static_cast<double>(width));
-      const T meanDxhatXhat =
-          static_cast<T>(sumDxhatXhat / static_cast<double>(width));
+      const T meanDxhatXhat = static_cast<T>(sumDxhatXhat / static_cast<double>(width));
       T *out = dx + r * width;
       for (int64_t j = 0; j < width; ++j) {
         const T xhat = (in[j] - mean) * rstd;
@@ -219,13 +212,12 @@ void layerNormGrad(const T *x, int64_t rows, int64_t width, const T *gamma,
   sumOverRows(rows, width, dgamma, [&](int64_t r, int64_t j) {
     return dy[r * width + j] * ((x[r * width + j] - means[r]) * inverseStds[r]);
   });
-  sumOverRows(rows, width, dbeta,
-              [&](int64_t r, int64_t j) { return dy[r * width + j]; });
+  sumOverRows(rows, width, dbeta, [&](int64_t r, int64_t j) { return dy[r * width + j]; });
 }
 
 template <typename T>
-void rmsNormGrad(const T *x, int64_t rows, int64_t width, const T *gamma,
-                 const T *dy, double epsilon, T *dx, T *dgamma) {
+void rmsNormGrad(const T *x, int64_t rows, int64_t width, const T *gamma, const T *dy,
+                 double epsilon, T *dx, T *dgamma) {
   const T eps = static_cast<T>(epsilon);
   std::vector<T> inverseRms(rows);
   parallelFor(rows, rowGrain(width), [&](int64_t begin, int64_t end) {
@@ -238,8 +230,7 @@ void rmsNormGrad(const T *x, int64_t rows, int64_t width, const T *gamma,
       double sumDxhatX = 0;
       for (int64_t j = 0; j < width; ++j)
         sumDxhatX += static_cast<double>(g[j] * gamma[j] * in[j]);
-      const T meanDxhatX =
-          static_cast<T>(sumDxhatX / static_cast<double>(width));
+      const T meanDxhatX = static_cast<T>(sumDxhatX / static_cast<double>(width));
       const T rCubed = rms * rms * rms;
       T *out = dx + r * width;
       for (int64_t j = 0; j < width; ++j)
@@ -270,14 +261,11 @@ void softmaxGrad(const T *y, const T *dy, int64_t rows, int64_t width, T *dx) {
 }
 
 template <typename T>
-void crossEntropyGrad(const T *logits, int64_t rows, int64_t classes,
-                      const int64_t *labels, int64_t ignoreIndex, bool sum,
-                      T dloss, T *dlogits) {
+void crossEntropyGrad(const T *logits, int64_t rows, int64_t classes, const int64_t *labels,
+                      int64_t ignoreIndex, bool sum, T dloss, T *dlogits) {
   const int64_t counted = countLabelledRows(labels, rows, classes, ignoreIndex);
   // A mean over no rows has no gradient: every row is ignored, so all zero.
-  const T scale =
-      sum ? dloss
-          : (counted == 0 ? T(0) : dloss / static_cast<T>(counted));
+  const T scale = sum ? dloss : (counted == 0 ? T(0) : dloss / static_cast<T>(counted));
   parallelFor(rows, rowGrain(classes), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       T *out = dlogits + r * classes;
@@ -301,30 +289,27 @@ void crossEntropyGrad(const T *logits, int64_t rows, int64_t classes,
   });
 }
 
-#define AMPC_INSTANTIATE_GRAD(T)                                               \
-  template void unaryGrad<T>(UnaryGradOp, const T *, const T *, T *, int64_t); \
-  template void maxGrad<T>(const T *, const Shape &,                           \
-                           const std::vector<int64_t> &, const T *, T *);      \
-  template void embeddingGrad<T>(const int64_t *, int64_t, const T *, int64_t, \
-                                 int64_t, T *);                                \
-  template void layerNormGrad<T>(const T *, int64_t, int64_t, const T *,       \
-                                 const T *, double, T *, T *, T *);            \
-  template void rmsNormGrad<T>(const T *, int64_t, int64_t, const T *,         \
-                               const T *, double, T *, T *);                   \
-  template void softmaxGrad<T>(const T *, const T *, int64_t, int64_t, T *);   \
-  template void crossEntropyGrad<T>(const T *, int64_t, int64_t,               \
-                                    const int64_t *, int64_t, bool, T, T *);
+#define AMPC_INSTANTIATE_GRAD(T)                                                                   \
+  template void unaryGrad<T>(UnaryGradOp, const T *, const T *, T *, int64_t);                     \
+  template void maxGrad<T>(const T *, const Shape &, const std::vector<int64_t> &, const T *,      \
+                           T *);                                                                   \
+  template void embeddingGrad<T>(const int64_t *, int64_t, const T *, int64_t, int64_t, T *);      \
+  template void layerNormGrad<T>(const T *, int64_t, int64_t, const T *, const T *, double, T *,   \
+                                 T *, T *);                                                        \
+  template void rmsNormGrad<T>(const T *, int64_t, int64_t, const T *, const T *, double, T *,     \
+                               T *);                                                               \
+  template void softmaxGrad<T>(const T *, const T *, int64_t, int64_t, T *);                       \
+  template void crossEntropyGrad<T>(const T *, int64_t, int64_t, const int64_t *, int64_t, bool,   \
+                                    T, T *);
 AMPC_INSTANTIATE_GRAD(float)
 AMPC_INSTANTIATE_GRAD(double)
 #undef AMPC_INSTANTIATE_GRAD
 
-template void pad<float>(const float *, const Shape &,
-                         const std::vector<int64_t> &, float *, const Shape &);
-template void pad<double>(const double *, const Shape &,
-                          const std::vector<int64_t> &, double *,
+template void pad<float>(const float *, const Shape &, const std::vector<int64_t> &, float *,
+                         const Shape &);
+template void pad<double>(const double *, const Shape &, const std::vector<int64_t> &, double *,
                           const Shape &);
-template void pad<int64_t>(const int64_t *, const Shape &,
-                           const std::vector<int64_t> &, int64_t *,
+template void pad<int64_t>(const int64_t *, const Shape &, const std::vector<int64_t> &, int64_t *,
                            const Shape &);
 
 } // namespace ampc::cpu::kernels

@@ -52,14 +52,14 @@ template <typename T> void unary(UnaryOp op, const T *x, T *y, int64_t count);
 
 /// out = a op b with NumPy broadcasting of aShape and bShape to outShape.
 template <typename T>
-void binary(BinaryOp op, const T *a, const Shape &aShape, const T *b,
-            const Shape &bShape, T *out, const Shape &outShape);
+void binary(BinaryOp op, const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *out,
+            const Shape &outShape);
 
 /// Training-mode dropout: y[e] = x[e] / (1 - p) if uniform01(seed, step,
 /// stream, e) >= p, else 0.
 template <typename T>
-void dropout(const T *x, T *y, int64_t count, double p, uint64_t seed,
-             uint64_t step, uint32_t stream);
+void dropout(const T *x, T *y, int64_t count, double p, uint64_t seed, uint64_t step,
+             uint32_t stream);
 
 //===----------------------------------------------------------------------===//
 // MatMul (MatMulKernel.cpp)
@@ -75,14 +75,13 @@ template <typename T> struct MatrixView {
 /// summed in increasing k order, exactly like a naive triple loop, whatever
 /// the blocking and thread count.
 template <typename T>
-void gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b,
-          T *c);
+void gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b, T *c);
 
 /// The MatMul opcode: optional transposes of the last two dims, broadcast
 /// batch dims; out is [batch..., m, n].
 template <typename T>
-void matMul(const T *a, const Shape &aShape, bool transposeA, const T *b,
-            const Shape &bShape, bool transposeB, T *out);
+void matMul(const T *a, const Shape &aShape, bool transposeA, const T *b, const Shape &bShape,
+            bool transposeB, T *out);
 
 //===----------------------------------------------------------------------===//
 // Layout (LayoutKernels.cpp); E is T or int64_t
@@ -96,23 +95,21 @@ void stridedCopy(const E *in, int64_t offset, const Shape &inStrides, E *out,
 
 /// Result dim i = operand dim permutation[i].
 template <typename E>
-void transpose(const E *in, const Shape &inShape,
-               const std::vector<int64_t> &permutation, E *out);
+void transpose(const E *in, const Shape &inShape, const std::vector<int64_t> &permutation, E *out);
 
 /// out = in[starts[0] : starts[0] + outShape[0], ...].
 template <typename E>
-void slice(const E *in, const Shape &inShape,
-           const std::vector<int64_t> &starts, E *out, const Shape &outShape);
+void slice(const E *in, const Shape &inShape, const std::vector<int64_t> &starts, E *out,
+           const Shape &outShape);
 
 /// Concatenation of \p parts along \p axis.
 template <typename E>
-void concat(const std::vector<const E *> &parts,
-            const std::vector<Shape> &partShapes, int64_t axis, E *out);
+void concat(const std::vector<const E *> &parts, const std::vector<Shape> &partShapes, int64_t axis,
+            E *out);
 
 /// NumPy broadcast of in to outShape.
 template <typename E>
-void broadcast(const E *in, const Shape &inShape, E *out,
-               const Shape &outShape);
+void broadcast(const E *in, const Shape &inShape, E *out, const Shape &outShape);
 
 /// Throws KernelError for the first of ids[0..count) (in index order)
 /// outside [0, rows).
@@ -121,8 +118,8 @@ void checkIds(const int64_t *ids, int64_t count, int64_t rows);
 /// out[r, :] = table[ids[r], :]; throws KernelError for an id outside
 /// [0, rows).
 template <typename T>
-void embedding(const T *table, int64_t rows, int64_t width, const int64_t *ids,
-               int64_t count, T *out);
+void embedding(const T *table, int64_t rows, int64_t width, const int64_t *ids, int64_t count,
+               T *out);
 
 //===----------------------------------------------------------------------===//
 // Reductions (ReductionKernels.cpp)
@@ -137,14 +134,12 @@ enum class ReduceOp {
 /// Reduces \p x over the sorted, unique \p axes; out has the reduced shape
 /// (keepdims only changes the shape, not the data layout).
 template <typename T>
-void reduce(ReduceOp op, const T *x, const Shape &shape,
-            const std::vector<int64_t> &axes, T *out);
+void reduce(ReduceOp op, const T *x, const Shape &shape, const std::vector<int64_t> &axes, T *out);
 
 /// The strides, per dim of \p shape, of the row-major reduced output (the
 /// reduced dims dropped) over the sorted, unique \p axes: 0 along a reduced
 /// dim, so walking the input with them lands each element on its output.
-Shape reducedOutputStrides(const Shape &shape,
-                           const std::vector<int64_t> &axes);
+Shape reducedOutputStrides(const Shape &shape, const std::vector<int64_t> &axes);
 
 //===----------------------------------------------------------------------===//
 // Normalisation and softmax (NormKernels.cpp)
@@ -152,23 +147,20 @@ Shape reducedOutputStrides(const Shape &shape,
 
 /// y = (x - mean) / sqrt(var + eps) * gamma + beta over rows of \p width.
 template <typename T>
-void layerNorm(const T *x, int64_t rows, int64_t width, const T *gamma,
-               const T *beta, double epsilon, T *y);
+void layerNorm(const T *x, int64_t rows, int64_t width, const T *gamma, const T *beta,
+               double epsilon, T *y);
 
 /// y = x / sqrt(mean(x^2) + eps) * gamma over rows of \p width.
 template <typename T>
-void rmsNorm(const T *x, int64_t rows, int64_t width, const T *gamma,
-             double epsilon, T *y);
+void rmsNorm(const T *x, int64_t rows, int64_t width, const T *gamma, double epsilon, T *y);
 
 /// Softmax of one row of \p width entries over its first \p valid ones; the
 /// rest are masked (probability 0).
-template <typename T>
-void softmaxRow(const T *x, int64_t width, int64_t valid, T *y);
+template <typename T> void softmaxRow(const T *x, int64_t width, int64_t valid, T *y);
 
 /// Softmax over the last dim. When causal, with T = shape[-2] and S =
 /// shape[-1], element [..., i, j] is masked (0) when j > i + (S - T).
-template <typename T>
-void softmax(const T *x, const Shape &shape, bool causal, T *y);
+template <typename T> void softmax(const T *x, const Shape &shape, bool causal, T *y);
 
 //===----------------------------------------------------------------------===//
 // Attention (AttentionKernel.cpp)
@@ -177,9 +169,8 @@ void softmax(const T *x, const Shape &shape, bool causal, T *y);
 /// out[b] = softmax(scale * q[b] k[b]^T, causal) v[b] for each of \p batch
 /// slices, q [queries, headDim], k [keys, headDim], v [keys, valueDim].
 template <typename T>
-void attention(const T *q, const T *k, const T *v, int64_t batch,
-               int64_t queries, int64_t keys, int64_t headDim, int64_t valueDim,
-               double scale, bool causal, T *out);
+void attention(const T *q, const T *k, const T *v, int64_t batch, int64_t queries, int64_t keys,
+               int64_t headDim, int64_t valueDim, double scale, bool causal, T *out);
 
 //===----------------------------------------------------------------------===//
 // Losses (LossKernels.cpp)
@@ -190,8 +181,8 @@ void attention(const T *q, const T *k, const T *v, int64_t batch,
 /// none), or their sum. Throws KernelError for a label outside [0, classes)
 /// that is not ignoreIndex.
 template <typename T>
-T crossEntropy(const T *logits, int64_t rows, int64_t classes,
-               const int64_t *labels, int64_t ignoreIndex, bool sum);
+T crossEntropy(const T *logits, int64_t rows, int64_t classes, const int64_t *labels,
+               int64_t ignoreIndex, bool sum);
 
 /// Checks \p labels in row order, throwing KernelError (as crossEntropy
 /// does) for the first that is neither in [0, classes) nor ignoreIndex;
@@ -210,60 +201,55 @@ enum class UnaryGradOp { Relu, Silu, GeluErf, GeluTanh };
 
 /// dx[i] = dy[i] * f'(x[i]) for the forward formula of the Relu, Silu and
 /// Gelu kernels.
-template <typename T>
-void unaryGrad(UnaryGradOp op, const T *x, const T *dy, T *dx, int64_t count);
+template <typename T> void unaryGrad(UnaryGradOp op, const T *x, const T *dy, T *dx, int64_t count);
 
 /// out = 0 except out[low + i] = in[i]: the gradient of slice. Requires
 /// checkPad(inShape, low, outShape).
 template <typename E>
-void pad(const E *in, const Shape &inShape, const std::vector<int64_t> &low,
-         E *out, const Shape &outShape);
+void pad(const E *in, const Shape &inShape, const std::vector<int64_t> &low, E *out,
+         const Shape &outShape);
 
 /// The gradient of Max over the sorted, unique \p axes: within each reduced
 /// group, dy of the group goes to its first element (lowest row-major index)
 /// equal to the maximum (the first NaN if there is one); the rest get 0.
 template <typename T>
-void maxGrad(const T *x, const Shape &shape, const std::vector<int64_t> &axes,
-             const T *dy, T *dx);
+void maxGrad(const T *x, const Shape &shape, const std::vector<int64_t> &axes, const T *dy, T *dx);
 
 /// dtable[v, :] = sum of dy[i, :] over the positions i with ids[i] == v,
 /// summed in double in increasing i; throws KernelError for an id outside
 /// [0, rows).
 template <typename T>
-void embeddingGrad(const int64_t *ids, int64_t count, const T *dy,
-                   int64_t rows, int64_t width, T *dtable);
+void embeddingGrad(const int64_t *ids, int64_t count, const T *dy, int64_t rows, int64_t width,
+                   T *dtable);
 
 /// LayerNorm's gradient over rows of \p width (row statistics recomputed as
 /// the forward does): dx; dgamma and dbeta summed over rows in double.
 template <typename T>
-void layerNormGrad(const T *x, int64_t rows, int64_t width, const T *gamma,
-                   const T *dy, double epsilon, T *dx, T *dgamma, T *dbeta);
+void layerNormGrad(const T *x, int64_t rows, int64_t width, const T *gamma, const T *dy,
+                   double epsilon, T *dx, T *dgamma, T *dbeta);
 
 /// RmsNorm's gradient: dx; dgamma summed over rows in double.
 template <typename T>
-void rmsNormGrad(const T *x, int64_t rows, int64_t width, const T *gamma,
-                 const T *dy, double epsilon, T *dx, T *dgamma);
+void rmsNormGrad(const T *x, int64_t rows, int64_t width, const T *gamma, const T *dy,
+                 double epsilon, T *dx, T *dgamma);
 
 /// dx = y * (dy - sum_lastaxis(dy * y)) over rows of \p width.
-template <typename T>
-void softmaxGrad(const T *y, const T *dy, int64_t rows, int64_t width, T *dx);
+template <typename T> void softmaxGrad(const T *y, const T *dy, int64_t rows, int64_t width, T *dx);
 
 /// The gradient of attention (same layout as attention()): P is recomputed
 /// exactly as the forward computes it, then dv = P^T dy, dP = dy v^T,
 /// dS = P * (dP - rowsum(dP * P)), dq = scale dS k, dk = scale dS^T q.
 template <typename T>
-void attentionGrad(const T *q, const T *k, const T *v, const T *dy,
-                   int64_t batch, int64_t queries, int64_t keys,
-                   int64_t headDim, int64_t valueDim, double scale,
-                   bool causal, T *dq, T *dk, T *dv);
+void attentionGrad(const T *q, const T *k, const T *v, const T *dy, int64_t batch, int64_t queries,
+                   int64_t keys, int64_t headDim, int64_t valueDim, double scale, bool causal,
+                   T *dq, T *dk, T *dv);
 
 /// dlogits = dloss * (softmax(row) - onehot(label)) / count, zero rows for
 /// ignored labels; count = non-ignored rows for the mean (all zeros if
 /// none), 1 for the sum. Throws KernelError like crossEntropy.
 template <typename T>
-void crossEntropyGrad(const T *logits, int64_t rows, int64_t classes,
-                      const int64_t *labels, int64_t ignoreIndex, bool sum,
-                      T dloss, T *dlogits);
+void crossEntropyGrad(const T *logits, int64_t rows, int64_t classes, const int64_t *labels,
+                      int64_t ignoreIndex, bool sum, T dloss, T *dlogits);
 
 //===----------------------------------------------------------------------===//
 // Training step (OptimizerKernels.cpp)
@@ -274,12 +260,10 @@ template <typename T> void accumulate(T *acc, const T *g, int64_t count);
 
 /// acc[i] += v with v = g[i] / scale computed in T (loss-scale unscaling);
 /// returns whether any v is infinite or NaN.
-template <typename T>
-bool accumulateUnscaled(T *acc, const T *g, T scale, int64_t count);
+template <typename T> bool accumulateUnscaled(T *acc, const T *g, T scale, int64_t count);
 
 /// Adds the squares of x[0..count) to \p total in double, in order.
-template <typename T>
-void addSquares(const T *x, int64_t count, double &total);
+template <typename T> void addSquares(const T *x, int64_t count, double &total);
 
 /// The learning rate of 0-based optimizer step \p step (lr_schedule).
 struct LrSchedule {
@@ -287,8 +271,7 @@ struct LrSchedule {
   double lr = 0, minLr = 0;
   int64_t warmupSteps = 0, decaySteps = 0;
 };
-double scheduledLearningRate(const LrSchedule &schedule, uint64_t step,
-                             uint64_t totalSteps);
+double scheduledLearningRate(const LrSchedule &schedule, uint64_t step, uint64_t totalSteps);
 
 /// The gradient scale torch's clip_grad_norm_ applies: min(1, clipNorm /
 /// (gradNorm + 1e-6)) when clipNorm > 0 (NaN for a NaN norm), else 1.
@@ -302,8 +285,7 @@ struct AdamWConfig {
 /// One decoupled-weight-decay Adam step (torch.optim.AdamW), in place; grad
 /// is zeroed.
 template <typename T>
-void adamW(const AdamWConfig &config, T *param, T *grad, T *m, T *v,
-           int64_t count);
+void adamW(const AdamWConfig &config, T *param, T *grad, T *m, T *v, int64_t count);
 
 struct SgdConfig {
   double lr, momentum, weightDecay, clip;

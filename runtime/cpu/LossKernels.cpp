@@ -26,18 +26,17 @@ int64_t countLabelledRows(const int64_t *labels, int64_t rows, int64_t classes,
     if (labels[r] == ignoreIndex)
       continue;
     if (labels[r] < 0 || labels[r] >= classes)
-      throw KernelError("label " + std::to_string(labels[r]) + " at row " +
-                        std::to_string(r) + " is outside the classes [0, " +
-                        std::to_string(classes) + ") and is not ignore_index " +
-                        std::to_string(ignoreIndex));
+      throw KernelError("label " + std::to_string(labels[r]) + " at row " + std::to_string(r) +
+                        " is outside the classes [0, " + std::to_string(classes) +
+                        ") and is not ignore_index " + std::to_string(ignoreIndex));
     ++counted;
   }
   return counted;
 }
 
 template <typename T>
-T crossEntropy(const T *logits, int64_t rows, int64_t classes,
-               const int64_t *labels, int64_t ignoreIndex, bool sum) {
+T crossEntropy(const T *logits, int64_t rows, int64_t classes, const int64_t *labels,
+               int64_t ignoreIndex, bool sum) {
   const int64_t counted = countLabelledRows(labels, rows, classes, ignoreIndex);
   // loss_r = logsumexp(x_r) - x_r[label_r], with the row maximum subtracted
   // inside the exponentials for stability.
@@ -75,10 +74,9 @@ template <typename T> T mseLoss(const T *pred, const T *target, int64_t count) {
   return static_cast<T>(total / static_cast<double>(count));
 }
 
-template float crossEntropy<float>(const float *, int64_t, int64_t,
-                                   const int64_t *, int64_t, bool);
-template double crossEntropy<double>(const double *, int64_t, int64_t,
-                                     const int64_t *, int64_t, bool);
+template float crossEntropy<float>(const float *, int64_t, int64_t, const int64_t *, int64_t, bool);
+template double crossEntropy<double>(const double *, int64_t, int64_t, const int64_t *, int64_t,
+                                     bool);
 template float mseLoss<float>(const float *, const float *, int64_t);
 template double mseLoss<double>(const double *, const double *, int64_t);
 

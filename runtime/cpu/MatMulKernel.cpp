@@ -48,9 +48,8 @@ template <> struct Blocking<double> {
 /// from zero when \p first. All bounds are compile-time constants so the
 /// accumulators live in registers.
 template <typename T>
-inline void microKernel(int64_t depth, const T *__restrict aPanel,
-                        const T *__restrict bPanel, T *__restrict c,
-                        int64_t ldc, bool first) {
+inline void microKernel(int64_t depth, const T *__restrict aPanel, const T *__restrict bPanel,
+                        T *__restrict c, int64_t ldc, bool first) {
   constexpr int MR = Blocking<T>::kPanelRows, NR = Blocking<T>::kPanelCols;
   T acc[MR][NR];
   // Full unrolling of the tile loops is what lets the compiler keep `acc` in
@@ -81,8 +80,8 @@ inline void microKernel(int64_t depth, const T *__restrict aPanel,
 /// The micro-kernel on a tile cut off by the edge of C: the valid
 /// [rows x cols] part goes through a full-size scratch tile.
 template <typename T>
-void edgeKernel(int64_t depth, const T *aPanel, const T *bPanel, T *c,
-                int64_t ldc, bool first, int64_t rows, int64_t cols) {
+void edgeKernel(int64_t depth, const T *aPanel, const T *bPanel, T *c, int64_t ldc, bool first,
+                int64_t rows, int64_t cols) {
   constexpr int MR = Blocking<T>::kPanelRows, NR = Blocking<T>::kPanelCols;
   T tile[MR * NR] = {};
   if (!first)
@@ -98,8 +97,7 @@ void edgeKernel(int64_t depth, const T *aPanel, const T *bPanel, T *c,
 /// Packs B[k0 : k0+depth, j0 : j0+cols] into column panels, zero-padding the
 /// last panel: panel q holds rows p as kPanelCols consecutive values.
 template <typename T>
-void packB(MatrixView<T> b, int64_t k0, int64_t depth, int64_t j0, int64_t cols,
-           T *packed) {
+void packB(MatrixView<T> b, int64_t k0, int64_t depth, int64_t j0, int64_t cols, T *packed) {
   constexpr int NR = Blocking<T>::kPanelCols;
   const int64_t panels = (cols + NR - 1) / NR;
   parallelFor(panels, 16, [&](int64_t begin, int64_t end) {
@@ -107,8 +105,7 @@ void packB(MatrixView<T> b, int64_t k0, int64_t depth, int64_t j0, int64_t cols,
       T *out = packed + q * depth * NR;
       const int64_t width = std::min<int64_t>(NR, cols - q * NR);
       for (int64_t p = 0; p < depth; ++p) {
-        const T *row =
-            b.data + (k0 + p) * b.rowStride + (j0 + q * NR) * b.colStride;
+        const T *row = b.data + (k0 + p) * b.rowStride + (j0 + q * NR) * b.colStride;
         if (b.colStride == 1 && width == NR) {
           std::memcpy(out + p * NR, row, NR * sizeof(T));
         } else {
@@ -125,15 +122,13 @@ void packB(MatrixView<T> b, int64_t k0, int64_t depth, int64_t j0, int64_t cols,
 /// Packs A[i0 : i0+rows, k0 : k0+depth] into row panels, zero-padding the
 /// last panel: panel q holds columns p as kPanelRows consecutive values.
 template <typename T>
-void packA(MatrixView<T> a, int64_t i0, int64_t rows, int64_t k0, int64_t depth,
-           T *packed) {
+void packA(MatrixView<T> a, int64_t i0, int64_t rows, int64_t k0, int64_t depth, T *packed) {
   constexpr int MR = Blocking<T>::kPanelRows;
   for (int64_t q = 0; q * MR < rows; ++q) {
     T *out = packed + q * depth * MR;
     const int64_t height = std::min<int64_t>(MR, rows - q * MR);
     for (int64_t i = 0; i < height; ++i) {
-      const T *row =
-          a.data + (i0 + q * MR + i) * a.rowStride + k0 * a.colStride;
+      const T *row = a.data + (i0 + q * MR + i) * a.rowStride + k0 * a.colStride;
       for (int64_t p = 0; p < depth; ++p)
         out[p * MR + i] = row[p * a.colStride];
     }
@@ -156,8 +151,7 @@ template <typename T> T *threadScratch(size_t slot, size_t size) {
 } // namespace
 
 template <typename T>
-void gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b,
-          T *c) {
+void gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b, T *c) {
   using B = Blocking<T>;
   constexpr int MR = B::kPanelRows, NR = B::kPanelCols;
   if (m == 0 || n == 0)
@@ -194,8 +188,7 @@ void gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b,
               if (height == MR && width == NR)
                 microKernel(depth, aPanel, bPanel, tile, n, first);
               else
-                edgeKernel(depth, aPanel, bPanel, tile, n, first, height,
-                           width);
+                edgeKernel(depth, aPanel, bPanel, tile, n, first, height, width);
             }
           }
         }
@@ -205,10 +198,9 @@ void gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b,
 }
 
 template <typename T>
-void matMul(const T *a, const Shape &aShape, bool transposeA, const T *b,
-            const Shape &bShape, bool transposeB, T *out) {
-  const plan::MatMulDims dims =
-      *plan::matMulDims(aShape, bShape, transposeA, transposeB);
+void matMul(const T *a, const Shape &aShape, bool transposeA, const T *b, const Shape &bShape,
+            bool transposeB, T *out) {
+  const plan::MatMulDims dims = *plan::matMulDims(aShape, bShape, transposeA, transposeB);
   const int64_t m = dims.m, n = dims.n, k = dims.k;
   // Element (i, p) of op(a) and (p, j) of op(b) within one batch entry.
   const int64_t aRows = aShape[aShape.size() - 2], aCols = aShape.back();
@@ -255,13 +247,12 @@ void matMul(const T *a, const Shape &aShape, bool transposeA, const T *b,
   }
 }
 
-template void gemm<float>(int64_t, int64_t, int64_t, MatrixView<float>,
-                          MatrixView<float>, float *);
-template void gemm<double>(int64_t, int64_t, int64_t, MatrixView<double>,
-                           MatrixView<double>, double *);
-template void matMul<float>(const float *, const Shape &, bool, const float *,
-                            const Shape &, bool, float *);
-template void matMul<double>(const double *, const Shape &, bool,
-                             const double *, const Shape &, bool, double *);
+template void gemm<float>(int64_t, int64_t, int64_t, MatrixView<float>, MatrixView<float>, float *);
+template void gemm<double>(int64_t, int64_t, int64_t, MatrixView<double>, MatrixView<double>,
+                           double *);
+template void matMul<float>(const float *, const Shape &, bool, const float *, const Shape &, bool,
+                            float *);
+template void matMul<double>(const double *, const Shape &, bool, const double *, const Shape &,
+                             bool, double *);
 
 } // namespace ampc::cpu::kernels

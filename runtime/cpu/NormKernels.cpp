@@ -17,8 +17,7 @@
 namespace ampc::cpu::kernels {
 
 // y[j] = exp(x[j] - max) / sum_k exp(x[k] - max) for j < valid, 0 beyond.
-template <typename T>
-void softmaxRow(const T *x, int64_t width, int64_t valid, T *y) {
+template <typename T> void softmaxRow(const T *x, int64_t width, int64_t valid, T *y) {
   T maximum = rowMaximum(x, valid);
   // A row of -inf would give exp(nan); subtract 0 instead so it yields NaN
   // only through 0/0, as PyTorch does.
@@ -37,8 +36,8 @@ void softmaxRow(const T *x, int64_t width, int64_t valid, T *y) {
 }
 
 template <typename T>
-void layerNorm(const T *x, int64_t rows, int64_t width, const T *gamma,
-               const T *beta, double epsilon, T *y) {
+void layerNorm(const T *x, int64_t rows, int64_t width, const T *gamma, const T *beta,
+               double epsilon, T *y) {
   // mean = sum(x) / D; var = sum((x - mean)^2) / D (biased);
   // y = (x - mean) / sqrt(var + eps) * gamma + beta
   const T eps = static_cast<T>(epsilon);
@@ -54,8 +53,7 @@ void layerNorm(const T *x, int64_t rows, int64_t width, const T *gamma,
 }
 
 template <typename T>
-void rmsNorm(const T *x, int64_t rows, int64_t width, const T *gamma,
-             double epsilon, T *y) {
+void rmsNorm(const T *x, int64_t rows, int64_t width, const T *gamma, double epsilon, T *y) {
   // y = x / sqrt(mean(x^2) + eps) * gamma
   const T eps = static_cast<T>(epsilon);
   parallelFor(rows, rowGrain(width), [&](int64_t begin, int64_t end) {
@@ -69,8 +67,7 @@ void rmsNorm(const T *x, int64_t rows, int64_t width, const T *gamma,
   });
 }
 
-template <typename T>
-void softmax(const T *x, const Shape &shape, bool causal, T *y) {
+template <typename T> void softmax(const T *x, const Shape &shape, bool causal, T *y) {
   // y[..., j] = exp(x[..., j] - max) / sum_k exp(x[..., k] - max) over the
   // last dim; causal rows see only j <= i + (S - T).
   const int64_t width = shape.back();
@@ -86,15 +83,12 @@ void softmax(const T *x, const Shape &shape, bool causal, T *y) {
   });
 }
 
-template void layerNorm<float>(const float *, int64_t, int64_t, const float *,
-                               const float *, double, float *);
-template void layerNorm<double>(const double *, int64_t, int64_t,
-                                const double *, const double *, double,
-                                double *);
-template void rmsNorm<float>(const float *, int64_t, int64_t, const float *,
-                             double, float *);
-template void rmsNorm<double>(const double *, int64_t, int64_t, const double *,
-                              double, double *);
+template void layerNorm<float>(const float *, int64_t, int64_t, const float *, const float *,
+                               double, float *);
+template void layerNorm<double>(const double *, int64_t, int64_t, const double *, const double *,
+                                double, double *);
+template void rmsNorm<float>(const float *, int64_t, int64_t, const float *, double, float *);
+template void rmsNorm<double>(const double *, int64_t, int64_t, const double *, double, double *);
 template void softmax<float>(const float *, const Shape &, bool, float *);
 template void softmax<double>(const double *, const Shape &, bool, double *);
 

@@ -31,8 +31,7 @@ template <typename T> void accumulate(T *acc, const T *g, int64_t count) {
   });
 }
 
-template <typename T>
-bool accumulateUnscaled(T *acc, const T *g, T scale, int64_t count) {
+template <typename T> bool accumulateUnscaled(T *acc, const T *g, T scale, int64_t count) {
   // Each chunk reports to one flag: the result is an OR, so it does not
   // depend on how the elements are split across threads.
   std::atomic<bool> nonFinite{false};
@@ -49,30 +48,25 @@ bool accumulateUnscaled(T *acc, const T *g, T scale, int64_t count) {
   return nonFinite.load(std::memory_order_relaxed);
 }
 
-template <typename T>
-void addSquares(const T *x, int64_t count, double &total) {
+template <typename T> void addSquares(const T *x, int64_t count, double &total) {
   for (int64_t i = 0; i < count; ++i) {
     const double value = static_cast<double>(x[i]);
     total += value * value;
   }
 }
 
-double scheduledLearningRate(const LrSchedule &schedule, uint64_t step,
-                             uint64_t totalSteps) {
+double scheduledLearningRate(const LrSchedule &schedule, uint64_t step, uint64_t totalSteps) {
   const double s = static_cast<double>(step);
   const double warmup = static_cast<double>(schedule.warmupSteps);
   if (s < warmup)
     return schedule.lr * (s + 1) / warmup;
   if (schedule.kind == 0)
     return schedule.lr;
-  const double decay = schedule.decaySteps > 0
-                           ? static_cast<double>(schedule.decaySteps)
-                           : static_cast<double>(totalSteps);
-  const double progress =
-      std::clamp((s - warmup) / std::max(1.0, decay - warmup), 0.0, 1.0);
+  const double decay = schedule.decaySteps > 0 ? static_cast<double>(schedule.decaySteps)
+                                               : static_cast<double>(totalSteps);
+  const double progress = std::clamp((s - warmup) / std::max(1.0, decay - warmup), 0.0, 1.0);
   const double pi = 3.14159265358979323846;
-  return schedule.minLr + 0.5 * (1 + std::cos(pi * progress)) *
-                              (schedule.lr - schedule.minLr);
+  return schedule.minLr + 0.5 * (1 + std::cos(pi * progress)) * (schedule.lr - schedule.minLr);
 }
 
 double clipCoefficient(double clipNorm, double gradNorm) {
@@ -85,8 +79,7 @@ double clipCoefficient(double clipNorm, double gradNorm) {
 }
 
 template <typename T>
-void adamW(const AdamWConfig &config, T *param, T *grad, T *m, T *v,
-           int64_t count) {
+void adamW(const AdamWConfig &config, T *param, T *grad, T *m, T *v, int64_t count) {
   const double t = static_cast<double>(config.t);
   const T clip = static_cast<T>(config.clip);
   const T decay = static_cast<T>(1 - config.lr * config.weightDecay);
@@ -94,10 +87,8 @@ void adamW(const AdamWConfig &config, T *param, T *grad, T *m, T *v,
   const T beta2 = static_cast<T>(config.beta2);
   const T oneMinusBeta1 = static_cast<T>(1 - config.beta1);
   const T oneMinusBeta2 = static_cast<T>(1 - config.beta2);
-  const T stepSize =
-      static_cast<T>(config.lr / (1 - std::pow(config.beta1, t)));
-  const T correction2Sqrt =
-      static_cast<T>(std::sqrt(1 - std::pow(config.beta2, t)));
+  const T stepSize = static_cast<T>(config.lr / (1 - std::pow(config.beta1, t)));
+  const T correction2Sqrt = static_cast<T>(std::sqrt(1 - std::pow(config.beta2, t)));
   const T eps = static_cast<T>(config.eps);
   parallelFor(count, kElementGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
@@ -113,8 +104,7 @@ void adamW(const AdamWConfig &config, T *param, T *grad, T *m, T *v,
 }
 
 template <typename T>
-void sgd(const SgdConfig &config, T *param, T *grad, T *buffer,
-         int64_t count) {
+void sgd(const SgdConfig &config, T *param, T *grad, T *buffer, int64_t count) {
   const T clip = static_cast<T>(config.clip);
   const T lr = static_cast<T>(config.lr);
   const T momentum = static_cast<T>(config.momentum);
@@ -133,16 +123,12 @@ void sgd(const SgdConfig &config, T *param, T *grad, T *buffer,
 template void accumulate<float>(float *, const float *, int64_t);
 template void accumulate<double>(double *, const double *, int64_t);
 template bool accumulateUnscaled<float>(float *, const float *, float, int64_t);
-template bool accumulateUnscaled<double>(double *, const double *, double,
-                                         int64_t);
+template bool accumulateUnscaled<double>(double *, const double *, double, int64_t);
 template void addSquares<float>(const float *, int64_t, double &);
 template void addSquares<double>(const double *, int64_t, double &);
-template void adamW<float>(const AdamWConfig &, float *, float *, float *,
-                           float *, int64_t);
-template void adamW<double>(const AdamWConfig &, double *, double *, double *,
-                            double *, int64_t);
+template void adamW<float>(const AdamWConfig &, float *, float *, float *, float *, int64_t);
+template void adamW<double>(const AdamWConfig &, double *, double *, double *, double *, int64_t);
 template void sgd<float>(const SgdConfig &, float *, float *, float *, int64_t);
-template void sgd<double>(const SgdConfig &, double *, double *, double *,
-                          int64_t);
+template void sgd<double>(const SgdConfig &, double *, double *, double *, int64_t);
 
 } // namespace ampc::cpu::kernels

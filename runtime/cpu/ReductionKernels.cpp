@@ -30,10 +30,8 @@ template <typename A> inline void foldMax(A &running, A value) {
 
 } // namespace
 
-Shape reducedOutputStrides(const Shape &shape,
-                           const std::vector<int64_t> &axes) {
-  const Shape compact = plan::rowMajorStrides(
-      plan::reducedShape(shape, axes, /*keepDims=*/false));
+Shape reducedOutputStrides(const Shape &shape, const std::vector<int64_t> &axes) {
+  const Shape compact = plan::rowMajorStrides(plan::reducedShape(shape, axes, /*keepDims=*/false));
   Shape strides(shape.size(), 0);
   for (size_t d = 0, k = 0; d < shape.size(); ++d) {
     if (std::binary_search(axes.begin(), axes.end(), int64_t(d)))
@@ -44,8 +42,7 @@ Shape reducedOutputStrides(const Shape &shape,
 }
 
 template <typename T>
-void reduce(ReduceOp op, const T *x, const Shape &shape,
-            const std::vector<int64_t> &axes, T *out) {
+void reduce(ReduceOp op, const T *x, const Shape &shape, const std::vector<int64_t> &axes, T *out) {
   const Shape outShape = plan::reducedShape(shape, axes, /*keepDims=*/false);
   const int64_t outCount = plan::numElements(outShape);
   const int64_t inCount = plan::numElements(shape);
@@ -54,9 +51,7 @@ void reduce(ReduceOp op, const T *x, const Shape &shape,
   const double initial = isMax ? -std::numeric_limits<double>::infinity() : 0.0;
   // Mean of nothing is 0/0 = NaN, as in NumPy and PyTorch.
   auto finish = [&](double total) {
-    return static_cast<T>(op == ReduceOp::Mean
-                              ? total / static_cast<double>(reducedCount)
-                              : total);
+    return static_cast<T>(op == ReduceOp::Mean ? total / static_cast<double>(reducedCount) : total);
   };
 
   // Reducing a suffix of the dims: every output is one contiguous run.
@@ -64,8 +59,7 @@ void reduce(ReduceOp op, const T *x, const Shape &shape,
   for (size_t i = 0; i < axes.size(); ++i)
     suffix &= axes[i] == static_cast<int64_t>(shape.size() - axes.size() + i);
   if (suffix) {
-    parallelFor(outCount,
-                std::max<int64_t>(1, 4096 / std::max<int64_t>(reducedCount, 1)),
+    parallelFor(outCount, std::max<int64_t>(1, 4096 / std::max<int64_t>(reducedCount, 1)),
                 [&](int64_t begin, int64_t end) {
                   for (int64_t o = begin; o < end; ++o) {
                     const T *run = x + o * reducedCount;
@@ -107,9 +101,9 @@ void reduce(ReduceOp op, const T *x, const Shape &shape,
     out[o] = finish(totals[o]);
 }
 
-template void reduce<float>(ReduceOp, const float *, const Shape &,
-                            const std::vector<int64_t> &, float *);
-template void reduce<double>(ReduceOp, const double *, const Shape &,
-                             const std::vector<int64_t> &, double *);
+template void reduce<float>(ReduceOp, const float *, const Shape &, const std::vector<int64_t> &,
+                            float *);
+template void reduce<double>(ReduceOp, const double *, const Shape &, const std::vector<int64_t> &,
+                             double *);
 
 } // namespace ampc::cpu::kernels

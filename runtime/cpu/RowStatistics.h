@@ -35,15 +35,12 @@ template <typename T> T rowMaximum(const T *x, int64_t count) {
 }
 
 /// LayerNorm's statistics of one row.
-template <typename T> struct MeanAndInverseStd {
-  T mean, inverseStd;
-};
+template <typename T> struct MeanAndInverseStd { T mean, inverseStd; };
 
 /// Over the D = \p width entries of \p x: mean = (sum_j x[j]) / D and
 /// inverseStd = 1 / sqrt((sum_j (x[j] - mean)^2) / D + eps), the biased
 /// variance; both sums in T, in increasing j.
-template <typename T>
-MeanAndInverseStd<T> rowMeanAndInverseStd(const T *x, int64_t width, T eps) {
+template <typename T> MeanAndInverseStd<T> rowMeanAndInverseStd(const T *x, int64_t width, T eps) {
   const T count = static_cast<T>(width);
   T sum = 0;
   for (int64_t j = 0; j < width; ++j)

@@ -27,8 +27,7 @@ public:
 
   /// Starts at row \p firstRow (rows counted in row-major order).
   StridedRows(const std::vector<int64_t> &shape,
-              const std::vector<const std::vector<int64_t> *> &strides,
-              int64_t firstRow)
+              const std::vector<const std::vector<int64_t> *> &strides, int64_t firstRow)
       : shape(shape), operandCount(static_cast<int>(strides.size())),
         index(shape.empty() ? 0 : shape.size() - 1, 0) {
     for (int o = 0; o < operandCount; ++o) {
@@ -48,9 +47,7 @@ public:
   /// Length of every row (1 for a scalar).
   int64_t rowLength() const { return shape.empty() ? 1 : shape.back(); }
   /// Stride of operand \p o along the row.
-  int64_t innerStride(int o) const {
-    return shape.empty() ? 0 : (*stride[o])[shape.size() - 1];
-  }
+  int64_t innerStride(int o) const { return shape.empty() ? 0 : (*stride[o])[shape.size() - 1]; }
   /// Offset of operand \p o at the start of the current row.
   int64_t rowOffset(int o) const { return offset[o]; }
 

@@ -39,8 +39,7 @@ public:
 
   /// Runs one job on all threads. Returns false (without running anything)
   /// if another thread is using the pool.
-  bool tryRun(int64_t count, int64_t chunk,
-              const std::function<void(int64_t, int64_t)> &body) {
+  bool tryRun(int64_t count, int64_t chunk, const std::function<void(int64_t, int64_t)> &body) {
     std::unique_lock<std::mutex> job(jobMutex, std::try_to_lock);
     if (!job.owns_lock())
       return false;
@@ -132,8 +131,7 @@ int threadCount() {
   return count;
 }
 
-void parallelFor(int64_t count, int64_t grain,
-                 const std::function<void(int64_t, int64_t)> &body) {
+void parallelFor(int64_t count, int64_t grain, const std::function<void(int64_t, int64_t)> &body) {
   if (count <= 0)
     return;
   grain = std::max<int64_t>(grain, 1);
@@ -144,8 +142,7 @@ void parallelFor(int64_t count, int64_t grain,
   }
   // About four chunks per thread balances uneven work without making the
   // shared counter a bottleneck.
-  const int64_t chunk =
-      std::max(grain, (count + 4 * threads - 1) / (4 * threads));
+  const int64_t chunk = std::max(grain, (count + 4 * threads - 1) / (4 * threads));
   if (!pool().tryRun(count, chunk, body))
     body(0, count);
 }

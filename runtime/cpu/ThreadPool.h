@@ -25,8 +25,7 @@ int threadCount();
 /// balances uneven rows (causal attention). A call from inside a running
 /// body, or while another thread owns the pool, runs inline. The first
 /// exception thrown by a chunk is rethrown here after the others finish.
-void parallelFor(int64_t count, int64_t grain,
-                 const std::function<void(int64_t, int64_t)> &body);
+void parallelFor(int64_t count, int64_t grain, const std::function<void(int64_t, int64_t)> &body);
 
 } // namespace ampc::cpu
 

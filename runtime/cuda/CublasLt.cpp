@@ -30,14 +30,11 @@ void loadInto(CublasLtApi &api, const CublasLtLoadOptions &options) {
     if (!name.empty())
       candidates.push_back(name);
   DynamicLibrary library = DynamicLibrary::openFirst(candidates);
-  const std::string wanted =
-      "libcublasLt.so." + std::to_string(options.requiredMajor);
+  const std::string wanted = "libcublasLt.so." + std::to_string(options.requiredMajor);
   if (!library)
     throw CudaError(CudaErrorKind::NoCublasLt,
                     "cuBLASLt not found (" +
-                        (options.libraryNames.empty()
-                             ? wanted
-                             : options.libraryNames.front()) +
+                        (options.libraryNames.empty() ? wanted : options.libraryNames.front()) +
                         " could not be loaded): install the CUDA " +
                         std::to_string(options.requiredMajor) +
                         " cuBLAS library or add its directory to "
@@ -48,34 +45,29 @@ void loadInto(CublasLtApi &api, const CublasLtLoadOptions &options) {
     if (!library.resolve(entry, symbol))
       missing += (missing.empty() ? "" : ", ") + std::string(symbol);
   };
-#define AMPC_CUBLASLT_RESOLVE(name)                                            \
-  resolve(api.name, AMPC_CUBLASLT_STRINGIFY(name));
+#define AMPC_CUBLASLT_RESOLVE(name) resolve(api.name, AMPC_CUBLASLT_STRINGIFY(name));
   AMPC_CUBLASLT_ENTRY_POINTS(AMPC_CUBLASLT_RESOLVE)
 #undef AMPC_CUBLASLT_RESOLVE
   if (!missing.empty())
     throw CudaError(CudaErrorKind::NoCublasLt,
-                    api.library + " is not a usable cuBLASLt (it lacks " +
-                        missing + "): install the CUDA " +
-                        std::to_string(options.requiredMajor) +
+                    api.library + " is not a usable cuBLASLt (it lacks " + missing +
+                        "): install the CUDA " + std::to_string(options.requiredMajor) +
                         " cuBLAS library, or use --device cpu");
   api.version = api.cublasLtGetVersion();
   if (static_cast<int>(api.version / 10000) != options.requiredMajor)
     throw CudaError(
         CudaErrorKind::NoCublasLt,
-        api.library + " is cuBLASLt " + std::to_string(api.version / 10000) +
-            "." + std::to_string(api.version / 100 % 100) +
-            ", but this program needs cuBLASLt " +
+        api.library + " is cuBLASLt " + std::to_string(api.version / 10000) + "." +
+            std::to_string(api.version / 100 % 100) + ", but this program needs cuBLASLt " +
             std::to_string(options.requiredMajor) + ".x: install the CUDA " +
-            std::to_string(options.requiredMajor) +
-            " cuBLAS library, or use --device cpu");
+            std::to_string(options.requiredMajor) + " cuBLAS library, or use --device cpu");
   api.handle = library.release();
 }
 
 } // namespace
 
 std::vector<std::string> CublasLtLoadOptions::defaultLibraryNames() {
-  const std::string soname =
-      "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
+  const std::string soname = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
   std::vector<std::string> names = {soname, "libcublasLt.so"};
   // The toolkit this runtime was built against, for machines whose loader
   // path does not include it (the CUDA toolkit's lib64 is not in
@@ -87,13 +79,10 @@ std::vector<std::string> CublasLtLoadOptions::defaultLibraryNames() {
 }
 
 std::string CublasLtApi::describeStatus(cublasStatus_t status) const {
-  const char *name =
-      cublasLtGetStatusName ? cublasLtGetStatusName(status) : nullptr;
-  const char *text =
-      cublasLtGetStatusString ? cublasLtGetStatusString(status) : nullptr;
+  const char *name = cublasLtGetStatusName ? cublasLtGetStatusName(status) : nullptr;
+  const char *text = cublasLtGetStatusString ? cublasLtGetStatusString(status) : nullptr;
   std::string description =
-      name ? name
-           : "cublasStatus_t " + std::to_string(static_cast<int>(status));
+      name ? name : "cublasStatus_t " + std::to_string(static_cast<int>(status));
   if (text && *text)
     description += std::string(" (") + text + ")";
   return description;
@@ -148,8 +137,7 @@ int64_t batchStride(int64_t stride, int64_t rows, int64_t ld) {
 }
 
 bool isFloatType(plan::DType type) {
-  return type == plan::DType::F32 || type == plan::DType::BF16 ||
-         type == plan::DType::F16;
+  return type == plan::DType::F32 || type == plan::DType::BF16 || type == plan::DType::F16;
 }
 
 } // namespace
@@ -243,32 +231,28 @@ std::string matmulDescProblem(const MatmulDesc &desc) {
   if (!isFloatType(desc.inputType) || !isFloatType(desc.outputType))
     return "cuBLASLt matmuls take f32, bf16 or f16 operands";
   // The pairs cuBLASLt offers with fp32 accumulation and fp32 scaling.
-  const bool typesOk =
-      desc.outputType == plan::DType::F32 || desc.outputType == desc.inputType;
-  if (!typesOk || (desc.inputType == plan::DType::F32 &&
-                   desc.outputType != plan::DType::F32))
-    return std::string("cuBLASLt has no ") + plan::dtypeName(desc.inputType) +
-           " x " + plan::dtypeName(desc.inputType) + " -> " +
-           plan::dtypeName(desc.outputType) +
+  const bool typesOk = desc.outputType == plan::DType::F32 || desc.outputType == desc.inputType;
+  if (!typesOk || (desc.inputType == plan::DType::F32 && desc.outputType != plan::DType::F32))
+    return std::string("cuBLASLt has no ") + plan::dtypeName(desc.inputType) + " x " +
+           plan::dtypeName(desc.inputType) + " -> " + plan::dtypeName(desc.outputType) +
            " matmul with fp32 accumulation (outputs are f32 or the input "
            "type)";
   const int64_t aCols = desc.transposeA ? desc.m : desc.k;
   const int64_t bCols = desc.transposeB ? desc.k : desc.n;
   if (desc.lda != 0 && desc.lda < aCols)
-    return "lda " + std::to_string(desc.lda) + " is less than A's " +
-           std::to_string(aCols) + " columns";
+    return "lda " + std::to_string(desc.lda) + " is less than A's " + std::to_string(aCols) +
+           " columns";
   if (desc.ldb != 0 && desc.ldb < bCols)
-    return "ldb " + std::to_string(desc.ldb) + " is less than B's " +
-           std::to_string(bCols) + " columns";
+    return "ldb " + std::to_string(desc.ldb) + " is less than B's " + std::to_string(bCols) +
+           " columns";
   if (desc.ldd != 0 && desc.ldd < desc.n)
-    return "ldd " + std::to_string(desc.ldd) + " is less than D's " +
-           std::to_string(desc.n) + " columns";
-  if (desc.batchStrideA < -1 || desc.batchStrideB < -1 ||
-      desc.batchStrideD < -1 || desc.auxBatchStride < -1)
+    return "ldd " + std::to_string(desc.ldd) + " is less than D's " + std::to_string(desc.n) +
+           " columns";
+  if (desc.batchStrideA < -1 || desc.batchStrideB < -1 || desc.batchStrideD < -1 ||
+      desc.auxBatchStride < -1)
     return "batch strides are -1 (packed) or non-negative";
   const int64_t ldd = rowStride(desc.ldd, desc.n);
-  if (desc.batchCount > 1 && desc.batchStrideD >= 0 &&
-      desc.batchStrideD < desc.m * ldd)
+  if (desc.batchCount > 1 && desc.batchStrideD >= 0 && desc.batchStrideD < desc.m * ldd)
     return "D's batch stride " + std::to_string(desc.batchStrideD) +
            " makes the outputs of different batches overlap (each needs " +
            std::to_string(desc.m * ldd) + " elements)";
@@ -276,8 +260,8 @@ std::string matmulDescProblem(const MatmulDesc &desc) {
     const int64_t auxLd = rowStride(desc.auxLd, desc.n);
     if (auxLd < desc.n || auxLd % 8 != 0)
       return "the GELU aux matrix's row stride " + std::to_string(auxLd) +
-             " must be a multiple of 8 and at least n = " +
-             std::to_string(desc.n) + " (pad it with auxLd)";
+             " must be a multiple of 8 and at least n = " + std::to_string(desc.n) +
+             " (pad it with auxLd)";
     if (desc.batchCount > 1 && desc.auxBatchStride >= 0 &&
         (desc.auxBatchStride % 8 != 0 || desc.auxBatchStride < desc.m * auxLd))
       return "the GELU aux matrix's batch stride must be a multiple of 8 "
@@ -291,14 +275,12 @@ std::string matmulDescProblem(const MatmulDesc &desc) {
 }
 
 std::string describeMatmul(const MatmulDesc &desc) {
-  std::string text = "matmul m=" + std::to_string(desc.m) +
-                     " n=" + std::to_string(desc.n) +
+  std::string text = "matmul m=" + std::to_string(desc.m) + " n=" + std::to_string(desc.n) +
                      " k=" + std::to_string(desc.k);
   if (desc.batchCount != 1)
     text += " batch=" + std::to_string(desc.batchCount);
   text += std::string(" ") + plan::dtypeName(desc.inputType) + " x " +
-          plan::dtypeName(desc.inputType) + " -> " +
-          plan::dtypeName(desc.outputType);
+          plan::dtypeName(desc.inputType) + " -> " + plan::dtypeName(desc.outputType);
   if (desc.transposeA && desc.transposeB)
     text += ", A and B transposed";
   else if (desc.transposeA)
@@ -361,12 +343,12 @@ struct Matmul::CachedProblem {
 namespace {
 
 /// Throws CudaError(Cublas) for a failed cuBLASLt call about \p desc.
-void checkCublas(const CublasLtApi &api, cublasStatus_t status,
-                 const char *call, const MatmulDesc &desc) {
+void checkCublas(const CublasLtApi &api, cublasStatus_t status, const char *call,
+                 const MatmulDesc &desc) {
   if (status != CUBLAS_STATUS_SUCCESS)
     throw CudaError(CudaErrorKind::Cublas,
-                    "cuBLASLt " + describeMatmul(desc) + ": " + call +
-                        " failed with " + api.describeStatus(status),
+                    "cuBLASLt " + describeMatmul(desc) + ": " + call + " failed with " +
+                        api.describeStatus(status),
                     status);
 }
 
@@ -378,8 +360,7 @@ Matmul::Matmul(Device &device, const CublasLtApi *api)
   const cublasStatus_t status = this->api->cublasLtCreate(&handle);
   if (status != CUBLAS_STATUS_SUCCESS)
     throw CudaError(CudaErrorKind::Cublas,
-                    "cublasLtCreate failed with " +
-                        this->api->describeStatus(status) + " on " +
+                    "cublasLtCreate failed with " + this->api->describeStatus(status) + " on " +
                         device.info().summary(),
                     status);
   try {
@@ -396,8 +377,7 @@ Matmul::~Matmul() {
     api->cublasLtDestroy(handle);
 }
 
-Matmul::Key Matmul::keyOf(const MatmulDesc &desc,
-                          const MatmulOperands &operands) {
+Matmul::Key Matmul::keyOf(const MatmulDesc &desc, const MatmulOperands &operands) {
   const CUdeviceptr c = operands.c ? operands.c : operands.d;
   return Key{desc.m,
              desc.n,
@@ -420,12 +400,10 @@ Matmul::Key Matmul::keyOf(const MatmulDesc &desc,
              pointerAlignment(operands.b),
              pointerAlignment(c),
              pointerAlignment(operands.d),
-             pointerAlignment(operands.bias) * 1024 +
-                 pointerAlignment(operands.aux)};
+             pointerAlignment(operands.bias) * 1024 + pointerAlignment(operands.aux)};
 }
 
-Matmul::CachedProblem &Matmul::problemFor(const MatmulDesc &desc,
-                                          const MatmulOperands &operands) {
+Matmul::CachedProblem &Matmul::problemFor(const MatmulDesc &desc, const MatmulOperands &operands) {
   const Key key = keyOf(desc, operands);
   auto found = problems.find(key);
   if (found != problems.end())
@@ -443,13 +421,10 @@ Matmul::CachedProblem &Matmul::problemFor(const MatmulDesc &desc,
   auto check = [&](cublasStatus_t status, const char *call) {
     checkCublas(lt, status, call, desc);
   };
-  check(lt.cublasLtMatmulDescCreate(&entry->operation, CUBLAS_COMPUTE_32F,
-                                    CUDA_R_32F),
+  check(lt.cublasLtMatmulDescCreate(&entry->operation, CUBLAS_COMPUTE_32F, CUDA_R_32F),
         "cublasLtMatmulDescCreate");
-  auto setAttribute = [&](cublasLtMatmulDescAttributes_t attribute,
-                          const auto &value) {
-    check(lt.cublasLtMatmulDescSetAttribute(entry->operation, attribute, &value,
-                                            sizeof value),
+  auto setAttribute = [&](cublasLtMatmulDescAttributes_t attribute, const auto &value) {
+    check(lt.cublasLtMatmulDescSetAttribute(entry->operation, attribute, &value, sizeof value),
           "cublasLtMatmulDescSetAttribute");
   };
   const int32_t transA = gemm.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -470,25 +445,22 @@ Matmul::CachedProblem &Matmul::problemFor(const MatmulDesc &desc,
     setAttribute(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
     setAttribute(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, gemm.auxLd);
     if (gemm.batchCount > 1)
-      setAttribute(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE,
-                   gemm.auxBatchStride);
+      setAttribute(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, gemm.auxBatchStride);
   }
 
-  auto makeLayout = [&](cublasLtMatrixLayout_t &layout,
-                        const ColumnMajorLayout &shape, plan::DType type) {
-    check(lt.cublasLtMatrixLayoutCreate(&layout, cudaDataTypeOf(type),
-                                        shape.rows, shape.cols, shape.ld),
+  auto makeLayout = [&](cublasLtMatrixLayout_t &layout, const ColumnMajorLayout &shape,
+                        plan::DType type) {
+    check(lt.cublasLtMatrixLayoutCreate(&layout, cudaDataTypeOf(type), shape.rows, shape.cols,
+                                        shape.ld),
           "cublasLtMatrixLayoutCreate");
     if (gemm.batchCount > 1) {
       const int32_t count = static_cast<int32_t>(gemm.batchCount);
-      check(
-          lt.cublasLtMatrixLayoutSetAttribute(
-              layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
-          "cublasLtMatrixLayoutSetAttribute");
+      check(lt.cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                sizeof count),
+            "cublasLtMatrixLayoutSetAttribute");
       const int64_t stride = shape.batchStride;
-      check(lt.cublasLtMatrixLayoutSetAttribute(
-                layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                sizeof stride),
+      check(lt.cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                &stride, sizeof stride),
             "cublasLtMatrixLayoutSetAttribute");
     }
   };
@@ -499,46 +471,38 @@ Matmul::CachedProblem &Matmul::problemFor(const MatmulDesc &desc,
   // The preference: our workspace, and the real alignment of each pointer
   // (cuBLASLt's A is our B).
   cublasLtMatmulPreference_t preference = nullptr;
-  check(lt.cublasLtMatmulPreferenceCreate(&preference),
-        "cublasLtMatmulPreferenceCreate");
+  check(lt.cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
   struct PreferenceGuard {
     const CublasLtApi &lt;
     cublasLtMatmulPreference_t preference;
     ~PreferenceGuard() { lt.cublasLtMatmulPreferenceDestroy(preference); }
   } guard{lt, preference};
-  auto setPreference = [&](cublasLtMatmulPreferenceAttributes_t attribute,
-                           const auto &value) {
-    check(lt.cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value,
-                                                  sizeof value),
+  auto setPreference = [&](cublasLtMatmulPreferenceAttributes_t attribute, const auto &value) {
+    check(lt.cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value, sizeof value),
           "cublasLtMatmulPreferenceSetAttribute");
   };
   const uint64_t workspaceBytes = workspace.bytes();
   setPreference(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, workspaceBytes);
-  setPreference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                pointerAlignment(operands.b));
-  setPreference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                pointerAlignment(operands.a));
+  setPreference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, pointerAlignment(operands.b));
+  setPreference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, pointerAlignment(operands.a));
   setPreference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
                 pointerAlignment(operands.c ? operands.c : operands.d));
-  setPreference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                pointerAlignment(operands.d));
+  setPreference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, pointerAlignment(operands.d));
 
   cublasLtMatmulHeuristicResult_t results[4] = {};
   int returned = 0;
-  const cublasStatus_t heuristicStatus = lt.cublasLtMatmulAlgoGetHeuristic(
-      handle, entry->operation, entry->a, entry->b, entry->d, entry->d,
-      preference, 4, results, &returned);
+  const cublasStatus_t heuristicStatus =
+      lt.cublasLtMatmulAlgoGetHeuristic(handle, entry->operation, entry->a, entry->b, entry->d,
+                                        entry->d, preference, 4, results, &returned);
   const cublasLtMatmulHeuristicResult_t *best = nullptr;
   for (int i = 0; heuristicStatus == CUBLAS_STATUS_SUCCESS && i < returned; ++i)
-    if (results[i].state == CUBLAS_STATUS_SUCCESS &&
-        results[i].workspaceSize <= workspaceBytes) {
+    if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= workspaceBytes) {
       best = &results[i];
       break;
     }
   if (!best) {
-    std::string message = "cuBLASLt has no algorithm for " +
-                          describeMatmul(desc) + " on " +
-                          device->info().summary();
+    std::string message =
+        "cuBLASLt has no algorithm for " + describeMatmul(desc) + " on " + device->info().summary();
     if (heuristicStatus != CUBLAS_STATUS_SUCCESS)
       message += " (cublasLtMatmulAlgoGetHeuristic failed with " +
                  lt.describeStatus(heuristicStatus) + ")";
@@ -547,9 +511,8 @@ Matmul::CachedProblem &Matmul::problemFor(const MatmulDesc &desc,
       message += "; cuBLASLt fuses bias gradients only for some transposes: "
                  "compute this one with a separate reduction";
     throw CudaError(CudaErrorKind::Cublas, message,
-                    heuristicStatus != CUBLAS_STATUS_SUCCESS
-                        ? heuristicStatus
-                        : CUBLAS_STATUS_NOT_SUPPORTED);
+                    heuristicStatus != CUBLAS_STATUS_SUCCESS ? heuristicStatus
+                                                             : CUBLAS_STATUS_NOT_SUPPORTED);
   }
   entry->algorithm = best->algo;
   entry->workspaceBytes = best->workspaceSize;
@@ -559,9 +522,8 @@ Matmul::CachedProblem &Matmul::problemFor(const MatmulDesc &desc,
 void Matmul::run(const MatmulDesc &desc, const MatmulOperands &operands) {
   const bool needsBias = desc.epilogue != MatmulEpilogue::None;
   const bool needsAux = desc.epilogue == MatmulEpilogue::GeluAuxBias;
-  if (!operands.a || !operands.b || !operands.d ||
-      (operands.beta != 0.0f && !operands.c) || (needsBias && !operands.bias) ||
-      (needsAux && !operands.aux))
+  if (!operands.a || !operands.b || !operands.d || (operands.beta != 0.0f && !operands.c) ||
+      (needsBias && !operands.bias) || (needsAux && !operands.aux))
     throw CudaError(CudaErrorKind::InvalidArgument,
                     "cannot run " + describeMatmul(desc) +
                         ": a, b and d must be set, c when beta != 0, bias "
@@ -574,33 +536,28 @@ void Matmul::run(const MatmulDesc &desc, const MatmulOperands &operands) {
     const void *bias = reinterpret_cast<const void *>(operands.bias);
     checkCublas(lt,
                 lt.cublasLtMatmulDescSetAttribute(
-                    problem.operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                    sizeof bias),
+                    problem.operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
                 "cublasLtMatmulDescSetAttribute", desc);
   }
   if (problem.hasAux) {
     const void *aux = reinterpret_cast<const void *>(operands.aux);
     checkCublas(lt,
                 lt.cublasLtMatmulDescSetAttribute(
-                    problem.operation,
-                    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
-                    sizeof aux),
+                    problem.operation, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux),
                 "cublasLtMatmulDescSetAttribute", desc);
   }
   const CUdeviceptr c = operands.c ? operands.c : operands.d;
   // cuBLASLt's A is our B and its B our A (see the file comment of
   // CublasLt.h).
-  checkCublas(
-      lt,
-      lt.cublasLtMatmul(handle, problem.operation, &operands.alpha,
-                        reinterpret_cast<const void *>(operands.b), problem.a,
-                        reinterpret_cast<const void *>(operands.a), problem.b,
-                        &operands.beta, reinterpret_cast<const void *>(c),
-                        problem.d, reinterpret_cast<void *>(operands.d),
-                        problem.d, &problem.algorithm,
-                        reinterpret_cast<void *>(workspace.pointer()),
-                        workspace.bytes(), device->stream()),
-      "cublasLtMatmul", desc);
+  checkCublas(lt,
+              lt.cublasLtMatmul(handle, problem.operation, &operands.alpha,
+                                reinterpret_cast<const void *>(operands.b), problem.a,
+                                reinterpret_cast<const void *>(operands.a), problem.b,
+                                &operands.beta, reinterpret_cast<const void *>(c), problem.d,
+                                reinterpret_cast<void *>(operands.d), problem.d, &problem.algorithm,
+                                reinterpret_cast<void *>(workspace.pointer()), workspace.bytes(),
+                                device->stream()),
+              "cublasLtMatmul", desc);
 }
 
 } // namespace ampc::cuda

@@ -64,22 +64,22 @@ namespace ampc::cuda {
 //===----------------------------------------------------------------------===//
 
 // Every cuBLASLt entry point the backend uses.
-#define AMPC_CUBLASLT_ENTRY_POINTS(X)                                          \
-  X(cublasLtGetVersion)                                                        \
-  X(cublasLtGetStatusName)                                                     \
-  X(cublasLtGetStatusString)                                                   \
-  X(cublasLtCreate)                                                            \
-  X(cublasLtDestroy)                                                           \
-  X(cublasLtMatmulDescCreate)                                                  \
-  X(cublasLtMatmulDescDestroy)                                                 \
-  X(cublasLtMatmulDescSetAttribute)                                            \
-  X(cublasLtMatrixLayoutCreate)                                                \
-  X(cublasLtMatrixLayoutDestroy)                                               \
-  X(cublasLtMatrixLayoutSetAttribute)                                          \
-  X(cublasLtMatmulPreferenceCreate)                                            \
-  X(cublasLtMatmulPreferenceDestroy)                                           \
-  X(cublasLtMatmulPreferenceSetAttribute)                                      \
-  X(cublasLtMatmulAlgoGetHeuristic)                                            \
+#define AMPC_CUBLASLT_ENTRY_POINTS(X)                                                              \
+  X(cublasLtGetVersion)                                                                            \
+  X(cublasLtGetStatusName)                                                                         \
+  X(cublasLtGetStatusString)                                                                       \
+  X(cublasLtCreate)                                                                                \
+  X(cublasLtDestroy)                                                                               \
+  X(cublasLtMatmulDescCreate)                                                                      \
+  X(cublasLtMatmulDescDestroy)                                                                     \
+  X(cublasLtMatmulDescSetAttribute)                                                                \
+  X(cublasLtMatrixLayoutCreate)                                                                    \
+  X(cublasLtMatrixLayoutDestroy)                                                                   \
+  X(cublasLtMatrixLayoutSetAttribute)                                                              \
+  X(cublasLtMatmulPreferenceCreate)                                                                \
+  X(cublasLtMatmulPreferenceDestroy)                                                               \
+  X(cublasLtMatmulPreferenceSetAttribute)                                                          \
+  X(cublasLtMatmulAlgoGetHeuristic)                                                                \
   X(cublasLtMatmul)
 
 /// cuBLASLt's entry points, resolved from one loaded library.
@@ -136,8 +136,8 @@ const char *epilogueName(MatmulEpilogue epilogue);
 /// and leading dimensions count elements.
 struct MatmulDesc {
   int64_t m = 0, n = 0, k = 0;
-  bool transposeA = false; ///< A is stored [k, m] and used as A^T
-  bool transposeB = false; ///< B is stored [n, k] and used as B^T
+  bool transposeA = false;                    ///< A is stored [k, m] and used as A^T
+  bool transposeB = false;                    ///< B is stored [n, k] and used as B^T
   plan::DType inputType = plan::DType::BF16;  ///< of A and B
   plan::DType outputType = plan::DType::BF16; ///< of C, D, bias and aux
   /// Row strides; 0: packed (the stored matrix's column count).
@@ -236,8 +236,7 @@ private:
   /// descriptors, including pointer alignments.
   using Key = std::array<int64_t, 22>;
   static Key keyOf(const MatmulDesc &desc, const MatmulOperands &operands);
-  CachedProblem &problemFor(const MatmulDesc &desc,
-                            const MatmulOperands &operands);
+  CachedProblem &problemFor(const MatmulDesc &desc, const MatmulOperands &operands);
 
   Device *device;
   const CublasLtApi *api;

@@ -38,8 +38,7 @@ CudaGraph &CudaGraph::operator=(CudaGraph &&other) noexcept {
 
 void CudaGraph::launch() {
   const DriverApi &api = device->api();
-  checkDriverLazy(api, api.cuGraphLaunch(executable, device->stream()),
-                  "cuGraphLaunch",
+  checkDriverLazy(api, api.cuGraphLaunch(executable, device->stream()), "cuGraphLaunch",
                   [&] { return "replaying the CUDA graph of " + graphName; });
 }
 
@@ -56,15 +55,12 @@ void CudaGraph::reset() {
 // GraphCapture
 //===----------------------------------------------------------------------===//
 
-GraphCapture::GraphCapture(Device &device, std::string name, Warning warning,
-                           int warmUpRuns)
+GraphCapture::GraphCapture(Device &device, std::string name, Warning warning, int warmUpRuns)
     : device(&device), graphName(std::move(name)), warning(std::move(warning)),
       warmUpRuns(warmUpRuns < 0 ? 0 : warmUpRuns),
       currentMode(this->warmUpRuns > 0 ? Mode::WarmingUp : Mode::Capturing) {
   if (!this->warning)
-    this->warning = [](const std::string &line) {
-      std::fprintf(stderr, "%s\n", line.c_str());
-    };
+    this->warning = [](const std::string &line) { std::fprintf(stderr, "%s\n", line.c_str()); };
 }
 
 void GraphCapture::run(const std::function<void()> &record) {
@@ -96,8 +92,7 @@ bool GraphCapture::capture(const std::function<void()> &record) {
   const CUstream stream = device->stream();
   // Thread-local mode: only this thread's unsafe calls (allocations,
   // synchronous copies) invalidate the capture; other threads may go on.
-  CUresult result =
-      api.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  CUresult result = api.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
   if (result != CUDA_SUCCESS) {
     fallBack("cuStreamBeginCapture returned " + api.errorName(result));
     return false;
@@ -117,9 +112,7 @@ bool GraphCapture::capture(const std::function<void()> &record) {
     fallBack(!thrown.empty()
                  ? thrown
                  : "cuStreamEndCapture returned " + api.errorName(result) +
-                       (api.errorString(result).empty()
-                            ? ""
-                            : ": " + api.errorString(result)));
+                       (api.errorString(result).empty() ? "" : ": " + api.errorString(result)));
     return false;
   }
   try {
@@ -135,8 +128,8 @@ void GraphCapture::fallBack(const std::string &why) {
   reason = why;
   currentMode = Mode::Eager;
   graph.reset();
-  warning("warning: cannot capture " + graphName + " into a CUDA graph (" +
-          why + "): running its work launch by launch");
+  warning("warning: cannot capture " + graphName + " into a CUDA graph (" + why +
+          "): running its work launch by launch");
 }
 
 void GraphCapture::reset() {

@@ -78,8 +78,7 @@ public:
   /// \p name is what the graph holds ("the micro step"), for the warning.
   /// \p warning receives the one-line reason when capture fails (default:
   /// printed to stderr). \p warmUpRuns eager runs precede the capture.
-  GraphCapture(Device &device, std::string name, Warning warning = nullptr,
-               int warmUpRuns = 1);
+  GraphCapture(Device &device, std::string name, Warning warning = nullptr, int warmUpRuns = 1);
 
   /// Runs the step: see the file comment. Exceptions from an eager
   /// `record` propagate.

@@ -11,18 +11,16 @@ std::string DeviceInfo::computeCapability() const {
 }
 
 std::string DeviceInfo::summary() const {
-  return "GPU " + std::to_string(index) + " (" + name +
-         ", compute capability " + computeCapability() + ", " +
-         std::to_string(multiprocessors) + " SMs, " + formatBytes(totalMemory) +
-         ", driver CUDA " + formatCudaVersion(driverVersion) + ")";
+  return "GPU " + std::to_string(index) + " (" + name + ", compute capability " +
+         computeCapability() + ", " + std::to_string(multiprocessors) + " SMs, " +
+         formatBytes(totalMemory) + ", driver CUDA " + formatCudaVersion(driverVersion) + ")";
 }
 
 //===----------------------------------------------------------------------===//
 // DeviceAllocation and PinnedHostBuffer
 //===----------------------------------------------------------------------===//
 
-DeviceAllocation &
-DeviceAllocation::operator=(DeviceAllocation &&other) noexcept {
+DeviceAllocation &DeviceAllocation::operator=(DeviceAllocation &&other) noexcept {
   if (this != &other) {
     release();
     owner = other.owner;
@@ -43,8 +41,7 @@ void DeviceAllocation::release() {
   byteCount = 0;
 }
 
-PinnedHostBuffer &
-PinnedHostBuffer::operator=(PinnedHostBuffer &&other) noexcept {
+PinnedHostBuffer &PinnedHostBuffer::operator=(PinnedHostBuffer &&other) noexcept {
   if (this != &other) {
     release();
     api = other.api;
@@ -65,8 +62,7 @@ void PinnedHostBuffer::release() {
 // Device
 //===----------------------------------------------------------------------===//
 
-Device::Device(const DeviceOptions &options)
-    : driver(options.api ? options.api : &driverApi()) {
+Device::Device(const DeviceOptions &options) : driver(options.api ? options.api : &driverApi()) {
   const DriverApi &api = *driver;
   deviceInfo.index = options.index;
   deviceInfo.driverVersion = api.driverVersion;
@@ -77,43 +73,36 @@ Device::Device(const DeviceOptions &options)
     const std::string description = api.errorString(initResult);
     if (!description.empty())
       cause += ": " + description;
-    throw CudaError(CudaErrorKind::NoDevice, noDeviceMessage(cause),
-                    initResult);
+    throw CudaError(CudaErrorKind::NoDevice, noDeviceMessage(cause), initResult);
   }
   int count = 0;
-  checkDriver(api, api.cuDeviceGetCount(&count), "cuDeviceGetCount",
-              "counting GPUs");
+  checkDriver(api, api.cuDeviceGetCount(&count), "cuDeviceGetCount", "counting GPUs");
   if (count == 0)
-    throw CudaError(CudaErrorKind::NoDevice,
-                    noDeviceMessage("the driver sees no GPU"));
+    throw CudaError(CudaErrorKind::NoDevice, noDeviceMessage("the driver sees no GPU"));
   if (options.index < 0 || options.index >= count)
-    throw CudaError(CudaErrorKind::NoDevice,
-                    deviceIndexMessage(options.index, count));
+    throw CudaError(CudaErrorKind::NoDevice, deviceIndexMessage(options.index, count));
   checkDriver(api, api.cuDeviceGet(&handle, options.index), "cuDeviceGet",
               "opening GPU " + std::to_string(options.index));
 
   char name[256] = {};
-  checkDriver(api, api.cuDeviceGetName(name, sizeof name - 1, handle),
-              "cuDeviceGetName", "reading the GPU's name");
+  checkDriver(api, api.cuDeviceGetName(name, sizeof name - 1, handle), "cuDeviceGetName",
+              "reading the GPU's name");
   deviceInfo.name = name;
   auto attribute = [&](CUdevice_attribute which, const char *what) {
     int value = 0;
-    checkDriver(api, api.cuDeviceGetAttribute(&value, which, handle),
-                "cuDeviceGetAttribute", std::string("reading ") + what);
+    checkDriver(api, api.cuDeviceGetAttribute(&value, which, handle), "cuDeviceGetAttribute",
+                std::string("reading ") + what);
     return value;
   };
-  deviceInfo.computeMajor = attribute(
-      CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "the compute capability");
-  deviceInfo.computeMinor = attribute(
-      CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "the compute capability");
-  deviceInfo.multiprocessors =
-      attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "the SM count");
+  deviceInfo.computeMajor =
+      attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "the compute capability");
+  deviceInfo.computeMinor =
+      attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "the compute capability");
+  deviceInfo.multiprocessors = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "the SM count");
   deviceInfo.sharedMemoryPerBlock =
-      attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK,
-                "the shared memory per block");
-  deviceInfo.sharedMemoryPerBlockOptin =
-      attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-                "the opt-in shared memory per block");
+      attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, "the shared memory per block");
+  deviceInfo.sharedMemoryPerBlockOptin = attribute(
+      CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, "the opt-in shared memory per block");
   size_t total = 0;
   checkDriver(api, api.cuDeviceTotalMem(&total, handle), "cuDeviceTotalMem",
               "reading the GPU's memory size");
@@ -123,14 +112,13 @@ Device::Device(const DeviceOptions &options)
     requireBf16();
 
   checkDriver(api, api.cuDevicePrimaryCtxRetain(&primaryContext, handle),
-              "cuDevicePrimaryCtxRetain",
-              "creating the context of " + deviceInfo.summary());
+              "cuDevicePrimaryCtxRetain", "creating the context of " + deviceInfo.summary());
   try {
     makeCurrent();
     // Non-blocking: no implicit ordering with the legacy default stream,
     // and stream capture into CUDA graphs is allowed on it.
-    checkDriver(api, api.cuStreamCreate(&deviceStream, CU_STREAM_NON_BLOCKING),
-                "cuStreamCreate", "creating the stream");
+    checkDriver(api, api.cuStreamCreate(&deviceStream, CU_STREAM_NON_BLOCKING), "cuStreamCreate",
+                "creating the stream");
   } catch (...) {
     api.cuDevicePrimaryCtxRelease(handle);
     throw;
@@ -147,22 +135,21 @@ Device::~Device() {
 }
 
 void Device::makeCurrent() const {
-  checkDriver(*driver, driver->cuCtxSetCurrent(primaryContext),
-              "cuCtxSetCurrent", "making the GPU's context current");
+  checkDriver(*driver, driver->cuCtxSetCurrent(primaryContext), "cuCtxSetCurrent",
+              "making the GPU's context current");
 }
 
 void Device::requireBf16() const {
   if (!deviceInfo.supportsBf16())
     throw CudaError(CudaErrorKind::Bf16Unsupported,
                     bf16UnsupportedMessage(deviceInfo.index, deviceInfo.name,
-                                           deviceInfo.computeMajor,
-                                           deviceInfo.computeMinor));
+                                           deviceInfo.computeMajor, deviceInfo.computeMinor));
 }
 
 MemoryInfo Device::memoryInfo() const {
   size_t freeBytes = 0, totalBytes = 0;
-  checkDriver(*driver, driver->cuMemGetInfo(&freeBytes, &totalBytes),
-              "cuMemGetInfo", "reading free GPU memory");
+  checkDriver(*driver, driver->cuMemGetInfo(&freeBytes, &totalBytes), "cuMemGetInfo",
+              "reading free GPU memory");
   return {freeBytes, totalBytes};
 }
 
@@ -180,66 +167,51 @@ DeviceAllocation Device::allocate(size_t bytes, const std::string &what) {
       memory.totalBytes = deviceInfo.totalMemory;
     }
     throw CudaError(CudaErrorKind::OutOfMemory,
-                    outOfMemoryMessage(what, bytes, memory.freeBytes,
-                                       memory.totalBytes, heldBytes,
+                    outOfMemoryMessage(what, bytes, memory.freeBytes, memory.totalBytes, heldBytes,
                                        deviceInfo.index, deviceInfo.name),
                     result);
   }
-  checkDriverLazy(*driver, result, "cuMemAlloc", [&] {
-    return "allocating " + formatBytes(bytes) + " for " + what;
-  });
+  checkDriverLazy(*driver, result, "cuMemAlloc",
+                  [&] { return "allocating " + formatBytes(bytes) + " for " + what; });
   heldBytes += bytes;
   return DeviceAllocation(this, pointer, bytes);
 }
 
 PinnedHostBuffer Device::allocatePinned(size_t bytes, const std::string &what) {
   PinnedHostBuffer buffer;
-  checkDriverLazy(*driver, driver->cuMemAllocHost(&buffer.hostPointer, bytes),
-                  "cuMemAllocHost", [&] {
-                    return "allocating " + formatBytes(bytes) +
-                           " of pinned host memory for " + what;
-                  });
+  checkDriverLazy(
+      *driver, driver->cuMemAllocHost(&buffer.hostPointer, bytes), "cuMemAllocHost",
+      [&] { return "allocating " + formatBytes(bytes) + " of pinned host memory for " + what; });
   buffer.api = driver;
   buffer.byteCount = bytes;
   return buffer;
 }
 
-void Device::copyToDeviceAsync(CUdeviceptr destination, const void *source,
-                               size_t bytes) {
-  checkDriverLazy(
-      *driver,
-      driver->cuMemcpyHtoDAsync(destination, source, bytes, deviceStream),
-      "cuMemcpyHtoDAsync",
-      [&] { return "copying " + formatBytes(bytes) + " to the GPU"; });
+void Device::copyToDeviceAsync(CUdeviceptr destination, const void *source, size_t bytes) {
+  checkDriverLazy(*driver, driver->cuMemcpyHtoDAsync(destination, source, bytes, deviceStream),
+                  "cuMemcpyHtoDAsync",
+                  [&] { return "copying " + formatBytes(bytes) + " to the GPU"; });
 }
 
-void Device::copyToHostAsync(void *destination, CUdeviceptr source,
-                             size_t bytes) {
-  checkDriverLazy(
-      *driver,
-      driver->cuMemcpyDtoHAsync(destination, source, bytes, deviceStream),
-      "cuMemcpyDtoHAsync",
-      [&] { return "copying " + formatBytes(bytes) + " from the GPU"; });
+void Device::copyToHostAsync(void *destination, CUdeviceptr source, size_t bytes) {
+  checkDriverLazy(*driver, driver->cuMemcpyDtoHAsync(destination, source, bytes, deviceStream),
+                  "cuMemcpyDtoHAsync",
+                  [&] { return "copying " + formatBytes(bytes) + " from the GPU"; });
 }
 
-void Device::copyOnDeviceAsync(CUdeviceptr destination, CUdeviceptr source,
-                               size_t bytes) {
-  checkDriverLazy(
-      *driver,
-      driver->cuMemcpyDtoDAsync(destination, source, bytes, deviceStream),
-      "cuMemcpyDtoDAsync",
-      [&] { return "copying " + formatBytes(bytes) + " on the GPU"; });
+void Device::copyOnDeviceAsync(CUdeviceptr destination, CUdeviceptr source, size_t bytes) {
+  checkDriverLazy(*driver, driver->cuMemcpyDtoDAsync(destination, source, bytes, deviceStream),
+                  "cuMemcpyDtoDAsync",
+                  [&] { return "copying " + formatBytes(bytes) + " on the GPU"; });
 }
 
 void Device::memsetAsync(CUdeviceptr destination, uint8_t value, size_t bytes) {
-  checkDriverLazy(
-      *driver, driver->cuMemsetD8Async(destination, value, bytes, deviceStream),
-      "cuMemsetD8Async",
-      [&] { return "setting " + formatBytes(bytes) + " of GPU memory"; });
+  checkDriverLazy(*driver, driver->cuMemsetD8Async(destination, value, bytes, deviceStream),
+                  "cuMemsetD8Async",
+                  [&] { return "setting " + formatBytes(bytes) + " of GPU memory"; });
 }
 
-void Device::copyToDevice(CUdeviceptr destination, const void *source,
-                          size_t bytes) {
+void Device::copyToDevice(CUdeviceptr destination, const void *source, size_t bytes) {
   copyToDeviceAsync(destination, source, bytes);
   synchronize("copying " + formatBytes(bytes) + " to the GPU");
 }
@@ -250,8 +222,7 @@ void Device::copyToHost(void *destination, CUdeviceptr source, size_t bytes) {
 }
 
 void Device::synchronize(const std::string &doing) {
-  checkDriver(*driver, driver->cuStreamSynchronize(deviceStream),
-              "cuStreamSynchronize", doing);
+  checkDriver(*driver, driver->cuStreamSynchronize(deviceStream), "cuStreamSynchronize", doing);
 }
 
 //===----------------------------------------------------------------------===//
@@ -259,9 +230,8 @@ void Device::synchronize(const std::string &doing) {
 //===----------------------------------------------------------------------===//
 
 Event::Event(Device &device) : device(&device) {
-  checkDriver(device.api(),
-              device.api().cuEventCreate(&event, CU_EVENT_DEFAULT),
-              "cuEventCreate", "creating a timing event");
+  checkDriver(device.api(), device.api().cuEventCreate(&event, CU_EVENT_DEFAULT), "cuEventCreate",
+              "creating a timing event");
 }
 
 Event::~Event() {
@@ -270,21 +240,19 @@ Event::~Event() {
 }
 
 void Event::record() {
-  checkDriver(device->api(),
-              device->api().cuEventRecord(event, device->stream()),
-              "cuEventRecord", "recording a timing event");
+  checkDriver(device->api(), device->api().cuEventRecord(event, device->stream()), "cuEventRecord",
+              "recording a timing event");
 }
 
 void Event::synchronize() {
-  checkDriver(device->api(), device->api().cuEventSynchronize(event),
-              "cuEventSynchronize", "waiting for a timing event");
+  checkDriver(device->api(), device->api().cuEventSynchronize(event), "cuEventSynchronize",
+              "waiting for a timing event");
 }
 
 float Event::elapsedMilliseconds(const Event &start, const Event &end) {
   float milliseconds = 0;
   checkDriver(start.device->api(),
-              start.device->api().cuEventElapsedTime(&milliseconds, start.event,
-                                                     end.event),
+              start.device->api().cuEventElapsedTime(&milliseconds, start.event, end.event),
               "cuEventElapsedTime", "timing GPU work");
   return milliseconds;
 }

@@ -77,9 +77,7 @@ class DeviceAllocation {
 public:
   DeviceAllocation() = default;
   ~DeviceAllocation() { release(); }
-  DeviceAllocation(DeviceAllocation &&other) noexcept {
-    *this = std::move(other);
-  }
+  DeviceAllocation(DeviceAllocation &&other) noexcept { *this = std::move(other); }
   DeviceAllocation &operator=(DeviceAllocation &&other) noexcept;
   DeviceAllocation(const DeviceAllocation &) = delete;
   DeviceAllocation &operator=(const DeviceAllocation &) = delete;
@@ -106,9 +104,7 @@ class PinnedHostBuffer {
 public:
   PinnedHostBuffer() = default;
   ~PinnedHostBuffer() { release(); }
-  PinnedHostBuffer(PinnedHostBuffer &&other) noexcept {
-    *this = std::move(other);
-  }
+  PinnedHostBuffer(PinnedHostBuffer &&other) noexcept { *this = std::move(other); }
   PinnedHostBuffer &operator=(PinnedHostBuffer &&other) noexcept;
   PinnedHostBuffer(const PinnedHostBuffer &) = delete;
   PinnedHostBuffer &operator=(const PinnedHostBuffer &) = delete;
@@ -168,14 +164,12 @@ public:
   /// Host -> device on the stream. From pageable memory the call returns
   /// once \p source has been staged, so it may be reused at once; from
   /// pinned memory it must stay untouched until the stream reaches the copy.
-  void copyToDeviceAsync(CUdeviceptr destination, const void *source,
-                         size_t bytes);
+  void copyToDeviceAsync(CUdeviceptr destination, const void *source, size_t bytes);
   /// Device -> host on the stream; \p destination is valid after
   /// synchronize(). Use pinned memory for a copy that does not block.
   void copyToHostAsync(void *destination, CUdeviceptr source, size_t bytes);
   /// Device -> device on the stream.
-  void copyOnDeviceAsync(CUdeviceptr destination, CUdeviceptr source,
-                         size_t bytes);
+  void copyOnDeviceAsync(CUdeviceptr destination, CUdeviceptr source, size_t bytes);
   /// Sets \p bytes bytes to \p value on the stream.
   void memsetAsync(CUdeviceptr destination, uint8_t value, size_t bytes);
 

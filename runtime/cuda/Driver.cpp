@@ -40,51 +40,44 @@ void loadInto(DriverApi &table, const DriverLoadOptions &options) {
   DynamicLibrary library = DynamicLibrary::openFirst(options.libraryNames);
   if (!library)
     throw CudaError(CudaErrorKind::NoDriver,
-                    noDriverMessage(options.libraryNames.empty()
-                                        ? std::string("libcuda.so.1")
-                                        : options.libraryNames.front()));
+                    noDriverMessage(options.libraryNames.empty() ? std::string("libcuda.so.1")
+                                                                 : options.libraryNames.front()));
   api->library = library.name();
 
   // The version first: it decides whether a missing entry point means an
   // old driver or a broken one, and the toolkit's stub fails it.
-  if (!library.resolve(api->cuDriverGetVersion,
-                       AMPC_CUDA_STRINGIFY(cuDriverGetVersion)))
-    throw CudaError(CudaErrorKind::NoDriver,
-                    "no NVIDIA driver found (" + api->library +
-                        " has no cuDriverGetVersion, so it is not a CUDA "
-                        "driver): use --device cpu");
+  if (!library.resolve(api->cuDriverGetVersion, AMPC_CUDA_STRINGIFY(cuDriverGetVersion)))
+    throw CudaError(CudaErrorKind::NoDriver, "no NVIDIA driver found (" + api->library +
+                                                 " has no cuDriverGetVersion, so it is not a CUDA "
+                                                 "driver): use --device cpu");
   const CUresult versionResult = api->cuDriverGetVersion(&api->driverVersion);
   if (versionResult == CUDA_ERROR_STUB_LIBRARY)
-    throw CudaError(CudaErrorKind::NoDriver, stubDriverMessage(api->library),
-                    versionResult);
+    throw CudaError(CudaErrorKind::NoDriver, stubDriverMessage(api->library), versionResult);
   if (versionResult != CUDA_SUCCESS)
     throw CudaError(CudaErrorKind::NoDriver,
-                    "no usable NVIDIA driver (cuDriverGetVersion in " +
-                        api->library + " returned CUresult " +
-                        std::to_string(versionResult) + "): use --device cpu",
+                    "no usable NVIDIA driver (cuDriverGetVersion in " + api->library +
+                        " returned CUresult " + std::to_string(versionResult) +
+                        "): use --device cpu",
                     versionResult);
   if (api->driverVersion < options.requiredVersion)
-    throw CudaError(
-        CudaErrorKind::DriverTooOld,
-        driverTooOldMessage(api->driverVersion, options.requiredVersion,
-                            "this program's kernels (compiled "
-                            "with CUDA " +
-                                formatCudaVersion(kToolkitVersion) + ")"));
+    throw CudaError(CudaErrorKind::DriverTooOld,
+                    driverTooOldMessage(api->driverVersion, options.requiredVersion,
+                                        "this program's kernels (compiled "
+                                        "with CUDA " +
+                                            formatCudaVersion(kToolkitVersion) + ")"));
 
   std::string missing;
   auto resolve = [&](auto &entry, const char *symbol) {
     if (!library.resolve(entry, symbol))
       missing += (missing.empty() ? "" : ", ") + std::string(symbol);
   };
-#define AMPC_CUDA_DRIVER_RESOLVE(name)                                         \
-  resolve(api->name, AMPC_CUDA_STRINGIFY(name));
+#define AMPC_CUDA_DRIVER_RESOLVE(name) resolve(api->name, AMPC_CUDA_STRINGIFY(name));
   AMPC_CUDA_DRIVER_ENTRY_POINTS(AMPC_CUDA_DRIVER_RESOLVE)
 #undef AMPC_CUDA_DRIVER_RESOLVE
   if (!missing.empty())
     throw CudaError(CudaErrorKind::DriverTooOld,
                     "the NVIDIA driver in " + api->library + " (CUDA " +
-                        formatCudaVersion(api->driverVersion) + ") lacks " +
-                        missing +
+                        formatCudaVersion(api->driverVersion) + ") lacks " + missing +
                         ", which this program needs: update the NVIDIA "
                         "driver or use --device cpu");
   api->handle = library.release();
@@ -103,8 +96,7 @@ std::string DriverApi::errorName(CUresult result) const {
 
 std::string DriverApi::errorString(CUresult result) const {
   const char *text = nullptr;
-  if (cuGetErrorString && cuGetErrorString(result, &text) == CUDA_SUCCESS &&
-      text)
+  if (cuGetErrorString && cuGetErrorString(result, &text) == CUDA_SUCCESS && text)
     return text;
   return "";
 }
@@ -160,8 +152,7 @@ void checkDriver(const DriverApi &api, CUresult result, const char *call,
   if (result == CUDA_SUCCESS)
     return;
   throw CudaError(CudaErrorKind::DriverCall,
-                  driverCallMessage(call, api.errorName(result),
-                                    api.errorString(result), doing),
+                  driverCallMessage(call, api.errorName(result), api.errorString(result), doing),
                   result);
 }
 

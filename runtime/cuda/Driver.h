@@ -42,49 +42,49 @@ inline constexpr int kToolkitVersion = CUDA_VERSION;
 
 // Every driver entry point the backend uses. X(name) receives the cuda.h API
 // name; see the file comment for how it becomes the versioned symbol.
-#define AMPC_CUDA_DRIVER_ENTRY_POINTS(X)                                       \
-  X(cuGetErrorName)                                                            \
-  X(cuGetErrorString)                                                          \
-  X(cuDriverGetVersion)                                                        \
-  X(cuInit)                                                                    \
-  X(cuDeviceGetCount)                                                          \
-  X(cuDeviceGet)                                                               \
-  X(cuDeviceGetName)                                                           \
-  X(cuDeviceGetAttribute)                                                      \
-  X(cuDeviceTotalMem)                                                          \
-  X(cuDevicePrimaryCtxRetain)                                                  \
-  X(cuDevicePrimaryCtxRelease)                                                 \
-  X(cuCtxSetCurrent)                                                           \
-  X(cuCtxSynchronize)                                                          \
-  X(cuMemGetInfo)                                                              \
-  X(cuMemAlloc)                                                                \
-  X(cuMemFree)                                                                 \
-  X(cuMemAllocHost)                                                            \
-  X(cuMemFreeHost)                                                             \
-  X(cuMemsetD8Async)                                                           \
-  X(cuMemcpyHtoDAsync)                                                         \
-  X(cuMemcpyDtoHAsync)                                                         \
-  X(cuMemcpyDtoDAsync)                                                         \
-  X(cuModuleLoadDataEx)                                                        \
-  X(cuModuleUnload)                                                            \
-  X(cuModuleGetFunction)                                                       \
-  X(cuFuncGetAttribute)                                                        \
-  X(cuFuncSetAttribute)                                                        \
-  X(cuLaunchKernel)                                                            \
-  X(cuStreamCreate)                                                            \
-  X(cuStreamDestroy)                                                           \
-  X(cuStreamSynchronize)                                                       \
-  X(cuStreamIsCapturing)                                                       \
-  X(cuEventCreate)                                                             \
-  X(cuEventDestroy)                                                            \
-  X(cuEventRecord)                                                             \
-  X(cuEventSynchronize)                                                        \
-  X(cuEventElapsedTime)                                                        \
-  X(cuStreamBeginCapture)                                                      \
-  X(cuStreamEndCapture)                                                        \
-  X(cuGraphInstantiate)                                                        \
-  X(cuGraphLaunch)                                                             \
-  X(cuGraphExecDestroy)                                                        \
+#define AMPC_CUDA_DRIVER_ENTRY_POINTS(X)                                                           \
+  X(cuGetErrorName)                                                                                \
+  X(cuGetErrorString)                                                                              \
+  X(cuDriverGetVersion)                                                                            \
+  X(cuInit)                                                                                        \
+  X(cuDeviceGetCount)                                                                              \
+  X(cuDeviceGet)                                                                                   \
+  X(cuDeviceGetName)                                                                               \
+  X(cuDeviceGetAttribute)                                                                          \
+  X(cuDeviceTotalMem)                                                                              \
+  X(cuDevicePrimaryCtxRetain)                                                                      \
+  X(cuDevicePrimaryCtxRelease)                                                                     \
+  X(cuCtxSetCurrent)                                                                               \
+  X(cuCtxSynchronize)                                                                              \
+  X(cuMemGetInfo)                                                                                  \
+  X(cuMemAlloc)                                                                                    \
+  X(cuMemFree)                                                                                     \
+  X(cuMemAllocHost)                                                                                \
+  X(cuMemFreeHost)                                                                                 \
+  X(cuMemsetD8Async)                                                                               \
+  X(cuMemcpyHtoDAsync)                                                                             \
+  X(cuMemcpyDtoHAsync)                                                                             \
+  X(cuMemcpyDtoDAsync)                                                                             \
+  X(cuModuleLoadDataEx)                                                                            \
+  X(cuModuleUnload)                                                                                \
+  X(cuModuleGetFunction)                                                                           \
+  X(cuFuncGetAttribute)                                                                            \
+  X(cuFuncSetAttribute)                                                                            \
+  X(cuLaunchKernel)                                                                                \
+  X(cuStreamCreate)                                                                                \
+  X(cuStreamDestroy)                                                                               \
+  X(cuStreamSynchronize)                                                                           \
+  X(cuStreamIsCapturing)                                                                           \
+  X(cuEventCreate)                                                                                 \
+  X(cuEventDestroy)                                                                                \
+  X(cuEventRecord)                                                                                 \
+  X(cuEventSynchronize)                                                                            \
+  X(cuEventElapsedTime)                                                                            \
+  X(cuStreamBeginCapture)                                                                          \
+  X(cuStreamEndCapture)                                                                            \
+  X(cuGraphInstantiate)                                                                            \
+  X(cuGraphLaunch)                                                                                 \
+  X(cuGraphExecDestroy)                                                                            \
   X(cuGraphDestroy)
 
 /// The driver's entry points, resolved from one loaded library. Obtain the
@@ -132,14 +132,13 @@ const DriverApi &driverApi();
 /// Throws CudaError(DriverCall) naming \p call, the error and \p doing when
 /// \p result is not CUDA_SUCCESS; \p doing is "" or what the runtime was
 /// doing ("allocating the micro_step arena").
-void checkDriver(const DriverApi &api, CUresult result, const char *call,
-                 const std::string &doing);
+void checkDriver(const DriverApi &api, CUresult result, const char *call, const std::string &doing);
 
 /// As checkDriver, but \p describeDoing (returning std::string) is called
 /// only on failure, so hot paths build no strings.
 template <typename Describe>
-inline void checkDriverLazy(const DriverApi &api, CUresult result,
-                            const char *call, Describe &&describeDoing) {
+inline void checkDriverLazy(const DriverApi &api, CUresult result, const char *call,
+                            Describe &&describeDoing) {
   if (result != CUDA_SUCCESS)
     checkDriver(api, result, call, describeDoing());
 }

@@ -14,8 +14,7 @@ DynamicLibrary::~DynamicLibrary() {
 }
 
 DynamicLibrary::DynamicLibrary(DynamicLibrary &&other) noexcept
-    : handle_(std::exchange(other.handle_, nullptr)),
-      name_(std::move(other.name_)) {}
+    : handle_(std::exchange(other.handle_, nullptr)), name_(std::move(other.name_)) {}
 
 DynamicLibrary &DynamicLibrary::operator=(DynamicLibrary &&other) noexcept {
   if (this != &other) {
@@ -27,8 +26,7 @@ DynamicLibrary &DynamicLibrary::operator=(DynamicLibrary &&other) noexcept {
   return *this;
 }
 
-DynamicLibrary
-DynamicLibrary::openFirst(const std::vector<std::string> &candidates) {
+DynamicLibrary DynamicLibrary::openFirst(const std::vector<std::string> &candidates) {
   DynamicLibrary library;
   for (const std::string &name : candidates) {
     library.handle_ = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -42,8 +40,6 @@ DynamicLibrary::openFirst(const std::vector<std::string> &candidates) {
 
 void *DynamicLibrary::release() { return std::exchange(handle_, nullptr); }
 
-void *DynamicLibrary::lookup(const char *symbol) const {
-  return dlsym(handle_, symbol);
-}
+void *DynamicLibrary::lookup(const char *symbol) const { return dlsym(handle_, symbol); }
 
 } // namespace ampc::cuda

@@ -40,8 +40,7 @@ public:
 
   /// dlsym into a typed function pointer; false (and \p entry null) when the
   /// library has no such symbol.
-  template <typename Function>
-  bool resolve(Function &entry, const char *symbol) const {
+  template <typename Function> bool resolve(Function &entry, const char *symbol) const {
     entry = reinterpret_cast<Function>(lookup(symbol));
     return entry != nullptr;
   }

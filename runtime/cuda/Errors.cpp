@@ -7,8 +7,7 @@
 namespace ampc::cuda {
 
 std::string formatCudaVersion(int version) {
-  return std::to_string(version / 1000) + "." +
-         std::to_string((version % 1000) / 10);
+  return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
 }
 
 std::string formatBytes(uint64_t bytes) {
@@ -44,8 +43,7 @@ std::string minimumDriverBranch(int version) {
 }
 
 std::string noDriverMessage(const std::string &library) {
-  return "no NVIDIA driver found (" + library +
-         " could not be loaded): use --device cpu";
+  return "no NVIDIA driver found (" + library + " could not be loaded): use --device cpu";
 }
 
 std::string stubDriverMessage(const std::string &library) {
@@ -67,19 +65,15 @@ std::string deviceIndexMessage(int index, int count) {
 std::string driverTooOldMessage(int installedVersion, int requiredVersion,
                                 const std::string &what) {
   const std::string branch = minimumDriverBranch(requiredVersion);
-  return "the NVIDIA driver is too old: it supports CUDA " +
-         formatCudaVersion(installedVersion) + ", and CUDA " +
-         formatCudaVersion(requiredVersion) + " or newer" +
-         (branch.empty() ? "" : " (driver " + branch + " or later)") +
-         " is needed for " + what +
+  return "the NVIDIA driver is too old: it supports CUDA " + formatCudaVersion(installedVersion) +
+         ", and CUDA " + formatCudaVersion(requiredVersion) + " or newer" +
+         (branch.empty() ? "" : " (driver " + branch + " or later)") + " is needed for " + what +
          ": update the NVIDIA driver or use --device cpu";
 }
 
-std::string bf16UnsupportedMessage(int index, const std::string &deviceName,
-                                   int major, int minor) {
-  return "GPU " + std::to_string(index) + " (" + deviceName +
-         ") has compute capability " + std::to_string(major) + "." +
-         std::to_string(minor) +
+std::string bf16UnsupportedMessage(int index, const std::string &deviceName, int major, int minor) {
+  return "GPU " + std::to_string(index) + " (" + deviceName + ") has compute capability " +
+         std::to_string(major) + "." + std::to_string(minor) +
          " and cannot run bf16 kernels (they need 8.0 or newer): compile the "
          "model with --precision fp16";
 }
@@ -92,29 +86,25 @@ uint64_t suggestedMemoryBudget(uint64_t usableBytes) {
 
 std::string formatBudget(uint64_t bytes) {
   if (bytes >= 1000000000ull)
-    return std::to_string(bytes / 1000000000ull) + "." +
-           std::to_string(bytes / 100000000ull % 10) + "GB";
+    return std::to_string(bytes / 1000000000ull) + "." + std::to_string(bytes / 100000000ull % 10) +
+           "GB";
   return std::to_string(bytes / 1000000ull) + "MB";
 }
 
-std::string outOfMemoryMessage(const std::string &what, uint64_t requested,
-                               uint64_t freeBytes, uint64_t totalBytes,
-                               uint64_t heldBytes, int index,
+std::string outOfMemoryMessage(const std::string &what, uint64_t requested, uint64_t freeBytes,
+                               uint64_t totalBytes, uint64_t heldBytes, int index,
                                const std::string &deviceName) {
-  std::string message =
-      "out of GPU memory allocating " + what + ": " + formatBytes(requested) +
-      " (" + std::to_string(requested) + " bytes) requested, " +
-      formatBytes(freeBytes) + " of " + formatBytes(totalBytes) +
-      " free on GPU " + std::to_string(index) + " (" + deviceName + ")";
+  std::string message = "out of GPU memory allocating " + what + ": " + formatBytes(requested) +
+                        " (" + std::to_string(requested) + " bytes) requested, " +
+                        formatBytes(freeBytes) + " of " + formatBytes(totalBytes) +
+                        " free on GPU " + std::to_string(index) + " (" + deviceName + ")";
   if (heldBytes > 0)
-    message +=
-        " with " + formatBytes(heldBytes) + " already held by this program";
+    message += " with " + formatBytes(heldBytes) + " already held by this program";
   const uint64_t budget = suggestedMemoryBudget(freeBytes + heldBytes);
   if (budget == 0)
     return message + ": the GPU is full; end the processes that hold its "
                      "memory (nvidia-smi lists them) or use --device cpu";
-  message += ": compile with --memory-budget " + formatBudget(budget) +
-             " or a smaller batch";
+  message += ": compile with --memory-budget " + formatBudget(budget) + " or a smaller batch";
   // Much of the GPU is neither free nor ours: someone else holds it.
   if (freeBytes + heldBytes < totalBytes / 2)
     message += ", or end the other processes using the GPU (nvidia-smi)";
@@ -122,8 +112,7 @@ std::string outOfMemoryMessage(const std::string &what, uint64_t requested,
 }
 
 std::string driverCallMessage(const std::string &call, const std::string &name,
-                              const std::string &description,
-                              const std::string &doing) {
+                              const std::string &description, const std::string &doing) {
   std::string message = call + " failed: " + name;
   if (!description.empty())
     message += " (" + description + ")";

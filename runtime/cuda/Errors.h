@@ -84,20 +84,17 @@ std::string deviceIndexMessage(int index, int count);
 /// The installed driver (\p installedVersion, as cuDriverGetVersion says)
 /// is older than \p requiredVersion, which \p what needs (e.g. "this
 /// program's kernels (compiled with CUDA 13.0)").
-std::string driverTooOldMessage(int installedVersion, int requiredVersion,
-                                const std::string &what);
+std::string driverTooOldMessage(int installedVersion, int requiredVersion, const std::string &what);
 
 /// The GPU cannot run bf16 kernels (compute capability below 8.0).
-std::string bf16UnsupportedMessage(int index, const std::string &deviceName,
-                                   int major, int minor);
+std::string bf16UnsupportedMessage(int index, const std::string &deviceName, int major, int minor);
 
 /// An allocation of \p requested bytes for \p what failed with \p freeBytes
 /// of \p totalBytes free on GPU \p index (\p deviceName), while this
 /// program already held \p heldBytes there. Suggests a --memory-budget for
 /// the whole step that fits what is free plus what is held.
-std::string outOfMemoryMessage(const std::string &what, uint64_t requested,
-                               uint64_t freeBytes, uint64_t totalBytes,
-                               uint64_t heldBytes, int index,
+std::string outOfMemoryMessage(const std::string &what, uint64_t requested, uint64_t freeBytes,
+                               uint64_t totalBytes, uint64_t heldBytes, int index,
                                const std::string &deviceName);
 
 /// The whole-step memory budget suggested when \p usableBytes (free plus
@@ -111,8 +108,7 @@ std::string formatBudget(uint64_t bytes);
 
 /// A failed driver call: "<call> failed: <NAME> (<description>) while <doing>".
 std::string driverCallMessage(const std::string &call, const std::string &name,
-                              const std::string &description,
-                              const std::string &doing);
+                              const std::string &description, const std::string &doing);
 
 } // namespace ampc::cuda
 

@@ -24,14 +24,11 @@ const char *planFunctionName(PlanFunction function) {
 
 namespace {
 
-bool isPersistent(plan::BufferRole role) {
-  return role != plan::BufferRole::Temporary;
-}
+bool isPersistent(plan::BufferRole role) { return role != plan::BufferRole::Temporary; }
 
 /// Bytes of one table argument's device array.
 uint64_t tableBytes(const plan::DeviceTable &table) {
-  return table.entries.size() *
-         (table.kind == plan::TableKind::Optimizer ? 88u : 24u);
+  return table.entries.size() * (table.kind == plan::TableKind::Optimizer ? 88u : 24u);
 }
 
 template <typename F> void forEachLaunch(const plan::DeviceFunction &f, F fn) {
@@ -48,8 +45,7 @@ void putU64(std::vector<uint8_t> &bytes, size_t offset, uint64_t value) {
 } // namespace
 
 uint64_t bufferBytes(const plan::Buffer &buffer) {
-  return static_cast<uint64_t>(plan::numElements(buffer)) *
-         plan::dtypeBytes(buffer.dtype);
+  return static_cast<uint64_t>(plan::numElements(buffer)) * plan::dtypeBytes(buffer.dtype);
 }
 
 uint64_t metricsBytes(const plan::Plan &plan) {
@@ -66,21 +62,18 @@ PoolLayout layoutPool(const plan::Plan &plan) {
   pool.buffers.assign(plan.buffers.size(), PoolLayout::kNotInPool);
   for (uint32_t id = 0; id < plan.buffers.size(); ++id)
     if (isPersistent(plan.buffers[id].role))
-      pool.buffers[id] = layout.reserve(bufferBytes(plan.buffers[id]),
-                                        "buffer '" + plan.buffers[id].name + "'");
-  auto tables = [&](const plan::DeviceFunction &f,
-                    std::vector<uint64_t> &offsets) {
+      pool.buffers[id] =
+          layout.reserve(bufferBytes(plan.buffers[id]), "buffer '" + plan.buffers[id].name + "'");
+  auto tables = [&](const plan::DeviceFunction &f, std::vector<uint64_t> &offsets) {
     forEachLaunch(f, [&](const plan::LaunchStep &launch) {
       for (const plan::DeviceArgument &argument : launch.args)
         if (argument.kind == plan::ArgKind::Table)
-          offsets.push_back(
-              layout.reserve(tableBytes(argument.table), "a table"));
+          offsets.push_back(layout.reserve(tableBytes(argument.table), "a table"));
     });
   };
   tables(plan.device.microStep, pool.microTables);
   tables(plan.device.optimizerStep, pool.optimizerTables);
-  pool.errorRecords =
-      layout.reserve(2 * sizeof(plan::DeviceErrorRecord), "error records");
+  pool.errorRecords = layout.reserve(2 * sizeof(plan::DeviceErrorRecord), "error records");
   pool.metrics = layout.reserve(metricsBytes(plan), "metrics");
   pool.bytes = layout.used();
   return pool;
@@ -89,21 +82,18 @@ PoolLayout layoutPool(const plan::Plan &plan) {
 DeviceMemoryNeeds deviceMemoryNeeds(const plan::Plan &plan) {
   DeviceMemoryNeeds needs;
   needs.persistent = layoutPool(plan).bytes;
-  needs.arena = alignUp(std::max(plan.device.microStep.arenaBytes,
-                                 plan.device.optimizerStep.arenaBytes));
-  needs.scratch = alignUp(std::max(plan.device.microStep.scratchBytes,
-                                   plan.device.optimizerStep.scratchBytes));
+  needs.arena =
+      alignUp(std::max(plan.device.microStep.arenaBytes, plan.device.optimizerStep.arenaBytes));
+  needs.scratch =
+      alignUp(std::max(plan.device.microStep.scratchBytes, plan.device.optimizerStep.scratchBytes));
   needs.workspace = Matmul::kWorkspaceBytes;
   return needs;
 }
 
-std::vector<uint8_t> encodeTable(const plan::Plan &plan,
-                                 const plan::DeviceTable &table,
+std::vector<uint8_t> encodeTable(const plan::Plan &plan, const plan::DeviceTable &table,
                                  const std::vector<uint64_t> &buffers) {
   std::vector<uint8_t> bytes(tableBytes(table), 0);
-  auto pointer = [&](uint32_t id) -> uint64_t {
-    return id == kNoBuffer ? 0 : buffers.at(id);
-  };
+  auto pointer = [&](uint32_t id) -> uint64_t { return id == kNoBuffer ? 0 : buffers.at(id); };
   for (size_t i = 0; i < table.entries.size(); ++i) {
     const plan::TableEntry &entry = table.entries[i];
     if (table.kind == plan::TableKind::Norm) {
@@ -125,9 +115,8 @@ std::vector<uint8_t> encodeTable(const plan::Plan &plan,
     std::memcpy(bytes.data() + at + 40, &copyType, 4);
     putU64(bytes, at + 48, static_cast<uint64_t>(entry.elements));
     putU64(bytes, at + 56, static_cast<uint64_t>(entry.firstBlock));
-    const float floats[6] = {entry.beta1,       entry.beta2,
-                             entry.eps,         entry.weightDecay,
-                             entry.clipNorm,    entry.momentum};
+    const float floats[6] = {entry.beta1,       entry.beta2,    entry.eps,
+                             entry.weightDecay, entry.clipNorm, entry.momentum};
     std::memcpy(bytes.data() + at + 64, floats, sizeof(floats));
   }
   return bytes;
@@ -137,8 +126,7 @@ std::vector<uint8_t> encodeTable(const plan::Plan &plan,
 // Construction, memory and modules
 //===----------------------------------------------------------------------===//
 
-Executor::Impl::Impl(const plan::Plan &source, Device &device,
-                     const ExecutorOptions &options)
+Executor::Impl::Impl(const plan::Plan &source, Device &device, const ExecutorOptions &options)
     : plan(source), device(device), options(options) {
   plan::validatePlan(plan);
   if (plan.device.empty() || plan.optimizerInstructions.empty())
@@ -162,8 +150,8 @@ Executor::Impl::Impl(const plan::Plan &source, Device &device,
   prepare(micro);
   prepare(optimizer);
   for (const plan::Constant &constant : plan.constants)
-    device.copyToDevice(addresses.buffers[constant.buffer],
-                        constant.bytes.data(), constant.bytes.size());
+    device.copyToDevice(addresses.buffers[constant.buffer], constant.bytes.data(),
+                        constant.bytes.size());
   device.memsetAsync(microRecord, 0, 2 * sizeof(plan::DeviceErrorRecord));
   device.memsetAsync(metrics, 0, metricsBytes(plan));
   resetState();
@@ -178,16 +166,14 @@ void Executor::Impl::checkMemory() {
   if (needs.total() <= memory.freeBytes)
     return;
   const DeviceInfo &info = device.info();
-  throw CudaError(
-      CudaErrorKind::OutOfMemory,
-      outOfMemoryMessage(
-          "@" + plan.modelName + " (persistent buffers " +
-              formatBytes(needs.persistent) + ", arena " +
-              formatBytes(needs.arena) + ", scratch " +
-              formatBytes(needs.scratch) + ", matmul workspace " +
-              formatBytes(needs.workspace) + ")",
-          needs.total(), memory.freeBytes, memory.totalBytes,
-          device.allocatedBytes(), info.index, info.name));
+  throw CudaError(CudaErrorKind::OutOfMemory,
+                  outOfMemoryMessage("@" + plan.modelName + " (persistent buffers " +
+                                         formatBytes(needs.persistent) + ", arena " +
+                                         formatBytes(needs.arena) + ", scratch " +
+                                         formatBytes(needs.scratch) + ", matmul workspace " +
+                                         formatBytes(needs.workspace) + ")",
+                                     needs.total(), memory.freeBytes, memory.totalBytes,
+                                     device.allocatedBytes(), info.index, info.name));
 }
 
 void Executor::Impl::allocate() {
@@ -201,16 +187,14 @@ void Executor::Impl::allocate() {
     if (poolLayout.buffers[id] != PoolLayout::kNotInPool)
       addresses.buffers[id] = base + poolLayout.buffers[id];
   if (needs.arena)
-    arena = std::make_unique<DeviceArena>(device, needs.arena,
-                                          "the step arena");
+    arena = std::make_unique<DeviceArena>(device, needs.arena, "the step arena");
   if (needs.scratch)
     scratch = device.allocate(needs.scratch, "the scratch region");
   addresses.scratch = scratch.pointer();
-  for (const plan::DeviceFunction *f :
-       {&plan.device.microStep, &plan.device.optimizerStep}) {
+  for (const plan::DeviceFunction *f : {&plan.device.microStep, &plan.device.optimizerStep}) {
     for (const plan::ArenaPlacement &placement : f->placements)
-      addresses.buffers[placement.buffer] = arena->at(
-          placement.offset, bufferBytes(plan.buffers[placement.buffer]));
+      addresses.buffers[placement.buffer] =
+          arena->at(placement.offset, bufferBytes(plan.buffers[placement.buffer]));
     for (const plan::BufferView &view : f->views)
       addresses.buffers[view.buffer] = addresses.buffers[view.source];
   }
@@ -218,8 +202,7 @@ void Executor::Impl::allocate() {
   optimizerRecord = microRecord + sizeof(plan::DeviceErrorRecord);
   metrics = base + poolLayout.metrics;
   pinnedMetrics = device.allocatePinned(
-      metricsBytes(plan) + 2 * sizeof(plan::DeviceErrorRecord) + 64,
-      "the metrics read-back");
+      metricsBytes(plan) + 2 * sizeof(plan::DeviceErrorRecord) + 64, "the metrics read-back");
   matmul = std::make_unique<Matmul>(device);
 }
 
@@ -230,15 +213,12 @@ void Executor::Impl::loadModules() {
     KernelBinaries binaries;
     if (!source.cubinSm80.empty())
       binaries.cubins.push_back(
-          {80, std::vector<char>(source.cubinSm80.begin(),
-                                 source.cubinSm80.end())});
+          {80, std::vector<char>(source.cubinSm80.begin(), source.cubinSm80.end())});
     if (!source.cubinSm90.empty())
       binaries.cubins.push_back(
-          {90, std::vector<char>(source.cubinSm90.begin(),
-                                 source.cubinSm90.end())});
+          {90, std::vector<char>(source.cubinSm90.begin(), source.cubinSm90.end())});
     binaries.ptx = source.ptx;
-    modules.push_back(std::make_unique<Module>(device, binaries, source.name,
-                                               moduleOptions));
+    modules.push_back(std::make_unique<Module>(device, binaries, source.name, moduleOptions));
   }
 }
 
@@ -250,13 +230,11 @@ void Executor::Impl::prepare(FunctionState &f) {
   // Tables, in the order the launches name them, where the pool's layout
   // put them.
   const std::vector<uint64_t> &offsets =
-      f.which == PlanFunction::MicroStep ? poolLayout.microTables
-                                         : poolLayout.optimizerTables;
+      f.which == PlanFunction::MicroStep ? poolLayout.microTables : poolLayout.optimizerTables;
   forEachLaunch(*f.program, [&](const plan::LaunchStep &launch) {
     for (const plan::DeviceArgument &argument : launch.args)
       if (argument.kind == plan::ArgKind::Table) {
-        const std::vector<uint8_t> bytes =
-            encodeTable(plan, argument.table, addresses.buffers);
+        const std::vector<uint8_t> bytes = encodeTable(plan, argument.table, addresses.buffers);
         const CUdeviceptr table = pool.pointer() + offsets.at(map.tables.size());
         if (!bytes.empty())
           device.copyToDevice(table, bytes.data(), bytes.size());
@@ -305,41 +283,29 @@ void Executor::Impl::prepare(FunctionState &f) {
 // Executor
 //===----------------------------------------------------------------------===//
 
-Executor::Executor(const plan::Plan &plan, Device &device,
-                   const ExecutorOptions &options)
+Executor::Executor(const plan::Plan &plan, Device &device, const ExecutorOptions &options)
     : impl(std::make_unique<Impl>(plan, device, options)) {}
 Executor::~Executor() = default;
 
-void Executor::initializeParameters(uint64_t seed) {
-  impl->initializeParameters(seed);
-}
+void Executor::initializeParameters(uint64_t seed) { impl->initializeParameters(seed); }
 void Executor::randomizeInputs(uint64_t seed) { impl->randomizeInputs(seed); }
-void Executor::setInput(const std::string &name, const void *data,
-                        size_t bytes) {
+void Executor::setInput(const std::string &name, const void *data, size_t bytes) {
   impl->setInput(name, data, bytes);
 }
 void Executor::resetState() { impl->resetState(); }
-void Executor::runMicroStep(const cpu::RunOptions &options) {
-  impl->runMicroStep(options);
-}
-void Executor::runOptimizerStep(const cpu::RunOptions &options) {
-  impl->runOptimizerStep(options);
-}
+void Executor::runMicroStep(const cpu::RunOptions &options) { impl->runMicroStep(options); }
+void Executor::runOptimizerStep(const cpu::RunOptions &options) { impl->runOptimizerStep(options); }
 StepMetrics Executor::readMetrics() { return impl->readMetrics(); }
 void Executor::runGroups(PlanFunction function, size_t first, size_t last,
                          const cpu::RunOptions &options) {
   impl->runGroups(function, first, last, options);
 }
-std::vector<double> Executor::bufferValues(uint32_t buffer) {
-  return impl->bufferValues(buffer);
-}
-void Executor::setBufferValues(uint32_t buffer,
-                               const std::vector<double> &values) {
+std::vector<double> Executor::bufferValues(uint32_t buffer) { return impl->bufferValues(buffer); }
+void Executor::setBufferValues(uint32_t buffer, const std::vector<double> &values) {
   impl->setBufferValues(buffer, values);
 }
 bool Executor::hasStorage(uint32_t buffer) const {
-  return buffer < impl->addresses.buffers.size() &&
-         impl->addresses.buffers[buffer] != 0;
+  return buffer < impl->addresses.buffers.size() && impl->addresses.buffers[buffer] != 0;
 }
 const plan::Plan &Executor::plan() const { return impl->plan; }
 Device &Executor::device() const { return impl->device; }
@@ -373,8 +339,7 @@ DeviceMemoryUse Executor::memoryUse() const {
   return use;
 }
 size_t Executor::replayedSegments(PlanFunction function) const {
-  return function == PlanFunction::MicroStep ? impl->micro.replayed
-                                             : impl->optimizer.replayed;
+  return function == PlanFunction::MicroStep ? impl->micro.replayed : impl->optimizer.replayed;
 }
 
 } // namespace ampc::cuda

@@ -159,14 +159,12 @@ struct AddressMap {
 /// indexes addresses.tables and advances past each table argument. Throws
 /// CudaError(InvalidArgument) for a buffer argument without storage.
 std::vector<ResolvedArgument> resolveArguments(const plan::LaunchStep &launch,
-                                               const AddressMap &addresses,
-                                               size_t &nextTable);
+                                               const AddressMap &addresses, size_t &nextTable);
 
 /// The bytes of a table argument's device array (OptimizerTensor: 88 bytes
 /// per entry, NormTensor: 24; docs/plan-format.md), with buffer pointers
 /// from \p buffers.
-std::vector<uint8_t> encodeTable(const plan::Plan &plan,
-                                 const plan::DeviceTable &table,
+std::vector<uint8_t> encodeTable(const plan::Plan &plan, const plan::DeviceTable &table,
                                  const std::vector<uint64_t> &buffers);
 
 /// The buffers a step group writes (write and read-write arguments, a
@@ -214,8 +212,7 @@ public:
 
   /// Runs groups [first, last) of \p function eagerly (no graph, no metrics
   /// copies, no error-record reset) with \p options.
-  void runGroups(PlanFunction function, size_t first, size_t last,
-                 const cpu::RunOptions &options);
+  void runGroups(PlanFunction function, size_t first, size_t last, const cpu::RunOptions &options);
   /// The values of buffer \p buffer (waits for the GPU); only buffers with
   /// a device address (persistent, placed, views).
   std::vector<double> bufferValues(uint32_t buffer);

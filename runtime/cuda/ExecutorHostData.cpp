@@ -27,8 +27,8 @@ void addUnique(std::vector<uint32_t> &ids, uint32_t id) {
 }
 
 /// Decodes \p count elements of \p dtype.
-std::vector<double> decodeValues(const std::vector<uint8_t> &bytes,
-                                 plan::DType dtype, size_t count) {
+std::vector<double> decodeValues(const std::vector<uint8_t> &bytes, plan::DType dtype,
+                                 size_t count) {
   std::vector<double> values(count);
   for (size_t i = 0; i < count; ++i) {
     switch (dtype) {
@@ -65,8 +65,7 @@ std::vector<double> decodeValues(const std::vector<uint8_t> &bytes,
 
 /// \p values as \p dtype bytes (floats rounded to nearest even, integers
 /// truncated toward zero: callers pass whole numbers).
-std::vector<uint8_t> encodeValues(const std::vector<double> &values,
-                                  plan::DType dtype) {
+std::vector<uint8_t> encodeValues(const std::vector<double> &values, plan::DType dtype) {
   std::vector<uint8_t> bytes(values.size() * plan::dtypeBytes(dtype));
   for (size_t i = 0; i < values.size(); ++i) {
     switch (dtype) {
@@ -78,9 +77,8 @@ std::vector<uint8_t> encodeValues(const std::vector<double> &values,
     case plan::DType::BF16:
     case plan::DType::F16: {
       const float value = static_cast<float>(values[i]);
-      const uint16_t bits = dtype == plan::DType::BF16
-                                ? numerics::floatToBF16Bits(value)
-                                : numerics::floatToF16Bits(value);
+      const uint16_t bits = dtype == plan::DType::BF16 ? numerics::floatToBF16Bits(value)
+                                                       : numerics::floatToF16Bits(value);
       std::memcpy(bytes.data() + 2 * i, &bits, 2);
       break;
     }
@@ -106,8 +104,7 @@ std::vector<uint32_t> writtenBuffers(const plan::DeviceGroup &group) {
   for (const plan::DeviceStep &step : group.steps) {
     if (const auto *launch = std::get_if<plan::LaunchStep>(&step)) {
       for (const plan::DeviceArgument &argument : launch->args) {
-        if (argument.kind == plan::ArgKind::Buffer &&
-            argument.access != plan::Access::Read)
+        if (argument.kind == plan::ArgKind::Buffer && argument.access != plan::Access::Read)
           addUnique(ids, argument.buffer);
         if (argument.kind == plan::ArgKind::Table)
           for (const auto &[id, access] : plan::tableBufferUses(argument.table))
@@ -136,8 +133,7 @@ std::vector<uint32_t> readBuffers(const plan::DeviceGroup &group) {
   for (const plan::DeviceStep &step : group.steps) {
     if (const auto *launch = std::get_if<plan::LaunchStep>(&step)) {
       for (const plan::DeviceArgument &argument : launch->args) {
-        if (argument.kind == plan::ArgKind::Buffer &&
-            argument.access != plan::Access::Write)
+        if (argument.kind == plan::ArgKind::Buffer && argument.access != plan::Access::Write)
           addUnique(ids, argument.buffer);
         if (argument.kind == plan::ArgKind::Table)
           for (const auto &[id, access] : plan::tableBufferUses(argument.table))
@@ -181,20 +177,17 @@ StepMetrics Executor::Impl::readMetrics() {
   uint8_t *state = host + metricBytes + recordBytes;
   if (scaling) {
     device.copyToHostAsync(state, address(plan.lossScaling.scale), 4);
-    device.copyToHostAsync(state + 4, address(plan.lossScaling.appliedSteps),
-                           4);
+    device.copyToHostAsync(state + 4, address(plan.lossScaling.appliedSteps), 4);
     device.copyToHostAsync(state + 8, address(plan.lossScaling.floorHits), 4);
   }
   device.synchronize("running the training step on the GPU");
   // Errors the kernels recorded, micro step first.
   for (int which = 0; which < 2; ++which) {
     plan::DeviceErrorRecord record;
-    std::memcpy(&record, host + metricBytes + which * sizeof(record),
-                sizeof(record));
+    std::memcpy(&record, host + metricBytes + which * sizeof(record), sizeof(record));
     if (record.code != 0) {
       device.memsetAsync(microRecord, 0, recordBytes);
-      throw cpu::ExecutionError(
-          plan::describeDeviceError(plan, which == 1, record));
+      throw cpu::ExecutionError(plan::describeDeviceError(plan, which == 1, record));
     }
   }
   StepMetrics result;
@@ -209,13 +202,10 @@ StepMetrics Executor::Impl::readMetrics() {
   }
   result.loss = sum / static_cast<double>(losses);
   if (stepTimed)
-    result.deviceMilliseconds =
-        Event::elapsedMilliseconds(*stepStart, *stepEnd);
+    result.deviceMilliseconds = Event::elapsedMilliseconds(*stepStart, *stepEnd);
   const uint64_t base = 8 * static_cast<uint64_t>(plan.accumulationSteps);
-  result.gradNorm =
-      scalarAt(host + base, plan.buffers[plan.gradNorm].dtype);
-  result.learningRate =
-      scalarAt(host + base + 8, plan.buffers[plan.learningRate].dtype);
+  result.gradNorm = scalarAt(host + base, plan.buffers[plan.gradNorm].dtype);
+  result.learningRate = scalarAt(host + base + 8, plan.buffers[plan.learningRate].dtype);
   if (scaling) {
     float scaleBefore, appliedBefore, floorBefore, scale, applied, floor;
     std::memcpy(&scaleBefore, host + base + 16, 4);
@@ -227,8 +217,7 @@ StepMetrics Executor::Impl::readMetrics() {
     result.scaleBefore = scaleBefore;
     result.lossScale.enabled = true;
     result.lossScale.scale = scale;
-    result.lossScale.lastStepSkipped =
-        optimizerSteps > 0 && applied == appliedBefore;
+    result.lossScale.lastStepSkipped = optimizerSteps > 0 && applied == appliedBefore;
     result.lossScale.floorReachedNow = floorBefore == 0 && floor > 0;
     result.lossScale.skippedSteps =
         static_cast<int64_t>(optimizerSteps) - static_cast<int64_t>(applied);
@@ -242,10 +231,8 @@ void Executor::Impl::requireParameters() const {
                               "initializeParameters first");
 }
 
-void Executor::Impl::upload(uint32_t buffer,
-                            const std::vector<double> &values) {
-  const std::vector<uint8_t> bytes =
-      encodeValues(values, plan.buffers[buffer].dtype);
+void Executor::Impl::upload(uint32_t buffer, const std::vector<double> &values) {
+  const std::vector<uint8_t> bytes = encodeValues(values, plan.buffers[buffer].dtype);
   device.copyToDevice(address(buffer), bytes.data(), bytes.size());
 }
 
@@ -262,36 +249,28 @@ void Executor::Impl::initializeParameters(uint64_t seed) {
 
 void Executor::Impl::randomizeInputs(uint64_t seed) {
   for (const plan::Input &input : plan.inputs)
-    if (plan::isIntegerDType(plan.buffers[input.buffer].dtype) &&
-        input.bound == 0)
-      throw cpu::ExecutionError(
-          "input '" + input.name +
-          "' is an integer input without a bound, so it cannot be "
-          "randomized: supply its data with setInput");
+    if (plan::isIntegerDType(plan.buffers[input.buffer].dtype) && input.bound == 0)
+      throw cpu::ExecutionError("input '" + input.name +
+                                "' is an integer input without a bound, so it cannot be "
+                                "randomized: supply its data with setInput");
   // The CPU backend's formulas (docs/plan-format.md, "Random numbers").
   for (const plan::Input &input : plan.inputs) {
     const plan::Buffer &buffer = plan.buffers[input.buffer];
     const int64_t count = plan::numElements(buffer);
-    const uint32_t stream =
-        numerics::fnv1a32(input.name.data(), input.name.size()) ^ 0x9e3779b9u;
+    const uint32_t stream = numerics::fnv1a32(input.name.data(), input.name.size()) ^ 0x9e3779b9u;
     std::vector<double> values(static_cast<size_t>(count));
     for (int64_t e = 0; e < count; ++e) {
       if (plan::isIntegerDType(buffer.dtype)) {
-        const numerics::PhiloxBlock out =
-            numerics::philoxForElement(seed, 0, stream, e);
-        const uint64_t bits =
-            (static_cast<uint64_t>(out.word[1]) << 32) | out.word[0];
-        values[e] = static_cast<double>(
-            bits % static_cast<uint64_t>(input.bound));
+        const numerics::PhiloxBlock out = numerics::philoxForElement(seed, 0, stream, e);
+        const uint64_t bits = (static_cast<uint64_t>(out.word[1]) << 32) | out.word[0];
+        values[e] = static_cast<double>(bits % static_cast<uint64_t>(input.bound));
       } else {
         // As the CPU backend: f32 inputs hold the float nearest the
         // sample, bf16/f16 inputs round the double once.
         const double z = numerics::standardNormal(seed, 0, stream, e);
-        values[e] = buffer.dtype == plan::DType::F32
-                        ? static_cast<double>(static_cast<float>(z))
-                    : buffer.dtype == plan::DType::BF16
-                        ? numerics::roundToBF16(z)
-                        : numerics::roundToF16(z);
+        values[e] = buffer.dtype == plan::DType::F32    ? static_cast<double>(static_cast<float>(z))
+                    : buffer.dtype == plan::DType::BF16 ? numerics::roundToBF16(z)
+                                                        : numerics::roundToF16(z);
       }
     }
     markStepStart();
@@ -299,22 +278,19 @@ void Executor::Impl::randomizeInputs(uint64_t seed) {
   }
 }
 
-void Executor::Impl::setInput(const std::string &name, const void *data,
-                              size_t bytes) {
+void Executor::Impl::setInput(const std::string &name, const void *data, size_t bytes) {
   const plan::Input *found = nullptr;
   for (const plan::Input &input : plan.inputs)
     if (input.name == name)
       found = &input;
   if (!found)
-    throw cpu::ExecutionError("setInput: the plan has no input named '" +
-                              name + "'");
+    throw cpu::ExecutionError("setInput: the plan has no input named '" + name + "'");
   const plan::Buffer &buffer = plan.buffers[found->buffer];
   const size_t expected = bufferBytes(buffer);
   if (bytes != expected)
-    throw cpu::ExecutionError(
-        "setInput: input '" + name + "' (" + plan::dtypeName(buffer.dtype) +
-        " " + plan::shapeToString(buffer.shape) + ") needs " +
-        std::to_string(expected) + " bytes, got " + std::to_string(bytes));
+    throw cpu::ExecutionError("setInput: input '" + name + "' (" + plan::dtypeName(buffer.dtype) +
+                              " " + plan::shapeToString(buffer.shape) + ") needs " +
+                              std::to_string(expected) + " bytes, got " + std::to_string(bytes));
   if (found->bound > 0 && plan::isIntegerDType(buffer.dtype)) {
     const std::vector<uint8_t> raw(static_cast<const uint8_t *>(data),
                                    static_cast<const uint8_t *>(data) + bytes);
@@ -322,11 +298,10 @@ void Executor::Impl::setInput(const std::string &name, const void *data,
         decodeValues(raw, buffer.dtype, static_cast<size_t>(plan::numElements(buffer)));
     for (size_t i = 0; i < values.size(); ++i)
       if (values[i] < 0 || values[i] >= static_cast<double>(found->bound))
-        throw cpu::ExecutionError(
-            "setInput: input '" + name + "' has value " +
-            std::to_string(static_cast<int64_t>(values[i])) + " at index " +
-            std::to_string(i) + ", outside its range [0, " +
-            std::to_string(found->bound) + ")");
+        throw cpu::ExecutionError("setInput: input '" + name + "' has value " +
+                                  std::to_string(static_cast<int64_t>(values[i])) + " at index " +
+                                  std::to_string(i) + ", outside its range [0, " +
+                                  std::to_string(found->bound) + ")");
   }
   // Pageable memory: the call returns once the bytes are staged.
   markStepStart();
@@ -338,8 +313,7 @@ void Executor::Impl::resetState() {
     if (plan.buffers[id].role == plan::BufferRole::State)
       device.memsetAsync(address(id), 0, bufferBytes(plan.buffers[id]));
   if (plan.lossScaling.mode != plan::LossScaleMode::None)
-    device.copyToDeviceAsync(address(plan.lossScaling.scale),
-                             &plan.lossScaling.initialScale, 4);
+    device.copyToDeviceAsync(address(plan.lossScaling.scale), &plan.lossScaling.initialScale, 4);
   optimizerSteps = 0;
 }
 
@@ -348,9 +322,8 @@ void Executor::Impl::runGroups(PlanFunction which, size_t first, size_t last,
   FunctionState &f = which == PlanFunction::MicroStep ? micro : optimizer;
   if (first > last || last > f.program->groups.size())
     throw CudaError(CudaErrorKind::InvalidArgument,
-                    "runGroups: groups [" + std::to_string(first) + ", " +
-                        std::to_string(last) + ") are outside the " +
-                        std::to_string(f.program->groups.size()) +
+                    "runGroups: groups [" + std::to_string(first) + ", " + std::to_string(last) +
+                        ") are outside the " + std::to_string(f.program->groups.size()) +
                         " groups of " + planFunctionName(which));
   bindScalars(f, run);
   runGroupRange(f, first, last);
@@ -364,12 +337,10 @@ std::vector<double> Executor::Impl::bufferValues(uint32_t buffer) {
   const plan::Buffer &b = plan.buffers[buffer];
   std::vector<uint8_t> bytes(bufferBytes(b));
   device.copyToHost(bytes.data(), address(buffer), bytes.size());
-  return decodeValues(bytes, b.dtype,
-                      static_cast<size_t>(plan::numElements(b)));
+  return decodeValues(bytes, b.dtype, static_cast<size_t>(plan::numElements(b)));
 }
 
-void Executor::Impl::setBufferValues(uint32_t buffer,
-                                     const std::vector<double> &values) {
+void Executor::Impl::setBufferValues(uint32_t buffer, const std::vector<double> &values) {
   if (buffer >= plan.buffers.size() || !addresses.buffers[buffer] ||
       values.size() != static_cast<size_t>(plan::numElements(plan.buffers[buffer])))
     throw CudaError(CudaErrorKind::InvalidArgument,

@@ -74,8 +74,7 @@ class Executor::Impl {
 public:
   // Construction, memory and modules (Executor.cpp).
 
-  Impl(const plan::Plan &source, Device &device,
-       const ExecutorOptions &options);
+  Impl(const plan::Plan &source, Device &device, const ExecutorOptions &options);
 
   /// Throws OutOfMemory, before allocating anything, when the plan cannot
   /// fit in the GPU's free memory.
@@ -147,8 +146,7 @@ public:
 
   void resetState();
 
-  void runGroups(PlanFunction which, size_t first, size_t last,
-                 const cpu::RunOptions &run);
+  void runGroups(PlanFunction which, size_t first, size_t last, const cpu::RunOptions &run);
 
   std::vector<double> bufferValues(uint32_t buffer);
 

@@ -18,20 +18,17 @@
 namespace ampc::cuda {
 
 std::vector<ResolvedArgument> resolveArguments(const plan::LaunchStep &launch,
-                                               const AddressMap &addresses,
-                                               size_t &nextTable) {
+                                               const AddressMap &addresses, size_t &nextTable) {
   std::vector<ResolvedArgument> resolved;
   resolved.reserve(launch.args.size());
   for (const plan::DeviceArgument &argument : launch.args) {
     ResolvedArgument value;
     switch (argument.kind) {
     case plan::ArgKind::Buffer:
-      if (argument.buffer >= addresses.buffers.size() ||
-          addresses.buffers[argument.buffer] == 0)
+      if (argument.buffer >= addresses.buffers.size() || addresses.buffers[argument.buffer] == 0)
         throw CudaError(CudaErrorKind::InvalidArgument,
                         "argument '" + argument.name + "' names buffer " +
-                            std::to_string(argument.buffer) +
-                            ", which has no device memory");
+                            std::to_string(argument.buffer) + ", which has no device memory");
       value.value = addresses.buffers[argument.buffer];
       break;
     case plan::ArgKind::Int64:
@@ -48,8 +45,7 @@ std::vector<ResolvedArgument> resolveArguments(const plan::LaunchStep &launch,
     case plan::ArgKind::Table:
       if (nextTable >= addresses.tables.size())
         throw CudaError(CudaErrorKind::InvalidArgument,
-                        "argument '" + argument.name +
-                            "' is a table the executor did not build");
+                        "argument '" + argument.name + "' is a table the executor did not build");
       value.value = addresses.tables[nextTable++];
       break;
     case plan::ArgKind::ErrorRecord:
@@ -127,27 +123,22 @@ void Executor::Impl::runStep(FunctionState &f, size_t g, size_t s) {
     } else if (const auto *attention = std::get_if<plan::AttentionStep>(&step)) {
       runAttention(*attention);
     } else if (const auto *memset = std::get_if<plan::MemsetStep>(&step)) {
-      device.memsetAsync(address(memset->buffer), 0,
-                         bufferBytes(plan.buffers[memset->buffer]));
+      device.memsetAsync(address(memset->buffer), 0, bufferBytes(plan.buffers[memset->buffer]));
     }
   } catch (const CudaError &error) {
-    throw CudaError(error.kind(),
-                    std::string(error.what()) + " [" + describeStep(f, g, s) +
-                        "]",
+    throw CudaError(error.kind(), std::string(error.what()) + " [" + describeStep(f, g, s) + "]",
                     error.code());
   }
 }
 
-std::string Executor::Impl::describeStep(const FunctionState &f, size_t g,
-                                         size_t s) const {
+std::string Executor::Impl::describeStep(const FunctionState &f, size_t g, size_t s) const {
   const plan::DeviceGroup &group = f.program->groups[g];
   const plan::DeviceStep &step = group.steps[s];
   std::string what = plan::deviceStepName(step);
   if (const auto *launch = std::get_if<plan::LaunchStep>(&step))
     what += " of " + plan.device.kernels.at(launch->kernel).entry;
-  return std::string(planFunctionName(f.which)) + " group " +
-         std::to_string(g) + " (" + group.kind + "), step " +
-         std::to_string(s) + " (" + what + "), computing " +
+  return std::string(planFunctionName(f.which)) + " group " + std::to_string(g) + " (" +
+         group.kind + "), step " + std::to_string(s) + " (" + what + "), computing " +
          describeInstructions(*f.instructions, group.instructions);
 }
 
@@ -198,32 +189,27 @@ void Executor::Impl::runAttention(const plan::AttentionStep &step) {
   tiles.grid[1] = slices;
   if (step.pass == plan::AttentionPass::Forward) {
     CUdeviceptr o = address(step.out);
-    kernelAt(step.forwardKernel)
-        .launch(tiles, {&q, &k, &v, &o, &lse, &queries, &keys, &scale});
+    kernelAt(step.forwardKernel).launch(tiles, {&q, &k, &v, &o, &lse, &queries, &keys, &scale});
     return;
   }
   CUdeviceptr o = scratch.pointer() + step.outOffset;
   CUdeviceptr delta = scratch.pointer() + step.deltaOffset;
-  CUdeviceptr dO = address(step.dOut), dq = address(step.dq),
-              dk = address(step.dk), dv = address(step.dv);
-  kernelAt(step.forwardKernel)
-      .launch(tiles, {&q, &k, &v, &o, &lse, &queries, &keys, &scale});
+  CUdeviceptr dO = address(step.dOut), dq = address(step.dq), dk = address(step.dk),
+              dv = address(step.dv);
+  kernelAt(step.forwardKernel).launch(tiles, {&q, &k, &v, &o, &lse, &queries, &keys, &scale});
   long long rows = static_cast<long long>(slices) * step.queries;
   kernelAt(step.deltaKernel)
       .launch(LaunchConfig::linear(static_cast<unsigned>((rows + 3) / 4), 128),
               {&o, &dO, &delta, &rows});
   kernelAt(step.dqKernel)
-      .launch(tiles, {&q, &k, &v, &dO, &lse, &delta, &dq, &queries, &keys,
-                      &scale});
+      .launch(tiles, {&q, &k, &v, &dO, &lse, &delta, &dq, &queries, &keys, &scale});
   LaunchConfig keyTiles = tiles;
   keyTiles.grid[0] = static_cast<unsigned>((step.keys + 31) / 32);
   kernelAt(step.dkdvKernel)
-      .launch(keyTiles, {&q, &k, &v, &dO, &lse, &delta, &dk, &dv, &queries,
-                         &keys, &scale});
+      .launch(keyTiles, {&q, &k, &v, &dO, &lse, &delta, &dk, &dv, &queries, &keys, &scale});
 }
 
-void Executor::Impl::runGroupRange(FunctionState &f, size_t first,
-                                   size_t last) {
+void Executor::Impl::runGroupRange(FunctionState &f, size_t first, size_t last) {
   for (size_t g = first; g < last; ++g)
     for (size_t s = 0; s < f.program->groups[g].steps.size(); ++s)
       runStep(f, g, s);
@@ -253,14 +239,11 @@ void Executor::Impl::runFunction(FunctionState &f, const cpu::RunOptions &run) {
     }
     if (!segment.graph)
       segment.graph = std::make_unique<GraphCapture>(
-          device,
-          std::string(planFunctionName(f.which)) + " groups " +
-              std::to_string(segment.first) + ".." +
-              std::to_string(segment.last - 1));
+          device, std::string(planFunctionName(f.which)) + " groups " +
+                      std::to_string(segment.first) + ".." + std::to_string(segment.last - 1));
     if (segment.graph->mode() == GraphCapture::Mode::Replaying)
       ++f.replayed;
-    segment.graph->run(
-        [&] { runGroupRange(f, segment.first, segment.last); });
+    segment.graph->run([&] { runGroupRange(f, segment.first, segment.last); });
   }
 }
 
@@ -279,8 +262,7 @@ void Executor::Impl::runProfiled(FunctionState &f) {
   f.groupEvents[groups]->record();
   f.groupEvents[groups]->synchronize();
   for (size_t g = 0; g < groups; ++g)
-    f.groupMilliseconds[g] += Event::elapsedMilliseconds(*f.groupEvents[g],
-                                                         *f.groupEvents[g + 1]);
+    f.groupMilliseconds[g] += Event::elapsedMilliseconds(*f.groupEvents[g], *f.groupEvents[g + 1]);
   ++f.profiledRuns;
 }
 
@@ -301,19 +283,15 @@ void Executor::Impl::runMicroStep(const cpu::RunOptions &run) {
   runFunction(micro, run);
   // The loss lives in the arena, which the next function overwrites:
   // keep a copy in this micro step's metrics slot.
-  const uint64_t slot =
-      run.step % static_cast<uint64_t>(plan.accumulationSteps);
+  const uint64_t slot = run.step % static_cast<uint64_t>(plan.accumulationSteps);
   device.copyOnDeviceAsync(metrics + 8 * slot, address(plan.loss),
                            plan::dtypeBytes(plan.buffers[plan.loss].dtype));
-  microStepsSinceOptimizer =
-      std::min<uint64_t>(microStepsSinceOptimizer + 1,
-                         static_cast<uint64_t>(plan.accumulationSteps));
+  microStepsSinceOptimizer = std::min<uint64_t>(microStepsSinceOptimizer + 1,
+                                                static_cast<uint64_t>(plan.accumulationSteps));
   lastMicroSlot = slot;
-  if (run.injectNonFinite &&
-      plan.lossScaling.mode != plan::LossScaleMode::None) {
+  if (run.injectNonFinite && plan.lossScaling.mode != plan::LossScaleMode::None) {
     static const float one = 1.0f;
-    device.copyToDeviceAsync(address(plan.lossScaling.foundNonFinite), &one,
-                             4);
+    device.copyToDeviceAsync(address(plan.lossScaling.foundNonFinite), &one, 4);
   }
 }
 
@@ -322,19 +300,15 @@ void Executor::Impl::runOptimizerStep(const cpu::RunOptions &run) {
   const uint64_t base = 8 * static_cast<uint64_t>(plan.accumulationSteps);
   const bool scaling = plan.lossScaling.mode != plan::LossScaleMode::None;
   if (scaling) {
-    device.copyOnDeviceAsync(metrics + base + 16,
-                             address(plan.lossScaling.scale), 4);
-    device.copyOnDeviceAsync(metrics + base + 24,
-                             address(plan.lossScaling.appliedSteps), 4);
-    device.copyOnDeviceAsync(metrics + base + 32,
-                             address(plan.lossScaling.floorHits), 4);
+    device.copyOnDeviceAsync(metrics + base + 16, address(plan.lossScaling.scale), 4);
+    device.copyOnDeviceAsync(metrics + base + 24, address(plan.lossScaling.appliedSteps), 4);
+    device.copyOnDeviceAsync(metrics + base + 32, address(plan.lossScaling.floorHits), 4);
   }
   runFunction(optimizer, run);
   device.copyOnDeviceAsync(metrics + base, address(plan.gradNorm),
                            plan::dtypeBytes(plan.buffers[plan.gradNorm].dtype));
-  device.copyOnDeviceAsync(
-      metrics + base + 8, address(plan.learningRate),
-      plan::dtypeBytes(plan.buffers[plan.learningRate].dtype));
+  device.copyOnDeviceAsync(metrics + base + 8, address(plan.learningRate),
+                           plan::dtypeBytes(plan.buffers[plan.learningRate].dtype));
   if (stepOpen) {
     stepEnd->record();
     stepOpen = false;

@@ -35,8 +35,7 @@ namespace ampc::cuda {
 inline constexpr size_t kBufferAlignment = 256;
 
 /// \p bytes rounded up to a multiple of \p alignment (a power of two).
-constexpr uint64_t alignUp(uint64_t bytes,
-                           uint64_t alignment = kBufferAlignment) {
+constexpr uint64_t alignUp(uint64_t bytes, uint64_t alignment = kBufferAlignment) {
   return (bytes + alignment - 1) & ~(alignment - 1);
 }
 

@@ -65,8 +65,8 @@ struct BinaryChoice {
 
 /// Picks the binary for a GPU of compute capability \p major.\p minor (see
 /// the file comment); \p forcePtx skips the cubins. Pure: no GPU needed.
-BinaryChoice selectKernelBinary(const KernelBinaries &binaries, int major,
-                                int minor, bool forcePtx = false);
+BinaryChoice selectKernelBinary(const KernelBinaries &binaries, int major, int minor,
+                                bool forcePtx = false);
 
 /// Grid, block and dynamic shared memory of a launch.
 struct LaunchConfig {
@@ -74,8 +74,7 @@ struct LaunchConfig {
   unsigned block[3] = {1, 1, 1};
   unsigned sharedBytes = 0;
 
-  static LaunchConfig linear(unsigned gridX, unsigned blockX,
-                             unsigned sharedBytes = 0) {
+  static LaunchConfig linear(unsigned gridX, unsigned blockX, unsigned sharedBytes = 0) {
     LaunchConfig config;
     config.grid[0] = gridX;
     config.block[0] = blockX;
@@ -98,8 +97,7 @@ public:
   /// copies the values at launch, so they may be temporaries. Throws
   /// CudaError when the launch is rejected (a fault inside the kernel
   /// surfaces later, at the next synchronisation).
-  void launch(const LaunchConfig &config,
-              std::initializer_list<void *> arguments);
+  void launch(const LaunchConfig &config, std::initializer_list<void *> arguments);
   void launch(const LaunchConfig &config, const std::vector<void *> &arguments);
 
 private:

@@ -17,11 +17,10 @@ namespace {
 class Program {
 public:
   Program(const std::string &source, const std::string &name) {
-    nvrtcResult result = nvrtcCreateProgram(&handle, source.c_str(),
-                                            name.c_str(), 0, nullptr, nullptr);
+    nvrtcResult result =
+        nvrtcCreateProgram(&handle, source.c_str(), name.c_str(), 0, nullptr, nullptr);
     if (result != NVRTC_SUCCESS)
-      throw NvrtcError("NVRTC cannot create program '" + name +
-                           "': " + nvrtcGetErrorString(result),
+      throw NvrtcError("NVRTC cannot create program '" + name + "': " + nvrtcGetErrorString(result),
                        "", source);
   }
   ~Program() { nvrtcDestroyProgram(&handle); }
@@ -45,16 +44,15 @@ std::string numberedSource(const std::string &source) {
 
 /// Compiles \p program for \p arch; throws NvrtcError with the log on
 /// failure.
-void compile(const Program &program, const std::string &source,
-             const std::string &name, const std::string &arch,
-             const std::vector<std::string> &extraOptions) {
+void compile(const Program &program, const std::string &source, const std::string &name,
+             const std::string &arch, const std::vector<std::string> &extraOptions) {
   std::vector<std::string> options = {"-arch=" + arch, "-std=c++17"};
   options.insert(options.end(), extraOptions.begin(), extraOptions.end());
   std::vector<const char *> pointers;
   for (const std::string &option : options)
     pointers.push_back(option.c_str());
-  const nvrtcResult result = nvrtcCompileProgram(
-      program.get(), static_cast<int>(pointers.size()), pointers.data());
+  const nvrtcResult result =
+      nvrtcCompileProgram(program.get(), static_cast<int>(pointers.size()), pointers.data());
   size_t logSize = 0;
   nvrtcGetProgramLogSize(program.get(), &logSize);
   std::string log(logSize, '\0');
@@ -63,17 +61,15 @@ void compile(const Program &program, const std::string &source,
   while (!log.empty() && (log.back() == '\0' || log.back() == '\n'))
     log.pop_back();
   if (result != NVRTC_SUCCESS)
-    throw NvrtcError("NVRTC failed to compile '" + name + "' for " + arch +
-                         " (" + nvrtcGetErrorString(result) + "):\n" + log +
-                         "\n--- source of '" + name + "' ---\n" +
-                         numberedSource(source),
+    throw NvrtcError("NVRTC failed to compile '" + name + "' for " + arch + " (" +
+                         nvrtcGetErrorString(result) + "):\n" + log + "\n--- source of '" + name +
+                         "' ---\n" + numberedSource(source),
                      log, source);
 }
 
 } // namespace
 
-std::vector<char> compileToCubin(const std::string &source,
-                                 const std::string &name,
+std::vector<char> compileToCubin(const std::string &source, const std::string &name,
                                  const std::string &arch,
                                  const std::vector<std::string> &extraOptions) {
   Program program(source, name);
@@ -89,8 +85,7 @@ std::vector<char> compileToCubin(const std::string &source,
 }
 
 std::string compileToPtx(const std::string &source, const std::string &name,
-                         const std::string &arch,
-                         const std::vector<std::string> &extraOptions) {
+                         const std::string &arch, const std::vector<std::string> &extraOptions) {
   Program program(source, name);
   compile(program, source, name, arch, extraOptions);
   size_t size = 0;

@@ -21,8 +21,7 @@ namespace ampc::cuda {
 class NvrtcError : public std::runtime_error {
 public:
   NvrtcError(const std::string &message, std::string log, std::string source)
-      : std::runtime_error(message), compileLog(std::move(log)),
-        programSource(std::move(source)) {}
+      : std::runtime_error(message), compileLog(std::move(log)), programSource(std::move(source)) {}
   const std::string &log() const { return compileLog; }
   const std::string &source() const { return programSource; }
 
@@ -35,10 +34,9 @@ private:
 /// for the real architecture \p arch ("sm_80", "sm_90", ...), with -std=c++17
 /// and \p extraOptions (e.g. "-I<dir>", "-DNAME=1"). Returns the cubin
 /// bytes; throws NvrtcError on failure.
-std::vector<char>
-compileToCubin(const std::string &source, const std::string &name,
-               const std::string &arch = "sm_90",
-               const std::vector<std::string> &extraOptions = {});
+std::vector<char> compileToCubin(const std::string &source, const std::string &name,
+                                 const std::string &arch = "sm_90",
+                                 const std::vector<std::string> &extraOptions = {});
 
 /// Compiles \p source to PTX for the virtual architecture \p arch
 /// ("compute_90"), which newer GPUs JIT-compile at load time.

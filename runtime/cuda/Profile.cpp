@@ -15,8 +15,8 @@ namespace ampc::cuda {
 namespace {
 
 double attentionFlops(const plan::AttentionStep &step) {
-  double flops = 4.0 * static_cast<double>(step.batch) * step.heads *
-                 step.queries * step.keys * step.headDim;
+  double flops =
+      4.0 * static_cast<double>(step.batch) * step.heads * step.queries * step.keys * step.headDim;
   if (step.causal)
     flops /= 2;
   return step.pass == plan::AttentionPass::Forward ? flops : 2.5 * flops;
@@ -72,32 +72,27 @@ GroupCost groupCost(const plan::Plan &plan, const plan::DeviceGroup &group) {
       cost.bytes += bufferBytes(plan.buffers[id]);
   for (const plan::DeviceStep &step : group.steps) {
     if (const auto *matmul = std::get_if<plan::MatmulStep>(&step))
-      cost.flops += 2.0 * static_cast<double>(matmul->m) * matmul->n *
-                    matmul->k * matmul->batch;
+      cost.flops += 2.0 * static_cast<double>(matmul->m) * matmul->n * matmul->k * matmul->batch;
     else if (const auto *attention = std::get_if<plan::AttentionStep>(&step))
       cost.flops += attentionFlops(*attention);
   }
   return cost;
 }
 
-std::vector<ProfileRow> profileRows(const plan::Plan &plan,
-                                    const std::vector<GroupTime> &times) {
+std::vector<ProfileRow> profileRows(const plan::Plan &plan, const std::vector<GroupTime> &times) {
   using Key = std::tuple<int, std::string, std::string, uint64_t, double>;
   std::map<Key, ProfileRow> rows;
   for (const GroupTime &time : times) {
     const bool micro = time.function == PlanFunction::MicroStep;
-    const plan::DeviceFunction &program =
-        micro ? plan.device.microStep : plan.device.optimizerStep;
+    const plan::DeviceFunction &program = micro ? plan.device.microStep : plan.device.optimizerStep;
     if (time.group >= program.groups.size() || time.runs == 0)
       continue;
     const plan::DeviceGroup &group = program.groups[time.group];
     const GroupCost cost = groupCost(plan, group);
-    const std::string locations = groupLocations(
-        group, micro ? plan.instructions : plan.optimizerInstructions);
-    const double perStep = micro ? static_cast<double>(plan.accumulationSteps)
-                                 : 1.0;
-    ProfileRow &row = rows[Key(micro ? 0 : 1, group.kind, locations,
-                               cost.bytes, cost.flops)];
+    const std::string locations =
+        groupLocations(group, micro ? plan.instructions : plan.optimizerInstructions);
+    const double perStep = micro ? static_cast<double>(plan.accumulationSteps) : 1.0;
+    ProfileRow &row = rows[Key(micro ? 0 : 1, group.kind, locations, cost.bytes, cost.flops)];
     if (row.instances == 0) {
       row.function = time.function;
       row.kind = group.kind;
@@ -105,55 +100,47 @@ std::vector<ProfileRow> profileRows(const plan::Plan &plan,
       row.firstGroup = time.group;
     }
     ++row.instances;
-    row.milliseconds +=
-        time.milliseconds / static_cast<double>(time.runs) * perStep;
+    row.milliseconds += time.milliseconds / static_cast<double>(time.runs) * perStep;
     row.bytes += static_cast<uint64_t>(static_cast<double>(cost.bytes) * perStep);
     row.flops += cost.flops * perStep;
   }
   std::vector<ProfileRow> sorted;
   for (auto &entry : rows)
     sorted.push_back(entry.second);
-  std::stable_sort(sorted.begin(), sorted.end(),
-                   [](const ProfileRow &a, const ProfileRow &b) {
-                     return a.milliseconds > b.milliseconds;
-                   });
+  std::stable_sort(sorted.begin(), sorted.end(), [](const ProfileRow &a, const ProfileRow &b) {
+    return a.milliseconds > b.milliseconds;
+  });
   return sorted;
 }
 
-std::string formatProfile(const plan::Plan &plan,
-                          const std::vector<ProfileRow> &rows, size_t top,
+std::string formatProfile(const plan::Plan &plan, const std::vector<ProfileRow> &rows, size_t top,
                           uint64_t profiledSteps, double stepMilliseconds) {
   double total = 0;
   for (const ProfileRow &row : rows)
     total += row.milliseconds;
   std::string text =
-      "profile of @" + plan.modelName + " over " +
-      std::to_string(profiledSteps) +
-      " optimizer steps (groups run eagerly between CUDA events): " +
-      format("%.2f", total) + " ms of group time per step";
+      "profile of @" + plan.modelName + " over " + std::to_string(profiledSteps) +
+      " optimizer steps (groups run eagerly between CUDA events): " + format("%.2f", total) +
+      " ms of group time per step";
   if (stepMilliseconds >= 0)
-    text += format(" (a step measured without profiling: %.2f ms)",
-                   stepMilliseconds);
+    text += format(" (a step measured without profiling: %.2f ms)", stepMilliseconds);
   text += "\n";
   char line[512];
-  std::snprintf(line, sizeof(line), "%9s %6s  %-16s %-14s %4s %8s %6s %9s %7s  %s\n",
-                "ms/step", "share", "kind", "function", "n", "GB", "TB/s",
-                "GFLOP", "TFLOP/s", "where (call sites aside)");
+  std::snprintf(line, sizeof(line), "%9s %6s  %-16s %-14s %4s %8s %6s %9s %7s  %s\n", "ms/step",
+                "share", "kind", "function", "n", "GB", "TB/s", "GFLOP", "TFLOP/s",
+                "where (call sites aside)");
   text += line;
   for (size_t i = 0; i < rows.size() && i < top; ++i) {
     const ProfileRow &row = rows[i];
     const double seconds = row.milliseconds / 1e3;
-    const std::string tflops =
-        row.flops > 0 && seconds > 0 ? format("%7.1f", row.flops / seconds / 1e12)
-                                     : std::string(7 - 1, ' ') + "-";
-    std::snprintf(line, sizeof(line),
-                  "%9.3f %5.1f%%  %-16s %-14s %4zu %8.3f %6.2f %9.1f %s  %s\n",
-                  row.milliseconds,
-                  total > 0 ? 100 * row.milliseconds / total : 0.0,
-                  row.kind.c_str(), planFunctionName(row.function),
-                  row.instances, row.bytes / 1e9,
-                  seconds > 0 ? row.bytes / seconds / 1e12 : 0.0,
-                  row.flops / 1e9, tflops.c_str(), row.locations.c_str());
+    const std::string tflops = row.flops > 0 && seconds > 0
+                                   ? format("%7.1f", row.flops / seconds / 1e12)
+                                   : std::string(7 - 1, ' ') + "-";
+    std::snprintf(line, sizeof(line), "%9.3f %5.1f%%  %-16s %-14s %4zu %8.3f %6.2f %9.1f %s  %s\n",
+                  row.milliseconds, total > 0 ? 100 * row.milliseconds / total : 0.0,
+                  row.kind.c_str(), planFunctionName(row.function), row.instances, row.bytes / 1e9,
+                  seconds > 0 ? row.bytes / seconds / 1e12 : 0.0, row.flops / 1e9, tflops.c_str(),
+                  row.locations.c_str());
     text += line;
   }
   // Totals by what bounds a group: matmuls, attention, the rest (memory).
@@ -161,9 +148,8 @@ std::string formatProfile(const plan::Plan &plan,
   double ms[3] = {0, 0, 0}, flops[3] = {0, 0, 0}, bytes[3] = {0, 0, 0};
   size_t groups[3] = {0, 0, 0};
   for (const ProfileRow &row : rows) {
-    const plan::DeviceFunction &program = row.function == PlanFunction::MicroStep
-                                              ? plan.device.microStep
-                                              : plan.device.optimizerStep;
+    const plan::DeviceFunction &program =
+        row.function == PlanFunction::MicroStep ? plan.device.microStep : plan.device.optimizerStep;
     const plan::DeviceGroup &group = program.groups[row.firstGroup];
     // Variant indices: 1 = MatmulStep, 2 = AttentionStep.
     const int which = hasStep(group, 2) ? 1 : hasStep(group, 1) ? 0 : 2;
@@ -176,15 +162,14 @@ std::string formatProfile(const plan::Plan &plan,
     if (groups[i] == 0)
       continue;
     const double seconds = ms[i] / 1e3;
-    std::snprintf(line, sizeof(line),
-                  "%-20s %4zu groups %9.3f ms (%5.1f%%)", names[i], groups[i],
+    std::snprintf(line, sizeof(line), "%-20s %4zu groups %9.3f ms (%5.1f%%)", names[i], groups[i],
                   ms[i], total > 0 ? 100 * ms[i] / total : 0.0);
     text += line;
     if (i < 2 && seconds > 0)
       text += format(", %.1f TFLOP/s", flops[i] / seconds / 1e12);
     else if (seconds > 0)
-      text += format(", %.2f GB", bytes[i] / 1e9) +
-              format(" at %.2f TB/s", bytes[i] / seconds / 1e12);
+      text +=
+          format(", %.2f GB", bytes[i] / 1e9) + format(" at %.2f TB/s", bytes[i] / seconds / 1e12);
     text += "\n";
   }
   return text;

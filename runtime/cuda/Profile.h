@@ -53,15 +53,13 @@ struct ProfileRow {
 /// The rows for \p times (as Executor::groupTimes returns them), largest
 /// time first. Per optimizer step: a micro step group's mean time per run
 /// counts accumulationSteps times.
-std::vector<ProfileRow> profileRows(const plan::Plan &plan,
-                                    const std::vector<GroupTime> &times);
+std::vector<ProfileRow> profileRows(const plan::Plan &plan, const std::vector<GroupTime> &times);
 
 /// The report: the top \p top rows with time, share of the profiled step,
 /// kind, GB moved, TB/s, GFLOP, TFLOP/s, instances and locations, then the
 /// totals. \p stepMilliseconds is the whole step's time measured without
 /// profiling (graphs), for comparison (negative: unknown).
-std::string formatProfile(const plan::Plan &plan,
-                          const std::vector<ProfileRow> &rows, size_t top,
+std::string formatProfile(const plan::Plan &plan, const std::vector<ProfileRow> &rows, size_t top,
                           uint64_t profiledSteps, double stepMilliseconds);
 
 } // namespace ampc::cuda

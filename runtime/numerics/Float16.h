@@ -178,20 +178,18 @@ namespace detail {
 /// Rounds \p value to nearest-even in a binary format with \p mantissaBits
 /// stored mantissa bits and \p exponentBits exponent bits (bf16: 7, 8; fp16:
 /// 10, 5), directly from the double, and returns the encoding.
-AMPC_HOST_DEVICE inline uint16_t
-roundDoubleToNarrowBits(double value, int mantissaBits, int exponentBits) {
+AMPC_HOST_DEVICE inline uint16_t roundDoubleToNarrowBits(double value, int mantissaBits,
+                                                         int exponentBits) {
   const uint64_t bits = doubleToBits(value);
-  const uint32_t sign = static_cast<uint32_t>(bits >> 63)
-                        << (mantissaBits + exponentBits);
+  const uint32_t sign = static_cast<uint32_t>(bits >> 63) << (mantissaBits + exponentBits);
   const uint64_t magnitude = bits & 0x7fffffffffffffffull;
   const uint32_t infinity = ((1u << exponentBits) - 1u) << mantissaBits;
   if (magnitude >= 0x7ff0000000000000ull) {
     if (magnitude == 0x7ff0000000000000ull)
       return static_cast<uint16_t>(sign | infinity);
-    const uint32_t payload = static_cast<uint32_t>(
-        (magnitude >> (52 - mantissaBits)) & ((1u << mantissaBits) - 1u));
-    return static_cast<uint16_t>(sign | infinity | (1u << (mantissaBits - 1)) |
-                                 payload);
+    const uint32_t payload =
+        static_cast<uint32_t>((magnitude >> (52 - mantissaBits)) & ((1u << mantissaBits) - 1u));
+    return static_cast<uint16_t>(sign | infinity | (1u << (mantissaBits - 1)) | payload);
   }
   // Zero and double subnormals (< 2^-1022) are far below half the smallest
   // subnormal of either target format.
@@ -200,8 +198,7 @@ roundDoubleToNarrowBits(double value, int mantissaBits, int exponentBits) {
   const int bias = (1 << (exponentBits - 1)) - 1;
   const int minExponent = 1 - bias;
   const int exponent = static_cast<int>(magnitude >> 52) - 1023;
-  const uint64_t significand =
-      (magnitude & 0xfffffffffffffull) | 0x10000000000000ull; // 53 bits
+  const uint64_t significand = (magnitude & 0xfffffffffffffull) | 0x10000000000000ull; // 53 bits
   // Keep mantissaBits + 1 significant bits for a normal result; for a
   // subnormal one, fewer: the units are fixed at 2^(minExponent-mantissaBits).
   int shift = 52 - mantissaBits;
@@ -223,8 +220,8 @@ roundDoubleToNarrowBits(double value, int mantissaBits, int exponentBits) {
   } else {
     // `kept` includes the implicit bit, so adding it to (biased exponent - 1)
     // carries into the exponent field when rounding overflows the mantissa.
-    result = (static_cast<uint32_t>(exponent + bias - 1) << mantissaBits) +
-             static_cast<uint32_t>(kept);
+    result =
+        (static_cast<uint32_t>(exponent + bias - 1) << mantissaBits) + static_cast<uint32_t>(kept);
     if (result >= infinity)
       result = infinity;
   }

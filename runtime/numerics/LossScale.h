@@ -54,15 +54,14 @@ AMPC_HOST_DEVICE inline bool isFiniteScale(float value) {
 
 /// What one update did.
 struct LossScaleUpdate {
-  bool stepApplied;   ///< false: the optimizer step is skipped (non-finite gradients)
-  bool floorReached;  ///< the floor stopped this backoff for the first time: warn now
+  bool stepApplied;  ///< false: the optimizer step is skipped (non-finite gradients)
+  bool floorReached; ///< the floor stopped this backoff for the first time: warn now
 };
 
 /// Updates \p state after a step whose gradients were all finite (\p foundNonFinite false) or
 /// not. The arithmetic is GradScaler's: products are formed and rounded in f32.
-AMPC_HOST_DEVICE inline LossScaleUpdate updateLossScale(LossScaleState &state,
-                                                        const LossScaleConfig &config,
-                                                        bool foundNonFinite) {
+AMPC_HOST_DEVICE inline LossScaleUpdate
+updateLossScale(LossScaleState &state, const LossScaleConfig &config, bool foundNonFinite) {
   LossScaleUpdate update{!foundNonFinite, false};
   if (foundNonFinite) {
     float backedOff = state.scale * config.backoffFactor;

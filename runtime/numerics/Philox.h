@@ -55,8 +55,7 @@ constexpr uint32_t kPhiloxWeyl0 = 0x9E3779B9u; // golden ratio
 constexpr uint32_t kPhiloxWeyl1 = 0xBB67AE85u; // sqrt(3) - 1
 
 /// High and low halves of the 64-bit product \p a * \p b.
-AMPC_HOST_DEVICE inline void mulHiLo(uint32_t a, uint32_t b, uint32_t &hi,
-                                     uint32_t &lo) {
+AMPC_HOST_DEVICE inline void mulHiLo(uint32_t a, uint32_t b, uint32_t &hi, uint32_t &lo) {
 #if AMPC_DEVICE_PASS
   hi = __umulhi(a, b);
   lo = a * b;
@@ -68,8 +67,7 @@ AMPC_HOST_DEVICE inline void mulHiLo(uint32_t a, uint32_t b, uint32_t &hi,
 }
 
 /// One Philox S-box round on \p counter under \p key.
-AMPC_HOST_DEVICE inline PhiloxBlock philoxRound(PhiloxBlock counter,
-                                                PhiloxKey key) {
+AMPC_HOST_DEVICE inline PhiloxBlock philoxRound(PhiloxBlock counter, PhiloxKey key) {
   uint32_t hi0, lo0, hi1, lo1;
   mulHiLo(kPhiloxMultiplier0, counter.word[0], hi0, lo0);
   mulHiLo(kPhiloxMultiplier1, counter.word[2], hi1, lo1);
@@ -84,8 +82,7 @@ AMPC_HOST_DEVICE inline PhiloxBlock philoxRound(PhiloxBlock counter,
 
 /// Philox4x32 with 10 rounds: the key is bumped by the Weyl constants before
 /// every round after the first.
-AMPC_HOST_DEVICE inline PhiloxBlock philox4x32x10(PhiloxBlock counter,
-                                                  PhiloxKey key) {
+AMPC_HOST_DEVICE inline PhiloxBlock philox4x32x10(PhiloxBlock counter, PhiloxKey key) {
   counter = detail::philoxRound(counter, key);
   for (int round = 1; round < 10; ++round) {
     key.word[0] += detail::kPhiloxWeyl0;
@@ -97,9 +94,7 @@ AMPC_HOST_DEVICE inline PhiloxBlock philox4x32x10(PhiloxBlock counter,
 
 /// The Philox block for one tensor element under ampc's keying (see the file
 /// comment).
-AMPC_HOST_DEVICE inline PhiloxBlock philoxForElement(uint64_t seed,
-                                                     uint64_t step,
-                                                     uint32_t stream,
+AMPC_HOST_DEVICE inline PhiloxBlock philoxForElement(uint64_t seed, uint64_t step, uint32_t stream,
                                                      uint64_t element) {
   PhiloxKey key;
   key.word[0] = static_cast<uint32_t>(seed);
@@ -113,15 +108,14 @@ AMPC_HOST_DEVICE inline PhiloxBlock philoxForElement(uint64_t seed,
 }
 
 /// A uniform sample in [0, 1) with 24 random bits (exact as a float).
-AMPC_HOST_DEVICE inline float uniform01(uint64_t seed, uint64_t step,
-                                        uint32_t stream, uint64_t element) {
+AMPC_HOST_DEVICE inline float uniform01(uint64_t seed, uint64_t step, uint32_t stream,
+                                        uint64_t element) {
   const PhiloxBlock out = philoxForElement(seed, step, stream, element);
   return static_cast<float>(out.word[0] >> 8) * (1.0f / 16777216.0f);
 }
 
 /// A standard normal sample by the Box-Muller transform, in double.
-AMPC_HOST_DEVICE inline double standardNormal(uint64_t seed, uint64_t step,
-                                              uint32_t stream,
+AMPC_HOST_DEVICE inline double standardNormal(uint64_t seed, uint64_t step, uint32_t stream,
                                               uint64_t element) {
   const PhiloxBlock out = philoxForElement(seed, step, stream, element);
   const double kTwoToMinus32 = 1.0 / 4294967296.0;

@@ -101,13 +101,12 @@ std::string describeDeviceError(const Plan &plan, bool optimizerStep,
         if (const auto *number = std::get_if<int64_t>(&it->second))
           ignore = std::to_string(*number);
     }
-    return where + ": label " + value + " at row " + index +
-           " is outside the classes [0, " + bound +
-           ") and is not ignore_index " + ignore;
+    return where + ": label " + value + " at row " + index + " is outside the classes [0, " +
+           bound + ") and is not ignore_index " + ignore;
   }
   case kDeviceErrorEmbeddingId:
-    return where + ": id " + value + " at index " + index +
-           " is outside the table's rows [0, " + bound + ")";
+    return where + ": id " + value + " at index " + index + " is outside the table's rows [0, " +
+           bound + ")";
   default:
     return where + ": device error code " + std::to_string(record.code);
   }

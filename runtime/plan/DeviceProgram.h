@@ -82,13 +82,12 @@ enum class TableKind : uint8_t {
 /// is kNoBuffer without a parameter copy); norm entries use `grad` (the
 /// tensor whose squares are summed), `elements` and `firstBlock`.
 struct TableEntry {
-  uint32_t param = kNoBuffer, grad = kNoBuffer, firstMoment = kNoBuffer,
-           secondMoment = kNoBuffer, copy = kNoBuffer;
+  uint32_t param = kNoBuffer, grad = kNoBuffer, firstMoment = kNoBuffer, secondMoment = kNoBuffer,
+           copy = kNoBuffer;
   int64_t elements = 0;
   /// Blocks [firstBlock, next entry's firstBlock) of the launch work on it.
   int64_t firstBlock = 0;
-  float beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0, clipNorm = 0,
-        momentum = 0;
+  float beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0, clipNorm = 0, momentum = 0;
 };
 
 struct DeviceTable {
@@ -116,13 +115,7 @@ struct DeviceArgument {
 /// How the compiler laid out a launch's iteration (informational: the grid
 /// and block below are what the runtime uses). The numeric values are the
 /// on-disk codes, in the order of KernelLaunch::Space.
-enum class LaunchSpace : uint8_t {
-  Elements = 0,
-  Rows = 1,
-  Columns = 2,
-  Single = 3,
-  Tensors = 4
-};
+enum class LaunchSpace : uint8_t { Elements = 0, Rows = 1, Columns = 2, Single = 3, Tensors = 4 };
 
 /// cuLaunchKernel(kernel, grid, block, 0 bytes of dynamic shared memory,
 /// the function's stream, pointers to the arguments' values).
@@ -178,16 +171,16 @@ enum class AttentionPass : uint8_t { Forward = 0, Backward = 1 };
 struct AttentionStep {
   AttentionPass pass = AttentionPass::Forward;
   uint32_t q = 0, k = 0, v = 0;
-  uint32_t out = kNoBuffer;                       ///< forward: o (written)
-  uint32_t dOut = kNoBuffer;                      ///< backward: dO (read)
+  uint32_t out = kNoBuffer;                                ///< forward: o (written)
+  uint32_t dOut = kNoBuffer;                               ///< backward: dO (read)
   uint32_t dq = kNoBuffer, dk = kNoBuffer, dv = kNoBuffer; ///< backward: written
   int64_t batch = 1, heads = 1, queries = 0, keys = 0, headDim = 0;
   bool causal = false;
   float scale = 1;
   /// Kernel indices: forward, delta, dq, dk/dv (kNoKernel for the three
   /// backward kernels in a forward step).
-  uint32_t forwardKernel = kNoKernel, deltaKernel = kNoKernel,
-           dqKernel = kNoKernel, dkdvKernel = kNoKernel;
+  uint32_t forwardKernel = kNoKernel, deltaKernel = kNoKernel, dqKernel = kNoKernel,
+           dkdvKernel = kNoKernel;
   /// Scratch offsets (bytes): lse, f32 [batch*heads*T]; backward also the
   /// recomputed o (the dtype of q, [batch*heads*T*D]) and delta (f32
   /// [batch*heads*T]). Unused offsets are 0.

@@ -53,7 +53,7 @@ struct OpInfo {
 
 /// Every opcode, indexed by its numeric code.
 inline constexpr OpInfo kOpTable[] = {
-#define AMPC_OP(Name, Spelling, Kind, Operands, Results)                       \
+#define AMPC_OP(Name, Spelling, Kind, Operands, Results)                                           \
   {OpCode::Name, Spelling, OpKind::Kind, Operands, Results},
 #include "runtime/plan/OpCodes.def"
 };

@@ -61,9 +61,7 @@ bool isFloatDType(DType dtype) {
   return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16;
 }
 
-bool isIntegerDType(DType dtype) {
-  return dtype == DType::I32 || dtype == DType::I64;
-}
+bool isIntegerDType(DType dtype) { return dtype == DType::I32 || dtype == DType::I64; }
 
 const char *bufferRoleName(BufferRole role) {
   switch (role) {
@@ -138,8 +136,7 @@ std::string shapeToString(const std::vector<int64_t> &shape) {
 }
 
 std::string describeInstruction(const Instruction &instruction, size_t index) {
-  std::string text = "instruction " + std::to_string(index) + " (" +
-                     opCodeName(instruction.op);
+  std::string text = "instruction " + std::to_string(index) + " (" + opCodeName(instruction.op);
   if (!instruction.location.empty())
     text += " at " + instruction.location;
   return text + ")";
@@ -147,19 +144,18 @@ std::string describeInstruction(const Instruction &instruction, size_t index) {
 
 namespace {
 /// The attribute \p name, or PlanError naming what is missing.
-const AttrValue &findAttr(const Instruction &instruction,
-                          const std::string &name) {
+const AttrValue &findAttr(const Instruction &instruction, const std::string &name) {
   auto it = instruction.attrs.find(name);
   if (it == instruction.attrs.end())
-    throw PlanError(std::string(opCodeName(instruction.op)) +
-                    " is missing attribute '" + name + "'");
+    throw PlanError(std::string(opCodeName(instruction.op)) + " is missing attribute '" + name +
+                    "'");
   return it->second;
 }
 
-[[noreturn]] void wrongAttrType(const Instruction &instruction,
-                                const std::string &name, const char *wanted) {
-  throw PlanError(std::string(opCodeName(instruction.op)) + " attribute '" +
-                  name + "' must be " + wanted);
+[[noreturn]] void wrongAttrType(const Instruction &instruction, const std::string &name,
+                                const char *wanted) {
+  throw PlanError(std::string(opCodeName(instruction.op)) + " attribute '" + name + "' must be " +
+                  wanted);
 }
 } // namespace
 
@@ -177,8 +173,7 @@ double realAttr(const Instruction &instruction, const std::string &name) {
   wrongAttrType(instruction, name, "a real number");
 }
 
-const std::vector<int64_t> &intListAttr(const Instruction &instruction,
-                                        const std::string &name) {
+const std::vector<int64_t> &intListAttr(const Instruction &instruction, const std::string &name) {
   const AttrValue &value = findAttr(instruction, name);
   if (const auto *list = std::get_if<std::vector<int64_t>>(&value))
     return *list;

@@ -224,8 +224,7 @@ int64_t intAttr(const Instruction &instruction, const std::string &name);
 double realAttr(const Instruction &instruction, const std::string &name);
 /// The integer-list attribute \p name of \p instruction; PlanError if it is
 /// missing or not a list.
-const std::vector<int64_t> &intListAttr(const Instruction &instruction,
-                                        const std::string &name);
+const std::vector<int64_t> &intListAttr(const Instruction &instruction, const std::string &name);
 
 /// Writes \p plan in the binary format to \p out. Throws PlanError if the
 /// stream fails.

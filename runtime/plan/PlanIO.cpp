@@ -106,8 +106,7 @@ void encodeConstants(const Plan &plan, ByteWriter &out) {
 }
 
 /// An instruction list (INST and OPTI share the encoding).
-void encodeInstructionList(const std::vector<Instruction> &instructions,
-                           ByteWriter &out) {
+void encodeInstructionList(const std::vector<Instruction> &instructions, ByteWriter &out) {
   out.count(instructions.size());
   for (const Instruction &instruction : instructions) {
     out.u16(static_cast<uint16_t>(instruction.op));
@@ -171,8 +170,7 @@ void encodePrecision(const Plan &plan, ByteWriter &out) {
 
 /// Appends one section: tag, flags, payload length, payload.
 void appendSection(ByteWriter &file, const char *tag, uint32_t flags,
-                   void (*encode)(const Plan &, ByteWriter &),
-                   const Plan &plan) {
+                   void (*encode)(const Plan &, ByteWriter &), const Plan &plan) {
   ByteWriter payload;
   encode(plan, payload);
   file.raw(tag, 4);
@@ -245,13 +243,11 @@ void decodeConstants(ByteReader &in, Plan &plan) {
   }
 }
 
-void decodeInstructionList(ByteReader &in,
-                           std::vector<Instruction> &instructions) {
+void decodeInstructionList(ByteReader &in, std::vector<Instruction> &instructions) {
   uint32_t count = in.count("instruction count", 18);
   instructions.resize(count);
   for (Instruction &instruction : instructions) {
-    instruction.op =
-        decodeEnum<OpCode>(in, in.u16("opcode"), kNumOpCodes, "opcode");
+    instruction.op = decodeEnum<OpCode>(in, in.u16("opcode"), kNumOpCodes, "opcode");
     instruction.operands.resize(in.count("operand count", 4));
     for (uint32_t &operand : instruction.operands)
       operand = in.u32("operand");
@@ -261,8 +257,7 @@ void decodeInstructionList(ByteReader &in,
     uint32_t attrCount = in.count("attribute count", 5);
     for (uint32_t i = 0; i < attrCount; ++i) {
       std::string name = in.string("attribute name");
-      auto kind = decodeEnum<AttrKind>(in, in.u8("attribute kind"), 3,
-                                       "attribute kind");
+      auto kind = decodeEnum<AttrKind>(in, in.u8("attribute kind"), 3, "attribute kind");
       AttrValue value;
       if (kind == AttrKind::Int) {
         value = in.i64("integer attribute");
@@ -297,8 +292,7 @@ void decodePrecision(ByteReader &in, Plan &plan) {
     copy.source = in.u32("parameter copy source");
   }
   LossScaling &scaling = plan.lossScaling;
-  scaling.mode = decodeEnum<LossScaleMode>(in, in.u8("loss scale mode"), 3,
-                                           "loss scale mode");
+  scaling.mode = decodeEnum<LossScaleMode>(in, in.u8("loss scale mode"), 3, "loss scale mode");
   scaling.initialScale = in.f32("initial loss scale");
   scaling.growthFactor = in.f32("loss scale growth factor");
   scaling.backoffFactor = in.f32("loss scale backoff factor");
@@ -347,10 +341,8 @@ std::string printableTag(const uint8_t *tag) {
 Plan decodePlan(const std::vector<uint8_t> &file) {
   if (file.empty())
     throw PlanError("not an ampc plan: the input is empty");
-  if (file.size() < sizeof kMagic ||
-      std::memcmp(file.data(), kMagic, sizeof kMagic) != 0) {
-    if (file.size() < sizeof kMagic &&
-        std::memcmp(file.data(), kMagic, file.size()) == 0)
+  if (file.size() < sizeof kMagic || std::memcmp(file.data(), kMagic, sizeof kMagic) != 0) {
+    if (file.size() < sizeof kMagic && std::memcmp(file.data(), kMagic, file.size()) == 0)
       throw PlanError("plan truncated: " + std::to_string(file.size()) +
                       " bytes, shorter than the 16-byte header");
     throw PlanError("not an ampc plan: the first 8 bytes are not \"AMPCPLAN\"");
@@ -360,8 +352,7 @@ Plan decodePlan(const std::vector<uint8_t> &file) {
   uint32_t version = header.u32("format version");
   if (version != kFormatVersion)
     throw PlanError("plan format version " + std::to_string(version) +
-                    ", this runtime reads version " +
-                    std::to_string(kFormatVersion) +
+                    ", this runtime reads version " + std::to_string(kFormatVersion) +
                     ": recompile the model with a matching ampc");
   uint32_t sectionCount = header.u32("section count");
 
@@ -370,11 +361,10 @@ Plan decodePlan(const std::vector<uint8_t> &file) {
   size_t offset = kHeaderBytes;
   for (uint32_t index = 0; index < sectionCount; ++index) {
     if (file.size() - offset < kSectionHeaderBytes)
-      throw PlanError("plan truncated: section " + std::to_string(index) +
-                      " of " + std::to_string(sectionCount) +
-                      " needs a 16-byte header at offset " +
-                      std::to_string(offset) + ", only " +
-                      std::to_string(file.size() - offset) + " left");
+      throw PlanError("plan truncated: section " + std::to_string(index) + " of " +
+                      std::to_string(sectionCount) + " needs a 16-byte header at offset " +
+                      std::to_string(offset) + ", only " + std::to_string(file.size() - offset) +
+                      " left");
     ByteReader sectionHeader(file.data(), offset, file.size(),
                              "section " + std::to_string(index) + " header");
     sectionHeader.skip(4);
@@ -384,9 +374,8 @@ Plan decodePlan(const std::vector<uint8_t> &file) {
     uint64_t length = sectionHeader.u64("section length");
     offset += kSectionHeaderBytes;
     if (length > file.size() - offset)
-      throw PlanError("plan truncated: section '" + tag + "' declares " +
-                      std::to_string(length) + " bytes at offset " +
-                      std::to_string(offset) + ", only " +
+      throw PlanError("plan truncated: section '" + tag + "' declares " + std::to_string(length) +
+                      " bytes at offset " + std::to_string(offset) + ", only " +
                       std::to_string(file.size() - offset) + " left");
     if (!seen.insert(tag).second)
       throw PlanError("malformed plan: section '" + tag + "' appears twice");
@@ -396,8 +385,7 @@ Plan decodePlan(const std::vector<uint8_t> &file) {
       if (std::memcmp(known.tag, tagBytes, 4) == 0)
         decoder = &known;
     if (decoder) {
-      ByteReader payload(file.data(), offset, offset + length,
-                         "section '" + tag + "'");
+      ByteReader payload(file.data(), offset, offset + length, "section '" + tag + "'");
       decoder->decode(payload, plan);
       if (payload.remaining() != 0)
         payload.fail(std::to_string(payload.remaining()) +
@@ -416,8 +404,8 @@ Plan decodePlan(const std::vector<uint8_t> &file) {
                     " bytes after the last section");
   for (const SectionDecoder &known : kSections)
     if (!seen.count(known.tag))
-      throw PlanError(std::string("plan truncated or incomplete: section '") +
-                      known.tag + "' is missing");
+      throw PlanError(std::string("plan truncated or incomplete: section '") + known.tag +
+                      "' is missing");
   return plan;
 }
 
@@ -433,8 +421,7 @@ void writePlan(const Plan &plan, std::ostream &out) {
   appendSection(file, kParametersTag, kSectionRequired, encodeParameters, plan);
   appendSection(file, kInputsTag, kSectionRequired, encodeInputs, plan);
   appendSection(file, kConstantsTag, kSectionRequired, encodeConstants, plan);
-  appendSection(file, kInstructionsTag, kSectionRequired, encodeInstructions,
-                plan);
+  appendSection(file, kInstructionsTag, kSectionRequired, encodeInstructions, plan);
   appendSection(file, kOptimizerTag, kSectionRequired, encodeOptimizer, plan);
   appendSection(file, kPrecisionTag, kSectionRequired, encodePrecision, plan);
   appendSection(file, kDeviceTag, kSectionRequired, encodeDevice, plan);
@@ -445,8 +432,7 @@ void writePlan(const Plan &plan, std::ostream &out) {
 }
 
 Plan readPlan(std::istream &in) {
-  std::vector<uint8_t> file{std::istreambuf_iterator<char>(in),
-                            std::istreambuf_iterator<char>()};
+  std::vector<uint8_t> file{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   if (in.bad())
     throw PlanError("cannot read plan: the input stream failed");
   Plan plan = decodePlan(file);
@@ -459,8 +445,7 @@ void savePlan(const Plan &plan, const std::string &path) {
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     if (!out)
-      throw PlanError("cannot save plan to '" + path + "': cannot create '" +
-                      temporary + "'");
+      throw PlanError("cannot save plan to '" + path + "': cannot create '" + temporary + "'");
     bool written = true;
     try {
       writePlan(plan, out);
@@ -482,8 +467,8 @@ void savePlan(const Plan &plan, const std::string &path) {
   }
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {
     std::remove(temporary.c_str());
-    throw PlanError("cannot save plan to '" + path + "': cannot rename '" +
-                    temporary + "' over it");
+    throw PlanError("cannot save plan to '" + path + "': cannot rename '" + temporary +
+                    "' over it");
   }
 }
 

@@ -46,13 +46,13 @@ void encodeArgument(const DeviceArgument &arg, ByteWriter &out) {
     out.u8(static_cast<uint8_t>(arg.table.kind));
     out.count(arg.table.entries.size());
     for (const TableEntry &entry : arg.table.entries) {
-      for (uint32_t id : {entry.param, entry.grad, entry.firstMoment,
-                          entry.secondMoment, entry.copy})
+      for (uint32_t id :
+           {entry.param, entry.grad, entry.firstMoment, entry.secondMoment, entry.copy})
         out.u32(id);
       out.i64(entry.elements);
       out.i64(entry.firstBlock);
-      for (float value : {entry.beta1, entry.beta2, entry.eps,
-                          entry.weightDecay, entry.clipNorm, entry.momentum})
+      for (float value :
+           {entry.beta1, entry.beta2, entry.eps, entry.weightDecay, entry.clipNorm, entry.momentum})
         out.f32(value);
     }
     break;
@@ -81,13 +81,12 @@ void encodeStep(const DeviceStep &step, ByteWriter &out) {
     for (const DeviceArgument &arg : launch->args)
       encodeArgument(arg, out);
   } else if (const auto *matmul = std::get_if<MatmulStep>(&step)) {
-    for (uint32_t id :
-         {matmul->a, matmul->b, matmul->d, matmul->c, matmul->bias, matmul->aux})
+    for (uint32_t id : {matmul->a, matmul->b, matmul->d, matmul->c, matmul->bias, matmul->aux})
       out.u32(id);
     out.u8(matmul->transA ? 1 : 0);
     out.u8(matmul->transB ? 1 : 0);
-    for (int64_t value : {matmul->m, matmul->n, matmul->k, matmul->batch,
-                          matmul->strideA, matmul->strideB, matmul->strideD})
+    for (int64_t value : {matmul->m, matmul->n, matmul->k, matmul->batch, matmul->strideA,
+                          matmul->strideB, matmul->strideD})
       out.i64(value);
     out.u8(matmul->computeType);
     out.u8(static_cast<uint8_t>(matmul->epilogue));
@@ -95,16 +94,16 @@ void encodeStep(const DeviceStep &step, ByteWriter &out) {
     out.f32(matmul->beta);
   } else if (const auto *attention = std::get_if<AttentionStep>(&step)) {
     out.u8(static_cast<uint8_t>(attention->pass));
-    for (uint32_t id : {attention->q, attention->k, attention->v, attention->out,
-                        attention->dOut, attention->dq, attention->dk, attention->dv})
+    for (uint32_t id : {attention->q, attention->k, attention->v, attention->out, attention->dOut,
+                        attention->dq, attention->dk, attention->dv})
       out.u32(id);
-    for (int64_t value : {attention->batch, attention->heads, attention->queries,
-                          attention->keys, attention->headDim})
+    for (int64_t value : {attention->batch, attention->heads, attention->queries, attention->keys,
+                          attention->headDim})
       out.i64(value);
     out.u8(attention->causal ? 1 : 0);
     out.f32(attention->scale);
-    for (uint32_t kernel : {attention->forwardKernel, attention->deltaKernel,
-                            attention->dqKernel, attention->dkdvKernel})
+    for (uint32_t kernel : {attention->forwardKernel, attention->deltaKernel, attention->dqKernel,
+                            attention->dkdvKernel})
       out.u32(kernel);
     out.u64(attention->lseOffset);
     out.u64(attention->outOffset);
@@ -158,10 +157,9 @@ void encodeDevice(const Plan &plan, ByteWriter &out) {
     const std::vector<uint8_t> &raw = records.bytes;
     uLongf packedSize = compressBound(raw.size());
     std::vector<uint8_t> packed(packedSize);
-    if (compress2(packed.data(), &packedSize, raw.data(), raw.size(),
-                  Z_BEST_COMPRESSION) != Z_OK)
-      throw PlanError("cannot compress the device modules (" +
-                      std::to_string(raw.size()) + " bytes)");
+    if (compress2(packed.data(), &packedSize, raw.data(), raw.size(), Z_BEST_COMPRESSION) != Z_OK)
+      throw PlanError("cannot compress the device modules (" + std::to_string(raw.size()) +
+                      " bytes)");
     out.count(raw.size());
     out.count(packedSize);
     out.raw(packed.data(), packedSize);
@@ -177,8 +175,7 @@ void encodeDevice(const Plan &plan, ByteWriter &out) {
 
 namespace {
 
-template <typename T>
-T decodeFlag(ByteReader &in, const char *what) {
+template <typename T> T decodeFlag(ByteReader &in, const char *what) {
   uint8_t flag = in.u8(what);
   if (flag > 1)
     in.fail(std::string("bad ") + what + " " + std::to_string(flag));
@@ -202,17 +199,16 @@ void decodeArgument(ByteReader &in, DeviceArgument &arg) {
     arg.access = decodeEnum<Access>(in, in.u8("access"), 3, "access");
     break;
   case ArgKind::Table: {
-    arg.table.kind =
-        decodeEnum<TableKind>(in, in.u8("table kind"), 2, "table kind");
+    arg.table.kind = decodeEnum<TableKind>(in, in.u8("table kind"), 2, "table kind");
     arg.table.entries.resize(in.count("table entry count", 60));
     for (TableEntry &entry : arg.table.entries) {
-      for (uint32_t *id : {&entry.param, &entry.grad, &entry.firstMoment,
-                           &entry.secondMoment, &entry.copy})
+      for (uint32_t *id :
+           {&entry.param, &entry.grad, &entry.firstMoment, &entry.secondMoment, &entry.copy})
         *id = in.u32("table entry buffer");
       entry.elements = in.i64("table entry elements");
       entry.firstBlock = in.i64("table entry first block");
-      for (float *value : {&entry.beta1, &entry.beta2, &entry.eps,
-                           &entry.weightDecay, &entry.clipNorm, &entry.momentum})
+      for (float *value : {&entry.beta1, &entry.beta2, &entry.eps, &entry.weightDecay,
+                           &entry.clipNorm, &entry.momentum})
         *value = in.f32("table entry hyper-parameter");
     }
     break;
@@ -235,8 +231,7 @@ DeviceStep decodeStep(ByteReader &in) {
       size = in.u32("grid size");
     for (uint32_t &size : launch.block)
       size = in.u32("block size");
-    launch.space =
-        decodeEnum<LaunchSpace>(in, in.u8("launch space"), 5, "launch space");
+    launch.space = decodeEnum<LaunchSpace>(in, in.u8("launch space"), 5, "launch space");
     launch.elements = in.i64("launch elements");
     launch.rows = in.i64("launch rows");
     launch.rowLength = in.i64("launch row length");
@@ -248,38 +243,34 @@ DeviceStep decodeStep(ByteReader &in) {
   }
   case StepKind::Matmul: {
     MatmulStep matmul;
-    for (uint32_t *id : {&matmul.a, &matmul.b, &matmul.d, &matmul.c,
-                         &matmul.bias, &matmul.aux})
+    for (uint32_t *id : {&matmul.a, &matmul.b, &matmul.d, &matmul.c, &matmul.bias, &matmul.aux})
       *id = in.u32("matmul buffer");
     matmul.transA = decodeFlag<bool>(in, "transpose flag");
     matmul.transB = decodeFlag<bool>(in, "transpose flag");
-    for (int64_t *value : {&matmul.m, &matmul.n, &matmul.k, &matmul.batch,
-                           &matmul.strideA, &matmul.strideB, &matmul.strideD})
+    for (int64_t *value : {&matmul.m, &matmul.n, &matmul.k, &matmul.batch, &matmul.strideA,
+                           &matmul.strideB, &matmul.strideD})
       *value = in.i64("matmul size");
     matmul.computeType = in.u8("compute type");
     if (matmul.computeType != 0)
       in.fail("bad compute type code " + std::to_string(matmul.computeType));
-    matmul.epilogue =
-        decodeEnum<Epilogue>(in, in.u8("epilogue"), 5, "matmul epilogue");
+    matmul.epilogue = decodeEnum<Epilogue>(in, in.u8("epilogue"), 5, "matmul epilogue");
     matmul.alpha = in.f32("alpha");
     matmul.beta = in.f32("beta");
     return matmul;
   }
   case StepKind::Attention: {
     AttentionStep attention;
-    attention.pass =
-        decodeEnum<AttentionPass>(in, in.u8("attention pass"), 2, "attention pass");
-    for (uint32_t *id : {&attention.q, &attention.k, &attention.v,
-                         &attention.out, &attention.dOut, &attention.dq,
-                         &attention.dk, &attention.dv})
+    attention.pass = decodeEnum<AttentionPass>(in, in.u8("attention pass"), 2, "attention pass");
+    for (uint32_t *id : {&attention.q, &attention.k, &attention.v, &attention.out, &attention.dOut,
+                         &attention.dq, &attention.dk, &attention.dv})
       *id = in.u32("attention buffer");
-    for (int64_t *value : {&attention.batch, &attention.heads, &attention.queries,
-                           &attention.keys, &attention.headDim})
+    for (int64_t *value : {&attention.batch, &attention.heads, &attention.queries, &attention.keys,
+                           &attention.headDim})
       *value = in.i64("attention size");
     attention.causal = decodeFlag<bool>(in, "causal flag");
     attention.scale = in.f32("attention scale");
-    for (uint32_t *kernel : {&attention.forwardKernel, &attention.deltaKernel,
-                             &attention.dqKernel, &attention.dkdvKernel})
+    for (uint32_t *kernel : {&attention.forwardKernel, &attention.deltaKernel, &attention.dqKernel,
+                             &attention.dkdvKernel})
       *kernel = in.u32("attention kernel");
     attention.lseOffset = in.u64("lse offset");
     attention.outOffset = in.u64("output offset");
@@ -334,15 +325,16 @@ void decodeDevice(ByteReader &in, Plan &plan) {
     // Each record takes at least 16 bytes (a name and three sizes).
     if (modules > rawSize / 16)
       in.fail("module count " + std::to_string(modules) + " needs at least " +
-              std::to_string(16ull * modules) + " bytes of records, but they "
-              "hold " + std::to_string(rawSize));
+              std::to_string(16ull * modules) +
+              " bytes of records, but they "
+              "hold " +
+              std::to_string(rawSize));
     std::vector<uint8_t> raw(rawSize);
     uLongf inflated = rawSize;
-    const int status =
-        uncompress(raw.data(), &inflated, packed.data(), packedSize);
+    const int status = uncompress(raw.data(), &inflated, packed.data(), packedSize);
     if (status != Z_OK || inflated != rawSize)
-      in.fail("the compressed module records do not inflate to their " +
-              std::to_string(rawSize) + " bytes (zlib: " +
+      in.fail("the compressed module records do not inflate to their " + std::to_string(rawSize) +
+              " bytes (zlib: " +
               (status == Z_OK ? std::string("size ") + std::to_string(inflated)
                               : std::string(zError(status))) +
               ")");
@@ -350,15 +342,12 @@ void decodeDevice(ByteReader &in, Plan &plan) {
     device.modules.resize(modules);
     for (DeviceModule &module : device.modules) {
       module.name = records.string("module name");
-      records.bytesInto(module.cubinSm80, records.u32("sm_80 cubin size"),
-                        "sm_80 cubin");
-      records.bytesInto(module.cubinSm90, records.u32("sm_90 cubin size"),
-                        "sm_90 cubin");
+      records.bytesInto(module.cubinSm80, records.u32("sm_80 cubin size"), "sm_80 cubin");
+      records.bytesInto(module.cubinSm90, records.u32("sm_90 cubin size"), "sm_90 cubin");
       module.ptx = records.string("PTX");
     }
     if (records.remaining() != 0)
-      records.fail(std::to_string(records.remaining()) +
-                   " bytes after the last module");
+      records.fail(std::to_string(records.remaining()) + " bytes after the last module");
   }
   device.kernels.resize(in.count("kernel count", 8));
   for (DeviceKernel &kernel : device.kernels) {

@@ -60,8 +60,7 @@ private:
   }
   static uint32_t checkedCount(size_t count, const char *what) {
     if (count > UINT32_MAX)
-      throw PlanError(std::string("cannot write plan: a ") + what + " of " +
-                      std::to_string(count) +
+      throw PlanError(std::string("cannot write plan: a ") + what + " of " + std::to_string(count) +
                       " elements exceeds the format's 32-bit count");
     return static_cast<uint32_t>(count);
   }
@@ -75,12 +74,8 @@ public:
       : file(file), offset(begin), end(end), context(std::move(context)) {}
 
   uint8_t u8(const char *what) { return static_cast<uint8_t>(fixed(1, what)); }
-  uint16_t u16(const char *what) {
-    return static_cast<uint16_t>(fixed(2, what));
-  }
-  uint32_t u32(const char *what) {
-    return static_cast<uint32_t>(fixed(4, what));
-  }
+  uint16_t u16(const char *what) { return static_cast<uint16_t>(fixed(2, what)); }
+  uint32_t u32(const char *what) { return static_cast<uint32_t>(fixed(4, what)); }
   uint64_t u64(const char *what) { return fixed(8, what); }
   int64_t i64(const char *what) { return static_cast<int64_t>(fixed(8, what)); }
   float f32(const char *what) {
@@ -108,9 +103,9 @@ public:
   uint32_t count(const char *what, size_t minElementBytes) {
     uint32_t count = u32(what);
     if (minElementBytes && count > remaining() / minElementBytes)
-      fail(std::string(what) + " " + std::to_string(count) +
-           " needs at least " + std::to_string(count * minElementBytes) +
-           " bytes, but only " + std::to_string(remaining()) + " remain");
+      fail(std::string(what) + " " + std::to_string(count) + " needs at least " +
+           std::to_string(count * minElementBytes) + " bytes, but only " +
+           std::to_string(remaining()) + " remain");
     return count;
   }
   void bytesInto(std::vector<uint8_t> &bytes, uint64_t size, const char *what) {
@@ -130,9 +125,8 @@ private:
   void need(uint64_t size, const char *what) const {
     if (size > remaining())
       throw PlanError("plan truncated: " + context + ": " + what + " needs " +
-                      std::to_string(size) + " bytes at offset " +
-                      std::to_string(offset) + ", only " +
-                      std::to_string(remaining()) + " left");
+                      std::to_string(size) + " bytes at offset " + std::to_string(offset) +
+                      ", only " + std::to_string(remaining()) + " left");
   }
   uint64_t fixed(int size, const char *what) {
     need(size, what);
@@ -150,8 +144,7 @@ private:
 };
 
 template <typename Enum>
-Enum decodeEnum(ByteReader &in, uint64_t code, uint64_t limit,
-                const char *what) {
+Enum decodeEnum(ByteReader &in, uint64_t code, uint64_t limit, const char *what) {
   if (code >= limit)
     in.fail(std::string("bad ") + what + " code " + std::to_string(code));
   return static_cast<Enum>(code);

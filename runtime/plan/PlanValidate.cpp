@@ -19,9 +19,7 @@
 namespace ampc::plan {
 namespace detail {
 
-[[noreturn]] void fail(const std::string &message) {
-  throw PlanError("invalid plan: " + message);
-}
+[[noreturn]] void fail(const std::string &message) { throw PlanError("invalid plan: " + message); }
 
 /// "buffer 4 'h1' (bf16 [2, 3])".
 std::string describeBuffer(const Plan &plan, uint32_t id) {
@@ -29,8 +27,7 @@ std::string describeBuffer(const Plan &plan, uint32_t id) {
   std::string text = "buffer " + std::to_string(id);
   if (!buffer.name.empty())
     text += " '" + buffer.name + "'";
-  return text + " (" + dtypeName(buffer.dtype) + " " +
-         shapeToString(buffer.shape) + ")";
+  return text + " (" + dtypeName(buffer.dtype) + " " + shapeToString(buffer.shape) + ")";
 }
 
 void InstructionChecker::checkElementwiseBinary() {
@@ -55,8 +52,7 @@ void InstructionChecker::checkElementwiseUnary() {
       fail("attribute 'p' must be in [0, 1), is " + std::to_string(p));
     int64_t stream = intAttr("stream");
     if (stream < 0 || stream > int64_t(UINT32_MAX))
-      fail("attribute 'stream' must fit in 32 bits, is " +
-           std::to_string(stream));
+      fail("attribute 'stream' must fit in 32 bits, is " + std::to_string(stream));
   }
 }
 
@@ -181,8 +177,7 @@ void InstructionChecker::checkLoss() {
   intAttr("ignore_index");
   int64_t reduction = intAttr("reduction");
   if (reduction != 0 && reduction != 1)
-    fail("attribute 'reduction' must be 0 (mean) or 1 (sum), is " +
-         std::to_string(reduction));
+    fail("attribute 'reduction' must be 0 (mean) or 1 (sum), is " + std::to_string(reduction));
 }
 
 void InstructionChecker::check() {
@@ -298,12 +293,10 @@ void checkTables(const Plan &plan) {
            "has " +
            std::to_string(bufferCount) + " buffers");
     if (plan.buffers[id].role != role)
-      fail(what + " refers to " + describeBuffer(plan, id) +
-           ", whose role is " + bufferRoleName(plan.buffers[id].role) +
-           ", not " + bufferRoleName(role));
+      fail(what + " refers to " + describeBuffer(plan, id) + ", whose role is " +
+           bufferRoleName(plan.buffers[id].role) + ", not " + bufferRoleName(role));
     if (entries[id]++)
-      fail(what + " refers to " + describeBuffer(plan, id) +
-           ", which already has an entry");
+      fail(what + " refers to " + describeBuffer(plan, id) + ", which already has an entry");
   };
   std::set<std::string> names;
   for (const Parameter &parameter : plan.parameters) {
@@ -334,30 +327,25 @@ void checkTables(const Plan &plan) {
       fail(what + ": only integer inputs can have a bound");
     if (static_cast<uint8_t>(input.use) > 2)
       fail(what + " has an unknown use");
-    if (input.use != InputUse::None &&
-        !isIntegerDType(plan.buffers[input.buffer].dtype))
-      fail(what + ": only integer inputs can have use " +
-           inputUseName(input.use));
+    if (input.use != InputUse::None && !isIntegerDType(plan.buffers[input.buffer].dtype))
+      fail(what + ": only integer inputs can have use " + inputUseName(input.use));
   }
   for (size_t i = 0; i < plan.constants.size(); ++i) {
     const Constant &constant = plan.constants[i];
     std::string what = "constant " + std::to_string(i);
     claim(constant.buffer, BufferRole::Constant, what);
     const Buffer &buffer = plan.buffers[constant.buffer];
-    uint64_t expected =
-        static_cast<uint64_t>(numElements(buffer)) * dtypeBytes(buffer.dtype);
+    uint64_t expected = static_cast<uint64_t>(numElements(buffer)) * dtypeBytes(buffer.dtype);
     if (constant.bytes.size() != expected)
-      fail(what + " has " + std::to_string(constant.bytes.size()) +
-           " bytes, but " + describeBuffer(plan, constant.buffer) + " needs " +
-           std::to_string(expected));
+      fail(what + " has " + std::to_string(constant.bytes.size()) + " bytes, but " +
+           describeBuffer(plan, constant.buffer) + " needs " + std::to_string(expected));
   }
   checkParameterCopies(plan, claim);
   for (uint32_t id = 0; id < bufferCount; ++id)
     if (plan.buffers[id].role != BufferRole::Temporary &&
         plan.buffers[id].role != BufferRole::State && entries[id] == 0)
-      fail(describeBuffer(plan, id) + " has role " +
-           bufferRoleName(plan.buffers[id].role) + " but no " +
-           bufferRoleName(plan.buffers[id].role) + " entry");
+      fail(describeBuffer(plan, id) + " has role " + bufferRoleName(plan.buffers[id].role) +
+           " but no " + bufferRoleName(plan.buffers[id].role) + " entry");
 }
 
 } // namespace
@@ -368,8 +356,7 @@ void validatePlan(const Plan &plan) {
     fail("too many buffers");
   for (uint32_t id = 0; id < bufferCount; ++id) {
     const Buffer &buffer = plan.buffers[id];
-    if (static_cast<uint8_t>(buffer.dtype) > 4 ||
-        static_cast<uint8_t>(buffer.role) > 5)
+    if (static_cast<uint8_t>(buffer.dtype) > 4 || static_cast<uint8_t>(buffer.role) > 5)
       fail("buffer " + std::to_string(id) + " has an unknown dtype or role");
     // Accumulators and optimizer moments must not lose small updates.
     if (buffer.role == BufferRole::State && buffer.dtype != DType::F32)
@@ -378,8 +365,7 @@ void validatePlan(const Plan &plan) {
     int64_t elements = 1;
     for (int64_t dim : buffer.shape) {
       if (dim < 0 || (dim > 0 && elements > (int64_t(1) << 50) / dim))
-        fail(describeBuffer(plan, id) +
-             " has a negative dim or more than 2^50 elements");
+        fail(describeBuffer(plan, id) + " has a negative dim or more than 2^50 elements");
       elements *= dim;
     }
   }
@@ -405,40 +391,35 @@ void validatePlan(const Plan &plan) {
     for (uint32_t id = 0; id < bufferCount; ++id)
       defined[id] = plan.buffers[id].role != BufferRole::Temporary;
   };
-  auto checkList = [&](const std::vector<Instruction> &list,
-                       const char *listName) {
+  auto checkList = [&](const std::vector<Instruction> &list, const char *listName) {
     resetVisibility();
     for (size_t index = 0; index < list.size(); ++index) {
       const Instruction &instruction = list[index];
       InstructionChecker checker(plan, instruction, index, listName);
       if (static_cast<uint16_t>(instruction.op) >= kNumOpCodes)
-        checker.fail("unknown opcode " +
-                     std::to_string(static_cast<int>(instruction.op)));
+        checker.fail("unknown opcode " + std::to_string(static_cast<int>(instruction.op)));
       const size_t results = resultCount(instruction);
       if (instruction.results.size() != results)
-        checker.fail("must have exactly " + std::to_string(results) +
-                     " result" + (results == 1 ? "" : "s") + ", has " +
+        checker.fail("must have exactly " + std::to_string(results) + " result" +
+                     (results == 1 ? "" : "s") + ", has " +
                      std::to_string(instruction.results.size()));
       for (uint32_t id : instruction.operands)
         if (id >= bufferCount)
-          checker.fail("operand buffer " + std::to_string(id) +
-                       " is out of range (the plan has " +
+          checker.fail("operand buffer " + std::to_string(id) + " is out of range (the plan has " +
                        std::to_string(bufferCount) + " buffers)");
       for (uint32_t result : instruction.results)
         if (result >= bufferCount)
           checker.fail("result buffer " + std::to_string(result) +
-                       " is out of range (the plan has " +
-                       std::to_string(bufferCount) + " buffers)");
+                       " is out of range (the plan has " + std::to_string(bufferCount) +
+                       " buffers)");
       for (size_t i = 0; i < instruction.operands.size(); ++i) {
         const uint32_t id = instruction.operands[i];
         if (defined[id])
           continue;
         if (written[id])
-          checker.fail(checker.operandName(i) +
-                       " is a temporary of the micro step, which the "
-                       "optimizer step cannot read");
-        checker.fail(checker.operandName(i) +
-                     " is read before any instruction writes it");
+          checker.fail(checker.operandName(i) + " is a temporary of the micro step, which the "
+                                                "optimizer step cannot read");
+        checker.fail(checker.operandName(i) + " is read before any instruction writes it");
       }
       if (isInPlace(instruction.op)) {
         // Roles and shapes of the updated operands are checked per opcode.
@@ -446,8 +427,7 @@ void validatePlan(const Plan &plan) {
           const size_t operand = aliasedOperand(instruction, i);
           if (operand >= instruction.operands.size() ||
               instruction.results[i] != instruction.operands[operand])
-            checker.fail(checker.resultName(i) + " must be operand " +
-                         std::to_string(operand) +
+            checker.fail(checker.resultName(i) + " must be operand " + std::to_string(operand) +
                          ", which it updates in place");
           // Aliased updates (m and v in one buffer) would race each other.
           for (size_t j = 0; j < i; ++j)
@@ -456,13 +436,11 @@ void validatePlan(const Plan &plan) {
           // The loss-scaling state changes only through update_loss_scale
           // and accumulate's found flag.
           const uint32_t result = instruction.results[i];
-          if (isLossScaling[result] &&
-              instruction.op != OpCode::UpdateLossScale &&
+          if (isLossScaling[result] && instruction.op != OpCode::UpdateLossScale &&
               !(instruction.op == OpCode::Accumulate && i == 1))
-            checker.fail(checker.resultName(i) +
-                         " is a loss-scaling buffer, which only "
-                         "update_loss_scale (and accumulate's found flag) "
-                         "may write");
+            checker.fail(checker.resultName(i) + " is a loss-scaling buffer, which only "
+                                                 "update_loss_scale (and accumulate's found flag) "
+                                                 "may write");
         }
         if (instruction.op == OpCode::UpdateLossScale) {
           if (listName[0] == '\0')
@@ -497,38 +475,30 @@ void validatePlan(const Plan &plan) {
 
   checkList(plan.instructions, "");
   if (plan.loss >= bufferCount)
-    fail("the loss buffer " + std::to_string(plan.loss) +
-         " is out of range (the plan has " + std::to_string(bufferCount) +
-         " buffers)");
+    fail("the loss buffer " + std::to_string(plan.loss) + " is out of range (the plan has " +
+         std::to_string(bufferCount) + " buffers)");
   const Buffer &loss = plan.buffers[plan.loss];
   if (!loss.shape.empty() || !isFloatDType(loss.dtype))
-    fail("the loss " + describeBuffer(plan, plan.loss) +
-         " must be a float scalar");
+    fail("the loss " + describeBuffer(plan, plan.loss) + " must be a float scalar");
   if (!defined[plan.loss])
     fail("the loss " + describeBuffer(plan, plan.loss) + " is never written");
 
   if (plan.accumulationSteps < 1)
-    fail("accumulation steps must be >= 1, is " +
-         std::to_string(plan.accumulationSteps));
+    fail("accumulation steps must be >= 1, is " + std::to_string(plan.accumulationSteps));
   if (plan.optimizerInstructions.empty())
     return validateDeviceProgram(plan);
   checkList(plan.optimizerInstructions, "optimizer step ");
-  if (scaled &&
-      plan.optimizerInstructions.back().op != OpCode::UpdateLossScale)
-    fail(std::string("the plan has loss scaling (") +
-         lossScaleModeName(plan.lossScaling.mode) +
+  if (scaled && plan.optimizerInstructions.back().op != OpCode::UpdateLossScale)
+    fail(std::string("the plan has loss scaling (") + lossScaleModeName(plan.lossScaling.mode) +
          "), so its optimizer step must end with update_loss_scale");
-  for (auto [id, what] : {std::pair<uint32_t, const char *>{plan.gradNorm,
-                                                            "grad norm"},
+  for (auto [id, what] : {std::pair<uint32_t, const char *>{plan.gradNorm, "grad norm"},
                           {plan.learningRate, "learning rate"}}) {
     if (id >= bufferCount)
       fail(std::string("the ") + what + " buffer " + std::to_string(id) +
-           " is out of range (the plan has " + std::to_string(bufferCount) +
-           " buffers)");
+           " is out of range (the plan has " + std::to_string(bufferCount) + " buffers)");
     const Buffer &buffer = plan.buffers[id];
     if (!buffer.shape.empty() || buffer.dtype != DType::F32)
-      fail(std::string("the ") + what + " " + describeBuffer(plan, id) +
-           " must be an f32 scalar");
+      fail(std::string("the ") + what + " " + describeBuffer(plan, id) + " must be an f32 scalar");
     if (!defined[id])
       fail(std::string("the ") + what + " " + describeBuffer(plan, id) +
            " is not written by the optimizer step");

@@ -39,8 +39,8 @@ public:
                   const std::vector<Instruction> &list, bool optimizer)
       : plan(plan), function(function), list(list), optimizer(optimizer),
         name(optimizer ? "optimizer step" : "micro step"),
-        state(plan.buffers.size(), State::Unreachable),
-        root(plan.buffers.size()), producer(plan.buffers.size(), -1) {}
+        state(plan.buffers.size(), State::Unreachable), root(plan.buffers.size()),
+        producer(plan.buffers.size(), -1) {}
 
   void check();
 
@@ -51,11 +51,9 @@ private:
     fail("device program, " + name + ": " + message);
   }
   [[noreturn]] void failStep(const std::string &message) const {
-    fail("device program, " + name + " group " + std::to_string(groupIndex) +
-         " (" + function.groups[groupIndex].kind + ") step " +
-         std::to_string(stepIndex) + " (" +
-         deviceStepName(function.groups[groupIndex].steps[stepIndex]) +
-         "): " + message);
+    fail("device program, " + name + " group " + std::to_string(groupIndex) + " (" +
+         function.groups[groupIndex].kind + ") step " + std::to_string(stepIndex) + " (" +
+         deviceStepName(function.groups[groupIndex].steps[stepIndex]) + "): " + message);
   }
 
   void checkPlacements();
@@ -77,12 +75,12 @@ private:
   }
   void scratch(uint64_t offset, uint64_t bytes, const std::string &what) const {
     if (offset % kDeviceAlignment != 0)
-      failStep(what + " at scratch offset " + std::to_string(offset) +
-               " is not " + std::to_string(kDeviceAlignment) + "-byte aligned");
+      failStep(what + " at scratch offset " + std::to_string(offset) + " is not " +
+               std::to_string(kDeviceAlignment) + "-byte aligned");
     if (offset > function.scratchBytes || bytes > function.scratchBytes - offset)
-      failStep(what + " (" + std::to_string(bytes) + " bytes at offset " +
-               std::to_string(offset) + ") runs past the scratch region of " +
-               std::to_string(function.scratchBytes) + " bytes");
+      failStep(what + " (" + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
+               ") runs past the scratch region of " + std::to_string(function.scratchBytes) +
+               " bytes");
   }
   const Buffer &buffer(uint32_t id) const { return plan.buffers[id]; }
   std::string describe(uint32_t id) const { return describeBuffer(plan, id); }
@@ -140,8 +138,7 @@ void FunctionChecker::check() {
   for (auto [id, what] : results) {
     const uint32_t data = state[id] == State::View ? root[id] : id;
     if (!ready[data])
-      failFunction(std::string("the ") + what + " " + describe(id) +
-                   " is never written by a step");
+      failFunction(std::string("the ") + what + " " + describe(id) + " is never written by a step");
     if (state[data] == State::Placed)
       lastRead[data] = static_cast<int64_t>(function.groups.size());
   }
@@ -154,12 +151,10 @@ void FunctionChecker::checkPlacements() {
     const uint32_t id = placement.buffer;
     const std::string what = "placement " + std::to_string(i);
     if (id >= plan.buffers.size())
-      failFunction(what + ": buffer " + std::to_string(id) +
-                   " is out of range (the plan has " +
+      failFunction(what + ": buffer " + std::to_string(id) + " is out of range (the plan has " +
                    std::to_string(plan.buffers.size()) + " buffers)");
     if (buffer(id).role != BufferRole::Temporary || producer[id] < 0)
-      failFunction(what + ": " + describe(id) + " is not a temporary of the " +
-                   name);
+      failFunction(what + ": " + describe(id) + " is not a temporary of the " + name);
     if (state[id] != State::Unreachable)
       failFunction(what + ": " + describe(id) + " is placed twice");
     if (placement.offset % kDeviceAlignment != 0)
@@ -167,11 +162,9 @@ void FunctionChecker::checkPlacements() {
                    std::to_string(placement.offset) + " is not " +
                    std::to_string(kDeviceAlignment) + "-byte aligned");
     const uint64_t bytes = bufferBytes(buffer(id));
-    if (placement.offset > function.arenaBytes ||
-        bytes > function.arenaBytes - placement.offset)
-      failFunction(what + ": " + describe(id) + " (" + std::to_string(bytes) +
-                   " bytes at offset " + std::to_string(placement.offset) +
-                   ") runs past the arena of " +
+    if (placement.offset > function.arenaBytes || bytes > function.arenaBytes - placement.offset)
+      failFunction(what + ": " + describe(id) + " (" + std::to_string(bytes) + " bytes at offset " +
+                   std::to_string(placement.offset) + ") runs past the arena of " +
                    std::to_string(function.arenaBytes) + " bytes");
     state[id] = State::Placed;
   }
@@ -181,20 +174,17 @@ void FunctionChecker::checkPlacements() {
     const ArenaPlacement &placement = function.placements[i];
     if (placement.reuses == kNoBuffer)
       continue;
-    const std::string what = "placement " + std::to_string(i) + ": " +
-                             describe(placement.buffer) + " reuses ";
+    const std::string what =
+        "placement " + std::to_string(i) + ": " + describe(placement.buffer) + " reuses ";
     const uint32_t other = placement.reuses;
-    if (other >= plan.buffers.size() || other == placement.buffer ||
-        state[other] != State::Placed)
+    if (other >= plan.buffers.size() || other == placement.buffer || state[other] != State::Placed)
       failFunction(what + "buffer " + std::to_string(other) +
                    ", which is not another placed buffer");
-    const auto source = std::find_if(
-        function.placements.begin(), function.placements.end(),
-        [&](const ArenaPlacement &p) { return p.buffer == other; });
+    const auto source = std::find_if(function.placements.begin(), function.placements.end(),
+                                     [&](const ArenaPlacement &p) { return p.buffer == other; });
     if (source->offset != placement.offset ||
         bufferBytes(buffer(other)) != bufferBytes(buffer(placement.buffer)))
-      failFunction(what + describe(other) +
-                   " but does not have its offset and size");
+      failFunction(what + describe(other) + " but does not have its offset and size");
     if (reused[other])
       failFunction(what + describe(other) + ", which another buffer reuses too");
     reused[other] = true;
@@ -208,25 +198,20 @@ void FunctionChecker::checkViews() {
     const std::string what = "view " + std::to_string(i);
     for (uint32_t id : {view.buffer, view.source})
       if (id >= plan.buffers.size())
-        failFunction(what + ": buffer " + std::to_string(id) +
-                     " is out of range (the plan has " +
+        failFunction(what + ": buffer " + std::to_string(id) + " is out of range (the plan has " +
                      std::to_string(plan.buffers.size()) + " buffers)");
     const uint32_t id = view.buffer;
     if (state[id] != State::Unreachable)
-      failFunction(what + ": " + describe(id) +
-                   " is already placed or a view");
+      failFunction(what + ": " + describe(id) + " is already placed or a view");
     // A view is a reshape's result; following the reshapes back must reach
     // the source, which holds real storage.
     uint32_t walk = id;
-    while (producer[walk] >= 0 && list[producer[walk]].op == OpCode::Reshape &&
-           walk != view.source)
+    while (producer[walk] >= 0 && list[producer[walk]].op == OpCode::Reshape && walk != view.source)
       walk = list[producer[walk]].operands[0];
-    if (producer[id] < 0 || list[producer[id]].op != OpCode::Reshape ||
-        walk != view.source)
-      failFunction(what + ": " + describe(id) +
-                   " is not a chain of reshapes of " + describe(view.source));
-    if (state[view.source] != State::Placed &&
-        state[view.source] != State::Persistent)
+    if (producer[id] < 0 || list[producer[id]].op != OpCode::Reshape || walk != view.source)
+      failFunction(what + ": " + describe(id) + " is not a chain of reshapes of " +
+                   describe(view.source));
+    if (state[view.source] != State::Placed && state[view.source] != State::Persistent)
       failFunction(what + ": its source " + describe(view.source) +
                    " is neither placed in the arena nor persistent");
     state[id] = State::View;
@@ -245,37 +230,32 @@ void FunctionChecker::checkCoverage() {
       const uint32_t index = group.instructions[i];
       if (index >= list.size())
         failFunction(what + " covers instruction " + std::to_string(index) +
-                     ", out of range (the " + name + " has " +
-                     std::to_string(list.size()) + ")");
+                     ", out of range (the " + name + " has " + std::to_string(list.size()) + ")");
       if (i > 0 && index <= group.instructions[i - 1])
         failFunction(what + ": its instructions must be listed in increasing "
                             "order");
-      if (list[index].op == OpCode::Reshape &&
-          state[list[index].results[0]] == State::View)
+      if (list[index].op == OpCode::Reshape && state[list[index].results[0]] == State::View)
         failFunction(what + " covers " + describeInstruction(list[index], index) +
                      ", a view, which runs as no step");
       if (coveredBy[index] >= 0)
-        failFunction(describeInstruction(list[index], index) +
-                     " is covered by groups " + std::to_string(coveredBy[index]) +
-                     " and " + std::to_string(g));
+        failFunction(describeInstruction(list[index], index) + " is covered by groups " +
+                     std::to_string(coveredBy[index]) + " and " + std::to_string(g));
       coveredBy[index] = static_cast<int>(g);
     }
   }
   for (size_t index = 0; index < list.size(); ++index) {
     const Instruction &instruction = list[index];
-    const bool view = instruction.op == OpCode::Reshape &&
-                      state[instruction.results[0]] == State::View;
+    const bool view =
+        instruction.op == OpCode::Reshape && state[instruction.results[0]] == State::View;
     if (!view && coveredBy[index] < 0)
-      failFunction(describeInstruction(instruction, index) +
-                   " is computed by no step group" +
+      failFunction(describeInstruction(instruction, index) + " is computed by no step group" +
                    (instruction.op == OpCode::Reshape ? " and is no view" : ""));
   }
 }
 
 void FunctionChecker::use(uint32_t id, Access access, const std::string &what) {
   if (id >= plan.buffers.size())
-    failStep(what + ": buffer " + std::to_string(id) +
-             " is out of range (the plan has " +
+    failStep(what + ": buffer " + std::to_string(id) + " is out of range (the plan has " +
              std::to_string(plan.buffers.size()) + " buffers)");
   if (static_cast<uint8_t>(access) > 2)
     failStep(what + ": unknown access code");
@@ -286,12 +266,10 @@ void FunctionChecker::use(uint32_t id, Access access, const std::string &what) {
   if (access != Access::Read) {
     const BufferRole role = buffer(data).role;
     if (role == BufferRole::Input || role == BufferRole::Constant)
-      failStep(what + ": writes " + describe(id) + ", which has role " +
-               bufferRoleName(role));
+      failStep(what + ": writes " + describe(id) + ", which has role " + bufferRoleName(role));
   }
   if (access != Access::Write && !ready[data])
-    failStep(what + ": reads " + describe(id) +
-             " before any step of the " + name + " writes it");
+    failStep(what + ": reads " + describe(id) + " before any step of the " + name + " writes it");
   const int64_t group = static_cast<int64_t>(groupIndex);
   if (state[data] == State::Placed) {
     if (access != Access::Read && firstWrite[data] < 0)
@@ -314,8 +292,7 @@ void FunctionChecker::checkStep(const DeviceStep &step) {
 
 void FunctionChecker::checkLaunch(const LaunchStep &launch) {
   if (launch.kernel >= plan.device.kernels.size())
-    failStep("kernel " + std::to_string(launch.kernel) +
-             " is out of range (the program has " +
+    failStep("kernel " + std::to_string(launch.kernel) + " is out of range (the program has " +
              std::to_string(plan.device.kernels.size()) + " kernels)");
   uint64_t threads = 1;
   for (int d = 0; d < 3; ++d) {
@@ -324,10 +301,8 @@ void FunctionChecker::checkLaunch(const LaunchStep &launch) {
     threads *= launch.block[d];
   }
   if (threads > 1024)
-    failStep("a block of " + std::to_string(threads) +
-             " threads exceeds CUDA's 1024");
-  if (launch.grid[0] > 0x7fffffffu || launch.grid[1] > 65535 ||
-      launch.grid[2] > 65535)
+    failStep("a block of " + std::to_string(threads) + " threads exceeds CUDA's 1024");
+  if (launch.grid[0] > 0x7fffffffu || launch.grid[1] > 65535 || launch.grid[2] > 65535)
     failStep("the grid exceeds CUDA's limits");
   if (static_cast<uint8_t>(launch.space) > 4)
     failStep("unknown launch space");
@@ -358,30 +333,26 @@ void FunctionChecker::checkLaunch(const LaunchStep &launch) {
           use(entry.grad, Access::Read, where + " data");
           if (buffer(entry.grad).dtype != DType::F32 ||
               entry.elements != numElements(buffer(entry.grad)))
-            failStep(where + ": " + describe(entry.grad) +
-                     " must be f32 with the entry's " +
+            failStep(where + ": " + describe(entry.grad) + " must be f32 with the entry's " +
                      std::to_string(entry.elements) + " elements");
           continue;
         }
         use(entry.param, Access::ReadWrite, where + " param");
         use(entry.grad, Access::ReadWrite, where + " grad");
         use(entry.firstMoment, Access::ReadWrite, where + " first moment");
-        useOptional(entry.secondMoment, Access::ReadWrite,
-                    where + " second moment");
+        useOptional(entry.secondMoment, Access::ReadWrite, where + " second moment");
         useOptional(entry.copy, Access::Write, where + " copy");
-        for (uint32_t id : {entry.param, entry.grad, entry.firstMoment,
-                            entry.secondMoment})
+        for (uint32_t id : {entry.param, entry.grad, entry.firstMoment, entry.secondMoment})
           if (id != kNoBuffer &&
-              (buffer(id).dtype != DType::F32 ||
-               numElements(buffer(id)) != entry.elements))
-            failStep(where + ": " + describe(id) + " must be f32 with the "
-                     "entry's " + std::to_string(entry.elements) + " elements");
+              (buffer(id).dtype != DType::F32 || numElements(buffer(id)) != entry.elements))
+            failStep(where + ": " + describe(id) +
+                     " must be f32 with the "
+                     "entry's " +
+                     std::to_string(entry.elements) + " elements");
         if (buffer(entry.param).role != BufferRole::Parameter)
-          failStep(where + ": " + describe(entry.param) +
-                   " is not a parameter");
-        if (entry.copy != kNoBuffer &&
-            (buffer(entry.copy).role != BufferRole::ParameterCopy ||
-             numElements(buffer(entry.copy)) != entry.elements))
+          failStep(where + ": " + describe(entry.param) + " is not a parameter");
+        if (entry.copy != kNoBuffer && (buffer(entry.copy).role != BufferRole::ParameterCopy ||
+                                        numElements(buffer(entry.copy)) != entry.elements))
           failStep(where + ": " + describe(entry.copy) +
                    " is not a parameter copy of the entry's size");
       }
@@ -427,35 +398,30 @@ void FunctionChecker::checkMatmul(const MatmulStep &matmul) {
   useOptional(matmul.aux, Access::Write, "aux");
 
   // Sizes: every operand holds exactly its matrices.
-  auto check = [&](uint32_t id, int64_t rows, int64_t columns, int64_t stride,
-                   const char *what) {
+  auto check = [&](uint32_t id, int64_t rows, int64_t columns, int64_t stride, const char *what) {
     const int64_t matrix = rows * columns;
     if (matmul.batch > 1 && stride != 0 && stride != matrix)
-      failStep(std::string(what) + "'s batch stride " + std::to_string(stride) +
-               " must be 0 or " + std::to_string(matrix));
+      failStep(std::string(what) + "'s batch stride " + std::to_string(stride) + " must be 0 or " +
+               std::to_string(matrix));
     const int64_t expected = (matmul.batch > 1 && stride != 0 ? matmul.batch : 1) * matrix;
     if (numElements(buffer(id)) != expected)
-      failStep(std::string(what) + " " + describe(id) + " must hold " +
-               std::to_string(expected) + " elements (" +
-               std::to_string(matmul.batch > 1 && stride != 0 ? matmul.batch : 1) +
-               " x " + std::to_string(rows) + " x " + std::to_string(columns) +
-               ")");
+      failStep(std::string(what) + " " + describe(id) + " must hold " + std::to_string(expected) +
+               " elements (" + std::to_string(matmul.batch > 1 && stride != 0 ? matmul.batch : 1) +
+               " x " + std::to_string(rows) + " x " + std::to_string(columns) + ")");
   };
   check(matmul.a, matmul.m, matmul.k, matmul.strideA, "A");
   check(matmul.b, matmul.k, matmul.n, matmul.strideB, "B");
   if (matmul.batch > 1 && matmul.strideD != matmul.m * matmul.n)
-    failStep("D's batch stride must be m * n = " +
-             std::to_string(matmul.m * matmul.n));
+    failStep("D's batch stride must be m * n = " + std::to_string(matmul.m * matmul.n));
   check(matmul.d, matmul.m, matmul.n, matmul.strideD, "D");
   const int64_t outputs = numElements(buffer(matmul.d));
-  for (auto [id, what] : {std::pair<uint32_t, const char *>{matmul.c, "C"},
-                          {matmul.aux, "aux"}})
+  for (auto [id, what] : {std::pair<uint32_t, const char *>{matmul.c, "C"}, {matmul.aux, "aux"}})
     if (id != kNoBuffer && numElements(buffer(id)) != outputs)
-      failStep(std::string(what) + " " + describe(id) +
-               " must have D's " + std::to_string(outputs) + " elements");
+      failStep(std::string(what) + " " + describe(id) + " must have D's " +
+               std::to_string(outputs) + " elements");
   if (matmul.bias != kNoBuffer && numElements(buffer(matmul.bias)) != matmul.n)
-    failStep("bias " + describe(matmul.bias) + " must have n = " +
-             std::to_string(matmul.n) + " elements");
+    failStep("bias " + describe(matmul.bias) + " must have n = " + std::to_string(matmul.n) +
+             " elements");
   const DType input = buffer(matmul.a).dtype;
   if (!isFloatDType(input) || buffer(matmul.b).dtype != input)
     failStep("A and B must have one float dtype");
@@ -468,23 +434,21 @@ void FunctionChecker::checkAttention(const AttentionStep &attention) {
   if (static_cast<uint8_t>(attention.pass) > 1)
     failStep("unknown attention pass");
   const bool backward = attention.pass == AttentionPass::Backward;
-  for (int64_t size : {attention.batch, attention.heads, attention.queries,
-                       attention.keys})
+  for (int64_t size : {attention.batch, attention.heads, attention.queries, attention.keys})
     if (size < 1 || size > (int64_t(1) << 31))
       failStep("batch, heads, queries and keys must be in [1, 2^31]");
-  if (attention.headDim != 16 && attention.headDim != 32 &&
-      attention.headDim != 64 && attention.headDim != 128)
+  if (attention.headDim != 16 && attention.headDim != 32 && attention.headDim != 64 &&
+      attention.headDim != 128)
     failStep("head dim " + std::to_string(attention.headDim) +
              " is not one the flash kernels have (16, 32, 64, 128)");
   if (!std::isfinite(attention.scale))
     failStep("the scale must be finite");
-  const uint32_t kernels[] = {attention.forwardKernel, attention.deltaKernel,
-                              attention.dqKernel, attention.dkdvKernel};
+  const uint32_t kernels[] = {attention.forwardKernel, attention.deltaKernel, attention.dqKernel,
+                              attention.dkdvKernel};
   for (int i = 0; i < 4; ++i) {
     const bool needed = i == 0 || backward;
     if (needed && kernels[i] >= plan.device.kernels.size())
-      failStep("kernel " + std::to_string(kernels[i]) +
-               " is out of range (the program has " +
+      failStep("kernel " + std::to_string(kernels[i]) + " is out of range (the program has " +
                std::to_string(plan.device.kernels.size()) + " kernels)");
     if (!needed && kernels[i] != kNoKernel)
       failStep("a forward step names backward kernels");
@@ -496,8 +460,7 @@ void FunctionChecker::checkAttention(const AttentionStep &attention) {
   use(attention.k, Access::Read, "k");
   use(attention.v, Access::Read, "v");
   std::vector<std::pair<uint32_t, int64_t>> sized = {
-      {attention.q, queryElements}, {attention.k, keyElements},
-      {attention.v, keyElements}};
+      {attention.q, queryElements}, {attention.k, keyElements}, {attention.v, keyElements}};
   if (backward) {
     if (attention.out != kNoBuffer)
       failStep("a backward step writes no forward output");
@@ -551,8 +514,7 @@ void FunctionChecker::checkLiveness() {
   std::sort(intervals.begin(), intervals.end(),
             [](const Interval &a, const Interval &b) { return a.first < b.first; });
   for (size_t i = 0; i < intervals.size(); ++i)
-    for (size_t j = i + 1; j < intervals.size() && intervals[j].first <= intervals[i].last;
-         ++j) {
+    for (size_t j = i + 1; j < intervals.size() && intervals[j].first <= intervals[i].last; ++j) {
       const Interval &a = intervals[i], &b = intervals[j];
       // A buffer written in place over one read for the last time by the same group.
       auto inPlace = [&](const Interval &over, const Interval &source) {
@@ -564,18 +526,16 @@ void FunctionChecker::checkLiveness() {
         continue;
       if (a.begin < b.end && b.begin < a.end && a.end > a.begin && b.end > b.begin)
         failFunction(describe(a.buffer) + " and " + describe(b.buffer) +
-                     " share arena bytes while both are live (groups " +
-                     std::to_string(a.first) + "-" + std::to_string(a.last) +
-                     " and " + std::to_string(b.first) + "-" +
+                     " share arena bytes while both are live (groups " + std::to_string(a.first) +
+                     "-" + std::to_string(a.last) + " and " + std::to_string(b.first) + "-" +
                      std::to_string(b.last) + ")");
     }
 }
 
 /// An empty function: nothing placed, nothing run.
 bool isEmpty(const DeviceFunction &function) {
-  return function.arenaBytes == 0 && function.scratchBytes == 0 &&
-         function.placements.empty() && function.views.empty() &&
-         function.groups.empty();
+  return function.arenaBytes == 0 && function.scratchBytes == 0 && function.placements.empty() &&
+         function.views.empty() && function.groups.empty();
 }
 
 } // namespace
@@ -586,28 +546,27 @@ void validateDeviceProgram(const Plan &plan) {
     return;
   for (size_t i = 0; i < device.modules.size(); ++i) {
     const DeviceModule &module = device.modules[i];
-    const std::string what = "device program: module " + std::to_string(i) +
-                             " '" + module.name + "'";
+    const std::string what =
+        "device program: module " + std::to_string(i) + " '" + module.name + "'";
     if (module.name.empty())
       fail("device program: module " + std::to_string(i) + " has no name");
     if (module.cubinSm80.empty() && module.cubinSm90.empty() && module.ptx.empty())
       fail(what + " has neither a cubin nor PTX");
     for (const std::vector<uint8_t> *cubin : {&module.cubinSm80, &module.cubinSm90})
-      if (!cubin->empty() &&
-          (cubin->size() < 4 || (*cubin)[0] != 0x7f || (*cubin)[1] != 'E' ||
-           (*cubin)[2] != 'L' || (*cubin)[3] != 'F'))
+      if (!cubin->empty() && (cubin->size() < 4 || (*cubin)[0] != 0x7f || (*cubin)[1] != 'E' ||
+                              (*cubin)[2] != 'L' || (*cubin)[3] != 'F'))
         fail(what + " has a cubin that is not an ELF file");
   }
   for (size_t i = 0; i < device.kernels.size(); ++i) {
     const DeviceKernel &kernel = device.kernels[i];
-    const std::string what = "device program: kernel " + std::to_string(i) +
-                             " '" + kernel.entry + "'";
+    const std::string what =
+        "device program: kernel " + std::to_string(i) + " '" + kernel.entry + "'";
     if (kernel.entry.empty())
       fail("device program: kernel " + std::to_string(i) + " has no entry name");
     if (kernel.module >= device.modules.size())
       fail(what + ": module " + std::to_string(kernel.module) +
-           " is out of range (the program has " +
-           std::to_string(device.modules.size()) + " modules)");
+           " is out of range (the program has " + std::to_string(device.modules.size()) +
+           " modules)");
     const std::string &ptx = device.modules[kernel.module].ptx;
     if (!ptx.empty() && ptx.find(".entry " + kernel.entry + "(") == std::string::npos)
       fail(what + ": the PTX of module '" + device.modules[kernel.module].name +
@@ -618,8 +577,7 @@ void validateDeviceProgram(const Plan &plan) {
     if (!isEmpty(device.optimizerStep))
       fail("device program: it has an optimizer step, but the plan has none");
   } else {
-    FunctionChecker(plan, device.optimizerStep, plan.optimizerInstructions, true)
-        .check();
+    FunctionChecker(plan, device.optimizerStep, plan.optimizerInstructions, true).check();
   }
 }
 

@@ -42,8 +42,7 @@ size_t aliasedOperand(const Instruction &instruction, size_t i);
 
 /// Records that the table entry \p what refers to buffer \p id, which must
 /// exist, have \p role and have no other entry (checkTables' bookkeeping).
-using ClaimEntry =
-    std::function<void(uint32_t id, BufferRole role, const std::string &what)>;
+using ClaimEntry = std::function<void(uint32_t id, BufferRole role, const std::string &what)>;
 
 /// Checks the parameter-copy table: bf16 or f16 copies of distinct f32
 /// parameters, each of its source's shape. Part of checkTables.
@@ -62,13 +61,12 @@ class InstructionChecker {
 public:
   /// \p list is "" for plan.instructions, "optimizer step " for
   /// plan.optimizerInstructions, so diagnostics say which list.
-  InstructionChecker(const Plan &plan, const Instruction &instruction,
-                     size_t index, const char *list = "")
+  InstructionChecker(const Plan &plan, const Instruction &instruction, size_t index,
+                     const char *list = "")
       : plan(plan), instruction(instruction), index(index), list(list) {}
 
   [[noreturn]] void fail(const std::string &message) const {
-    detail::fail(list + describeInstruction(instruction, index) + ": " +
-                 message);
+    detail::fail(list + describeInstruction(instruction, index) + ": " + message);
   }
 
   /// The value of a shape rule, or a failure carrying the rule's message.
@@ -80,27 +78,19 @@ public:
 
   void operandCount(size_t expected) const {
     if (instruction.operands.size() != expected)
-      fail("takes " + std::to_string(expected) + " operand" +
-           (expected == 1 ? "" : "s") + ", has " +
-           std::to_string(instruction.operands.size()));
+      fail("takes " + std::to_string(expected) + " operand" + (expected == 1 ? "" : "s") +
+           ", has " + std::to_string(instruction.operands.size()));
   }
 
-  const Buffer &operand(size_t i) const {
-    return plan.buffers[instruction.operands[i]];
-  }
-  const Buffer &result(size_t i = 0) const {
-    return plan.buffers[instruction.results[i]];
-  }
+  const Buffer &operand(size_t i) const { return plan.buffers[instruction.operands[i]]; }
+  const Buffer &result(size_t i = 0) const { return plan.buffers[instruction.results[i]]; }
 
   std::string operandName(size_t i) const {
-    return "operand " + std::to_string(i) + " " +
-           describeBuffer(plan, instruction.operands[i]);
+    return "operand " + std::to_string(i) + " " + describeBuffer(plan, instruction.operands[i]);
   }
   std::string resultName(size_t i = 0) const {
     // Single-result instructions keep the plain "result" wording.
-    return (instruction.results.size() == 1 ? "result "
-                                             : "result " + std::to_string(i) +
-                                                   " ") +
+    return (instruction.results.size() == 1 ? "result " : "result " + std::to_string(i) + " ") +
            describeBuffer(plan, instruction.results[i]);
   }
 
@@ -130,8 +120,8 @@ public:
   }
   void operandRole(size_t i, BufferRole role) const {
     if (operand(i).role != role)
-      fail(operandName(i) + " must be a " + bufferRoleName(role) +
-           " buffer, is a " + bufferRoleName(operand(i).role));
+      fail(operandName(i) + " must be a " + bufferRoleName(role) + " buffer, is a " +
+           bufferRoleName(operand(i).role));
   }
   void resultDTypeOf(size_t i) const {
     if (result().dtype != operand(i).dtype)
@@ -152,8 +142,7 @@ public:
   int64_t flagAttr(const char *name) const {
     int64_t value = intAttr(name);
     if (value != 0 && value != 1)
-      fail(std::string("attribute '") + name + "' must be 0 or 1, is " +
-           std::to_string(value));
+      fail(std::string("attribute '") + name + "' must be 0 or 1, is " + std::to_string(value));
     return value;
   }
   double realAttr(const char *name) const {

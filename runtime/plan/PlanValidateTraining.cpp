@@ -21,8 +21,7 @@ namespace ampc::plan::detail {
 /// operands (aliasedOperand). These are the only instructions that write
 /// parameter, parameter copy or state buffers.
 bool isInPlace(OpCode op) {
-  return static_cast<uint16_t>(op) < kNumOpCodes &&
-         opInfo(op).kind == OpKind::InPlace;
+  return static_cast<uint16_t>(op) < kNumOpCodes && opInfo(op).kind == OpKind::InPlace;
 }
 
 /// The operand that result \p i of an in-place instruction updates: operand
@@ -53,29 +52,25 @@ void checkParameterCopies(const Plan &plan, const ClaimEntry &claim) {
     if (buffer.dtype != DType::BF16 && buffer.dtype != DType::F16)
       fail(what + " must be bf16 or f16");
     if (copy.source >= bufferCount)
-      fail(what + " has source buffer " + std::to_string(copy.source) +
-           ", but the plan has " + std::to_string(bufferCount) + " buffers");
+      fail(what + " has source buffer " + std::to_string(copy.source) + ", but the plan has " +
+           std::to_string(bufferCount) + " buffers");
     const Buffer &source = plan.buffers[copy.source];
     if (source.role != BufferRole::Parameter)
       fail(what + ": its source " + describeBuffer(plan, copy.source) +
            " must be a parameter buffer, is a " + bufferRoleName(source.role));
     if (source.dtype != DType::F32)
-      fail(what + ": its source " + describeBuffer(plan, copy.source) +
-           " must be f32");
+      fail(what + ": its source " + describeBuffer(plan, copy.source) + " must be f32");
     if (source.shape != buffer.shape)
-      fail(what + " must have the shape of its source " +
-           describeBuffer(plan, copy.source));
+      fail(what + " must have the shape of its source " + describeBuffer(plan, copy.source));
     if (hasCopy[copy.source])
-      fail(what + ": its source " + describeBuffer(plan, copy.source) +
-           " already has a copy");
+      fail(what + ": its source " + describeBuffer(plan, copy.source) + " already has a copy");
     hasCopy[copy.source] = true;
   }
 }
 
 /// The four loss-scaling buffers, in update_loss_scale's operand order.
 std::vector<uint32_t> lossScalingBuffers(const LossScaling &scaling) {
-  return {scaling.scale, scaling.growthTracker, scaling.foundNonFinite,
-          scaling.appliedSteps};
+  return {scaling.scale, scaling.growthTracker, scaling.foundNonFinite, scaling.appliedSteps};
 }
 
 /// Checks Plan::lossScaling: a known mode and, when enabled, a training
@@ -84,12 +79,10 @@ std::vector<uint32_t> lossScalingBuffers(const LossScaling &scaling) {
 void checkLossScaling(const Plan &plan) {
   const LossScaling &scaling = plan.lossScaling;
   if (static_cast<uint8_t>(scaling.mode) > 2)
-    fail("unknown loss scale mode " +
-         std::to_string(static_cast<int>(scaling.mode)));
+    fail("unknown loss scale mode " + std::to_string(static_cast<int>(scaling.mode)));
   if (scaling.mode == LossScaleMode::None)
     return;
-  const std::string what =
-      std::string("loss scaling (") + lossScaleModeName(scaling.mode) + ")";
+  const std::string what = std::string("loss scaling (") + lossScaleModeName(scaling.mode) + ")";
   if (plan.optimizerInstructions.empty())
     fail(what + " needs a training plan (one with an optimizer step)");
   if (!std::isfinite(scaling.initialScale) || scaling.initialScale <= 0)
@@ -97,65 +90,54 @@ void checkLossScaling(const Plan &plan) {
          std::to_string(scaling.initialScale));
   // The growth, backoff and floor settings matter only to a dynamic scale.
   const bool dynamic = scaling.mode == LossScaleMode::Dynamic;
-  if (dynamic &&
-      (!std::isfinite(scaling.growthFactor) || scaling.growthFactor <= 1))
+  if (dynamic && (!std::isfinite(scaling.growthFactor) || scaling.growthFactor <= 1))
     fail(what + ": the growth factor must be finite and > 1, is " +
          std::to_string(scaling.growthFactor));
   if (dynamic && !(scaling.backoffFactor > 0 && scaling.backoffFactor < 1))
     fail(what + ": the backoff factor must be in (0, 1), is " +
          std::to_string(scaling.backoffFactor));
   // The growth tracker is an f32 buffer: it counts exactly up to 2^24.
-  if (dynamic &&
-      (scaling.growthInterval < 1 || scaling.growthInterval > (1 << 24)))
+  if (dynamic && (scaling.growthInterval < 1 || scaling.growthInterval > (1 << 24)))
     fail(what + ": the growth interval must be in [1, 2^24], is " +
          std::to_string(scaling.growthInterval));
-  if (dynamic &&
-      !(scaling.minScale >= 0 && scaling.minScale <= scaling.initialScale))
+  if (dynamic && !(scaling.minScale >= 0 && scaling.minScale <= scaling.initialScale))
     fail(what + ": the minimum scale must be in [0, initial scale], is " +
          std::to_string(scaling.minScale));
-  const char *names[] = {"scale", "growth tracker", "found-non-finite flag",
-                         "applied-steps count"};
+  const char *names[] = {"scale", "growth tracker", "found-non-finite flag", "applied-steps count"};
   const std::vector<uint32_t> ids = lossScalingBuffers(scaling);
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] >= plan.buffers.size())
       fail(what + ": the " + names[i] + " buffer " + std::to_string(ids[i]) +
-           " is out of range (the plan has " +
-           std::to_string(plan.buffers.size()) + " buffers)");
+           " is out of range (the plan has " + std::to_string(plan.buffers.size()) + " buffers)");
     const Buffer &buffer = plan.buffers[ids[i]];
-    if (buffer.role != BufferRole::State || buffer.dtype != DType::F32 ||
-        !buffer.shape.empty())
+    if (buffer.role != BufferRole::State || buffer.dtype != DType::F32 || !buffer.shape.empty())
       fail(what + ": the " + names[i] + " " + describeBuffer(plan, ids[i]) +
            " must be an f32 scalar state buffer");
     for (size_t j = 0; j < i; ++j)
       if (ids[j] == ids[i])
-        fail(what + ": the " + names[i] + " and the " + names[j] +
-             " are one buffer, " + describeBuffer(plan, ids[i]));
+        fail(what + ": the " + names[i] + " and the " + names[j] + " are one buffer, " +
+             describeBuffer(plan, ids[i]));
   }
   // The count of backoffs stopped by the floor: the device program's
   // update_loss_scale kernel keeps it; no instruction touches it.
   const uint32_t floorHits = scaling.floorHits;
   if (floorHits >= plan.buffers.size())
     fail(what + ": the floor-hit count buffer " + std::to_string(floorHits) +
-         " is out of range (the plan has " +
-         std::to_string(plan.buffers.size()) + " buffers)");
+         " is out of range (the plan has " + std::to_string(plan.buffers.size()) + " buffers)");
   const Buffer &count = plan.buffers[floorHits];
-  if (count.role != BufferRole::State || count.dtype != DType::F32 ||
-      !count.shape.empty())
+  if (count.role != BufferRole::State || count.dtype != DType::F32 || !count.shape.empty())
     fail(what + ": the floor-hit count " + describeBuffer(plan, floorHits) +
          " must be an f32 scalar state buffer");
   for (size_t j = 0; j < ids.size(); ++j)
     if (ids[j] == floorHits)
-      fail(what + ": the floor-hit count and the " + names[j] +
-           " are one buffer, " + describeBuffer(plan, floorHits));
-  for (const std::vector<Instruction> *list :
-       {&plan.instructions, &plan.optimizerInstructions})
+      fail(what + ": the floor-hit count and the " + names[j] + " are one buffer, " +
+           describeBuffer(plan, floorHits));
+  for (const std::vector<Instruction> *list : {&plan.instructions, &plan.optimizerInstructions})
     for (size_t i = 0; i < list->size(); ++i)
       for (uint32_t operand : (*list)[i].operands)
         if (operand == floorHits)
-          fail(what + ": the floor-hit count " +
-               describeBuffer(plan, floorHits) + " is read by " +
-               describeInstruction((*list)[i], i) +
-               "; only the device program uses it");
+          fail(what + ": the floor-hit count " + describeBuffer(plan, floorHits) + " is read by " +
+               describeInstruction((*list)[i], i) + "; only the device program uses it");
 }
 
 void InstructionChecker::checkElementwiseGrad() {
@@ -180,8 +162,7 @@ void InstructionChecker::checkPad() {
   else
     resultDTypeOf(0);
   std::string error;
-  if (!plan::checkPad(operand(0).shape, intListAttr("low"), result().shape,
-                      error))
+  if (!plan::checkPad(operand(0).shape, intListAttr("low"), result().shape, error))
     fail(error);
 }
 
@@ -190,12 +171,10 @@ void InstructionChecker::checkMaxGrad() {
   floatOperand(1);
   floatResult();
   std::string error;
-  Shape reduced = checked(reduceShape(operand(0).shape, intListAttr("axes"),
-                                      flagAttr("keepdims"), error),
-                          error);
+  Shape reduced = checked(
+      reduceShape(operand(0).shape, intListAttr("axes"), flagAttr("keepdims"), error), error);
   if (operand(1).shape != reduced)
-    fail(operandName(1) + " must have the reduced shape " +
-         shapeToString(reduced));
+    fail(operandName(1) + " must have the reduced shape " + shapeToString(reduced));
   resultShape(operand(0).shape);
 }
 
@@ -204,8 +183,7 @@ void InstructionChecker::checkEmbeddingGrad() {
   floatOperand(1);
   floatResult();
   std::string error;
-  if (!plan::checkEmbeddingGrad(operand(0).shape, operand(1).shape,
-                                result().shape, error))
+  if (!plan::checkEmbeddingGrad(operand(0).shape, operand(1).shape, result().shape, error))
     fail(error);
 }
 
@@ -231,13 +209,11 @@ void InstructionChecker::checkAttentionGrad() {
   for (size_t i = 0; i < 4; ++i)
     floatOperand(i);
   std::string error;
-  Shape out = checked(attentionShape(operand(0).shape, operand(1).shape,
-                                     operand(2).shape, flagAttr("causal"),
-                                     error),
+  Shape out = checked(attentionShape(operand(0).shape, operand(1).shape, operand(2).shape,
+                                     flagAttr("causal"), error),
                       error);
   if (operand(3).shape != out)
-    fail(operandName(3) + " must have the attention output's shape " +
-         shapeToString(out));
+    fail(operandName(3) + " must have the attention output's shape " + shapeToString(out));
   for (size_t i = 0; i < 3; ++i) {
     floatResult(i);
     resultShape(operand(i).shape, i);
@@ -256,16 +232,14 @@ void InstructionChecker::checkCrossEntropyGrad() {
   intAttr("ignore_index");
   int64_t reduction = intAttr("reduction");
   if (reduction != 0 && reduction != 1)
-    fail("attribute 'reduction' must be 0 (mean) or 1 (sum), is " +
-         std::to_string(reduction));
+    fail("attribute 'reduction' must be 0 (mean) or 1 (sum), is " + std::to_string(reduction));
   floatResult();
   resultShape(operand(0).shape);
 }
 
 void InstructionChecker::checkGradSeed() {
   if (instruction.operands.size() > 1)
-    fail("takes 0 or 1 operands, has " +
-         std::to_string(instruction.operands.size()));
+    fail("takes 0 or 1 operands, has " + std::to_string(instruction.operands.size()));
   if (!instruction.operands.empty())
     floatScalarOperand(0);
   if (intAttr("accum_steps") < 1)
@@ -273,19 +247,16 @@ void InstructionChecker::checkGradSeed() {
   f32ScalarResult();
 }
 
-void InstructionChecker::lossScalingOperand(size_t i, uint32_t expected,
-                                            const char *what) const {
+void InstructionChecker::lossScalingOperand(size_t i, uint32_t expected, const char *what) const {
   if (instruction.operands[i] != expected)
-    fail(operandName(i) + " must be the plan's " + what + ", " +
-         describeBuffer(plan, expected));
+    fail(operandName(i) + " must be the plan's " + what + ", " + describeBuffer(plan, expected));
 }
 
 void InstructionChecker::checkAccumulate() {
   // (acc, g) or, with loss scaling, (acc, g, scale, found) -> (acc, found).
   const size_t count = instruction.operands.size();
   if (count != 2 && count != 4)
-    fail("takes 2 operands (acc, g) or 4 (acc, g, scale, found), has " +
-         std::to_string(count));
+    fail("takes 2 operands (acc, g) or 4 (acc, g, scale, found), has " + std::to_string(count));
   operandRole(0, BufferRole::State);
   floatOperand(1);
   operandShapeOf(1, 0);
@@ -312,8 +283,7 @@ void InstructionChecker::checkGlobalNorm() {
 void InstructionChecker::checkLrSchedule() {
   int64_t kind = intAttr("kind");
   if (kind != 0 && kind != 1)
-    fail("attribute 'kind' must be 0 (constant) or 1 (cosine), is " +
-         std::to_string(kind));
+    fail("attribute 'kind' must be 0 (constant) or 1 (cosine), is " + std::to_string(kind));
   realAttr("lr");
   realAttr("min_lr");
   if (intAttr("warmup_steps") < 0)
@@ -333,8 +303,8 @@ void InstructionChecker::checkOptimizer() {
   const size_t base = tensors + 2;
   const size_t count = instruction.operands.size();
   if (count < base || count > base + 3)
-    fail("takes " + std::to_string(base) + " to " + std::to_string(base + 3) +
-         " operands, has " + std::to_string(count));
+    fail("takes " + std::to_string(base) + " to " + std::to_string(base + 3) + " operands, has " +
+         std::to_string(count));
   const bool skips = count >= base + 2;
   const bool copies = count == base + 1 || count == base + 3;
   operandRole(0, BufferRole::Parameter);
@@ -408,10 +378,8 @@ void InstructionChecker::checkUpdateLossScale() {
            ", but the plan's loss scaling has " + std::to_string(expected));
   }
   if (intAttr("growth_interval") != scaling.growthInterval)
-    fail("attribute 'growth_interval' is " +
-         std::to_string(intAttr("growth_interval")) +
-         ", but the plan's loss scaling has " +
-         std::to_string(scaling.growthInterval));
+    fail("attribute 'growth_interval' is " + std::to_string(intAttr("growth_interval")) +
+         ", but the plan's loss scaling has " + std::to_string(scaling.growthInterval));
 }
 
 } // namespace ampc::plan::detail

@@ -26,8 +26,8 @@ std::optional<Shape> broadcastShapes(const Shape &lhs, const Shape &rhs, std::st
     int64_t r = i < rhs.size() ? rhs[rhs.size() - 1 - i] : 1;
     if (l != r && l != 1 && r != 1) {
       report(error, "shapes " + shapeToString(lhs) + " and " + shapeToString(rhs) +
-                        " do not broadcast: the dimensions " + str(i + 1) +
-                        " from the end are " + str(l) + " and " + str(r));
+                        " do not broadcast: the dimensions " + str(i + 1) + " from the end are " +
+                        str(l) + " and " + str(r));
       return std::nullopt;
     }
     result[rank - 1 - i] = l == 1 ? r : l;
@@ -56,8 +56,8 @@ bool broadcastsTo(const Shape &from, const Shape &to, std::string *error) {
 std::optional<MatMulDims> matMulDims(const Shape &a, const Shape &b, bool transposeA,
                                      bool transposeB, std::string *error) {
   if (a.size() < 2 || b.size() < 2) {
-    report(error, "matmul operands need rank >= 2, got " + shapeToString(a) + " and " +
-                      shapeToString(b));
+    report(error,
+           "matmul operands need rank >= 2, got " + shapeToString(a) + " and " + shapeToString(b));
     return std::nullopt;
   }
   MatMulDims dims;
@@ -88,8 +88,8 @@ std::optional<MatMulDims> matMulDims(const Shape &a, const Shape &b, bool transp
   return dims;
 }
 
-std::optional<Shape> matMulShape(const Shape &a, const Shape &b, bool transposeA,
-                                 bool transposeB, std::string &error) {
+std::optional<Shape> matMulShape(const Shape &a, const Shape &b, bool transposeA, bool transposeB,
+                                 std::string &error) {
   auto dims = matMulDims(a, b, transposeA, transposeB, &error);
   if (!dims)
     return std::nullopt;
@@ -129,8 +129,7 @@ std::optional<Shape> sliceShape(const Shape &input, const std::vector<int64_t> &
   }
   for (size_t i = 0; i < input.size(); ++i) {
     // Compared without forming starts + sizes, which may overflow.
-    if (starts[i] < 0 || sizes[i] < 0 || starts[i] > input[i] ||
-        sizes[i] > input[i] - starts[i]) {
+    if (starts[i] < 0 || sizes[i] < 0 || starts[i] > input[i] || sizes[i] > input[i] - starts[i]) {
       error = "slice of " + str(sizes[i]) + " elements from " + str(starts[i]) +
               " along dimension " + str(i) + " is outside its extent " + str(input[i]);
       return std::nullopt;
@@ -142,8 +141,8 @@ std::optional<Shape> sliceShape(const Shape &input, const std::vector<int64_t> &
 /// Checks 0 <= axis < rank with a message naming the op.
 static bool checkAxis(int64_t axis, size_t rank, const char *op, std::string &error) {
   if (axis < 0 || axis >= static_cast<int64_t>(rank)) {
-    error = std::string(op) + " axis " + str(axis) + " is out of range for a rank-" +
-            str(rank) + " tensor";
+    error = std::string(op) + " axis " + str(axis) + " is out of range for a rank-" + str(rank) +
+            " tensor";
     return false;
   }
   return true;
@@ -173,8 +172,8 @@ std::optional<std::vector<Shape>> splitShapes(const Shape &input, int64_t axis,
     pieces.push_back(piece);
   }
   if (total != input[axis]) {
-    error = "split sizes " + shapeToString(sizes) + " add up to " + str(total) +
-            " but dimension " + str(axis) + " is " + str(input[axis]);
+    error = "split sizes " + shapeToString(sizes) + " add up to " + str(total) + " but dimension " +
+            str(axis) + " is " + str(input[axis]);
     return std::nullopt;
   }
   return pieces;
@@ -215,16 +214,14 @@ std::optional<Shape> reduceShape(const Shape &input, const std::vector<int64_t> 
     if (axes[i] < 0 || axes[i] >= static_cast<int64_t>(input.size()) ||
         (i && axes[i] <= axes[i - 1])) {
       error = "reduction axes " + shapeToString(axes) +
-              " must be distinct, increasing dimensions of a rank-" + str(input.size()) +
-              " tensor";
+              " must be distinct, increasing dimensions of a rank-" + str(input.size()) + " tensor";
       return std::nullopt;
     }
   }
   return reducedShape(input, axes, keepdims);
 }
 
-std::optional<Shape> embeddingShape(const Shape &table, const Shape &indices,
-                                    std::string &error) {
+std::optional<Shape> embeddingShape(const Shape &table, const Shape &indices, std::string &error) {
   if (table.size() != 2) {
     error = "embedding table must be [rows, width], got " + shapeToString(table);
     return std::nullopt;
@@ -241,8 +238,8 @@ bool checkNormParameter(const Shape &input, const Shape &parameter, const char *
     return false;
   }
   if (parameter.size() != 1 || parameter[0] != input.back()) {
-    error = std::string(what) + " must have the shape of the last axis, [" +
-            str(input.back()) + "], got " + shapeToString(parameter);
+    error = std::string(what) + " must have the shape of the last axis, [" + str(input.back()) +
+            "], got " + shapeToString(parameter);
     return false;
   }
   return true;
@@ -255,8 +252,7 @@ bool checkCausalScores(const Shape &scores, std::string &error) {
   }
   int64_t t = scores[scores.size() - 2], s = scores.back();
   if (s < t) {
-    error = "causal masking needs S >= T in [..., T, S], got T = " + str(t) + " and S = " +
-            str(s);
+    error = "causal masking needs S >= T in [..., T, S], got T = " + str(t) + " and S = " + str(s);
     return false;
   }
   return true;
@@ -272,8 +268,8 @@ std::optional<Shape> attentionShape(const Shape &query, const Shape &key, const 
   size_t r = query.size();
   if (!std::equal(query.begin(), query.end() - 2, key.begin()) ||
       !std::equal(query.begin(), query.end() - 2, value.begin())) {
-    error = "attention q, k, v must share their leading dimensions, got " +
-            shapeToString(query) + ", " + shapeToString(key) + ", " + shapeToString(value);
+    error = "attention q, k, v must share their leading dimensions, got " + shapeToString(query) +
+            ", " + shapeToString(key) + ", " + shapeToString(value);
     return std::nullopt;
   }
   if (query[r - 1] != key[r - 1]) {
@@ -307,9 +303,10 @@ bool checkCrossEntropy(const Shape &logits, const Shape &labels, std::string &er
 bool checkPad(const Shape &input, const std::vector<int64_t> &low, const Shape &result,
               std::string &error) {
   if (result.size() != input.size() || low.size() != input.size()) {
-    error = "pad of a rank-" + str(input.size()) + " tensor needs a result of that rank and one "
-            "'low' entry per dimension, got result " + shapeToString(result) + " and low " +
-            shapeToString(low);
+    error = "pad of a rank-" + str(input.size()) +
+            " tensor needs a result of that rank and one "
+            "'low' entry per dimension, got result " +
+            shapeToString(result) + " and low " + shapeToString(low);
     return false;
   }
   for (size_t i = 0; i < input.size(); ++i) {

@@ -43,8 +43,8 @@ std::optional<MatMulDims> matMulDims(const Shape &a, const Shape &b, bool transp
                                      bool transposeB, std::string *error = nullptr);
 
 /// The matmul result [...batch, M, N].
-std::optional<Shape> matMulShape(const Shape &a, const Shape &b, bool transposeA,
-                                 bool transposeB, std::string &error);
+std::optional<Shape> matMulShape(const Shape &a, const Shape &b, bool transposeA, bool transposeB,
+                                 std::string &error);
 
 std::optional<Shape> transposeShape(const Shape &input, const std::vector<int64_t> &permutation,
                                     std::string &error);
@@ -64,8 +64,7 @@ std::optional<Shape> reduceShape(const Shape &input, const std::vector<int64_t> 
                                  bool keepdims, std::string &error);
 
 /// table [V, D], indices [...] -> [..., D].
-std::optional<Shape> embeddingShape(const Shape &table, const Shape &indices,
-                                    std::string &error);
+std::optional<Shape> embeddingShape(const Shape &table, const Shape &indices, std::string &error);
 
 /// A gain (or bias) of a normalisation over the last axis must be [D].
 bool checkNormParameter(const Shape &input, const Shape &parameter, const char *what,

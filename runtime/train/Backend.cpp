@@ -10,21 +10,15 @@ namespace {
 /// once, so readMetrics only hands back what the steps returned.
 class CpuBackend final : public TrainingBackend {
 public:
-  explicit CpuBackend(const plan::Plan &plan)
-      : executor(plan, cpu::Precision::F32) {}
+  explicit CpuBackend(const plan::Plan &plan) : executor(plan, cpu::Precision::F32) {}
 
   const char *device() const override { return "cpu"; }
   std::string description() const override { return ""; }
-  void initializeParameters(uint64_t seed) override {
-    executor.initializeParameters(seed);
-  }
-  void setInput(const std::string &name, const void *data,
-                size_t bytes) override {
+  void initializeParameters(uint64_t seed) override { executor.initializeParameters(seed); }
+  void setInput(const std::string &name, const void *data, size_t bytes) override {
     executor.setInput(name, data, bytes);
   }
-  void randomizeInputs(uint64_t seed) override {
-    executor.randomizeInputs(seed);
-  }
+  void randomizeInputs(uint64_t seed) override { executor.randomizeInputs(seed); }
   void runMicroStep(const cpu::RunOptions &options) override {
     if (microSteps == 0) {
       scaleBefore = executor.lossScaleStatus().scale;
@@ -57,8 +51,7 @@ std::unique_ptr<TrainingBackend> makeCpuBackend(const plan::Plan &plan) {
   return std::make_unique<CpuBackend>(plan);
 }
 
-DeviceChoice chooseDevice(const std::string &requested,
-                          bool planHasDeviceProgram, bool cpuFallback,
+DeviceChoice chooseDevice(const std::string &requested, bool planHasDeviceProgram, bool cpuFallback,
                           const std::function<GpuProbe()> &openCuda) {
   DeviceChoice choice;
   if (requested == "cpu")
@@ -81,18 +74,16 @@ DeviceChoice chooseDevice(const std::string &requested,
   for (const char *advice : {"; use --device cpu", ": use --device cpu"}) {
     const std::string suffix = advice;
     if (whyNot.size() > suffix.size() &&
-        whyNot.compare(whyNot.size() - suffix.size(), suffix.size(), suffix) ==
-            0)
+        whyNot.compare(whyNot.size() - suffix.size(), suffix.size(), suffix) == 0)
       whyNot.erase(whyNot.size() - suffix.size());
   }
   if (probe.absent)
     choice.note = "device: cpu (the GPU cannot be used: " + whyNot + ")";
   else if (cpuFallback) {
-    choice.note = "warning: the GPU failed (" + whyNot +
-                  "); training on the CPU as --cpu-fallback asks";
+    choice.note =
+        "warning: the GPU failed (" + whyNot + "); training on the CPU as --cpu-fallback asks";
     choice.noteIsWarning = true;
-  }
-  else
+  } else
     choice.error = "the GPU is there but failed: " + whyNot +
                    " (--device cpu trains on the CPU; --cpu-fallback does so "
                    "whenever the GPU fails)";
@@ -102,8 +93,7 @@ DeviceChoice chooseDevice(const std::string &requested,
 #if !defined(AMPC_RUNNER_HAVE_CUDA)
 bool cudaBackendBuiltIn() { return false; }
 
-std::unique_ptr<TrainingBackend> tryMakeCudaBackend(const plan::Plan &,
-                                                    GpuProbe &probe) {
+std::unique_ptr<TrainingBackend> tryMakeCudaBackend(const plan::Plan &, GpuProbe &probe) {
   probe.whyNot = "this binary was built without the CUDA toolkit, so it has "
                  "no CUDA backend; use --device cpu";
   probe.absent = true;

@@ -60,8 +60,7 @@ public:
   /// the CPU, which prints nothing, as before there was a choice).
   virtual std::string description() const = 0;
   virtual void initializeParameters(uint64_t seed) = 0;
-  virtual void setInput(const std::string &name, const void *data,
-                        size_t bytes) = 0;
+  virtual void setInput(const std::string &name, const void *data, size_t bytes) = 0;
   virtual void randomizeInputs(uint64_t seed) = 0;
   virtual void runMicroStep(const cpu::RunOptions &options) = 0;
   virtual void runOptimizerStep(const cpu::RunOptions &options) = 0;
@@ -76,8 +75,7 @@ public:
   /// The --profile report of the groups timed since startProfiling: the
   /// top \p top rows; \p steps profiled optimizer steps; \p stepMilliseconds
   /// a step's time without profiling (negative: unknown).
-  virtual std::string profileReport(size_t top, uint64_t steps,
-                                    double stepMilliseconds) const {
+  virtual std::string profileReport(size_t top, uint64_t steps, double stepMilliseconds) const {
     (void)top, (void)steps, (void)stepMilliseconds;
     return "";
   }
@@ -103,8 +101,7 @@ struct GpuProbe {
 /// and fills \p probe with the one-line reason (no driver, no GPU, no bf16,
 /// out of memory, no device program, no CUDA backend in this build) and
 /// whether a GPU is there at all.
-std::unique_ptr<TrainingBackend> tryMakeCudaBackend(const plan::Plan &plan,
-                                                    GpuProbe &probe);
+std::unique_ptr<TrainingBackend> tryMakeCudaBackend(const plan::Plan &plan, GpuProbe &probe);
 
 /// The outcome of --device.
 struct DeviceChoice {
@@ -124,8 +121,7 @@ struct DeviceChoice {
 /// \p openCuda tries the GPU (it is not called for "cpu" nor without a
 /// device program); \p cpuFallback lets auto train on the CPU when a GPU is
 /// there but fails.
-DeviceChoice chooseDevice(const std::string &requested,
-                          bool planHasDeviceProgram, bool cpuFallback,
+DeviceChoice chooseDevice(const std::string &requested, bool planHasDeviceProgram, bool cpuFallback,
                           const std::function<GpuProbe()> &openCuda);
 
 /// The error (and fallback reason) for a plan without a device program.

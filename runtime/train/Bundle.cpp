@@ -23,8 +23,7 @@ namespace {
 std::string readWholeFile(const std::string &path, const std::string &what) {
   std::FILE *file = std::fopen(path.c_str(), "rb");
   if (!file)
-    throw PlanError("cannot read " + what + " '" + path +
-                    "': " + std::strerror(errno));
+    throw PlanError("cannot read " + what + " '" + path + "': " + std::strerror(errno));
   std::string bytes;
   char chunk[1 << 16];
   size_t count;
@@ -34,8 +33,7 @@ std::string readWholeFile(const std::string &path, const std::string &what) {
   const int error = errno;
   std::fclose(file);
   if (failed)
-    throw PlanError("cannot read " + what + " '" + path +
-                    "': " + std::strerror(error));
+    throw PlanError("cannot read " + what + " '" + path + "': " + std::strerror(error));
   return bytes;
 }
 
@@ -55,8 +53,7 @@ bool parseTrailer(const char *trailer, uint64_t &planBytes) {
     return false;
   planBytes = 0;
   for (int i = 0; i < 8; ++i)
-    planBytes |= static_cast<uint64_t>(static_cast<unsigned char>(trailer[i]))
-                 << (8 * i);
+    planBytes |= static_cast<uint64_t>(static_cast<unsigned char>(trailer[i])) << (8 * i);
   return true;
 }
 
@@ -86,11 +83,9 @@ std::string selfExecutable() {
 
 } // namespace
 
-void writeTrainingExecutable(const std::string &runnerPath,
-                             const plan::Plan &plan,
+void writeTrainingExecutable(const std::string &runnerPath, const plan::Plan &plan,
                              const std::string &outPath) {
-  const std::string prefix =
-      "cannot write training executable '" + outPath + "': ";
+  const std::string prefix = "cannot write training executable '" + outPath + "': ";
   std::string runner;
   try {
     runner = readWholeFile(runnerPath, "the training runner");
@@ -117,8 +112,7 @@ void writeTrainingExecutable(const std::string &runnerPath,
   const std::string temporary = outPath + ".tmp";
   std::FILE *file = std::fopen(temporary.c_str(), "wb");
   if (!file)
-    throw PlanError(prefix + "cannot create '" + temporary +
-                    "': " + std::strerror(errno));
+    throw PlanError(prefix + "cannot create '" + temporary + "': " + std::strerror(errno));
   int error = 0;
   const std::string *parts[] = {&runner, &planBytes, &trailer};
   for (const std::string *part : parts) {
@@ -137,22 +131,20 @@ void writeTrainingExecutable(const std::string &runnerPath,
     error = errno;
   if (error) {
     std::remove(temporary.c_str());
-    throw PlanError(prefix + "writing '" + temporary +
-                    "' failed: " + std::strerror(error) +
+    throw PlanError(prefix + "writing '" + temporary + "' failed: " + std::strerror(error) +
                     "; the existing file, if any, is unchanged");
   }
   if (std::rename(temporary.c_str(), outPath.c_str()) != 0) {
     error = errno;
     std::remove(temporary.c_str());
-    throw PlanError(prefix + "cannot rename '" + temporary +
-                    "' over it: " + std::strerror(error));
+    throw PlanError(prefix + "cannot rename '" + temporary + "' over it: " + std::strerror(error));
   }
 }
 
 /// Opens \p path and reads its trailer. Returns false if there is none;
 /// throws PlanError if the file cannot be read.
-static bool readTrailer(const std::string &path, std::FILE *&file,
-                        uint64_t &fileBytes, uint64_t &planBytes) {
+static bool readTrailer(const std::string &path, std::FILE *&file, uint64_t &fileBytes,
+                        uint64_t &planBytes) {
   file = std::fopen(path.c_str(), "rb");
   if (!file)
     throw PlanError("cannot read '" + path + "': " + std::strerror(errno));
@@ -192,36 +184,30 @@ plan::Plan readEmbeddedPlan(const std::string &executablePath) {
                     "': this executable carries no training plan; build one "
                     "with `ampc compile model.mlir -o NAME`");
   }
-  const std::string corrupt =
-      "'" + executablePath + "': the embedded training plan is damaged (";
+  const std::string corrupt = "'" + executablePath + "': the embedded training plan is damaged (";
   if (planBytes > fileBytes - kTrailerBytes) {
     std::fclose(file);
-    throw PlanError(corrupt + "its trailer claims " +
-                    std::to_string(planBytes) + " bytes, the file has " +
-                    std::to_string(fileBytes) +
+    throw PlanError(corrupt + "its trailer claims " + std::to_string(planBytes) +
+                    " bytes, the file has " + std::to_string(fileBytes) +
                     "); rebuild it with `ampc compile`");
   }
   std::string bytes(planBytes, '\0');
   const off_t start = static_cast<off_t>(fileBytes - kTrailerBytes - planBytes);
-  const bool read =
-      ::fseeko(file, start, SEEK_SET) == 0 &&
-      std::fread(bytes.data(), 1, bytes.size(), file) == bytes.size();
+  const bool read = ::fseeko(file, start, SEEK_SET) == 0 &&
+                    std::fread(bytes.data(), 1, bytes.size(), file) == bytes.size();
   const int error = errno;
   std::fclose(file);
   if (!read)
-    throw PlanError("cannot read '" + executablePath +
-                    "': " + std::strerror(error));
+    throw PlanError("cannot read '" + executablePath + "': " + std::strerror(error));
   std::istringstream in(bytes);
   try {
     return plan::readPlan(in);
   } catch (const PlanError &problem) {
-    throw PlanError(corrupt + problem.what() +
-                    "); rebuild it with `ampc compile`");
+    throw PlanError(corrupt + problem.what() + "); rebuild it with `ampc compile`");
   }
 }
 
-std::string findRunner(const std::string &ampcExecutable,
-                       const std::string &buildTreeRunner) {
+std::string findRunner(const std::string &ampcExecutable, const std::string &buildTreeRunner) {
   static const char *kName = "ampc-train-runner";
   if (const char *fromEnvironment = std::getenv("AMPC_RUNNER")) {
     if (isExecutableFile(fromEnvironment))
@@ -241,8 +227,7 @@ std::string findRunner(const std::string &ampcExecutable,
     char resolved[PATH_MAX];
     real = ::realpath(ampcExecutable.c_str(), resolved) ? resolved : "";
   }
-  if (!real.empty() &&
-      (directories.empty() || directoryOf(real) != directories.front()))
+  if (!real.empty() && (directories.empty() || directoryOf(real) != directories.front()))
     directories.push_back(directoryOf(real));
   for (const std::string &directory : directories) {
     candidates.push_back(directory + "/" + kName);
@@ -256,8 +241,8 @@ std::string findRunner(const std::string &ampcExecutable,
       return candidate;
     looked += (looked.empty() ? "" : ", ") + candidate;
   }
-  throw PlanError(std::string("cannot find the training runner ") + kName +
-                  " (looked at " + looked +
+  throw PlanError(std::string("cannot find the training runner ") + kName + " (looked at " +
+                  looked +
                   "); build it (target ampc-train-runner) or set AMPC_RUNNER "
                   "to its path");
 }

@@ -38,8 +38,7 @@ inline constexpr char kTrailerMagic[9] = "AMPCPLAN";
 /// (unreadable runner, full disk, missing directory) leaves \p outPath as it
 /// was and no temporary behind. Throws plan::PlanError naming the path and the
 /// cause.
-void writeTrainingExecutable(const std::string &runnerPath,
-                             const plan::Plan &plan,
+void writeTrainingExecutable(const std::string &runnerPath, const plan::Plan &plan,
                              const std::string &outPath);
 
 /// Reads and validates the plan embedded in \p executablePath. Throws
@@ -61,8 +60,7 @@ bool hasEmbeddedPlan(const std::string &executablePath);
 /// carry no such path, so training executables do not either).
 /// Throws plan::PlanError listing every place it looked if none is an
 /// executable file.
-std::string findRunner(const std::string &ampcExecutable,
-                       const std::string &buildTreeRunner = "");
+std::string findRunner(const std::string &ampcExecutable, const std::string &buildTreeRunner = "");
 
 } // namespace ampc::train
 

@@ -20,22 +20,13 @@ public:
       : gpu(std::move(opened)), executor(plan, *gpu) {}
 
   const char *device() const override { return "cuda"; }
-  std::string description() const override {
-    return "device: cuda, " + gpu->info().summary();
-  }
-  void initializeParameters(uint64_t seed) override {
-    executor.initializeParameters(seed);
-  }
-  void setInput(const std::string &name, const void *data,
-                size_t bytes) override {
+  std::string description() const override { return "device: cuda, " + gpu->info().summary(); }
+  void initializeParameters(uint64_t seed) override { executor.initializeParameters(seed); }
+  void setInput(const std::string &name, const void *data, size_t bytes) override {
     executor.setInput(name, data, bytes);
   }
-  void randomizeInputs(uint64_t seed) override {
-    executor.randomizeInputs(seed);
-  }
-  void runMicroStep(const cpu::RunOptions &options) override {
-    executor.runMicroStep(options);
-  }
+  void randomizeInputs(uint64_t seed) override { executor.randomizeInputs(seed); }
+  void runMicroStep(const cpu::RunOptions &options) override { executor.runMicroStep(options); }
   void runOptimizerStep(const cpu::RunOptions &options) override {
     executor.runOptimizerStep(options);
   }
@@ -62,12 +53,10 @@ public:
   }
   bool canProfile() const override { return true; }
   void startProfiling() override { executor.setProfiling(true); }
-  std::string profileReport(size_t top, uint64_t steps,
-                            double stepMilliseconds) const override {
+  std::string profileReport(size_t top, uint64_t steps, double stepMilliseconds) const override {
     const plan::Plan &plan = executor.plan();
-    return cuda::formatProfile(
-        plan, cuda::profileRows(plan, executor.groupTimes()), top, steps,
-        stepMilliseconds);
+    return cuda::formatProfile(plan, cuda::profileRows(plan, executor.groupTimes()), top, steps,
+                               stepMilliseconds);
   }
 
 private:
@@ -80,8 +69,7 @@ private:
 
 bool cudaBackendBuiltIn() { return true; }
 
-std::unique_ptr<TrainingBackend> tryMakeCudaBackend(const plan::Plan &plan,
-                                                    GpuProbe &probe) {
+std::unique_ptr<TrainingBackend> tryMakeCudaBackend(const plan::Plan &plan, GpuProbe &probe) {
   if (plan.device.empty()) {
     probe = {kPlanHasNoGpuCode, true};
     return nullptr;

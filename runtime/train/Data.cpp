@@ -24,9 +24,7 @@ using plan::InputUse;
 namespace {
 
 /// The Philox stream of one use of the data seed.
-uint32_t dataStream(const char *use) {
-  return numerics::fnv1a32(use, std::strlen(use));
-}
+uint32_t dataStream(const char *use) { return numerics::fnv1a32(use, std::strlen(use)); }
 
 const uint32_t kWindowStream = dataStream("ampc.train.window");
 const uint32_t kSyntheticStream = dataStream("ampc.train.synthetic");
@@ -36,18 +34,15 @@ const uint32_t kLabelStream = dataStream("ampc.train.label");
 const uint32_t kNoiseStream = dataStream("ampc.train.noise");
 
 /// 64 random bits for (seed, step, stream, element).
-uint64_t randomBits(uint64_t seed, uint64_t step, uint32_t stream,
-                    uint64_t element) {
-  numerics::PhiloxBlock out =
-      numerics::philoxForElement(seed, step, stream, element);
+uint64_t randomBits(uint64_t seed, uint64_t step, uint32_t stream, uint64_t element) {
+  numerics::PhiloxBlock out = numerics::philoxForElement(seed, step, stream, element);
   return (static_cast<uint64_t>(out.word[1]) << 32) | out.word[0];
 }
 
 std::string describeInput(const plan::Plan &plan, const plan::Input &input) {
   const plan::Buffer &buffer = plan.buffers[input.buffer];
   return "'" + input.name + "' (" + plan::dtypeName(buffer.dtype) + " " +
-         plan::shapeToString(buffer.shape) + ", use " +
-         plan::inputUseName(input.use) + ")";
+         plan::shapeToString(buffer.shape) + ", use " + plan::inputUseName(input.use) + ")";
 }
 
 } // namespace
@@ -77,10 +72,9 @@ Task analyzeTask(const plan::Plan &plan) {
   }
   const plan::Buffer &labelBuffer = plan.buffers[labels->buffer];
   const plan::Buffer &otherBuffer = plan.buffers[other->buffer];
-  if (!plan::isIntegerDType(labelBuffer.dtype) || labels->bound <= 0 ||
-      labelBuffer.shape.empty()) {
-    task.reason = "the labels input " + describeInput(plan, *labels) +
-                  " is not a bounded integer tensor";
+  if (!plan::isIntegerDType(labelBuffer.dtype) || labels->bound <= 0 || labelBuffer.shape.empty()) {
+    task.reason =
+        "the labels input " + describeInput(plan, *labels) + " is not a bounded integer tensor";
     return task;
   }
   task.labels = *labels;
@@ -90,10 +84,9 @@ Task analyzeTask(const plan::Plan &plan) {
   task.batch = labelBuffer.shape[0];
   if (other->use == InputUse::Indices) {
     if (!plan::isIntegerDType(otherBuffer.dtype) || other->bound <= 0 ||
-        otherBuffer.shape.size() != 2 ||
-        otherBuffer.shape != labelBuffer.shape) {
-      task.reason = "the tokens input " + describeInput(plan, *other) +
-                    " and the targets input " + describeInput(plan, *labels) +
+        otherBuffer.shape.size() != 2 || otherBuffer.shape != labelBuffer.shape) {
+      task.reason = "the tokens input " + describeInput(plan, *other) + " and the targets input " +
+                    describeInput(plan, *labels) +
                     " are not bounded integer tensors of one shape [B, T]";
       return task;
     }
@@ -107,8 +100,7 @@ Task analyzeTask(const plan::Plan &plan) {
       !otherBuffer.shape.empty() && otherBuffer.shape[0] == task.batch) {
     task.kind = TaskKind::Classification;
     task.classes = labels->bound;
-    task.features =
-        plan::numElements(otherBuffer) / std::max<int64_t>(1, task.batch);
+    task.features = plan::numElements(otherBuffer) / std::max<int64_t>(1, task.batch);
     return task;
   }
   task.reason = "the inputs " + describeInput(plan, *other) + " and " +
@@ -125,8 +117,7 @@ Task analyzeTask(const plan::Plan &plan) {
 DataFormat defaultDataFormat(const std::string &path) {
   const std::string extension = ".bin";
   if (path.size() >= extension.size() &&
-      path.compare(path.size() - extension.size(), extension.size(),
-                   extension) == 0)
+      path.compare(path.size() - extension.size(), extension.size(), extension) == 0)
     return DataFormat::Tokens;
   return DataFormat::Text;
 }
@@ -137,8 +128,8 @@ const char *dataFormatName(DataFormat format) {
 
 TokenSource::~TokenSource() = default;
 
-TokenFile::TokenFile(const std::string &path, DataFormat format, int64_t vocab,
-                     int64_t sequence, uint64_t seed)
+TokenFile::TokenFile(const std::string &path, DataFormat format, int64_t vocab, int64_t sequence,
+                     uint64_t seed)
     : path(path), format(format), sequence(sequence), seed(seed) {
   const std::string name = "data file " + path;
   auto unreadable = [&](const std::string &cause) {
@@ -155,8 +146,7 @@ TokenFile::TokenFile(const std::string &path, DataFormat format, int64_t vocab,
   }
   if (!S_ISREG(info.st_mode)) {
     ::close(fd);
-    throw unreadable(S_ISDIR(info.st_mode) ? std::strerror(EISDIR)
-                                           : "not a regular file");
+    throw unreadable(S_ISDIR(info.st_mode) ? std::strerror(EISDIR) : "not a regular file");
   }
   bytes = static_cast<size_t>(info.st_size);
   if (bytes > 0) {
@@ -180,23 +170,19 @@ TokenFile::TokenFile(const std::string &path, DataFormat format, int64_t vocab,
     throw fail(name + " has an odd number of bytes (" + withCommas(bytes) +
                "), so it is not a file of uint16 tokens; pass "
                "--data-format text if it is text");
-  count =
-      static_cast<int64_t>(format == DataFormat::Tokens ? bytes / 2 : bytes);
+  count = static_cast<int64_t>(format == DataFormat::Tokens ? bytes / 2 : bytes);
   if (count < sequence + 1)
-    throw fail(
-        name + " has " + withCommas(count) +
-        " tokens; one batch row needs T+1 = " + withCommas(sequence + 1));
+    throw fail(name + " has " + withCommas(count) +
+               " tokens; one batch row needs T+1 = " + withCommas(sequence + 1));
   for (int64_t i = 0; i < count; ++i) {
     const int64_t value = token(i);
     if (value >= vocab)
-      throw fail("data file " + path + ": token " + std::to_string(value) +
-                 " at position " + std::to_string(i) +
-                 " is outside the model's vocabulary (V = " +
-                 std::to_string(vocab) + ")" +
-                 (format == DataFormat::Text
-                      ? "; text data has one token per byte, so it needs "
-                        "V >= 256 or bytes below V"
-                      : ""));
+      throw fail("data file " + path + ": token " + std::to_string(value) + " at position " +
+                 std::to_string(i) +
+                 " is outside the model's vocabulary (V = " + std::to_string(vocab) + ")" +
+                 (format == DataFormat::Text ? "; text data has one token per byte, so it needs "
+                                               "V >= 256 or bytes below V"
+                                             : ""));
   }
 }
 
@@ -208,27 +194,23 @@ TokenFile::~TokenFile() {
 int64_t TokenFile::token(int64_t index) const {
   if (format == DataFormat::Text)
     return data[index];
-  return static_cast<int64_t>(data[2 * index]) |
-         (static_cast<int64_t>(data[2 * index + 1]) << 8);
+  return static_cast<int64_t>(data[2 * index]) | (static_cast<int64_t>(data[2 * index + 1]) << 8);
 }
 
 int64_t TokenFile::offset(uint64_t microStep, int64_t row) const {
   const uint64_t starts = static_cast<uint64_t>(count - sequence);
   return static_cast<int64_t>(
-      randomBits(seed, microStep, kWindowStream, static_cast<uint64_t>(row)) %
-      starts);
+      randomBits(seed, microStep, kWindowStream, static_cast<uint64_t>(row)) % starts);
 }
 
-void TokenFile::window(uint64_t microStep, int64_t row, int64_t length,
-                       int64_t *out) const {
+void TokenFile::window(uint64_t microStep, int64_t row, int64_t length, int64_t *out) const {
   const int64_t start = offset(microStep, row);
   for (int64_t i = 0; i < length; ++i)
     out[i] = token(start + i);
 }
 
 std::string TokenFile::describe() const {
-  return path + " (" + dataFormatName(format) + ", " + withCommas(count) +
-         " tokens)";
+  return path + " (" + dataFormatName(format) + ", " + withCommas(count) + " tokens)";
 }
 
 //===----------------------------------------------------------------------===//
@@ -241,25 +223,20 @@ SyntheticTokens::SyntheticTokens(int64_t vocab, uint64_t seed)
     perm[i] = i;
   // Fisher-Yates, one random draw per position.
   for (int64_t i = vocab - 1; i > 0; --i) {
-    const uint64_t j = randomBits(seed, 0, kPermutationStream, i) %
-                       static_cast<uint64_t>(i + 1);
+    const uint64_t j = randomBits(seed, 0, kPermutationStream, i) % static_cast<uint64_t>(i + 1);
     std::swap(perm[i], perm[j]);
   }
 }
 
-void SyntheticTokens::window(uint64_t microStep, int64_t row, int64_t length,
-                             int64_t *out) const {
+void SyntheticTokens::window(uint64_t microStep, int64_t row, int64_t length, int64_t *out) const {
   const uint64_t base = static_cast<uint64_t>(row) * length;
   for (int64_t i = 0; i < length; ++i) {
     numerics::PhiloxBlock draw =
         numerics::philoxForElement(seed, microStep, kSyntheticStream, base + i);
-    const uint64_t bits =
-        (static_cast<uint64_t>(draw.word[3]) << 32) | draw.word[2];
-    const int64_t uniform =
-        static_cast<int64_t>(bits % static_cast<uint64_t>(vocab));
+    const uint64_t bits = (static_cast<uint64_t>(draw.word[3]) << 32) | draw.word[2];
+    const int64_t uniform = static_cast<int64_t>(bits % static_cast<uint64_t>(vocab));
     // 24 random bits decide the noise, as uniform01 does.
-    const bool noise = i == 0 || (draw.word[0] >> 8) <
-                                     static_cast<uint32_t>(kNoise * (1 << 24));
+    const bool noise = i == 0 || (draw.word[0] >> 8) < static_cast<uint32_t>(kNoise * (1 << 24));
     out[i] = noise ? uniform : perm[out[i - 1]];
   }
 }
@@ -287,8 +264,7 @@ double syntheticLanguageEntropy(int64_t vocab) {
 
 BatchSource::~BatchSource() = default;
 
-std::vector<uint8_t> encodeIntegers(DType dtype,
-                                    const std::vector<int64_t> &values) {
+std::vector<uint8_t> encodeIntegers(DType dtype, const std::vector<int64_t> &values) {
   const size_t width = plan::dtypeBytes(dtype);
   std::vector<uint8_t> bytes(values.size() * width);
   for (size_t i = 0; i < values.size(); ++i) {
@@ -299,8 +275,7 @@ std::vector<uint8_t> encodeIntegers(DType dtype,
   return bytes;
 }
 
-std::vector<uint8_t> encodeReals(DType dtype,
-                                 const std::vector<double> &values) {
+std::vector<uint8_t> encodeReals(DType dtype, const std::vector<double> &values) {
   const size_t width = plan::dtypeBytes(dtype);
   std::vector<uint8_t> bytes(values.size() * width);
   for (size_t i = 0; i < values.size(); ++i) {
@@ -349,8 +324,7 @@ private:
 class ClassificationBatches : public BatchSource {
 public:
   ClassificationBatches(const Task &task, uint64_t seed)
-      : task(task), seed(seed),
-        prototypes(static_cast<size_t>(task.classes * task.features)) {
+      : task(task), seed(seed), prototypes(static_cast<size_t>(task.classes * task.features)) {
     for (size_t e = 0; e < prototypes.size(); ++e)
       prototypes[e] = numerics::standardNormal(seed, 0, kPrototypeStream, e);
   }
@@ -360,14 +334,12 @@ public:
     std::vector<int64_t> labels(rows);
     std::vector<double> features(rows * width);
     for (int64_t r = 0; r < rows; ++r) {
-      labels[r] =
-          static_cast<int64_t>(randomBits(seed, microStep, kLabelStream, r) %
-                               static_cast<uint64_t>(task.classes));
+      labels[r] = static_cast<int64_t>(randomBits(seed, microStep, kLabelStream, r) %
+                                       static_cast<uint64_t>(task.classes));
       for (int64_t f = 0; f < width; ++f)
         features[r * width + f] =
             prototypes[labels[r] * width + f] +
-            0.5 * numerics::standardNormal(seed, microStep, kNoiseStream,
-                                           r * width + f);
+            0.5 * numerics::standardNormal(seed, microStep, kNoiseStream, r * width + f);
     }
     return {{task.first.name, encodeReals(task.firstDType, features)},
             {task.labels.name, encodeIntegers(task.labelsDType, labels)}};
@@ -386,35 +358,31 @@ private:
 
 } // namespace
 
-std::unique_ptr<BatchSource>
-makeLanguageBatches(const Task &task, std::unique_ptr<TokenSource> tokens) {
+std::unique_ptr<BatchSource> makeLanguageBatches(const Task &task,
+                                                 std::unique_ptr<TokenSource> tokens) {
   return std::make_unique<LanguageBatches>(task, std::move(tokens));
 }
 
-std::unique_ptr<BatchSource> makeClassificationBatches(const Task &task,
-                                                       uint64_t seed) {
+std::unique_ptr<BatchSource> makeClassificationBatches(const Task &task, uint64_t seed) {
   return std::make_unique<ClassificationBatches>(task, seed);
 }
 
-std::unique_ptr<BatchSource> makeBatchSource(const Task &task,
-                                             const DataOptions &options) {
+std::unique_ptr<BatchSource> makeBatchSource(const Task &task, const DataOptions &options) {
   if (task.kind != TaskKind::Language && !options.path.empty())
-    throw DataError("data files are supported for language models (tokens "
-                    "and targets inputs); this model trains on its " +
-                    std::string(task.kind == TaskKind::Classification
-                                    ? "synthetic task"
-                                    : "random inputs") +
-                    ", so drop --data");
+    throw DataError(
+        "data files are supported for language models (tokens "
+        "and targets inputs); this model trains on its " +
+        std::string(task.kind == TaskKind::Classification ? "synthetic task" : "random inputs") +
+        ", so drop --data");
   switch (task.kind) {
   case TaskKind::Language:
     if (options.path.empty())
-      return makeLanguageBatches(
-          task, std::make_unique<SyntheticTokens>(task.classes, options.seed));
+      return makeLanguageBatches(task,
+                                 std::make_unique<SyntheticTokens>(task.classes, options.seed));
     return makeLanguageBatches(
-        task, std::make_unique<TokenFile>(
-                  options.path,
-                  options.format.value_or(defaultDataFormat(options.path)),
-                  task.classes, task.sequence, options.seed));
+        task, std::make_unique<TokenFile>(options.path,
+                                          options.format.value_or(defaultDataFormat(options.path)),
+                                          task.classes, task.sequence, options.seed));
   case TaskKind::Classification:
     return makeClassificationBatches(task, options.seed);
   case TaskKind::Unlearnable:

@@ -108,8 +108,7 @@ class TokenSource {
 public:
   virtual ~TokenSource();
   /// Writes window \p row of micro step \p microStep: \p length tokens.
-  virtual void window(uint64_t microStep, int64_t row, int64_t length,
-                      int64_t *out) const = 0;
+  virtual void window(uint64_t microStep, int64_t row, int64_t length, int64_t *out) const = 0;
   /// One line for the start-up message ("FILE (text, 1,024 tokens)").
   virtual std::string describe() const = 0;
 };
@@ -121,8 +120,8 @@ public:
   /// each below \p vocab. Throws DataError: "cannot read data file F: <cause>",
   /// an odd byte count for Tokens, too few tokens, or the first token outside
   /// the vocabulary with its position.
-  TokenFile(const std::string &path, DataFormat format, int64_t vocab,
-            int64_t sequence, uint64_t seed);
+  TokenFile(const std::string &path, DataFormat format, int64_t vocab, int64_t sequence,
+            uint64_t seed);
   ~TokenFile() override;
   TokenFile(const TokenFile &) = delete;
   TokenFile &operator=(const TokenFile &) = delete;
@@ -135,8 +134,7 @@ public:
   /// [0, size() - sequence).
   int64_t offset(uint64_t microStep, int64_t row) const;
 
-  void window(uint64_t microStep, int64_t row, int64_t length,
-              int64_t *out) const override;
+  void window(uint64_t microStep, int64_t row, int64_t length, int64_t *out) const override;
   std::string describe() const override;
 
 private:
@@ -160,8 +158,7 @@ public:
   /// The permutation: the next token is usually permutation()[previous].
   const std::vector<int64_t> &permutation() const { return perm; }
 
-  void window(uint64_t microStep, int64_t row, int64_t length,
-              int64_t *out) const override;
+  void window(uint64_t microStep, int64_t row, int64_t length, int64_t *out) const override;
   std::string describe() const override;
 
 private:
@@ -193,12 +190,11 @@ public:
 };
 
 /// Language-model batches: windows of \p tokens for a Language \p task.
-std::unique_ptr<BatchSource>
-makeLanguageBatches(const Task &task, std::unique_ptr<TokenSource> tokens);
+std::unique_ptr<BatchSource> makeLanguageBatches(const Task &task,
+                                                 std::unique_ptr<TokenSource> tokens);
 
 /// Synthetic classification batches for a Classification \p task.
-std::unique_ptr<BatchSource> makeClassificationBatches(const Task &task,
-                                                       uint64_t seed);
+std::unique_ptr<BatchSource> makeClassificationBatches(const Task &task, uint64_t seed);
 
 /// Where the training data should come from.
 struct DataOptions {
@@ -214,15 +210,12 @@ struct DataOptions {
 /// for an unlearnable model (the runner randomises its inputs). Throws
 /// DataError for a bad file, or a file given for a model that is not a
 /// language model.
-std::unique_ptr<BatchSource> makeBatchSource(const Task &task,
-                                             const DataOptions &options);
+std::unique_ptr<BatchSource> makeBatchSource(const Task &task, const DataOptions &options);
 
 /// \p values as little-endian elements of the integer \p dtype.
-std::vector<uint8_t> encodeIntegers(plan::DType dtype,
-                                    const std::vector<int64_t> &values);
+std::vector<uint8_t> encodeIntegers(plan::DType dtype, const std::vector<int64_t> &values);
 /// \p values rounded once to the float \p dtype, little-endian.
-std::vector<uint8_t> encodeReals(plan::DType dtype,
-                                 const std::vector<double> &values);
+std::vector<uint8_t> encodeReals(plan::DType dtype, const std::vector<double> &values);
 
 /// \p value with thousands separators: 1234567 -> "1,234,567".
 std::string withCommas(int64_t value);

@@ -23,8 +23,7 @@ namespace ampc::train {
 namespace {
 
 /// printf into a std::string.
-template <typename... Args>
-std::string format(const char *pattern, Args... args) {
+template <typename... Args> std::string format(const char *pattern, Args... args) {
   char buffer[256];
   std::snprintf(buffer, sizeof(buffer), pattern, args...);
   return buffer;
@@ -36,12 +35,10 @@ std::string formatDuration(double seconds) {
   if (!(seconds >= 0))
     seconds = 0;
   const uint64_t total = static_cast<uint64_t>(seconds);
-  const uint64_t hours = total / 3600, minutes = total / 60 % 60,
-                 secs = total % 60;
+  const uint64_t hours = total / 3600, minutes = total / 60 % 60, secs = total % 60;
   if (hours > 0)
     return format("%llu:%02llu:%02llu", static_cast<unsigned long long>(hours),
-                  static_cast<unsigned long long>(minutes),
-                  static_cast<unsigned long long>(secs));
+                  static_cast<unsigned long long>(minutes), static_cast<unsigned long long>(secs));
   return format("%llu:%02llu", static_cast<unsigned long long>(minutes),
                 static_cast<unsigned long long>(secs));
 }
@@ -94,33 +91,26 @@ std::string progressLine(const StepRecord &record) {
   }
   return format("step %llu/%llu | loss %.4f | grad norm %s | lr %.2e | ",
                 static_cast<unsigned long long>(record.step),
-                static_cast<unsigned long long>(record.steps), record.loss,
-                gradNorm.c_str(), record.learningRate) +
+                static_cast<unsigned long long>(record.steps), record.loss, gradNorm.c_str(),
+                record.learningRate) +
          scaling + (record.device.empty() ? "" : record.device + " | ") +
-         formatRate(rateOf(record)) +
-         (record.tokens ? " tok/s" : " samples/s") + " | " +
-         formatDuration(record.elapsed) + " elapsed, ETA " +
-         formatDuration(eta);
+         formatRate(rateOf(record)) + (record.tokens ? " tok/s" : " samples/s") + " | " +
+         formatDuration(record.elapsed) + " elapsed, ETA " + formatDuration(eta);
 }
 
 std::string jsonRecord(const StepRecord &record) {
   const char *unit = record.tokens ? "tokens" : "samples";
-  return "{\"step\": " + std::to_string(record.step) +
-         ", \"loss\": " + jsonNumber(record.loss) +
+  return "{\"step\": " + std::to_string(record.step) + ", \"loss\": " + jsonNumber(record.loss) +
          ", \"grad_norm\": " + jsonNumber(record.gradNorm) +
          ", \"lr\": " + jsonNumber(record.learningRate) +
-         (record.lossScaling
-              ? ", \"loss_scale\": " + jsonNumber(record.lossScale) +
-                    ", \"skipped\": " + (record.skipped ? "true" : "false")
-              : std::string()) +
-         ", \"" + unit +
-         "\": " + std::to_string(record.units) + ", \"" + unit +
+         (record.lossScaling ? ", \"loss_scale\": " + jsonNumber(record.lossScale) +
+                                   ", \"skipped\": " + (record.skipped ? "true" : "false")
+                             : std::string()) +
+         ", \"" + unit + "\": " + std::to_string(record.units) + ", \"" + unit +
          "_per_s\": " + jsonNumber(rateOf(record)) +
          ", \"elapsed_s\": " + jsonNumber(record.elapsed) +
          ", \"step_ms\": " + jsonNumber(record.stepMilliseconds) +
-         (record.device.empty() ? std::string()
-                                : ", \"device\": \"" + record.device + "\"") +
-         "}";
+         (record.device.empty() ? std::string() : ", \"device\": \"" + record.device + "\"") + "}";
 }
 
 double median(std::vector<double> values) {
@@ -128,8 +118,7 @@ double median(std::vector<double> values) {
     return 0;
   std::sort(values.begin(), values.end());
   const size_t middle = values.size() / 2;
-  return values.size() % 2 ? values[middle]
-                           : (values[middle - 1] + values[middle]) / 2;
+  return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
 }
 
 //===----------------------------------------------------------------------===//
@@ -150,13 +139,11 @@ std::string describeTask(const Task &task) {
   switch (task.kind) {
   case TaskKind::Language:
     return "language model: batches of " + withCommas(task.batch) + " x " +
-           withCommas(task.sequence) + " tokens ('" + task.first.name +
-           "', targets '" + task.labels.name + "'), vocabulary " +
-           withCommas(task.classes);
+           withCommas(task.sequence) + " tokens ('" + task.first.name + "', targets '" +
+           task.labels.name + "'), vocabulary " + withCommas(task.classes);
   case TaskKind::Classification:
-    return "classifier: batches of " + withCommas(task.batch) + " examples ('" +
-           task.first.name + "', labels '" + task.labels.name + "'), " +
-           withCommas(task.classes) + " classes";
+    return "classifier: batches of " + withCommas(task.batch) + " examples ('" + task.first.name +
+           "', labels '" + task.labels.name + "'), " + withCommas(task.classes) + " classes";
   case TaskKind::Unlearnable:
     break;
   }
@@ -188,10 +175,9 @@ std::string describeLossScaling(const plan::Plan &plan) {
   case plan::LossScaleMode::Static:
     return "static, scale " + formatScale(scaling.initialScale);
   case plan::LossScaleMode::Dynamic:
-    return "dynamic, initial scale " + formatScale(scaling.initialScale) +
-           ", x" + format("%g", scaling.growthFactor) + " after " +
-           std::to_string(scaling.growthInterval) + " finite steps, x" +
-           format("%g", scaling.backoffFactor) +
+    return "dynamic, initial scale " + formatScale(scaling.initialScale) + ", x" +
+           format("%g", scaling.growthFactor) + " after " + std::to_string(scaling.growthInterval) +
+           " finite steps, x" + format("%g", scaling.backoffFactor) +
            " and the step skipped on overflow" +
            (scaling.minScale > 0 ? ", floor " + formatScale(scaling.minScale)
                                  : std::string(", no floor"));
@@ -204,29 +190,23 @@ std::string describeLossScaling(const plan::Plan &plan) {
 void printModelInfo(const plan::Plan &plan, std::FILE *out) {
   const Task task = analyzeTask(plan);
   std::fprintf(out, "model @%s\n", plan.modelName.c_str());
-  std::fprintf(out, "parameters: %s in %zu tensor%s\n",
-               withCommas(countParameters(plan)).c_str(),
+  std::fprintf(out, "parameters: %s in %zu tensor%s\n", withCommas(countParameters(plan)).c_str(),
                plan.parameters.size(), plan.parameters.size() == 1 ? "" : "s");
   std::fprintf(out, "inputs:\n");
   for (const plan::Input &input : plan.inputs) {
     const plan::Buffer &buffer = plan.buffers[input.buffer];
-    std::fprintf(out, "  %s: %s %s, use %s", input.name.c_str(),
-                 plan::dtypeName(buffer.dtype),
-                 plan::shapeToString(buffer.shape).c_str(),
-                 plan::inputUseName(input.use));
+    std::fprintf(out, "  %s: %s %s, use %s", input.name.c_str(), plan::dtypeName(buffer.dtype),
+                 plan::shapeToString(buffer.shape).c_str(), plan::inputUseName(input.use));
     if (input.bound)
-      std::fprintf(out, ", ids in [0, %lld)",
-                   static_cast<long long>(input.bound));
+      std::fprintf(out, ", ids in [0, %lld)", static_cast<long long>(input.bound));
     std::fprintf(out, "\n");
   }
-  std::fprintf(out, "accumulation steps: %lld\n",
-               static_cast<long long>(plan.accumulationSteps));
+  std::fprintf(out, "accumulation steps: %lld\n", static_cast<long long>(plan.accumulationSteps));
   if (plan.optimizerInstructions.empty())
     std::fprintf(out, "training: none (a forward-only plan)\n");
   else
     std::fprintf(out, "training: %s\n",
-                 plan.trainingSummary.empty() ? "(no summary)"
-                                              : plan.trainingSummary.c_str());
+                 plan.trainingSummary.empty() ? "(no summary)" : plan.trainingSummary.c_str());
   const std::string scaling = describeLossScaling(plan);
   if (!scaling.empty())
     std::fprintf(out, "loss scaling: %s\n", scaling.c_str());
@@ -263,11 +243,10 @@ uint64_t inputSeed(uint64_t seed, uint64_t microStep) {
 /// The note on a skipped step: "step 12: gradients were not finite; the
 /// update was skipped and the loss scale halved to 32768", naming the first
 /// non-finite instruction when the plan checks for one.
-std::string skippedStepLine(const plan::Plan &plan, uint64_t step,
-                            double before, double after,
+std::string skippedStepLine(const plan::Plan &plan, uint64_t step, double before, double after,
                             const std::string &firstNonFinite) {
-  std::string line = "step " + std::to_string(step) +
-                     ": gradients were not finite; the update was skipped";
+  std::string line =
+      "step " + std::to_string(step) + ": gradients were not finite; the update was skipped";
   if (plan.lossScaling.mode == plan::LossScaleMode::Static)
     line += " (the loss scale stays " + formatScale(after) + ")";
   else if (after == before)
@@ -294,8 +273,7 @@ public:
       return;
     file = std::fopen(path.c_str(), "w");
     if (!file)
-      throw TrainingFailure("cannot open metrics log " + path + ": " +
-                            std::strerror(errno));
+      throw TrainingFailure("cannot open metrics log " + path + ": " + std::strerror(errno));
   }
   ~MetricsLog() {
     if (file)
@@ -318,8 +296,7 @@ public:
     std::FILE *closing = file;
     file = nullptr;
     if (std::fclose(closing) != 0)
-      throw TrainingFailure("cannot write metrics log " + path + ": " +
-                            std::strerror(errno));
+      throw TrainingFailure("cannot write metrics log " + path + ": " + std::strerror(errno));
   }
 
 private:
@@ -331,8 +308,7 @@ private:
 class Progress {
 public:
   Progress(const RunnerStreams &streams, uint64_t steps, bool quiet)
-      : streams(streams), interval(std::max<uint64_t>(1, steps / 20)),
-        quiet(quiet) {}
+      : streams(streams), interval(std::max<uint64_t>(1, steps / 20)), quiet(quiet) {}
 
   void show(const StepRecord &record) {
     if (quiet)
@@ -340,9 +316,8 @@ public:
     const std::string line = progressLine(record);
     if (streams.interactive) {
       // Pad over the rest of a longer previous line.
-      std::fprintf(
-          streams.out, "\r%s%*s", line.c_str(),
-          static_cast<int>(shown > line.size() ? shown - line.size() : 0), "");
+      std::fprintf(streams.out, "\r%s%*s", line.c_str(),
+                   static_cast<int>(shown > line.size() ? shown - line.size() : 0), "");
       shown = line.size();
       open = true;
     } else if (record.step % interval == 0 || record.step == record.steps) {
@@ -402,10 +377,9 @@ std::string jsonString(const std::string &text) {
 }
 
 /// --summary: one JSON object for benchmarks and scripts.
-void writeSummary(const std::string &path, const plan::Plan &plan,
-                  const Task &task, const StepRecord &last, double firstLoss,
-                  const std::vector<double> &stepTimes, uint64_t warmup,
-                  const BackendMemory &memory, const std::string &where) {
+void writeSummary(const std::string &path, const plan::Plan &plan, const Task &task,
+                  const StepRecord &last, double firstLoss, const std::vector<double> &stepTimes,
+                  uint64_t warmup, const BackendMemory &memory, const std::string &where) {
   double sum = 0;
   for (double time : stepTimes)
     sum += time;
@@ -416,29 +390,20 @@ void writeSummary(const std::string &path, const plan::Plan &plan,
       ", \"parameters\": " + std::to_string(countParameters(plan)) +
       ", \"device\": " + jsonString(last.device.empty() ? "cpu" : last.device) +
       ", \"device_description\": " + jsonString(where) +
-      ", \"steps\": " + std::to_string(last.step) +
-      ", \"" + (last.tokens ? "tokens" : "samples") +
-      "_per_step\": " + std::to_string(perStep) +
-      ", \"first_loss\": " + jsonNumber(firstLoss) +
-      ", \"last_loss\": " + jsonNumber(last.loss) +
-      ", \"elapsed_s\": " + jsonNumber(last.elapsed) +
+      ", \"steps\": " + std::to_string(last.step) + ", \"" + (last.tokens ? "tokens" : "samples") +
+      "_per_step\": " + std::to_string(perStep) + ", \"first_loss\": " + jsonNumber(firstLoss) +
+      ", \"last_loss\": " + jsonNumber(last.loss) + ", \"elapsed_s\": " + jsonNumber(last.elapsed) +
       ", \"warmup_steps\": " + std::to_string(warmup) +
       ", \"timed_steps\": " + std::to_string(stepTimes.size()) +
-      ", \"step_ms_median\": " +
-      (stepTimes.empty() ? "null" : jsonNumber(medianMs)) +
-      ", \"step_ms_mean\": " +
-      (stepTimes.empty() ? "null" : jsonNumber(sum / stepTimes.size())) +
+      ", \"step_ms_median\": " + (stepTimes.empty() ? "null" : jsonNumber(medianMs)) +
+      ", \"step_ms_mean\": " + (stepTimes.empty() ? "null" : jsonNumber(sum / stepTimes.size())) +
       ", \"" + (last.tokens ? "tokens" : "samples") + "_per_s\": " +
-      (stepTimes.empty() ? "null"
-                         : jsonNumber(static_cast<double>(perStep) /
-                                      (medianMs / 1e3)));
+      (stepTimes.empty() ? "null" : jsonNumber(static_cast<double>(perStep) / (medianMs / 1e3)));
   if (memory.measured)
-    json += ", \"memory\": {\"planned_bytes\": " +
-            std::to_string(memory.planned) +
+    json += ", \"memory\": {\"planned_bytes\": " + std::to_string(memory.planned) +
             ", \"allocated_bytes\": " + std::to_string(memory.allocated) +
             ", \"device_used_bytes\": " + std::to_string(memory.deviceUsed) +
-            ", \"device_total_bytes\": " + std::to_string(memory.deviceTotal) +
-            "}";
+            ", \"device_total_bytes\": " + std::to_string(memory.deviceTotal) + "}";
   json += "}\n";
   std::FILE *file = std::fopen(path.c_str(), "w");
   if (!file || std::fputs(json.c_str(), file) < 0 || std::fclose(file) != 0)
@@ -446,12 +411,11 @@ void writeSummary(const std::string &path, const plan::Plan &plan,
                           std::strerror(errno ? errno : EIO));
 }
 
-int train(const plan::Plan &plan, const RunnerOptions &options,
-          const std::string &program, const RunnerStreams &streams) {
+int train(const plan::Plan &plan, const RunnerOptions &options, const std::string &program,
+          const RunnerStreams &streams) {
   if (plan.optimizerInstructions.empty())
-    throw TrainingFailure(
-        "this executable's plan has no optimizer step (it was compiled for "
-        "evaluation only); rebuild it with `ampc compile model.mlir -o NAME`");
+    throw TrainingFailure("this executable's plan has no optimizer step (it was compiled for "
+                          "evaluation only); rebuild it with `ampc compile model.mlir -o NAME`");
   // Data first (a bad file is the likeliest mistake), then the executor
   // (which validates the plan), then the log, so a failure leaves no log.
   const Task task = analyzeTask(plan);
@@ -466,9 +430,8 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
     throw TrainingFailure(error.what());
   }
   std::unique_ptr<TrainingBackend> backend;
-  const DeviceChoice choice = chooseDevice(
-      options.device, !plan.device.empty(), options.cpuFallback,
-      [&]() -> GpuProbe {
+  const DeviceChoice choice =
+      chooseDevice(options.device, !plan.device.empty(), options.cpuFallback, [&]() -> GpuProbe {
         GpuProbe probe;
         backend = tryMakeCudaBackend(plan, probe);
         return probe;
@@ -486,17 +449,14 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
   const uint64_t steps = options.steps;
   const uint64_t accumulation = static_cast<uint64_t>(plan.accumulationSteps);
   const uint64_t perStep = unitsPerStep(plan, task);
-  std::string dataDescription =
-      source ? source->describe() : std::string("random inputs");
-  std::fprintf(
-      streams.out, "training @%s (%s parameters) for %llu steps on %s; %s\n",
-      plan.modelName.c_str(), withCommas(countParameters(plan)).c_str(),
-      static_cast<unsigned long long>(steps), dataDescription.c_str(),
-      options.logPath.empty() ? "no metrics log (--log FILE writes one)"
-                              : ("metrics -> " + options.logPath).c_str());
+  std::string dataDescription = source ? source->describe() : std::string("random inputs");
+  std::fprintf(streams.out, "training @%s (%s parameters) for %llu steps on %s; %s\n",
+               plan.modelName.c_str(), withCommas(countParameters(plan)).c_str(),
+               static_cast<unsigned long long>(steps), dataDescription.c_str(),
+               options.logPath.empty() ? "no metrics log (--log FILE writes one)"
+                                       : ("metrics -> " + options.logPath).c_str());
   // Where the steps run: a line for the GPU, or why auto chose the CPU.
-  const std::string deviceLine =
-      choice.note.empty() ? backend->description() : choice.note;
+  const std::string deviceLine = choice.note.empty() ? backend->description() : choice.note;
   if (!deviceLine.empty())
     std::fprintf(streams.out, "%s\n", deviceLine.c_str());
   if (choice.noteIsWarning)
@@ -512,8 +472,7 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
                  "%s: warning: --inject-overflow has no effect: this plan "
                  "has no loss scaling\n",
                  program.c_str());
-  const std::set<uint64_t> injected(options.injectOverflow.begin(),
-                                    options.injectOverflow.end());
+  const std::set<uint64_t> injected(options.injectOverflow.begin(), options.injectOverflow.end());
   std::fflush(streams.out);
 
   backend->initializeParameters(options.seed);
@@ -531,9 +490,7 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
   // --profile: the last K steps (at least the first step stays unprofiled
   // when there are two or more).
   const uint64_t profiled =
-      options.profileSteps == 0
-          ? 0
-          : std::min(options.profileSteps, steps > 1 ? steps - 1 : steps);
+      options.profileSteps == 0 ? 0 : std::min(options.profileSteps, steps > 1 ? steps - 1 : steps);
   const uint64_t firstProfiled = steps - profiled;
   std::vector<double> stepTimes; // unprofiled steps after warm-up
   const uint64_t warmup = std::min<uint64_t>(3, firstProfiled / 2);
@@ -547,8 +504,7 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
         const uint64_t microStep = step * accumulation + i;
         if (source) {
           for (const InputData &input : source->batch(microStep))
-            backend->setInput(input.name, input.bytes.data(),
-                              input.bytes.size());
+            backend->setInput(input.name, input.bytes.data(), input.bytes.size());
         } else if (!plan.inputs.empty()) {
           backend->randomizeInputs(inputSeed(options.seed, microStep));
         }
@@ -583,8 +539,7 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
       record.stepMilliseconds =
           metrics.deviceMilliseconds >= 0
               ? metrics.deviceMilliseconds
-              : std::chrono::duration<double, std::milli>(now - stepBegan)
-                    .count();
+              : std::chrono::duration<double, std::milli>(now - stepBegan).count();
       if (step >= warmup && step < firstProfiled)
         stepTimes.push_back(record.stepMilliseconds);
       if (step == 0)
@@ -596,9 +551,8 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
       record.skippedSteps = static_cast<uint64_t>(status.skippedSteps);
       log.write(jsonRecord(record));
       if (scaling && status.lastStepSkipped)
-        progress.note(skippedStepLine(plan, step + 1, previousScale,
-                                      status.scale,
-                                      metrics.firstNonFinite));
+        progress.note(
+            skippedStepLine(plan, step + 1, previousScale, status.scale, metrics.firstNonFinite));
       if (status.floorReachedNow && !floorWarned) {
         floorWarned = true;
         progress.finish();
@@ -612,10 +566,8 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
       progress.show(record);
       if (!scaling) {
         if (!std::isfinite(loss) || !std::isfinite(gradNorm))
-          throw TrainingFailure("training diverged at step " +
-                                std::to_string(step + 1) + ": the loss is " +
-                                format("%g", loss) +
-                                " and the gradient norm " +
+          throw TrainingFailure("training diverged at step " + std::to_string(step + 1) +
+                                ": the loss is " + format("%g", loss) + " and the gradient norm " +
                                 format("%g", gradNorm) +
                                 "; try a lower learning rate or another seed");
         continue;
@@ -624,18 +576,15 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
       // (the step was skipped); a loss that is itself not finite is not.
       nonFiniteLosses = std::isfinite(loss) ? 0 : nonFiniteLosses + 1;
       if (nonFiniteLosses > kMaxNonFiniteLossSteps)
-        throw TrainingFailure(
-            "training diverged at step " + std::to_string(step + 1) +
-            ": the loss has not been finite for " +
-            std::to_string(nonFiniteLosses) +
-            " consecutive steps, which loss scaling cannot fix (it only "
-            "handles overflowing gradients); try a lower learning rate or "
-            "another seed");
+        throw TrainingFailure("training diverged at step " + std::to_string(step + 1) +
+                              ": the loss has not been finite for " +
+                              std::to_string(nonFiniteLosses) +
+                              " consecutive steps, which loss scaling cannot fix (it only "
+                              "handles overflowing gradients); try a lower learning rate or "
+                              "another seed");
       if (!status.lastStepSkipped && !std::isfinite(gradNorm))
-        throw TrainingFailure("training diverged at step " +
-                              std::to_string(step + 1) +
-                              ": the gradient norm is " +
-                              format("%g", gradNorm) +
+        throw TrainingFailure("training diverged at step " + std::to_string(step + 1) +
+                              ": the gradient norm is " + format("%g", gradNorm) +
                               " but the step was applied; try a lower "
                               "learning rate or another seed");
     }
@@ -645,45 +594,37 @@ int train(const plan::Plan &plan, const RunnerOptions &options,
     throw;
   }
   progress.finish();
-  std::fprintf(
-      streams.out, "trained %llu steps in %.1fs: loss %.4f -> %.4f%s\n",
-      static_cast<unsigned long long>(steps), record.elapsed, firstLoss,
-      lastLoss,
-      options.logPath.empty() ? ""
-                              : ("; metrics in " + options.logPath).c_str());
+  std::fprintf(streams.out, "trained %llu steps in %.1fs: loss %.4f -> %.4f%s\n",
+               static_cast<unsigned long long>(steps), record.elapsed, firstLoss, lastLoss,
+               options.logPath.empty() ? "" : ("; metrics in " + options.logPath).c_str());
   const double stepMedian = stepTimes.empty() ? -1 : median(stepTimes);
   const BackendMemory memory = backend->memory();
   if (!stepTimes.empty())
     std::fprintf(streams.out,
                  "step time: median %.2f ms over %zu steps after %llu of "
                  "warm-up (%s)\n",
-                 stepMedian, stepTimes.size(),
-                 static_cast<unsigned long long>(warmup),
+                 stepMedian, stepTimes.size(), static_cast<unsigned long long>(warmup),
                  record.device.empty() ? "host clock" : "CUDA events");
   if (memory.measured)
     std::fprintf(streams.out,
                  "device memory: %s allocated (planned %s); %s of %s in use "
                  "on the GPU\n",
-                 formatBytes(memory.allocated).c_str(),
-                 formatBytes(memory.planned).c_str(),
-                 formatBytes(memory.deviceUsed).c_str(),
-                 formatBytes(memory.deviceTotal).c_str());
+                 formatBytes(memory.allocated).c_str(), formatBytes(memory.planned).c_str(),
+                 formatBytes(memory.deviceUsed).c_str(), formatBytes(memory.deviceTotal).c_str());
   if (profiled)
     std::fprintf(streams.out, "%s",
-                 backend
-                     ->profileReport(options.profileTop, profiled, stepMedian)
-                     .c_str());
+                 backend->profileReport(options.profileTop, profiled, stepMedian).c_str());
   std::fflush(streams.out);
   if (!options.summaryPath.empty())
-    writeSummary(options.summaryPath, plan, task, record, firstLoss,
-                 stepTimes, warmup, memory, backend->description());
+    writeSummary(options.summaryPath, plan, task, record, firstLoss, stepTimes, warmup, memory,
+                 backend->description());
   return 0;
 }
 
 } // namespace
 
-int runTraining(const plan::Plan &plan, const RunnerOptions &options,
-                const std::string &program, const RunnerStreams &streams) {
+int runTraining(const plan::Plan &plan, const RunnerOptions &options, const std::string &program,
+                const RunnerStreams &streams) {
   if (options.help) {
     std::fputs(runnerUsage(program).c_str(), streams.out);
     return 0;

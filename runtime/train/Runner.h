@@ -41,17 +41,17 @@ struct RunnerOptions {
   uint64_t seed = 0;    ///< keys initialisation, data and dropout
   std::string dataPath; ///< a token file; empty for the synthetic task
   std::optional<DataFormat> dataFormat;
-  std::string logPath;        ///< the JSONL metrics log; empty for none
+  std::string logPath; ///< the JSONL metrics log; empty for none
   /// "auto" (the GPU when it can run the plan, else the CPU with a note),
   /// "cpu" or "cuda" (the GPU or an error).
   std::string device = "auto";
   /// auto only: train on the CPU (with a warning) when a GPU is there but
   /// fails, instead of stopping with the error.
   bool cpuFallback = false;
-  int threads = 0;            ///< CPU threads; 0 = AMPC_CPU_THREADS or all
-  bool quiet = false;         ///< no progress lines
-  bool info = false;          ///< describe the model and exit
-  bool help = false;          ///< print the usage and exit
+  int threads = 0;    ///< CPU threads; 0 = AMPC_CPU_THREADS or all
+  bool quiet = false; ///< no progress lines
+  bool info = false;  ///< describe the model and exit
+  bool help = false;  ///< print the usage and exit
   /// --profile[=K]: time every device step group over the last K optimizer
   /// steps (0: off) and print the top profileTop rows.
   uint64_t profileSteps = 0;
@@ -98,8 +98,8 @@ struct StepRecord {
   double loss = 0, gradNorm = 0, learningRate = 0;
   /// Cumulative tokens (language models) or samples (others).
   uint64_t units = 0;
-  bool tokens = false; ///< units are tokens
-  double elapsed = 0;  ///< seconds since training started
+  bool tokens = false;         ///< units are tokens
+  double elapsed = 0;          ///< seconds since training started
   double stepMilliseconds = 0; ///< this step's time (GPU: CUDA events)
   /// The plan scales its loss: the fields below are shown and logged.
   bool lossScaling = false;
@@ -148,8 +148,8 @@ struct RunnerStreams {
 /// loaded; --help and --device are handled by the caller but checked here
 /// too). Messages are prefixed with "<program>: error: ". Returns the exit
 /// status.
-int runTraining(const plan::Plan &plan, const RunnerOptions &options,
-                const std::string &program, const RunnerStreams &streams);
+int runTraining(const plan::Plan &plan, const RunnerOptions &options, const std::string &program,
+                const RunnerStreams &streams);
 
 } // namespace ampc::train
 

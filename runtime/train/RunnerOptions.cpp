@@ -26,8 +26,7 @@ uint64_t parseCount(const std::string &flag, const std::string &text) {
   for (char c : text)
     digits = digits && c >= '0' && c <= '9';
   if (!digits)
-    throw UsageError(flag + " expects a non-negative integer, got '" + text +
-                     "'");
+    throw UsageError(flag + " expects a non-negative integer, got '" + text + "'");
   errno = 0;
   const unsigned long long value = std::strtoull(text.c_str(), nullptr, 10);
   if (errno == ERANGE)
@@ -36,13 +35,12 @@ uint64_t parseCount(const std::string &flag, const std::string &text) {
 }
 
 /// Adds the comma-separated 1-based steps of \p text to \p steps.
-void parseSteps(const std::string &flag, const std::string &text,
-                std::vector<uint64_t> &steps) {
+void parseSteps(const std::string &flag, const std::string &text, std::vector<uint64_t> &steps) {
   size_t begin = 0;
   while (true) {
     const size_t comma = text.find(',', begin);
-    const std::string item = text.substr(
-        begin, comma == std::string::npos ? std::string::npos : comma - begin);
+    const std::string item =
+        text.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
     if (item.empty())
       throw UsageError(flag +
                        " expects STEP[,STEP...] (1-based optimizer steps), "
@@ -100,27 +98,22 @@ RunnerOptions parseRunnerArguments(const std::vector<std::string> &args) {
       else if (format == "text")
         options.dataFormat = DataFormat::Text;
       else
-        throw UsageError(
-            "--data-format is tokens (uint16 .bin) or text, got '" + format +
-            "'");
+        throw UsageError("--data-format is tokens (uint16 .bin) or text, got '" + format + "'");
     } else if (flag == "--log") {
       options.logPath = value();
       if (options.logPath.empty())
         throw UsageError("--log needs a file name");
     } else if (flag == "--device") {
       options.device = value();
-      if (options.device != "auto" && options.device != "cpu" &&
-          options.device != "cuda")
-        throw UsageError("--device is auto, cpu or cuda, got '" +
-                         options.device + "'");
+      if (options.device != "auto" && options.device != "cpu" && options.device != "cuda")
+        throw UsageError("--device is auto, cpu or cuda, got '" + options.device + "'");
     } else if (flag == "--cpu-fallback") {
       noValue();
       options.cpuFallback = true;
     } else if (flag == "--threads") {
       const uint64_t threads = parseCount(flag, value());
       if (threads == 0 || threads > 4096)
-        throw UsageError("--threads must be between 1 and 4096, got " +
-                         std::to_string(threads));
+        throw UsageError("--threads must be between 1 and 4096, got " + std::to_string(threads));
       options.threads = static_cast<int>(threads);
     } else if (flag == "--profile") {
       options.profileSteps = inlineValue ? parseCount(flag, *inlineValue) : 3;
@@ -148,22 +141,18 @@ RunnerOptions parseRunnerArguments(const std::vector<std::string> &args) {
     } else if (flag.rfind("-", 0) == 0) {
       throw UsageError("unknown option '" + flag + "'");
     } else {
-      throw UsageError("unexpected argument '" + flag +
-                       "'; every option is a --flag");
+      throw UsageError("unexpected argument '" + flag + "'; every option is a --flag");
     }
   }
   if (options.dataFormat && options.dataPath.empty())
     throw UsageError("--data-format needs --data FILE");
   std::sort(options.injectOverflow.begin(), options.injectOverflow.end());
-  options.injectOverflow.erase(std::unique(options.injectOverflow.begin(),
-                                           options.injectOverflow.end()),
-                               options.injectOverflow.end());
-  if (!options.injectOverflow.empty() &&
-      options.injectOverflow.back() > options.steps)
-    throw UsageError("--inject-overflow step " +
-                     std::to_string(options.injectOverflow.back()) +
-                     " is beyond the last step (--steps " +
-                     std::to_string(options.steps) + ")");
+  options.injectOverflow.erase(
+      std::unique(options.injectOverflow.begin(), options.injectOverflow.end()),
+      options.injectOverflow.end());
+  if (!options.injectOverflow.empty() && options.injectOverflow.back() > options.steps)
+    throw UsageError("--inject-overflow step " + std::to_string(options.injectOverflow.back()) +
+                     " is beyond the last step (--steps " + std::to_string(options.steps) + ")");
   return options;
 }
 

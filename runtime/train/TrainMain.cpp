@@ -40,15 +40,13 @@ std::string selfPath(const char *argv0) {
 } // namespace
 
 int main(int argc, char **argv) {
-  const std::string program =
-      baseName(argc > 0 && argv[0] ? argv[0] : "ampc-train-runner");
+  const std::string program = baseName(argc > 0 && argv[0] ? argv[0] : "ampc-train-runner");
   train::RunnerOptions options;
   try {
-    options = train::parseRunnerArguments(
-        std::vector<std::string>(argv + 1, argv + argc));
+    options = train::parseRunnerArguments(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const train::UsageError &error) {
-    std::fprintf(stderr, "%s: error: %s (see '%s --help')\n", program.c_str(),
-                 error.what(), program.c_str());
+    std::fprintf(stderr, "%s: error: %s (see '%s --help')\n", program.c_str(), error.what(),
+                 program.c_str());
     return 2;
   }
   train::RunnerStreams streams;

@@ -83,9 +83,7 @@ struct F16 {
 struct F32 {
   typedef float Storage;
   static __device__ __forceinline__ float load(Storage value) { return value; }
-  static __device__ __forceinline__ Storage store(float value) {
-    return value;
-  }
+  static __device__ __forceinline__ Storage store(float value) { return value; }
 };
 
 //===----------------------------------------------------------------------===//
@@ -103,8 +101,7 @@ constexpr int kRowThreads = 4;
 /// chosen so the fp32 shared tiles (rows padded by one word against bank
 /// conflicts) fit in 48 KB.
 template <int D> struct TileShape {
-  static_assert(D == 16 || D == 32 || D == 64 || D == 128,
-                "head dim must be 16, 32, 64 or 128");
+  static_assert(D == 16 || D == 32 || D == 64 || D == 128, "head dim must be 16, 32, 64 or 128");
   /// Forward: q[32][D+1] + k, v[fwdKeys][D+1] + p[32][fwdKeys+1]
   /// (D=128: 16.5 + 16.5 + 2.2 KB; D=64: 8.3 + 16.6 + 4.2 KB).
   static constexpr int fwdKeys = D == 128 ? 16 : 32;
@@ -123,9 +120,7 @@ template <int D> struct TileShape {
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-__device__ __forceinline__ float negativeInfinity() {
-  return __int_as_float(0xff800000);
-}
+__device__ __forceinline__ float negativeInfinity() { return __int_as_float(0xff800000); }
 
 /// The maximum / sum over the 4 lanes that share a row.
 __device__ __forceinline__ float rowMax(float value) {
@@ -141,22 +136,19 @@ __device__ __forceinline__ float rowSum(float value) {
 /// rowCount, 0 for the rest (so padding rows add nothing to any product).
 /// Reads rows x D contiguous elements, coalesced.
 template <class E, int D, int Rows, int Stride>
-__device__ __forceinline__ void loadTile(float (*tile)[Stride],
-                                         const typename E::Storage *src,
+__device__ __forceinline__ void loadTile(float (*tile)[Stride], const typename E::Storage *src,
                                          int first, int rowCount) {
   for (int i = threadIdx.x; i < Rows * D; i += kThreads) {
     const int r = i / D, c = i % D;
-    tile[r][c] = first + r < rowCount
-                     ? E::load(src[static_cast<long long>(first + r) * D + c])
-                     : 0.0f;
+    tile[r][c] =
+        first + r < rowCount ? E::load(src[static_cast<long long>(first + r) * D + c]) : 0.0f;
   }
 }
 
 /// The dot product of two shared fp32 rows of length D, summed in order.
 /// Unrolled by 8, not fully: full unrolling inside the callers' unrolled
 /// column loops made NVRTC's front end 7x slower for no register gain.
-template <int D>
-__device__ __forceinline__ float dotRow(const float *a, const float *b) {
+template <int D> __device__ __forceinline__ float dotRow(const float *a, const float *b) {
   float sum = 0.0f;
 #pragma unroll 8
   for (int d = 0; d < D; ++d)
@@ -165,15 +157,13 @@ __device__ __forceinline__ float dotRow(const float *a, const float *b) {
 }
 
 /// Whether key s is visible from query t (s < keys already checked).
-template <bool kCausal>
-__device__ __forceinline__ bool visible(int t, int s, int causalOffset) {
+template <bool kCausal> __device__ __forceinline__ bool visible(int t, int s, int causalOffset) {
   return !kCausal || s <= t + causalOffset;
 }
 
 /// The end of the keys any query in [firstQuery, firstQuery + rows) sees.
 template <bool kCausal>
-__device__ __forceinline__ int keyEnd(int firstQuery, int rows, int queries,
-                                      int keys) {
+__device__ __forceinline__ int keyEnd(int firstQuery, int rows, int queries, int keys) {
   if (!kCausal)
     return keys;
   const int end = firstQuery + rows + (keys - queries); // last t + offset + 1
@@ -190,13 +180,12 @@ __device__ __forceinline__ int keyEnd(int firstQuery, int rows, int queries,
 /// the k, v rows up to the causal limit once; writes 32 rows of o and lse.
 /// Softmax runs in base 2: x2 = x log2(e), exp(x) = exp2(x2).
 template <class E, int D, bool kCausal>
-__device__ __forceinline__ void
-flashAttentionForward(const typename E::Storage *__restrict__ q,
-                      const typename E::Storage *__restrict__ k,
-                      const typename E::Storage *__restrict__ v,
-                      typename E::Storage *__restrict__ o,
-                      float *__restrict__ lse, int queries, int keys,
-                      float scale) {
+__device__ __forceinline__ void flashAttentionForward(const typename E::Storage *__restrict__ q,
+                                                      const typename E::Storage *__restrict__ k,
+                                                      const typename E::Storage *__restrict__ v,
+                                                      typename E::Storage *__restrict__ o,
+                                                      float *__restrict__ lse, int queries,
+                                                      int keys, float scale) {
   constexpr int BM = kRowsPerBlock, BN = TileShape<D>::fwdKeys;
   __shared__ float qTile[BM][D + 1];
   __shared__ float kTile[BN][D + 1];
@@ -237,9 +226,7 @@ flashAttentionForward(const typename E::Storage *__restrict__ q,
     for (int j = 0; j < BN / 4; ++j) {
       const int c = part + 4 * j, s = firstKey + c;
       const float dot = dotRow<D>(qTile[row], kTile[c]) * scaleLog2;
-      score[j] = s < keys && visible<kCausal>(t, s, causalOffset)
-                     ? dot
-                     : negativeInfinity();
+      score[j] = s < keys && visible<kCausal>(t, s, causalOffset) ? dot : negativeInfinity();
       tileMax = fmaxf(tileMax, score[j]);
     }
     const float newMax = fmaxf(runningMax, rowMax(tileMax));
@@ -273,11 +260,9 @@ flashAttentionForward(const typename E::Storage *__restrict__ q,
     const float inverse = runningSum > 0.0f ? 1.0f / runningSum : 0.0f;
 #pragma unroll
     for (int j = 0; j < D / 4; ++j)
-      o[static_cast<long long>(t) * D + part + 4 * j] =
-          E::store(acc[j] * inverse);
+      o[static_cast<long long>(t) * D + part + 4 * j] = E::store(acc[j] * inverse);
     if (part == 0)
-      lse[t] = runningSum > 0.0f ? (runningMax + log2f(runningSum)) * kLn2
-                                 : negativeInfinity();
+      lse[t] = runningSum > 0.0f ? (runningMax + log2f(runningSum)) * kLn2 : negativeInfinity();
   }
 }
 
@@ -290,10 +275,9 @@ flashAttentionForward(const typename E::Storage *__restrict__ q,
 template <class E, int D>
 __device__ __forceinline__ void
 flashAttentionBackwardDelta(const typename E::Storage *__restrict__ o,
-                            const typename E::Storage *__restrict__ dO,
-                            float *__restrict__ delta, long long rows) {
-  const long long r =
-      static_cast<long long>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
+                            const typename E::Storage *__restrict__ dO, float *__restrict__ delta,
+                            long long rows) {
+  const long long r = static_cast<long long>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (r >= rows) // whole warps leave together
     return;
@@ -318,12 +302,10 @@ flashAttentionBackwardDelta(const typename E::Storage *__restrict__ o,
 /// once; writes 32 rows of dq.
 template <class E, int D, bool kCausal>
 __device__ __forceinline__ void flashAttentionBackwardDq(
-    const typename E::Storage *__restrict__ q,
-    const typename E::Storage *__restrict__ k,
-    const typename E::Storage *__restrict__ v,
-    const typename E::Storage *__restrict__ dO, const float *__restrict__ lse,
-    const float *__restrict__ delta, typename E::Storage *__restrict__ dq,
-    int queries, int keys, float scale) {
+    const typename E::Storage *__restrict__ q, const typename E::Storage *__restrict__ k,
+    const typename E::Storage *__restrict__ v, const typename E::Storage *__restrict__ dO,
+    const float *__restrict__ lse, const float *__restrict__ delta,
+    typename E::Storage *__restrict__ dq, int queries, int keys, float scale) {
   constexpr int BM = kRowsPerBlock, BN = TileShape<D>::dqKeys;
   __shared__ float qTile[BM][D + 1];
   __shared__ float dOTile[BM][D + 1];
@@ -367,8 +349,7 @@ __device__ __forceinline__ void flashAttentionBackwardDq(
       const int c = part + 4 * j, s = firstKey + c;
       float dS = 0.0f;
       if (s < keys && visible<kCausal>(t, s, causalOffset)) {
-        const float p =
-            exp2f(dotRow<D>(qTile[row], kTile[c]) * scaleLog2 - rowLse2);
+        const float p = exp2f(dotRow<D>(qTile[row], kTile[c]) * scaleLog2 - rowLse2);
         const float dP = dotRow<D>(dOTile[row], vTile[c]);
         dS = p * (dP - rowDelta);
       }
@@ -386,8 +367,7 @@ __device__ __forceinline__ void flashAttentionBackwardDq(
   if (t < queries) {
 #pragma unroll
     for (int j = 0; j < D / 4; ++j)
-      dq[static_cast<long long>(t) * D + part + 4 * j] =
-          E::store(acc[j] * scale);
+      dq[static_cast<long long>(t) * D + part + 4 * j] = E::store(acc[j] * scale);
   }
 }
 
@@ -402,13 +382,11 @@ __device__ __forceinline__ void flashAttentionBackwardDq(
 /// of dk and dv (zeros for keys no query sees).
 template <class E, int D, bool kCausal>
 __device__ __forceinline__ void flashAttentionBackwardDkDv(
-    const typename E::Storage *__restrict__ q,
-    const typename E::Storage *__restrict__ k,
-    const typename E::Storage *__restrict__ v,
-    const typename E::Storage *__restrict__ dO, const float *__restrict__ lse,
-    const float *__restrict__ delta, typename E::Storage *__restrict__ dk,
-    typename E::Storage *__restrict__ dv, int queries, int keys,
-    float scale) {
+    const typename E::Storage *__restrict__ q, const typename E::Storage *__restrict__ k,
+    const typename E::Storage *__restrict__ v, const typename E::Storage *__restrict__ dO,
+    const float *__restrict__ lse, const float *__restrict__ delta,
+    typename E::Storage *__restrict__ dk, typename E::Storage *__restrict__ dv, int queries,
+    int keys, float scale) {
   constexpr int BN = kRowsPerBlock, BM = TileShape<D>::dkvQueries;
   __shared__ float kTile[BN][D + 1];
   __shared__ float vTile[BN][D + 1];
@@ -513,43 +491,37 @@ __device__ __forceinline__ void flashAttentionBackwardDkDv(
 // combinations it needs; defining AMPC_FLASH_ATTENTION_ALL_ENTRY_POINTS
 // before the include expands all twelve (dtype, head dim) combinations.
 
-#define AMPC_FLASH_ATTENTION_CAUSAL_VARIANTS(NAME, ELEMENT, D, SUFFIX,         \
-                                             CAUSAL)                           \
-  extern "C" __global__ void __launch_bounds__(ampc::flash::kThreads)          \
-      ampc_flash_attention_fwd_##NAME##_d##D##SUFFIX(                          \
-          const ELEMENT::Storage *q, const ELEMENT::Storage *k,                \
-          const ELEMENT::Storage *v, ELEMENT::Storage *o, float *lse,          \
-          int queries, int keys, float scale) {                                \
-    ampc::flash::flashAttentionForward<ELEMENT, D, CAUSAL>(                    \
-        q, k, v, o, lse, queries, keys, scale);                                \
-  }                                                                            \
-  extern "C" __global__ void __launch_bounds__(ampc::flash::kThreads)          \
-      ampc_flash_attention_bwd_dq_##NAME##_d##D##SUFFIX(                       \
-          const ELEMENT::Storage *q, const ELEMENT::Storage *k,                \
-          const ELEMENT::Storage *v, const ELEMENT::Storage *dO,               \
-          const float *lse, const float *delta, ELEMENT::Storage *dq,          \
-          int queries, int keys, float scale) {                                \
-    ampc::flash::flashAttentionBackwardDq<ELEMENT, D, CAUSAL>(                 \
-        q, k, v, dO, lse, delta, dq, queries, keys, scale);                    \
-  }                                                                            \
-  extern "C" __global__ void __launch_bounds__(ampc::flash::kThreads)          \
-      ampc_flash_attention_bwd_dkdv_##NAME##_d##D##SUFFIX(                     \
-          const ELEMENT::Storage *q, const ELEMENT::Storage *k,                \
-          const ELEMENT::Storage *v, const ELEMENT::Storage *dO,               \
-          const float *lse, const float *delta, ELEMENT::Storage *dk,          \
-          ELEMENT::Storage *dv, int queries, int keys, float scale) {          \
-    ampc::flash::flashAttentionBackwardDkDv<ELEMENT, D, CAUSAL>(               \
-        q, k, v, dO, lse, delta, dk, dv, queries, keys, scale);                \
+#define AMPC_FLASH_ATTENTION_CAUSAL_VARIANTS(NAME, ELEMENT, D, SUFFIX, CAUSAL)                     \
+  extern "C" __global__ void __launch_bounds__(ampc::flash::kThreads)                              \
+      ampc_flash_attention_fwd_##NAME##_d##D##SUFFIX(                                              \
+          const ELEMENT::Storage *q, const ELEMENT::Storage *k, const ELEMENT::Storage *v,         \
+          ELEMENT::Storage *o, float *lse, int queries, int keys, float scale) {                   \
+    ampc::flash::flashAttentionForward<ELEMENT, D, CAUSAL>(q, k, v, o, lse, queries, keys, scale); \
+  }                                                                                                \
+  extern "C" __global__ void __launch_bounds__(ampc::flash::kThreads)                              \
+      ampc_flash_attention_bwd_dq_##NAME##_d##D##SUFFIX(                                           \
+          const ELEMENT::Storage *q, const ELEMENT::Storage *k, const ELEMENT::Storage *v,         \
+          const ELEMENT::Storage *dO, const float *lse, const float *delta, ELEMENT::Storage *dq,  \
+          int queries, int keys, float scale) {                                                    \
+    ampc::flash::flashAttentionBackwardDq<ELEMENT, D, CAUSAL>(q, k, v, dO, lse, delta, dq,         \
+                                                              queries, keys, scale);               \
+  }                                                                                                \
+  extern "C" __global__ void __launch_bounds__(ampc::flash::kThreads)                              \
+      ampc_flash_attention_bwd_dkdv_##NAME##_d##D##SUFFIX(                                         \
+          const ELEMENT::Storage *q, const ELEMENT::Storage *k, const ELEMENT::Storage *v,         \
+          const ELEMENT::Storage *dO, const float *lse, const float *delta, ELEMENT::Storage *dk,  \
+          ELEMENT::Storage *dv, int queries, int keys, float scale) {                              \
+    ampc::flash::flashAttentionBackwardDkDv<ELEMENT, D, CAUSAL>(q, k, v, dO, lse, delta, dk, dv,   \
+                                                                queries, keys, scale);             \
   }
 
-#define AMPC_FLASH_ATTENTION_ENTRY_POINTS(NAME, ELEMENT, D)                    \
-  AMPC_FLASH_ATTENTION_CAUSAL_VARIANTS(NAME, ELEMENT, D, , false)              \
-  AMPC_FLASH_ATTENTION_CAUSAL_VARIANTS(NAME, ELEMENT, D, _causal, true)        \
-  extern "C" __global__ void __launch_bounds__(ampc::flash::kThreads)          \
-      ampc_flash_attention_bwd_delta_##NAME##_d##D(                            \
-          const ELEMENT::Storage *o, const ELEMENT::Storage *dO, float *delta, \
-          long long rows) {                                                    \
-    ampc::flash::flashAttentionBackwardDelta<ELEMENT, D>(o, dO, delta, rows);  \
+#define AMPC_FLASH_ATTENTION_ENTRY_POINTS(NAME, ELEMENT, D)                                        \
+  AMPC_FLASH_ATTENTION_CAUSAL_VARIANTS(NAME, ELEMENT, D, , false)                                  \
+  AMPC_FLASH_ATTENTION_CAUSAL_VARIANTS(NAME, ELEMENT, D, _causal, true)                            \
+  extern "C" __global__ void __launch_bounds__(ampc::flash::kThreads)                              \
+      ampc_flash_attention_bwd_delta_##NAME##_d##D(                                                \
+          const ELEMENT::Storage *o, const ELEMENT::Storage *dO, float *delta, long long rows) {   \
+    ampc::flash::flashAttentionBackwardDelta<ELEMENT, D>(o, dO, delta, rows);                      \
   }
 
 #if defined(AMPC_FLASH_ATTENTION_ALL_ENTRY_POINTS)

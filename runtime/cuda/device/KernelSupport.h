@@ -1,7 +1,7 @@
 //===- KernelSupport.h - Device helpers shared by generated kernels -------===//
 //
-// Every kernel the compiler generates (compiler/cuda/CudaCodegen.cpp) includes this header. It holds
-// what each kernel would otherwise repeat: the storage types of tensor elements and their
+// Every kernel the compiler generates (compiler/cuda/CudaCodegen.cpp) includes this header. It
+// holds what each kernel would otherwise repeat: the storage types of tensor elements and their
 // conversions to and from the f32 that all arithmetic runs in (rounding to nearest even through
 // runtime/numerics/Float16.h, the same code the CPU backend rounds with), 16-byte vector packs,
 // and warp/block reductions in f32. NVRTC-compilable: no standard library headers.
@@ -59,9 +59,7 @@ template <> __device__ __forceinline__ float roundAs<half16>(float value) {
 }
 
 /// N consecutive elements, loaded and stored as one access (N * sizeof(T) is 8 or 16 bytes).
-template <typename T, int N> struct alignas(sizeof(T) * N) Pack {
-  T v[N];
-};
+template <typename T, int N> struct alignas(sizeof(T) * N) Pack { T v[N]; };
 
 /// True unless \p value is infinite or NaN.
 __device__ __forceinline__ bool isFinite(float value) {

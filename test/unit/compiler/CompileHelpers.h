@@ -7,8 +7,8 @@
 #include "compiler/lowering/PlanEmitter.h"
 
 #include "mlir/IR/Diagnostics.h"
-#include "mlir/Pass/PassManager.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
 
 #include <gtest/gtest.h>
 
@@ -25,8 +25,7 @@ namespace ampc {
 // product runs the whole pipeline: passes/TrainingPipeline.h).
 
 /// Runs \p add's passes on \p model.
-template <typename AddPasses>
-mlir::LogicalResult runPasses(graph::ModelOp model, AddPasses add) {
+template <typename AddPasses> mlir::LogicalResult runPasses(graph::ModelOp model, AddPasses add) {
   mlir::PassManager pm(model->getContext(), graph::ModelOp::getOperationName());
   add(pm);
   return pm.run(model);
@@ -64,8 +63,8 @@ inline mlir::LogicalResult planRemat(graph::ModelOp model, const std::string &bu
   graph::GraphPlanRematOptions options;
   options.budget = budget;
   options.workspace = std::to_string(workspaceBytes);
-  return runPasses(model,
-                   [&](mlir::PassManager &pm) { pm.addPass(graph::createGraphPlanRemat(options)); });
+  return runPasses(
+      model, [&](mlir::PassManager &pm) { pm.addPass(graph::createGraphPlanRemat(options)); });
 }
 
 } // namespace ampc
@@ -75,8 +74,8 @@ namespace ampc::test_support {
 /// A temporary file name no other test process uses: ctest runs tests in parallel.
 inline std::string uniqueTempPath(const std::string &stem) {
   static int counter = 0;
-  return ::testing::TempDir() + std::to_string(::getpid()) + "." + std::to_string(counter++) +
-         "." + stem + ".mlir";
+  return ::testing::TempDir() + std::to_string(::getpid()) + "." + std::to_string(counter++) + "." +
+         stem + ".mlir";
 }
 
 /// Parses and verifies the model file at `path`, runs `prepare(model)` (the passes that bring it

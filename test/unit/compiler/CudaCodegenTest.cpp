@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CompileHelpers.h"
 #include "compiler/cuda/CudaCodegen.h"
+#include "CompileHelpers.h"
 #include "runtime/cuda/Nvrtc.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -32,7 +32,7 @@ namespace {
 
 /// The precision settings of one test configuration.
 struct PrecisionCase {
-  const char *mode;       ///< graph-assign-precision mode
+  const char *mode;        ///< graph-assign-precision mode
   const char *lossScaling; ///< graph-insert-loss-scaling mode
 };
 const PrecisionCase kPrecisions[] = {{"bf16", "none"}, {"fp16", "dynamic"}, {"fp32", "none"}};
@@ -124,9 +124,9 @@ TEST(CudaCodegen, EveryExampleModelCompilesWithNvrtc) {
       }
     }
   // The group kinds the GPT models and the MLP produce, and the scalar kernels.
-  for (const char *kind : {"elementwise", "copy", "reduction", "embedding", "cross_entropy",
-                           "bias_grad", "accumulate", "optimizer", "attention", "grad_seed",
-                           "lr_schedule", "global_norm", "update_loss_scale"})
+  for (const char *kind :
+       {"elementwise", "copy", "reduction", "embedding", "cross_entropy", "bias_grad", "accumulate",
+        "optimizer", "attention", "grad_seed", "lr_schedule", "global_norm", "update_loss_scale"})
     EXPECT_TRUE(kinds.count(kind)) << "no kernel of kind " << kind;
   const auto generated = std::chrono::steady_clock::now();
 
@@ -150,11 +150,12 @@ TEST(CudaCodegen, EveryExampleModelCompilesWithNvrtc) {
         for (const char *arch : {"sm_80", "sm_90"}) {
           std::vector<char> cubin =
               cuda::compileToCubin(kernel.source, kernel.name + ".cu", arch, options);
-          if (cubin.size() < 4 || std::string(cubin.data(), 4) != "\x7f" "ELF")
+          if (cubin.size() < 4 || std::string(cubin.data(), 4) != "\x7f"
+                                                                  "ELF")
             throw std::runtime_error("not an ELF cubin for " + std::string(arch));
         }
-        std::string ptx = cuda::compileToPtx(kernel.source, kernel.name + ".cu", "compute_90",
-                                             options);
+        std::string ptx =
+            cuda::compileToPtx(kernel.source, kernel.name + ".cu", "compute_90", options);
         if (ptx.find(".entry " + kernel.name) == std::string::npos)
           throw std::runtime_error("the PTX has no entry " + kernel.name);
       } catch (const std::exception &error) {
@@ -302,8 +303,7 @@ TEST(CudaCodegen, AdamWIsOneLaunchOverEveryParameter) {
   EXPECT_NE(adamw.source.find("struct OptimizerTensor"), std::string::npos);
   EXPECT_NE(adamw.source.find("found_nonfinite"), std::string::npos);
   EXPECT_NE(adamw.source.find("fromFloat<half16>(p)"), std::string::npos);
-  EXPECT_NO_THROW(
-      cuda::compileToCubin(adamw.source, adamw.name + ".cu", "sm_90", nvrtcOptions()));
+  EXPECT_NO_THROW(cuda::compileToCubin(adamw.source, adamw.name + ".cu", "sm_90", nvrtcOptions()));
 }
 
 TEST(CudaCodegen, AccumulateUnscalesAndRaisesTheFlagOnTheDevice) {

@@ -8,8 +8,8 @@
 //
 //===--------------------------------------------------------------------------===//
 
-#include "CompileHelpers.h"
 #include "compiler/cuda/DeviceCode.h"
+#include "CompileHelpers.h"
 
 #include <gtest/gtest.h>
 
@@ -22,9 +22,8 @@ namespace {
 
 TEST(DeviceCode, CompilesTheTinyGptIntoAValidPlan) {
   ASSERT_TRUE(deviceCompilerAvailable());
-  const std::filesystem::path cache =
-      std::filesystem::temp_directory_path() /
-      ("ampc_kernel_cache_test_" + std::to_string(::getpid()));
+  const std::filesystem::path cache = std::filesystem::temp_directory_path() /
+                                      ("ampc_kernel_cache_test_" + std::to_string(::getpid()));
   std::filesystem::remove_all(cache);
   ::setenv("AMPC_KERNEL_CACHE", cache.c_str(), 1);
 
@@ -54,7 +53,9 @@ TEST(DeviceCode, CompilesTheTinyGptIntoAValidPlan) {
   for (const plan::DeviceModule &module : sources.program.modules) {
     for (const std::vector<uint8_t> *cubin : {&module.cubinSm80, &module.cubinSm90}) {
       ASSERT_GE(cubin->size(), 4u) << module.name;
-      EXPECT_EQ(std::string(cubin->begin(), cubin->begin() + 4), "\x7f" "ELF") << module.name;
+      EXPECT_EQ(std::string(cubin->begin(), cubin->begin() + 4), "\x7f"
+                                                                 "ELF")
+          << module.name;
     }
     EXPECT_NE(module.ptx.find(".target sm_90"), std::string::npos) << module.name;
   }

@@ -233,9 +233,7 @@ void checkFunction(const plan::Plan &plan, const plan::DeviceFunction &function,
     }
 }
 
-std::string modelName(const std::string &path) {
-  return path.substr(path.find("examples/") + 9);
-}
+std::string modelName(const std::string &path) { return path.substr(path.find("examples/") + 9); }
 
 //===----------------------------------------------------------------------===//
 // Every example model
@@ -260,13 +258,11 @@ TEST(DeviceProgram, EveryExampleModelIsCompleteAndConsistent) {
       checkFunction(plan, device.optimizerStep, plan.optimizerInstructions,
                     what + " optimizer step");
       // One module per distinct code: no two modules with one source.
-      std::set<std::string> sources(compiled.moduleSources.begin(),
-                                    compiled.moduleSources.end());
+      std::set<std::string> sources(compiled.moduleSources.begin(), compiled.moduleSources.end());
       EXPECT_EQ(sources.size(), compiled.moduleSources.size()) << what;
       // One memory plan: the device allocates exactly the arenas graph-plan-memory placed and
       // the memory report prints.
-      EXPECT_EQ(static_cast<int64_t>(device.microStep.arenaBytes),
-                compiled.reportMicroStepArena)
+      EXPECT_EQ(static_cast<int64_t>(device.microStep.arenaBytes), compiled.reportMicroStepArena)
           << what;
       EXPECT_EQ(static_cast<int64_t>(device.optimizerStep.arenaBytes),
                 compiled.reportOptimizerStepArena)
@@ -296,9 +292,9 @@ TEST(DeviceProgram, EveryExampleModelIsCompleteAndConsistent) {
     EXPECT_TRUE(stepKinds.count(kind)) << "no " << kind << " step";
   for (const char *epilogue : {"none", "bias", "gelu_aux_bias"})
     EXPECT_TRUE(epilogues.count(epilogue)) << "no matmul with epilogue " << epilogue;
-  for (const char *kind : {"elementwise", "copy", "reduction", "cross_entropy", "matmul",
-                           "matmul_epilogue", "bias_grad", "attention", "accumulate",
-                           "optimizer", "none"})
+  for (const char *kind :
+       {"elementwise", "copy", "reduction", "cross_entropy", "matmul", "matmul_epilogue",
+        "bias_grad", "attention", "accumulate", "optimizer", "none"})
     EXPECT_TRUE(groupKinds.count(kind)) << "no step group of kind " << kind;
   std::printf("[ device   ] 5 models x 3 precisions in %.2f s\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -402,7 +398,8 @@ TEST(DeviceProgram, ClassifierAndEmbeddingsReportBadIds) {
       EXPECT_NE(std::find(group.instructions.begin(), group.instructions.end(), site),
                 group.instructions.end());
       reporting.insert(plan.instructions[site].op);
-      const std::string &source = compiled.moduleSources[plan.device.kernels[launch->kernel].module];
+      const std::string &source =
+          compiled.moduleSources[plan.device.kernels[launch->kernel].module];
       EXPECT_NE(source.find("reportError("), std::string::npos);
     }
   EXPECT_TRUE(reporting.count(plan::OpCode::CrossEntropy));
@@ -427,9 +424,8 @@ TEST(DeviceProgram, LossScalingKeepsItsFloorCountInThePlan) {
     if (arg.kind == plan::ArgKind::Buffer)
       state.insert(arg.buffer);
   const plan::LossScaling &scaling = plan.lossScaling;
-  EXPECT_EQ(state, (std::set<uint32_t>{scaling.scale, scaling.growthTracker,
-                                       scaling.foundNonFinite, scaling.appliedSteps,
-                                       scaling.floorHits}));
+  EXPECT_EQ(state, (std::set<uint32_t>{scaling.scale, scaling.growthTracker, scaling.foundNonFinite,
+                                       scaling.appliedSteps, scaling.floorHits}));
   // The global norm sums its squares in double, as the CPU backend does.
   const plan::DeviceGroup &norm = plan.device.optimizerStep.groups.front();
   ASSERT_EQ(plan.optimizerInstructions[norm.instructions.at(0)].op, plan::OpCode::GlobalNorm);
@@ -449,16 +445,31 @@ TEST(DeviceProgram, LossScalingKeepsItsFloorCountInThePlan) {
 std::string matmulModel(const std::string &x, const std::string &w, const std::string &y,
                         const std::string &flags = "") {
   return "graph.model @mm {\n"
-         "  graph.param @w : tensor<" + w + "xf32> init #graph.normal<std = 0.02>\n"
-         "  graph.input @x : tensor<" + x + "xf32>\n"
-         "  graph.input @t : tensor<" + y + "xf32>\n"
-         "  func.func @forward() {\n"
-         "    %w = graph.get_param @w : tensor<" + w + "xf32>\n"
-         "    %x = graph.get_input @x : tensor<" + x + "xf32>\n"
-         "    %t = graph.get_input @t : tensor<" + y + "xf32>\n"
-         "    %y = graph.matmul %x, %w " + flags + ": tensor<" + x + "xf32>, tensor<" + w +
+         "  graph.param @w : tensor<" +
+         w +
+         "xf32> init #graph.normal<std = 0.02>\n"
+         "  graph.input @x : tensor<" +
+         x +
          "xf32>\n"
-         "    %l = graph.mse_loss %y, %t : tensor<" + y + "xf32>\n"
+         "  graph.input @t : tensor<" +
+         y +
+         "xf32>\n"
+         "  func.func @forward() {\n"
+         "    %w = graph.get_param @w : tensor<" +
+         w +
+         "xf32>\n"
+         "    %x = graph.get_input @x : tensor<" +
+         x +
+         "xf32>\n"
+         "    %t = graph.get_input @t : tensor<" +
+         y +
+         "xf32>\n"
+         "    %y = graph.matmul %x, %w " +
+         flags + ": tensor<" + x + "xf32>, tensor<" + w +
+         "xf32>\n"
+         "    %l = graph.mse_loss %y, %t : tensor<" +
+         y +
+         "xf32>\n"
          "    graph.loss %l : tensor<f32>\n"
          "    return\n  }\n}\n";
 }
@@ -541,8 +552,7 @@ graph.model @att {
 TEST(DeviceProgram, FlashModuleSource) {
   const std::string source = flashAttentionModuleSource(
       "f16", 64, {"ampc_flash_attention_bwd_delta_f16_d64", "ampc_flash_attention_fwd_f16_d64"});
-  EXPECT_NE(source.find("#include \"runtime/cuda/device/FlashAttention.cuh\""),
-            std::string::npos);
+  EXPECT_NE(source.find("#include \"runtime/cuda/device/FlashAttention.cuh\""), std::string::npos);
   EXPECT_NE(source.find("flashAttentionForward<Element, 64, false>"), std::string::npos);
   EXPECT_NE(source.find("flashAttentionBackwardDelta<Element, 64>"), std::string::npos);
   EXPECT_EQ(source.find("BackwardDq"), std::string::npos);

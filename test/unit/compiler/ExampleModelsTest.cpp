@@ -29,8 +29,7 @@ int64_t parameterCount(const plan::Plan &compiled) {
 
 /// PyTorch's count for the baseline GPT with a tied head: V d + T d + L (12 d^2 + 13 d) + 2 d.
 int64_t gptParameterCount(int64_t vocab, int64_t context, int64_t layers, int64_t width) {
-  return vocab * width + context * width + layers * (12 * width * width + 13 * width) +
-         2 * width;
+  return vocab * width + context * width + layers * (12 * width * width + 13 * width) + 2 * width;
 }
 
 double evalLoss(const plan::Plan &compiled, uint64_t seed) {
@@ -50,7 +49,9 @@ int64_t vocabulary(const plan::Plan &compiled) {
 struct GptCase {
   const char *name;
   int64_t vocab, context, layers, width;
-  std::string file() const { return test_support::examplePath(std::string("gpt/") + name + ".mlir"); }
+  std::string file() const {
+    return test_support::examplePath(std::string("gpt/") + name + ".mlir");
+  }
 };
 
 void PrintTo(const GptCase &c, std::ostream *os) { *os << c.name; }
@@ -82,12 +83,11 @@ TEST_P(EvaluatedGpt, InitialLossIsNearLogVocabulary) {
   ASSERT_TRUE(compiled);
   double loss = evalLoss(*compiled, 0);
   double uniform = std::log(static_cast<double>(c.vocab));
-  EXPECT_LT(std::abs(loss - uniform) / uniform, 0.02) << "loss " << loss << " vs ln(V) "
-                                                      << uniform;
+  EXPECT_LT(std::abs(loss - uniform) / uniform, 0.02) << "loss " << loss << " vs ln(V) " << uniform;
 }
 
-INSTANTIATE_TEST_SUITE_P(Gpt, ExampleGpt,
-                         ::testing::Values(kTiny, kGpt10m, kGpt30m, kGpt124m), caseName);
+INSTANTIATE_TEST_SUITE_P(Gpt, ExampleGpt, ::testing::Values(kTiny, kGpt10m, kGpt30m, kGpt124m),
+                         caseName);
 INSTANTIATE_TEST_SUITE_P(Gpt, EvaluatedGpt, ::testing::Values(kTiny, kGpt10m), caseName);
 
 TEST(ExampleModels, Gpt124mMatchesThePublishedCount) {
@@ -114,7 +114,8 @@ TEST(ExampleModels, PlanFileRoundTripKeepsTheLoss) {
 
 TEST(ExampleModels, MlpInitialLossIsNearLogClasses) {
   std::string diagnostics;
-  auto compiled = test_support::compileFile(test_support::examplePath("mlp/mlp.mlir"), &diagnostics);
+  auto compiled =
+      test_support::compileFile(test_support::examplePath("mlp/mlp.mlir"), &diagnostics);
   ASSERT_TRUE(compiled) << diagnostics;
   EXPECT_EQ(parameterCount(*compiled), 784 * 256 + 256 + 256 * 10 + 10);
   double loss = evalLoss(*compiled, 0);

@@ -615,7 +615,8 @@ TEST(FusionGrouping, TinyGptTrainingStep) {
     std::map<int64_t, ampc::graph::GroupKind> kindOf;
     for (mlir::Operation &op : function.getBody().front()) {
       ++numOps;
-      auto fusion = op.getAttrOfType<ampc::graph::FusionAttr>(ampc::graph::GraphDialect::kFusionAttrName);
+      auto fusion =
+          op.getAttrOfType<ampc::graph::FusionAttr>(ampc::graph::GraphDialect::kFusionAttrName);
       ASSERT_TRUE(fusion) << "no group: " << op.getName().getStringRef().str();
       ASSERT_LE(fusion.getGroup(), nextGroup);
       auto [known, first] = kindOf.try_emplace(fusion.getGroup(), fusion.getKind());

@@ -41,10 +41,10 @@ TEST(MemoryPlanner, BestFitTakesTheSmallestGapThatFits) {
   // placing large values first. Then a 256-byte value alive at the same time goes into the
   // 256-byte gap at 512, not the 512-byte gap at 1024.
   std::vector<BufferLifetime> values = {
-      {512, 0, 10},  // x
-      {256, 0, 0},   // filler that ends before the others start
-      {512, 0, 10},  // y
-      {512, 0, 10},  // z
+      {512, 0, 10}, // x
+      {256, 0, 0},  // filler that ends before the others start
+      {512, 0, 10}, // y
+      {512, 0, 10}, // z
   };
   MemoryPlan plan = planMemory(values, 256);
   EXPECT_TRUE(isValidPlan(values, plan, 256));

@@ -159,7 +159,8 @@ TinyLossRun trainTinyLoss(const plan::Plan &compiled, int steps) {
 
 TEST(MixedPrecision, Fp16GradientsUnderflowWithoutLossScaling) {
   const int steps = 10;
-  auto f32 = compileMixed(kTinyLoss, tinyLossTraining(), precisionMode("fp32"), scalingMode("none"));
+  auto f32 =
+      compileMixed(kTinyLoss, tinyLossTraining(), precisionMode("fp32"), scalingMode("none"));
   auto fp16 =
       compileMixed(kTinyLoss, tinyLossTraining(), precisionMode("fp16"), scalingMode("none"));
   auto scaled =
@@ -488,9 +489,8 @@ TEST(MixedPrecision, TinyGptBf16AndFp16TrainLikeFp32) {
     auto compiled = compileTinyGpt(mode);
     ASSERT_TRUE(compiled);
     // auto: dynamic loss scaling for fp16 only.
-    EXPECT_EQ(compiled->lossScaling.mode, std::string(mode) == "fp16"
-                                              ? plan::LossScaleMode::Dynamic
-                                              : plan::LossScaleMode::None);
+    EXPECT_EQ(compiled->lossScaling.mode, std::string(mode) == "fp16" ? plan::LossScaleMode::Dynamic
+                                                                      : plan::LossScaleMode::None);
     std::vector<double> losses = trainTinyGpt(*compiled, steps);
     ASSERT_EQ(losses.size(), size_t(steps));
     allLosses[mode] = losses;
@@ -512,15 +512,13 @@ TEST(MixedPrecision, TinyGptBf16AndFp16TrainLikeFp32) {
     int worstStep = 0;
     for (int step = 0; step < steps; ++step) {
       const double difference =
-          std::fabs(allLosses[mode][step] - allLosses["fp32"][step]) /
-          allLosses["fp32"][step];
+          std::fabs(allLosses[mode][step] - allLosses["fp32"][step]) / allLosses["fp32"][step];
       if (difference > worst) {
         worst = difference;
         worstStep = step + 1;
       }
     }
-    EXPECT_LT(worst, bound.at(mode))
-        << mode << " against fp32, worst at step " << worstStep;
+    EXPECT_LT(worst, bound.at(mode)) << mode << " against fp32, worst at step " << worstStep;
     // The reduced runs did compute in their own precision.
     EXPECT_NE(allLosses[mode], allLosses["fp32"]) << mode;
   }

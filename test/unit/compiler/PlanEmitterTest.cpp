@@ -204,8 +204,7 @@ TEST(PlanEmitter, UnknownFileIsAReadableError) {
   std::string diagnostics;
   auto compiled = test_support::compileFile("/nonexistent/model.mlir", &diagnostics);
   EXPECT_FALSE(compiled);
-  EXPECT_NE(diagnostics.find("cannot read model file '/nonexistent/model.mlir'"),
-            std::string::npos)
+  EXPECT_NE(diagnostics.find("cannot read model file '/nonexistent/model.mlir'"), std::string::npos)
       << diagnostics;
 }
 

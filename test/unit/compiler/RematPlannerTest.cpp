@@ -21,9 +21,8 @@ using namespace ampc::graph;
 
 namespace {
 
-int64_t addOp(RematProblem &problem, std::string name, int64_t bytes,
-              double cost, std::vector<int64_t> operands,
-              bool isMatmul = false) {
+int64_t addOp(RematProblem &problem, std::string name, int64_t bytes, double cost,
+              std::vector<int64_t> operands, bool isMatmul = false) {
   RematOp op;
   op.name = std::move(name);
   op.bytes = bytes;
@@ -56,8 +55,7 @@ TEST(RematPlanner, SimulatorKeepAll) {
   EXPECT_EQ(sim.extraCost, 0);
   ASSERT_EQ(sim.schedule.size(), 5u);
   // Every forward value something reads is decided; x only by the forward.
-  EXPECT_EQ(rematCandidates(problem),
-            (std::vector<bool>{true, true, true, false, false}));
+  EXPECT_EQ(rematCandidates(problem), (std::vector<bool>{true, true, true, false, false}));
 }
 
 TEST(RematPlanner, SimulatorRecomputeDragsInForwardOnlyOperands) {
@@ -166,8 +164,8 @@ RematProblem randomStep(std::mt19937 &rng, int numForward) {
     }
     bool isMatmul = rng() % 4 == 0;
     double cost = isMatmul ? 100 + rng() % 400 : 1 + rng() % 20;
-    int64_t id = addOp(problem, "f" + std::to_string(i), 100 * (1 + rng() % 10),
-                       cost, operands, isMatmul);
+    int64_t id =
+        addOp(problem, "f" + std::to_string(i), 100 * (1 + rng() % 10), cost, operands, isMatmul);
     problem.ops[id].pinned = i == 0 || rng() % 8 == 0;
   }
   problem.numForward = numForward;
@@ -180,8 +178,7 @@ RematProblem randomStep(std::mt19937 &rng, int numForward) {
       operands.push_back(grad);
     if (!problem.ops[i].operands.empty() && rng() % 2 == 0)
       operands.push_back(problem.ops[i].operands.front());
-    grad = addOp(problem, "g" + std::to_string(i), 100 * (1 + rng() % 5), 1,
-                 operands);
+    grad = addOp(problem, "g" + std::to_string(i), 100 * (1 + rng() % 5), 1, operands);
   }
   return problem;
 }
@@ -238,12 +235,10 @@ TEST(RematPlanner, WithinTenPercentOfExhaustiveOptimum) {
 
 TEST(RematPlanner, SmallerBudgetsNeverRaiseThePeakOrLowerTheCost) {
   std::mt19937 rng(3);
-  std::vector<RematProblem> problems = {chain(64), randomStep(rng, 14),
-                                        randomStep(rng, 40)};
+  std::vector<RematProblem> problems = {chain(64), randomStep(rng, 14), randomStep(rng, 40)};
   for (const RematProblem &problem : problems) {
     RematFrontier frontier = rematFrontier(problem);
-    int64_t highest =
-        simulateRemat(problem, std::vector<bool>(problem.ops.size())).peakBytes;
+    int64_t highest = simulateRemat(problem, std::vector<bool>(problem.ops.size())).peakBytes;
     int64_t lowest = frontier.simulations.front().peakBytes;
     int64_t previousPeak = INT64_MAX;
     double previousCost = -1;
@@ -275,8 +270,7 @@ TEST(RematPlanner, InfeasibleBudgetNamesWhatDominates) {
   EXPECT_FALSE(planRemat(problem, plan.minimumBudgetBytes - 1).feasible);
   ASSERT_FALSE(plan.simulation.atPeak.empty());
   EXPECT_EQ(plan.simulation.atPeak[0].op, -1);
-  EXPECT_NE(plan.diagnostic.find("persistent state (1048576 bytes)"),
-            std::string::npos)
+  EXPECT_NE(plan.diagnostic.find("persistent state (1048576 bytes)"), std::string::npos)
       << plan.diagnostic;
 
   // A huge pinned value dominates instead.
@@ -287,8 +281,7 @@ TEST(RematPlanner, InfeasibleBudgetNamesWhatDominates) {
   EXPECT_FALSE(big.feasible);
   ASSERT_GE(big.simulation.atPeak.size(), 2u);
   EXPECT_EQ(big.simulation.atPeak[1].name, "a3");
-  EXPECT_NE(big.diagnostic.find("a3 (16777216 bytes)"), std::string::npos)
-      << big.diagnostic;
+  EXPECT_NE(big.diagnostic.find("a3 (16777216 bytes)"), std::string::npos) << big.diagnostic;
 }
 
 TEST(RematPlanner, MatmulsAreRecomputedOnlyWhenNeeded) {
@@ -350,19 +343,17 @@ RematProblem gptLike(int layers) {
       if (position % 10 == 9)
         operands.push_back(layerInput); // residual
       int64_t bytes = position % 10 == 6 ? 4 * activation : activation;
-      double cost = isMatmul ? 2.0 * 768 * 768 * 1024 * (bytes / activation)
-                             : 1024.0 * 768;
-      int64_t id = addOp(
-          problem, "l" + std::to_string(layer) + "." + std::to_string(position),
-          bytes, cost, operands, isMatmul);
+      double cost = isMatmul ? 2.0 * 768 * 768 * 1024 * (bytes / activation) : 1024.0 * 768;
+      int64_t id = addOp(problem, "l" + std::to_string(layer) + "." + std::to_string(position),
+                         bytes, cost, operands, isMatmul);
       problem.ops[id].isRandom = isRandom;
       problem.ops[id].blockId = layer;
       problem.ops[id].positionInBlock = position;
       layerOps.push_back(id);
     }
   }
-  int64_t logits = addOp(problem, "logits", 8 * activation, 1e9,
-                         {int64_t(problem.ops.size()) - 1}, true);
+  int64_t logits =
+      addOp(problem, "logits", 8 * activation, 1e9, {int64_t(problem.ops.size()) - 1}, true);
   problem.numForward = problem.ops.size();
   int64_t grad = addOp(problem, "g_logits", 8 * activation, 1e6, {logits});
   for (auto it = layerOps.rbegin(); it != layerOps.rend(); ++it) {
@@ -378,22 +369,17 @@ RematProblem gptLike(int layers) {
 TEST(RematPlanner, GptSizedStepPlansQuickly) {
   RematProblem problem = gptLike(12);
   std::printf("GPT-like step: %zu ops\n", problem.ops.size());
-  int64_t keepAll =
-      simulateRemat(problem, std::vector<bool>(problem.ops.size())).peakBytes;
+  int64_t keepAll = simulateRemat(problem, std::vector<bool>(problem.ops.size())).peakBytes;
   auto start = std::chrono::steady_clock::now();
   RematFrontier frontier = rematFrontier(problem);
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   int64_t lowest = frontier.simulations.front().peakBytes;
   std::printf("planned in %.3f s: %zu frontier plans; activation peak %.1f MB "
               "(keep all) down to "
               "%.1f MB\n",
-              seconds, frontier.plans.size(),
-              (keepAll - problem.persistentBytes) / 1e6,
+              seconds, frontier.plans.size(), (keepAll - problem.persistentBytes) / 1e6,
               (lowest - problem.persistentBytes) / 1e6);
-  int64_t half =
-      problem.persistentBytes + (keepAll - problem.persistentBytes) / 2;
+  int64_t half = problem.persistentBytes + (keepAll - problem.persistentBytes) / 2;
   RematPlan plan = planRemat(problem, frontier, half);
   ASSERT_TRUE(plan.feasible);
   std::printf("half the activations: extra %.3g FLOPs, %.3g of it in matmuls\n",

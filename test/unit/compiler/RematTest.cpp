@@ -116,7 +116,8 @@ StepResult train(const plan::Plan &compiled) {
       options.totalSteps = 2;
       options.keepTemporaries = false;
       result.losses.push_back(executor.run(options));
-      result.peakTemporaryBytes = std::max(result.peakTemporaryBytes, executor.peakTemporaryBytes());
+      result.peakTemporaryBytes =
+          std::max(result.peakTemporaryBytes, executor.peakTemporaryBytes());
       if (step == 0 && micro == 0)
         for (size_t id = 0; id < compiled.buffers.size(); ++id)
           if (compiled.buffers[id].role == plan::BufferRole::State &&
@@ -201,10 +202,11 @@ TEST_F(RematTest, RecomputedStepIsBitIdenticalAndMeasuredAsPlanned) {
     EXPECT_EQ(result.parameters, reference.parameters);
 
     // The backend's measured peak is the planned one.
-    std::printf("budget %s bytes: planned %lld bytes of micro-step values (%d clones, %d of dropout), "
-                "measured %lld\n",
-                budget.c_str(), (long long)remat->plannedLiveBytes, remat->clones,
-                remat->dropoutClones, (long long)result.peakTemporaryBytes);
+    std::printf(
+        "budget %s bytes: planned %lld bytes of micro-step values (%d clones, %d of dropout), "
+        "measured %lld\n",
+        budget.c_str(), (long long)remat->plannedLiveBytes, remat->clones, remat->dropoutClones,
+        (long long)result.peakTemporaryBytes);
     EXPECT_NEAR(double(result.peakTemporaryBytes), double(remat->plannedLiveBytes),
                 0.05 * double(remat->plannedLiveBytes));
     EXPECT_LT(result.peakTemporaryBytes, reference.peakTemporaryBytes);

@@ -14,8 +14,7 @@ std::string hexAddress(uint64_t address) {
   return text;
 }
 
-Allocation &AllocationTable::add(uint64_t address, uint64_t bytes,
-                                 uint64_t call) {
+Allocation &AllocationTable::add(uint64_t address, uint64_t bytes, uint64_t call) {
   Allocation allocation;
   allocation.id = nextId++;
   allocation.address = address;
@@ -38,21 +37,17 @@ const Allocation *AllocationTable::find(uint64_t address) const {
   if (after == byAddress.begin())
     return nullptr;
   const Allocation &allocation = std::prev(after)->second;
-  return address < allocation.address + allocation.bytes ? &allocation
-                                                         : nullptr;
+  return address < allocation.address + allocation.bytes ? &allocation : nullptr;
 }
 
 std::string AllocationTable::describe(const Allocation &allocation) {
-  return "allocation #" + std::to_string(allocation.id) + " (" +
-         std::to_string(allocation.bytes) + " bytes at " +
-         hexAddress(allocation.address) + ", allocated at call " +
+  return "allocation #" + std::to_string(allocation.id) + " (" + std::to_string(allocation.bytes) +
+         " bytes at " + hexAddress(allocation.address) + ", allocated at call " +
          std::to_string(allocation.allocatedAt) + ")";
 }
 
-std::string AllocationTable::rangeProblem(uint64_t address, uint64_t bytes,
-                                          Check &check) const {
-  const std::string range =
-      "[" + hexAddress(address) + ", +" + std::to_string(bytes) + ")";
+std::string AllocationTable::rangeProblem(uint64_t address, uint64_t bytes, Check &check) const {
+  const std::string range = "[" + hexAddress(address) + ", +" + std::to_string(bytes) + ")";
   const Allocation *allocation = find(address);
   if (!allocation) {
     check = "pointer";
@@ -61,8 +56,8 @@ std::string AllocationTable::rangeProblem(uint64_t address, uint64_t bytes,
     if (after != byAddress.begin()) {
       const Allocation &before = std::prev(after)->second;
       return range + " lies in no allocation: it starts " +
-             std::to_string(address - before.address - before.bytes) +
-             " bytes past the end of " + describe(before);
+             std::to_string(address - before.address - before.bytes) + " bytes past the end of " +
+             describe(before);
     }
     return range + " lies in no allocation";
   }
@@ -74,8 +69,8 @@ std::string AllocationTable::rangeProblem(uint64_t address, uint64_t bytes,
   const uint64_t end = allocation->address + allocation->bytes;
   if (bytes > end - address) {
     check = "extent";
-    return range + " runs " + std::to_string(address + bytes - end) +
-           " bytes past the end of " + describe(*allocation);
+    return range + " runs " + std::to_string(address + bytes - end) + " bytes past the end of " +
+           describe(*allocation);
   }
   return "";
 }

@@ -41,8 +41,7 @@ public:
   /// "" when [address, address + bytes) lies inside one live allocation;
   /// else why not, with \p check set to "freed-memory", "pointer" (in no
   /// allocation) or "extent" (past the end of one).
-  std::string rangeProblem(uint64_t address, uint64_t bytes,
-                           Check &check) const;
+  std::string rangeProblem(uint64_t address, uint64_t bytes, Check &check) const;
   /// "allocation #3 (1572864 bytes at 0x500000200000, allocated at call 12)".
   static std::string describe(const Allocation &allocation);
 

@@ -63,13 +63,11 @@ uint64_t bufferBytes(const plan::Plan &plan, uint32_t id) {
 std::string describeBuffer(const plan::Plan &plan, uint32_t id) {
   const plan::Buffer &buffer = plan.buffers.at(id);
   return "buffer " + std::to_string(id) + " '" + buffer.name + "' (" +
-         plan::dtypeName(buffer.dtype) + " " +
-         plan::shapeToString(buffer.shape) + ", " +
+         plan::dtypeName(buffer.dtype) + " " + plan::shapeToString(buffer.shape) + ", " +
          std::to_string(bufferBytes(plan, id)) + " bytes)";
 }
 
-BoundArg bufferArg(const plan::Plan &plan, const std::string &name,
-                   uint32_t id) {
+BoundArg bufferArg(const plan::Plan &plan, const std::string &name, uint32_t id) {
   BoundArg arg;
   arg.name = name;
   arg.buffer = id;
@@ -96,8 +94,7 @@ BoundArg valueArg(const std::string &name, uint32_t size, uint64_t value) {
 }
 
 /// A launch step's arguments: 8 bytes each (Executor.h, ResolvedArgument).
-std::vector<BoundArg> launchArgs(const plan::Plan &plan,
-                                 const plan::LaunchStep &launch) {
+std::vector<BoundArg> launchArgs(const plan::Plan &plan, const plan::LaunchStep &launch) {
   std::vector<BoundArg> args;
   for (const plan::DeviceArgument &argument : launch.args) {
     switch (argument.kind) {
@@ -110,11 +107,10 @@ std::vector<BoundArg> launchArgs(const plan::Plan &plan,
     case plan::ArgKind::Table: {
       BoundArg arg;
       arg.name = argument.name;
-      arg.extent =
-          argument.table.entries.size() *
-          (argument.table.kind == plan::TableKind::Optimizer ? 88 : 24);
-      arg.what = "a table of " + std::to_string(argument.table.entries.size()) +
-                 " entries (" + std::to_string(arg.extent) + " bytes)";
+      arg.extent = argument.table.entries.size() *
+                   (argument.table.kind == plan::TableKind::Optimizer ? 88 : 24);
+      arg.what = "a table of " + std::to_string(argument.table.entries.size()) + " entries (" +
+                 std::to_string(arg.extent) + " bytes)";
       args.push_back(arg);
       break;
     }
@@ -127,8 +123,7 @@ std::vector<BoundArg> launchArgs(const plan::Plan &plan,
       break;
     }
     case plan::ArgKind::Int64:
-      args.push_back(
-          valueArg(argument.name, 8, static_cast<uint64_t>(argument.value)));
+      args.push_back(valueArg(argument.name, 8, static_cast<uint64_t>(argument.value)));
       break;
     case plan::ArgKind::Seed:
     case plan::ArgKind::Step:
@@ -149,29 +144,25 @@ std::vector<BoundArg> launchArgs(const plan::Plan &plan,
 /// an attention step, with the C++ types it passes them as
 /// (FlashAttention.cuh's entry points): pointers, then `int queries, int
 /// keys, float scale`, or for delta `long long rows`.
-std::vector<BoundArg> attentionArgs(const plan::Plan &plan,
-                                    const plan::AttentionStep &step, int part) {
+std::vector<BoundArg> attentionArgs(const plan::Plan &plan, const plan::AttentionStep &step,
+                                    int part) {
   const uint64_t slices = static_cast<uint64_t>(step.batch * step.heads);
   const uint64_t rows = slices * static_cast<uint64_t>(step.queries);
-  const uint64_t outputBytes = rows * static_cast<uint64_t>(step.headDim) *
-                               plan::dtypeBytes(plan.buffers.at(step.q).dtype);
+  const uint64_t outputBytes =
+      rows * static_cast<uint64_t>(step.headDim) * plan::dtypeBytes(plan.buffers.at(step.q).dtype);
   const bool forward = step.pass == plan::AttentionPass::Forward;
   const BoundArg lse = scratchArg("lse", rows * 4);
   const BoundArg delta = scratchArg("delta", rows * 4);
-  const BoundArg output =
-      forward ? bufferArg(plan, "o", step.out) : scratchArg("o", outputBytes);
+  const BoundArg output = forward ? bufferArg(plan, "o", step.out) : scratchArg("o", outputBytes);
   uint32_t scaleBits = 0;
   std::memcpy(&scaleBits, &step.scale, 4);
   const std::vector<BoundArg> scalars = {
       valueArg("queries", 4, static_cast<uint32_t>(step.queries)),
-      valueArg("keys", 4, static_cast<uint32_t>(step.keys)),
-      valueArg("scale", 4, scaleBits)};
+      valueArg("keys", 4, static_cast<uint32_t>(step.keys)), valueArg("scale", 4, scaleBits)};
   std::vector<BoundArg> args;
   if (part == 1)
-    return {output, bufferArg(plan, "dO", step.dOut), delta,
-            valueArg("rows", 8, rows)};
-  args = {bufferArg(plan, "q", step.q), bufferArg(plan, "k", step.k),
-          bufferArg(plan, "v", step.v)};
+    return {output, bufferArg(plan, "dO", step.dOut), delta, valueArg("rows", 8, rows)};
+  args = {bufferArg(plan, "q", step.q), bufferArg(plan, "k", step.k), bufferArg(plan, "v", step.v)};
   if (part == 0) {
     args.insert(args.end(), {output, lse});
   } else {
@@ -179,8 +170,7 @@ std::vector<BoundArg> attentionArgs(const plan::Plan &plan,
     if (part == 2)
       args.push_back(bufferArg(plan, "dq", step.dq));
     else
-      args.insert(args.end(), {bufferArg(plan, "dk", step.dk),
-                               bufferArg(plan, "dv", step.dv)});
+      args.insert(args.end(), {bufferArg(plan, "dk", step.dk), bufferArg(plan, "dv", step.dv)});
   }
   args.insert(args.end(), scalars.begin(), scalars.end());
   return args;
@@ -190,9 +180,9 @@ std::string describeInstructions(const std::vector<plan::Instruction> &list,
                                  const std::vector<uint32_t> &indices) {
   std::string text;
   for (uint32_t index : indices)
-    text += (text.empty() ? "" : ", ") +
-            (index < list.size() ? plan::describeInstruction(list[index], index)
-                                 : "instruction " + std::to_string(index));
+    text += (text.empty() ? "" : ", ") + (index < list.size()
+                                              ? plan::describeInstruction(list[index], index)
+                                              : "instruction " + std::to_string(index));
   return text.empty() ? "no instruction" : text;
 }
 
@@ -206,17 +196,15 @@ std::vector<ExpectedOp> expectedOps(const plan::Plan &plan, bool optimizer) {
   std::vector<ExpectedOp> ops;
   for (uint32_t g = 0; g < function.groups.size(); ++g) {
     const plan::DeviceGroup &group = function.groups[g];
-    const std::string computing =
-        describeInstructions(instructions, group.instructions);
+    const std::string computing = describeInstructions(instructions, group.instructions);
     for (uint32_t s = 0; s < group.steps.size(); ++s) {
       ExpectedOp op;
       op.optimizer = optimizer;
       op.group = g;
       op.step = s;
       auto where = [&](const std::string &what) {
-        return std::string(name) + " group " + std::to_string(g) + " (" +
-               group.kind + "), step " + std::to_string(s) + " (" + what +
-               "), computing " + computing;
+        return std::string(name) + " group " + std::to_string(g) + " (" + group.kind + "), step " +
+               std::to_string(s) + " (" + what + "), computing " + computing;
       };
       const plan::DeviceStep &step = group.steps[s];
       if (const auto *launch = std::get_if<plan::LaunchStep>(&step)) {
@@ -235,20 +223,16 @@ std::vector<ExpectedOp> expectedOps(const plan::Plan &plan, bool optimizer) {
         op.memsetBuffer = memset->buffer;
         op.where = where("memset of " + describeBuffer(plan, memset->buffer));
         ops.push_back(op);
-      } else if (const auto *attention =
-                     std::get_if<plan::AttentionStep>(&step)) {
+      } else if (const auto *attention = std::get_if<plan::AttentionStep>(&step)) {
         static const char *const parts[] = {"forward", "delta", "dq", "dk/dv"};
-        const uint32_t kernels[] = {attention->forwardKernel,
-                                    attention->deltaKernel, attention->dqKernel,
-                                    attention->dkdvKernel};
-        const int count =
-            attention->pass == plan::AttentionPass::Forward ? 1 : 4;
+        const uint32_t kernels[] = {attention->forwardKernel, attention->deltaKernel,
+                                    attention->dqKernel, attention->dkdvKernel};
+        const int count = attention->pass == plan::AttentionPass::Forward ? 1 : 4;
         for (int part = 0; part < count; ++part) {
           op.part = part;
           op.kernel = plan.device.kernels.at(kernels[part]).entry;
           op.args = attentionArgs(plan, *attention, part);
-          op.where = where(std::string("attention, its ") + parts[part] +
-                           " kernel " + op.kernel);
+          op.where = where(std::string("attention, its ") + parts[part] + " kernel " + op.kernel);
           ops.push_back(op);
         }
       }
@@ -295,20 +279,18 @@ struct Cursor {
 
 class Checker {
 public:
-  Checker(const plan::Plan &plan, const DryRunSchedule &schedule)
-      : plan(plan), schedule(schedule) {
+  Checker(const plan::Plan &plan, const DryRunSchedule &schedule) : plan(plan), schedule(schedule) {
     micro = expectedOps(plan, false);
     optimizer = expectedOps(plan, true);
     const uint64_t accumulation =
         static_cast<uint64_t>(std::max<int64_t>(1, plan.accumulationSteps));
     for (uint64_t s = 0; s < schedule.steps; ++s) {
       for (uint64_t i = 0; i < accumulation; ++i)
-        runs.push_back({false, s * accumulation + i, s * accumulation + i,
-                        schedule.steps * accumulation});
+        runs.push_back(
+            {false, s * accumulation + i, s * accumulation + i, schedule.steps * accumulation});
       runs.push_back({true, s, s, schedule.steps});
     }
-    for (const plan::DeviceFunction *f :
-         {&plan.device.microStep, &plan.device.optimizerStep})
+    for (const plan::DeviceFunction *f : {&plan.device.microStep, &plan.device.optimizerStep})
       for (const plan::BufferView &view : f->views)
         viewSource[view.buffer] = view.source;
   }
@@ -320,9 +302,9 @@ private:
     return run.optimizer ? optimizer : micro;
   }
   std::string describeRun(const Run &run, Origin origin) const {
-    return std::string(run.optimizer ? "optimizer_step" : "micro_step") +
-           " run " + std::to_string(run.ordinal + 1) + " of " +
-           std::to_string(run.count) + ", " + originName(origin);
+    return std::string(run.optimizer ? "optimizer_step" : "micro_step") + " run " +
+           std::to_string(run.ordinal + 1) + " of " + std::to_string(run.count) + ", " +
+           originName(origin);
   }
   size_t findStart(const std::vector<Event> &trace) const;
   /// Matches \p event at \p cursor; false (and a violation) when it is not
@@ -332,10 +314,8 @@ private:
   void checkLaunch(const Event &event, const ExpectedOp &op, const Run &run);
   void checkMatmul(const Event &event, const ExpectedOp &op);
   /// Pointer \p address of \p what with \p bytes, and its binding.
-  void checkPointer(const std::string &what, uint64_t address, uint64_t bytes,
-                    uint32_t buffer);
-  void add(const std::string &check, const std::string &message,
-           const std::string &where);
+  void checkPointer(const std::string &what, uint64_t address, uint64_t bytes, uint32_t buffer);
+  void add(const std::string &check, const std::string &message, const std::string &where);
   void add(const std::string &check, const std::string &message) {
     add(check, message, currentWhere);
   }
@@ -358,8 +338,7 @@ private:
   bool broken = false;
 };
 
-void Checker::add(const std::string &check, const std::string &message,
-                  const std::string &where) {
+void Checker::add(const std::string &check, const std::string &message, const std::string &where) {
   const std::string key = check + '\n' + message + '\n' + where;
   auto found = seen.find(key);
   if (found != seen.end()) {
@@ -380,8 +359,7 @@ size_t Checker::findStart(const std::vector<Event> &trace) const {
   // micro step begins with memsets: those are the memsets just before it.
   size_t first = trace.size();
   for (size_t i = 0; i < trace.size(); ++i)
-    if ((trace[i].kind == EventKind::Launch ||
-         trace[i].kind == EventKind::Matmul) &&
+    if ((trace[i].kind == EventKind::Launch || trace[i].kind == EventKind::Matmul) &&
         trace[i].origin == Origin::Eager) {
       first = i;
       break;
@@ -402,10 +380,8 @@ bool Checker::match(const Event &event, Cursor &cursor) {
   const char *kind = eventKindName(event.kind);
   if (cursor.run >= runs.size()) {
     add("sequence",
-        std::string("the device ran a ") + kind +
-            (event.name.empty() ? "" : " of " + event.name) +
-            " after the last of the " + std::to_string(runs.size()) +
-            " function runs",
+        std::string("the device ran a ") + kind + (event.name.empty() ? "" : " of " + event.name) +
+            " after the last of the " + std::to_string(runs.size()) + " function runs",
         "after the last device step");
     return false;
   }
@@ -426,8 +402,8 @@ bool Checker::match(const Event &event, Cursor &cursor) {
   return true;
 }
 
-void Checker::checkPointer(const std::string &what, uint64_t address,
-                           uint64_t bytes, uint32_t buffer) {
+void Checker::checkPointer(const std::string &what, uint64_t address, uint64_t bytes,
+                           uint32_t buffer) {
   Check check = "";
   const std::string problem = allocations.rangeProblem(address, bytes, check);
   if (!problem.empty())
@@ -436,21 +412,18 @@ void Checker::checkPointer(const std::string &what, uint64_t address,
     return;
   auto source = viewSource.find(buffer);
   const uint32_t storage = source == viewSource.end() ? buffer : source->second;
-  auto [first, inserted] =
-      bound.emplace(storage, std::make_pair(address, currentWhere));
+  auto [first, inserted] = bound.emplace(storage, std::make_pair(address, currentWhere));
   if (!inserted && first->second.first != address)
     add("binding", what + " is at " + hexAddress(address) + ", but at " +
-                       hexAddress(first->second.first) + " in " +
-                       first->second.second);
+                       hexAddress(first->second.first) + " in " + first->second.second);
 }
 
-void Checker::checkLaunch(const Event &event, const ExpectedOp &op,
-                          const Run &run) {
+void Checker::checkLaunch(const Event &event, const ExpectedOp &op, const Run &run) {
   ++report.launches;
   auto kernel = kernels.find(event.function);
   if (kernel == kernels.end()) {
-    add("signature", "kernel '" + event.name +
-                         "' was launched without being looked up in a module");
+    add("signature",
+        "kernel '" + event.name + "' was launched without being looked up in a module");
     return;
   }
   // The signature, as the binary has it.
@@ -458,58 +431,51 @@ void Checker::checkLaunch(const Event &event, const ExpectedOp &op,
   const std::vector<KernelParam> &actual = kernel->second.params;
   bool same = expected.size() == actual.size();
   for (size_t i = 0; same && i < actual.size(); ++i)
-    same = expected[i].size == actual[i].size &&
-           expected[i].offset == actual[i].offset;
+    same = expected[i].size == actual[i].size && expected[i].offset == actual[i].offset;
   if (!same) {
     std::string names;
     for (const BoundArg &arg : op.args)
       names += (names.empty() ? "" : ", ") + arg.name;
-    add("signature", "kernel '" + event.name + "' (" + kernel->second.binary +
-                         ") takes " + std::to_string(actual.size()) +
-                         " parameters " + describeParams(actual) +
-                         " but is bound " + std::to_string(expected.size()) +
-                         " arguments " + describeParams(expected) + " (" +
-                         names + ")");
+    add("signature", "kernel '" + event.name + "' (" + kernel->second.binary + ") takes " +
+                         std::to_string(actual.size()) + " parameters " + describeParams(actual) +
+                         " but is bound " + std::to_string(expected.size()) + " arguments " +
+                         describeParams(expected) + " (" + names + ")");
     return; // the values were read with the binary's sizes
   }
   if (op.launch) {
     bool shape = true;
     for (int i = 0; i < 3; ++i)
-      shape = shape && event.grid[i] == op.launch->grid[i] &&
-              event.block[i] == op.launch->block[i];
+      shape = shape && event.grid[i] == op.launch->grid[i] && event.block[i] == op.launch->block[i];
     if (!shape)
-      add("launch-shape",
-          "kernel '" + event.name + "' was launched with grid " +
-              std::to_string(event.grid[0]) + "x" +
-              std::to_string(event.grid[1]) + "x" +
-              std::to_string(event.grid[2]) + " and block " +
-              std::to_string(event.block[0]) + "x" +
-              std::to_string(event.block[1]) + "x" +
-              std::to_string(event.block[2]) + ", not the plan's");
+      add("launch-shape", "kernel '" + event.name + "' was launched with grid " +
+                              std::to_string(event.grid[0]) + "x" + std::to_string(event.grid[1]) +
+                              "x" + std::to_string(event.grid[2]) + " and block " +
+                              std::to_string(event.block[0]) + "x" +
+                              std::to_string(event.block[1]) + "x" +
+                              std::to_string(event.block[2]) + ", not the plan's");
   }
   for (size_t i = 0; i < op.args.size(); ++i) {
     const BoundArg &arg = op.args[i];
     const uint64_t value = event.args[i];
-    const std::string what = "argument " + std::to_string(i) + " '" + arg.name +
-                             "' of kernel '" + event.name + "'";
+    const std::string what =
+        "argument " + std::to_string(i) + " '" + arg.name + "' of kernel '" + event.name + "'";
     switch (arg.kind) {
     case BoundArg::Pointer:
       checkPointer(what + " (" + arg.what + ")", value, arg.extent, arg.buffer);
       break;
     case BoundArg::Value:
       if (value != arg.value)
-        add("binding", what + " is " + std::to_string(value) +
-                           ", but the plan binds " + std::to_string(arg.value));
+        add("binding", what + " is " + std::to_string(value) + ", but the plan binds " +
+                           std::to_string(arg.value));
       break;
     case BoundArg::Dynamic: {
-      const uint64_t wanted = arg.dynamic == plan::ArgKind::Step ? run.step
-                              : arg.dynamic == plan::ArgKind::Seed
-                                  ? schedule.seed
-                                  : schedule.steps;
+      const uint64_t wanted = arg.dynamic == plan::ArgKind::Step   ? run.step
+                              : arg.dynamic == plan::ArgKind::Seed ? schedule.seed
+                                                                   : schedule.steps;
       if (value != wanted)
         add("binding", what + " (" + plan::argKindName(arg.dynamic) + ") is " +
-                           std::to_string(value) + " in a run " +
-                           "where it is " + std::to_string(wanted));
+                           std::to_string(value) + " in a run " + "where it is " +
+                           std::to_string(wanted));
       break;
     }
     }
@@ -523,47 +489,39 @@ void Checker::checkMatmul(const Event &event, const ExpectedOp &op) {
   // cuBLASLt computes D^T = op(B)^T op(A)^T: its A is our B, its B our A
   // (CublasLt.h), so its D is n x m.
   if (call.d.rows != static_cast<uint64_t>(step.n) ||
-      call.d.cols != static_cast<uint64_t>(step.m) ||
-      call.d.batch != step.batch)
+      call.d.cols != static_cast<uint64_t>(step.m) || call.d.batch != step.batch)
     add("cublaslt-layout",
-        "cuBLASLt's D is " + std::to_string(call.d.rows) + "x" +
-            std::to_string(call.d.cols) + " (batch " +
-            std::to_string(call.d.batch) + "), not the plan's n x m = " +
-            std::to_string(step.n) + "x" + std::to_string(step.m) + " (batch " +
-            std::to_string(step.batch) + ")");
+        "cuBLASLt's D is " + std::to_string(call.d.rows) + "x" + std::to_string(call.d.cols) +
+            " (batch " + std::to_string(call.d.batch) +
+            "), not the plan's n x m = " + std::to_string(step.n) + "x" + std::to_string(step.m) +
+            " (batch " + std::to_string(step.batch) + ")");
   struct Operand {
     const char *name;
     uint32_t buffer;
     uint64_t pointer;
     const MatrixLayout *layout;
   };
-  const Operand operands[] = {{"A", step.a, call.pointerB, &call.b},
-                              {"B", step.b, call.pointerA, &call.a},
-                              {"C", step.c, call.pointerC, &call.c},
-                              {"D", step.d, call.pointerD, &call.d},
-                              {"bias", step.bias, call.bias, nullptr},
-                              {"aux", step.aux, call.aux, nullptr}};
+  const Operand operands[] = {
+      {"A", step.a, call.pointerB, &call.b},   {"B", step.b, call.pointerA, &call.a},
+      {"C", step.c, call.pointerC, &call.c},   {"D", step.d, call.pointerD, &call.d},
+      {"bias", step.bias, call.bias, nullptr}, {"aux", step.aux, call.aux, nullptr}};
   for (const Operand &operand : operands) {
     if (operand.buffer == kNoBuffer)
       continue;
     const uint64_t bytes = bufferBytes(plan, operand.buffer);
-    const std::string what = std::string("matmul operand ") + operand.name +
-                             " (" + describeBuffer(plan, operand.buffer) + ")";
+    const std::string what = std::string("matmul operand ") + operand.name + " (" +
+                             describeBuffer(plan, operand.buffer) + ")";
     checkPointer(what, operand.pointer, bytes, operand.buffer);
     if (operand.layout && layoutBytes(*operand.layout) > bytes)
       add("cublaslt-layout",
-          what + ": its cuBLASLt layout (" +
-              std::to_string(operand.layout->rows) + "x" +
-              std::to_string(operand.layout->cols) + ", ld " +
-              std::to_string(operand.layout->ld) + ", batch " +
-              std::to_string(operand.layout->batch) + ") spans " +
-              std::to_string(layoutBytes(*operand.layout)) +
-              " bytes, more than the buffer");
+          what + ": its cuBLASLt layout (" + std::to_string(operand.layout->rows) + "x" +
+              std::to_string(operand.layout->cols) + ", ld " + std::to_string(operand.layout->ld) +
+              ", batch " + std::to_string(operand.layout->batch) + ") spans " +
+              std::to_string(layoutBytes(*operand.layout)) + " bytes, more than the buffer");
   }
 }
 
-void Checker::checkOp(const Event &event, const ExpectedOp &op,
-                      const Run &run) {
+void Checker::checkOp(const Event &event, const ExpectedOp &op, const Run &run) {
   switch (op.kind) {
   case OpKind::Launch:
     checkLaunch(event, op, run);
@@ -574,8 +532,7 @@ void Checker::checkOp(const Event &event, const ExpectedOp &op,
   case OpKind::Memset: {
     ++report.memsets;
     const uint64_t bytes = bufferBytes(plan, op.memsetBuffer);
-    const std::string what =
-        "memset of " + describeBuffer(plan, op.memsetBuffer);
+    const std::string what = "memset of " + describeBuffer(plan, op.memsetBuffer);
     checkPointer(what, event.address, bytes, op.memsetBuffer);
     if (event.bytes != bytes)
       add("extent", what + " sets " + std::to_string(event.bytes) + " bytes");
@@ -608,8 +565,7 @@ DryRunReport Checker::check(const std::vector<Event> &trace) {
     case EventKind::CaptureBegin:
       capturing = true;
       captureCursor = cursor;
-      captureWhere = "while capturing CUDA graph " +
-                     std::to_string(event.graph) + ", at its start";
+      captureWhere = "while capturing CUDA graph " + std::to_string(event.graph) + ", at its start";
       if (i >= start && cursor.run < runs.size()) {
         const Run &run = runs[cursor.run];
         captureWhere += ", before " + opsOf(run)[cursor.op].where;
@@ -632,9 +588,8 @@ DryRunReport Checker::check(const std::vector<Event> &trace) {
     case EventKind::Violation:
       add(event.what, event.text,
           event.call == lastOpCall ? currentWhere
-          : capturing
-              ? captureWhere
-              : "outside the plan's device steps, after " + currentWhere);
+          : capturing              ? captureWhere
+                                   : "outside the plan's device steps, after " + currentWhere);
       break;
     case EventKind::Launch:
     case EventKind::Matmul:
@@ -653,8 +608,8 @@ DryRunReport Checker::check(const std::vector<Event> &trace) {
       }
       const Run &run = runs[at.run];
       if (event.origin == Origin::Captured)
-        captureWhere = "while capturing CUDA graph " +
-                       std::to_string(event.graph) + ", after " + currentWhere;
+        captureWhere =
+            "while capturing CUDA graph " + std::to_string(event.graph) + ", after " + currentWhere;
       else {
         if (event.origin == Origin::Replayed)
           ++report.replayedSteps;
@@ -675,11 +630,9 @@ DryRunReport Checker::check(const std::vector<Event> &trace) {
   if (!broken && cursor.run < runs.size()) {
     const Run &run = runs[cursor.run];
     add("sequence",
-        "the trace ends with " + std::to_string(runs.size() - cursor.run) +
-            " of " + std::to_string(runs.size()) +
-            " function runs not (fully) run, the next being " +
-            describeRun(run, Origin::Eager) + " at " +
-            opsOf(run)[cursor.op].where,
+        "the trace ends with " + std::to_string(runs.size() - cursor.run) + " of " +
+            std::to_string(runs.size()) + " function runs not (fully) run, the next being " +
+            describeRun(run, Origin::Eager) + " at " + opsOf(run)[cursor.op].where,
         "at the end of the trace");
   }
   return std::move(report);
@@ -691,23 +644,19 @@ std::string DryRunViolation::text() const {
   std::string line = check + ": " + message + " at " + where;
   if (!firstRun.empty() || times > 1)
     line += " [" + firstRun +
-            (times > 1 ? (firstRun.empty() ? "" : "; ") +
-                             std::to_string(times) + " times"
-                       : "") +
+            (times > 1 ? (firstRun.empty() ? "" : "; ") + std::to_string(times) + " times" : "") +
             "]";
   return line;
 }
 
 std::string DryRunReport::summary() const {
-  std::string text =
-      "function runs " + std::to_string(functionRuns) + ", launches " +
-      std::to_string(launches) + ", matmuls " + std::to_string(matmuls) +
-      ", memsets " + std::to_string(memsets) + ", graphs captured " +
-      std::to_string(graphsCaptured) + ", graph replays " +
-      std::to_string(graphReplays) + " (" + std::to_string(replayedSteps) +
-      " device operations), device-to-host copies " +
-      std::to_string(metricReads) + ", violations " +
-      std::to_string(violations.size());
+  std::string text = "function runs " + std::to_string(functionRuns) + ", launches " +
+                     std::to_string(launches) + ", matmuls " + std::to_string(matmuls) +
+                     ", memsets " + std::to_string(memsets) + ", graphs captured " +
+                     std::to_string(graphsCaptured) + ", graph replays " +
+                     std::to_string(graphReplays) + " (" + std::to_string(replayedSteps) +
+                     " device operations), device-to-host copies " + std::to_string(metricReads) +
+                     ", violations " + std::to_string(violations.size());
   for (const DryRunViolation &violation : violations)
     text += "\n  " + violation.text();
   return text;
@@ -721,8 +670,7 @@ std::vector<DryRunViolation> DryRunReport::of(const std::string &check) const {
   return found;
 }
 
-DryRunReport checkDryRun(const plan::Plan &plan,
-                         const std::vector<Event> &trace,
+DryRunReport checkDryRun(const plan::Plan &plan, const std::vector<Event> &trace,
                          const DryRunSchedule &schedule) {
   return Checker(plan, schedule).check(trace);
 }

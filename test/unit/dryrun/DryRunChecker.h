@@ -92,8 +92,7 @@ struct DryRunReport {
 };
 
 /// Checks \p trace against \p plan run as \p schedule says.
-DryRunReport checkDryRun(const plan::Plan &plan,
-                         const std::vector<Event> &trace,
+DryRunReport checkDryRun(const plan::Plan &plan, const std::vector<Event> &trace,
                          const DryRunSchedule &schedule);
 
 } // namespace ampc::dryrun

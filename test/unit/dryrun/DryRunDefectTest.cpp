@@ -112,8 +112,7 @@ void expectNamesGroupAndSource(const std::string &text) {
 
 /// Expects a violation of \p check naming the group and the source location;
 /// returns it.
-DryRunViolation expectViolation(const InProcessRun &run,
-                                const std::string &check) {
+DryRunViolation expectViolation(const InProcessRun &run, const std::string &check) {
   const DryRunViolation violation = firstOf(run, check);
   expectNamesGroupAndSource(violation.where);
   return violation;
@@ -128,28 +127,23 @@ struct LaunchSite {
   size_t argument = 0;
 };
 
-LaunchSite firstLaunch(
-    const plan::Plan &plan,
-    const std::function<bool(const plan::LaunchStep &)> &wanted = nullptr) {
+LaunchSite firstLaunch(const plan::Plan &plan,
+                       const std::function<bool(const plan::LaunchStep &)> &wanted = nullptr) {
   const plan::DeviceFunction &micro = plan.device.microStep;
   for (uint32_t g = 0; g < micro.groups.size(); ++g)
     for (uint32_t s = 0; s < micro.groups[g].steps.size(); ++s)
-      if (const auto *launch =
-              std::get_if<plan::LaunchStep>(&micro.groups[g].steps[s]))
+      if (const auto *launch = std::get_if<plan::LaunchStep>(&micro.groups[g].steps[s]))
         for (size_t a = 0; a < launch->args.size(); ++a)
-          if (launch->args[a].kind == plan::ArgKind::Buffer &&
-              (!wanted || wanted(*launch)))
+          if (launch->args[a].kind == plan::ArgKind::Buffer && (!wanted || wanted(*launch)))
             return {g, s, launch, plan.device.kernels[launch->kernel].entry, a};
   ADD_FAILURE() << "no launch step found";
   return {};
 }
 
-std::string groupName(uint32_t group) {
-  return "micro_step group " + std::to_string(group) + " ";
-}
+std::string groupName(uint32_t group) { return "micro_step group " + std::to_string(group) + " "; }
 
-AmpcRecordingPlant planted(int kind, const std::string &kernel = "",
-                           int argument = 0, int64_t amount = 0) {
+AmpcRecordingPlant planted(int kind, const std::string &kernel = "", int argument = 0,
+                           int64_t amount = 0) {
   static std::string name; // the plant keeps a pointer
   name = kernel;
   AmpcRecordingPlant plant = {};
@@ -165,12 +159,10 @@ AmpcRecordingPlant planted(int kind, const std::string &kernel = "",
 //===----------------------------------------------------------------------===//
 
 TEST(DryRunDefect, TheUnalteredPlanHasNoViolation) {
-  const InProcessRun run =
-      dryRun(tinyPlan(), recordingLibraryInProcess().h100());
+  const InProcessRun run = dryRun(tinyPlan(), recordingLibraryInProcess().h100());
   EXPECT_EQ(run.error, "");
   EXPECT_TRUE(run.report.violations.empty()) << run.report.summary();
-  EXPECT_EQ(run.report.functionRuns,
-            uint64_t(kOptimizerSteps) * (kAccumulationSteps + 1));
+  EXPECT_EQ(run.report.functionRuns, uint64_t(kOptimizerSteps) * (kAccumulationSteps + 1));
   EXPECT_GT(run.report.replayedSteps, 0u) << run.report.summary();
 }
 
@@ -186,8 +178,7 @@ struct Bound {
 };
 
 Bound boundAddress(const LaunchSite &site) {
-  const InProcessRun run =
-      dryRun(tinyPlan(), recordingLibraryInProcess().h100());
+  const InProcessRun run = dryRun(tinyPlan(), recordingLibraryInProcess().h100());
   AllocationTable allocations;
   for (const Event &event : run.trace) {
     if (event.kind == EventKind::Alloc)
@@ -206,22 +197,18 @@ Bound boundAddress(const LaunchSite &site) {
 /// Runs with the first buffer argument of the first launch moved to
 /// \p where(its address, its allocation, its bytes); returns the violation
 /// of \p check, which must name the launch's group.
-DryRunViolation argumentMoved(
-    const std::string &check,
-    const std::function<uint64_t(const Allocation &, uint64_t)> &where) {
+DryRunViolation argumentMoved(const std::string &check,
+                              const std::function<uint64_t(const Allocation &, uint64_t)> &where) {
   const LaunchSite site = firstLaunch(tinyPlan());
   const Bound bound = boundAddress(site);
-  const plan::Buffer &buffer =
-      tinyPlan().buffers[site.launch->args[site.argument].buffer];
-  const uint64_t bytes =
-      plan::numElements(buffer) * plan::dtypeBytes(buffer.dtype);
+  const plan::Buffer &buffer = tinyPlan().buffers[site.launch->args[site.argument].buffer];
+  const uint64_t bytes = plan::numElements(buffer) * plan::dtypeBytes(buffer.dtype);
   const uint64_t moved = where(bound.allocation, bytes);
-  const InProcessRun run = dryRun(planted(
-      AMPC_PLANT_ARGUMENT_OFFSET, site.kernel, static_cast<int>(site.argument),
-      static_cast<int64_t>(moved - bound.address)));
+  const InProcessRun run =
+      dryRun(planted(AMPC_PLANT_ARGUMENT_OFFSET, site.kernel, static_cast<int>(site.argument),
+                     static_cast<int64_t>(moved - bound.address)));
   const DryRunViolation violation = expectViolation(run, check);
-  EXPECT_NE(violation.where.find(groupName(site.group)), std::string::npos)
-      << violation.text();
+  EXPECT_NE(violation.where.find(groupName(site.group)), std::string::npos) << violation.text();
   if (check == "extent") // the driver alone cannot know the extent
     EXPECT_TRUE(run.report.of("pointer").empty()) << run.report.summary();
   return violation;
@@ -233,8 +220,7 @@ TEST(DryRunDefect, PointerArgumentOutOfItsAllocation) {
       argumentMoved("pointer", [](const Allocation &allocation, uint64_t) {
         return allocation.address + allocation.bytes + 4096;
       });
-  EXPECT_NE(violation.message.find("lies in no allocation"), std::string::npos)
-      << violation.text();
+  EXPECT_NE(violation.message.find("lies in no allocation"), std::string::npos) << violation.text();
 }
 
 TEST(DryRunDefect, BufferExtentPastItsAllocation) {
@@ -243,20 +229,17 @@ TEST(DryRunDefect, BufferExtentPastItsAllocation) {
       argumentMoved("extent", [](const Allocation &allocation, uint64_t bytes) {
         return allocation.address + allocation.bytes - bytes / 2;
       });
-  EXPECT_NE(violation.message.find("bytes past the end of allocation"),
-            std::string::npos)
+  EXPECT_NE(violation.message.find("bytes past the end of allocation"), std::string::npos)
       << violation.text();
 }
 
 TEST(DryRunDefect, FreedAllocationUsedByALaunch) {
   const LaunchSite site = firstLaunch(tinyPlan());
-  const InProcessRun run = dryRun(planted(AMPC_PLANT_FREE_ARGUMENT, site.kernel,
-                                          static_cast<int>(site.argument)));
+  const InProcessRun run =
+      dryRun(planted(AMPC_PLANT_FREE_ARGUMENT, site.kernel, static_cast<int>(site.argument)));
   const DryRunViolation violation = expectViolation(run, "freed-memory");
-  EXPECT_NE(violation.where.find(groupName(site.group)), std::string::npos)
-      << violation.text();
-  EXPECT_NE(violation.message.find("freed at call"), std::string::npos)
-      << violation.text();
+  EXPECT_NE(violation.where.find(groupName(site.group)), std::string::npos) << violation.text();
+  EXPECT_NE(violation.message.find("freed at call"), std::string::npos) << violation.text();
 }
 
 //===----------------------------------------------------------------------===//
@@ -265,8 +248,7 @@ TEST(DryRunDefect, FreedAllocationUsedByALaunch) {
 
 /// Expects the executor's error to be \p check's rejection, naming the
 /// group and the source location, and the trace to have the violation.
-void expectRejected(const InProcessRun &run, const std::string &check,
-                    const std::string &cause) {
+void expectRejected(const InProcessRun &run, const std::string &check, const std::string &cause) {
   EXPECT_NE(run.error.find(cause), std::string::npos) << run.error;
   expectNamesGroupAndSource(run.error);
   expectViolation(run, check);
@@ -274,11 +256,9 @@ void expectRejected(const InProcessRun &run, const std::string &check,
 
 TEST(DryRunDefect, GridOverTheDeviceLimit) {
   const LaunchSite site = firstLaunch(tinyPlan());
-  const InProcessRun run =
-      dryRun(planted(AMPC_PLANT_GRID_Y, site.kernel, 0, 70000));
+  const InProcessRun run = dryRun(planted(AMPC_PLANT_GRID_Y, site.kernel, 0, 70000));
   expectRejected(run, "launch-config", "is outside the device's");
-  EXPECT_NE(run.error.find(groupName(site.group)), std::string::npos)
-      << run.error;
+  EXPECT_NE(run.error.find(groupName(site.group)), std::string::npos) << run.error;
 }
 
 TEST(DryRunDefect, BlockOverTheKernelsLaunchBounds) {
@@ -288,13 +268,12 @@ TEST(DryRunDefect, BlockOverTheKernelsLaunchBounds) {
   const LaunchSite site = firstLaunch(plan, [](const plan::LaunchStep &l) {
     return l.block[0] <= 512 && l.block[1] == 1 && l.block[2] == 1;
   });
-  auto &launch = std::get<plan::LaunchStep>(
-      plan.device.microStep.groups[site.group].steps[site.step]);
+  auto &launch =
+      std::get<plan::LaunchStep>(plan.device.microStep.groups[site.group].steps[site.step]);
   launch.block[0] *= 2;
   const InProcessRun run = dryRun(plan, recordingLibraryInProcess().h100());
   expectRejected(run, "launch-config", "__launch_bounds__");
-  EXPECT_NE(run.error.find(groupName(site.group)), std::string::npos)
-      << run.error;
+  EXPECT_NE(run.error.find(groupName(site.group)), std::string::npos) << run.error;
 }
 
 TEST(DryRunDefect, RegistersOverTheDeviceLimit) {
@@ -313,33 +292,27 @@ TEST(DryRunDefect, StaticSharedMemoryOverTheDeviceLimit) {
 
 TEST(DryRunDefect, DynamicSharedMemoryWithoutOptingIn) {
   const LaunchSite site = firstLaunch(tinyPlan());
-  const InProcessRun run =
-      dryRun(planted(AMPC_PLANT_DYNAMIC_SHARED, site.kernel, 0, 64 * 1024));
+  const InProcessRun run = dryRun(planted(AMPC_PLANT_DYNAMIC_SHARED, site.kernel, 0, 64 * 1024));
   expectRejected(run, "shared-memory", "bytes of dynamic shared memory");
-  EXPECT_NE(run.error.find(groupName(site.group)), std::string::npos)
-      << run.error;
+  EXPECT_NE(run.error.find(groupName(site.group)), std::string::npos) << run.error;
 }
 
 TEST(DryRunDefect, LaunchShapeOtherThanThePlans) {
   // A grid the device accepts, but not the one the plan computed.
   const LaunchSite site = firstLaunch(tinyPlan());
-  const InProcessRun run =
-      dryRun(planted(AMPC_PLANT_GRID_Y, site.kernel, 0, 2));
+  const InProcessRun run = dryRun(planted(AMPC_PLANT_GRID_Y, site.kernel, 0, 2));
   EXPECT_EQ(run.error, "");
   const DryRunViolation violation = expectViolation(run, "launch-shape");
-  EXPECT_NE(violation.message.find("grid 32x2x1"), std::string::npos)
-      << violation.text();
+  EXPECT_NE(violation.message.find("grid 32x2x1"), std::string::npos) << violation.text();
 }
 
 TEST(DryRunDefect, BufferBoundAtTwoAddresses) {
   // One launch reads its input 256 bytes further on than every other use.
   const LaunchSite site = firstLaunch(tinyPlan());
-  const InProcessRun run =
-      dryRun(planted(AMPC_PLANT_ARGUMENT_OFFSET, site.kernel,
-                     static_cast<int>(site.argument), 256));
+  const InProcessRun run = dryRun(
+      planted(AMPC_PLANT_ARGUMENT_OFFSET, site.kernel, static_cast<int>(site.argument), 256));
   const DryRunViolation violation = expectViolation(run, "binding");
-  EXPECT_NE(violation.message.find(") is at 0x"), std::string::npos)
-      << violation.text();
+  EXPECT_NE(violation.message.find(") is at 0x"), std::string::npos) << violation.text();
 }
 
 TEST(DryRunDefect, AStepThatNeverRan) {
@@ -353,8 +326,7 @@ TEST(DryRunDefect, AStepThatNeverRan) {
     }
   run.report = checkDryRun(tinyPlan(), run.trace, {kOptimizerSteps, 0});
   const DryRunViolation violation = expectViolation(run, "sequence");
-  EXPECT_NE(violation.where.find(groupName(site.group)), std::string::npos)
-      << violation.text();
+  EXPECT_NE(violation.where.find(groupName(site.group)), std::string::npos) << violation.text();
 }
 
 //===----------------------------------------------------------------------===//
@@ -363,15 +335,12 @@ TEST(DryRunDefect, AStepThatNeverRan) {
 
 void expectCaptureBroken(const InProcessRun &run, const std::string &call) {
   const DryRunViolation violation = expectViolation(run, "capture");
-  EXPECT_NE(violation.message.find(call + " while stream capture"),
-            std::string::npos)
+  EXPECT_NE(violation.message.find(call + " while stream capture"), std::string::npos)
       << violation.text();
   // The first launch the capture records is the segment's first step.
-  EXPECT_NE(violation.where.find("while capturing CUDA graph "),
-            std::string::npos)
+  EXPECT_NE(violation.where.find("while capturing CUDA graph "), std::string::npos)
       << violation.text();
-  EXPECT_NE(violation.where.find(", at its start, before micro_step group 0 "),
-            std::string::npos)
+  EXPECT_NE(violation.where.find(", at its start, before micro_step group 0 "), std::string::npos)
       << violation.text();
   // The executor fell back to launching the segment eagerly; the checker
   // says the capture was lost.
@@ -382,13 +351,11 @@ void expectCaptureBroken(const InProcessRun &run, const std::string &call) {
 }
 
 TEST(DryRunDefect, SynchronizeDuringCapture) {
-  expectCaptureBroken(dryRun(planted(AMPC_PLANT_SYNC_IN_CAPTURE)),
-                      "cuStreamSynchronize");
+  expectCaptureBroken(dryRun(planted(AMPC_PLANT_SYNC_IN_CAPTURE)), "cuStreamSynchronize");
 }
 
 TEST(DryRunDefect, AllocateDuringCapture) {
-  expectCaptureBroken(dryRun(planted(AMPC_PLANT_ALLOC_IN_CAPTURE)),
-                      "cuMemAlloc of 4096 bytes");
+  expectCaptureBroken(dryRun(planted(AMPC_PLANT_ALLOC_IN_CAPTURE)), "cuMemAlloc of 4096 bytes");
 }
 
 //===----------------------------------------------------------------------===//
@@ -400,10 +367,8 @@ TEST(DryRunDefect, MatmulLayoutOverItsBuffer) {
   // elements: its last column now reaches past the plan's buffer.
   const InProcessRun run = dryRun(planted(AMPC_PLANT_MATMUL_LD, "", 0, 64));
   const DryRunViolation violation = expectViolation(run, "cublaslt-layout");
-  EXPECT_NE(violation.message.find("more than the buffer"), std::string::npos)
-      << violation.text();
-  EXPECT_NE(violation.where.find("(matmul)"), std::string::npos)
-      << violation.text();
+  EXPECT_NE(violation.message.find("more than the buffer"), std::string::npos) << violation.text();
+  EXPECT_NE(violation.where.find("(matmul)"), std::string::npos) << violation.text();
 }
 
 TEST(DryRunDefect, MatmulPointerMisaligned) {
@@ -428,10 +393,8 @@ TEST(DryRunDefect, MatmulEpilogueWithoutItsBias) {
   ASSERT_GE(occurrence, 0);
   AmpcRecordingPlant plant = planted(AMPC_PLANT_MATMUL_NO_BIAS);
   plant.occurrence = occurrence;
-  const DryRunViolation violation =
-      expectViolation(dryRun(plant), "cublaslt-epilogue");
-  EXPECT_NE(violation.message.find("needs a bias pointer"), std::string::npos)
-      << violation.text();
+  const DryRunViolation violation = expectViolation(dryRun(plant), "cublaslt-epilogue");
+  EXPECT_NE(violation.message.find("needs a bias pointer"), std::string::npos) << violation.text();
 }
 
 //===----------------------------------------------------------------------===//
@@ -441,20 +404,17 @@ TEST(DryRunDefect, MatmulEpilogueWithoutItsBias) {
 TEST(DryRunDefect, PlanBindsAnArgumentTheCubinDoesNotHave) {
   plan::Plan plan = tinyPlan();
   const LaunchSite site = firstLaunch(plan);
-  auto &launch = std::get<plan::LaunchStep>(
-      plan.device.microStep.groups[site.group].steps[site.step]);
+  auto &launch =
+      std::get<plan::LaunchStep>(plan.device.microStep.groups[site.group].steps[site.step]);
   plan::DeviceArgument extra;
   extra.kind = plan::ArgKind::Int64;
   extra.name = "extra";
   launch.args.push_back(extra);
   const InProcessRun run = dryRun(plan, recordingLibraryInProcess().h100());
   const DryRunViolation violation = expectViolation(run, "signature");
-  EXPECT_NE(violation.where.find(groupName(site.group)), std::string::npos)
-      << violation.text();
-  EXPECT_NE(violation.message.find("arguments"), std::string::npos)
-      << violation.text();
-  EXPECT_NE(violation.message.find(", extra)"), std::string::npos)
-      << violation.text();
+  EXPECT_NE(violation.where.find(groupName(site.group)), std::string::npos) << violation.text();
+  EXPECT_NE(violation.message.find("arguments"), std::string::npos) << violation.text();
+  EXPECT_NE(violation.message.find(", extra)"), std::string::npos) << violation.text();
 }
 
 } // namespace

@@ -33,8 +33,7 @@ class DryRun : public ::testing::TestWithParam<ModelConfig> {};
 
 TEST_P(DryRun, TrainsOverTheRecordingDriverWithoutViolations) {
   const ModelConfig &config = GetParam();
-  const std::string dir =
-      std::string(AMPC_DRYRUN_WORK_DIR) + "/" + configName(config);
+  const std::string dir = std::string(AMPC_DRYRUN_WORK_DIR) + "/" + configName(config);
   ::mkdir(AMPC_DRYRUN_WORK_DIR, 0755);
   ::mkdir(dir.c_str(), 0755);
   const std::string executable = dir + "/train";
@@ -50,8 +49,7 @@ TEST_P(DryRun, TrainsOverTheRecordingDriverWithoutViolations) {
   if (config.budget)
     RecordProperty("memory_budget", budget);
 
-  const test::CommandResult run =
-      runOverRecordingDriver(executable, tracePath, logPath);
+  const test::CommandResult run = runOverRecordingDriver(executable, tracePath, logPath);
   test::writeFile(dir + "/output.txt", run.output);
   EXPECT_EQ(run.status, 0) << run.output;
   EXPECT_NE(run.output.find("device: cuda, GPU 0 (NVIDIA H100 80GB HBM3 "
@@ -65,13 +63,12 @@ TEST_P(DryRun, TrainsOverTheRecordingDriverWithoutViolations) {
     EXPECT_NE(line.find("\"device\": \"cuda\""), std::string::npos) << line;
   EXPECT_EQ(records, kOptimizerSteps);
 
-  const DryRunReport report = checkDryRun(plan, readTraceFile(tracePath),
-                                          {kOptimizerSteps, /*seed=*/0});
+  const DryRunReport report =
+      checkDryRun(plan, readTraceFile(tracePath), {kOptimizerSteps, /*seed=*/0});
   test::writeFile(dir + "/report.txt", report.summary() + "\n");
   EXPECT_TRUE(report.violations.empty()) << report.summary();
   // Every run of both functions, every step of each, some from graphs.
-  EXPECT_EQ(report.functionRuns,
-            uint64_t(kOptimizerSteps) * (kAccumulationSteps + 1))
+  EXPECT_EQ(report.functionRuns, uint64_t(kOptimizerSteps) * (kAccumulationSteps + 1))
       << report.summary();
   EXPECT_GE(report.graphsCaptured, 2u) << report.summary();
   EXPECT_GT(report.replayedSteps, 0u) << report.summary();
@@ -80,8 +77,7 @@ TEST_P(DryRun, TrainsOverTheRecordingDriverWithoutViolations) {
 
 std::vector<ModelConfig> everyExample() {
   std::vector<ModelConfig> configs;
-  for (const char *model :
-       {"mlp/mlp", "gpt/tiny", "gpt/gpt10m", "gpt/gpt30m", "gpt/gpt124m"})
+  for (const char *model : {"mlp/mlp", "gpt/tiny", "gpt/gpt10m", "gpt/gpt30m", "gpt/gpt124m"})
     for (const char *precision : {"bf16", "fp16", "fp32"})
       for (bool budget : {false, true})
         configs.push_back({model, precision, budget});

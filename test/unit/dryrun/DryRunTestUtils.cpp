@@ -23,28 +23,23 @@ std::string configName(const ModelConfig &config) {
   return model + "_" + config.precision + (config.budget ? "_budget" : "");
 }
 
-void PrintTo(const ModelConfig &config, std::ostream *out) {
-  *out << configName(config);
-}
+void PrintTo(const ModelConfig &config, std::ostream *out) { *out << configName(config); }
 
 const char *recordingLibrary() { return AMPC_RECORDING_LIBRARY; }
 
-test::CommandResult compileModel(const ModelConfig &config,
-                                 const std::string &path, std::string &budget) {
+test::CommandResult compileModel(const ModelConfig &config, const std::string &path,
+                                 std::string &budget) {
   const std::string command =
-      "AMPC_KERNEL_CACHE=" + quoted(AMPC_DRYRUN_KERNEL_CACHE) + " " +
-      quoted(AMPC_COMPILER_PATH) + " compile " +
-      quoted(std::string(AMPC_SOURCE_DIR) + "/examples/" + config.model +
-             ".mlir") +
-      " -o " + quoted(path) + " --precision " + config.precision +
-      " --accum-steps " + std::to_string(kAccumulationSteps);
+      "AMPC_KERNEL_CACHE=" + quoted(AMPC_DRYRUN_KERNEL_CACHE) + " " + quoted(AMPC_COMPILER_PATH) +
+      " compile " + quoted(std::string(AMPC_SOURCE_DIR) + "/examples/" + config.model + ".mlir") +
+      " -o " + quoted(path) + " --precision " + config.precision + " --accum-steps " +
+      std::to_string(kAccumulationSteps);
   budget = config.budget ? "50%" : "";
   test::CommandResult result;
   // At most: 50%; the peak without recomputation is too close to the
   // persistent floor, so 99%; the smallest budget ampc reports it can meet.
   for (int attempt = 0; attempt < 3; ++attempt) {
-    result = test::runCommand(
-        command + (budget.empty() ? "" : " --memory-budget " + budget));
+    result = test::runCommand(command + (budget.empty() ? "" : " --memory-budget " + budget));
     if (result.status == 0 || budget.empty())
       return result;
     std::smatch smallest;
@@ -52,8 +47,7 @@ test::CommandResult compileModel(const ModelConfig &config,
                           std::regex("smallest budget that can be met is "
                                      "([0-9]+) bytes")))
       budget = smallest[1];
-    else if (result.output.find("which no recomputation reduces") !=
-             std::string::npos)
+    else if (result.output.find("which no recomputation reduces") != std::string::npos)
       budget = "99%";
     else
       return result;
@@ -61,15 +55,13 @@ test::CommandResult compileModel(const ModelConfig &config,
   return result;
 }
 
-test::CommandResult runOverRecordingDriver(const std::string &path,
-                                           const std::string &tracePath,
+test::CommandResult runOverRecordingDriver(const std::string &path, const std::string &tracePath,
                                            const std::string &logPath) {
   const std::string library = quoted(recordingLibrary());
   return test::runCommand(
-      "AMPC_CUDA_DRIVER_LIBRARY=" + library + " AMPC_CUBLASLT_LIBRARY=" +
-      library + " AMPC_RECORDING_TRACE=" + quoted(tracePath) + " " +
-      quoted(path) + " --steps " + std::to_string(kOptimizerSteps) +
-      " --device cuda --seed 0 --quiet --log " + quoted(logPath));
+      "AMPC_CUDA_DRIVER_LIBRARY=" + library + " AMPC_CUBLASLT_LIBRARY=" + library +
+      " AMPC_RECORDING_TRACE=" + quoted(tracePath) + " " + quoted(path) + " --steps " +
+      std::to_string(kOptimizerSteps) + " --device cuda --seed 0 --quiet --log " + quoted(logPath));
 }
 
 std::vector<Event> readTraceFile(const std::string &path) {
@@ -100,12 +92,10 @@ const RecordingLibrary &recordingLibraryInProcess() {
       throw std::runtime_error(dlerror());
     opened.reset = reinterpret_cast<void (*)(const AmpcRecordingDevice *)>(
         dlsym(handle, "ampcRecordingReset"));
-    opened.trace = reinterpret_cast<const char *(*)()>(
-        dlsym(handle, "ampcRecordingTrace"));
-    opened.h100 = reinterpret_cast<AmpcRecordingDevice (*)()>(
-        dlsym(handle, "ampcRecordingH100"));
-    opened.plant = reinterpret_cast<void (*)(const AmpcRecordingPlant *)>(
-        dlsym(handle, "ampcRecordingPlant"));
+    opened.trace = reinterpret_cast<const char *(*)()>(dlsym(handle, "ampcRecordingTrace"));
+    opened.h100 = reinterpret_cast<AmpcRecordingDevice (*)()>(dlsym(handle, "ampcRecordingH100"));
+    opened.plant =
+        reinterpret_cast<void (*)(const AmpcRecordingPlant *)>(dlsym(handle, "ampcRecordingPlant"));
     if (!opened.reset || !opened.trace || !opened.h100 || !opened.plant)
       throw std::runtime_error("the recording library lacks its entry points");
     return opened;

@@ -49,14 +49,13 @@ const char *recordingLibrary();
 /// models, whose 32 MiB matmul workspace is most of their peak) the
 /// smallest budget ampc says it can meet. \p budget receives the budget
 /// used; the output of ampc on failure.
-test::CommandResult compileModel(const ModelConfig &config,
-                                 const std::string &path, std::string &budget);
+test::CommandResult compileModel(const ModelConfig &config, const std::string &path,
+                                 std::string &budget);
 
 /// Runs the training executable \p path for kOptimizerSteps steps on
 /// --device cuda over the recording driver, writing its trace to
 /// \p tracePath and its metrics log to \p logPath.
-test::CommandResult runOverRecordingDriver(const std::string &path,
-                                           const std::string &tracePath,
+test::CommandResult runOverRecordingDriver(const std::string &path, const std::string &tracePath,
                                            const std::string &logPath);
 
 /// The trace in \p path (empty and a test failure when unreadable or

@@ -16,8 +16,7 @@ namespace {
 // .nv.info attribute records: the value's format and the attributes read.
 constexpr uint8_t kFormatNoValue = 0x01, kFormatByte = 0x02, kFormatHalf = 0x03,
                   kFormatSized = 0x04;
-constexpr uint8_t kAttrMaxThreads = 0x05, kAttrKParamInfo = 0x17,
-                  kAttrRegCount = 0x2f;
+constexpr uint8_t kAttrMaxThreads = 0x05, kAttrKParamInfo = 0x17, kAttrRegCount = 0x2f;
 /// st_other flag of a CUDA entry function.
 constexpr uint8_t kCudaEntry = 0x10;
 /// The shared memory CUDA reserves per block (sm_80 and later).
@@ -26,8 +25,7 @@ constexpr uint32_t kReservedShared = 1024;
 /// Bounds-checked little-endian reads from the image.
 class Image {
 public:
-  Image(const void *data, size_t bytes)
-      : data(static_cast<const uint8_t *>(data)), bytes(bytes) {}
+  Image(const void *data, size_t bytes) : data(static_cast<const uint8_t *>(data)), bytes(bytes) {}
   template <typename T> T read(uint64_t offset) const {
     if (offset > bytes || sizeof(T) > bytes - offset)
       throw std::runtime_error("cubin: a table runs past the end of the file");
@@ -67,20 +65,16 @@ void forEachAttribute(const Image &image, const Section &section, Visit visit) {
       const uint16_t size = image.read<uint16_t>(at + 2);
       visit(attribute, at + 4, size);
       at += 4 + size;
-    } else if (format == kFormatNoValue || format == kFormatByte ||
-               format == kFormatHalf) {
+    } else if (format == kFormatNoValue || format == kFormatByte || format == kFormatHalf) {
       visit(attribute, at + 2, 2);
       at += 4;
     } else {
-      throw std::runtime_error("cubin: unknown .nv.info record format " +
-                               std::to_string(format));
+      throw std::runtime_error("cubin: unknown .nv.info record format " + std::to_string(format));
     }
   }
 }
 
-bool startsWith(const std::string &text, const char *prefix) {
-  return text.rfind(prefix, 0) == 0;
-}
+bool startsWith(const std::string &text, const char *prefix) { return text.rfind(prefix, 0) == 0; }
 
 } // namespace
 
@@ -117,8 +111,7 @@ size_t elfImageBytes(const void *image) {
 
 std::vector<KernelInfo> readCubinKernels(const void *data, size_t bytes) {
   const Image image(data, bytes);
-  if (!isElf(data, bytes) || image.read<uint8_t>(4) != 2 ||
-      image.read<uint8_t>(5) != 1)
+  if (!isElf(data, bytes) || image.read<uint8_t>(4) != 2 || image.read<uint8_t>(5) != 1)
     throw std::runtime_error("cubin: not a 64-bit little-endian ELF file");
   const uint32_t flags = image.read<uint32_t>(0x30);
   const std::string binary = "sm_" + std::to_string((flags >> 8) & 0xff);
@@ -138,9 +131,8 @@ std::vector<KernelInfo> readCubinKernels(const void *data, size_t bytes) {
   if (namesIndex >= count)
     throw std::runtime_error("cubin: no section name table");
   for (uint16_t i = 0; i < count; ++i)
-    sections[i].name = image.string(
-        sections[namesIndex].offset +
-        image.read<uint32_t>(sectionTable + uint64_t(i) * entrySize));
+    sections[i].name = image.string(sections[namesIndex].offset +
+                                    image.read<uint32_t>(sectionTable + uint64_t(i) * entrySize));
 
   // Symbols: names by index (REGCOUNT names functions by symbol index) and
   // the entry points.
@@ -150,10 +142,8 @@ std::vector<KernelInfo> readCubinKernels(const void *data, size_t bytes) {
     if (section.type != 2 /* SHT_SYMTAB */)
       continue;
     const Section &names = sections.at(section.link);
-    for (uint64_t at = section.offset; at + 24 <= section.offset + section.size;
-         at += 24) {
-      const std::string name =
-          image.string(names.offset + image.read<uint32_t>(at));
+    for (uint64_t at = section.offset; at + 24 <= section.offset + section.size; at += 24) {
+      const std::string name = image.string(names.offset + image.read<uint32_t>(at));
       symbolNames.push_back(name);
       const uint8_t info = image.read<uint8_t>(at + 4);
       const uint8_t other = image.read<uint8_t>(at + 5);
@@ -167,15 +157,13 @@ std::vector<KernelInfo> readCubinKernels(const void *data, size_t bytes) {
   std::map<std::string, uint64_t> shared;
   for (const Section &section : sections) {
     if (section.name == ".nv.info")
-      forEachAttribute(image, section,
-                       [&](uint8_t attribute, uint64_t at, uint16_t size) {
-                         if (attribute != kAttrRegCount || size < 8)
-                           return;
-                         const uint32_t symbol = image.read<uint32_t>(at);
-                         if (symbol < symbolNames.size())
-                           registers[symbolNames[symbol]] =
-                               static_cast<int>(image.read<uint32_t>(at + 4));
-                       });
+      forEachAttribute(image, section, [&](uint8_t attribute, uint64_t at, uint16_t size) {
+        if (attribute != kAttrRegCount || size < 8)
+          return;
+        const uint32_t symbol = image.read<uint32_t>(at);
+        if (symbol < symbolNames.size())
+          registers[symbolNames[symbol]] = static_cast<int>(image.read<uint32_t>(at + 4));
+      });
     if (section.name == ".nv.shared.reserved.0")
       reservesShared = true;
     else if (startsWith(section.name, ".nv.shared."))
@@ -192,33 +180,30 @@ std::vector<KernelInfo> readCubinKernels(const void *data, size_t bytes) {
     auto found = shared.find(entry);
     if (found != shared.end()) {
       const uint64_t reserved = reservesShared ? kReservedShared : 0;
-      kernel.staticShared = static_cast<uint32_t>(
-          found->second > reserved ? found->second - reserved : 0);
+      kernel.staticShared =
+          static_cast<uint32_t>(found->second > reserved ? found->second - reserved : 0);
     }
     std::map<uint32_t, KernelParam> byOrdinal;
     for (const Section &section : sections) {
       if (section.name != ".nv.info." + entry)
         continue;
-      forEachAttribute(
-          image, section, [&](uint8_t attribute, uint64_t at, uint16_t size) {
-            if (attribute == kAttrKParamInfo && size >= 12) {
-              KernelParam param;
-              const uint16_t ordinal = image.read<uint16_t>(at + 4);
-              param.offset = image.read<uint16_t>(at + 6);
-              param.size = image.read<uint32_t>(at + 8) >> 18;
-              byOrdinal[ordinal] = param;
-            } else if (attribute == kAttrMaxThreads && size >= 12) {
-              kernel.maxThreads = image.read<uint32_t>(at) *
-                                  image.read<uint32_t>(at + 4) *
-                                  image.read<uint32_t>(at + 8);
-            }
-          });
+      forEachAttribute(image, section, [&](uint8_t attribute, uint64_t at, uint16_t size) {
+        if (attribute == kAttrKParamInfo && size >= 12) {
+          KernelParam param;
+          const uint16_t ordinal = image.read<uint16_t>(at + 4);
+          param.offset = image.read<uint16_t>(at + 6);
+          param.size = image.read<uint32_t>(at + 8) >> 18;
+          byOrdinal[ordinal] = param;
+        } else if (attribute == kAttrMaxThreads && size >= 12) {
+          kernel.maxThreads = image.read<uint32_t>(at) * image.read<uint32_t>(at + 4) *
+                              image.read<uint32_t>(at + 8);
+        }
+      });
     }
     for (uint32_t ordinal = 0; ordinal < byOrdinal.size(); ++ordinal) {
       auto param = byOrdinal.find(ordinal);
       if (param == byOrdinal.end())
-        throw std::runtime_error("cubin: kernel '" + entry +
-                                 "' skips parameter " +
+        throw std::runtime_error("cubin: kernel '" + entry + "' skips parameter " +
                                  std::to_string(ordinal));
       kernel.params.push_back(param->second);
     }
@@ -232,10 +217,9 @@ std::vector<KernelInfo> readPtxKernels(const std::string &ptx) {
   std::string target = "compute_?";
   const size_t targetAt = ptx.find(".target sm_");
   if (targetAt != std::string::npos)
-    target = "compute_" +
-             ptx.substr(targetAt + 11,
-                        ptx.find_first_not_of("0123456789", targetAt + 11) -
-                            targetAt - 11);
+    target =
+        "compute_" + ptx.substr(targetAt + 11,
+                                ptx.find_first_not_of("0123456789", targetAt + 11) - targetAt - 11);
   size_t at = 0;
   while ((at = ptx.find(".entry ", at)) != std::string::npos) {
     KernelInfo kernel;
@@ -258,13 +242,11 @@ std::vector<KernelInfo> readPtxKernels(const std::string &ptx) {
       const size_t bracket = item.find('[');
       if (align != std::string::npos && bracket != std::string::npos) {
         alignment = static_cast<uint32_t>(std::stoul(item.substr(align + 7)));
-        param.size =
-            static_cast<uint32_t>(std::stoul(item.substr(bracket + 1)));
+        param.size = static_cast<uint32_t>(std::stoul(item.substr(bracket + 1)));
       } else {
         for (const char *bits : {"64", "32", "16", "8"})
           for (const char *kind : {".u", ".s", ".b", ".f"})
-            if (!param.size &&
-                item.find(std::string(kind) + bits + " ") != std::string::npos)
+            if (!param.size && item.find(std::string(kind) + bits + " ") != std::string::npos)
               param.size = static_cast<uint32_t>(std::stoul(bits)) / 8;
         alignment = param.size;
       }

@@ -67,8 +67,7 @@ struct Preference {
 thread_local cublasStatus_t lastRejectedStatus = CUBLAS_STATUS_SUCCESS;
 thread_local std::string lastRejection;
 
-cublasStatus_t rejectStatus(Recorder &recorder, cublasStatus_t status,
-                            const std::string &message) {
+cublasStatus_t rejectStatus(Recorder &recorder, cublasStatus_t status, const std::string &message) {
   recorder.violation("cublaslt-layout", message);
   lastRejectedStatus = status;
   lastRejection = message;
@@ -81,15 +80,13 @@ cublasStatus_t createObject(Handle *handle, const Object &object) {
   *handle = reinterpret_cast<Handle>(new Object(object));
   return CUBLAS_STATUS_SUCCESS;
 }
-template <typename Object, typename Handle>
-cublasStatus_t destroyObject(Handle handle) {
+template <typename Object, typename Handle> cublasStatus_t destroyObject(Handle handle) {
   delete reinterpret_cast<Object *>(handle);
   return CUBLAS_STATUS_SUCCESS;
 }
 
 /// Copies an attribute value of exactly \p bytes into \p field.
-template <typename Field>
-cublasStatus_t setField(Field &field, const void *buffer, size_t bytes) {
+template <typename Field> cublasStatus_t setField(Field &field, const void *buffer, size_t bytes) {
   if (!buffer || bytes != sizeof(Field))
     return CUBLAS_STATUS_INVALID_VALUE;
   std::memcpy(&field, buffer, sizeof(Field));
@@ -97,11 +94,9 @@ cublasStatus_t setField(Field &field, const void *buffer, size_t bytes) {
 }
 
 std::string describeLayout(const char *name, const MatrixLayout &layout) {
-  std::string text = std::string(name) + " (" + std::to_string(layout.rows) +
-                     "x" + std::to_string(layout.cols) + ", ld " +
-                     std::to_string(layout.ld) + ", " +
-                     std::to_string(ampc::dryrun::dataTypeBytes(layout.type)) +
-                     "-byte elements";
+  std::string text = std::string(name) + " (" + std::to_string(layout.rows) + "x" +
+                     std::to_string(layout.cols) + ", ld " + std::to_string(layout.ld) + ", " +
+                     std::to_string(ampc::dryrun::dataTypeBytes(layout.type)) + "-byte elements";
   if (layout.batch > 1)
     text += ", batch " + std::to_string(layout.batch) + " of stride " +
             std::to_string(layout.batchStride);
@@ -109,12 +104,11 @@ std::string describeLayout(const char *name, const MatrixLayout &layout) {
 }
 
 std::string describeMatmul(const MatmulCall &m) {
-  return "cuBLASLt matmul D[" + std::to_string(m.d.rows) + " x " +
-         std::to_string(m.d.cols) + "] = op(A) op(B)" +
-         (m.transA ? ", A transposed" : "") +
+  return "cuBLASLt matmul D[" + std::to_string(m.d.rows) + " x " + std::to_string(m.d.cols) +
+         "] = op(A) op(B)" + (m.transA ? ", A transposed" : "") +
          (m.transB ? ", B transposed" : "") +
-         (m.d.batch > 1 ? ", batch " + std::to_string(m.d.batch) : "") +
-         ", epilogue " + std::to_string(m.epilogue);
+         (m.d.batch > 1 ? ", batch " + std::to_string(m.d.batch) : "") + ", epilogue " +
+         std::to_string(m.epilogue);
 }
 
 /// Why cuBLASLt rejects these layouts ("" if it does not).
@@ -124,10 +118,10 @@ std::string structureProblem(const MatmulCall &m) {
   const uint64_t opBRows = m.transB ? m.b.cols : m.b.rows;
   const uint64_t opBCols = m.transB ? m.b.rows : m.b.cols;
   if (opARows != m.d.rows || opBCols != m.d.cols || opACols != opBRows)
-    return "op(A) is " + std::to_string(opARows) + "x" +
-           std::to_string(opACols) + " and op(B) " + std::to_string(opBRows) +
-           "x" + std::to_string(opBCols) + ", which do not multiply to D's " +
-           std::to_string(m.d.rows) + "x" + std::to_string(m.d.cols);
+    return "op(A) is " + std::to_string(opARows) + "x" + std::to_string(opACols) + " and op(B) " +
+           std::to_string(opBRows) + "x" + std::to_string(opBCols) +
+           ", which do not multiply to D's " + std::to_string(m.d.rows) + "x" +
+           std::to_string(m.d.cols);
   if (m.c.rows != m.d.rows || m.c.cols != m.d.cols)
     return "C's layout is not D's shape";
   const std::pair<const char *, const MatrixLayout *> layouts[] = {
@@ -152,27 +146,25 @@ namespace ampc::dryrun {
 CUresult checkMatmul(Recorder &recorder, const Node &node) {
   const MatmulCall &m = node.matmul;
   const std::string what = describeMatmul(m);
-  auto inAllocation = [&](const std::string &operand, uint64_t pointer,
-                          uint64_t bytes, Check overflow) {
+  auto inAllocation = [&](const std::string &operand, uint64_t pointer, uint64_t bytes,
+                          Check overflow) {
     Check check = "";
     const std::string problem = recorder.rangeProblem(pointer, bytes, check);
     if (!problem.empty())
       recorder.violation(std::string(check) == "extent" ? overflow : check,
-                         what + ": " + operand + " spans " +
-                             std::to_string(bytes) + " bytes: " + problem);
+                         what + ": " + operand + " spans " + std::to_string(bytes) +
+                             " bytes: " + problem);
   };
-  auto aligned = [&](const std::string &operand, uint64_t pointer,
-                     uint32_t element, uint32_t chosen, Check check) {
+  auto aligned = [&](const std::string &operand, uint64_t pointer, uint32_t element,
+                     uint32_t chosen, Check check) {
     const uint32_t alignment = alignmentOf(pointer);
     if (alignment < element || alignment < chosen)
-      recorder.violation(
-          check,
-          what + ": " + operand + " at " + hexAddress(pointer) + " is " +
-              std::to_string(alignment) + "-byte aligned, but " +
-              (alignment < element
-                   ? "its elements take " + std::to_string(element) + " bytes"
-                   : "its algorithm was chosen for " + std::to_string(chosen) +
-                         "-byte alignment"));
+      recorder.violation(check, what + ": " + operand + " at " + hexAddress(pointer) + " is " +
+                                    std::to_string(alignment) + "-byte aligned, but " +
+                                    (alignment < element
+                                         ? "its elements take " + std::to_string(element) + " bytes"
+                                         : "its algorithm was chosen for " +
+                                               std::to_string(chosen) + "-byte alignment"));
   };
 
   struct Operand {
@@ -190,10 +182,9 @@ CUresult checkMatmul(Recorder &recorder, const Node &node) {
     if (operand.layout == &m.c && m.beta == 0.0f)
       continue;
     const std::string name = describeLayout(operand.name, *operand.layout);
-    inAllocation(name, operand.pointer, layoutBytes(*operand.layout),
-                 "cublaslt-layout");
-    aligned(name, operand.pointer, dataTypeBytes(operand.layout->type),
-            operand.chosen, "cublaslt-alignment");
+    inAllocation(name, operand.pointer, layoutBytes(*operand.layout), "cublaslt-layout");
+    aligned(name, operand.pointer, dataTypeBytes(operand.layout->type), operand.chosen,
+            "cublaslt-alignment");
   }
 
   const uint32_t element = dataTypeBytes(m.d.type);
@@ -201,13 +192,10 @@ CUresult checkMatmul(Recorder &recorder, const Node &node) {
                     m.epilogue == CUBLASLT_EPILOGUE_BGRADA ||
                     m.epilogue == CUBLASLT_EPILOGUE_BGRADB;
   if (bias) {
-    const uint64_t length =
-        m.epilogue == CUBLASLT_EPILOGUE_BGRADB ? m.d.cols : m.d.rows;
-    const std::string name =
-        "the bias vector (" + std::to_string(length) + " elements)";
+    const uint64_t length = m.epilogue == CUBLASLT_EPILOGUE_BGRADB ? m.d.cols : m.d.rows;
+    const std::string name = "the bias vector (" + std::to_string(length) + " elements)";
     if (!m.bias)
-      recorder.violation("cublaslt-epilogue",
-                         what + ": the epilogue needs a bias pointer");
+      recorder.violation("cublaslt-epilogue", what + ": the epilogue needs a bias pointer");
     else {
       inAllocation(name, m.bias, length * element, "cublaslt-epilogue");
       aligned(name, m.bias, element, 0, "cublaslt-epilogue");
@@ -220,13 +208,11 @@ CUresult checkMatmul(Recorder &recorder, const Node &node) {
     aux.batchStride = m.auxBatchStride;
     const std::string name = describeLayout("the aux matrix", aux);
     if (!m.aux)
-      recorder.violation("cublaslt-epilogue",
-                         what + ": the epilogue needs an aux pointer");
+      recorder.violation("cublaslt-epilogue", what + ": the epilogue needs an aux pointer");
     else if (m.auxLd < static_cast<int64_t>(m.d.rows) || m.auxLd % 8 != 0)
-      recorder.violation("cublaslt-epilogue",
-                         what + ": " + name +
-                             " needs an ld that is a multiple of 8 and at "
-                             "least D's rows");
+      recorder.violation("cublaslt-epilogue", what + ": " + name +
+                                                  " needs an ld that is a multiple of 8 and at "
+                                                  "least D's rows");
     else {
       inAllocation(name, m.aux, layoutBytes(aux), "cublaslt-epilogue");
       aligned(name, m.aux, element, 0, "cublaslt-epilogue");
@@ -237,14 +223,12 @@ CUresult checkMatmul(Recorder &recorder, const Node &node) {
   // The algorithm's id is in the call's algo (see cublasLtMatmul below).
   algorithm = recorder.algorithm(static_cast<uint64_t>(node.value));
   if (algorithm && m.workspaceBytes < algorithm->workspaceBytes)
-    recorder.violation("cublaslt-workspace",
-                       what + ": a workspace of " +
-                           std::to_string(m.workspaceBytes) +
-                           " bytes, but its algorithm needs " +
-                           std::to_string(algorithm->workspaceBytes));
+    recorder.violation("cublaslt-workspace", what + ": a workspace of " +
+                                                 std::to_string(m.workspaceBytes) +
+                                                 " bytes, but its algorithm needs " +
+                                                 std::to_string(algorithm->workspaceBytes));
   if (m.workspaceBytes)
-    inAllocation("the workspace", m.workspace, m.workspaceBytes,
-                 "cublaslt-workspace");
+    inAllocation("the workspace", m.workspace, m.workspaceBytes, "cublaslt-workspace");
   return CUDA_SUCCESS;
 }
 
@@ -254,12 +238,9 @@ CUresult checkMatmul(Recorder &recorder, const Node &node) {
 // Entry points
 //===----------------------------------------------------------------------===//
 
-AMPC_EXPORT size_t CUBLASWINAPI cublasLtGetVersion(void) {
-  return CUBLAS_VERSION;
-}
+AMPC_EXPORT size_t CUBLASWINAPI cublasLtGetVersion(void) { return CUBLAS_VERSION; }
 
-AMPC_EXPORT const char *CUBLASWINAPI
-cublasLtGetStatusName(cublasStatus_t status) {
+AMPC_EXPORT const char *CUBLASWINAPI cublasLtGetStatusName(cublasStatus_t status) {
   switch (status) {
   case CUBLAS_STATUS_SUCCESS:
     return "CUBLAS_STATUS_SUCCESS";
@@ -274,8 +255,7 @@ cublasLtGetStatusName(cublasStatus_t status) {
   }
 }
 
-AMPC_EXPORT const char *CUBLASWINAPI
-cublasLtGetStatusString(cublasStatus_t status) {
+AMPC_EXPORT const char *CUBLASWINAPI cublasLtGetStatusString(cublasStatus_t status) {
   thread_local std::string text;
   text = status == CUBLAS_STATUS_SUCCESS ? "success"
          : status == CUBLAS_STATUS_INVALID_VALUE
@@ -286,8 +266,7 @@ cublasLtGetStatusString(cublasStatus_t status) {
   return text.c_str();
 }
 
-AMPC_EXPORT cublasStatus_t CUBLASWINAPI
-cublasLtCreate(cublasLtHandle_t *handle) {
+AMPC_EXPORT cublasStatus_t CUBLASWINAPI cublasLtCreate(cublasLtHandle_t *handle) {
   static int context;
   *handle = reinterpret_cast<cublasLtHandle_t>(&context);
   return CUBLAS_STATUS_SUCCESS;
@@ -297,19 +276,19 @@ AMPC_EXPORT cublasStatus_t CUBLASWINAPI cublasLtDestroy(cublasLtHandle_t) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
-AMPC_EXPORT cublasStatus_t CUBLASWINAPI cublasLtMatmulDescCreate(
-    cublasLtMatmulDesc_t *desc, cublasComputeType_t, cudaDataType_t) {
+AMPC_EXPORT cublasStatus_t CUBLASWINAPI cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc,
+                                                                 cublasComputeType_t,
+                                                                 cudaDataType_t) {
   return createObject(desc, MatmulDescriptor());
 }
 
-AMPC_EXPORT cublasStatus_t CUBLASWINAPI
-cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
+AMPC_EXPORT cublasStatus_t CUBLASWINAPI cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
   return destroyObject<MatmulDescriptor>(desc);
 }
 
 AMPC_EXPORT cublasStatus_t CUBLASWINAPI cublasLtMatmulDescSetAttribute(
-    cublasLtMatmulDesc_t handle, cublasLtMatmulDescAttributes_t attribute,
-    const void *buffer, size_t bytes) {
+    cublasLtMatmulDesc_t handle, cublasLtMatmulDescAttributes_t attribute, const void *buffer,
+    size_t bytes) {
   MatmulDescriptor &desc = *reinterpret_cast<MatmulDescriptor *>(handle);
   int32_t operation = 0;
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
@@ -335,9 +314,9 @@ AMPC_EXPORT cublasStatus_t CUBLASWINAPI cublasLtMatmulDescSetAttribute(
   }
 }
 
-AMPC_EXPORT cublasStatus_t CUBLASWINAPI
-cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *layout, cudaDataType type,
-                           uint64_t rows, uint64_t cols, int64_t ld) {
+AMPC_EXPORT cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *layout,
+                                                                   cudaDataType type, uint64_t rows,
+                                                                   uint64_t cols, int64_t ld) {
   MatrixLayout created;
   created.type = type;
   created.rows = rows;
@@ -346,14 +325,13 @@ cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *layout, cudaDataType type,
   return createObject(layout, created);
 }
 
-AMPC_EXPORT cublasStatus_t CUBLASWINAPI
-cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
+AMPC_EXPORT cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
   return destroyObject<MatrixLayout>(layout);
 }
 
 AMPC_EXPORT cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutSetAttribute(
-    cublasLtMatrixLayout_t handle, cublasLtMatrixLayoutAttribute_t attribute,
-    const void *buffer, size_t bytes) {
+    cublasLtMatrixLayout_t handle, cublasLtMatrixLayoutAttribute_t attribute, const void *buffer,
+    size_t bytes) {
   MatrixLayout &layout = *reinterpret_cast<MatrixLayout *>(handle);
   switch (attribute) {
   case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT:
@@ -376,9 +354,8 @@ cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t preference) {
 }
 
 AMPC_EXPORT cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceSetAttribute(
-    cublasLtMatmulPreference_t handle,
-    cublasLtMatmulPreferenceAttributes_t attribute, const void *buffer,
-    size_t bytes) {
+    cublasLtMatmulPreference_t handle, cublasLtMatmulPreferenceAttributes_t attribute,
+    const void *buffer, size_t bytes) {
   Preference &preference = *reinterpret_cast<Preference *>(handle);
   switch (attribute) {
   case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES:
@@ -399,9 +376,8 @@ AMPC_EXPORT cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceSetAttribute(
 namespace {
 
 /// The call's matmul in the trace's terms (pointers and algorithm apart).
-MatmulCall describeCall(const MatmulDescriptor &desc, const MatrixLayout &a,
-                        const MatrixLayout &b, const MatrixLayout &c,
-                        const MatrixLayout &d) {
+MatmulCall describeCall(const MatmulDescriptor &desc, const MatrixLayout &a, const MatrixLayout &b,
+                        const MatrixLayout &c, const MatrixLayout &d) {
   MatmulCall call;
   call.transA = desc.transA;
   call.transB = desc.transB;
@@ -420,33 +396,28 @@ MatmulCall describeCall(const MatmulDescriptor &desc, const MatrixLayout &a,
 } // namespace
 
 AMPC_EXPORT cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
-    cublasLtHandle_t, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
-    cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
-    cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t preference,
+    cublasLtHandle_t, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+    cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t preference,
     int requested, cublasLtMatmulHeuristicResult_t results[], int *returned) {
   return recorded([&](Recorder &recorder) {
     *returned = 0;
-    const MatmulCall call =
-        describeCall(*reinterpret_cast<const MatmulDescriptor *>(desc),
-                     *reinterpret_cast<const MatrixLayout *>(a),
-                     *reinterpret_cast<const MatrixLayout *>(b),
-                     *reinterpret_cast<const MatrixLayout *>(c),
-                     *reinterpret_cast<const MatrixLayout *>(d));
+    const MatmulCall call = describeCall(
+        *reinterpret_cast<const MatmulDescriptor *>(desc),
+        *reinterpret_cast<const MatrixLayout *>(a), *reinterpret_cast<const MatrixLayout *>(b),
+        *reinterpret_cast<const MatrixLayout *>(c), *reinterpret_cast<const MatrixLayout *>(d));
     const std::string problem = structureProblem(call);
     if (!problem.empty())
       return rejectStatus(recorder, CUBLAS_STATUS_INVALID_VALUE,
                           describeMatmul(call) + ": " + problem);
     if (requested < 1)
       return CUBLAS_STATUS_INVALID_VALUE;
-    const Preference &chosen =
-        *reinterpret_cast<const Preference *>(preference);
+    const Preference &chosen = *reinterpret_cast<const Preference *>(preference);
     MatmulAlgorithm algorithm;
     algorithm.alignA = chosen.alignA;
     algorithm.alignB = chosen.alignB;
     algorithm.alignC = chosen.alignC;
     algorithm.alignD = chosen.alignD;
-    algorithm.workspaceBytes =
-        std::min(chosen.maxWorkspace, kAlgorithmWorkspace);
+    algorithm.workspaceBytes = std::min(chosen.maxWorkspace, kAlgorithmWorkspace);
     results[0] = cublasLtMatmulHeuristicResult_t();
     results[0].algo.data[0] = kAlgorithmMagic;
     results[0].algo.data[1] = recorder.addAlgorithm(algorithm);
@@ -458,22 +429,18 @@ AMPC_EXPORT cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
   });
 }
 
-AMPC_EXPORT cublasStatus_t CUBLASWINAPI
-cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const void *alpha,
-               const void *A, cublasLtMatrixLayout_t a, const void *B,
-               cublasLtMatrixLayout_t b, const void *beta, const void *C,
-               cublasLtMatrixLayout_t c, void *D, cublasLtMatrixLayout_t d,
-               const cublasLtMatmulAlgo_t *algo, void *workspace,
-               size_t workspaceBytes, cudaStream_t stream) {
+AMPC_EXPORT cublasStatus_t CUBLASWINAPI cublasLtMatmul(
+    cublasLtHandle_t, cublasLtMatmulDesc_t desc, const void *alpha, const void *A,
+    cublasLtMatrixLayout_t a, const void *B, cublasLtMatrixLayout_t b, const void *beta,
+    const void *C, cublasLtMatrixLayout_t c, void *D, cublasLtMatrixLayout_t d,
+    const cublasLtMatmulAlgo_t *algo, void *workspace, size_t workspaceBytes, cudaStream_t stream) {
   return recorded([&](Recorder &recorder) {
     Node node;
     node.kind = EventKind::Matmul;
-    node.matmul =
-        describeCall(*reinterpret_cast<const MatmulDescriptor *>(desc),
-                     *reinterpret_cast<const MatrixLayout *>(a),
-                     *reinterpret_cast<const MatrixLayout *>(b),
-                     *reinterpret_cast<const MatrixLayout *>(c),
-                     *reinterpret_cast<const MatrixLayout *>(d));
+    node.matmul = describeCall(
+        *reinterpret_cast<const MatmulDescriptor *>(desc),
+        *reinterpret_cast<const MatrixLayout *>(a), *reinterpret_cast<const MatrixLayout *>(b),
+        *reinterpret_cast<const MatrixLayout *>(c), *reinterpret_cast<const MatrixLayout *>(d));
     MatmulCall &call = node.matmul;
     call.pointerA = reinterpret_cast<uint64_t>(A);
     call.pointerB = reinterpret_cast<uint64_t>(B);
@@ -483,9 +450,8 @@ cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const void *alpha,
     call.workspaceBytes = workspaceBytes;
     std::memcpy(&call.alpha, alpha, sizeof(float));
     std::memcpy(&call.beta, beta, sizeof(float));
-    const MatmulAlgorithm *algorithm = algo && algo->data[0] == kAlgorithmMagic
-                                           ? recorder.algorithm(algo->data[1])
-                                           : nullptr;
+    const MatmulAlgorithm *algorithm =
+        algo && algo->data[0] == kAlgorithmMagic ? recorder.algorithm(algo->data[1]) : nullptr;
     if (algorithm) {
       call.alignA = algorithm->alignA;
       call.alignB = algorithm->alignB;
@@ -494,22 +460,17 @@ cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const void *alpha,
       node.value = static_cast<int>(algo->data[1]);
     }
     AmpcRecordingPlant plant;
-    if (recorder.takePlant(
-            nullptr, recorder.capturing(reinterpret_cast<CUstream>(stream)),
-            plant))
+    if (recorder.takePlant(nullptr, recorder.capturing(reinterpret_cast<CUstream>(stream)), plant))
       recorder.applyPlant(plant, node, reinterpret_cast<CUstream>(stream));
     std::string problem = structureProblem(call);
     if (problem.empty() && !algorithm)
-      problem =
-          "the algorithm did not come from cublasLtMatmulAlgoGetHeuristic";
+      problem = "the algorithm did not come from cublasLtMatmulAlgoGetHeuristic";
     if (!problem.empty()) {
       recorder.record(node);
       return rejectStatus(recorder, CUBLAS_STATUS_INVALID_VALUE,
                           describeMatmul(call) + ": " + problem);
     }
-    const CUresult result =
-        recorder.submit(reinterpret_cast<CUstream>(stream), node);
-    return result == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS
-                                  : CUBLAS_STATUS_EXECUTION_FAILED;
+    const CUresult result = recorder.submit(reinterpret_cast<CUstream>(stream), node);
+    return result == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
   });
 }

@@ -57,24 +57,18 @@ const ErrorText kErrors[] = {
     {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
     {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
     {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
-    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED",
-     "initialization error"},
-    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE",
-     "device kernel image is invalid"},
-    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE",
-     "invalid resource handle"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
      "too many resources requested for launch"},
     {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE",
      "the operation cannot be performed in the present state"},
-    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED",
-     "operation not supported"},
-    {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
-     "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
      "operation not permitted when stream is capturing"},
-    {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
-     "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+    {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
      "operation failed due to a previous error during capture"},
 };
 
@@ -86,35 +80,30 @@ const ErrorText *findError(CUresult code) {
 }
 
 std::string dims(const unsigned (&value)[3]) {
-  return std::to_string(value[0]) + "x" + std::to_string(value[1]) + "x" +
-         std::to_string(value[2]);
+  return std::to_string(value[0]) + "x" + std::to_string(value[1]) + "x" + std::to_string(value[2]);
 }
 
 /// Why the device rejects launching \p f with this configuration ("" if it
 /// does not), and the error and check it rejects it with.
 std::string launchProblem(const AmpcRecordingDevice &device, const Function &f,
                           const unsigned (&grid)[3], const unsigned (&block)[3],
-                          unsigned sharedBytes, CUresult &code,
-                          ampc::dryrun::Check &check) {
+                          unsigned sharedBytes, CUresult &code, ampc::dryrun::Check &check) {
   const std::string kernel = "kernel '" + f.info.name + "'";
   code = CUDA_ERROR_INVALID_VALUE;
   check = "launch-config";
   for (int i = 0; i < 3; ++i) {
     if (grid[i] == 0 || grid[i] > static_cast<unsigned>(device.maxGrid[i]))
       return kernel + ": grid " + dims(grid) + " is outside the device's " +
-             std::to_string(device.maxGrid[0]) + "x" +
-             std::to_string(device.maxGrid[1]) + "x" +
+             std::to_string(device.maxGrid[0]) + "x" + std::to_string(device.maxGrid[1]) + "x" +
              std::to_string(device.maxGrid[2]);
     if (block[i] == 0 || block[i] > static_cast<unsigned>(device.maxBlock[i]))
       return kernel + ": block " + dims(block) + " is outside the device's " +
-             std::to_string(device.maxBlock[0]) + "x" +
-             std::to_string(device.maxBlock[1]) + "x" +
+             std::to_string(device.maxBlock[0]) + "x" + std::to_string(device.maxBlock[1]) + "x" +
              std::to_string(device.maxBlock[2]);
   }
   const uint64_t threads = uint64_t(block[0]) * block[1] * block[2];
   if (threads > static_cast<uint64_t>(device.maxThreadsPerBlock))
-    return kernel + ": a block of " + std::to_string(threads) +
-           " threads exceeds the device's " +
+    return kernel + ": a block of " + std::to_string(threads) + " threads exceeds the device's " +
            std::to_string(device.maxThreadsPerBlock);
   if (f.info.maxThreads && threads > f.info.maxThreads)
     return kernel + ": a block of " + std::to_string(threads) +
@@ -122,15 +111,13 @@ std::string launchProblem(const AmpcRecordingDevice &device, const Function &f,
            std::to_string(f.info.maxThreads) + " (" + f.info.binary + ")";
   if (f.info.registers >= 0) {
     // Registers are allocated per warp in units of 256.
-    const uint64_t perWarp =
-        (uint64_t(f.info.registers) * 32 + 255) / 256 * 256;
+    const uint64_t perWarp = (uint64_t(f.info.registers) * 32 + 255) / 256 * 256;
     const uint64_t needed = (threads + 31) / 32 * perWarp;
     if (needed > static_cast<uint64_t>(device.registersPerBlock)) {
       code = CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
       check = "registers";
-      return kernel + ": " + std::to_string(f.info.registers) +
-             " registers per thread (" + f.info.binary + ") x " +
-             std::to_string(threads) + " threads need " +
+      return kernel + ": " + std::to_string(f.info.registers) + " registers per thread (" +
+             f.info.binary + ") x " + std::to_string(threads) + " threads need " +
              std::to_string(needed) + " registers, more than the device's " +
              std::to_string(device.registersPerBlock) + " per block";
     }
@@ -138,9 +125,8 @@ std::string launchProblem(const AmpcRecordingDevice &device, const Function &f,
   check = "shared-memory";
   const uint64_t shared = uint64_t(f.info.staticShared) + sharedBytes;
   if (shared > static_cast<uint64_t>(device.sharedPerBlockOptin))
-    return kernel + ": " + std::to_string(f.info.staticShared) +
-           " bytes of static (" + f.info.binary + ") and " +
-           std::to_string(sharedBytes) +
+    return kernel + ": " + std::to_string(f.info.staticShared) + " bytes of static (" +
+           f.info.binary + ") and " + std::to_string(sharedBytes) +
            " of dynamic shared memory exceed the device's " +
            std::to_string(device.sharedPerBlockOptin) + " bytes per block";
   if (sharedBytes > static_cast<unsigned>(f.dynamicSharedLimit))
@@ -166,8 +152,7 @@ AMPC_EXPORT CUresult CUDAAPI cuGetErrorName(CUresult error, const char **name) {
   return CUDA_SUCCESS;
 }
 
-AMPC_EXPORT CUresult CUDAAPI cuGetErrorString(CUresult error,
-                                              const char **text) {
+AMPC_EXPORT CUresult CUDAAPI cuGetErrorString(CUresult error, const char **text) {
   const ErrorText *found = findError(error);
   if (!found)
     return CUDA_ERROR_INVALID_VALUE;
@@ -203,14 +188,12 @@ AMPC_EXPORT CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal) {
 AMPC_EXPORT CUresult CUDAAPI cuDeviceGetName(char *name, int length, CUdevice) {
   if (length <= 0)
     return CUDA_ERROR_INVALID_VALUE;
-  std::strncpy(name, Recorder::instance().device().name,
-               static_cast<size_t>(length) - 1);
+  std::strncpy(name, Recorder::instance().device().name, static_cast<size_t>(length) - 1);
   name[length - 1] = '\0';
   return CUDA_SUCCESS;
 }
 
-AMPC_EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int *value,
-                                                  CUdevice_attribute attribute,
+AMPC_EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int *value, CUdevice_attribute attribute,
                                                   CUdevice) {
   const AmpcRecordingDevice &device = Recorder::instance().device();
   switch (attribute) {
@@ -258,14 +241,11 @@ AMPC_EXPORT CUresult CUDAAPI cuDeviceTotalMem(size_t *bytes, CUdevice) {
   return CUDA_SUCCESS;
 }
 
-AMPC_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *context,
-                                                      CUdevice) {
+AMPC_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice) {
   *context = reinterpret_cast<CUcontext>(&primaryContext);
   return CUDA_SUCCESS;
 }
-AMPC_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice) {
-  return CUDA_SUCCESS;
-}
+AMPC_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
 AMPC_EXPORT CUresult CUDAAPI cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
 
 //===----------------------------------------------------------------------===//
@@ -283,9 +263,8 @@ CUresult synchronize(const char *what, const char *call, CUstream stream) {
     recorder.record(event);
     if (stream && !recorder.knownStream(stream))
       return CUDA_ERROR_INVALID_HANDLE;
-    return recorder.captureForbids(call, stream)
-               ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
-               : CUDA_SUCCESS;
+    return recorder.captureForbids(call, stream) ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+                                                 : CUDA_SUCCESS;
   });
 }
 
@@ -305,8 +284,7 @@ AMPC_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent) {
 // Memory
 //===----------------------------------------------------------------------===//
 
-AMPC_EXPORT CUresult CUDAAPI cuMemGetInfo(size_t *freeBytes,
-                                          size_t *totalBytes) {
+AMPC_EXPORT CUresult CUDAAPI cuMemGetInfo(size_t *freeBytes, size_t *totalBytes) {
   return recorded([&](Recorder &recorder) {
     *totalBytes = recorder.device().totalBytes;
     *freeBytes = recorder.device().freeBytes - recorder.allocatedBytes();
@@ -316,8 +294,7 @@ AMPC_EXPORT CUresult CUDAAPI cuMemGetInfo(size_t *freeBytes,
 
 AMPC_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr *pointer, size_t bytes) {
   return recorded([&](Recorder &recorder) {
-    if (recorder.captureForbids("cuMemAlloc of " + std::to_string(bytes) +
-                                " bytes"))
+    if (recorder.captureForbids("cuMemAlloc of " + std::to_string(bytes) + " bytes"))
       return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return recorder.allocate(bytes, pointer);
   });
@@ -325,8 +302,7 @@ AMPC_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr *pointer, size_t bytes) {
 
 AMPC_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr pointer) {
   return recorded([&](Recorder &recorder) {
-    if (recorder.captureForbids("cuMemFree of " +
-                                ampc::dryrun::hexAddress(pointer)))
+    if (recorder.captureForbids("cuMemFree of " + ampc::dryrun::hexAddress(pointer)))
       return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return recorder.free(pointer);
   });
@@ -334,8 +310,7 @@ AMPC_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr pointer) {
 
 AMPC_EXPORT CUresult CUDAAPI cuMemAllocHost(void **pointer, size_t bytes) {
   return recorded([&](Recorder &recorder) {
-    if (recorder.captureForbids("cuMemAllocHost of " + std::to_string(bytes) +
-                                " bytes"))
+    if (recorder.captureForbids("cuMemAllocHost of " + std::to_string(bytes) + " bytes"))
       return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     *pointer = recorder.allocateHost(bytes);
     return *pointer ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
@@ -353,9 +328,8 @@ AMPC_EXPORT CUresult CUDAAPI cuMemFreeHost(void *pointer) {
 namespace {
 
 /// Queues a memset (\p what "") or a copy (htod, dtoh, dtod).
-CUresult submitMemoryNode(EventKind kind, const char *what, uint64_t address,
-                          uint64_t source, size_t bytes, int value,
-                          CUstream stream) {
+CUresult submitMemoryNode(EventKind kind, const char *what, uint64_t address, uint64_t source,
+                          size_t bytes, int value, CUstream stream) {
   return recorded([&](Recorder &recorder) {
     Node node;
     node.kind = kind;
@@ -368,36 +342,28 @@ CUresult submitMemoryNode(EventKind kind, const char *what, uint64_t address,
   });
 }
 
-CUresult copy(const char *what, uint64_t destination, uint64_t source,
-              size_t bytes, CUstream stream) {
-  return submitMemoryNode(EventKind::Memcpy, what, destination, source, bytes,
-                          0, stream);
+CUresult copy(const char *what, uint64_t destination, uint64_t source, size_t bytes,
+              CUstream stream) {
+  return submitMemoryNode(EventKind::Memcpy, what, destination, source, bytes, 0, stream);
 }
 
 } // namespace
 
-AMPC_EXPORT CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr destination,
-                                             unsigned char value, size_t bytes,
-                                             CUstream stream) {
-  return submitMemoryNode(EventKind::Memset, "", destination, 0, bytes, value,
-                          stream);
+AMPC_EXPORT CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr destination, unsigned char value,
+                                             size_t bytes, CUstream stream) {
+  return submitMemoryNode(EventKind::Memset, "", destination, 0, bytes, value, stream);
 }
 
-AMPC_EXPORT CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr destination,
-                                               const void *source, size_t bytes,
-                                               CUstream stream) {
-  return copy("htod", destination, reinterpret_cast<uint64_t>(source), bytes,
-              stream);
+AMPC_EXPORT CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr destination, const void *source,
+                                               size_t bytes, CUstream stream) {
+  return copy("htod", destination, reinterpret_cast<uint64_t>(source), bytes, stream);
 }
-AMPC_EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync(void *destination,
-                                               CUdeviceptr source, size_t bytes,
+AMPC_EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync(void *destination, CUdeviceptr source, size_t bytes,
                                                CUstream stream) {
-  return copy("dtoh", reinterpret_cast<uint64_t>(destination), source, bytes,
-              stream);
+  return copy("dtoh", reinterpret_cast<uint64_t>(destination), source, bytes, stream);
 }
-AMPC_EXPORT CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr destination,
-                                               CUdeviceptr source, size_t bytes,
-                                               CUstream stream) {
+AMPC_EXPORT CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr destination, CUdeviceptr source,
+                                               size_t bytes, CUstream stream) {
   return copy("dtod", destination, source, bytes, stream);
 }
 
@@ -405,28 +371,21 @@ AMPC_EXPORT CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr destination,
 // Modules and kernels
 //===----------------------------------------------------------------------===//
 
-AMPC_EXPORT CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *module,
-                                                const void *image, unsigned int,
+AMPC_EXPORT CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int,
                                                 CUjit_option *, void **) {
-  return recorded(
-      [&](Recorder &recorder) { return recorder.loadModule(module, image); });
+  return recorded([&](Recorder &recorder) { return recorder.loadModule(module, image); });
 }
 
 AMPC_EXPORT CUresult CUDAAPI cuModuleUnload(CUmodule module) {
-  return recorded(
-      [&](Recorder &recorder) { return recorder.unloadModule(module); });
+  return recorded([&](Recorder &recorder) { return recorder.unloadModule(module); });
 }
 
-AMPC_EXPORT CUresult CUDAAPI cuModuleGetFunction(CUfunction *function,
-                                                 CUmodule module,
+AMPC_EXPORT CUresult CUDAAPI cuModuleGetFunction(CUfunction *function, CUmodule module,
                                                  const char *name) {
-  return recorded([&](Recorder &recorder) {
-    return recorder.getFunction(function, module, name);
-  });
+  return recorded([&](Recorder &recorder) { return recorder.getFunction(function, module, name); });
 }
 
-AMPC_EXPORT CUresult CUDAAPI cuFuncGetAttribute(int *value,
-                                                CUfunction_attribute attribute,
+AMPC_EXPORT CUresult CUDAAPI cuFuncGetAttribute(int *value, CUfunction_attribute attribute,
                                                 CUfunction handle) {
   return recorded([&](Recorder &recorder) {
     const Function *f = recorder.function(handle);
@@ -456,8 +415,7 @@ AMPC_EXPORT CUresult CUDAAPI cuFuncGetAttribute(int *value,
   });
 }
 
-AMPC_EXPORT CUresult CUDAAPI cuFuncSetAttribute(CUfunction handle,
-                                                CUfunction_attribute attribute,
+AMPC_EXPORT CUresult CUDAAPI cuFuncSetAttribute(CUfunction handle, CUfunction_attribute attribute,
                                                 int value) {
   return recorded([&](Recorder &recorder) {
     Function *f = recorder.function(handle);
@@ -465,38 +423,35 @@ AMPC_EXPORT CUresult CUDAAPI cuFuncSetAttribute(CUfunction handle,
       return CUDA_ERROR_INVALID_HANDLE;
     if (attribute != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
       return CUDA_ERROR_INVALID_VALUE;
-    const int limit = recorder.device().sharedPerBlockOptin -
-                      static_cast<int>(f->info.staticShared);
+    const int limit =
+        recorder.device().sharedPerBlockOptin - static_cast<int>(f->info.staticShared);
     if (value < 0 || value > limit)
-      return recorder.reject(
-          CUDA_ERROR_INVALID_VALUE, "shared-memory",
-          "kernel '" + f->info.name + "': cuFuncSetAttribute allows " +
-              std::to_string(value) +
-              " bytes of dynamic shared memory, but the device's opt-in limit "
-              "leaves " +
-              std::to_string(limit) + " beside its " +
-              std::to_string(f->info.staticShared) + " static bytes");
+      return recorder.reject(CUDA_ERROR_INVALID_VALUE, "shared-memory",
+                             "kernel '" + f->info.name + "': cuFuncSetAttribute allows " +
+                                 std::to_string(value) +
+                                 " bytes of dynamic shared memory, but the device's opt-in limit "
+                                 "leaves " +
+                                 std::to_string(limit) + " beside its " +
+                                 std::to_string(f->info.staticShared) + " static bytes");
     f->dynamicSharedLimit = value;
     return CUDA_SUCCESS;
   });
 }
 
-AMPC_EXPORT CUresult CUDAAPI
-cuLaunchKernel(CUfunction handle, unsigned int gridX, unsigned int gridY,
-               unsigned int gridZ, unsigned int blockX, unsigned int blockY,
-               unsigned int blockZ, unsigned int sharedBytes, CUstream stream,
-               void **kernelParams, void **extra) {
+AMPC_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction handle, unsigned int gridX,
+                                            unsigned int gridY, unsigned int gridZ,
+                                            unsigned int blockX, unsigned int blockY,
+                                            unsigned int blockZ, unsigned int sharedBytes,
+                                            CUstream stream, void **kernelParams, void **extra) {
   return recorded([&](Recorder &recorder) {
     const Function *f = recorder.function(handle);
     if (!f)
-      return recorder.reject(
-          CUDA_ERROR_INVALID_HANDLE, "kernel-handle",
-          "cuLaunchKernel of a function that is not a kernel "
-          "of a loaded module");
+      return recorder.reject(CUDA_ERROR_INVALID_HANDLE, "kernel-handle",
+                             "cuLaunchKernel of a function that is not a kernel "
+                             "of a loaded module");
     if (extra || (!kernelParams && !f->info.params.empty()))
       return recorder.reject(CUDA_ERROR_INVALID_VALUE, "launch-config",
-                             "kernel '" + f->info.name +
-                                 "': parameters must come in kernelParams");
+                             "kernel '" + f->info.name + "': parameters must come in kernelParams");
     Node node;
     node.kind = EventKind::Launch;
     node.function = f->id;
@@ -514,17 +469,15 @@ cuLaunchKernel(CUfunction handle, unsigned int gridX, unsigned int gridY,
       node.args.push_back(value);
     }
     AmpcRecordingPlant plant;
-    if (recorder.takePlant(f->info.name.c_str(), recorder.capturing(stream),
-                           plant))
+    if (recorder.takePlant(f->info.name.c_str(), recorder.capturing(stream), plant))
       recorder.applyPlant(plant, node, stream);
     CUresult code = CUDA_SUCCESS;
     ampc::dryrun::Check check = "";
     const std::string problem =
-        launchProblem(recorder.device(), *f, node.grid, node.block,
-                      node.sharedBytes, code, check);
+        launchProblem(recorder.device(), *f, node.grid, node.block, node.sharedBytes, code, check);
     if (!problem.empty()) {
-      node.origin = recorder.capturing(stream) ? ampc::dryrun::Origin::Captured
-                                               : ampc::dryrun::Origin::Eager;
+      node.origin =
+          recorder.capturing(stream) ? ampc::dryrun::Origin::Captured : ampc::dryrun::Origin::Eager;
       recorder.record(node);
       return recorder.reject(code, check, problem);
     }
@@ -548,13 +501,11 @@ AMPC_EXPORT CUresult CUDAAPI cuStreamDestroy(CUstream stream) {
     if (recorder.capturing(stream))
       return recorder.reject(CUDA_ERROR_ILLEGAL_STATE, "capture",
                              "cuStreamDestroy of a capturing stream");
-    return recorder.destroyStream(stream) ? CUDA_SUCCESS
-                                          : CUDA_ERROR_INVALID_HANDLE;
+    return recorder.destroyStream(stream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
   });
 }
 
-AMPC_EXPORT CUresult CUDAAPI
-cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus *status) {
+AMPC_EXPORT CUresult CUDAAPI cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus *status) {
   return recorded([&](Recorder &recorder) {
     *status = recorder.capturing(stream) ? CU_STREAM_CAPTURE_STATUS_ACTIVE
                                          : CU_STREAM_CAPTURE_STATUS_NONE;
@@ -575,51 +526,38 @@ AMPC_EXPORT CUresult CUDAAPI cuEventRecord(CUevent event, CUstream) {
   *reinterpret_cast<int *>(event) = 1;
   return CUDA_SUCCESS;
 }
-AMPC_EXPORT CUresult CUDAAPI cuEventElapsedTime(float *milliseconds,
-                                                CUevent start, CUevent end) {
+AMPC_EXPORT CUresult CUDAAPI cuEventElapsedTime(float *milliseconds, CUevent start, CUevent end) {
   if (!*reinterpret_cast<int *>(start) || !*reinterpret_cast<int *>(end))
     return CUDA_ERROR_INVALID_HANDLE; // an event never recorded, as CUDA
   *milliseconds = 0;                  // kernels take no time here
   return CUDA_SUCCESS;
 }
 
-AMPC_EXPORT CUresult CUDAAPI cuStreamBeginCapture(CUstream stream,
-                                                  CUstreamCaptureMode mode) {
-  return recorded(
-      [&](Recorder &recorder) { return recorder.beginCapture(stream, mode); });
+AMPC_EXPORT CUresult CUDAAPI cuStreamBeginCapture(CUstream stream, CUstreamCaptureMode mode) {
+  return recorded([&](Recorder &recorder) { return recorder.beginCapture(stream, mode); });
 }
 
-AMPC_EXPORT CUresult CUDAAPI cuStreamEndCapture(CUstream stream,
-                                                CUgraph *graph) {
-  return recorded(
-      [&](Recorder &recorder) { return recorder.endCapture(stream, graph); });
+AMPC_EXPORT CUresult CUDAAPI cuStreamEndCapture(CUstream stream, CUgraph *graph) {
+  return recorded([&](Recorder &recorder) { return recorder.endCapture(stream, graph); });
 }
 
-AMPC_EXPORT CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *executable,
-                                                CUgraph graph,
+AMPC_EXPORT CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *executable, CUgraph graph,
                                                 unsigned long long) {
-  return recorded([&](Recorder &recorder) {
-    return recorder.instantiate(executable, graph);
-  });
+  return recorded([&](Recorder &recorder) { return recorder.instantiate(executable, graph); });
 }
 
-AMPC_EXPORT CUresult CUDAAPI cuGraphLaunch(CUgraphExec executable,
-                                           CUstream stream) {
-  return recorded([&](Recorder &recorder) {
-    return recorder.launchGraph(executable, stream);
-  });
+AMPC_EXPORT CUresult CUDAAPI cuGraphLaunch(CUgraphExec executable, CUstream stream) {
+  return recorded([&](Recorder &recorder) { return recorder.launchGraph(executable, stream); });
 }
 
 AMPC_EXPORT CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec executable) {
   return recorded([&](Recorder &recorder) {
-    return recorder.destroyExecutable(executable) ? CUDA_SUCCESS
-                                                  : CUDA_ERROR_INVALID_HANDLE;
+    return recorder.destroyExecutable(executable) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
   });
 }
 
 AMPC_EXPORT CUresult CUDAAPI cuGraphDestroy(CUgraph graph) {
   return recorded([&](Recorder &recorder) {
-    return recorder.destroyGraph(graph) ? CUDA_SUCCESS
-                                        : CUDA_ERROR_INVALID_HANDLE;
+    return recorder.destroyGraph(graph) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
   });
 }

@@ -79,8 +79,8 @@ protected:
     const plan::DeviceKernel &kernel = tinyPlan().device.kernels.front();
     const plan::DeviceModule &source = tinyPlan().device.modules[kernel.module];
     cuda::KernelBinaries binaries;
-    binaries.cubins.push_back({90, std::vector<char>(source.cubinSm90.begin(),
-                                                     source.cubinSm90.end())});
+    binaries.cubins.push_back(
+        {90, std::vector<char>(source.cubinSm90.begin(), source.cubinSm90.end())});
     module = std::make_unique<cuda::Module>(*device, binaries, source.name);
     return module->kernel(kernel.entry);
   }
@@ -146,11 +146,9 @@ TEST(KernelBinaryInfo, CubinsAndPtxAgreeOnEveryKernelsParameters) {
 TEST_F(RecordingDriver, CopyPastTheEndOfAnAllocationIsRejected) {
   cuda::DeviceAllocation buffer = device->allocate(1000, "a buffer");
   const std::vector<char> host(200);
-  const std::string error = errorOf([&] {
-    device->copyToDevice(buffer.pointer() + 900, host.data(), host.size());
-  });
-  EXPECT_NE(error.find("cuMemcpyHtoDAsync failed: CUDA_ERROR_INVALID_VALUE"),
-            std::string::npos)
+  const std::string error =
+      errorOf([&] { device->copyToDevice(buffer.pointer() + 900, host.data(), host.size()); });
+  EXPECT_NE(error.find("cuMemcpyHtoDAsync failed: CUDA_ERROR_INVALID_VALUE"), std::string::npos)
       << error;
   expectViolation("extent", "runs 100 bytes past the end of allocation #1");
 }
@@ -159,10 +157,9 @@ TEST_F(RecordingDriver, MemsetOfFreedMemoryIsRejected) {
   cuda::DeviceAllocation buffer = device->allocate(4096, "a buffer");
   const CUdeviceptr freed = buffer.pointer();
   buffer.release();
-  EXPECT_NE(errorOf([&] {
-              device->memsetAsync(freed + 64, 0, 16);
-            }).find("CUDA_ERROR_INVALID_VALUE"),
-            std::string::npos);
+  EXPECT_NE(
+      errorOf([&] { device->memsetAsync(freed + 64, 0, 16); }).find("CUDA_ERROR_INVALID_VALUE"),
+      std::string::npos);
   expectViolation("freed-memory", "lies in allocation #1");
 }
 
@@ -182,8 +179,7 @@ TEST_F(RecordingDriver, GraphReplayedAfterItsMemoryWasFreed) {
   ASSERT_EQ(graph.mode(), cuda::GraphCapture::Mode::Replaying);
   EXPECT_TRUE(violations("freed-memory").empty());
   buffer.release();
-  EXPECT_NE(errorOf([&] { graph.run([] {}); }).find("cuGraphLaunch"),
-            std::string::npos);
+  EXPECT_NE(errorOf([&] { graph.run([] {}); }).find("cuGraphLaunch"), std::string::npos);
   expectViolation("freed-memory", "freed at call");
 }
 
@@ -192,8 +188,7 @@ TEST_F(RecordingDriver, GraphReplayedAfterItsMemoryWasFreed) {
 //===----------------------------------------------------------------------===//
 
 /// Captures \p record (no warm-up) and returns the fallback warning.
-std::string captureWarning(cuda::Device &device,
-                           const std::function<void()> &record) {
+std::string captureWarning(cuda::Device &device, const std::function<void()> &record) {
   std::string warning;
   cuda::GraphCapture graph(
       device, "the step", [&](const std::string &line) { warning = line; },
@@ -204,8 +199,7 @@ std::string captureWarning(cuda::Device &device,
 }
 
 TEST_F(RecordingDriver, SynchronizeWhileCapturing) {
-  const std::string warning =
-      captureWarning(*device, [&] { device->synchronize("a step"); });
+  const std::string warning = captureWarning(*device, [&] { device->synchronize("a step"); });
   EXPECT_NE(warning.find("cuStreamSynchronize failed: "
                          "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"),
             std::string::npos)
@@ -214,8 +208,8 @@ TEST_F(RecordingDriver, SynchronizeWhileCapturing) {
 }
 
 TEST_F(RecordingDriver, AllocateWhileCapturing) {
-  const std::string warning = captureWarning(
-      *device, [&] { cuda::DeviceAllocation a = device->allocate(64, "x"); });
+  const std::string warning =
+      captureWarning(*device, [&] { cuda::DeviceAllocation a = device->allocate(64, "x"); });
   EXPECT_NE(warning.find("cuMemAlloc failed"), std::string::npos) << warning;
   expectViolation("capture", "cuMemAlloc of 64 bytes while stream capture");
 }
@@ -226,16 +220,12 @@ TEST_F(RecordingDriver, PageableCopyWhileCapturing) {
   // From pinned memory the copy is captured; from pageable it cannot be.
   {
     cuda::GraphCapture graph(*device, "a pinned copy", nullptr, 0);
-    graph.run([&] {
-      device->copyToDeviceAsync(buffer.pointer(), pinned.data(), 64);
-    });
+    graph.run([&] { device->copyToDeviceAsync(buffer.pointer(), pinned.data(), 64); });
     EXPECT_EQ(graph.mode(), cuda::GraphCapture::Mode::Replaying);
   }
   EXPECT_TRUE(violations("capture").empty());
   const float pageable = 1.0f;
-  captureWarning(*device, [&] {
-    device->copyToDeviceAsync(buffer.pointer(), &pageable, 4);
-  });
+  captureWarning(*device, [&] { device->copyToDeviceAsync(buffer.pointer(), &pageable, 4); });
   expectViolation("capture", "cuMemcpyHtoDAsync from pageable host memory");
 }
 
@@ -250,21 +240,19 @@ TEST_F(RecordingDriver, DynamicSharedMemoryNeedsOptingIn) {
   for (uint64_t &value : values)
     arguments.push_back(&value);
   const CUfunction function = kernel.function();
-  EXPECT_EQ(api().cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 64 * 1024,
-                                 device->stream(), arguments.data(), nullptr),
+  EXPECT_EQ(api().cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 64 * 1024, device->stream(),
+                                 arguments.data(), nullptr),
             CUDA_ERROR_INVALID_VALUE);
   expectViolation("shared-memory", "must raise it first");
   // Opting in is allowed up to the device's limit, and makes it launch.
-  EXPECT_EQ(api().cuFuncSetAttribute(
-                function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                300 * 1024),
+  EXPECT_EQ(api().cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                     300 * 1024),
             CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(
-      api().cuFuncSetAttribute(
-          function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 64 * 1024),
-      CUDA_SUCCESS);
-  EXPECT_EQ(api().cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 64 * 1024,
-                                 device->stream(), arguments.data(), nullptr),
+  EXPECT_EQ(api().cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                     64 * 1024),
+            CUDA_SUCCESS);
+  EXPECT_EQ(api().cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 64 * 1024, device->stream(),
+                                 arguments.data(), nullptr),
             CUDA_SUCCESS);
   EXPECT_EQ(violations("shared-memory").size(), 2u);
 }
@@ -280,8 +268,7 @@ TEST_F(RecordingDriver, PointerArgumentInNoAllocation) {
   kernel.launch(cuda::LaunchConfig::linear(1, 32), arguments);
   const std::vector<Event> found = violations("pointer");
   ASSERT_FALSE(found.empty());
-  EXPECT_NE(found[0].text.find("argument 0 of kernel '" + kernel.name() +
-                               "': [" +
+  EXPECT_NE(found[0].text.find("argument 0 of kernel '" + kernel.name() + "': [" +
                                hexAddress(buffer.pointer() + (1u << 20))),
             std::string::npos)
       << found[0].text;
@@ -296,8 +283,8 @@ TEST_F(RecordingDriver, StaleHandlesAndBadImagesAreRejected) {
   std::vector<void *> arguments;
   for (uint64_t &value : values)
     arguments.push_back(&value);
-  EXPECT_EQ(api().cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 0,
-                                 device->stream(), arguments.data(), nullptr),
+  EXPECT_EQ(api().cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 0, device->stream(), arguments.data(),
+                                 nullptr),
             CUDA_ERROR_INVALID_HANDLE);
   expectViolation("kernel-handle", "not a kernel of a loaded module");
 
@@ -307,8 +294,7 @@ TEST_F(RecordingDriver, StaleHandlesAndBadImagesAreRejected) {
   EXPECT_EQ(api().cuMemsetD8Async(0, 0, 0, stream), CUDA_ERROR_INVALID_HANDLE);
   expectViolation("stream", "memset on a stream that does not exist");
 
-  EXPECT_EQ(api().cuGraphLaunch(reinterpret_cast<CUgraphExec>(12345),
-                                device->stream()),
+  EXPECT_EQ(api().cuGraphLaunch(reinterpret_cast<CUgraphExec>(12345), device->stream()),
             CUDA_ERROR_INVALID_HANDLE);
   expectViolation("graph", "not instantiated or was destroyed");
 
@@ -347,8 +333,7 @@ TEST_F(RecordingDriver, MatmulOutputOverItsAllocation) {
   cuda::Matmul matmul(*device);
   SmallMatmul problem(*device, plan::DType::BF16, 64 * 32 * 2);
   matmul.run(problem.desc, problem.operands);
-  expectViolation("cublaslt-layout",
-                  "D (64x64, ld 64, 2-byte elements) spans 8192 bytes: [");
+  expectViolation("cublaslt-layout", "D (64x64, ld 64, 2-byte elements) spans 8192 bytes: [");
 }
 
 TEST_F(RecordingDriver, MatmulOperandBelowItsElementAlignment) {
@@ -356,8 +341,7 @@ TEST_F(RecordingDriver, MatmulOperandBelowItsElementAlignment) {
   SmallMatmul problem(*device, plan::DType::F32, 64 * 64 * 4 + 256);
   problem.operands.d += 2;
   matmul.run(problem.desc, problem.operands);
-  expectViolation("cublaslt-alignment",
-                  "is 2-byte aligned, but its elements take 4 bytes");
+  expectViolation("cublaslt-alignment", "is 2-byte aligned, but its elements take 4 bytes");
 }
 
 TEST_F(RecordingDriver, MatmulBiasShorterThanTheEpilogueReads) {
@@ -367,8 +351,7 @@ TEST_F(RecordingDriver, MatmulBiasShorterThanTheEpilogueReads) {
   problem.bias = device->allocate(32, "a bias of 16 elements");
   problem.operands.bias = problem.bias.pointer();
   matmul.run(problem.desc, problem.operands);
-  expectViolation("cublaslt-epilogue",
-                  "the bias vector (64 elements) spans 128 bytes");
+  expectViolation("cublaslt-epilogue", "the bias vector (64 elements) spans 128 bytes");
 }
 
 TEST_F(RecordingDriver, MatmulWorkspaceSmallerThanItsAlgorithmNeeds) {
@@ -383,32 +366,25 @@ TEST_F(RecordingDriver, MatmulWorkspaceSmallerThanItsAlgorithmNeeds) {
   ASSERT_EQ(lt.cublasLtCreate(&handle), CUBLAS_STATUS_SUCCESS);
   ASSERT_EQ(lt.cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
             CUBLAS_STATUS_SUCCESS);
-  ASSERT_EQ(lt.cublasLtMatrixLayoutCreate(&layout, CUDA_R_32F, 64, 64, 64),
-            CUBLAS_STATUS_SUCCESS);
-  ASSERT_EQ(lt.cublasLtMatmulPreferenceCreate(&preference),
-            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(lt.cublasLtMatrixLayoutCreate(&layout, CUDA_R_32F, 64, 64, 64), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(lt.cublasLtMatmulPreferenceCreate(&preference), CUBLAS_STATUS_SUCCESS);
   const uint64_t offered = cuda::Matmul::kWorkspaceBytes;
   ASSERT_EQ(lt.cublasLtMatmulPreferenceSetAttribute(
-                preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &offered,
-                sizeof offered),
+                preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &offered, sizeof offered),
             CUBLAS_STATUS_SUCCESS);
   cublasLtMatmulHeuristicResult_t result = {};
   int returned = 0;
-  ASSERT_EQ(lt.cublasLtMatmulAlgoGetHeuristic(handle, desc, layout, layout,
-                                              layout, layout, preference, 1,
-                                              &result, &returned),
+  ASSERT_EQ(lt.cublasLtMatmulAlgoGetHeuristic(handle, desc, layout, layout, layout, layout,
+                                              preference, 1, &result, &returned),
             CUBLAS_STATUS_SUCCESS);
   ASSERT_EQ(returned, 1);
   ASSERT_GT(result.workspaceSize, 0u);
   const float alpha = 1, beta = 0;
-  const auto pointer = [](CUdeviceptr address) {
-    return reinterpret_cast<void *>(address);
-  };
-  EXPECT_EQ(lt.cublasLtMatmul(handle, desc, &alpha, pointer(problem.operands.a),
-                              layout, pointer(problem.operands.b), layout,
-                              &beta, pointer(problem.operands.d), layout,
-                              pointer(problem.operands.d), layout, &result.algo,
-                              nullptr, 0, device->stream()),
+  const auto pointer = [](CUdeviceptr address) { return reinterpret_cast<void *>(address); };
+  EXPECT_EQ(lt.cublasLtMatmul(handle, desc, &alpha, pointer(problem.operands.a), layout,
+                              pointer(problem.operands.b), layout, &beta,
+                              pointer(problem.operands.d), layout, pointer(problem.operands.d),
+                              layout, &result.algo, nullptr, 0, device->stream()),
             CUBLAS_STATUS_SUCCESS);
   expectViolation("cublaslt-workspace", "a workspace of 0 bytes, but its "
                                         "algorithm needs");

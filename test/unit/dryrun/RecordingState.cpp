@@ -43,8 +43,7 @@ void zero(uint8_t *host, uint64_t bytes) {
     return;
   }
   std::memset(host, 0, firstPage - begin);
-  madvise(reinterpret_cast<void *>(firstPage), lastPage - firstPage,
-          MADV_DONTNEED);
+  madvise(reinterpret_cast<void *>(firstPage), lastPage - firstPage, MADV_DONTNEED);
   std::memset(reinterpret_cast<void *>(lastPage), 0, begin + bytes - lastPage);
 }
 
@@ -81,9 +80,8 @@ void Recorder::closeTrace() {
     std::fclose(file);
   file = nullptr;
   if (violations)
-    std::fprintf(
-        stderr, "ampc recording driver: %zu violation%s; the first: %s\n",
-        violations, violations == 1 ? "" : "s", firstViolation.c_str());
+    std::fprintf(stderr, "ampc recording driver: %zu violation%s; the first: %s\n", violations,
+                 violations == 1 ? "" : "s", firstViolation.c_str());
 }
 
 void Recorder::reset(const AmpcRecordingDevice &newDevice) {
@@ -124,8 +122,7 @@ CUresult Recorder::allocate(uint64_t bytes, CUdeviceptr *pointer) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   Allocation &allocation = allocations.add(nextAddress, bytes, callIndex);
   allocation.host = static_cast<uint8_t *>(host);
-  nextAddress =
-      roundUp(nextAddress + bytes, kAllocationGranule) + kAllocationGranule;
+  nextAddress = roundUp(nextAddress + bytes, kAllocationGranule) + kAllocationGranule;
   heldBytes += bytes;
   *pointer = allocation.address;
   recordMemory(EventKind::Alloc, allocation.address, bytes);
@@ -141,13 +138,11 @@ CUresult Recorder::free(CUdeviceptr pointer) {
     const Allocation *holder = allocations.find(pointer);
     return reject(CUDA_ERROR_INVALID_VALUE, "free",
                   "cuMemFree of " + hexAddress(pointer) + ", which is " +
-                      (!holder ? std::string("in no allocation")
-                       : !holder->live
-                           ? AllocationTable::describe(*holder) +
-                                 ", freed at call " +
-                                 std::to_string(holder->freedAt)
-                           : "inside " + AllocationTable::describe(*holder) +
-                                 " but not its start"));
+                      (!holder         ? std::string("in no allocation")
+                       : !holder->live ? AllocationTable::describe(*holder) + ", freed at call " +
+                                             std::to_string(holder->freedAt)
+                                       : "inside " + AllocationTable::describe(*holder) +
+                                             " but not its start"));
   }
   munmap(allocation->host, allocation->bytes);
   allocation->host = nullptr;
@@ -183,9 +178,8 @@ bool Recorder::freeHost(void *pointer) {
 
 uint8_t *Recorder::hostOf(uint64_t address) {
   const Allocation *allocation = allocations.find(address);
-  return allocation && allocation->live
-             ? allocation->host + (address - allocation->address)
-             : nullptr;
+  return allocation && allocation->live ? allocation->host + (address - allocation->address)
+                                        : nullptr;
 }
 
 bool Recorder::isPinned(uint64_t pointer, uint64_t bytes) const {
@@ -237,8 +231,7 @@ void Recorder::violation(Check check, const std::string &message) {
     std::fflush(file);
 }
 
-CUresult Recorder::reject(CUresult code, Check check,
-                          const std::string &message) {
+CUresult Recorder::reject(CUresult code, Check check, const std::string &message) {
   violation(check, message);
   lastRejectedCode = code;
   lastRejection = message;
@@ -321,16 +314,15 @@ bool Recorder::captureForbids(const std::string &call, CUstream stream) {
     return false;
   const bool ownStream = stream && stream == capture.stream;
   const bool fromCapturingThread = std::this_thread::get_id() == capture.thread;
-  const bool forbidden = ownStream ||
-                         (capture.mode == CU_STREAM_CAPTURE_MODE_GLOBAL) ||
-                         (capture.mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
-                          fromCapturingThread);
+  const bool forbidden =
+      ownStream || (capture.mode == CU_STREAM_CAPTURE_MODE_GLOBAL) ||
+      (capture.mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL && fromCapturingThread);
   if (!forbidden)
     return false;
   capture.invalidated = true;
   reject(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "capture",
-         call + " while stream capture " + std::to_string(capture.id) +
-             " is active, after " + std::to_string(capture.nodes.size()) +
+         call + " while stream capture " + std::to_string(capture.id) + " is active, after " +
+             std::to_string(capture.nodes.size()) +
              " captured operations (it cannot be captured; the capture is "
              "invalidated)");
   return true;
@@ -339,8 +331,7 @@ bool Recorder::captureForbids(const std::string &call, CUstream stream) {
 CUresult Recorder::submit(CUstream stream, Node node) {
   if (!knownStream(stream))
     return reject(CUDA_ERROR_INVALID_HANDLE, "stream",
-                  std::string(eventKindName(node.kind)) +
-                      " on a stream that does not exist");
+                  std::string(eventKindName(node.kind)) + " on a stream that does not exist");
   if (capturing(stream)) {
     node.origin = Origin::Captured;
     node.graph = capture.id;
@@ -351,8 +342,7 @@ CUresult Recorder::submit(CUstream stream, Node node) {
       if (!isPinned(host, node.bytes)) {
         record(node);
         captureForbids("cuMemcpy" +
-                           std::string(node.what == "htod" ? "HtoDAsync from"
-                                                           : "DtoHAsync to") +
+                           std::string(node.what == "htod" ? "HtoDAsync from" : "DtoHAsync to") +
                            " pageable host memory",
                        stream);
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
@@ -427,8 +417,8 @@ CUresult Recorder::execute(Node &node) {
         continue;
       const std::string problem = rangeProblem(node.args[i], 1, check);
       if (!problem.empty())
-        violation(check, "argument " + std::to_string(i) + " of kernel '" +
-                             node.name + "': " + problem);
+        violation(check,
+                  "argument " + std::to_string(i) + " of kernel '" + node.name + "': " + problem);
     }
     return CUDA_SUCCESS;
   case EventKind::Matmul:
@@ -436,8 +426,7 @@ CUresult Recorder::execute(Node &node) {
   case EventKind::Memset: {
     const std::string problem = rangeProblem(node.address, node.bytes, check);
     if (!problem.empty())
-      return reject(CUDA_ERROR_INVALID_VALUE, check,
-                    "cuMemsetD8Async of " + problem);
+      return reject(CUDA_ERROR_INVALID_VALUE, check, "cuMemsetD8Async of " + problem);
     if (runs && node.bytes) {
       uint8_t *host = hostOf(node.address);
       if (node.value == 0)
@@ -454,16 +443,13 @@ CUresult Recorder::execute(Node &node) {
     if (problem.empty() && node.what != "dtoh")
       problem = rangeProblem(node.address, node.bytes, check);
     if (!problem.empty())
-      return reject(CUDA_ERROR_INVALID_VALUE, check,
-                    "cuMemcpy (" + node.what + ") of " + problem);
+      return reject(CUDA_ERROR_INVALID_VALUE, check, "cuMemcpy (" + node.what + ") of " + problem);
     if (!runs || node.bytes == 0)
       return CUDA_SUCCESS;
-    void *destination = node.what == "dtoh"
-                            ? reinterpret_cast<void *>(node.address)
-                            : hostOf(node.address);
-    const void *source = node.what == "htod"
-                             ? reinterpret_cast<const void *>(node.source)
-                             : hostOf(node.source);
+    void *destination =
+        node.what == "dtoh" ? reinterpret_cast<void *>(node.address) : hostOf(node.address);
+    const void *source =
+        node.what == "htod" ? reinterpret_cast<const void *>(node.source) : hostOf(node.source);
     std::memmove(destination, source, node.bytes);
     return CUDA_SUCCESS;
   }
@@ -481,9 +467,8 @@ CUresult Recorder::loadModule(CUmodule *module, const void *image) {
     return CUDA_ERROR_INVALID_VALUE;
   std::vector<KernelInfo> kernels;
   try {
-    kernels = isElf(image, 4)
-                  ? readCubinKernels(image, elfImageBytes(image))
-                  : readPtxKernels(static_cast<const char *>(image));
+    kernels = isElf(image, 4) ? readCubinKernels(image, elfImageBytes(image))
+                              : readPtxKernels(static_cast<const char *>(image));
   } catch (const std::exception &error) {
     return reject(CUDA_ERROR_INVALID_IMAGE, "module", error.what());
   }
@@ -502,8 +487,7 @@ CUresult Recorder::unloadModule(CUmodule module) {
   return CUDA_SUCCESS;
 }
 
-CUresult Recorder::getFunction(CUfunction *function, CUmodule module,
-                               const char *name) {
+CUresult Recorder::getFunction(CUfunction *function, CUmodule module, const char *name) {
   auto found = modules.find(reinterpret_cast<uint64_t>(module));
   if (found == modules.end())
     return CUDA_ERROR_INVALID_HANDLE;
@@ -514,8 +498,7 @@ CUresult Recorder::getFunction(CUfunction *function, CUmodule module,
     entry->id = nextFunction++;
     entry->module = found->first;
     entry->info = kernel;
-    entry->dynamicSharedLimit =
-        deviceInfo.sharedPerBlock - static_cast<int>(kernel.staticShared);
+    entry->dynamicSharedLimit = deviceInfo.sharedPerBlock - static_cast<int>(kernel.staticShared);
     if (entry->dynamicSharedLimit < 0)
       entry->dynamicSharedLimit = 0;
     Event event;
@@ -546,16 +529,12 @@ void Recorder::plant(const AmpcRecordingPlant *plant) {
   plantCandidates = 0;
 }
 
-bool Recorder::takePlant(const char *name, bool capturing,
-                         AmpcRecordingPlant &plant) {
+bool Recorder::takePlant(const char *name, bool capturing, AmpcRecordingPlant &plant) {
   const int kind = planted.kind;
-  const bool forMatmul = kind == AMPC_PLANT_MATMUL_LD ||
-                         kind == AMPC_PLANT_MATMUL_OFFSET ||
+  const bool forMatmul = kind == AMPC_PLANT_MATMUL_LD || kind == AMPC_PLANT_MATMUL_OFFSET ||
                          kind == AMPC_PLANT_MATMUL_NO_BIAS;
-  const bool inCapture =
-      kind == AMPC_PLANT_SYNC_IN_CAPTURE || kind == AMPC_PLANT_ALLOC_IN_CAPTURE;
-  if (kind == AMPC_PLANT_NONE || forMatmul != (name == nullptr) ||
-      (inCapture && !capturing) ||
+  const bool inCapture = kind == AMPC_PLANT_SYNC_IN_CAPTURE || kind == AMPC_PLANT_ALLOC_IN_CAPTURE;
+  if (kind == AMPC_PLANT_NONE || forMatmul != (name == nullptr) || (inCapture && !capturing) ||
       (name && std::string(name).find(plantedKernel) == std::string::npos))
     return false;
   if (plantCandidates++ != planted.occurrence)
@@ -565,8 +544,7 @@ bool Recorder::takePlant(const char *name, bool capturing,
   return true;
 }
 
-void Recorder::applyPlant(const AmpcRecordingPlant &plant, Node &node,
-                          CUstream stream) {
+void Recorder::applyPlant(const AmpcRecordingPlant &plant, Node &node, CUstream stream) {
   const size_t argument = static_cast<size_t>(plant.argument);
   switch (plant.kind) {
   case AMPC_PLANT_ARGUMENT_OFFSET:
@@ -647,8 +625,7 @@ __attribute__((visibility("default"))) AmpcRecordingDevice ampcRecordingH100() {
   return device;
 }
 
-__attribute__((visibility("default"))) void
-ampcRecordingReset(const AmpcRecordingDevice *device) {
+__attribute__((visibility("default"))) void ampcRecordingReset(const AmpcRecordingDevice *device) {
   ampc::dryrun::recorded([&](ampc::dryrun::Recorder &recorder) {
     recorder.reset(device ? *device : ampcRecordingH100());
     recorder.plant(nullptr);
@@ -663,10 +640,8 @@ __attribute__((visibility("default"))) size_t ampcRecordingViolationCount() {
   return ampc::dryrun::Recorder::instance().violationCount();
 }
 
-__attribute__((visibility("default"))) void
-ampcRecordingPlant(const AmpcRecordingPlant *plant) {
-  ampc::dryrun::recorded(
-      [&](ampc::dryrun::Recorder &recorder) { recorder.plant(plant); });
+__attribute__((visibility("default"))) void ampcRecordingPlant(const AmpcRecordingPlant *plant) {
+  ampc::dryrun::recorded([&](ampc::dryrun::Recorder &recorder) { recorder.plant(plant); });
 }
 
 } // extern "C"

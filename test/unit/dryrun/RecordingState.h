@@ -90,8 +90,7 @@ public:
   bool freeHost(void *pointer);
   uint64_t allocatedBytes() const { return heldBytes; }
   /// See AllocationTable::rangeProblem.
-  std::string rangeProblem(uint64_t address, uint64_t bytes,
-                           Check &check) const {
+  std::string rangeProblem(uint64_t address, uint64_t bytes, Check &check) const {
     return allocations.rangeProblem(address, bytes, check);
   }
   /// Host memory of a live device range (checked by rangeProblem first).

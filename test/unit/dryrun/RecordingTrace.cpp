@@ -18,9 +18,8 @@ namespace ampc::dryrun {
 namespace {
 
 const char *const kKindNames[] = {
-    "alloc",         "free",        "host-alloc",   "host-free", "kernel",
-    "launch",        "matmul",      "memset",       "memcpy",    "sync",
-    "capture-begin", "capture-end", "graph-launch", "violation"};
+    "alloc",  "free",   "host-alloc", "host-free",     "kernel",      "launch",       "matmul",
+    "memset", "memcpy", "sync",       "capture-begin", "capture-end", "graph-launch", "violation"};
 const char *const kOriginNames[] = {"eager", "captured", "replayed"};
 
 std::string hex(uint64_t value) {
@@ -50,8 +49,7 @@ public:
 std::string formatLayout(const MatrixLayout &layout) {
   return std::to_string(layout.type) + ":" + std::to_string(layout.rows) + ":" +
          std::to_string(layout.cols) + ":" + std::to_string(layout.ld) + ":" +
-         std::to_string(layout.batch) + ":" +
-         std::to_string(layout.batchStride);
+         std::to_string(layout.batch) + ":" + std::to_string(layout.batchStride);
 }
 
 std::string formatFloat(float value) {
@@ -67,16 +65,12 @@ void writeMatmul(LineWriter &out, const MatmulCall &m) {
   out.add("b", formatLayout(m.b));
   out.add("c", formatLayout(m.c));
   out.add("d", formatLayout(m.d));
-  out.add("pointers", hex(m.pointerA) + "," + hex(m.pointerB) + "," +
-                          hex(m.pointerC) + "," + hex(m.pointerD) + "," +
-                          hex(m.bias) + "," + hex(m.aux));
-  out.add("aux-layout",
-          std::to_string(m.auxLd) + "," + std::to_string(m.auxBatchStride));
-  out.add("workspace",
-          hex(m.workspace) + "," + std::to_string(m.workspaceBytes));
-  out.add("alignment",
-          std::to_string(m.alignA) + "," + std::to_string(m.alignB) + "," +
-              std::to_string(m.alignC) + "," + std::to_string(m.alignD));
+  out.add("pointers", hex(m.pointerA) + "," + hex(m.pointerB) + "," + hex(m.pointerC) + "," +
+                          hex(m.pointerD) + "," + hex(m.bias) + "," + hex(m.aux));
+  out.add("aux-layout", std::to_string(m.auxLd) + "," + std::to_string(m.auxBatchStride));
+  out.add("workspace", hex(m.workspace) + "," + std::to_string(m.workspaceBytes));
+  out.add("alignment", std::to_string(m.alignA) + "," + std::to_string(m.alignB) + "," +
+                           std::to_string(m.alignC) + "," + std::to_string(m.alignD));
   out.add("scale", formatFloat(m.alpha) + "," + formatFloat(m.beta));
 }
 
@@ -106,8 +100,7 @@ std::vector<std::string> split(const std::string &text, char separator) {
   size_t begin = 0;
   while (true) {
     const size_t end = text.find(separator, begin);
-    parts.push_back(text.substr(
-        begin, end == std::string::npos ? std::string::npos : end - begin));
+    parts.push_back(text.substr(begin, end == std::string::npos ? std::string::npos : end - begin));
     if (end == std::string::npos)
       return parts;
     begin = end + 1;
@@ -131,8 +124,7 @@ public:
       }
       at = line.find(' ', equals);
       fields[key] =
-          line.substr(equals + 1, at == std::string::npos ? std::string::npos
-                                                          : at - equals - 1);
+          line.substr(equals + 1, at == std::string::npos ? std::string::npos : at - equals - 1);
     }
   }
 
@@ -147,9 +139,8 @@ public:
     char *end = nullptr;
     errno = 0;
     const bool negative = !value.empty() && value[0] == '-';
-    const uint64_t parsed =
-        negative ? static_cast<uint64_t>(std::strtoll(value.c_str(), &end, 0))
-                 : std::strtoull(value.c_str(), &end, 0);
+    const uint64_t parsed = negative ? static_cast<uint64_t>(std::strtoll(value.c_str(), &end, 0))
+                                     : std::strtoull(value.c_str(), &end, 0);
     if (value.empty() || *end != '\0' || errno == ERANGE)
       malformed(line, "'" + value + "' is not a number");
     return parsed;
@@ -160,8 +151,7 @@ public:
     for (const std::string &part : split(text(key), ','))
       values.push_back(number(part));
     if (count && values.size() != count)
-      malformed(line, std::string(key) + " needs " + std::to_string(count) +
-                          " values");
+      malformed(line, std::string(key) + " needs " + std::to_string(count) + " values");
     return values;
   }
   void triple(const char *key, uint32_t (&values)[3]) const {
@@ -267,8 +257,7 @@ uint64_t layoutBytes(const MatrixLayout &layout) {
   if (layout.rows == 0 || layout.cols == 0)
     return 0;
   return ((layout.cols - 1) * static_cast<uint64_t>(layout.ld) + layout.rows +
-          static_cast<uint64_t>(layout.batch - 1) *
-              static_cast<uint64_t>(layout.batchStride)) *
+          static_cast<uint64_t>(layout.batch - 1) * static_cast<uint64_t>(layout.batchStride)) *
          dataTypeBytes(layout.type);
 }
 
@@ -372,12 +361,11 @@ Event parseEvent(const std::string &line) {
     if (!knownOrigin)
       malformed(line, "unknown origin '" + origin + "'");
   }
-  const std::pair<const char *, uint64_t Event::*> numbers[] = {
-      {"graph", &Event::graph},
-      {"address", &Event::address},
-      {"source", &Event::source},
-      {"bytes", &Event::bytes},
-      {"function", &Event::function}};
+  const std::pair<const char *, uint64_t Event::*> numbers[] = {{"graph", &Event::graph},
+                                                                {"address", &Event::address},
+                                                                {"source", &Event::source},
+                                                                {"bytes", &Event::bytes},
+                                                                {"function", &Event::function}};
   for (const auto &[key, field] : numbers)
     if (in.has(key))
       event.*field = in.number(key);

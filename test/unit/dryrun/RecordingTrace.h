@@ -84,16 +84,16 @@ struct MatmulCall {
 };
 
 enum class EventKind : uint8_t {
-  Alloc,     ///< cuMemAlloc: address, bytes
-  Free,      ///< cuMemFree: address
-  HostAlloc, ///< cuMemAllocHost (pinned): address, bytes
-  HostFree,  ///< cuMemFreeHost: address
-  Kernel,    ///< cuModuleGetFunction: function, kernel
-  Launch,    ///< cuLaunchKernel: function, name, grid, block, shared, args
-  Matmul,    ///< cublasLtMatmul: matmul
-  Memset,    ///< cuMemsetD8Async: address, bytes, value
-  Memcpy,    ///< cuMemcpy*Async: what (htod|dtoh|dtod), address, source, bytes
-  Sync,      ///< what: stream | context | event
+  Alloc,        ///< cuMemAlloc: address, bytes
+  Free,         ///< cuMemFree: address
+  HostAlloc,    ///< cuMemAllocHost (pinned): address, bytes
+  HostFree,     ///< cuMemFreeHost: address
+  Kernel,       ///< cuModuleGetFunction: function, kernel
+  Launch,       ///< cuLaunchKernel: function, name, grid, block, shared, args
+  Matmul,       ///< cublasLtMatmul: matmul
+  Memset,       ///< cuMemsetD8Async: address, bytes, value
+  Memcpy,       ///< cuMemcpy*Async: what (htod|dtoh|dtod), address, source, bytes
+  Sync,         ///< what: stream | context | event
   CaptureBegin, ///< cuStreamBeginCapture: graph (the capture's id)
   CaptureEnd,   ///< cuStreamEndCapture: graph, what (ok | invalidated)
   GraphLaunch,  ///< cuGraphLaunch: graph (the executable's id), bytes (nodes)

@@ -14,10 +14,8 @@ namespace {
 
 /// softmax(scale q k^T, causal) v for one [t, d] x [s, d] x [s, dv] entry,
 /// the textbook way: full score matrix, masked entries set to -inf.
-std::vector<double> naiveAttention(const double *q, const double *k,
-                                   const double *v, int64_t t, int64_t s,
-                                   int64_t d, int64_t dv, double scale,
-                                   bool causal) {
+std::vector<double> naiveAttention(const double *q, const double *k, const double *v, int64_t t,
+                                   int64_t s, int64_t d, int64_t dv, double scale, bool causal) {
   std::vector<double> out(t * dv, 0.0);
   for (int64_t i = 0; i < t; ++i) {
     std::vector<double> scores(s);
@@ -83,8 +81,8 @@ void checkAgainstNaive(bool causal, int64_t t, int64_t s) {
                     {batch, heads, t, dv}, attention(causal, scale));
   std::vector<double> expected;
   for (int64_t e = 0; e < batch * heads; ++e) {
-    auto entry = naiveAttention(&q[e * t * d], &k[e * s * d], &v[e * s * dv], t,
-                                s, d, dv, scale, causal);
+    auto entry =
+        naiveAttention(&q[e * t * d], &k[e * s * d], &v[e * s * dv], t, s, d, dv, scale, causal);
     expected.insert(expected.end(), entry.begin(), entry.end());
   }
   expectNear(out, expected, 1e-12);
@@ -94,9 +92,7 @@ TEST(CpuAttention, MatchesNaiveWithoutMask) { checkAgainstNaive(false, 5, 7); }
 
 TEST(CpuAttention, MatchesNaiveCausal) { checkAgainstNaive(true, 40, 40); }
 
-TEST(CpuAttention, MatchesNaiveCausalWithMoreKeys) {
-  checkAgainstNaive(true, 3, 6);
-}
+TEST(CpuAttention, MatchesNaiveCausalWithMoreKeys) { checkAgainstNaive(true, 3, 6); }
 
 TEST(CpuAttention, F32IsCloseToF64) {
   std::vector<double> q(2 * 6 * 4), k(2 * 6 * 4), v(2 * 6 * 4);
@@ -105,13 +101,12 @@ TEST(CpuAttention, F32IsCloseToF64) {
     k[i] = std::cos(0.3 * i);
     v[i] = std::sin(0.11 * i + 1);
   }
-  std::vector<TensorSpec> operands = {{DType::F32, {2, 6, 4}, q},
-                                      {DType::F32, {2, 6, 4}, k},
-                                      {DType::F32, {2, 6, 4}, v}};
-  auto f32 = runF32(OpCode::Attention, operands, {2, 6, 4},
-                    attention(true, 0.5), cpu::Precision::F32);
-  auto f64 = runF32(OpCode::Attention, operands, {2, 6, 4},
-                    attention(true, 0.5), cpu::Precision::F64);
+  std::vector<TensorSpec> operands = {
+      {DType::F32, {2, 6, 4}, q}, {DType::F32, {2, 6, 4}, k}, {DType::F32, {2, 6, 4}, v}};
+  auto f32 =
+      runF32(OpCode::Attention, operands, {2, 6, 4}, attention(true, 0.5), cpu::Precision::F32);
+  auto f64 =
+      runF32(OpCode::Attention, operands, {2, 6, 4}, attention(true, 0.5), cpu::Precision::F64);
   expectNear(f32, f64, 1e-6);
 }
 

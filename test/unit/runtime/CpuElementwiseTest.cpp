@@ -21,10 +21,8 @@ TEST(CpuElementwise, BinarySameShape) {
   TensorSpec b{DType::F32, {2, 3}, {0.5, -1, 2, 8, 0.25, -4}};
   expectNear(runF32(OpCode::Add, {a, b}, {2, 3}), {1.5, 1, 5, 12, 5.25, 2}, 0);
   expectNear(runF32(OpCode::Sub, {a, b}, {2, 3}), {0.5, 3, 1, -4, 4.75, 10}, 0);
-  expectNear(runF32(OpCode::Mul, {a, b}, {2, 3}), {0.5, -2, 6, 32, 1.25, -24},
-             0);
-  expectNear(runF32(OpCode::Div, {a, b}, {2, 3}), {2, -2, 1.5, 0.5, 20, -1.5},
-             0);
+  expectNear(runF32(OpCode::Mul, {a, b}, {2, 3}), {0.5, -2, 6, 32, 1.25, -24}, 0);
+  expectNear(runF32(OpCode::Div, {a, b}, {2, 3}), {2, -2, 1.5, 0.5, 20, -1.5}, 0);
 }
 
 TEST(CpuElementwise, BinaryBroadcasting) {
@@ -36,27 +34,21 @@ TEST(CpuElementwise, BinaryBroadcasting) {
     for (int j = 0; j < 4; ++j)
       for (int k = 0; k < 3; ++k)
         expected.push_back(aValues[i * 3 + k] + bValues[j]);
-  expectNear(
-      runF32(OpCode::Add,
-             {{DType::F32, {2, 1, 3}, aValues}, {DType::F32, {4, 1}, bValues}},
-             {2, 4, 3}),
-      expected, 0);
+  expectNear(runF32(OpCode::Add, {{DType::F32, {2, 1, 3}, aValues}, {DType::F32, {4, 1}, bValues}},
+                    {2, 4, 3}),
+             expected, 0);
   // A row vector times a matrix, and a scalar divided by a matrix.
   expectNear(runF32(OpCode::Mul,
-                    {{DType::F32, {3}, {1, 2, 3}},
-                     {DType::F32, {2, 3}, {1, 1, 1, 2, 2, 2}}},
+                    {{DType::F32, {3}, {1, 2, 3}}, {DType::F32, {2, 3}, {1, 1, 1, 2, 2, 2}}},
                     {2, 3}),
              {1, 2, 3, 2, 4, 6}, 0);
-  expectNear(runF32(OpCode::Div,
-                    {{DType::F32, {}, {8}}, {DType::F32, {2, 2}, {1, 2, 4, 8}}},
-                    {2, 2}),
-             {8, 4, 2, 1}, 0);
-  // Broadcasting on both sides: [3, 1] - [1, 2] -> [3, 2].
   expectNear(
-      runF32(OpCode::Sub,
-             {{DType::F32, {3, 1}, {1, 2, 3}}, {DType::F32, {1, 2}, {10, 20}}},
-             {3, 2}),
-      {-9, -19, -8, -18, -7, -17}, 0);
+      runF32(OpCode::Div, {{DType::F32, {}, {8}}, {DType::F32, {2, 2}, {1, 2, 4, 8}}}, {2, 2}),
+      {8, 4, 2, 1}, 0);
+  // Broadcasting on both sides: [3, 1] - [1, 2] -> [3, 2].
+  expectNear(runF32(OpCode::Sub, {{DType::F32, {3, 1}, {1, 2, 3}}, {DType::F32, {1, 2}, {10, 20}}},
+                    {3, 2}),
+             {-9, -19, -8, -18, -7, -17}, 0);
 }
 
 TEST(CpuElementwise, UnaryOps) {
@@ -78,11 +70,8 @@ TEST(CpuElementwise, UnaryOps) {
   expectNear(run(OpCode::Tanh), tanh, 1e-15);
   expectNear(run(OpCode::Exp), exp, 1e-14);
   const std::vector<double> positive = {0.25, 1, 4, 9};
-  auto runPositive = [&](OpCode op) {
-    return runF32(op, {{DType::F32, {4}, positive}}, {4});
-  };
-  expectNear(runPositive(OpCode::Log),
-             {std::log(0.25), 0, std::log(4.0), std::log(9.0)}, 1e-15);
+  auto runPositive = [&](OpCode op) { return runF32(op, {{DType::F32, {4}, positive}}, {4}); };
+  expectNear(runPositive(OpCode::Log), {std::log(0.25), 0, std::log(4.0), std::log(9.0)}, 1e-15);
   expectNear(runPositive(OpCode::Sqrt), {0.5, 1, 2, 3}, 0);
   expectNear(runPositive(OpCode::Rsqrt), {2, 1, 0.5, 1.0 / 3}, 1e-16);
   // GELU at 1: erf form 0.5 (1 + erf(1/sqrt 2)); tanh form with 0.044715.
@@ -116,12 +105,12 @@ TEST(CpuElementwise, DropoutMaskIsDeterministicAndScaled) {
   const double p = 0.3;
   TensorSpec x{DType::F32, {count}, std::vector<double>(count, 2.0)};
   Attrs attrs = {{"p", p}, {"stream", int64_t(42)}};
-  auto first = runOp(OpCode::Dropout, {x}, DType::F32, {count}, attrs,
-                     Precision::F64, training(5, 3));
-  auto again = runOp(OpCode::Dropout, {x}, DType::F32, {count}, attrs,
-                     Precision::F64, training(5, 3));
-  auto otherStep = runOp(OpCode::Dropout, {x}, DType::F32, {count}, attrs,
-                         Precision::F64, training(5, 4));
+  auto first =
+      runOp(OpCode::Dropout, {x}, DType::F32, {count}, attrs, Precision::F64, training(5, 3));
+  auto again =
+      runOp(OpCode::Dropout, {x}, DType::F32, {count}, attrs, Precision::F64, training(5, 3));
+  auto otherStep =
+      runOp(OpCode::Dropout, {x}, DType::F32, {count}, attrs, Precision::F64, training(5, 4));
   EXPECT_EQ(first, again);
   EXPECT_NE(first, otherStep);
   const double kept = 2.0 * (1.0 / (1 - p));
@@ -137,16 +126,16 @@ TEST(CpuElementwise, DropoutRateAndEvalIdentity) {
   const double p = 0.1;
   TensorSpec x{DType::F32, {count}, std::vector<double>(count, 1.0)};
   Attrs attrs = {{"p", p}, {"stream", int64_t(9)}};
-  auto out = runOp(OpCode::Dropout, {x}, DType::F32, {count}, attrs,
-                   Precision::F32, training(1, 0));
+  auto out =
+      runOp(OpCode::Dropout, {x}, DType::F32, {count}, attrs, Precision::F32, training(1, 0));
   int64_t dropped = 0;
   for (double v : out)
     dropped += v == 0;
   // sd of the dropped fraction is sqrt(p (1 - p) / n) ~ 0.00067.
   EXPECT_NEAR(static_cast<double>(dropped) / count, p, 0.004);
   // Evaluation mode is the identity.
-  auto eval = runOp(OpCode::Dropout, {x}, DType::F32, {count}, attrs,
-                    Precision::F32, cpu::RunOptions{});
+  auto eval =
+      runOp(OpCode::Dropout, {x}, DType::F32, {count}, attrs, Precision::F32, cpu::RunOptions{});
   EXPECT_EQ(eval, x.values);
 }
 
@@ -156,15 +145,13 @@ TEST(CpuElementwise, StoredValuesRoundToBF16ButIntermediatesDoNot) {
   // a * a = 1 + 2^-6 + 2^-14 is exact in float and kept by an f32 result.
   EXPECT_EQ(runOp(OpCode::Mul, {x, x}, DType::F32, {1})[0], a * a);
   // A bf16 result rounds it once: 2^-14 is below half a bf16 ulp at 1.
-  EXPECT_EQ(runOp(OpCode::Mul, {x, x}, DType::BF16, {1})[0],
-            1 + std::ldexp(1.0, -6));
+  EXPECT_EQ(runOp(OpCode::Mul, {x, x}, DType::BF16, {1})[0], 1 + std::ldexp(1.0, -6));
   // GELU into bf16: the cube, tanh, etc. stay in the compute type and only
   // the stored result is rounded, in both precisions.
   auto geluTanh = [](auto x) {
     using T = decltype(x);
     return T(0.5) * x *
-           (T(1) + std::tanh(T(0.79788456080286535588) *
-                             (x + T(0.044715) * x * x * x)));
+           (T(1) + std::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
   };
   auto f32 = runOp(OpCode::Gelu, {{DType::BF16, {1}, {a}}}, DType::BF16, {1},
                    {{"approximate", int64_t(1)}}, Precision::F32);
@@ -177,28 +164,22 @@ TEST(CpuElementwise, StoredValuesRoundToBF16ButIntermediatesDoNot) {
 TEST(CpuElementwise, CastRoundsIntoNarrowTypes) {
   const double tie = 1 + std::ldexp(1.0, -8);       // bf16 tie -> 1
   const double above = 1 + 3 * std::ldexp(1.0, -9); // rounds up
-  auto bf16 = runOp(OpCode::Cast, {{DType::F32, {3}, {tie, above, 65520}}},
-                    DType::BF16, {3});
+  auto bf16 = runOp(OpCode::Cast, {{DType::F32, {3}, {tie, above, 65520}}}, DType::BF16, {3});
   expectNear(bf16, {1, 1 + std::ldexp(1.0, -7), 65536}, 0);
-  auto f16 =
-      runOp(OpCode::Cast, {{DType::F32, {2}, {65520, 65519}}}, DType::F16, {2});
+  auto f16 = runOp(OpCode::Cast, {{DType::F32, {2}, {65520, 65519}}}, DType::F16, {2});
   EXPECT_EQ(f16[0], std::numeric_limits<double>::infinity());
   EXPECT_EQ(f16[1], 65504);
   // Integers round once to bf16: 257 is a tie between 256 and 258.
-  auto fromInt =
-      runOp(OpCode::Cast, {{DType::I64, {2}, {257, 259}}}, DType::BF16, {2});
+  auto fromInt = runOp(OpCode::Cast, {{DType::I64, {2}, {257, 259}}}, DType::BF16, {2});
   expectNear(fromInt, {256, 260}, 0);
 }
 
 TEST(CpuElementwise, CastToIntegerTruncatesAndSaturates) {
-  auto out =
-      runOp(OpCode::Cast,
-            {{DType::F32, {6}, {-1.7, 1.7, 2.5, std::nan(""), 3e9, -3e9}}},
-            DType::I32, {6});
+  auto out = runOp(OpCode::Cast, {{DType::F32, {6}, {-1.7, 1.7, 2.5, std::nan(""), 3e9, -3e9}}},
+                   DType::I32, {6});
   expectNear(out, {-1, 1, 2, 0, 2147483647, -2147483648.0}, 0);
   // i64 -> i32 wraps modulo 2^32.
-  out = runOp(OpCode::Cast, {{DType::I64, {2}, {4294967301.0, -1}}}, DType::I32,
-              {2});
+  out = runOp(OpCode::Cast, {{DType::I64, {2}, {4294967301.0, -1}}}, DType::I32, {2});
   expectNear(out, {5, -1}, 0);
 }
 

@@ -25,8 +25,7 @@ template <typename F> void expectError(F body, const std::string &fragment) {
     body();
     ADD_FAILURE() << "expected an ExecutionError mentioning " << fragment;
   } catch (const ExecutionError &error) {
-    EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos)
-        << error.what();
+    EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what();
   }
 }
 
@@ -38,8 +37,7 @@ plan::Plan parameterPlan(int64_t count, DType dtype = DType::F32) {
   b.parameter("u", dtype, {count}, InitKind::Uniform, -3, 5);
   b.parameter("one", dtype, {4}, InitKind::Ones);
   b.parameter("zero", dtype, {4}, InitKind::Zeros);
-  b.plan.loss = b.op(OpCode::Sum, {w}, DType::F32, {},
-                     {{"axes", V{0}}, {"keepdims", int64_t(0)}});
+  b.plan.loss = b.op(OpCode::Sum, {w}, DType::F32, {}, {{"axes", V{0}}, {"keepdims", int64_t(0)}});
   return b.plan;
 }
 
@@ -83,9 +81,8 @@ TEST(CpuExecutor, InitIsReproducibleAndKeyedByName) {
   // The documented formula: mean + std * standardNormal(seed, 0,
   // fnv1a32(name), e), rounded to the buffer's dtype.
   const uint32_t stream = numerics::fnv1a32("w", 1);
-  EXPECT_EQ(
-      first.parameterValues("w")[5],
-      static_cast<float>(0.02 * numerics::standardNormal(7, 0, stream, 5)));
+  EXPECT_EQ(first.parameterValues("w")[5],
+            static_cast<float>(0.02 * numerics::standardNormal(7, 0, stream, 5)));
 }
 
 TEST(CpuExecutor, InitRoundsToBufferDType) {
@@ -108,18 +105,15 @@ TEST(CpuExecutor, InitRoundsToBufferDType) {
 /// unbounded i64 input and a float input.
 plan::Plan inputPlan() {
   PlanBuilder b;
-  uint32_t table =
-      b.parameter("table", DType::F32, {10, 4}, InitKind::Normal, 0, 1);
+  uint32_t table = b.parameter("table", DType::F32, {10, 4}, InitKind::Normal, 0, 1);
   uint32_t ids = b.input("ids", DType::I32, {2, 3}, 10);
   b.input("raw", DType::I64, {2});
   uint32_t x = b.input("x", DType::BF16, {2, 3, 4});
-  uint32_t e = b.op(OpCode::Embedding, {table, ids}, DType::F32, {2, 3, 4}, {},
-                    "inputs.mlir:4:2");
+  uint32_t e = b.op(OpCode::Embedding, {table, ids}, DType::F32, {2, 3, 4}, {}, "inputs.mlir:4:2");
   uint32_t sum =
-      b.op(OpCode::Add, {e, b.op(OpCode::Cast, {x}, DType::F32, {2, 3, 4})},
-           DType::F32, {2, 3, 4});
-  b.plan.loss = b.op(OpCode::Mean, {sum}, DType::F32, {},
-                     {{"axes", V{0, 1, 2}}, {"keepdims", int64_t(0)}});
+      b.op(OpCode::Add, {e, b.op(OpCode::Cast, {x}, DType::F32, {2, 3, 4})}, DType::F32, {2, 3, 4});
+  b.plan.loss =
+      b.op(OpCode::Mean, {sum}, DType::F32, {}, {{"axes", V{0, 1, 2}}, {"keepdims", int64_t(0)}});
   return b.plan;
 }
 
@@ -129,10 +123,9 @@ TEST(CpuExecutor, RandomizeInputsRespectsBoundsAndDTypes) {
   uint32_t x = b.input("x", DType::F16, {1000});
   uint32_t c = b.op(OpCode::Cast, {ids}, DType::F32, {1000});
   uint32_t sum =
-      b.op(OpCode::Add, {c, b.op(OpCode::Cast, {x}, DType::F32, {1000})},
-           DType::F32, {1000});
-  b.plan.loss = b.op(OpCode::Sum, {sum}, DType::F32, {},
-                     {{"axes", V{0}}, {"keepdims", int64_t(0)}});
+      b.op(OpCode::Add, {c, b.op(OpCode::Cast, {x}, DType::F32, {1000})}, DType::F32, {1000});
+  b.plan.loss =
+      b.op(OpCode::Sum, {sum}, DType::F32, {}, {{"axes", V{0}}, {"keepdims", int64_t(0)}});
   Executor executor(b.plan, Precision::F32);
   executor.randomizeInputs(99);
   auto idValues = executor.bufferValues(ids);
@@ -167,8 +160,7 @@ TEST(CpuExecutor, RandomizeNeedsBoundsForIntegerInputs) {
 TEST(CpuExecutor, RandomInputsAreTheSameInBothPrecisions) {
   PlanBuilder b;
   uint32_t x = b.input("x", DType::F32, {100});
-  b.plan.loss = b.op(OpCode::Sum, {x}, DType::F32, {},
-                     {{"axes", V{0}}, {"keepdims", int64_t(0)}});
+  b.plan.loss = b.op(OpCode::Sum, {x}, DType::F32, {}, {{"axes", V{0}}, {"keepdims", int64_t(0)}});
   Executor f32(b.plan, Precision::F32), f64(b.plan, Precision::F64);
   f32.randomizeInputs(4);
   f64.randomizeInputs(4);
@@ -178,13 +170,11 @@ TEST(CpuExecutor, RandomInputsAreTheSameInBothPrecisions) {
 TEST(CpuExecutor, SetInputChecksNameSizeAndRange) {
   Executor executor(inputPlan(), Precision::F32);
   std::vector<uint8_t> ids = encodeValues(DType::I32, {0, 1, 2, 3, 4, 5});
-  expectError([&] { executor.setInput("nope", ids.data(), ids.size()); },
-              "no input named 'nope'");
+  expectError([&] { executor.setInput("nope", ids.data(), ids.size()); }, "no input named 'nope'");
   expectError([&] { executor.setInput("ids", ids.data(), ids.size() - 1); },
               "needs 24 bytes, got 23");
   std::vector<uint8_t> bad = encodeValues(DType::I32, {0, 1, 2, 10, 4, 5});
-  expectError([&] { executor.setInput("ids", bad.data(), bad.size()); },
-              "value 10 at index 3");
+  expectError([&] { executor.setInput("ids", bad.data(), bad.size()); }, "value 10 at index 3");
   EXPECT_NO_THROW(executor.setInput("ids", ids.data(), ids.size()));
   EXPECT_EQ(executor.bufferValues(1), (std::vector<double>{0, 1, 2, 3, 4, 5}));
 }
@@ -222,13 +212,8 @@ TEST(CpuExecutor, SetParameterValuesRoundsToDType) {
   EXPECT_EQ(values[0], 1.0);
   EXPECT_EQ(values[2], numerics::roundToBF16(1.0 / 3));
   EXPECT_TRUE(std::signbit(values[3]));
-  expectError(
-      [&] {
-        executor.setParameterValues("one", {1, 2});
-      },
-      "has 4 elements");
-  expectError([&] { executor.parameterValues("missing"); },
-              "no parameter named 'missing'");
+  expectError([&] { executor.setParameterValues("one", {1, 2}); }, "has 4 elements");
+  expectError([&] { executor.parameterValues("missing"); }, "no parameter named 'missing'");
 }
 
 TEST(CpuExecutor, ConstantsDecodeFromTheirDType) {
@@ -236,10 +221,9 @@ TEST(CpuExecutor, ConstantsDecodeFromTheirDType) {
   uint32_t c = b.constant("c", DType::BF16, {3}, {1.5, -2, 1.0 / 3});
   uint32_t i = b.constant("i", DType::I32, {2}, {-7, 9});
   uint32_t ci = b.op(OpCode::Cast, {i}, DType::F32, {2});
-  uint32_t sum = b.op(OpCode::Sum, {c}, DType::F32, {},
-                      {{"axes", V{0}}, {"keepdims", int64_t(0)}});
-  uint32_t sumI = b.op(OpCode::Sum, {ci}, DType::F32, {},
-                       {{"axes", V{0}}, {"keepdims", int64_t(0)}});
+  uint32_t sum = b.op(OpCode::Sum, {c}, DType::F32, {}, {{"axes", V{0}}, {"keepdims", int64_t(0)}});
+  uint32_t sumI =
+      b.op(OpCode::Sum, {ci}, DType::F32, {}, {{"axes", V{0}}, {"keepdims", int64_t(0)}});
   b.plan.loss = b.op(OpCode::Add, {sum, sumI}, DType::F32, {});
   Executor executor(b.plan, Precision::F64);
   EXPECT_EQ(executor.bufferValues(c),
@@ -292,8 +276,8 @@ TEST(CpuExecutor, F64DiffersFromF32AtRoundingLevel) {
   uint32_t h = b.op(OpCode::MatMul, {x, w}, DType::F32, {8, 16},
                     {{"transpose_a", int64_t(0)}, {"transpose_b", int64_t(0)}});
   uint32_t t = b.op(OpCode::Tanh, {h}, DType::F32, {8, 16});
-  b.plan.loss = b.op(OpCode::Mean, {t}, DType::F32, {},
-                     {{"axes", V{0, 1}}, {"keepdims", int64_t(0)}});
+  b.plan.loss =
+      b.op(OpCode::Mean, {t}, DType::F32, {}, {{"axes", V{0, 1}}, {"keepdims", int64_t(0)}});
   Executor f32(b.plan, Precision::F32), f64(b.plan, Precision::F64);
   for (Executor *executor : {&f32, &f64}) {
     executor->initializeParameters(21);

@@ -33,18 +33,16 @@ struct ResultSpec {
 
 /// Runs one instruction with inputs \p operands (set with setBufferValues,
 /// so F64 runs see the exact doubles) and returns every result.
-std::vector<std::vector<double>>
-evaluate(OpCode op, const std::vector<TensorSpec> &operands,
-         const std::vector<ResultSpec> &results, const Attrs &attrs = {},
-         Precision precision = Precision::F64) {
+std::vector<std::vector<double>> evaluate(OpCode op, const std::vector<TensorSpec> &operands,
+                                          const std::vector<ResultSpec> &results,
+                                          const Attrs &attrs = {},
+                                          Precision precision = Precision::F64) {
   PlanBuilder b;
   std::vector<uint32_t> ids, resultIds;
   for (size_t i = 0; i < operands.size(); ++i)
-    ids.push_back(
-        b.input("x" + std::to_string(i), operands[i].dtype, operands[i].shape));
+    ids.push_back(b.input("x" + std::to_string(i), operands[i].dtype, operands[i].shape));
   for (size_t i = 0; i < results.size(); ++i)
-    resultIds.push_back(b.buffer("r" + std::to_string(i), results[i].dtype,
-                                 results[i].shape));
+    resultIds.push_back(b.buffer("r" + std::to_string(i), results[i].dtype, results[i].shape));
   b.instruction(op, ids, resultIds, attrs);
   b.plan.instructions.back().location = "grad.mlir:1:1";
   // The loss: the sum of the first result (cast to f32 if an integer).
@@ -54,10 +52,9 @@ evaluate(OpCode op, const std::vector<TensorSpec> &operands,
   std::vector<int64_t> axes;
   for (size_t d = 0; d < results[0].shape.size(); ++d)
     axes.push_back(static_cast<int64_t>(d));
-  b.plan.loss = axes.empty()
-                    ? summed
-                    : b.op(OpCode::Sum, {summed}, DType::F32, {},
-                           {{"axes", axes}, {"keepdims", int64_t(0)}});
+  b.plan.loss = axes.empty() ? summed
+                             : b.op(OpCode::Sum, {summed}, DType::F32, {},
+                                    {{"axes", axes}, {"keepdims", int64_t(0)}});
   Executor executor(b.plan, precision);
   for (size_t i = 0; i < operands.size(); ++i)
     executor.setBufferValues(ids[i], operands[i].values);
@@ -69,16 +66,14 @@ evaluate(OpCode op, const std::vector<TensorSpec> &operands,
 }
 
 /// evaluate() for one f32 result.
-std::vector<double> evaluateOne(OpCode op,
-                                const std::vector<TensorSpec> &operands,
+std::vector<double> evaluateOne(OpCode op, const std::vector<TensorSpec> &operands,
                                 const Shape &shape, const Attrs &attrs = {},
                                 Precision precision = Precision::F64) {
   return evaluate(op, operands, {{DType::F32, shape}}, attrs, precision)[0];
 }
 
 /// Deterministic values uniform in [low, high).
-std::vector<double> randomValues(size_t count, uint64_t seed, double low = -1,
-                                 double high = 1) {
+std::vector<double> randomValues(size_t count, uint64_t seed, double low = -1, double high = 1) {
   std::mt19937_64 engine(seed);
   std::vector<double> values(count);
   for (double &value : values)
@@ -88,12 +83,9 @@ std::vector<double> randomValues(size_t count, uint64_t seed, double low = -1,
 
 /// Central-difference estimate of d/d(operand \p which) of
 /// sum(forward(operands) * dy).
-std::vector<double> numericGradient(OpCode forward,
-                                    std::vector<TensorSpec> operands,
-                                    size_t which, const Shape &resultShape,
-                                    const Attrs &attrs,
-                                    const std::vector<double> &dy,
-                                    double h = 1e-5) {
+std::vector<double> numericGradient(OpCode forward, std::vector<TensorSpec> operands, size_t which,
+                                    const Shape &resultShape, const Attrs &attrs,
+                                    const std::vector<double> &dy, double h = 1e-5) {
   auto loss = [&](const std::vector<TensorSpec> &at) {
     const std::vector<double> y = evaluateOne(forward, at, resultShape, attrs);
     double total = 0;
@@ -116,8 +108,7 @@ std::vector<double> numericGradient(OpCode forward,
 
 /// Expects max |actual - expected| / max |expected| < \p tolerance (and a
 /// non-trivial expected gradient, so the check cannot pass vacuously).
-void expectRelativeClose(const std::vector<double> &actual,
-                         const std::vector<double> &expected,
+void expectRelativeClose(const std::vector<double> &actual, const std::vector<double> &expected,
                          double tolerance = 1e-6) {
   ASSERT_EQ(actual.size(), expected.size());
   double scale = 0, error = 0;
@@ -144,87 +135,76 @@ std::vector<double> awayFromZero(size_t count, uint64_t seed, double gap) {
 TEST(CpuGrad, ReluGradHandValues) {
   auto dx = evaluateOne(
       OpCode::ReluGrad,
-      {{DType::F32, {5}, {-1, 0, 2, 3, -0.5}}, {DType::F32, {5}, {5, 6, 7, -8, 9}}},
-      {5});
+      {{DType::F32, {5}, {-1, 0, 2, 3, -0.5}}, {DType::F32, {5}, {5, 6, 7, -8, 9}}}, {5});
   EXPECT_EQ(dx, (std::vector<double>{0, 0, 7, -8, 0}));
 }
 
 TEST(CpuGrad, SiluAndGeluGradHandValues) {
   // silu'(0) = s(0) = 1/2; silu'(x) -> 1 for large x, -> 0 for very negative x.
-  auto silu = evaluateOne(
-      OpCode::SiluGrad,
-      {{DType::F32, {3}, {0, 1000, -1000}}, {DType::F32, {3}, {2, 3, 4}}}, {3});
+  auto silu = evaluateOne(OpCode::SiluGrad,
+                          {{DType::F32, {3}, {0, 1000, -1000}}, {DType::F32, {3}, {2, 3, 4}}}, {3});
   expectNear(silu, {1, 3, 0}, 0);
   // gelu'(0) = 1/2 for both forms; gelu'(x) -> 1 for large x.
   for (int64_t approximate : {0, 1}) {
-    auto gelu = evaluateOne(
-        OpCode::GeluGrad,
-        {{DType::F32, {2}, {0, 40}}, {DType::F32, {2}, {2, 3}}}, {2},
-        {{"approximate", approximate}});
+    auto gelu =
+        evaluateOne(OpCode::GeluGrad, {{DType::F32, {2}, {0, 40}}, {DType::F32, {2}, {2, 3}}}, {2},
+                    {{"approximate", approximate}});
     expectNear(gelu, {1, 3}, 1e-15);
   }
   // erf form at x = 1: 0.5 (1 + erf(1/sqrt 2)) + exp(-1/2) / sqrt(2 pi).
-  auto one = evaluateOne(OpCode::GeluGrad,
-                         {{DType::F32, {1}, {1}}, {DType::F32, {1}, {1}}}, {1},
+  auto one = evaluateOne(OpCode::GeluGrad, {{DType::F32, {1}, {1}}, {DType::F32, {1}, {1}}}, {1},
                          {{"approximate", int64_t(0)}});
-  EXPECT_NEAR(one[0], 0.5 * (1 + std::erf(1 / std::sqrt(2.0))) +
-                          std::exp(-0.5) / std::sqrt(2 * M_PI),
+  EXPECT_NEAR(one[0],
+              0.5 * (1 + std::erf(1 / std::sqrt(2.0))) + std::exp(-0.5) / std::sqrt(2 * M_PI),
               1e-15);
 }
 
 TEST(CpuGrad, PadHandValues) {
-  auto out = evaluateOne(OpCode::Pad, {{DType::F32, {2, 2}, {1, 2, 3, 4}}},
-                         {4, 3}, {{"low", V{1, 0}}});
+  auto out =
+      evaluateOne(OpCode::Pad, {{DType::F32, {2, 2}, {1, 2, 3, 4}}}, {4, 3}, {{"low", V{1, 0}}});
   EXPECT_EQ(out, (std::vector<double>{0, 0, 0, 1, 2, 0, 3, 4, 0, 0, 0, 0}));
   // Integer tensors pad too (slice applies to them).
-  auto ints = evaluate(OpCode::Pad, {{DType::I32, {2}, {7, -8}}},
-                       {{DType::I32, {5}}}, {{"low", V{2}}})[0];
+  auto ints =
+      evaluate(OpCode::Pad, {{DType::I32, {2}, {7, -8}}}, {{DType::I32, {5}}}, {{"low", V{2}}})[0];
   EXPECT_EQ(ints, (std::vector<double>{0, 0, 7, -8, 0}));
   // A scalar-like rank-3 pad in the middle dimension.
-  auto middle = evaluateOne(OpCode::Pad, {{DType::F32, {1, 1, 2}, {5, 6}}},
-                            {1, 3, 2}, {{"low", V{0, 2, 0}}});
+  auto middle =
+      evaluateOne(OpCode::Pad, {{DType::F32, {1, 1, 2}, {5, 6}}}, {1, 3, 2}, {{"low", V{0, 2, 0}}});
   EXPECT_EQ(middle, (std::vector<double>{0, 0, 0, 0, 5, 6}));
 }
 
 TEST(CpuGrad, MaxGradGoesToTheFirstMaximum) {
   // Rows [1, 5, 5] and [7, 2, 7]: ties go to the lowest index.
   auto rows = evaluateOne(OpCode::MaxGrad,
-                          {{DType::F32, {2, 3}, {1, 5, 5, 7, 2, 7}},
-                           {DType::F32, {2}, {10, 20}}},
+                          {{DType::F32, {2, 3}, {1, 5, 5, 7, 2, 7}}, {DType::F32, {2}, {10, 20}}},
                           {2, 3}, {{"axes", V{1}}, {"keepdims", int64_t(0)}});
   EXPECT_EQ(rows, (std::vector<double>{0, 10, 0, 20, 0, 0}));
   // Over axis 0 with keepdims: columns [1, 4], [5, 5], [3, 0].
-  auto columns = evaluateOne(OpCode::MaxGrad,
-                             {{DType::F32, {2, 3}, {1, 5, 3, 4, 5, 0}},
-                              {DType::F32, {1, 3}, {1, 2, 3}}},
-                             {2, 3}, {{"axes", V{0}}, {"keepdims", int64_t(1)}});
+  auto columns = evaluateOne(
+      OpCode::MaxGrad, {{DType::F32, {2, 3}, {1, 5, 3, 4, 5, 0}}, {DType::F32, {1, 3}, {1, 2, 3}}},
+      {2, 3}, {{"axes", V{0}}, {"keepdims", int64_t(1)}});
   EXPECT_EQ(columns, (std::vector<double>{0, 2, 3, 1, 0, 0}));
   // A NaN is the maximum (as in max), so it takes the gradient.
-  auto nan = evaluateOne(OpCode::MaxGrad,
-                         {{DType::F32, {3}, {1, NAN, 2}}, {DType::F32, {}, {4}}},
+  auto nan = evaluateOne(OpCode::MaxGrad, {{DType::F32, {3}, {1, NAN, 2}}, {DType::F32, {}, {4}}},
                          {3}, {{"axes", V{0}}, {"keepdims", int64_t(0)}});
   EXPECT_EQ(nan, (std::vector<double>{0, 4, 0}));
 }
 
 TEST(CpuGrad, EmbeddingGradSumsRepeatedIds) {
-  auto table = evaluateOne(OpCode::EmbeddingGrad,
-                           {{DType::I64, {3}, {2, 0, 2}},
-                            {DType::F32, {3, 2}, {1, 2, 3, 4, 5, 6}}},
-                           {4, 2});
+  auto table =
+      evaluateOne(OpCode::EmbeddingGrad,
+                  {{DType::I64, {3}, {2, 0, 2}}, {DType::F32, {3, 2}, {1, 2, 3, 4, 5, 6}}}, {4, 2});
   EXPECT_EQ(table, (std::vector<double>{3, 4, 0, 0, 6, 8, 0, 0}));
 }
 
 TEST(CpuGrad, EmbeddingGradRejectsBadIds) {
   try {
     evaluateOne(OpCode::EmbeddingGrad,
-                {{DType::I64, {3}, {0, 4, -1}}, {DType::F32, {3, 1}, {1, 2, 3}}},
-                {4, 1});
+                {{DType::I64, {3}, {0, 4, -1}}, {DType::F32, {3, 1}, {1, 2, 3}}}, {4, 1});
     FAIL() << "expected ExecutionError";
   } catch (const ExecutionError &error) {
     const std::string message = error.what();
-    EXPECT_NE(message.find("embedding_grad at grad.mlir:1:1"),
-              std::string::npos)
-        << message;
+    EXPECT_NE(message.find("embedding_grad at grad.mlir:1:1"), std::string::npos) << message;
     EXPECT_NE(message.find("id 4 at index 1"), std::string::npos) << message;
   }
 }
@@ -233,29 +213,25 @@ TEST(CpuGrad, LayerNormGradHandValues) {
   // gamma = 1 and a constant dy: dxhat is constant, so mean(dxhat) = dxhat
   // and mean(dxhat xhat) = 0, giving dx = 0; dbeta = dy; dgamma = xhat.
   const double eps = 1e-5;
-  auto grads = evaluate(OpCode::LayerNormGrad,
-                        {{DType::F32, {1, 4}, {1, 2, 3, 4}},
-                         {DType::F32, {4}, {1, 1, 1, 1}},
-                         {DType::F32, {1, 4}, {2, 2, 2, 2}}},
-                        {{DType::F32, {1, 4}}, {DType::F32, {4}}, {DType::F32, {4}}},
-                        {{"epsilon", eps}});
+  auto grads =
+      evaluate(OpCode::LayerNormGrad,
+               {{DType::F32, {1, 4}, {1, 2, 3, 4}},
+                {DType::F32, {4}, {1, 1, 1, 1}},
+                {DType::F32, {1, 4}, {2, 2, 2, 2}}},
+               {{DType::F32, {1, 4}}, {DType::F32, {4}}, {DType::F32, {4}}}, {{"epsilon", eps}});
   expectNear(grads[0], {0, 0, 0, 0}, 1e-15);
   const double rstd = 1 / std::sqrt(1.25 + eps);
-  expectNear(grads[1], {-1.5 * 2 * rstd, -0.5 * 2 * rstd, 0.5 * 2 * rstd,
-                        1.5 * 2 * rstd},
-             1e-14);
+  expectNear(grads[1], {-1.5 * 2 * rstd, -0.5 * 2 * rstd, 0.5 * 2 * rstd, 1.5 * 2 * rstd}, 1e-14);
   expectNear(grads[2], {2, 2, 2, 2}, 0);
 }
 
 TEST(CpuGrad, RmsNormGradHandValues) {
   // x = [3, 4], eps = 0: r = 1/5; dy = [4, -3] is orthogonal to x, so
   // mean(dxhat x) = 0 and dx = r dy; dgamma = dy x r.
-  auto grads = evaluate(OpCode::RmsNormGrad,
-                        {{DType::F32, {1, 2}, {3, 4}},
-                         {DType::F32, {2}, {1, 1}},
-                         {DType::F32, {1, 2}, {4, -3}}},
-                        {{DType::F32, {1, 2}}, {DType::F32, {2}}},
-                        {{"epsilon", 0.0}});
+  auto grads = evaluate(
+      OpCode::RmsNormGrad,
+      {{DType::F32, {1, 2}, {3, 4}}, {DType::F32, {2}, {1, 1}}, {DType::F32, {1, 2}, {4, -3}}},
+      {{DType::F32, {1, 2}}, {DType::F32, {2}}}, {{"epsilon", 0.0}});
   const double r = 1 / std::sqrt(12.5);
   expectNear(grads[0], {4 * r, -3 * r}, 1e-15);
   expectNear(grads[1], {12 * r, -12 * r}, 1e-14);
@@ -263,9 +239,8 @@ TEST(CpuGrad, RmsNormGradHandValues) {
 
 TEST(CpuGrad, SoftmaxGradHandValues) {
   // y = [1/2, 1/2], dy = [1, 0]: sum(dy y) = 1/2, dx = y (dy - 1/2).
-  auto dx = evaluateOne(
-      OpCode::SoftmaxGrad,
-      {{DType::F32, {1, 2}, {0.5, 0.5}}, {DType::F32, {1, 2}, {1, 0}}}, {1, 2});
+  auto dx = evaluateOne(OpCode::SoftmaxGrad,
+                        {{DType::F32, {1, 2}, {0.5, 0.5}}, {DType::F32, {1, 2}, {1, 0}}}, {1, 2});
   expectNear(dx, {0.25, -0.25}, 0);
 }
 
@@ -277,8 +252,7 @@ TEST(CpuGrad, AttentionGradWithOneKey) {
                          {DType::F32, {1, 2}, {1.5, -0.25}},
                          {DType::F32, {1, 2}, {7, 8}},
                          {DType::F32, {2, 2}, {1, 2, 3, 4}}},
-                        {{DType::F32, {2, 2}}, {DType::F32, {1, 2}},
-                         {DType::F32, {1, 2}}},
+                        {{DType::F32, {2, 2}}, {DType::F32, {1, 2}}, {DType::F32, {1, 2}}},
                         {{"causal", int64_t(0)}, {"scale", 0.5}});
   expectNear(grads[0], {0, 0, 0, 0}, 0);
   expectNear(grads[1], {0, 0}, 0);
@@ -287,31 +261,23 @@ TEST(CpuGrad, AttentionGradWithOneKey) {
 
 TEST(CpuGrad, CrossEntropyGradHandValues) {
   // Mean over rows [0, 0] (label 1) and an ignored row: count = 1.
-  auto mean = evaluateOne(OpCode::CrossEntropyGrad,
-                          {{DType::F32, {2, 2}, {0, 0, 5, 6}},
-                           {DType::I64, {2}, {1, -100}},
-                           {DType::F32, {}, {1}}},
-                          {2, 2},
-                          {{"ignore_index", int64_t(-100)},
-                           {"reduction", int64_t(0)}});
+  auto mean = evaluateOne(
+      OpCode::CrossEntropyGrad,
+      {{DType::F32, {2, 2}, {0, 0, 5, 6}}, {DType::I64, {2}, {1, -100}}, {DType::F32, {}, {1}}},
+      {2, 2}, {{"ignore_index", int64_t(-100)}, {"reduction", int64_t(0)}});
   expectNear(mean, {0.5, -0.5, 0, 0}, 1e-16);
   // Sum with dloss = 2: row [ln 3, 0] has softmax [3/4, 1/4].
   auto sum = evaluateOne(OpCode::CrossEntropyGrad,
                          {{DType::F32, {2, 2}, {0, 0, std::log(3.0), 0}},
                           {DType::I32, {2}, {0, 0}},
                           {DType::F32, {}, {2}}},
-                         {2, 2},
-                         {{"ignore_index", int64_t(-1)},
-                          {"reduction", int64_t(1)}});
+                         {2, 2}, {{"ignore_index", int64_t(-1)}, {"reduction", int64_t(1)}});
   expectNear(sum, {-1, 1, -0.5, 0.5}, 1e-15);
   // Every row ignored: the mean has no gradient.
-  auto none = evaluateOne(OpCode::CrossEntropyGrad,
-                          {{DType::F32, {1, 2}, {1, 2}},
-                           {DType::I64, {1}, {-100}},
-                           {DType::F32, {}, {1}}},
-                          {1, 2},
-                          {{"ignore_index", int64_t(-100)},
-                           {"reduction", int64_t(0)}});
+  auto none =
+      evaluateOne(OpCode::CrossEntropyGrad,
+                  {{DType::F32, {1, 2}, {1, 2}}, {DType::I64, {1}, {-100}}, {DType::F32, {}, {1}}},
+                  {1, 2}, {{"ignore_index", int64_t(-100)}, {"reduction", int64_t(0)}});
   EXPECT_EQ(none, (std::vector<double>{0, 0}));
 }
 
@@ -321,28 +287,24 @@ TEST(CpuGrad, CrossEntropyGradRejectsBadLabels) {
                 {{DType::F32, {2, 3}, {0, 0, 0, 0, 0, 0}},
                  {DType::I64, {2}, {1, 3}},
                  {DType::F32, {}, {1}}},
-                {2, 3},
-                {{"ignore_index", int64_t(-100)}, {"reduction", int64_t(0)}});
+                {2, 3}, {{"ignore_index", int64_t(-100)}, {"reduction", int64_t(0)}});
     FAIL() << "expected ExecutionError";
   } catch (const ExecutionError &error) {
     const std::string message = error.what();
-    EXPECT_NE(message.find("cross_entropy_grad at grad.mlir:1:1"),
-              std::string::npos)
-        << message;
+    EXPECT_NE(message.find("cross_entropy_grad at grad.mlir:1:1"), std::string::npos) << message;
     EXPECT_NE(message.find("label 3 at row 1"), std::string::npos) << message;
   }
 }
 
 TEST(CpuGrad, GradSeedAndGlobalNorm) {
-  EXPECT_EQ(evaluateOne(OpCode::GradSeed, {{DType::F32, {}, {1024}}}, {},
-                        {{"accum_steps", int64_t(4)}}),
-            (std::vector<double>{256}));
+  EXPECT_EQ(
+      evaluateOne(OpCode::GradSeed, {{DType::F32, {}, {1024}}}, {}, {{"accum_steps", int64_t(4)}}),
+      (std::vector<double>{256}));
   EXPECT_EQ(evaluateOne(OpCode::GradSeed, {}, {}, {{"accum_steps", int64_t(2)}}),
             (std::vector<double>{0.5}));
   // sqrt(3^2 + 4^2 + 12^2) = 13 over two buffers of different dtypes.
   EXPECT_EQ(evaluateOne(OpCode::GlobalNorm,
-                        {{DType::F32, {2}, {3, 4}}, {DType::BF16, {1, 1}, {-12}}},
-                        {}),
+                        {{DType::F32, {2}, {3, 4}}, {DType::BF16, {1, 1}, {-12}}}, {}),
             (std::vector<double>{13}));
 }
 
@@ -360,14 +322,12 @@ TEST(CpuGradFiniteDifferences, Elementwise) {
     Attrs attrs;
   };
   for (const Case &c :
-       {Case{OpCode::Relu, OpCode::ReluGrad, {}},
-        Case{OpCode::Silu, OpCode::SiluGrad, {}},
+       {Case{OpCode::Relu, OpCode::ReluGrad, {}}, Case{OpCode::Silu, OpCode::SiluGrad, {}},
         Case{OpCode::Gelu, OpCode::GeluGrad, {{"approximate", int64_t(0)}}},
         Case{OpCode::Gelu, OpCode::GeluGrad, {{"approximate", int64_t(1)}}}}) {
     SCOPED_TRACE(plan::opCodeName(c.grad));
     expectRelativeClose(evaluateOne(c.grad, {xSpec, dySpec}, shape, c.attrs),
-                        numericGradient(c.forward, {xSpec}, 0, shape, c.attrs,
-                                        dy));
+                        numericGradient(c.forward, {xSpec}, 0, shape, c.attrs, dy));
   }
 }
 
@@ -376,8 +336,7 @@ TEST(CpuGradFiniteDifferences, PadIsTheGradientOfSlice) {
   const std::vector<double> dy = randomValues(4, 4);
   const std::vector<int64_t> starts = {1, 2};
   expectRelativeClose(
-      evaluateOne(OpCode::Pad, {{DType::F32, {2, 2}, dy}}, {3, 5},
-                  {{"low", starts}}),
+      evaluateOne(OpCode::Pad, {{DType::F32, {2, 2}, dy}}, {3, 5}, {{"low", starts}}),
       numericGradient(OpCode::Slice, {x}, 0, {2, 2}, {{"starts", starts}}, dy));
 }
 
@@ -394,8 +353,7 @@ TEST(CpuGradFiniteDifferences, Max) {
     const std::vector<double> dy =
         randomValues(static_cast<size_t>(plan::numElements(c.reduced)), 6);
     expectRelativeClose(
-        evaluateOne(OpCode::MaxGrad, {x, {DType::F32, c.reduced, dy}},
-                    {2, 3, 4}, attrs),
+        evaluateOne(OpCode::MaxGrad, {x, {DType::F32, c.reduced, dy}}, {2, 3, 4}, attrs),
         numericGradient(OpCode::Max, {x}, 0, c.reduced, attrs, dy));
   }
 }
@@ -405,8 +363,7 @@ TEST(CpuGradFiniteDifferences, Embedding) {
   const TensorSpec ids{DType::I64, {2, 3}, {3, 0, 3, 1, 3, 0}};
   const std::vector<double> dy = randomValues(18, 8);
   expectRelativeClose(
-      evaluateOne(OpCode::EmbeddingGrad, {ids, {DType::F32, {2, 3, 3}, dy}},
-                  {4, 3}),
+      evaluateOne(OpCode::EmbeddingGrad, {ids, {DType::F32, {2, 3, 3}, dy}}, {4, 3}),
       numericGradient(OpCode::Embedding, {table, ids}, 0, {2, 3, 3}, {}, dy));
 }
 
@@ -417,15 +374,12 @@ TEST(CpuGradFiniteDifferences, LayerNorm) {
   const TensorSpec beta{DType::F32, {5}, randomValues(5, 11)};
   const std::vector<double> dy = randomValues(15, 12);
   const Attrs attrs = {{"epsilon", 1e-5}};
-  auto grads = evaluate(OpCode::LayerNormGrad,
-                        {x, gamma, {DType::F32, shape, dy}},
-                        {{DType::F32, shape}, {DType::F32, {5}}, {DType::F32, {5}}},
-                        attrs);
+  auto grads = evaluate(OpCode::LayerNormGrad, {x, gamma, {DType::F32, shape, dy}},
+                        {{DType::F32, shape}, {DType::F32, {5}}, {DType::F32, {5}}}, attrs);
   for (size_t which = 0; which < 3; ++which) {
     SCOPED_TRACE(which);
-    expectRelativeClose(grads[which],
-                        numericGradient(OpCode::LayerNorm, {x, gamma, beta},
-                                        which, shape, attrs, dy));
+    expectRelativeClose(grads[which], numericGradient(OpCode::LayerNorm, {x, gamma, beta}, which,
+                                                      shape, attrs, dy));
   }
 }
 
@@ -440,8 +394,7 @@ TEST(CpuGradFiniteDifferences, RmsNorm) {
   for (size_t which = 0; which < 2; ++which) {
     SCOPED_TRACE(which);
     expectRelativeClose(grads[which],
-                        numericGradient(OpCode::RmsNorm, {x, gamma}, which,
-                                        shape, attrs, dy));
+                        numericGradient(OpCode::RmsNorm, {x, gamma}, which, shape, attrs, dy));
   }
 }
 
@@ -455,8 +408,7 @@ TEST(CpuGradFiniteDifferences, Softmax) {
     const Attrs attrs = {{"causal", causal}};
     const std::vector<double> y = evaluateOne(OpCode::Softmax, {x}, shape, attrs);
     expectRelativeClose(
-        evaluateOne(OpCode::SoftmaxGrad,
-                    {{DType::F32, shape, y}, {DType::F32, shape, dy}}, shape),
+        evaluateOne(OpCode::SoftmaxGrad, {{DType::F32, shape, y}, {DType::F32, shape, dy}}, shape),
         numericGradient(OpCode::Softmax, {x}, 0, shape, attrs, dy));
   }
 }
@@ -471,16 +423,13 @@ TEST(CpuGradFiniteDifferences, Attention) {
   for (int64_t causal : {0, 1}) {
     SCOPED_TRACE(causal);
     const Attrs attrs = {{"causal", causal}, {"scale", 0.7}};
-    auto grads = evaluate(OpCode::AttentionGrad,
-                          {q, k, v, {DType::F32, out, dy}},
-                          {{DType::F32, q.shape}, {DType::F32, k.shape},
-                           {DType::F32, v.shape}},
-                          attrs);
+    auto grads =
+        evaluate(OpCode::AttentionGrad, {q, k, v, {DType::F32, out, dy}},
+                 {{DType::F32, q.shape}, {DType::F32, k.shape}, {DType::F32, v.shape}}, attrs);
     for (size_t which = 0; which < 3; ++which) {
       SCOPED_TRACE(which);
       expectRelativeClose(grads[which],
-                          numericGradient(OpCode::Attention, {q, k, v}, which,
-                                          out, attrs, dy));
+                          numericGradient(OpCode::Attention, {q, k, v}, which, out, attrs, dy));
     }
   }
 }
@@ -492,14 +441,11 @@ TEST(CpuGradFiniteDifferences, CrossEntropy) {
   const double dloss = 0.7;
   for (int64_t reduction : {0, 1}) {
     SCOPED_TRACE(reduction);
-    const Attrs attrs = {{"ignore_index", int64_t(-100)},
-                         {"reduction", reduction}};
+    const Attrs attrs = {{"ignore_index", int64_t(-100)}, {"reduction", reduction}};
     const std::vector<double> grad = evaluateOne(
-        OpCode::CrossEntropyGrad, {logits, labels, {DType::F32, {}, {dloss}}},
-        {2, 3, 5}, attrs);
-    expectRelativeClose(grad, numericGradient(OpCode::CrossEntropy,
-                                              {logits, labels}, 0, {}, attrs,
-                                              {dloss}));
+        OpCode::CrossEntropyGrad, {logits, labels, {DType::F32, {}, {dloss}}}, {2, 3, 5}, attrs);
+    expectRelativeClose(
+        grad, numericGradient(OpCode::CrossEntropy, {logits, labels}, 0, {}, attrs, {dloss}));
     for (int c = 0; c < 5; ++c)
       EXPECT_EQ(grad[2 * 5 + c], 0.0); // the ignored row
   }
@@ -522,10 +468,8 @@ TEST(CpuGrad, F32MatchesF64) {
   for (TensorSpec &operand : operands)
     for (double &value : operand.values)
       value = static_cast<float>(value);
-  auto single = evaluate(OpCode::AttentionGrad, operands, results, attrs,
-                         Precision::F32);
-  auto reference = evaluate(OpCode::AttentionGrad, operands, results, attrs,
-                            Precision::F64);
+  auto single = evaluate(OpCode::AttentionGrad, operands, results, attrs, Precision::F32);
+  auto reference = evaluate(OpCode::AttentionGrad, operands, results, attrs, Precision::F64);
   for (size_t i = 0; i < 3; ++i)
     expectRelativeClose(single[i], reference[i], 1e-5);
 
@@ -538,10 +482,10 @@ TEST(CpuGrad, F32MatchesF64) {
       value = static_cast<float>(value);
   const std::vector<ResultSpec> normResults = {
       {DType::F32, {4, 16}}, {DType::F32, {16}}, {DType::F32, {16}}};
-  auto normSingle = evaluate(OpCode::LayerNormGrad, norm, normResults,
-                             {{"epsilon", 1e-5}}, Precision::F32);
-  auto normReference = evaluate(OpCode::LayerNormGrad, norm, normResults,
-                                {{"epsilon", 1e-5}}, Precision::F64);
+  auto normSingle =
+      evaluate(OpCode::LayerNormGrad, norm, normResults, {{"epsilon", 1e-5}}, Precision::F32);
+  auto normReference =
+      evaluate(OpCode::LayerNormGrad, norm, normResults, {{"epsilon", 1e-5}}, Precision::F64);
   for (size_t i = 0; i < 3; ++i)
     expectRelativeClose(normSingle[i], normReference[i], 1e-5);
 }

@@ -38,10 +38,10 @@ std::vector<double> naive(int64_t m, int64_t n, int64_t k, A a, B b) {
 
 TEST(CpuMatMul, HandValues) {
   // [[1, 2, 3], [4, 5, 6]] x [[7, 8], [9, 10], [11, 12]]
-  auto out = runF32(OpCode::MatMul,
-                    {{DType::F32, {2, 3}, {1, 2, 3, 4, 5, 6}},
-                     {DType::F32, {3, 2}, {7, 8, 9, 10, 11, 12}}},
-                    {2, 2}, flags(0, 0));
+  auto out = runF32(
+      OpCode::MatMul,
+      {{DType::F32, {2, 3}, {1, 2, 3, 4, 5, 6}}, {DType::F32, {3, 2}, {7, 8, 9, 10, 11, 12}}},
+      {2, 2}, flags(0, 0));
   expectNear(out, {58, 64, 139, 154}, 0);
 }
 
@@ -51,17 +51,12 @@ TEST(CpuMatMul, TransposeFlags) {
   // Stored layouts: a as [m, k] or [k, m]; b as [k, n] or [n, k].
   for (int64_t ta : {0, 1}) {
     for (int64_t tb : {0, 1}) {
-      auto aAt = [&](int64_t i, int64_t p) {
-        return ta ? a[p * m + i] : a[i * k + p];
-      };
-      auto bAt = [&](int64_t p, int64_t j) {
-        return tb ? b[j * k + p] : b[p * n + j];
-      };
+      auto aAt = [&](int64_t i, int64_t p) { return ta ? a[p * m + i] : a[i * k + p]; };
+      auto bAt = [&](int64_t p, int64_t j) { return tb ? b[j * k + p] : b[p * n + j]; };
       Shape aShape = ta ? Shape{k, m} : Shape{m, k};
       Shape bShape = tb ? Shape{n, k} : Shape{k, n};
-      auto out = runF32(OpCode::MatMul,
-                        {{DType::F32, aShape, a}, {DType::F32, bShape, b}},
-                        {m, n}, flags(ta, tb));
+      auto out = runF32(OpCode::MatMul, {{DType::F32, aShape, a}, {DType::F32, bShape, b}}, {m, n},
+                        flags(ta, tb));
       expectNear(out, naive(m, n, k, aAt, bAt), 0);
     }
   }
@@ -78,8 +73,7 @@ TEST(CpuMatMul, BatchDimsBroadcast) {
           [&](int64_t p, int64_t j) { return b[y * 8 + p * 2 + j]; });
       expected.insert(expected.end(), entry.begin(), entry.end());
     }
-  auto out = runF32(OpCode::MatMul,
-                    {{DType::F32, {2, 1, 3, 4}, a}, {DType::F32, {5, 4, 2}, b}},
+  auto out = runF32(OpCode::MatMul, {{DType::F32, {2, 1, 3, 4}, a}, {DType::F32, {5, 4, 2}, b}},
                     {2, 5, 3, 2}, flags(0, 0));
   expectNear(out, expected, 0);
 }
@@ -94,8 +88,7 @@ TEST(CpuMatMul, BatchedWithTransposedOperands) {
         [&](int64_t p, int64_t j) { return b[h * 20 + j * 4 + p]; });
     expected.insert(expected.end(), entry.begin(), entry.end());
   }
-  auto out = runF32(OpCode::MatMul,
-                    {{DType::F32, {3, 2, 4}, a}, {DType::F32, {3, 5, 4}, b}},
+  auto out = runF32(OpCode::MatMul, {{DType::F32, {3, 2, 4}, a}, {DType::F32, {3, 5, 4}, b}},
                     {3, 2, 5}, flags(0, 1));
   expectNear(out, expected, 0);
   // And transpose_a on a batch: a stored [3, 4, 2].
@@ -104,9 +97,8 @@ TEST(CpuMatMul, BatchedWithTransposedOperands) {
     for (int64_t i = 0; i < 2; ++i)
       for (int64_t p = 0; p < 4; ++p)
         aT[h * 8 + p * 2 + i] = a[h * 8 + i * 4 + p];
-  out = runF32(OpCode::MatMul,
-               {{DType::F32, {3, 4, 2}, aT}, {DType::F32, {3, 5, 4}, b}},
-               {3, 2, 5}, flags(1, 1));
+  out = runF32(OpCode::MatMul, {{DType::F32, {3, 4, 2}, aT}, {DType::F32, {3, 5, 4}, b}}, {3, 2, 5},
+               flags(1, 1));
   expectNear(out, expected, 0);
 }
 
@@ -116,8 +108,7 @@ TEST(CpuMatMul, ActivationTimesWeight) {
   auto expected = naive(
       6, 5, 4, [&](int64_t i, int64_t p) { return a[i * 4 + p]; },
       [&](int64_t p, int64_t j) { return b[p * 5 + j]; });
-  auto out = runF32(OpCode::MatMul,
-                    {{DType::F32, {2, 3, 4}, a}, {DType::F32, {4, 5}, b}},
+  auto out = runF32(OpCode::MatMul, {{DType::F32, {2, 3, 4}, a}, {DType::F32, {4, 5}, b}},
                     {2, 3, 5}, flags(0, 0));
   expectNear(out, expected, 0);
 }
@@ -132,9 +123,8 @@ TEST(CpuMatMul, BlockedF32IsBitIdenticalToNaiveLoop) {
     v = normal(random);
   for (double &v : b)
     v = normal(random);
-  auto out =
-      runOp(OpCode::MatMul, {{DType::F32, {m, k}, a}, {DType::F32, {k, n}, b}},
-            DType::F32, {m, n}, flags(0, 0), Precision::F32);
+  auto out = runOp(OpCode::MatMul, {{DType::F32, {m, k}, a}, {DType::F32, {k, n}, b}}, DType::F32,
+                   {m, n}, flags(0, 0), Precision::F32);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       float sum = 0;
@@ -150,15 +140,13 @@ TEST(CpuMatMul, BlockedF32IsBitIdenticalToNaiveLoop) {
 TEST(CpuMatMul, Bf16OperandsAccumulateInComputeType) {
   // bf16 inputs, f32 result: 1 + 2^-8 is not representable in bf16, but the
   // sum of products is accumulated and stored without bf16 rounding.
-  auto out = runOp(
-      OpCode::MatMul,
-      {{DType::BF16, {1, 2}, {1, 1.0 / 256}}, {DType::BF16, {2, 1}, {1, 1}}},
-      DType::F32, {1, 1}, flags(0, 0), Precision::F32);
+  auto out =
+      runOp(OpCode::MatMul, {{DType::BF16, {1, 2}, {1, 1.0 / 256}}, {DType::BF16, {2, 1}, {1, 1}}},
+            DType::F32, {1, 1}, flags(0, 0), Precision::F32);
   EXPECT_EQ(out[0], 1 + 1.0 / 256);
-  out = runOp(
-      OpCode::MatMul,
-      {{DType::BF16, {1, 2}, {1, 1.0 / 256}}, {DType::BF16, {2, 1}, {1, 1}}},
-      DType::BF16, {1, 1}, flags(0, 0), Precision::F32);
+  out =
+      runOp(OpCode::MatMul, {{DType::BF16, {1, 2}, {1, 1.0 / 256}}, {DType::BF16, {2, 1}, {1, 1}}},
+            DType::BF16, {1, 1}, flags(0, 0), Precision::F32);
   EXPECT_EQ(out[0], 1.0); // the tie rounds to even
 }
 

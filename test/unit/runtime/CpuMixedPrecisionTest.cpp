@@ -56,15 +56,14 @@ struct ScaledPlan {
   uint32_t w, g, grad, first, second = 0, copy = 0, norm, lr;
   uint32_t scale = 0, tracker = 0, found = 0, applied = 0;
 
-  ScaledPlan(bool adamw, const Attrs &attrs, double learningRate,
-             const Scaling &settings, DType copyDType = DType::F32) {
+  ScaledPlan(bool adamw, const Attrs &attrs, double learningRate, const Scaling &settings,
+             DType copyDType = DType::F32) {
     w = b.parameter("w", DType::F32, {kCount}, InitKind::Normal, 0, 0.7);
     g = b.input("g", DType::F32, {kCount});
     grad = b.state("w.grad", {kCount});
     const bool scaled = settings.mode != LossScaleMode::None;
     if (copyDType != DType::F32) {
-      copy = b.buffer("w.copy", copyDType, {kCount},
-                      plan::BufferRole::ParameterCopy);
+      copy = b.buffer("w.copy", copyDType, {kCount}, plan::BufferRole::ParameterCopy);
       b.plan.parameterCopies.push_back({copy, w});
     }
     if (scaled) {
@@ -84,13 +83,12 @@ struct ScaledPlan {
       s.foundNonFinite = found;
       s.appliedSteps = applied;
       s.floorHits = b.state("floor_hits", {});
-      b.instruction(OpCode::Accumulate, {grad, g, scale, found},
-                    {grad, found});
+      b.instruction(OpCode::Accumulate, {grad, g, scale, found}, {grad, found});
     } else {
       b.instruction(OpCode::Accumulate, {grad, g}, {grad});
     }
-    b.plan.loss = b.op(OpCode::Sum, {g}, DType::F32, {},
-                       {{"axes", V{0}}, {"keepdims", int64_t(0)}});
+    b.plan.loss =
+        b.op(OpCode::Sum, {g}, DType::F32, {}, {{"axes", V{0}}, {"keepdims", int64_t(0)}});
     norm = b.optimizerOp(OpCode::GlobalNorm, {grad}, DType::F32, {});
     lr = b.optimizerOp(OpCode::LrSchedule, {}, DType::F32, {},
                        {{"kind", int64_t(0)},
@@ -112,36 +110,29 @@ struct ScaledPlan {
       operands.push_back(copy);
       results.push_back(copy);
     }
-    b.instruction(adamw ? OpCode::AdamW : OpCode::Sgd, operands, results,
-                  attrs, true);
+    b.instruction(adamw ? OpCode::AdamW : OpCode::Sgd, operands, results, attrs, true);
     if (scaled)
-      b.instruction(
-          OpCode::UpdateLossScale, {scale, tracker, found, applied},
-          {scale, tracker, found, applied},
-          {{"dynamic", int64_t(settings.mode == LossScaleMode::Dynamic)},
-           {"growth_factor", double(settings.growthFactor)},
-           {"backoff_factor", double(settings.backoffFactor)},
-           {"growth_interval", settings.growthInterval},
-           {"min_scale", double(settings.minScale)}},
-          true);
+      b.instruction(OpCode::UpdateLossScale, {scale, tracker, found, applied},
+                    {scale, tracker, found, applied},
+                    {{"dynamic", int64_t(settings.mode == LossScaleMode::Dynamic)},
+                     {"growth_factor", double(settings.growthFactor)},
+                     {"backoff_factor", double(settings.backoffFactor)},
+                     {"growth_interval", settings.growthInterval},
+                     {"min_scale", double(settings.minScale)}},
+                    true);
     b.plan.gradNorm = norm;
     b.plan.learningRate = lr;
   }
 };
 
-const Attrs kAdamW = {{"beta1", 0.9},
-                      {"beta2", 0.999},
-                      {"eps", 1e-8},
-                      {"weight_decay", 0.1},
-                      {"clip_norm", 0.0}};
-const Attrs kSgd = {
-    {"momentum", 0.9}, {"weight_decay", 0.01}, {"clip_norm", 0.0}};
+const Attrs kAdamW = {
+    {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.1}, {"clip_norm", 0.0}};
+const Attrs kSgd = {{"momentum", 0.9}, {"weight_decay", 0.01}, {"clip_norm", 0.0}};
 
 /// Runs one micro step with gradient \p g (scaled by the caller) and returns
 /// the optimizer step's gradient norm.
-double step(Executor &executor, const ScaledPlan &setup,
-            const std::vector<double> &g, uint64_t index,
-            bool inject = false) {
+double step(Executor &executor, const ScaledPlan &setup, const std::vector<double> &g,
+            uint64_t index, bool inject = false) {
   executor.setBufferValues(setup.g, g);
   RunOptions options;
   options.step = index;
@@ -182,8 +173,7 @@ TEST(CpuMixedPrecision, AccumulateUnscalesAndFlagsNonFiniteValues) {
     // Finite: acc = g / 8, found stays 0.
     executor.setBufferValues(setup.g, {8, -4, 1, 0});
     executor.run(options);
-    EXPECT_EQ(executor.bufferValues(setup.grad),
-              (std::vector<double>{1, -0.5, 0.125, 0}));
+    EXPECT_EQ(executor.bufferValues(setup.grad), (std::vector<double>{1, -0.5, 0.125, 0}));
     EXPECT_EQ(executor.bufferValues(setup.found), std::vector<double>{0});
     // A second micro step adds; a scale of 3 divides in the compute type.
     executor.setBufferValues(setup.scale, {3});
@@ -194,9 +184,8 @@ TEST(CpuMixedPrecision, AccumulateUnscalesAndFlagsNonFiniteValues) {
     const std::vector<double> before = {1, -0.5, 0.125, 0};
     const std::vector<double> g = {1, 2, 3, 0.1};
     for (int i = 0; i < kCount; ++i)
-      expected.push_back(precision == Precision::F32
-                             ? double(float(before[i]) + float(g[i]) / 3.0f)
-                             : before[i] + g[i] / 3.0);
+      expected.push_back(precision == Precision::F32 ? double(float(before[i]) + float(g[i]) / 3.0f)
+                                                     : before[i] + g[i] / 3.0);
     EXPECT_EQ(executor.bufferValues(setup.grad), expected);
     EXPECT_EQ(executor.bufferValues(setup.found), std::vector<double>{0});
     // An infinite gradient sets found; the finite elements still add.
@@ -236,8 +225,7 @@ TEST(CpuMixedPrecision, UnscalingOverflowsInTheComputePrecision) {
     executor.setBufferValues(setup.g, {3e38, 0, 0, 0});
     executor.run({});
     const double expected = precision == Precision::F32 ? 1 : 0;
-    EXPECT_EQ(executor.bufferValues(setup.found),
-              std::vector<double>{expected});
+    EXPECT_EQ(executor.bufferValues(setup.found), std::vector<double>{expected});
     if (precision == Precision::F64)
       EXPECT_EQ(executor.bufferValues(setup.grad)[0], 3e38 * 16);
   }
@@ -266,8 +254,7 @@ TEST(CpuMixedPrecision, AdamWSkipsOverflowingStepsLikeGradScaler) {
       param[i] *= 1 - lr * wd;
       m[i] = beta1 * m[i] + (1 - beta1) * g[i];
       v[i] = beta2 * v[i] + (1 - beta2) * g[i] * g[i];
-      const double denominator =
-          std::sqrt(v[i]) / std::sqrt(1 - std::pow(beta2, t)) + eps;
+      const double denominator = std::sqrt(v[i]) / std::sqrt(1 - std::pow(beta2, t)) + eps;
       param[i] -= lr / (1 - std::pow(beta1, t)) * m[i] / denominator;
     }
   };
@@ -289,8 +276,7 @@ TEST(CpuMixedPrecision, AdamWSkipsOverflowingStepsLikeGradScaler) {
   EXPECT_EQ(executor.parameterValues("w"), paramBefore);
   EXPECT_EQ(executor.bufferValues(setup.first), mBefore);
   EXPECT_EQ(executor.bufferValues(setup.second), vBefore);
-  EXPECT_EQ(executor.bufferValues(setup.grad),
-            std::vector<double>(kCount, 0.0));
+  EXPECT_EQ(executor.bufferValues(setup.grad), std::vector<double>(kCount, 0.0));
   EXPECT_EQ(executor.bufferValues(setup.copy), roundedToBF16(paramBefore));
   EXPECT_EQ(executor.bufferValues(setup.applied), std::vector<double>{1});
   EXPECT_EQ(executor.bufferValues(setup.found), std::vector<double>{0});
@@ -308,20 +294,17 @@ TEST(CpuMixedPrecision, AdamWSkipsOverflowingStepsLikeGradScaler) {
   expectNear(executor.bufferValues(setup.first), m, 1e-14);
   expectNear(executor.bufferValues(setup.second), v, 1e-14);
   EXPECT_EQ(executor.bufferValues(setup.applied), std::vector<double>{2});
-  EXPECT_EQ(executor.bufferValues(setup.copy),
-            roundedToBF16(executor.parameterValues("w")));
+  EXPECT_EQ(executor.bufferValues(setup.copy), roundedToBF16(executor.parameterValues("w")));
   // Counting the skipped step (t = 3) would give a visibly different step.
   std::vector<double> withT3 = paramSaved;
   for (int64_t i = 0; i < kCount; ++i) {
     withT3[i] *= 1 - lr * wd;
     const double denominator =
-        std::sqrt(vSaved[i] * beta2 + (1 - beta2) * kGradients[2][i] *
-                                          kGradients[2][i]) /
+        std::sqrt(vSaved[i] * beta2 + (1 - beta2) * kGradients[2][i] * kGradients[2][i]) /
             std::sqrt(1 - std::pow(beta2, 3)) +
         eps;
     withT3[i] -= lr / (1 - std::pow(beta1, 3)) *
-                 (beta1 * mSaved[i] + (1 - beta1) * kGradients[2][i]) /
-                 denominator;
+                 (beta1 * mSaved[i] + (1 - beta1) * kGradients[2][i]) / denominator;
   }
   double largest = 0;
   for (int64_t i = 0; i < kCount; ++i)
@@ -339,8 +322,7 @@ TEST(CpuMixedPrecision, SgdSkipsOverflowingStepsAndRefreshesItsCopy) {
     SCOPED_TRACE(s);
     const bool overflow = s == 1;
     // An overflow in the gradient itself: one infinite element.
-    std::vector<double> g =
-        times(kGradients[s], executor.lossScaleStatus().scale);
+    std::vector<double> g = times(kGradients[s], executor.lossScaleStatus().scale);
     if (overflow)
       g[2] = kInf;
     step(executor, setup, g, static_cast<uint64_t>(s));
@@ -352,8 +334,7 @@ TEST(CpuMixedPrecision, SgdSkipsOverflowingStepsAndRefreshesItsCopy) {
       }
     expectNear(executor.parameterValues("w"), param, 1e-14);
     expectNear(executor.bufferValues(setup.first), buffer, 1e-14);
-    EXPECT_EQ(executor.bufferValues(setup.grad),
-              std::vector<double>(kCount, 0.0));
+    EXPECT_EQ(executor.bufferValues(setup.grad), std::vector<double>(kCount, 0.0));
     std::vector<double> copy;
     for (double value : executor.parameterValues("w"))
       copy.push_back(numerics::roundToF16(value));
@@ -376,22 +357,19 @@ TEST(CpuMixedPrecision, CopiesFollowTheirParameter) {
     EXPECT_NE(executor.bufferValues(setup.copy), drawn);
     // After setParameterValues: ties round to even (1 + 2^-8 -> 1,
     // 1 + 3 * 2^-8 -> 1 + 2^-6).
-    executor.setParameterValues(
-        "w", {1 + 0x1p-8, 1 + 3 * 0x1p-8, -2.0, 0.1});
+    executor.setParameterValues("w", {1 + 0x1p-8, 1 + 3 * 0x1p-8, -2.0, 0.1});
     EXPECT_EQ(executor.bufferValues(setup.copy),
               (std::vector<double>{1, 1 + 0x1p-6, -2, 0.10009765625}));
     // And after setBufferValues on the parameter.
     executor.setBufferValues(setup.w, {3, 3, 3, 1.0 / 3});
-    EXPECT_EQ(executor.bufferValues(setup.copy),
-              (std::vector<double>{3, 3, 3, 0.333984375}));
+    EXPECT_EQ(executor.bufferValues(setup.copy), (std::vector<double>{3, 3, 3, 0.333984375}));
     // After an applied AdamW step.
     step(executor, setup, times(kGradients[0], 1024), 0);
     const std::vector<double> updated = executor.parameterValues("w");
     EXPECT_NE(updated[0], 3);
     EXPECT_EQ(executor.bufferValues(setup.copy), roundedToBF16(updated));
     // A copy cannot be set directly.
-    EXPECT_THROW(executor.setBufferValues(setup.copy, {0, 0, 0, 0}),
-                 cpu::ExecutionError);
+    EXPECT_THROW(executor.setBufferValues(setup.copy, {0, 0, 0, 0}), cpu::ExecutionError);
   }
 }
 
@@ -402,8 +380,7 @@ TEST(CpuMixedPrecision, CopiesFollowTheirParameter) {
 /// Runs one optimizer step per character of \p pattern ('F' finite, 'I'
 /// injected overflow) and returns the scale after each.
 std::vector<double> trajectory(Executor &executor, const ScaledPlan &setup,
-                               const std::string &pattern,
-                               std::string *skipped = nullptr) {
+                               const std::string &pattern, std::string *skipped = nullptr) {
   std::vector<double> scales;
   for (size_t i = 0; i < pattern.size(); ++i) {
     step(executor, setup, {0.5, 0.5, 0.5, 0.5}, i, pattern[i] == 'I');
@@ -428,8 +405,7 @@ TEST(CpuMixedPrecision, DynamicScaleFollowsGradScaler) {
     const std::string pattern = "FFFIFFIFFFF";
     std::string skipped;
     EXPECT_EQ(trajectory(executor, setup, pattern, &skipped),
-              (std::vector<double>{1024, 1024, 2048, 1024, 1024, 1024, 512,
-                                   512, 512, 1024, 1024}));
+              (std::vector<double>{1024, 1024, 2048, 1024, 1024, 1024, 512, 512, 512, 1024, 1024}));
     EXPECT_EQ(skipped, pattern);
     // 9 finite steps applied; the tracker counts the one since the growth.
     EXPECT_EQ(executor.bufferValues(setup.applied), std::vector<double>{9});
@@ -482,8 +458,7 @@ TEST(CpuMixedPrecision, GrowthStopsBeforeInfinity) {
   Executor executor(setup.b.plan, Precision::F32);
   executor.initializeParameters(3);
   // 2^127 * 2 is infinite in f32, so the scale stays; a backoff still works.
-  EXPECT_EQ(trajectory(executor, setup, "FFI"),
-            (std::vector<double>{0x1p127, 0x1p127, 0x1p126}));
+  EXPECT_EQ(trajectory(executor, setup, "FFI"), (std::vector<double>{0x1p127, 0x1p127, 0x1p126}));
 }
 
 TEST(CpuMixedPrecision, StaticScaleStillSkips) {
@@ -541,17 +516,13 @@ plan::Plan logPlan(bool debug) {
   const uint32_t w = b.parameter("w", DType::F32, {3}, InitKind::Ones);
   const uint32_t x = b.input("x", DType::F32, {3});
   const uint32_t g = b.input("g", DType::F32, {3});
-  const uint32_t product =
-      b.op(OpCode::Mul, {x, w}, DType::F32, {3}, {}, "nan.mlir:3:7");
-  const uint32_t logs =
-      b.op(OpCode::Log, {product}, DType::F32, {3}, {}, "nan.mlir:4:7");
+  const uint32_t product = b.op(OpCode::Mul, {x, w}, DType::F32, {3}, {}, "nan.mlir:3:7");
+  const uint32_t logs = b.op(OpCode::Log, {product}, DType::F32, {3}, {}, "nan.mlir:4:7");
   b.plan.loss = b.op(OpCode::Sum, {logs}, DType::F32, {},
-                     {{"axes", V{0}}, {"keepdims", int64_t(0)}},
-                     "nan.mlir:5:3");
+                     {{"axes", V{0}}, {"keepdims", int64_t(0)}}, "nan.mlir:5:3");
   const uint32_t grad = b.state("w.grad", {3});
   b.instruction(OpCode::Accumulate, {grad, g}, {grad});
-  const uint32_t norm = b.optimizerOp(OpCode::GlobalNorm, {grad}, DType::F32,
-                                      {});
+  const uint32_t norm = b.optimizerOp(OpCode::GlobalNorm, {grad}, DType::F32, {});
   const uint32_t lr = b.optimizerOp(OpCode::LrSchedule, {}, DType::F32, {},
                                     {{"kind", int64_t(0)},
                                      {"lr", 0.0},
@@ -559,8 +530,7 @@ plan::Plan logPlan(bool debug) {
                                      {"warmup_steps", int64_t(0)},
                                      {"decay_steps", int64_t(0)}});
   const uint32_t momentum = b.state("w.momentum", {3});
-  b.instruction(OpCode::Sgd, {w, grad, momentum, lr, norm},
-                {w, grad, momentum}, kSgd, true);
+  b.instruction(OpCode::Sgd, {w, grad, momentum, lr, norm}, {w, grad, momentum}, kSgd, true);
   b.plan.gradNorm = norm;
   b.plan.learningRate = lr;
   b.plan.debugNonFinite = debug;

@@ -18,9 +18,8 @@ struct TensorSpec {
 /// Builds a plan whose inputs are \p operands and whose one instruction is
 /// \p op (plus a sum as the loss when the result is not a float scalar),
 /// runs it on the CPU backend and returns the op's result values.
-std::vector<double> runOp(OpCode op, const std::vector<TensorSpec> &operands,
-                          DType resultDType, const Shape &resultShape,
-                          const Attrs &attrs = {},
+std::vector<double> runOp(OpCode op, const std::vector<TensorSpec> &operands, DType resultDType,
+                          const Shape &resultShape, const Attrs &attrs = {},
                           cpu::Precision precision = cpu::Precision::F64,
                           const cpu::RunOptions &options = {});
 
@@ -30,8 +29,8 @@ std::vector<double> runF32(OpCode op, const std::vector<TensorSpec> &operands,
                            cpu::Precision precision = cpu::Precision::F64);
 
 /// Expects \p actual to match \p expected element-wise within \p tolerance.
-void expectNear(const std::vector<double> &actual,
-                const std::vector<double> &expected, double tolerance);
+void expectNear(const std::vector<double> &actual, const std::vector<double> &expected,
+                double tolerance);
 
 } // namespace ampc::test
 

@@ -42,8 +42,8 @@ struct OptimizerPlan {
     g = b.input("g", DType::F32, {kCount});
     grad = b.state("w.grad", {kCount});
     b.instruction(OpCode::Accumulate, {grad, g}, {grad});
-    b.plan.loss = b.op(OpCode::Sum, {g}, DType::F32, {},
-                       {{"axes", V{0}}, {"keepdims", int64_t(0)}});
+    b.plan.loss =
+        b.op(OpCode::Sum, {g}, DType::F32, {}, {{"axes", V{0}}, {"keepdims", int64_t(0)}});
     norm = b.optimizerOp(OpCode::GlobalNorm, {grad}, DType::F32, {});
     lr = b.optimizerOp(OpCode::LrSchedule, {}, DType::F32, {},
                        {{"kind", int64_t(0)},
@@ -54,11 +54,10 @@ struct OptimizerPlan {
     first = b.state(adamw ? "w.m" : "w.momentum", {kCount});
     if (adamw) {
       second = b.state("w.v", {kCount});
-      b.instruction(OpCode::AdamW, {w, grad, first, second, lr, norm},
-                    {w, grad, first, second}, attrs, true);
-    } else {
-      b.instruction(OpCode::Sgd, {w, grad, first, lr, norm}, {w, grad, first},
+      b.instruction(OpCode::AdamW, {w, grad, first, second, lr, norm}, {w, grad, first, second},
                     attrs, true);
+    } else {
+      b.instruction(OpCode::Sgd, {w, grad, first, lr, norm}, {w, grad, first}, attrs, true);
     }
     b.plan.gradNorm = norm;
     b.plan.learningRate = lr;
@@ -69,9 +68,7 @@ struct OptimizerPlan {
 const std::vector<double> kInitial = {0.5, -1.25, 2.0, 0.0, -0.75};
 /// The gradients of the three steps.
 const std::vector<std::vector<double>> kGradients = {
-    {0.3, -0.2, 0.9, -1.1, 0.05},
-    {-0.4, 0.6, 0.1, 0.7, -0.3},
-    {1.5, 0.25, -0.8, 0.2, 0.4}};
+    {0.3, -0.2, 0.9, -1.1, 0.05}, {-0.4, 0.6, 0.1, 0.7, -0.3}, {1.5, 0.25, -0.8, 0.2, 0.4}};
 
 double l2(const std::vector<double> &values) {
   double total = 0;
@@ -125,8 +122,7 @@ void checkAdamW(const AdamWCase &c, Precision precision, double tolerance) {
       param[i] *= 1 - c.lr * c.weightDecay;
       m[i] = c.beta1 * m[i] + (1 - c.beta1) * g;
       v[i] = c.beta2 * v[i] + (1 - c.beta2) * g * g;
-      const double denominator =
-          std::sqrt(v[i]) / std::sqrt(1 - std::pow(c.beta2, t)) + c.eps;
+      const double denominator = std::sqrt(v[i]) / std::sqrt(1 - std::pow(c.beta2, t)) + c.eps;
       param[i] -= c.lr / (1 - std::pow(c.beta1, t)) * m[i] / denominator;
     }
     EXPECT_NEAR(norm, expectedNorm, tolerance * expectedNorm);
@@ -134,8 +130,7 @@ void checkAdamW(const AdamWCase &c, Precision precision, double tolerance) {
     expectNear(executor.parameterValues("w"), param, tolerance);
     expectNear(executor.bufferValues(setup.first), m, tolerance);
     expectNear(executor.bufferValues(setup.second), v, tolerance);
-    expectNear(executor.bufferValues(setup.grad),
-               std::vector<double>(kCount, 0.0), 0);
+    expectNear(executor.bufferValues(setup.grad), std::vector<double>(kCount, 0.0), 0);
   }
 }
 
@@ -162,11 +157,9 @@ struct SgdCase {
 };
 
 void checkSgd(const SgdCase &c, Precision precision, double tolerance) {
-  OptimizerPlan setup(false,
-                      {{"momentum", c.momentum},
-                       {"weight_decay", c.weightDecay},
-                       {"clip_norm", c.clipNorm}},
-                      c.lr);
+  OptimizerPlan setup(
+      false, {{"momentum", c.momentum}, {"weight_decay", c.weightDecay}, {"clip_norm", c.clipNorm}},
+      c.lr);
   Executor executor(setup.b.plan, precision);
   executor.setParameterValues("w", kInitial);
   std::vector<double> param = kInitial, buffer(kCount, 0.0);
@@ -184,8 +177,7 @@ void checkSgd(const SgdCase &c, Precision precision, double tolerance) {
     }
     expectNear(executor.parameterValues("w"), param, tolerance);
     expectNear(executor.bufferValues(setup.first), buffer, tolerance);
-    expectNear(executor.bufferValues(setup.grad),
-               std::vector<double>(kCount, 0.0), 0);
+    expectNear(executor.bufferValues(setup.grad), std::vector<double>(kCount, 0.0), 0);
   }
 }
 
@@ -196,16 +188,14 @@ TEST(CpuTraining, SgdWithMomentumAndWeightDecay) {
   checkSgd({0.1, 0.9, 0.01, 0.5}, Precision::F32, 2e-6);
 }
 
-TEST(CpuTraining, PlainSgd) {
-  checkSgd({0.2, 0.0, 0.0, 0.0}, Precision::F64, 1e-15);
-}
+TEST(CpuTraining, PlainSgd) { checkSgd({0.2, 0.0, 0.0, 0.0}, Precision::F64, 1e-15); }
 
 //===----------------------------------------------------------------------===//
 // lr_schedule
 //===----------------------------------------------------------------------===//
 
-double learningRateAt(int64_t kind, double lr, double minLr, int64_t warmup,
-                      int64_t decay, uint64_t step, uint64_t totalSteps = 0) {
+double learningRateAt(int64_t kind, double lr, double minLr, int64_t warmup, int64_t decay,
+                      uint64_t step, uint64_t totalSteps = 0) {
   RunOptions options;
   options.step = step;
   options.totalSteps = totalSteps;
@@ -239,7 +229,7 @@ TEST(CpuTraining, LrScheduleCosine) {
   // lr 1e-3 -> 1e-4 over steps 10..110 (warmup 10, decay 110).
   EXPECT_DOUBLE_EQ(learningRateAt(1, 1e-3, 1e-4, 10, 110, 10), 1e-3); // start
   EXPECT_DOUBLE_EQ(learningRateAt(1, 1e-3, 1e-4, 10, 110, 60),
-                   5.5e-4); // middle: cos(pi/2) = 0
+                   5.5e-4);                                            // middle: cos(pi/2) = 0
   EXPECT_DOUBLE_EQ(learningRateAt(1, 1e-3, 1e-4, 10, 110, 110), 1e-4); // end
   EXPECT_DOUBLE_EQ(learningRateAt(1, 1e-3, 1e-4, 10, 110, 500), 1e-4); // after
   // A quarter of the way: min + (1 + cos(pi/4)) / 2 (lr - min).
@@ -262,16 +252,12 @@ TEST(CpuTraining, LrScheduleCosineUsesTotalStepsWhenDecayIsZero) {
 //===----------------------------------------------------------------------===//
 
 TEST(CpuTraining, MicroStepsAccumulateIntoState) {
-  OptimizerPlan setup(false,
-                      {{"momentum", 0.0},
-                       {"weight_decay", 0.0},
-                       {"clip_norm", 0.0}},
-                      0.5, 2);
+  OptimizerPlan setup(false, {{"momentum", 0.0}, {"weight_decay", 0.0}, {"clip_norm", 0.0}}, 0.5,
+                      2);
   Executor executor(setup.b.plan, Precision::F32);
   executor.setParameterValues("w", kInitial);
   // State starts at zero.
-  EXPECT_EQ(executor.bufferValues(setup.grad),
-            std::vector<double>(kCount, 0.0));
+  EXPECT_EQ(executor.bufferValues(setup.grad), std::vector<double>(kCount, 0.0));
   std::vector<double> sum(kCount);
   for (int i = 0; i < 2; ++i) {
     executor.setBufferValues(setup.g, kGradients[i]);
@@ -293,31 +279,24 @@ TEST(CpuTraining, MicroStepsAccumulateIntoState) {
   EXPECT_EQ(executor.learningRate(), 0.5);
   std::vector<double> expected(kCount);
   for (int64_t e = 0; e < kCount; ++e)
-    expected[e] = static_cast<float>(static_cast<float>(kInitial[e]) -
-                                     0.5f * static_cast<float>(sum[e]));
+    expected[e] =
+        static_cast<float>(static_cast<float>(kInitial[e]) - 0.5f * static_cast<float>(sum[e]));
   expectNear(executor.parameterValues("w"), expected, 0);
-  expectNear(executor.bufferValues(setup.grad),
-             std::vector<double>(kCount, 0.0), 0);
+  expectNear(executor.bufferValues(setup.grad), std::vector<double>(kCount, 0.0), 0);
 }
 
 TEST(CpuTraining, ResetStateAndSetBufferValues) {
-  OptimizerPlan setup(true,
-                      {{"beta1", 0.9},
-                       {"beta2", 0.999},
-                       {"eps", 1e-8},
-                       {"weight_decay", 0.0},
-                       {"clip_norm", 0.0}},
-                      0.01);
+  OptimizerPlan setup(
+      true,
+      {{"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.0}, {"clip_norm", 0.0}},
+      0.01);
   Executor executor(setup.b.plan, Precision::F64);
   executor.setBufferValues(setup.first, {1, 2, 3, 4, 5});
   executor.setBufferValues(setup.grad, {0.5, 0.5, 0.5, 0.5, 0.5});
-  EXPECT_EQ(executor.bufferValues(setup.first),
-            (std::vector<double>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(executor.bufferValues(setup.first), (std::vector<double>{1, 2, 3, 4, 5}));
   executor.resetState();
-  EXPECT_EQ(executor.bufferValues(setup.first),
-            std::vector<double>(kCount, 0.0));
-  EXPECT_EQ(executor.bufferValues(setup.grad),
-            std::vector<double>(kCount, 0.0));
+  EXPECT_EQ(executor.bufferValues(setup.first), std::vector<double>(kCount, 0.0));
+  EXPECT_EQ(executor.bufferValues(setup.grad), std::vector<double>(kCount, 0.0));
   // Parameters and inputs can be set too; temporaries cannot.
   executor.setBufferValues(setup.w, kInitial);
   EXPECT_EQ(executor.parameterValues("w"), kInitial);
@@ -325,15 +304,13 @@ TEST(CpuTraining, ResetStateAndSetBufferValues) {
     executor.setBufferValues(setup.b.plan.loss, {1});
     FAIL() << "expected ExecutionError";
   } catch (const ExecutionError &error) {
-    EXPECT_NE(std::string(error.what()).find("is a temporary"),
-              std::string::npos);
+    EXPECT_NE(std::string(error.what()).find("is a temporary"), std::string::npos);
   }
   try {
     executor.setBufferValues(setup.grad, {1, 2});
     FAIL() << "expected ExecutionError";
   } catch (const ExecutionError &error) {
-    EXPECT_NE(std::string(error.what()).find("has 5 elements, got 2"),
-              std::string::npos);
+    EXPECT_NE(std::string(error.what()).find("has 5 elements, got 2"), std::string::npos);
   }
 }
 
@@ -341,8 +318,7 @@ TEST(CpuTraining, SetBufferValuesRoundsToTheDType) {
   PlanBuilder b;
   const uint32_t h = b.input("h", DType::BF16, {2});
   const uint32_t ids = b.input("ids", DType::I32, {2}, 10);
-  b.plan.loss = b.op(OpCode::Sum, {h}, DType::F32, {},
-                     {{"axes", V{0}}, {"keepdims", int64_t(0)}});
+  b.plan.loss = b.op(OpCode::Sum, {h}, DType::F32, {}, {{"axes", V{0}}, {"keepdims", int64_t(0)}});
   Executor executor(b.plan, Precision::F64);
   // bf16 has 8 significant bits, so near 1 its spacing is 2^-7: 1 + 2^-8
   // is a tie and rounds to even (1); 1 + 3 * 2^-8 is a tie between
@@ -358,8 +334,7 @@ TEST(CpuTraining, SetBufferValuesRoundsToTheDType) {
 TEST(CpuTraining, ForwardPlansHaveNoOptimizerStep) {
   PlanBuilder b;
   const uint32_t x = b.input("x", DType::F32, {2});
-  b.plan.loss = b.op(OpCode::Sum, {x}, DType::F32, {},
-                     {{"axes", V{0}}, {"keepdims", int64_t(0)}});
+  b.plan.loss = b.op(OpCode::Sum, {x}, DType::F32, {}, {{"axes", V{0}}, {"keepdims", int64_t(0)}});
   Executor executor(b.plan, Precision::F32);
   EXPECT_THROW(executor.runOptimizerStep({}), plan::PlanError);
   EXPECT_THROW(executor.learningRate(), plan::PlanError);

@@ -153,11 +153,8 @@ TEST(CudaDeviceGpu, OutOfMemorySaysHowMuchWasAskedAndIsFree) {
                                   "test buffer: 1125.9 TB (1125899906842624 "
                                   "bytes) requested, "))
         << message;
-    EXPECT_TRUE(
-        contains(message, " free on GPU 0 (" + device.info().name + ")"))
-        << message;
-    EXPECT_TRUE(contains(message, ": compile with --memory-budget "))
-        << message;
+    EXPECT_TRUE(contains(message, " free on GPU 0 (" + device.info().name + ")")) << message;
+    EXPECT_TRUE(contains(message, ": compile with --memory-budget ")) << message;
   }
   // The device is still usable, and counts what it holds.
   const uint64_t held = device.allocatedBytes();
@@ -178,10 +175,9 @@ TEST(CudaDeviceGpu, DriverOlderThanRequiredIsRefused) {
     FAIL() << "a driver for CUDA 99.0 was found";
   } catch (const CudaError &error) {
     EXPECT_EQ(error.kind(), CudaErrorKind::DriverTooOld);
-    EXPECT_EQ(error.what(), driverTooOldMessage(
-                                device.api().driverVersion, 99000,
-                                "this program's kernels (compiled with CUDA " +
-                                    formatCudaVersion(kToolkitVersion) + ")"));
+    EXPECT_EQ(error.what(), driverTooOldMessage(device.api().driverVersion, 99000,
+                                                "this program's kernels (compiled with CUDA " +
+                                                    formatCudaVersion(kToolkitVersion) + ")"));
   }
 }
 
@@ -233,10 +229,8 @@ extern "C" __global__ void ampc_test_shared_sum(const float *x, float *sum,
 const KernelBinaries &testBinaries() {
   static const KernelBinaries binaries = [] {
     KernelBinaries compiled;
-    compiled.cubins.push_back(
-        {80, compileToCubin(kTestKernels, "test_kernels.cu", "sm_80")});
-    compiled.cubins.push_back(
-        {90, compileToCubin(kTestKernels, "test_kernels.cu", "sm_90")});
+    compiled.cubins.push_back({80, compileToCubin(kTestKernels, "test_kernels.cu", "sm_80")});
+    compiled.cubins.push_back({90, compileToCubin(kTestKernels, "test_kernels.cu", "sm_90")});
     compiled.ptx = compileToPtx(kTestKernels, "test_kernels.cu", "compute_80");
     compiled.ptxArch = 80;
     return compiled;
@@ -258,8 +252,7 @@ void checkAxpy(Device &device, Module &module) {
   float a = 2.5f;
   int count = n;
   module.kernel("ampc_test_axpy")
-      .launch(LaunchConfig::linear((n + 127) / 128, 128),
-              {&yPointer, &xPointer, &a, &count});
+      .launch(LaunchConfig::linear((n + 127) / 128, 128), {&yPointer, &xPointer, &a, &count});
   const std::vector<double> result = download(device, yPointer, n, DType::F32);
   for (int i = 0; i < n; ++i)
     ASSERT_EQ(result[i], 2.5 * i + (1000 - i)) << i;
@@ -299,9 +292,7 @@ TEST(CudaModuleGpu, CachesKernelsAndNamesMissingOnes) {
     FAIL() << "a missing kernel was found";
   } catch (const CudaError &error) {
     EXPECT_EQ(error.kind(), CudaErrorKind::KernelLoad);
-    EXPECT_STREQ(
-        error.what(),
-        "the test kernels has no kernel named 'ampc_test_nonexistent'");
+    EXPECT_STREQ(error.what(), "the test kernels has no kernel named 'ampc_test_nonexistent'");
   }
 }
 
@@ -311,8 +302,7 @@ TEST(CudaModuleGpu, OptsInToLargeDynamicSharedMemory) {
   const int n = 20000; // 80,000 bytes: beyond the default 48 KiB
   const unsigned shared = n * sizeof(float);
   if (static_cast<unsigned>(device.info().sharedMemoryPerBlockOptin) < shared)
-    GTEST_SKIP() << "the GPU allows only "
-                 << device.info().sharedMemoryPerBlockOptin
+    GTEST_SKIP() << "the GPU allows only " << device.info().sharedMemoryPerBlockOptin
                  << " bytes of shared memory per block";
   std::vector<double> x(n);
   for (int i = 0; i < n; ++i)
@@ -322,16 +312,14 @@ TEST(CudaModuleGpu, OptsInToLargeDynamicSharedMemory) {
   CUdeviceptr xPointer = xBuffer.pointer(), sumPointer = sumBuffer.pointer();
   int count = n;
   module.kernel("ampc_test_shared_sum")
-      .launch(LaunchConfig::linear(1, 256, shared),
-              {&xPointer, &sumPointer, &count});
+      .launch(LaunchConfig::linear(1, 256, shared), {&xPointer, &sumPointer, &count});
   EXPECT_EQ(download(device, sumPointer, 1, DType::F32)[0],
             std::accumulate(x.begin(), x.end(), 0.0));
 
   // More than the GPU has is refused before launching.
   try {
     module.kernel("ampc_test_shared_sum")
-        .launch(LaunchConfig::linear(
-                    1, 256, device.info().sharedMemoryPerBlockOptin + 1024),
+        .launch(LaunchConfig::linear(1, 256, device.info().sharedMemoryPerBlockOptin + 1024),
                 {&xPointer, &sumPointer, &count});
     FAIL() << "a launch beyond the GPU's shared memory was accepted";
   } catch (const CudaError &error) {

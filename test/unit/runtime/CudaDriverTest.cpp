@@ -28,9 +28,7 @@ using namespace ampc::cuda;
 
 /// The toolkit's stub driver, which exports every entry point of the API
 /// and answers CUDA_ERROR_STUB_LIBRARY to each.
-std::string stubLibrary() {
-  return std::string(AMPC_CUDA_LIBRARY_DIR) + "/stubs/libcuda.so";
-}
+std::string stubLibrary() { return std::string(AMPC_CUDA_LIBRARY_DIR) + "/stubs/libcuda.so"; }
 
 TEST(CudaDriver, MissingLibraryIsNoDriver) {
   DriverLoadOptions options;
@@ -93,8 +91,7 @@ TEST(CudaDriver, EntryPointsUseTheToolkitsVersionedSymbols) {
   EXPECT_TRUE(has("cuLaunchKernel"));
   EXPECT_FALSE(has("cuMemAlloc"));
   // The member types follow the same names.
-  static_assert(std::is_same_v<decltype(DriverApi::cuMemAlloc),
-                               decltype(&::cuMemAlloc_v2)>);
+  static_assert(std::is_same_v<decltype(DriverApi::cuMemAlloc), decltype(&::cuMemAlloc_v2)>);
 }
 
 TEST(CudaDriver, EveryEntryPointExistsInTheToolkitsDriverApi) {
@@ -147,28 +144,24 @@ TEST(CudaCublasLt, MissingLibraryIsAOneLineError) {
     FAIL() << "loading a nonexistent cuBLASLt succeeded";
   } catch (const CudaError &error) {
     EXPECT_EQ(error.kind(), CudaErrorKind::NoCublasLt);
-    EXPECT_STREQ(error.what(),
-                 "cuBLASLt not found (libampc-no-such-cublasLt.so.13 could "
-                 "not be loaded): install the CUDA 13 cuBLAS library or add "
-                 "its directory to LD_LIBRARY_PATH, or use --device cpu");
+    EXPECT_STREQ(error.what(), "cuBLASLt not found (libampc-no-such-cublasLt.so.13 could "
+                               "not be loaded): install the CUDA 13 cuBLAS library or add "
+                               "its directory to LD_LIBRARY_PATH, or use --device cpu");
   }
 }
 
 TEST(CudaCublasLt, DefaultSearchEndsWithTheToolkitsLibraryDirectory) {
-  const std::vector<std::string> names =
-      CublasLtLoadOptions::defaultLibraryNames();
+  const std::vector<std::string> names = CublasLtLoadOptions::defaultLibraryNames();
   ASSERT_EQ(names.size(), 3u);
   EXPECT_EQ(names[0], "libcublasLt.so.13");
   EXPECT_EQ(names[1], "libcublasLt.so");
-  EXPECT_EQ(names[2],
-            std::string(AMPC_CUDA_LIBRARY_DIR) + "/libcublasLt.so.13");
+  EXPECT_EQ(names[2], std::string(AMPC_CUDA_LIBRARY_DIR) + "/libcublasLt.so.13");
 }
 
 TEST(CudaCublasLt, LoadsFromTheToolkitWithoutAGpu) {
   const CublasLtApi &api = cublasLtApi();
   EXPECT_EQ(api.version / 10000, 13u) << api.library;
-  EXPECT_EQ(api.describeStatus(CUBLAS_STATUS_NOT_SUPPORTED)
-                .rfind("CUBLAS_STATUS_NOT_SUPPORTED", 0),
+  EXPECT_EQ(api.describeStatus(CUBLAS_STATUS_NOT_SUPPORTED).rfind("CUBLAS_STATUS_NOT_SUPPORTED", 0),
             0u)
       << api.describeStatus(CUBLAS_STATUS_NOT_SUPPORTED);
 }

@@ -103,25 +103,23 @@ TEST(CudaErrors, SuggestedBudgetsLeaveHeadroomAndPrintExactly) {
 }
 
 TEST(CudaErrors, OutOfMemorySaysRequestedFreeTotalAndABudget) {
-  EXPECT_EQ(outOfMemoryMessage("the micro_step arena", 12104761856ull,
-                               79000000000ull, 85000000000ull, 0, 0,
-                               "NVIDIA H100 80GB HBM3"),
+  EXPECT_EQ(outOfMemoryMessage("the micro_step arena", 12104761856ull, 79000000000ull,
+                               85000000000ull, 0, 0, "NVIDIA H100 80GB HBM3"),
             "out of GPU memory allocating the micro_step arena: 12.1 GB "
             "(12104761856 bytes) requested, 79.0 GB of 85.0 GB free on GPU 0 "
             "(NVIDIA H100 80GB HBM3): compile with --memory-budget 71.1GB or "
             "a smaller batch");
   // What the program already holds (parameters, optimizer state) counts
   // toward the budget; most of the GPU held elsewhere is worth saying.
-  EXPECT_EQ(outOfMemoryMessage("the micro_step arena", 12104761856ull,
-                               3200000000ull, 85000000000ull, 2000000000ull, 1,
-                               "NVIDIA A100"),
+  EXPECT_EQ(outOfMemoryMessage("the micro_step arena", 12104761856ull, 3200000000ull,
+                               85000000000ull, 2000000000ull, 1, "NVIDIA A100"),
             "out of GPU memory allocating the micro_step arena: 12.1 GB "
             "(12104761856 bytes) requested, 3.2 GB of 85.0 GB free on GPU 1 "
             "(NVIDIA A100) with 2.0 GB already held by this program: compile "
             "with --memory-budget 4.6GB or a smaller batch, or end the other "
             "processes using the GPU (nvidia-smi)");
-  EXPECT_EQ(outOfMemoryMessage("the cuBLASLt workspace", 33554432, 100000,
-                               85000000000ull, 0, 0, "NVIDIA H100"),
+  EXPECT_EQ(outOfMemoryMessage("the cuBLASLt workspace", 33554432, 100000, 85000000000ull, 0, 0,
+                               "NVIDIA H100"),
             "out of GPU memory allocating the cuBLASLt workspace: 33.6 MB "
             "(33554432 bytes) requested, 100.0 kB of 85.0 GB free on GPU 0 "
             "(NVIDIA H100): the GPU is full; end the processes that hold its "
@@ -129,8 +127,8 @@ TEST(CudaErrors, OutOfMemorySaysRequestedFreeTotalAndABudget) {
 }
 
 TEST(CudaErrors, DriverCallNamesTheCallTheErrorAndTheActivity) {
-  EXPECT_EQ(driverCallMessage("cuLaunchKernel", "CUDA_ERROR_INVALID_VALUE",
-                              "invalid argument", "launching kernel 'k' of m"),
+  EXPECT_EQ(driverCallMessage("cuLaunchKernel", "CUDA_ERROR_INVALID_VALUE", "invalid argument",
+                              "launching kernel 'k' of m"),
             "cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE (invalid "
             "argument) while launching kernel 'k' of m");
   EXPECT_EQ(driverCallMessage("cuCtxSynchronize", "CUresult 999", "", ""),

@@ -55,8 +55,8 @@ using namespace ampc;
 
 namespace {
 
-#define REQUIRE_GPU()                                                          \
-  if (!cuda::testing::gpuState().device)                                       \
+#define REQUIRE_GPU()                                                                              \
+  if (!cuda::testing::gpuState().device)                                                           \
   GTEST_SKIP() << cuda::testing::gpuState().skipReason
 
 cuda::Device &gpu() { return *cuda::testing::gpuState().device; }
@@ -65,8 +65,7 @@ struct Precision {
   const char *mode;
   const char *lossScaling;
 };
-const Precision kPrecisions[] = {
-    {"bf16", "none"}, {"fp16", "dynamic"}, {"fp32", "none"}};
+const Precision kPrecisions[] = {{"bf16", "none"}, {"fp16", "dynamic"}, {"fp32", "none"}};
 
 /// The folder of the plans: $AMPC_GPU_TEST_PLANS, else gpu-test-plans/
 /// beside this executable.
@@ -82,8 +81,7 @@ std::string planDirectory() {
 /// The training plan of \p model ("mlp", "tiny") in \p precision with its
 /// device program, as the build wrote it.
 plan::Plan loadTestPlan(const std::string &model, const Precision &precision) {
-  const std::string path =
-      planDirectory() + "/" + model + "_" + precision.mode + ".plan";
+  const std::string path = planDirectory() + "/" + model + "_" + precision.mode + ".plan";
   plan::Plan result = plan::loadPlan(path);
   EXPECT_FALSE(result.device.empty()) << path << " has no device program";
   return result;
@@ -105,9 +103,8 @@ double tolerance(plan::DType dtype, double scale) {
 
 /// Compares \p gpuValues with \p cpuValues element by element; returns ""
 /// or the first mismatch.
-std::string compare(const std::vector<double> &gpuValues,
-                    const std::vector<double> &cpuValues, plan::DType dtype,
-                    double extraTolerance = 0) {
+std::string compare(const std::vector<double> &gpuValues, const std::vector<double> &cpuValues,
+                    plan::DType dtype, double extraTolerance = 0) {
   if (gpuValues.size() != cpuValues.size())
     return "sizes differ";
   double squares = 0;
@@ -118,13 +115,11 @@ std::string compare(const std::vector<double> &gpuValues,
     const double expected = cpuValues[i], actual = gpuValues[i];
     if (std::isnan(expected) && std::isnan(actual))
       continue;
-    const double allowed =
-        tolerance(dtype, std::max(std::fabs(expected), rms)) + extraTolerance;
+    const double allowed = tolerance(dtype, std::max(std::fabs(expected), rms)) + extraTolerance;
     if (!(std::fabs(actual - expected) <= allowed))
-      return "element " + std::to_string(i) + ": gpu " +
-             std::to_string(actual) + ", cpu " + std::to_string(expected) +
-             " (allowed difference " + std::to_string(allowed) + ", rms " +
-             std::to_string(rms) + ")";
+      return "element " + std::to_string(i) + ": gpu " + std::to_string(actual) + ", cpu " +
+             std::to_string(expected) + " (allowed difference " + std::to_string(allowed) +
+             ", rms " + std::to_string(rms) + ")";
   }
   return "";
 }
@@ -141,12 +136,11 @@ cpu::RunOptions trainingRun(uint64_t step, uint64_t totalSteps = 10) {
 /// Runs every group of \p function alone on the GPU, fed the CPU's values,
 /// and compares what it writes with the CPU's values after the function
 /// (\p cpuAfter: the CPU executor after running the same function).
-void compareGroups(const plan::Plan &plan, cuda::Executor &gpuExecutor,
-                   cpu::Executor &cpuAfter, cuda::PlanFunction function,
-                   const cpu::RunOptions &run, const std::string &label) {
+void compareGroups(const plan::Plan &plan, cuda::Executor &gpuExecutor, cpu::Executor &cpuAfter,
+                   cuda::PlanFunction function, const cpu::RunOptions &run,
+                   const std::string &label) {
   const plan::DeviceFunction &program =
-      function == cuda::PlanFunction::MicroStep ? plan.device.microStep
-                                                : plan.device.optimizerStep;
+      function == cuda::PlanFunction::MicroStep ? plan.device.microStep : plan.device.optimizerStep;
   // A buffer is compared after the last group that writes it (a memset
   // and the kernel that accumulates into it may be different groups);
   // read-write state is compared after the whole function.
@@ -164,13 +158,11 @@ void compareGroups(const plan::Plan &plan, cuda::Executor &gpuExecutor,
       const plan::Buffer &b = plan.buffers[buffer];
       if (lastWriter[buffer] != g || b.role != plan::BufferRole::Temporary)
         continue;
-      const std::string mismatch = compare(gpuExecutor.bufferValues(buffer),
-                                           cpuAfter.bufferValues(buffer),
-                                           b.dtype);
-      EXPECT_EQ(mismatch, "")
-          << label << " " << cuda::planFunctionName(function) << " group " << g
-          << " (" << program.groups[g].kind << "), buffer " << buffer << " '"
-          << b.name << "' " << plan::dtypeName(b.dtype);
+      const std::string mismatch =
+          compare(gpuExecutor.bufferValues(buffer), cpuAfter.bufferValues(buffer), b.dtype);
+      EXPECT_EQ(mismatch, "") << label << " " << cuda::planFunctionName(function) << " group " << g
+                              << " (" << program.groups[g].kind << "), buffer " << buffer << " '"
+                              << b.name << "' " << plan::dtypeName(b.dtype);
     }
   }
 }
@@ -178,8 +170,7 @@ void compareGroups(const plan::Plan &plan, cuda::Executor &gpuExecutor,
 /// Compares every persistent buffer that \p program writes (state,
 /// parameters, parameter copies) on the GPU with the CPU's; returns how many.
 size_t comparePersistent(const plan::Plan &plan, cuda::Executor &gpuExecutor,
-                         cpu::Executor &cpuAfter,
-                         const plan::DeviceFunction &program,
+                         cpu::Executor &cpuAfter, const plan::DeviceFunction &program,
                          const std::string &label) {
   std::set<uint32_t> written;
   for (const plan::DeviceGroup &group : program.groups)
@@ -191,17 +182,16 @@ size_t comparePersistent(const plan::Plan &plan, cuda::Executor &gpuExecutor,
     // Parameters move by about the learning rate from values computed in
     // f32 on both sides: allow a few f32 ulps of the step on top.
     const double extra = b.role == plan::BufferRole::Parameter ? 1e-7 : 0;
-    EXPECT_EQ(compare(gpuExecutor.bufferValues(buffer),
-                      cpuAfter.bufferValues(buffer), b.dtype, extra),
-              "")
+    EXPECT_EQ(
+        compare(gpuExecutor.bufferValues(buffer), cpuAfter.bufferValues(buffer), b.dtype, extra),
+        "")
         << label << " persistent buffer " << buffer << " '" << b.name << "' "
         << plan::dtypeName(b.dtype);
   }
   return written.size();
 }
 
-class CudaExecutorModels
-    : public ::testing::TestWithParam<std::tuple<const char *, Precision>> {};
+class CudaExecutorModels : public ::testing::TestWithParam<std::tuple<const char *, Precision>> {};
 
 TEST_P(CudaExecutorModels, EveryGroupMatchesTheCpu) {
   REQUIRE_GPU();
@@ -218,12 +208,10 @@ TEST_P(CudaExecutorModels, EveryGroupMatchesTheCpu) {
   // The micro step: the CPU runs it, then the GPU group by group.
   const cpu::RunOptions run = trainingRun(0);
   reference.run(run);
-  compareGroups(plan, executor, reference, cuda::PlanFunction::MicroStep, run,
-                label);
+  compareGroups(plan, executor, reference, cuda::PlanFunction::MicroStep, run, label);
   // What the GPU's own kernels wrote into the persistent state (gradient
   // accumulators; the loss-scale state).
-  size_t compared = comparePersistent(plan, executor, reference,
-                                      plan.device.microStep, label);
+  size_t compared = comparePersistent(plan, executor, reference, plan.device.microStep, label);
   EXPECT_GT(compared, 0u) << label << ": the micro step writes no state";
   // The optimizer step, from the CPU's accumulators and moments exactly.
   for (uint32_t id = 0; id < plan.buffers.size(); ++id)
@@ -231,27 +219,23 @@ TEST_P(CudaExecutorModels, EveryGroupMatchesTheCpu) {
       executor.setBufferValues(id, reference.bufferValues(id));
   const cpu::RunOptions optimizer = trainingRun(0);
   reference.runOptimizerStep(optimizer);
-  compareGroups(plan, executor, reference, cuda::PlanFunction::OptimizerStep,
-                optimizer, label);
+  compareGroups(plan, executor, reference, cuda::PlanFunction::OptimizerStep, optimizer, label);
   // Parameters, AdamW moments and reduced-precision copies.
-  compared = comparePersistent(plan, executor, reference,
-                               plan.device.optimizerStep, label);
+  compared = comparePersistent(plan, executor, reference, plan.device.optimizerStep, label);
   EXPECT_GE(compared, 2 * plan.parameters.size() + plan.parameterCopies.size())
       << label << ": the optimizer step writes fewer buffers than expected";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Examples, CudaExecutorModels,
-    ::testing::Combine(::testing::Values("mlp", "tiny"),
-                       ::testing::ValuesIn(kPrecisions)),
-    [](const auto &info) {
-      return std::string(std::get<0>(info.param)) + "_" +
-             std::get<1>(info.param).mode;
-    });
+INSTANTIATE_TEST_SUITE_P(Examples, CudaExecutorModels,
+                         ::testing::Combine(::testing::Values("mlp", "tiny"),
+                                            ::testing::ValuesIn(kPrecisions)),
+                         [](const auto &info) {
+                           return std::string(std::get<0>(info.param)) + "_" +
+                                  std::get<1>(info.param).mode;
+                         });
 
 /// Relative L2 error.
-double relativeError(const std::vector<double> &actual,
-                     const std::vector<double> &expected) {
+double relativeError(const std::vector<double> &actual, const std::vector<double> &expected) {
   double difference = 0, reference = 0;
   for (size_t i = 0; i < expected.size(); ++i) {
     difference += (actual[i] - expected[i]) * (actual[i] - expected[i]);
@@ -304,14 +288,12 @@ TEST(CudaExecutorTinyGpt, LossGradientsAndUpdateMatchTheCpu) {
     std::vector<std::vector<double>> gradientsBefore;
     for (const plan::Parameter &parameter : plan.parameters) {
       ASSERT_TRUE(gradientOf.count(parameter.buffer)) << parameter.name;
-      gradientsBefore.push_back(
-          reference.bufferValues(gradientOf.at(parameter.buffer)));
+      gradientsBefore.push_back(reference.bufferValues(gradientOf.at(parameter.buffer)));
     }
     reference.runOptimizerStep(trainingRun(0));
     executor.runOptimizerStep(trainingRun(0));
     const cuda::StepMetrics metrics = executor.readMetrics();
-    EXPECT_NEAR(metrics.loss, cpuLoss, c.loss * std::fabs(cpuLoss))
-        << c.precision.mode;
+    EXPECT_NEAR(metrics.loss, cpuLoss, c.loss * std::fabs(cpuLoss)) << c.precision.mode;
     EXPECT_NEAR(metrics.learningRate, reference.learningRate(), 1e-12);
     // AdamW's first update is about lr * sign(gradient) per element, so an
     // element whose gradient is within the gradients' error of zero may move
@@ -340,8 +322,7 @@ TEST(CudaExecutorTinyGpt, LossGradientsAndUpdateMatchTheCpu) {
               << c.precision.mode << " " << parameter.name << " element " << i;
         }
       }
-      EXPECT_GT(gpuDetermined.size(), cpu.size() / 4)
-          << c.precision.mode << " " << parameter.name;
+      EXPECT_GT(gpuDetermined.size(), cpu.size() / 4) << c.precision.mode << " " << parameter.name;
       EXPECT_LT(relativeError(gpuDetermined, cpuDetermined), c.parameters)
           << c.precision.mode << " " << parameter.name;
     }
@@ -368,11 +349,9 @@ TEST(CudaExecutorTinyGpt, InjectedOverflowSkipsLikeTheCpu) {
     executor.runOptimizerStep(trainingRun(step, 6));
     const cpu::LossScaleStatus expected = reference.lossScaleStatus();
     const cuda::StepMetrics actual = executor.readMetrics();
-    EXPECT_EQ(actual.lossScale.lastStepSkipped, expected.lastStepSkipped)
-        << "step " << step;
+    EXPECT_EQ(actual.lossScale.lastStepSkipped, expected.lastStepSkipped) << "step " << step;
     EXPECT_EQ(actual.lossScale.scale, expected.scale) << "step " << step;
-    EXPECT_EQ(actual.lossScale.skippedSteps, expected.skippedSteps)
-        << "step " << step;
+    EXPECT_EQ(actual.lossScale.skippedSteps, expected.skippedSteps) << "step " << step;
   }
 }
 
@@ -398,12 +377,11 @@ TEST(CudaExecutorTinyGpt, GraphReplayMatchesEager) {
   // From the third run on, the static segments are replayed.
   EXPECT_GT(graphs.replayedSegments(cuda::PlanFunction::MicroStep), 0u);
   for (size_t i = 0; i < eagerLosses.size(); ++i)
-    EXPECT_NEAR(graphLosses[i], eagerLosses[i], 1e-6 * std::fabs(eagerLosses[i]))
-        << "step " << i;
+    EXPECT_NEAR(graphLosses[i], eagerLosses[i], 1e-6 * std::fabs(eagerLosses[i])) << "step " << i;
   for (const plan::Parameter &parameter : plan.parameters)
-    EXPECT_LT(relativeError(graphs.bufferValues(parameter.buffer),
-                            eager.bufferValues(parameter.buffer)),
-              1e-6)
+    EXPECT_LT(
+        relativeError(graphs.bufferValues(parameter.buffer), eager.bufferValues(parameter.buffer)),
+        1e-6)
         << parameter.name;
 }
 
@@ -423,8 +401,7 @@ TEST(CudaExecutorTinyGpt, ProfilingTimesEveryGroupAndChangesNothing) {
       executor->runOptimizerStep(trainingRun(step, 3));
       const cuda::StepMetrics metrics = executor->readMetrics();
       EXPECT_GT(metrics.deviceMilliseconds, 0) << "step " << step;
-      (executor == &plain ? plainLosses : profiledLosses)
-          .push_back(metrics.loss);
+      (executor == &plain ? plainLosses : profiledLosses).push_back(metrics.loss);
     }
   // Not bit for bit: the loss and the embedding gradient are summed with f32
   // atomics, whose order varies from run to run (as in GraphReplayMatchesEager).
@@ -433,15 +410,14 @@ TEST(CudaExecutorTinyGpt, ProfilingTimesEveryGroupAndChangesNothing) {
     EXPECT_NEAR(profiledLosses[i], plainLosses[i], 1e-6 * std::fabs(plainLosses[i]))
         << "step " << i;
   const std::vector<cuda::GroupTime> times = profiled.groupTimes();
-  ASSERT_EQ(times.size(), plan.device.microStep.groups.size() +
-                              plan.device.optimizerStep.groups.size());
+  ASSERT_EQ(times.size(),
+            plan.device.microStep.groups.size() + plan.device.optimizerStep.groups.size());
   for (const cuda::GroupTime &time : times) {
     EXPECT_EQ(time.runs, 3u);
     EXPECT_GT(time.milliseconds, 0) << "group " << time.group;
   }
   EXPECT_TRUE(plain.groupTimes().empty());
-  const std::string report =
-      cuda::formatProfile(plan, cuda::profileRows(plan, times), 10, 3, -1);
+  const std::string report = cuda::formatProfile(plan, cuda::profileRows(plan, times), 10, 3, -1);
   EXPECT_NE(report.find("matmuls"), std::string::npos) << report;
   const cuda::DeviceMemoryUse memory = profiled.memoryUse();
   EXPECT_EQ(memory.planned, cuda::deviceMemoryNeeds(plan).total());

@@ -50,8 +50,7 @@ TEST(CudaExecutorArguments, ResolvesEveryKind) {
   map.errorRecord = 0x50000;
   map.tables = {0x60000, 0x70000};
   size_t nextTable = 1;
-  std::vector<ResolvedArgument> resolved =
-      resolveArguments(launch, map, nextTable);
+  std::vector<ResolvedArgument> resolved = resolveArguments(launch, map, nextTable);
   ASSERT_EQ(resolved.size(), 8u);
   EXPECT_EQ(resolved[0].value, 0x10000u);
   EXPECT_EQ(static_cast<int64_t>(resolved[1].value), -7);
@@ -199,8 +198,7 @@ TEST(CudaExecutorGroups, TablesNameTheBuffersTheyTouch) {
   update.args = {optimizer};
   plan::DeviceGroup group;
   group.steps = {update};
-  EXPECT_EQ(writtenBuffers(group),
-            (std::vector<uint32_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(writtenBuffers(group), (std::vector<uint32_t>{1, 2, 3, 4, 5, 6, 7, 8}));
   EXPECT_EQ(readBuffers(group), (std::vector<uint32_t>{1, 2, 3, 4, 6, 7, 8}));
 
   plan::DeviceArgument norm = argument(plan::ArgKind::Table, "table");
@@ -231,8 +229,7 @@ TEST(CudaExecutorMemory, NeedsCountEveryRegion) {
   EXPECT_EQ(needs.arena, 8192u);
   EXPECT_EQ(needs.scratch, 256u);
   EXPECT_EQ(needs.workspace, 32u << 20);
-  EXPECT_EQ(needs.total(),
-            needs.persistent + needs.arena + needs.scratch + needs.workspace);
+  EXPECT_EQ(needs.total(), needs.persistent + needs.arena + needs.scratch + needs.workspace);
 }
 
 TEST(CudaExecutorMemory, PoolLayoutHoldsEverythingItSizes) {
@@ -257,17 +254,19 @@ TEST(CudaExecutorMemory, PoolLayoutHoldsEverythingItSizes) {
     return group;
   };
   plan.device.microStep.groups = {tableLaunch(3, plan::TableKind::Norm)};
-  plan.device.optimizerStep.groups = {
-      tableLaunch(2, plan::TableKind::Norm),
-      tableLaunch(5, plan::TableKind::Optimizer)};
+  plan.device.optimizerStep.groups = {tableLaunch(2, plan::TableKind::Norm),
+                                      tableLaunch(5, plan::TableKind::Optimizer)};
   const PoolLayout pool = layoutPool(plan);
   EXPECT_EQ(pool.buffers[1], PoolLayout::kNotInPool);
   ASSERT_EQ(pool.microTables.size(), 1u);
   ASSERT_EQ(pool.optimizerTables.size(), 2u);
   std::vector<std::pair<uint64_t, uint64_t>> spans = {
-      {pool.buffers[0], 4000},          {pool.buffers[2], 4000},
-      {pool.buffers[3], 40},            {pool.microTables[0], 3 * 24},
-      {pool.optimizerTables[0], 2 * 24}, {pool.optimizerTables[1], 5 * 88},
+      {pool.buffers[0], 4000},
+      {pool.buffers[2], 4000},
+      {pool.buffers[3], 40},
+      {pool.microTables[0], 3 * 24},
+      {pool.optimizerTables[0], 2 * 24},
+      {pool.optimizerTables[1], 5 * 88},
       {pool.errorRecords, 2 * sizeof(plan::DeviceErrorRecord)},
       {pool.metrics, 8 * (3 + 5)}}; // a loss per micro step + 5 slots
   for (size_t i = 0; i < spans.size(); ++i) {

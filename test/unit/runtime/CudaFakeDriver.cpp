@@ -35,9 +35,8 @@ struct AmpcFakeDriverConfig {
 
 namespace {
 
-AmpcFakeDriverConfig config = {
-    13000,          CUDA_SUCCESS,   1,         9, 0, "Fake GPU",
-    85000000000ull, 80000000000ull, UINT64_MAX};
+AmpcFakeDriverConfig config = {13000,          CUDA_SUCCESS,   1,         9, 0, "Fake GPU",
+                               85000000000ull, 80000000000ull, UINT64_MAX};
 /// Fake device addresses, handed out upwards from here.
 CUdeviceptr nextAddress = 0x100000000ull;
 int fakeObject; // the address of this stands in for contexts and streams
@@ -105,8 +104,7 @@ CUresult CUDAAPI cuDeviceGetName(char *name, int length, CUdevice) {
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuDeviceGetAttribute(int *value, CUdevice_attribute attribute,
-                                      CUdevice) {
+CUresult CUDAAPI cuDeviceGetAttribute(int *value, CUdevice_attribute attribute, CUdevice) {
   switch (attribute) {
   case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
     *value = config.computeMajor;
@@ -160,19 +158,16 @@ CUresult CUDAAPI cuMemFreeHost(void *) { AMPC_FAKE_UNSUPPORTED; }
 CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr, unsigned char, size_t, CUstream) {
   AMPC_FAKE_UNSUPPORTED;
 }
-CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr, const void *, size_t,
-                                   CUstream) {
+CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr, const void *, size_t, CUstream) {
   AMPC_FAKE_UNSUPPORTED;
 }
-CUresult CUDAAPI cuMemcpyDtoHAsync(void *, CUdeviceptr, size_t, CUstream) {
-  AMPC_FAKE_UNSUPPORTED;
-}
+CUresult CUDAAPI cuMemcpyDtoHAsync(void *, CUdeviceptr, size_t, CUstream) { AMPC_FAKE_UNSUPPORTED; }
 CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr, CUdeviceptr, size_t, CUstream) {
   AMPC_FAKE_UNSUPPORTED;
 }
 
-CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *, const void *, unsigned int,
-                                    CUjit_option *, void **) {
+CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *, const void *, unsigned int, CUjit_option *,
+                                    void **) {
   AMPC_FAKE_UNSUPPORTED;
 }
 CUresult CUDAAPI cuModuleUnload(CUmodule) { AMPC_FAKE_UNSUPPORTED; }
@@ -185,9 +180,8 @@ CUresult CUDAAPI cuFuncGetAttribute(int *, CUfunction_attribute, CUfunction) {
 CUresult CUDAAPI cuFuncSetAttribute(CUfunction, CUfunction_attribute, int) {
   AMPC_FAKE_UNSUPPORTED;
 }
-CUresult CUDAAPI cuLaunchKernel(CUfunction, unsigned int, unsigned int,
-                                unsigned int, unsigned int, unsigned int,
-                                unsigned int, unsigned int, CUstream, void **,
+CUresult CUDAAPI cuLaunchKernel(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
+                                unsigned int, unsigned int, unsigned int, CUstream, void **,
                                 void **) {
   AMPC_FAKE_UNSUPPORTED;
 }
@@ -198,28 +192,17 @@ CUresult CUDAAPI cuStreamCreate(CUstream *stream, unsigned int) {
 }
 CUresult CUDAAPI cuStreamDestroy(CUstream) { return CUDA_SUCCESS; }
 CUresult CUDAAPI cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
-CUresult CUDAAPI cuStreamIsCapturing(CUstream, CUstreamCaptureStatus *) {
-  AMPC_FAKE_UNSUPPORTED;
-}
+CUresult CUDAAPI cuStreamIsCapturing(CUstream, CUstreamCaptureStatus *) { AMPC_FAKE_UNSUPPORTED; }
 
-CUresult CUDAAPI cuEventCreate(CUevent *, unsigned int) {
-  AMPC_FAKE_UNSUPPORTED;
-}
+CUresult CUDAAPI cuEventCreate(CUevent *, unsigned int) { AMPC_FAKE_UNSUPPORTED; }
 CUresult CUDAAPI cuEventDestroy(CUevent) { AMPC_FAKE_UNSUPPORTED; }
 CUresult CUDAAPI cuEventRecord(CUevent, CUstream) { AMPC_FAKE_UNSUPPORTED; }
 CUresult CUDAAPI cuEventSynchronize(CUevent) { AMPC_FAKE_UNSUPPORTED; }
-CUresult CUDAAPI cuEventElapsedTime(float *, CUevent, CUevent) {
-  AMPC_FAKE_UNSUPPORTED;
-}
+CUresult CUDAAPI cuEventElapsedTime(float *, CUevent, CUevent) { AMPC_FAKE_UNSUPPORTED; }
 
-CUresult CUDAAPI cuStreamBeginCapture(CUstream, CUstreamCaptureMode) {
-  AMPC_FAKE_UNSUPPORTED;
-}
-CUresult CUDAAPI cuStreamEndCapture(CUstream, CUgraph *) {
-  AMPC_FAKE_UNSUPPORTED;
-}
-CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *, CUgraph,
-                                    unsigned long long) {
+CUresult CUDAAPI cuStreamBeginCapture(CUstream, CUstreamCaptureMode) { AMPC_FAKE_UNSUPPORTED; }
+CUresult CUDAAPI cuStreamEndCapture(CUstream, CUgraph *) { AMPC_FAKE_UNSUPPORTED; }
+CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *, CUgraph, unsigned long long) {
   AMPC_FAKE_UNSUPPORTED;
 }
 CUresult CUDAAPI cuGraphLaunch(CUgraphExec, CUstream) { AMPC_FAKE_UNSUPPORTED; }

@@ -75,9 +75,8 @@ protected:
     return CudaError(CudaErrorKind::DriverCall, "(no error was thrown)");
   }
 
-  AmpcFakeDriverConfig config = {
-      13000,          CUDA_SUCCESS,   1,         9, 0, "Fake H100",
-      85000000000ull, 80000000000ull, UINT64_MAX};
+  AmpcFakeDriverConfig config = {13000,          CUDA_SUCCESS,   1,         9, 0, "Fake H100",
+                                 85000000000ull, 80000000000ull, UINT64_MAX};
   void *handle = nullptr;
   void (*configure)(const AmpcFakeDriverConfig *) = nullptr;
 };
@@ -88,27 +87,24 @@ TEST_F(CudaFakeDriver, OpensAGoodDevice) {
   options.api = &api;
   options.requireBf16 = true;
   Device device(options);
-  EXPECT_EQ(device.info().summary(),
-            "GPU 0 (Fake H100, compute capability 9.0, 132 SMs, 85.0 GB, "
-            "driver CUDA 13.0)");
+  EXPECT_EQ(device.info().summary(), "GPU 0 (Fake H100, compute capability 9.0, 132 SMs, 85.0 GB, "
+                                     "driver CUDA 13.0)");
   EXPECT_EQ(device.info().sharedMemoryPerBlockOptin, 227 * 1024);
   EXPECT_NE(device.stream(), nullptr);
 }
 
 TEST_F(CudaFakeDriver, DriverTooOldForTheKernels) {
-  const CudaError error = errorOf(
-      [&] { load([](AmpcFakeDriverConfig &c) { c.driverVersion = 12040; }); });
+  const CudaError error =
+      errorOf([&] { load([](AmpcFakeDriverConfig &c) { c.driverVersion = 12040; }); });
   EXPECT_EQ(error.kind(), CudaErrorKind::DriverTooOld);
-  EXPECT_STREQ(error.what(),
-               "the NVIDIA driver is too old: it supports CUDA 12.4, and CUDA "
-               "13.0 or newer (driver R580 or later) is needed for this "
-               "program's kernels (compiled with CUDA 13.0): update the "
-               "NVIDIA driver or use --device cpu");
+  EXPECT_STREQ(error.what(), "the NVIDIA driver is too old: it supports CUDA 12.4, and CUDA "
+                             "13.0 or newer (driver R580 or later) is needed for this "
+                             "program's kernels (compiled with CUDA 13.0): update the "
+                             "NVIDIA driver or use --device cpu");
 }
 
 TEST_F(CudaFakeDriver, NoGpuWhenCuInitSaysSo) {
-  const DriverApi &api = load(
-      [](AmpcFakeDriverConfig &c) { c.initResult = CUDA_ERROR_NO_DEVICE; });
+  const DriverApi &api = load([](AmpcFakeDriverConfig &c) { c.initResult = CUDA_ERROR_NO_DEVICE; });
   DeviceOptions options;
   options.api = &api;
   const CudaError error = errorOf([&] { Device device(options); });
@@ -119,19 +115,16 @@ TEST_F(CudaFakeDriver, NoGpuWhenCuInitSaysSo) {
 }
 
 TEST_F(CudaFakeDriver, NoGpuWhenTheDriverCountsNone) {
-  const DriverApi &api =
-      load([](AmpcFakeDriverConfig &c) { c.deviceCount = 0; });
+  const DriverApi &api = load([](AmpcFakeDriverConfig &c) { c.deviceCount = 0; });
   DeviceOptions options;
   options.api = &api;
   const CudaError error = errorOf([&] { Device device(options); });
   EXPECT_EQ(error.kind(), CudaErrorKind::NoDevice);
-  EXPECT_STREQ(error.what(),
-               "no CUDA GPU found (the driver sees no GPU): use --device cpu");
+  EXPECT_STREQ(error.what(), "no CUDA GPU found (the driver sees no GPU): use --device cpu");
 }
 
 TEST_F(CudaFakeDriver, DeviceIndexOutOfRange) {
-  const DriverApi &api =
-      load([](AmpcFakeDriverConfig &c) { c.deviceCount = 2; });
+  const DriverApi &api = load([](AmpcFakeDriverConfig &c) { c.deviceCount = 2; });
   DeviceOptions options;
   options.api = &api;
   options.index = 2;
@@ -154,13 +147,11 @@ TEST_F(CudaFakeDriver, Bf16NeedsComputeCapability8) {
   EXPECT_FALSE(device.info().supportsBf16());
   const CudaError error = errorOf([&] { device.requireBf16(); });
   EXPECT_EQ(error.kind(), CudaErrorKind::Bf16Unsupported);
-  EXPECT_STREQ(error.what(),
-               "GPU 0 (Tesla T4) has compute capability 7.5 and cannot run "
-               "bf16 kernels (they need 8.0 or newer): compile the model with "
-               "--precision fp16");
+  EXPECT_STREQ(error.what(), "GPU 0 (Tesla T4) has compute capability 7.5 and cannot run "
+                             "bf16 kernels (they need 8.0 or newer): compile the model with "
+                             "--precision fp16");
   options.requireBf16 = true;
-  EXPECT_EQ(errorOf([&] { Device other(options); }).kind(),
-            CudaErrorKind::Bf16Unsupported);
+  EXPECT_EQ(errorOf([&] { Device other(options); }).kind(), CudaErrorKind::Bf16Unsupported);
 }
 
 TEST_F(CudaFakeDriver, OutOfMemoryCountsWhatIsAlreadyHeld) {
@@ -175,16 +166,14 @@ TEST_F(CudaFakeDriver, OutOfMemoryCountsWhatIsAlreadyHeld) {
   // The persistent buffers fit; the arena does not.
   PersistentPool pool(device, 2000000000ull, "the persistent buffers");
   EXPECT_EQ(device.allocatedBytes(), 2000000000ull);
-  const CudaError error = errorOf([&] {
-    DeviceArena arena(device, 12104761856ull, "the micro_step arena");
-  });
+  const CudaError error =
+      errorOf([&] { DeviceArena arena(device, 12104761856ull, "the micro_step arena"); });
   EXPECT_EQ(error.kind(), CudaErrorKind::OutOfMemory);
-  EXPECT_STREQ(error.what(),
-               "out of GPU memory allocating the micro_step arena: 12.1 GB "
-               "(12104761856 bytes) requested, 3.2 GB of 85.0 GB free on GPU "
-               "0 (Fake A100) with 2.0 GB already held by this program: "
-               "compile with --memory-budget 4.6GB or a smaller batch, or end "
-               "the other processes using the GPU (nvidia-smi)");
+  EXPECT_STREQ(error.what(), "out of GPU memory allocating the micro_step arena: 12.1 GB "
+                             "(12104761856 bytes) requested, 3.2 GB of 85.0 GB free on GPU "
+                             "0 (Fake A100) with 2.0 GB already held by this program: "
+                             "compile with --memory-budget 4.6GB or a smaller batch, or end "
+                             "the other processes using the GPU (nvidia-smi)");
   EXPECT_EQ(device.allocatedBytes(), 2000000000ull);
 }
 

@@ -41,8 +41,7 @@ inline GpuState &gpuState() {
     try {
       opened.device = new Device();
     } catch (const CudaError &error) {
-      if (error.kind() != CudaErrorKind::NoDriver &&
-          error.kind() != CudaErrorKind::NoDevice)
+      if (error.kind() != CudaErrorKind::NoDriver && error.kind() != CudaErrorKind::NoDevice)
         throw;
       opened.skipReason = error.what();
     }
@@ -52,27 +51,23 @@ inline GpuState &gpuState() {
 }
 
 /// Skips the test (with the reason) without a GPU; else binds `device`.
-#define AMPC_REQUIRE_GPU(device)                                               \
-  if (!::ampc::cuda::testing::gpuState().device)                               \
-    GTEST_SKIP() << ::ampc::cuda::testing::gpuState().skipReason;              \
+#define AMPC_REQUIRE_GPU(device)                                                                   \
+  if (!::ampc::cuda::testing::gpuState().device)                                                   \
+    GTEST_SKIP() << ::ampc::cuda::testing::gpuState().skipReason;                                  \
   ::ampc::cuda::Device &device = *::ampc::cuda::testing::gpuState().device
 
-inline size_t elementBytes(plan::DType type) {
-  return type == plan::DType::F32 ? 4 : 2;
-}
+inline size_t elementBytes(plan::DType type) { return type == plan::DType::F32 ? 4 : 2; }
 
 /// \p values as \p type bytes (rounded to nearest even).
-inline std::vector<char> encode(const std::vector<double> &values,
-                                plan::DType type) {
+inline std::vector<char> encode(const std::vector<double> &values, plan::DType type) {
   std::vector<char> bytes(values.size() * elementBytes(type));
   for (size_t i = 0; i < values.size(); ++i) {
     const float value = static_cast<float>(values[i]);
     if (type == plan::DType::F32) {
       std::memcpy(bytes.data() + 4 * i, &value, 4);
     } else {
-      const uint16_t bits = type == plan::DType::BF16
-                                ? numerics::floatToBF16Bits(value)
-                                : numerics::floatToF16Bits(value);
+      const uint16_t bits = type == plan::DType::BF16 ? numerics::floatToBF16Bits(value)
+                                                      : numerics::floatToF16Bits(value);
       std::memcpy(bytes.data() + 2 * i, &bits, 2);
     }
   }
@@ -80,8 +75,7 @@ inline std::vector<char> encode(const std::vector<double> &values,
 }
 
 /// \p bytes of \p type as doubles.
-inline std::vector<double> decode(const std::vector<char> &bytes,
-                                  plan::DType type) {
+inline std::vector<double> decode(const std::vector<char> &bytes, plan::DType type) {
   std::vector<double> values(bytes.size() / elementBytes(type));
   for (size_t i = 0; i < values.size(); ++i) {
     if (type == plan::DType::F32) {
@@ -100,8 +94,7 @@ inline std::vector<double> decode(const std::vector<char> &bytes,
 
 /// N(0, scale^2) values already rounded to \p type, so the GPU and the
 /// reference see the same inputs.
-inline std::vector<double> randomValues(size_t count, plan::DType type,
-                                        std::mt19937 &generator,
+inline std::vector<double> randomValues(size_t count, plan::DType type, std::mt19937 &generator,
                                         double scale = 1.0) {
   std::normal_distribution<double> normal(0.0, scale);
   std::vector<double> values(count);
@@ -122,9 +115,8 @@ inline double relativeError(const std::vector<double> &actual,
 }
 
 /// A device buffer holding \p values as \p type.
-inline DeviceAllocation upload(Device &device,
-                               const std::vector<double> &values,
-                               plan::DType type, const std::string &what) {
+inline DeviceAllocation upload(Device &device, const std::vector<double> &values, plan::DType type,
+                               const std::string &what) {
   const std::vector<char> bytes = encode(values, type);
   DeviceAllocation buffer = device.allocate(bytes.size(), what);
   device.copyToDevice(buffer.pointer(), bytes.data(), bytes.size());
@@ -132,8 +124,8 @@ inline DeviceAllocation upload(Device &device,
 }
 
 /// \p count elements of \p type at \p pointer, as doubles.
-inline std::vector<double> download(Device &device, CUdeviceptr pointer,
-                                    size_t count, plan::DType type) {
+inline std::vector<double> download(Device &device, CUdeviceptr pointer, size_t count,
+                                    plan::DType type) {
   std::vector<char> bytes(count * elementBytes(type));
   device.copyToHost(bytes.data(), pointer, bytes.size());
   return decode(bytes, type);

@@ -49,9 +49,7 @@ double geluTanh(double x) {
   return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
 }
 
-double geluErf(double x) {
-  return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
-}
+double geluErf(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
 
 /// The norm-wise relative error a correct result stays below when stored
 /// as \p type (rounding: 2^-9 for bf16, 2^-12 for f16, at most per element).
@@ -77,9 +75,7 @@ struct MatmulCase {
   float beta = 0.0f; // 1: accumulate into D in place
 };
 
-std::string caseName(const ::testing::TestParamInfo<MatmulCase> &info) {
-  return info.param.name;
-}
+std::string caseName(const ::testing::TestParamInfo<MatmulCase> &info) { return info.param.name; }
 
 /// Names the case in test listings (ctest shows this) instead of its bytes.
 void PrintTo(const MatmulCase &c, std::ostream *out) { *out << c.name; }
@@ -89,8 +85,7 @@ class CudaMatmulGpu : public ::testing::TestWithParam<MatmulCase> {};
 TEST_P(CudaMatmulGpu, MatchesTheReference) {
   AMPC_REQUIRE_GPU(device);
   const MatmulCase c = GetParam();
-  if ((c.input == DType::BF16 || c.output == DType::BF16) &&
-      !device.info().supportsBf16())
+  if ((c.input == DType::BF16 || c.output == DType::BF16) && !device.info().supportsBf16())
     GTEST_SKIP() << "no bf16 on " << device.info().summary();
 
   MatmulDesc desc;
@@ -111,12 +106,9 @@ TEST_P(CudaMatmulGpu, MatchesTheReference) {
   const int64_t aSize = m * k, bSize = k * n, dSize = m * n;
   const int64_t bBatches = c.broadcastB ? 1 : c.batch;
   std::mt19937 generator(std::hash<std::string>()(c.name) & 0xffffffffu);
-  const std::vector<double> a =
-      randomValues(aSize * c.batch, c.input, generator);
-  const std::vector<double> b =
-      randomValues(bSize * bBatches, c.input, generator);
-  const std::vector<double> d0 =
-      randomValues(dSize * c.batch, c.output, generator);
+  const std::vector<double> a = randomValues(aSize * c.batch, c.input, generator);
+  const std::vector<double> b = randomValues(bSize * bBatches, c.input, generator);
+  const std::vector<double> d0 = randomValues(dSize * c.batch, c.output, generator);
   const std::vector<double> bias =
       randomValues(static_cast<size_t>(std::max(m, n)), c.output, generator);
 
@@ -139,8 +131,7 @@ TEST_P(CudaMatmulGpu, MatchesTheReference) {
         double value = sum + c.beta * d0[p * dSize + i * n + j];
         if (c.epilogue == MatmulEpilogue::Bias)
           value += bias[j];
-        if (c.epilogue == MatmulEpilogue::GeluBias ||
-            c.epilogue == MatmulEpilogue::GeluAuxBias) {
+        if (c.epilogue == MatmulEpilogue::GeluBias || c.epilogue == MatmulEpilogue::GeluAuxBias) {
           expectedAux[p * dSize + i * n + j] = value + bias[j];
           value = geluTanh(value + bias[j]);
         }
@@ -165,8 +156,7 @@ TEST_P(CudaMatmulGpu, MatchesTheReference) {
   DeviceAllocation bBuffer = upload(device, b, c.input, "B");
   DeviceAllocation dBuffer = upload(device, d0, c.output, "D");
   DeviceAllocation biasBuffer = upload(device, bias, c.output, "bias");
-  DeviceAllocation auxBuffer =
-      device.allocate(dSize * c.batch * elementBytes(c.output), "aux");
+  DeviceAllocation auxBuffer = device.allocate(dSize * c.batch * elementBytes(c.output), "aux");
   device.memsetAsync(auxBuffer.pointer(), 0xff, auxBuffer.bytes());
 
   MatmulOperands operands;
@@ -180,34 +170,29 @@ TEST_P(CudaMatmulGpu, MatchesTheReference) {
   Matmul &matmul = sharedMatmul(device);
   matmul.run(desc, operands);
 
-  const std::vector<double> d =
-      download(device, dBuffer.pointer(), dSize * c.batch, c.output);
+  const std::vector<double> d = download(device, dBuffer.pointer(), dSize * c.batch, c.output);
   const double error = relativeError(d, expectedD);
   const double limit =
-      c.epilogue == MatmulEpilogue::GeluBias ||
-              c.epilogue == MatmulEpilogue::GeluAuxBias
+      c.epilogue == MatmulEpilogue::GeluBias || c.epilogue == MatmulEpilogue::GeluAuxBias
           // cuBLASLt may evaluate tanh with the hardware approximation.
           ? std::max(tolerance(c.output), 2e-3)
           : tolerance(c.output);
   EXPECT_LT(error, limit) << describeMatmul(desc);
-  if (c.epilogue == MatmulEpilogue::GeluBias ||
-      c.epilogue == MatmulEpilogue::GeluAuxBias) {
+  if (c.epilogue == MatmulEpilogue::GeluBias || c.epilogue == MatmulEpilogue::GeluAuxBias) {
     // Which GELU: print the distance to the erf form too.
     std::vector<double> erfForm(expectedAux.size());
     for (size_t i = 0; i < erfForm.size(); ++i)
       erfForm[i] = geluErf(expectedAux[i]);
-    std::printf("%s: error vs gelu_tanh %.3g, vs gelu_erf %.3g\n",
-                c.name.c_str(), error, relativeError(d, erfForm));
+    std::printf("%s: error vs gelu_tanh %.3g, vs gelu_erf %.3g\n", c.name.c_str(), error,
+                relativeError(d, erfForm));
   }
   if (c.epilogue == MatmulEpilogue::GeluAuxBias)
-    EXPECT_LT(relativeError(download(device, auxBuffer.pointer(),
-                                     dSize * c.batch, c.output),
+    EXPECT_LT(relativeError(download(device, auxBuffer.pointer(), dSize * c.batch, c.output),
                             expectedAux),
               tolerance(c.output))
         << "aux";
   if (!expectedBias.empty())
-    EXPECT_LT(relativeError(download(device, biasBuffer.pointer(),
-                                     expectedBias.size(), c.output),
+    EXPECT_LT(relativeError(download(device, biasBuffer.pointer(), expectedBias.size(), c.output),
                             expectedBias),
               tolerance(c.output))
         << "bias gradient";
@@ -267,8 +252,7 @@ std::vector<MatmulCase> matmulCases() {
   MatmulCase batchedBias{"f16_batch2_bias", f16, f16, false, false, E::Bias};
   batchedBias.batch = 2;
   cases.push_back(batchedBias);
-  MatmulCase batchedAux{
-      "bf16_batch2_gelu_aux_bias", bf16, bf16, false, false, E::GeluAuxBias};
+  MatmulCase batchedAux{"bf16_batch2_gelu_aux_bias", bf16, bf16, false, false, E::GeluAuxBias};
   batchedAux.batch = 2;
   cases.push_back(batchedAux);
   // Gradient accumulation: D += x^T . dy in f32.
@@ -278,8 +262,7 @@ std::vector<MatmulCase> matmulCases() {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, CudaMatmulGpu,
-                         ::testing::ValuesIn(matmulCases()), caseName);
+INSTANTIATE_TEST_SUITE_P(Cases, CudaMatmulGpu, ::testing::ValuesIn(matmulCases()), caseName);
 
 TEST(CudaMatmulGpuErrors, InvalidDescriptionsAndMissingPointers) {
   AMPC_REQUIRE_GPU(device);
@@ -298,10 +281,9 @@ TEST(CudaMatmulGpuErrors, InvalidDescriptionsAndMissingPointers) {
     FAIL() << "an f32 -> bf16 matmul ran";
   } catch (const CudaError &error) {
     EXPECT_EQ(error.kind(), CudaErrorKind::InvalidArgument);
-    EXPECT_STREQ(error.what(),
-                 "cannot run matmul m=8 n=8 k=8 f32 x f32 -> bf16: cuBLASLt "
-                 "has no f32 x f32 -> bf16 matmul with fp32 accumulation "
-                 "(outputs are f32 or the input type)");
+    EXPECT_STREQ(error.what(), "cannot run matmul m=8 n=8 k=8 f32 x f32 -> bf16: cuBLASLt "
+                               "has no f32 x f32 -> bf16 matmul with fp32 accumulation "
+                               "(outputs are f32 or the input type)");
   }
   desc.outputType = DType::F32;
   desc.epilogue = MatmulEpilogue::Bias;
@@ -329,8 +311,8 @@ extern "C" __global__ void ampc_test_increment(float *x, int n) {
 std::unique_ptr<Module> incrementModule(Device &device) {
   KernelBinaries binaries;
   const int arch = device.info().computeMajor * 10 + device.info().computeMinor;
-  binaries.ptx = compileToPtx(kIncrement, "increment.cu",
-                              "compute_" + std::to_string(std::min(arch, 90)));
+  binaries.ptx =
+      compileToPtx(kIncrement, "increment.cu", "compute_" + std::to_string(std::min(arch, 90)));
   binaries.ptxArch = std::min(arch, 90);
   return std::make_unique<Module>(device, binaries, "the increment kernel");
 }
@@ -353,11 +335,9 @@ TEST(CudaGraphGpu, CapturedStepReplaysTheSameResults) {
   desc.outputType = DType::F32;
   std::mt19937 generator(7);
   DeviceAllocation a =
-      upload(device, randomValues(desc.m * desc.k, DType::BF16, generator),
-             DType::BF16, "A");
+      upload(device, randomValues(desc.m * desc.k, DType::BF16, generator), DType::BF16, "A");
   DeviceAllocation b =
-      upload(device, randomValues(desc.k * desc.n, DType::BF16, generator),
-             DType::BF16, "B");
+      upload(device, randomValues(desc.k * desc.n, DType::BF16, generator), DType::BF16, "B");
   DeviceAllocation eagerD = device.allocate(desc.m * desc.n * 4, "D eager");
   DeviceAllocation graphD = device.allocate(desc.m * desc.n * 4, "D graph");
   Matmul &matmul = sharedMatmul(device);
@@ -368,9 +348,8 @@ TEST(CudaGraphGpu, CapturedStepReplaysTheSameResults) {
   CUdeviceptr xPointer = x.pointer();
   int n = count;
   std::vector<std::string> warnings;
-  GraphCapture graph(device, "the test step", [&](const std::string &line) {
-    warnings.push_back(line);
-  });
+  GraphCapture graph(device, "the test step",
+                     [&](const std::string &line) { warnings.push_back(line); });
   int recorded = 0;
   auto step = [&] {
     ++recorded;
@@ -391,18 +370,14 @@ TEST(CudaGraphGpu, CapturedStepReplaysTheSameResults) {
 
   // Five steps of two increments each, and the eager matmul's results (the
   // same cached algorithm: bit-identical unless it reduces with atomics).
-  const std::vector<double> values =
-      download(device, xPointer, count, DType::F32);
+  const std::vector<double> values = download(device, xPointer, count, DType::F32);
   for (int i = 0; i < count; ++i)
     ASSERT_EQ(values[i], 10.0) << i;
   const size_t elements = desc.m * desc.n;
-  const std::vector<double> expected =
-      download(device, eagerD.pointer(), elements, DType::F32);
-  const std::vector<double> actual =
-      download(device, graphD.pointer(), elements, DType::F32);
+  const std::vector<double> expected = download(device, eagerD.pointer(), elements, DType::F32);
+  const std::vector<double> actual = download(device, graphD.pointer(), elements, DType::F32);
   EXPECT_LT(relativeError(actual, expected), 1e-6);
-  std::printf("graph vs eager matmul: %s\n",
-              actual == expected ? "bit-identical" : "within 1e-6");
+  std::printf("graph vs eager matmul: %s\n", actual == expected ? "bit-identical" : "within 1e-6");
 }
 
 TEST(CudaGraphGpu, UncapturableStepRunsEagerlyAndSaysWhyOnce) {
@@ -415,13 +390,11 @@ TEST(CudaGraphGpu, UncapturableStepRunsEagerlyAndSaysWhyOnce) {
   CUdeviceptr xPointer = x.pointer();
   int n = count;
   std::vector<std::string> warnings;
-  GraphCapture graph(device, "the test step", [&](const std::string &line) {
-    warnings.push_back(line);
-  });
+  GraphCapture graph(device, "the test step",
+                     [&](const std::string &line) { warnings.push_back(line); });
   // Synchronising a stream is not allowed while it is being captured.
   auto step = [&] {
-    increment.launch(LaunchConfig::linear((count + 255) / 256, 256),
-                     {&xPointer, &n});
+    increment.launch(LaunchConfig::linear((count + 255) / 256, 256), {&xPointer, &n});
     device.synchronize("the test step's synchronisation");
   };
   for (int run = 0; run < 4; ++run)
@@ -434,13 +407,11 @@ TEST(CudaGraphGpu, UncapturableStepRunsEagerlyAndSaysWhyOnce) {
                               0),
             0u)
       << warnings[0];
-  EXPECT_NE(graph.fallbackReason().find("cuStreamSynchronize"),
-            std::string::npos)
+  EXPECT_NE(graph.fallbackReason().find("cuStreamSynchronize"), std::string::npos)
       << graph.fallbackReason();
   // Every run incremented exactly once: the failed capture ran no work,
   // and the step was then run eagerly.
-  const std::vector<double> values =
-      download(device, xPointer, count, DType::F32);
+  const std::vector<double> values = download(device, xPointer, count, DType::F32);
   for (int i = 0; i < count; ++i)
     ASSERT_EQ(values[i], 4.0) << i;
 }

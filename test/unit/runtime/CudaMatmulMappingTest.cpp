@@ -50,22 +50,16 @@ Buffers rowMajorReference(const MatmulDesc &desc, const Buffers &in) {
   const int64_t lda = resolvedLd(desc.lda, aCols);
   const int64_t ldb = resolvedLd(desc.ldb, bCols);
   const int64_t ldd = resolvedLd(desc.ldd, desc.n);
-  const int64_t strideA =
-      desc.batchStrideA < 0 ? aRows * lda : desc.batchStrideA;
-  const int64_t strideB =
-      desc.batchStrideB < 0 ? bRows * ldb : desc.batchStrideB;
-  const int64_t strideD =
-      desc.batchStrideD < 0 ? desc.m * ldd : desc.batchStrideD;
+  const int64_t strideA = desc.batchStrideA < 0 ? aRows * lda : desc.batchStrideA;
+  const int64_t strideB = desc.batchStrideB < 0 ? bRows * ldb : desc.batchStrideB;
+  const int64_t strideD = desc.batchStrideD < 0 ? desc.m * ldd : desc.batchStrideD;
   const int64_t auxLd = resolvedLd(desc.auxLd, desc.n);
-  const int64_t auxStride =
-      desc.auxBatchStride < 0 ? desc.m * auxLd : desc.auxBatchStride;
+  const int64_t auxStride = desc.auxBatchStride < 0 ? desc.m * auxLd : desc.auxBatchStride;
   auto opA = [&](int64_t batch, int64_t row, int64_t l) {
-    return in
-        .a[batch * strideA + (desc.transposeA ? l * lda + row : row * lda + l)];
+    return in.a[batch * strideA + (desc.transposeA ? l * lda + row : row * lda + l)];
   };
   auto opB = [&](int64_t batch, int64_t l, int64_t col) {
-    return in
-        .b[batch * strideB + (desc.transposeB ? col * ldb + l : l * ldb + col)];
+    return in.b[batch * strideB + (desc.transposeB ? col * ldb + l : l * ldb + col)];
   };
   for (int64_t p = 0; p < desc.batchCount; ++p)
     for (int64_t i = 0; i < desc.m; ++i)
@@ -109,8 +103,7 @@ Buffers rowMajorReference(const MatmulDesc &desc, const Buffers &in) {
 /// cuBLASLt's semantics on column-major buffers: D = alpha op(A) op(B) +
 /// beta C, with the epilogue, where \p aBuffer / \p bBuffer are what is
 /// passed as cuBLASLt's A and B.
-void columnMajorGemm(const ColumnMajorGemm &g,
-                     const std::vector<double> &aBuffer,
+void columnMajorGemm(const ColumnMajorGemm &g, const std::vector<double> &aBuffer,
                      const std::vector<double> &bBuffer, std::vector<double> &d,
                      std::vector<double> &bias, std::vector<double> &aux) {
   // The stored shapes must be what op() expects.
@@ -124,12 +117,10 @@ void columnMajorGemm(const ColumnMajorGemm &g,
   ASSERT_GE(g.b.ld, static_cast<int64_t>(g.b.rows));
   ASSERT_GE(g.d.ld, static_cast<int64_t>(g.d.rows));
   auto opA = [&](int64_t p, int64_t i, int64_t l) {
-    return aBuffer[p * g.a.batchStride +
-                   (g.transA ? i * g.a.ld + l : l * g.a.ld + i)];
+    return aBuffer[p * g.a.batchStride + (g.transA ? i * g.a.ld + l : l * g.a.ld + i)];
   };
   auto opB = [&](int64_t p, int64_t l, int64_t j) {
-    return bBuffer[p * g.b.batchStride +
-                   (g.transB ? l * g.b.ld + j : j * g.b.ld + l)];
+    return bBuffer[p * g.b.batchStride + (g.transB ? l * g.b.ld + j : j * g.b.ld + l)];
   };
   for (int64_t p = 0; p < g.batchCount; ++p)
     for (int64_t j = 0; j < g.n; ++j)
@@ -189,9 +180,8 @@ struct Case {
 
 std::string caseName(const ::testing::TestParamInfo<Case> &info) {
   const Case &c = info.param;
-  std::string name = std::string(c.transposeA ? "At" : "A") +
-                     (c.transposeB ? "Bt" : "B") + "_batch" +
-                     std::to_string(c.batch);
+  std::string name = std::string(c.transposeA ? "At" : "A") + (c.transposeB ? "Bt" : "B") +
+                     "_batch" + std::to_string(c.batch);
   if (c.padded)
     name += "_padded";
   if (c.broadcastB)
@@ -257,15 +247,14 @@ TEST_P(CudaMatmulMapping, ColumnMajorProblemComputesTheRowMajorMatmul) {
 
 std::vector<Case> allCases() {
   std::vector<Case> cases;
-  const MatmulEpilogue epilogues[] = {
-      MatmulEpilogue::None,          MatmulEpilogue::Bias,
-      MatmulEpilogue::GeluBias,      MatmulEpilogue::GeluAuxBias,
-      MatmulEpilogue::BiasGradientB, MatmulEpilogue::BiasGradientA};
+  const MatmulEpilogue epilogues[] = {MatmulEpilogue::None,          MatmulEpilogue::Bias,
+                                      MatmulEpilogue::GeluBias,      MatmulEpilogue::GeluAuxBias,
+                                      MatmulEpilogue::BiasGradientB, MatmulEpilogue::BiasGradientA};
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (MatmulEpilogue epilogue : epilogues) {
-        const bool gradient = epilogue == MatmulEpilogue::BiasGradientA ||
-                              epilogue == MatmulEpilogue::BiasGradientB;
+        const bool gradient =
+            epilogue == MatmulEpilogue::BiasGradientA || epilogue == MatmulEpilogue::BiasGradientB;
         cases.push_back({ta, tb, 1, false, false, epilogue});
         cases.push_back({ta, tb, 1, true, false, epilogue});
         if (!gradient) {
@@ -276,8 +265,7 @@ std::vector<Case> allCases() {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, CudaMatmulMapping,
-                         ::testing::ValuesIn(allCases()), caseName);
+INSTANTIATE_TEST_SUITE_P(Cases, CudaMatmulMapping, ::testing::ValuesIn(allCases()), caseName);
 
 TEST(CudaMatmulMappingShape, SwapsOperandsAndDimensions) {
   MatmulDesc desc;
@@ -355,8 +343,7 @@ TEST(CudaMatmulDesc, RefusesWhatCublasLtCannotRun) {
             "(outputs are f32 or the input type)");
   bad = desc;
   bad.inputType = DType::I32;
-  EXPECT_EQ(matmulDescProblem(bad),
-            "cuBLASLt matmuls take f32, bf16 or f16 operands");
+  EXPECT_EQ(matmulDescProblem(bad), "cuBLASLt matmuls take f32, bf16 or f16 operands");
   bad = desc;
   bad.transposeA = true;
   bad.lda = 7; // A is stored [16, 8]
@@ -371,14 +358,12 @@ TEST(CudaMatmulDesc, RefusesWhatCublasLtCannotRun) {
   bad = desc;
   bad.batchCount = 2;
   bad.epilogue = MatmulEpilogue::BiasGradientB;
-  EXPECT_EQ(matmulDescProblem(bad),
-            "the bias-gradient epilogues take a single (unbatched) matmul");
+  EXPECT_EQ(matmulDescProblem(bad), "the bias-gradient epilogues take a single (unbatched) matmul");
   bad = desc;
   bad.batchCount = 2;
   bad.batchStrideD = 0;
-  EXPECT_EQ(matmulDescProblem(bad),
-            "D's batch stride 0 makes the outputs of different batches "
-            "overlap (each needs 96 elements)");
+  EXPECT_EQ(matmulDescProblem(bad), "D's batch stride 0 makes the outputs of different batches "
+                                    "overlap (each needs 96 elements)");
 
   // Every supported type pair.
   for (DType in : {DType::BF16, DType::F16, DType::F32})

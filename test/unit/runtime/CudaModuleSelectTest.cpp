@@ -74,18 +74,16 @@ TEST(CudaModuleSelect, ForcedPtx) {
   cubinsOnly.ptx.clear();
   const BinaryChoice none = selectKernelBinary(cubinsOnly, 9, 0, true);
   EXPECT_EQ(none.kind, BinaryChoice::None);
-  EXPECT_EQ(none.reason,
-            "PTX was forced but the module has cubins for sm_80, sm_90");
+  EXPECT_EQ(none.reason, "PTX was forced but the module has cubins for sm_80, sm_90");
 }
 
 TEST(CudaModuleSelect, OlderGpusHaveNoBinary) {
   const BinaryChoice turing = selectKernelBinary(shipped(), 7, 5);
   EXPECT_EQ(turing.kind, BinaryChoice::None);
-  EXPECT_EQ(turing.reason,
-            "no kernel binary runs on compute capability 7.5: the module has "
-            "cubins for sm_80, sm_90 and compute_90 PTX (a cubin runs only "
-            "within its own major version, PTX on its architecture and "
-            "newer)");
+  EXPECT_EQ(turing.reason, "no kernel binary runs on compute capability 7.5: the module has "
+                           "cubins for sm_80, sm_90 and compute_90 PTX (a cubin runs only "
+                           "within its own major version, PTX on its architecture and "
+                           "newer)");
   // An sm_90 cubin does not run on a 10.x GPU, and without PTX nothing does.
   KernelBinaries cubinsOnly = shipped();
   cubinsOnly.ptx.clear();

@@ -32,8 +32,7 @@ plan::Plan profiledPlan() {
                   {"b", plan::DType::BF16, {32, 16}, plan::BufferRole::Parameter},
                   {"d", plan::DType::F32, {64, 16}, plan::BufferRole::Temporary},
                   {"e", plan::DType::F32, {64, 16}, plan::BufferRole::Temporary}};
-  plan.instructions = {at("m.mlir:5:3 <- 20:1"), at("m.mlir:5:3 <- 21:1"),
-                       at("m.mlir:9:1")};
+  plan.instructions = {at("m.mlir:5:3 <- 20:1"), at("m.mlir:5:3 <- 21:1"), at("m.mlir:9:1")};
   plan.optimizerInstructions = {at("m.mlir:30:2")};
   plan::MatmulStep matmul;
   matmul.a = 0;
@@ -73,22 +72,19 @@ TEST(CudaProfile, GroupCostCountsBuffersOnceAndMatmulFlops) {
   attention.headDim = 64;
   attention.causal = true;
   plan::DeviceGroup forward{"attention", {}, {attention}};
-  EXPECT_DOUBLE_EQ(groupCost(plan, forward).flops,
-                   4.0 * 2 * 3 * 128 * 128 * 64 / 2);
+  EXPECT_DOUBLE_EQ(groupCost(plan, forward).flops, 4.0 * 2 * 3 * 128 * 128 * 64 / 2);
   attention.pass = plan::AttentionPass::Backward;
   plan::DeviceGroup backward{"attention", {}, {attention}};
-  EXPECT_DOUBLE_EQ(groupCost(plan, backward).flops,
-                   2.5 * 4.0 * 2 * 3 * 128 * 128 * 64 / 2);
+  EXPECT_DOUBLE_EQ(groupCost(plan, backward).flops, 2.5 * 4.0 * 2 * 3 * 128 * 128 * 64 / 2);
 }
 
 TEST(CudaProfile, RowsSumLayersPerOptimizerStep) {
   const plan::Plan plan = profiledPlan();
   // Four runs each: micro step groups ran 4 times (2 optimizer steps).
-  const std::vector<GroupTime> times = {
-      {PlanFunction::MicroStep, 0, 4.0, 4},
-      {PlanFunction::MicroStep, 1, 6.0, 4},
-      {PlanFunction::MicroStep, 2, 1.0, 4},
-      {PlanFunction::OptimizerStep, 0, 3.0, 2}};
+  const std::vector<GroupTime> times = {{PlanFunction::MicroStep, 0, 4.0, 4},
+                                        {PlanFunction::MicroStep, 1, 6.0, 4},
+                                        {PlanFunction::MicroStep, 2, 1.0, 4},
+                                        {PlanFunction::OptimizerStep, 0, 3.0, 2}};
   const std::vector<ProfileRow> rows = profileRows(plan, times);
   ASSERT_EQ(rows.size(), 3u);
   // The two layers: (1 + 1.5) ms per run, two runs per optimizer step.
@@ -103,18 +99,15 @@ TEST(CudaProfile, RowsSumLayersPerOptimizerStep) {
   EXPECT_EQ(rows[2].bytes, 2u * 2 * 64 * 16 * 4);
 
   const std::string text = formatProfile(plan, rows, 2, 2, 6.5);
-  EXPECT_NE(text.find("profile of @m over 2 optimizer steps"), std::string::npos)
-      << text;
-  EXPECT_NE(text.find("7.00 ms of group time per step"), std::string::npos)
-      << text;
+  EXPECT_NE(text.find("profile of @m over 2 optimizer steps"), std::string::npos) << text;
+  EXPECT_NE(text.find("7.00 ms of group time per step"), std::string::npos) << text;
   EXPECT_NE(text.find("without profiling: 6.50 ms"), std::string::npos) << text;
   EXPECT_NE(text.find("m.mlir:5:3"), std::string::npos) << text;
   // --profile-top 2: the elementwise row is left out of the table but not
   // out of the totals.
   EXPECT_EQ(text.find("m.mlir:9:1"), std::string::npos) << text;
   EXPECT_NE(text.find("matmuls"), std::string::npos) << text;
-  EXPECT_NE(text.find("memory-bound groups     2 groups"), std::string::npos)
-      << text;
+  EXPECT_NE(text.find("memory-bound groups     2 groups"), std::string::npos) << text;
 }
 
 } // namespace

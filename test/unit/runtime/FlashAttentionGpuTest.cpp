@@ -23,8 +23,8 @@
 
 #include <cuda.h>
 #include <dlfcn.h>
-#include <unistd.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <climits>
@@ -76,8 +76,7 @@ struct Driver {
       return false;
     bool complete = true;
     auto resolve = [&](auto &entry, const char *symbol) {
-      entry = reinterpret_cast<std::remove_reference_t<decltype(entry)>>(
-          dlsym(library, symbol));
+      entry = reinterpret_cast<std::remove_reference_t<decltype(entry)>>(dlsym(library, symbol));
       complete = complete && entry != nullptr;
     };
     resolve(getErrorName, "cuGetErrorName");
@@ -104,14 +103,14 @@ struct Driver {
 
 Driver cu;
 
-#define CU_ASSERT(call)                                                        \
-  do {                                                                         \
-    const CUresult result_ = (call);                                           \
-    if (result_ != CUDA_SUCCESS) {                                             \
-      const char *name_ = nullptr;                                             \
-      cu.getErrorName(result_, &name_);                                         \
-      FAIL() << #call << " failed: " << (name_ ? name_ : "unknown error");     \
-    }                                                                          \
+#define CU_ASSERT(call)                                                                            \
+  do {                                                                                             \
+    const CUresult result_ = (call);                                                               \
+    if (result_ != CUDA_SUCCESS) {                                                                 \
+      const char *name_ = nullptr;                                                                 \
+      cu.getErrorName(result_, &name_);                                                            \
+      FAIL() << #call << " failed: " << (name_ ? name_ : "unknown error");                         \
+    }                                                                                              \
   } while (0)
 
 enum class Storage { Bf16, F16, F32 };
@@ -128,9 +127,7 @@ const char *storageName(Storage storage) {
   return "?";
 }
 
-size_t elementBytes(Storage storage) {
-  return storage == Storage::F32 ? 4 : 2;
-}
+size_t elementBytes(Storage storage) { return storage == Storage::F32 ? 4 : 2; }
 
 /// The bytes of \p values in \p storage (rounded to nearest even).
 std::vector<char> encode(const std::vector<double> &values, Storage storage) {
@@ -140,8 +137,8 @@ std::vector<char> encode(const std::vector<double> &values, Storage storage) {
     if (storage == Storage::F32) {
       std::memcpy(bytes.data() + 4 * i, &value, 4);
     } else {
-      const uint16_t bits = storage == Storage::Bf16 ? an::floatToBF16Bits(value)
-                                                     : an::floatToF16Bits(value);
+      const uint16_t bits =
+          storage == Storage::Bf16 ? an::floatToBF16Bits(value) : an::floatToF16Bits(value);
       std::memcpy(bytes.data() + 2 * i, &bits, 2);
     }
   }
@@ -159,8 +156,7 @@ std::vector<double> decode(const std::vector<char> &bytes, Storage storage) {
     } else {
       uint16_t bits;
       std::memcpy(&bits, bytes.data() + 2 * i, 2);
-      values[i] = storage == Storage::Bf16 ? an::bf16BitsToFloat(bits)
-                                           : an::f16BitsToFloat(bits);
+      values[i] = storage == Storage::Bf16 ? an::bf16BitsToFloat(bits) : an::f16BitsToFloat(bits);
     }
   }
   return values;
@@ -168,8 +164,7 @@ std::vector<double> decode(const std::vector<char> &bytes, Storage storage) {
 
 /// Random N(0, 1) values already rounded to \p storage, so the GPU and the
 /// reference see the same inputs.
-std::vector<double> randomInputs(size_t count, Storage storage,
-                                 std::mt19937 &generator) {
+std::vector<double> randomInputs(size_t count, Storage storage, std::mt19937 &generator) {
   std::normal_distribution<double> normal(0.0, 1.0);
   std::vector<double> values(count);
   for (double &value : values)
@@ -178,8 +173,7 @@ std::vector<double> randomInputs(size_t count, Storage storage,
 }
 
 /// ||actual - expected|| / ||expected|| (NaN if any element is NaN).
-double relativeError(const std::vector<double> &actual,
-                     const std::vector<double> &expected) {
+double relativeError(const std::vector<double> &actual, const std::vector<double> &expected) {
   double difference = 0, reference = 0;
   for (size_t i = 0; i < expected.size(); ++i) {
     difference += (actual[i] - expected[i]) * (actual[i] - expected[i]);
@@ -189,15 +183,13 @@ double relativeError(const std::vector<double> &actual,
 }
 
 /// lse[bh, t] = log sum_s exp(scale q[t] . k[s]) over the visible keys.
-std::vector<double> referenceLse(const std::vector<double> &q,
-                                 const std::vector<double> &k, int queries,
-                                 int keys, double scale, bool causal) {
+std::vector<double> referenceLse(const std::vector<double> &q, const std::vector<double> &k,
+                                 int queries, int keys, double scale, bool causal) {
   std::vector<double> lse(static_cast<size_t>(kSlices) * queries);
   std::vector<double> scores(keys);
   for (int bh = 0; bh < kSlices; ++bh)
     for (int t = 0; t < queries; ++t) {
-      const int visible = causal ? std::min(keys, t + (keys - queries) + 1)
-                                 : keys;
+      const int visible = causal ? std::min(keys, t + (keys - queries) + 1) : keys;
       double maximum = -std::numeric_limits<double>::infinity();
       for (int s = 0; s < visible; ++s) {
         double dot = 0;
@@ -244,10 +236,8 @@ struct Case {
 };
 
 std::string caseName(const ::testing::TestParamInfo<Case> &info) {
-  return std::string(storageName(info.param.storage)) +
-         (info.param.causal ? "_causal_T" : "_T") +
-         std::to_string(info.param.queries) + "_S" +
-         std::to_string(info.param.keys);
+  return std::string(storageName(info.param.storage)) + (info.param.causal ? "_causal_T" : "_T") +
+         std::to_string(info.param.queries) + "_S" + std::to_string(info.param.keys);
 }
 
 class FlashAttentionGpu : public ::testing::TestWithParam<Case> {
@@ -269,8 +259,8 @@ protected:
       return;
     }
     if (init != CUDA_SUCCESS || cu.deviceGetCount(&count) != CUDA_SUCCESS) {
-      setupError = "cuInit or cuDeviceGetCount failed (" +
-                   std::to_string(init) + ") with a driver present";
+      setupError =
+          "cuInit or cuDeviceGetCount failed (" + std::to_string(init) + ") with a driver present";
       return;
     }
     if (count == 0) {
@@ -282,8 +272,7 @@ protected:
       return;
     }
     int major = 0;
-    cu.deviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                         device);
+    cu.deviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
     if (major < 8) {
       skipReason = "the flash attention kernels need sm_80 or newer";
       return;
@@ -349,8 +338,7 @@ protected:
 void upload(DeviceBuffer &buffer, const std::vector<char> &bytes) {
   buffer.bytes = bytes.size();
   ASSERT_EQ(cu.memAlloc(&buffer.pointer, bytes.size()), CUDA_SUCCESS);
-  ASSERT_EQ(cu.memcpyHtoD(buffer.pointer, bytes.data(), bytes.size()),
-            CUDA_SUCCESS);
+  ASSERT_EQ(cu.memcpyHtoD(buffer.pointer, bytes.data(), bytes.size()), CUDA_SUCCESS);
 }
 
 /// Allocates \p bytes filled with 0xff (NaN in every storage type).
@@ -362,8 +350,7 @@ void allocatePoisoned(DeviceBuffer &buffer, size_t bytes) {
 
 std::vector<char> download(const DeviceBuffer &buffer) {
   std::vector<char> bytes(buffer.bytes);
-  EXPECT_EQ(cu.memcpyDtoH(bytes.data(), buffer.pointer, bytes.size()),
-            CUDA_SUCCESS);
+  EXPECT_EQ(cu.memcpyDtoH(bytes.data(), buffer.pointer, bytes.size()), CUDA_SUCCESS);
   return bytes;
 }
 
@@ -381,13 +368,11 @@ TEST_P(FlashAttentionGpu, ForwardAndBackwardMatchTheCpuReference) {
   CUfunction forward = function("ampc_flash_attention_fwd_" + suffix + causal);
   CUfunction delta = function("ampc_flash_attention_bwd_delta_" + suffix);
   CUfunction dq = function("ampc_flash_attention_bwd_dq_" + suffix + causal);
-  CUfunction dkdv =
-      function("ampc_flash_attention_bwd_dkdv_" + suffix + causal);
+  CUfunction dkdv = function("ampc_flash_attention_bwd_dkdv_" + suffix + causal);
   ASSERT_TRUE(forward && delta && dq && dkdv);
 
   // Fresh inputs per case (seeded by the case, so a failure reproduces).
-  std::mt19937 generator(1234u + 17u * static_cast<unsigned>(c.storage) +
-                         (c.causal ? 1u : 0u));
+  std::mt19937 generator(1234u + 17u * static_cast<unsigned>(c.storage) + (c.causal ? 1u : 0u));
   const size_t qCount = static_cast<size_t>(kSlices) * T * D;
   const size_t kCount = static_cast<size_t>(kSlices) * S * D;
   const std::vector<double> q = randomInputs(qCount, c.storage, generator);
@@ -395,8 +380,7 @@ TEST_P(FlashAttentionGpu, ForwardAndBackwardMatchTheCpuReference) {
   const std::vector<double> v = randomInputs(kCount, c.storage, generator);
   const std::vector<double> dy = randomInputs(qCount, c.storage, generator);
 
-  DeviceBuffer qBuf, kBuf, vBuf, dyBuf, oBuf, lseBuf, deltaBuf, dqBuf, dkBuf,
-      dvBuf;
+  DeviceBuffer qBuf, kBuf, vBuf, dyBuf, oBuf, lseBuf, deltaBuf, dqBuf, dkBuf, dvBuf;
   upload(qBuf, encode(q, c.storage));
   upload(kBuf, encode(k, c.storage));
   upload(vBuf, encode(v, c.storage));
@@ -415,73 +399,67 @@ TEST_P(FlashAttentionGpu, ForwardAndBackwardMatchTheCpuReference) {
   const unsigned queryBlocks = (T + kRowsPerBlock - 1) / kRowsPerBlock;
   const unsigned keyBlocks = (S + kRowsPerBlock - 1) / kRowsPerBlock;
   {
-    void *args[] = {&qBuf.pointer,   &kBuf.pointer, &vBuf.pointer,
-                    &oBuf.pointer,   &lseBuf.pointer, &queries,
-                    &keys,           const_cast<float *>(&scaleF)};
-    CU_ASSERT(cu.launchKernel(forward, queryBlocks, kSlices, 1, kThreads, 1, 1,
-                             0, nullptr, args, nullptr));
+    void *args[] = {&qBuf.pointer,   &kBuf.pointer, &vBuf.pointer, &oBuf.pointer,
+                    &lseBuf.pointer, &queries,      &keys,         const_cast<float *>(&scaleF)};
+    CU_ASSERT(cu.launchKernel(forward, queryBlocks, kSlices, 1, kThreads, 1, 1, 0, nullptr, args,
+                              nullptr));
   }
   {
     long long rows = static_cast<long long>(kSlices) * T;
     void *args[] = {&oBuf.pointer, &dyBuf.pointer, &deltaBuf.pointer, &rows};
     const unsigned blocks = static_cast<unsigned>((rows + 3) / 4);
-    CU_ASSERT(cu.launchKernel(delta, blocks, 1, 1, kThreads, 1, 1, 0, nullptr,
-                             args, nullptr));
+    CU_ASSERT(cu.launchKernel(delta, blocks, 1, 1, kThreads, 1, 1, 0, nullptr, args, nullptr));
   }
   {
-    void *args[] = {&qBuf.pointer,   &kBuf.pointer,     &vBuf.pointer,
-                    &dyBuf.pointer,  &lseBuf.pointer,   &deltaBuf.pointer,
-                    &dqBuf.pointer,  &queries,          &keys,
+    void *args[] = {&qBuf.pointer,   &kBuf.pointer,
+                    &vBuf.pointer,   &dyBuf.pointer,
+                    &lseBuf.pointer, &deltaBuf.pointer,
+                    &dqBuf.pointer,  &queries,
+                    &keys,           const_cast<float *>(&scaleF)};
+    CU_ASSERT(
+        cu.launchKernel(dq, queryBlocks, kSlices, 1, kThreads, 1, 1, 0, nullptr, args, nullptr));
+  }
+  {
+    void *args[] = {&qBuf.pointer,
+                    &kBuf.pointer,
+                    &vBuf.pointer,
+                    &dyBuf.pointer,
+                    &lseBuf.pointer,
+                    &deltaBuf.pointer,
+                    &dkBuf.pointer,
+                    &dvBuf.pointer,
+                    &queries,
+                    &keys,
                     const_cast<float *>(&scaleF)};
-    CU_ASSERT(cu.launchKernel(dq, queryBlocks, kSlices, 1, kThreads, 1, 1, 0,
-                             nullptr, args, nullptr));
-  }
-  {
-    void *args[] = {&qBuf.pointer,  &kBuf.pointer,   &vBuf.pointer,
-                    &dyBuf.pointer, &lseBuf.pointer, &deltaBuf.pointer,
-                    &dkBuf.pointer, &dvBuf.pointer,  &queries,
-                    &keys,          const_cast<float *>(&scaleF)};
-    CU_ASSERT(cu.launchKernel(dkdv, keyBlocks, kSlices, 1, kThreads, 1, 1, 0,
-                             nullptr, args, nullptr));
+    CU_ASSERT(
+        cu.launchKernel(dkdv, keyBlocks, kSlices, 1, kThreads, 1, 1, 0, nullptr, args, nullptr));
   }
   CU_ASSERT(cu.ctxSynchronize());
 
   // The reference, in double on the same rounded inputs.
-  std::vector<double> oRef(qCount), dqRef(qCount), dkRef(kCount),
-      dvRef(kCount);
-  ampc::cpu::kernels::attention<double>(q.data(), k.data(), v.data(),
-                                        kSlices, T, S, D, D, scale, c.causal,
-                                        oRef.data());
-  ampc::cpu::kernels::attentionGrad<double>(
-      q.data(), k.data(), v.data(), dy.data(), kSlices, T, S, D, D, scale,
-      c.causal, dqRef.data(), dkRef.data(), dvRef.data());
+  std::vector<double> oRef(qCount), dqRef(qCount), dkRef(kCount), dvRef(kCount);
+  ampc::cpu::kernels::attention<double>(q.data(), k.data(), v.data(), kSlices, T, S, D, D, scale,
+                                        c.causal, oRef.data());
+  ampc::cpu::kernels::attentionGrad<double>(q.data(), k.data(), v.data(), dy.data(), kSlices, T, S,
+                                            D, D, scale, c.causal, dqRef.data(), dkRef.data(),
+                                            dvRef.data());
   const std::vector<double> lseRef = referenceLse(q, k, T, S, scale, c.causal);
 
   // bf16 / f16 storage rounds every output (and o, which feeds delta) to 8
   // or 11 significant bits; f32 storage leaves only fp32 arithmetic.
   const double tolerance = c.storage == Storage::F32 ? 1e-4 : 2e-2;
-  EXPECT_LT(relativeError(decode(download(oBuf), c.storage), oRef), tolerance)
-      << "o";
+  EXPECT_LT(relativeError(decode(download(oBuf), c.storage), oRef), tolerance) << "o";
   EXPECT_LT(relativeError(downloadFloats(lseBuf), lseRef), 1e-5) << "lse";
-  EXPECT_LT(relativeError(decode(download(dqBuf), c.storage), dqRef),
-            tolerance)
-      << "dq";
-  EXPECT_LT(relativeError(decode(download(dkBuf), c.storage), dkRef),
-            tolerance)
-      << "dk";
-  EXPECT_LT(relativeError(decode(download(dvBuf), c.storage), dvRef),
-            tolerance)
-      << "dv";
+  EXPECT_LT(relativeError(decode(download(dqBuf), c.storage), dqRef), tolerance) << "dq";
+  EXPECT_LT(relativeError(decode(download(dkBuf), c.storage), dkRef), tolerance) << "dk";
+  EXPECT_LT(relativeError(decode(download(dvBuf), c.storage), dvRef), tolerance) << "dv";
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, FlashAttentionGpu,
-    ::testing::Values(Case{Storage::Bf16, false, 70, 70},
-                      Case{Storage::Bf16, true, 37, 70},
-                      Case{Storage::F16, false, 70, 70},
-                      Case{Storage::F16, true, 37, 70},
-                      Case{Storage::F32, false, 70, 70},
-                      Case{Storage::F32, true, 37, 70}),
+    ::testing::Values(Case{Storage::Bf16, false, 70, 70}, Case{Storage::Bf16, true, 37, 70},
+                      Case{Storage::F16, false, 70, 70}, Case{Storage::F16, true, 37, 70},
+                      Case{Storage::F32, false, 70, 70}, Case{Storage::F32, true, 37, 70}),
     caseName);
 
 } // namespace

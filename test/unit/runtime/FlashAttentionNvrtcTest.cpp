@@ -8,8 +8,8 @@
 // 128-thread block (<= 255 registers, 128 x registers <= 64K, <= 48 KB of
 // static shared memory). Local memory is checked in the PTX (no
 // __local_depot): the EIATTR_FRAME_SIZE records of NVRTC's cubins did not
-// agree with ptxas's report for some kernels, so they are not used. One translation unit per element type holds all
-// four head dims, and the three targets compile in parallel.
+// agree with ptxas's report for some kernels, so they are not used. One translation unit per
+// element type holds all four head dims, and the three targets compile in parallel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,16 +35,14 @@ struct ElementType {
   const char *name;    // in the entry-point names
   const char *element; // the ampc::flash element struct
 };
-constexpr ElementType kElementTypes[] = {
-    {"bf16", "Bf16"}, {"f16", "F16"}, {"f32", "F32"}};
+constexpr ElementType kElementTypes[] = {{"bf16", "Bf16"}, {"f16", "F16"}, {"f32", "F32"}};
 
 /// A translation unit with the entry points of every head dim of \p type.
 std::string sourceFor(const ElementType &type) {
   std::string source = "#include \"runtime/cuda/device/FlashAttention.cuh\"\n";
   for (int headDim : kHeadDims)
     source += "AMPC_FLASH_ATTENTION_ENTRY_POINTS(" + std::string(type.name) +
-              ", ampc::flash::" + type.element + ", " +
-              std::to_string(headDim) + ")\n";
+              ", ampc::flash::" + type.element + ", " + std::to_string(headDim) + ")\n";
   return source;
 }
 
@@ -52,8 +50,7 @@ std::string sourceFor(const ElementType &type) {
 std::vector<std::string> entryPoints(const ElementType &type) {
   std::vector<std::string> names;
   for (int headDim : kHeadDims) {
-    const std::string suffix =
-        std::string(type.name) + "_d" + std::to_string(headDim);
+    const std::string suffix = std::string(type.name) + "_d" + std::to_string(headDim);
     names.push_back("ampc_flash_attention_bwd_delta_" + suffix);
     for (const char *causal : {"", "_causal"}) {
       names.push_back("ampc_flash_attention_fwd_" + suffix + causal);
@@ -89,12 +86,10 @@ template <typename T> T readAt(const std::vector<char> &bytes, uint64_t at) {
 std::string readName(const std::vector<char> &bytes, uint64_t at) {
   if (at >= bytes.size())
     return "";
-  return std::string(bytes.data() + at, strnlen(bytes.data() + at,
-                                                bytes.size() - at));
+  return std::string(bytes.data() + at, strnlen(bytes.data() + at, bytes.size() - at));
 }
 
-std::map<std::string, KernelResources>
-readResources(const std::vector<char> &cubin) {
+std::map<std::string, KernelResources> readResources(const std::vector<char> &cubin) {
   std::map<std::string, KernelResources> kernels;
   if (cubin.size() < 64 || cubin[4] != 2) // ELFCLASS64, little-endian
     return kernels;
@@ -115,8 +110,7 @@ readResources(const std::vector<char> &cubin) {
   for (unsigned i = 0; i < sectionCount; ++i) {
     const uint64_t at = header(i);
     sections.push_back({readName(cubin, namesOffset + readAt<uint32_t>(cubin, at)),
-                        readAt<uint64_t>(cubin, at + 24),
-                        readAt<uint64_t>(cubin, at + 32),
+                        readAt<uint64_t>(cubin, at + 24), readAt<uint64_t>(cubin, at + 32),
                         readAt<uint32_t>(cubin, at + 40)});
   }
   // Symbol index -> name, from .symtab and the string table it links to.
@@ -126,8 +120,8 @@ readResources(const std::vector<char> &cubin) {
       continue;
     const uint64_t strings = sections[section.link].offset;
     for (uint64_t i = 0; i * 24 < section.size; ++i)
-      symbols[static_cast<uint32_t>(i)] = readName(
-          cubin, strings + readAt<uint32_t>(cubin, section.offset + i * 24));
+      symbols[static_cast<uint32_t>(i)] =
+          readName(cubin, strings + readAt<uint32_t>(cubin, section.offset + i * 24));
   }
   const std::string shared = ".nv.shared.";
   for (const Section &section : sections) {
@@ -156,8 +150,7 @@ readResources(const std::vector<char> &cubin) {
   return kernels;
 }
 
-void checkCubin(const std::vector<char> &cubin, const ElementType &type,
-                const std::string &arch) {
+void checkCubin(const std::vector<char> &cubin, const ElementType &type, const std::string &arch) {
   ASSERT_GT(cubin.size(), 4u) << arch;
   ASSERT_EQ(std::string(cubin.data(), 4), "\x7f"
                                           "ELF")
@@ -196,22 +189,19 @@ TEST_P(FlashAttentionNvrtc, CompilesForSm80Sm90AndPtx) {
   const std::string name = std::string("flash_attention_") + type.name + ".cu";
   const std::vector<std::string> flags = options();
   // Three independent NVRTC programs; NVRTC is safe to call from threads.
-  auto sm80 = std::async(std::launch::async, [&] {
-    return compileToCubin(source, name, "sm_80", flags);
-  });
-  auto sm90 = std::async(std::launch::async, [&] {
-    return compileToCubin(source, name, "sm_90", flags);
-  });
+  auto sm80 =
+      std::async(std::launch::async, [&] { return compileToCubin(source, name, "sm_80", flags); });
+  auto sm90 =
+      std::async(std::launch::async, [&] { return compileToCubin(source, name, "sm_90", flags); });
   const std::string ptx = compileToPtx(source, name, "compute_90", flags);
   checkPtx(ptx, type);
   checkCubin(sm80.get(), type, "sm_80");
   checkCubin(sm90.get(), type, "sm_90");
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    ElementTypes, FlashAttentionNvrtc, ::testing::ValuesIn(kElementTypes),
-    [](const ::testing::TestParamInfo<ElementType> &info) {
-      return std::string(info.param.name);
-    });
+INSTANTIATE_TEST_SUITE_P(ElementTypes, FlashAttentionNvrtc, ::testing::ValuesIn(kElementTypes),
+                         [](const ::testing::TestParamInfo<ElementType> &info) {
+                           return std::string(info.param.name);
+                         });
 
 } // namespace

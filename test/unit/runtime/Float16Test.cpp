@@ -142,7 +142,7 @@ TEST(Float16, F16Subnormals) {
   const float unit = std::ldexp(1.0f, -24); // smallest fp16 subnormal
   EXPECT_EQ(floatToF16Bits(unit), 0x0001u);
   EXPECT_EQ(f16BitsToFloat(0x0001u), unit);
-  EXPECT_EQ(f16BitsToFloat(0x03ffu), 1023 * unit); // largest subnormal
+  EXPECT_EQ(f16BitsToFloat(0x03ffu), 1023 * unit);           // largest subnormal
   EXPECT_EQ(floatToF16Bits(std::ldexp(1.0f, -14)), 0x0400u); // smallest normal
   // Half a unit ties to zero (even); a hair above rounds to one unit.
   EXPECT_EQ(floatToF16Bits(unit / 2), 0x0000u);
@@ -211,8 +211,7 @@ TEST(Float16, FloatConversionsMatchOracle) {
   for (uint64_t pattern = 0; pattern <= 0xffffffffu; pattern += 65521)
     expectMatchesOracle(bits(static_cast<uint32_t>(pattern)));
   for (uint32_t high = 0; high <= 0xffffu; high += 3)
-    for (uint32_t low : {0x7fffu, 0x8000u, 0x8001u, 0x0fffu, 0x1000u, 0x1001u,
-                         0x3000u, 0x9000u})
+    for (uint32_t low : {0x7fffu, 0x8000u, 0x8001u, 0x0fffu, 0x1000u, 0x1001u, 0x3000u, 0x9000u})
       expectMatchesOracle(bits((high << 16) | low));
 }
 
@@ -233,8 +232,7 @@ TEST(Float16, F16MatchesHardwareConversion) {
     const float value = bits(static_cast<uint32_t>(pattern));
     if (std::isnan(value))
       continue;
-    ASSERT_EQ(floatToF16Bits(value), hardwareF16(value))
-        << std::hexfloat << value;
+    ASSERT_EQ(floatToF16Bits(value), hardwareF16(value)) << std::hexfloat << value;
   }
   for (uint32_t h = 0; h <= 0xffffu; ++h) {
     const float ours = f16BitsToFloat(static_cast<uint16_t>(h));
@@ -275,18 +273,14 @@ TEST(Float16, DoubleEdges) {
   EXPECT_EQ(doubleToBF16Bits(std::nextafter(bf16Threshold, 0.0)), 0x7f7fu);
   EXPECT_EQ(doubleToBF16Bits(1e-300), 0x0000u);
   EXPECT_EQ(doubleToBF16Bits(-1e-300), 0x8000u);
-  EXPECT_EQ(doubleToF16Bits(-std::numeric_limits<double>::denorm_min()),
-            0x8000u);
+  EXPECT_EQ(doubleToF16Bits(-std::numeric_limits<double>::denorm_min()), 0x8000u);
   EXPECT_EQ(doubleToBF16Bits(-0.0), 0x8000u);
   EXPECT_EQ(doubleToF16Bits(std::ldexp(1.0, -25)), 0x0000u); // tie -> even 0
   EXPECT_EQ(doubleToBF16Bits(std::ldexp(1.0, -134)), 0x0000u);
   EXPECT_EQ(doubleToBF16Bits(std::ldexp(1.5, -134)), 0x0001u);
-  EXPECT_TRUE(
-      std::isnan(roundToBF16(std::numeric_limits<double>::quiet_NaN())));
-  EXPECT_TRUE(
-      std::isnan(roundToF16(-std::numeric_limits<double>::quiet_NaN())));
-  EXPECT_TRUE(
-      std::signbit(roundToF16(-std::numeric_limits<double>::quiet_NaN())));
+  EXPECT_TRUE(std::isnan(roundToBF16(std::numeric_limits<double>::quiet_NaN())));
+  EXPECT_TRUE(std::isnan(roundToF16(-std::numeric_limits<double>::quiet_NaN())));
+  EXPECT_TRUE(std::signbit(roundToF16(-std::numeric_limits<double>::quiet_NaN())));
   uint64_t signallingBits = 0x7ff0000000000001ull;
   double signalling;
   std::memcpy(&signalling, &signallingBits, sizeof signalling);
@@ -299,16 +293,13 @@ TEST(Float16, DoubleEdges) {
 TEST(Float16, DoubleConversionsMatchOracle) {
   std::mt19937_64 random(12345);
   auto check = [](double value) {
-    ASSERT_EQ(roundToBF16(value), oracleRound(value, kBF16))
-        << std::hexfloat << value;
-    ASSERT_EQ(roundToF16(value), oracleRound(value, kF16))
-        << std::hexfloat << value;
+    ASSERT_EQ(roundToBF16(value), oracleRound(value, kBF16)) << std::hexfloat << value;
+    ASSERT_EQ(roundToF16(value), oracleRound(value, kF16)) << std::hexfloat << value;
   };
   for (int i = 0; i < 400000; ++i) {
     // Exponents spanning both formats' subnormal, normal and overflow ranges.
-    const double value =
-        std::ldexp(std::uniform_real_distribution<double>(-2.0, 2.0)(random),
-                   std::uniform_int_distribution<int>(-140, 130)(random));
+    const double value = std::ldexp(std::uniform_real_distribution<double>(-2.0, 2.0)(random),
+                                    std::uniform_int_distribution<int>(-140, 130)(random));
     check(value);
   }
   // Every exact tie and its two double neighbours, in both formats.

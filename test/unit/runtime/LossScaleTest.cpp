@@ -46,8 +46,8 @@ TEST(LossScale, TrajectoryWithShortGrowthInterval) {
   config.growthInterval = 3;
   //               step: 1      2      3       4      5      6      7      8      9      10
   const std::string pattern = "FFFIFFIFFF";
-  std::vector<float> expected = {65536, 65536, 131072, 65536, 65536, 65536, 32768,
-                                 32768, 32768, 65536};
+  std::vector<float> expected = {65536, 65536, 131072, 65536, 65536,
+                                 65536, 32768, 32768,  32768, 65536};
   auto [scales, applied] = run(config, pattern);
   EXPECT_EQ(scales, expected);
   // Exactly the overflowing steps are skipped.

@@ -16,8 +16,7 @@
 using namespace ampc::cpu;
 
 template <typename T>
-static void measure(const char *name, int64_t m, int64_t n, int64_t k,
-                    int repeats) {
+static void measure(const char *name, int64_t m, int64_t n, int64_t k, int repeats) {
   std::vector<T> a(m * k), b(k * n), c(m * n);
   for (size_t i = 0; i < a.size(); ++i)
     a[i] = static_cast<T>((i * 7 % 13) - 6) / 8;
@@ -29,14 +28,12 @@ static void measure(const char *name, int64_t m, int64_t n, int64_t k,
     auto start = std::chrono::steady_clock::now();
     kernels::gemm<T>(m, n, k, {a.data(), k, 1}, {b.data(), n, 1}, c.data());
     double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     best = std::min(best, seconds);
   }
-  std::printf(
-      "%s %lld x %lld @ %lld x %lld: %.3f s, %.1f GFLOP/s (%d threads)\n", name,
-      (long long)m, (long long)k, (long long)k, (long long)n, best,
-      2.0 * m * n * k / best * 1e-9, threadCount());
+  std::printf("%s %lld x %lld @ %lld x %lld: %.3f s, %.1f GFLOP/s (%d threads)\n", name,
+              (long long)m, (long long)k, (long long)k, (long long)n, best,
+              2.0 * m * n * k / best * 1e-9, threadCount());
 }
 
 int main(int argc, char **argv) {

@@ -65,31 +65,29 @@ std::vector<std::string> probeOptions() {
 }
 
 TEST(Nvrtc, NumericsHeadersCompileForSm90) {
-  std::vector<char> cubin = compileToCubin(kProbeKernel, "numerics_probe.cu",
-                                           "sm_90", probeOptions());
+  std::vector<char> cubin =
+      compileToCubin(kProbeKernel, "numerics_probe.cu", "sm_90", probeOptions());
   ASSERT_GT(cubin.size(), 4u);
   EXPECT_EQ(std::string(cubin.data(), 4), "\x7f"
                                           "ELF");
 }
 
 TEST(Nvrtc, NumericsHeadersCompileForSm80) {
-  std::vector<char> cubin = compileToCubin(kProbeKernel, "numerics_probe.cu",
-                                           "sm_80", probeOptions());
+  std::vector<char> cubin =
+      compileToCubin(kProbeKernel, "numerics_probe.cu", "sm_80", probeOptions());
   ASSERT_GT(cubin.size(), 4u);
   EXPECT_EQ(std::string(cubin.data(), 4), "\x7f"
                                           "ELF");
 }
 
 TEST(Nvrtc, NumericsHeadersCompileToPtx) {
-  std::string ptx = compileToPtx(kProbeKernel, "numerics_probe.cu",
-                                 "compute_90", probeOptions());
+  std::string ptx = compileToPtx(kProbeKernel, "numerics_probe.cu", "compute_90", probeOptions());
   EXPECT_NE(ptx.find(".entry ampc_numerics_probe"), std::string::npos);
   EXPECT_NE(ptx.find(".entry ampc_loss_scale_probe"), std::string::npos);
 }
 
 TEST(Nvrtc, ErrorCarriesLogAndSource) {
-  const std::string source =
-      "extern \"C\" __global__ void broken() { undeclared_name = 1; }\n";
+  const std::string source = "extern \"C\" __global__ void broken() { undeclared_name = 1; }\n";
   try {
     compileToCubin(source, "broken.cu", "sm_90");
     FAIL() << "expected NvrtcError";

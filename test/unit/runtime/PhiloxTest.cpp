@@ -12,8 +12,7 @@ using namespace ampc::numerics;
 
 namespace {
 
-void expectBlock(PhiloxBlock actual, uint32_t w0, uint32_t w1, uint32_t w2,
-                 uint32_t w3) {
+void expectBlock(PhiloxBlock actual, uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3) {
   EXPECT_EQ(actual.word[0], w0);
   EXPECT_EQ(actual.word[1], w1);
   EXPECT_EQ(actual.word[2], w2);
@@ -22,28 +21,27 @@ void expectBlock(PhiloxBlock actual, uint32_t w0, uint32_t w1, uint32_t w2,
 
 // Random123's kat_vectors, "philox4x32 10" lines: counter, key -> output.
 TEST(Philox, KnownAnswerZeros) {
-  expectBlock(philox4x32x10({{0, 0, 0, 0}}, {{0, 0}}), 0x6627e8d5u, 0xe169c58du,
-              0xbc57ac4cu, 0x9b00dbd8u);
+  expectBlock(philox4x32x10({{0, 0, 0, 0}}, {{0, 0}}), 0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu,
+              0x9b00dbd8u);
 }
 
 TEST(Philox, KnownAnswerAllOnes) {
   const uint32_t ones = 0xffffffffu;
-  expectBlock(philox4x32x10({{ones, ones, ones, ones}}, {{ones, ones}}),
-              0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu);
+  expectBlock(philox4x32x10({{ones, ones, ones, ones}}, {{ones, ones}}), 0x408f276du, 0x41c83b0eu,
+              0xa20bc7c6u, 0x6d5451fdu);
 }
 
 TEST(Philox, KnownAnswerPiDigits) {
-  expectBlock(
-      philox4x32x10({{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}},
-                    {{0xa4093822u, 0x299f31d0u}}),
-      0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u);
+  expectBlock(philox4x32x10({{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}},
+                            {{0xa4093822u, 0x299f31d0u}}),
+              0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u);
 }
 
 TEST(Philox, ElementKeying) {
   // key = (seed lo, seed hi); counter = (element lo, element hi, stream, step)
   const uint64_t seed = 0x0123456789abcdefull, element = 0x0000000500000007ull;
-  PhiloxBlock direct = philox4x32x10({{0x00000007u, 0x00000005u, 42u, 9u}},
-                                     {{0x89abcdefu, 0x01234567u}});
+  PhiloxBlock direct =
+      philox4x32x10({{0x00000007u, 0x00000005u, 42u, 9u}}, {{0x89abcdefu, 0x01234567u}});
   PhiloxBlock keyed = philoxForElement(seed, 9, 42, element);
   for (int i = 0; i < 4; ++i)
     EXPECT_EQ(keyed.word[i], direct.word[i]);
@@ -107,8 +105,7 @@ TEST(Philox, Fnv1aKnownValues) {
   EXPECT_EQ(fnv1a32("a", 1), 0xe40c292cu);
   EXPECT_EQ(fnv1a32("foobar", 6), 0xbf9cf968u);
   const std::string name = "blocks.0.attn.w_qkv";
-  EXPECT_NE(fnv1a32(name.data(), name.size()),
-            fnv1a32("blocks.1.attn.w_qkv", name.size()));
+  EXPECT_NE(fnv1a32(name.data(), name.size()), fnv1a32("blocks.1.attn.w_qkv", name.size()));
 }
 
 } // namespace

@@ -57,13 +57,11 @@ Plan devicePlan(DeviceBuffers *ids = nullptr) {
   d.w = b.parameter("w", DType::BF16, {8, 16});
   d.b = b.parameter("b", DType::BF16, {16});
   d.y = b.op(OpCode::MatMul, {d.x, d.w}, DType::BF16, {4, 16},
-             {{"transpose_a", int64_t(0)}, {"transpose_b", int64_t(0)}},
-             "device.mlir:3:5");
+             {{"transpose_a", int64_t(0)}, {"transpose_b", int64_t(0)}}, "device.mlir:3:5");
   d.z = b.op(OpCode::Add, {d.y, d.b}, DType::BF16, {4, 16});
   d.r = b.op(OpCode::Reshape, {d.z}, DType::BF16, {64});
   d.loss = b.op(OpCode::Sum, {d.r}, DType::F32, {},
-                {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t(0)}},
-                "device.mlir:6:5");
+                {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t(0)}}, "device.mlir:6:5");
   d.sum = d.loss;
   b.plan.loss = d.loss;
 
@@ -150,14 +148,11 @@ TEST(PlanDevice, RoundTrip) {
   EXPECT_TRUE(expectSameDeviceProgram(original.device, decoded.device));
   // Spot checks, so a field neither written nor read cannot pass.
   ASSERT_EQ(decoded.device.microStep.groups.size(), 2u);
-  EXPECT_EQ(decoded.device.microStep.groups[0].instructions,
-            (std::vector<uint32_t>{0, 1}));
-  const auto &matmul =
-      std::get<plan::MatmulStep>(decoded.device.microStep.groups[0].steps[0]);
+  EXPECT_EQ(decoded.device.microStep.groups[0].instructions, (std::vector<uint32_t>{0, 1}));
+  const auto &matmul = std::get<plan::MatmulStep>(decoded.device.microStep.groups[0].steps[0]);
   EXPECT_EQ(matmul.epilogue, plan::Epilogue::Bias);
   EXPECT_EQ(matmul.k, 8);
-  const auto &launch =
-      std::get<plan::LaunchStep>(decoded.device.microStep.groups[1].steps[1]);
+  const auto &launch = std::get<plan::LaunchStep>(decoded.device.microStep.groups[1].steps[1]);
   EXPECT_EQ(launch.args[3].kind, plan::ArgKind::Scratch);
   EXPECT_EQ(launch.args[3].value, 256);
   EXPECT_EQ(launch.args[1].access, plan::Access::ReadWrite);
@@ -324,8 +319,7 @@ TEST(PlanDevice, ModulesAreStoredCompressed) {
   Plan original = devicePlan();
   std::string &ptx = original.device.modules[0].ptx;
   for (int i = 0; i < 2000; ++i)
-    ptx += "\n  ld.global.nc.v4.f32 {%f1, %f2, %f3, %f4}, [%rd" +
-           std::to_string(i % 7) + "];";
+    ptx += "\n  ld.global.nc.v4.f32 {%f1, %f2, %f3, %f4}, [%rd" + std::to_string(i % 7) + "];";
   const std::string bytes = encode(original);
   EXPECT_EQ(bytes.find("ld.global.nc.v4.f32"), std::string::npos);
   EXPECT_LT(bytes.size(), ptx.size() / 4);
@@ -345,14 +339,12 @@ TEST(PlanDevice, RejectsCorruptCompressedModules) {
   // A byte of the deflate data changed: the stream's checksum fails.
   std::string corrupted = bytes;
   corrupted[stream + 8] = static_cast<char>(corrupted[stream + 8] ^ 0x55);
-  EXPECT_NE(readError(corrupted).find("do not inflate"), std::string::npos)
-      << readError(corrupted);
+  EXPECT_NE(readError(corrupted).find("do not inflate"), std::string::npos) << readError(corrupted);
   // A records size that disagrees with the stream, larger and smaller.
   for (int delta : {+1, -1}) {
     corrupted = bytes;
     corrupted[rawSize] = static_cast<char>(corrupted[rawSize] + delta);
-    EXPECT_NE(readError(corrupted).find("do not inflate to their"),
-              std::string::npos)
+    EXPECT_NE(readError(corrupted).find("do not inflate to their"), std::string::npos)
         << delta << ": " << readError(corrupted);
   }
 }
@@ -365,13 +357,11 @@ TEST(PlanDevice, RejectsEveryTruncationOfTheDeviceSection) {
   for (size_t length = device; length < bytes.size(); ++length)
     EXPECT_NE(readError(bytes.substr(0, length)), "")
         << "a prefix of " << length << " bytes was accepted";
-  EXPECT_NE(readError(bytes.substr(0, bytes.size() - 3)).find("truncated"),
-            std::string::npos);
+  EXPECT_NE(readError(bytes.substr(0, bytes.size() - 3)).find("truncated"), std::string::npos);
   // Without the section at all (and counted out of the header).
   std::string missing = bytes.substr(0, device);
   missing[12] = static_cast<char>(missing[12] - 1);
-  EXPECT_NE(readError(missing).find("section 'DEVP' is missing"),
-            std::string::npos)
+  EXPECT_NE(readError(missing).find("section 'DEVP' is missing"), std::string::npos)
       << readError(missing);
 }
 
@@ -385,8 +375,7 @@ TEST(PlanDevice, RejectsBadCodesInTheDeviceSection) {
   ASSERT_EQ(bytes[stepKind], '\x01');
   std::string corrupted = bytes;
   corrupted[stepKind] = 9;
-  EXPECT_NE(readError(corrupted).find("bad device step kind code 9"),
-            std::string::npos)
+  EXPECT_NE(readError(corrupted).find("bad device step kind code 9"), std::string::npos)
       << readError(corrupted);
   // The transpose flags follow the six buffer ids.
   corrupted = bytes;
@@ -413,8 +402,7 @@ TEST(PlanDevice, DescribesDeviceErrorsAsTheCpuBackendDoes) {
   const uint32_t logits = b.input("logits", DType::F32, {2, 5});
   const uint32_t labels = b.input("labels", DType::I32, {2}, 5);
   b.plan.loss = b.op(OpCode::CrossEntropy, {logits, labels}, DType::F32, {},
-                     {{"ignore_index", int64_t(-100)}, {"reduction", int64_t(0)}},
-                     "m.mlir:4:7");
+                     {{"ignore_index", int64_t(-100)}, {"reduction", int64_t(0)}}, "m.mlir:4:7");
   plan::DeviceErrorRecord record{plan::kDeviceErrorLabel, 0, 1, 7, 5};
   EXPECT_EQ(plan::describeDeviceError(b.plan, false, record),
             "instruction 0 (cross_entropy at m.mlir:4:7): label 7 at row 1 is "

@@ -188,8 +188,7 @@ TEST(PlanIO, LoadMissingFileNamesThePath) {
     plan::loadPlan("/nonexistent/dir/model.plan");
     FAIL() << "expected PlanError";
   } catch (const PlanError &error) {
-    EXPECT_NE(std::string(error.what()).find("/nonexistent/dir/model.plan"),
-              std::string::npos);
+    EXPECT_NE(std::string(error.what()).find("/nonexistent/dir/model.plan"), std::string::npos);
   }
 }
 
@@ -235,11 +234,9 @@ TEST(PlanIO, FullDiskLeavesExistingFileUntouched) {
   // limit fail with EFBIG exactly like a full disk (SIGXFSZ ignored).
   PlanBuilder builder;
   builder.input("x", DType::F32, {1 << 20});
-  builder.constant("big", DType::F32, {1 << 20},
-                   std::vector<double>(1 << 20, 1.0));
-  builder.plan.loss =
-      builder.op(OpCode::Sum, {0}, DType::F32, {},
-                 {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t(0)}});
+  builder.constant("big", DType::F32, {1 << 20}, std::vector<double>(1 << 20, 1.0));
+  builder.plan.loss = builder.op(OpCode::Sum, {0}, DType::F32, {},
+                                 {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t(0)}});
   rlimit old{};
   ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
   auto oldHandler = std::signal(SIGXFSZ, SIG_IGN);
@@ -264,26 +261,22 @@ TEST(PlanIO, RejectsEveryTruncation) {
   PlanBuilder builder("tiny");
   uint32_t x = builder.input("x", DType::F32, {2});
   uint32_t c = builder.constant("c", DType::F32, {2}, {1.0, 2.0});
-  uint32_t sum =
-      builder.op(OpCode::Add, {x, c}, DType::F32, {2}, {}, "tiny.mlir:1:1");
-  builder.plan.loss =
-      builder.op(OpCode::Mean, {sum}, DType::F32, {},
-                 {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t(0)}});
+  uint32_t sum = builder.op(OpCode::Add, {x, c}, DType::F32, {2}, {}, "tiny.mlir:1:1");
+  builder.plan.loss = builder.op(OpCode::Mean, {sum}, DType::F32, {},
+                                 {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t(0)}});
   const std::string bytes = encode(builder.plan);
   ASSERT_EQ(readError(bytes), "");
   for (size_t length = 0; length < bytes.size(); ++length)
     EXPECT_NE(readError(bytes.substr(0, length)), "")
         << "a prefix of " << length << " bytes was accepted";
-  EXPECT_NE(readError(bytes.substr(0, 100)).find("truncated"),
-            std::string::npos);
+  EXPECT_NE(readError(bytes.substr(0, 100)).find("truncated"), std::string::npos);
 }
 
 TEST(PlanIO, RejectsBadMagic) {
   std::string bytes = encode(everyOpcodePlan());
   bytes[0] = 'X';
   EXPECT_NE(readError(bytes).find("not an ampc plan"), std::string::npos);
-  EXPECT_NE(readError("hello world, this is not a plan").find("not an ampc"),
-            std::string::npos);
+  EXPECT_NE(readError("hello world, this is not a plan").find("not an ampc"), std::string::npos);
   EXPECT_NE(readError("").find("empty"), std::string::npos);
 }
 
@@ -309,21 +302,17 @@ TEST(PlanIO, RejectsWrongVersion) {
   // the same actionable message.
   std::string bytes = encode(everyOpcodePlan());
   bytes[8] = 1; // the u32 version follows the magic
-  EXPECT_EQ(readError(bytes),
-            "plan format version 1, this runtime reads version 5: recompile "
-            "the model with a matching ampc");
+  EXPECT_EQ(readError(bytes), "plan format version 1, this runtime reads version 5: recompile "
+                              "the model with a matching ampc");
   bytes[8] = 3; // before the device program
-  EXPECT_EQ(readError(bytes),
-            "plan format version 3, this runtime reads version 5: recompile "
-            "the model with a matching ampc");
+  EXPECT_EQ(readError(bytes), "plan format version 3, this runtime reads version 5: recompile "
+                              "the model with a matching ampc");
   bytes[8] = 4; // before the compressed device modules
-  EXPECT_EQ(readError(bytes),
-            "plan format version 4, this runtime reads version 5: recompile "
-            "the model with a matching ampc");
+  EXPECT_EQ(readError(bytes), "plan format version 4, this runtime reads version 5: recompile "
+                              "the model with a matching ampc");
   bytes[8] = 6;
-  EXPECT_EQ(readError(bytes),
-            "plan format version 6, this runtime reads version 5: recompile "
-            "the model with a matching ampc");
+  EXPECT_EQ(readError(bytes), "plan format version 6, this runtime reads version 5: recompile "
+                              "the model with a matching ampc");
 }
 
 /// A version-1 file as the previous runtime wrote it: header, then the six
@@ -337,23 +326,20 @@ std::string version1File() {
     return bytes;
   };
   auto u64 = [&](uint64_t value) {
-    return u32(static_cast<uint32_t>(value)) +
-           u32(static_cast<uint32_t>(value >> 32));
+    return u32(static_cast<uint32_t>(value)) + u32(static_cast<uint32_t>(value >> 32));
   };
   auto section = [&](const char *tag, const std::string &payload) {
     return std::string(tag, 4) + u32(1) + u64(payload.size()) + payload;
   };
   // One f32 input x [] and loss = neg(x).
   const std::string model = u32(2) + "v1" + u32(1);
-  const std::string buffers = u32(2) + u32(1) + "x" + '\0' + '\1' + u32(0) +
-                              u32(0) + '\0' + '\3' + u32(0);
+  const std::string buffers =
+      u32(2) + u32(1) + "x" + '\0' + '\1' + u32(0) + u32(0) + '\0' + '\3' + u32(0);
   const std::string inputs = u32(1) + u32(1) + "x" + u32(0) + u64(0);
-  const std::string instructions = u32(1) + std::string("\x04\x00", 2) +
-                                   u32(1) + u32(0) + u32(1) + u32(1) + u32(0) +
-                                   u32(0);
-  return "AMPCPLAN" + u32(1) + u32(6) + section("MODL", model) +
-         section("BUFS", buffers) + section("PARM", u32(0)) +
-         section("INPT", inputs) + section("CNST", u32(0)) +
+  const std::string instructions =
+      u32(1) + std::string("\x04\x00", 2) + u32(1) + u32(0) + u32(1) + u32(1) + u32(0) + u32(0);
+  return "AMPCPLAN" + u32(1) + u32(6) + section("MODL", model) + section("BUFS", buffers) +
+         section("PARM", u32(0)) + section("INPT", inputs) + section("CNST", u32(0)) +
          section("INST", instructions);
 }
 
@@ -378,15 +364,13 @@ TEST(PlanIO, RoundTripTrainingFields) {
   EXPECT_EQ(decoded.optimizerInstructions[2].op, plan::OpCode::AdamW);
   EXPECT_EQ(decoded.optimizerInstructions[2].results.size(), 4u);
   EXPECT_EQ(decoded.optimizerInstructions[3].location, "every.mlir:40:2");
-  EXPECT_EQ(decoded.buffers[plan::findBuffer(decoded, "table.m")].role,
-            plan::BufferRole::State);
+  EXPECT_EQ(decoded.buffers[plan::findBuffer(decoded, "table.m")].role, plan::BufferRole::State);
   expectSamePlan(original, decoded);
   // A forward-only plan round-trips as one: no optimizer step, defaults.
   PlanBuilder forward;
   const uint32_t x = forward.input("x", DType::F32, {3});
   forward.plan.loss = forward.op(OpCode::Sum, {x}, DType::F32, {},
-                                 {{"axes", std::vector<int64_t>{0}},
-                                  {"keepdims", int64_t(0)}});
+                                 {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t(0)}});
   const Plan forwardDecoded = decode(encode(forward.plan));
   EXPECT_TRUE(forwardDecoded.optimizerInstructions.empty());
   EXPECT_EQ(forwardDecoded.accumulationSteps, 1);
@@ -400,8 +384,7 @@ TEST(PlanIO, RoundTripMixedPrecisionFields) {
   // Spot checks against the values everyOpcodePlan sets, none of them a
   // default, so a field that is not written or not read shows up.
   ASSERT_EQ(decoded.parameterCopies.size(), 1u);
-  EXPECT_EQ(decoded.parameterCopies[0].buffer,
-            plan::findBuffer(decoded, "w.bf16"));
+  EXPECT_EQ(decoded.parameterCopies[0].buffer, plan::findBuffer(decoded, "w.bf16"));
   EXPECT_EQ(decoded.parameterCopies[0].source, plan::findBuffer(decoded, "w"));
   EXPECT_EQ(decoded.buffers[plan::findBuffer(decoded, "w.bf16")].role,
             plan::BufferRole::ParameterCopy);
@@ -413,28 +396,21 @@ TEST(PlanIO, RoundTripMixedPrecisionFields) {
   EXPECT_EQ(scaling.growthInterval, 3);
   EXPECT_EQ(scaling.minScale, 0.125f);
   EXPECT_EQ(scaling.scale, plan::findBuffer(decoded, "loss_scale"));
-  EXPECT_EQ(scaling.growthTracker,
-            plan::findBuffer(decoded, "loss_scale.growth_tracker"));
-  EXPECT_EQ(scaling.foundNonFinite,
-            plan::findBuffer(decoded, "loss_scale.found_non_finite"));
-  EXPECT_EQ(scaling.appliedSteps,
-            plan::findBuffer(decoded, "loss_scale.applied_steps"));
-  EXPECT_EQ(scaling.floorHits,
-            plan::findBuffer(decoded, "loss_scale.floor_hits"));
+  EXPECT_EQ(scaling.growthTracker, plan::findBuffer(decoded, "loss_scale.growth_tracker"));
+  EXPECT_EQ(scaling.foundNonFinite, plan::findBuffer(decoded, "loss_scale.found_non_finite"));
+  EXPECT_EQ(scaling.appliedSteps, plan::findBuffer(decoded, "loss_scale.applied_steps"));
+  EXPECT_EQ(scaling.floorHits, plan::findBuffer(decoded, "loss_scale.floor_hits"));
   EXPECT_TRUE(decoded.debugNonFinite);
-  EXPECT_EQ(decoded.optimizerInstructions.back().op,
-            plan::OpCode::UpdateLossScale);
+  EXPECT_EQ(decoded.optimizerInstructions.back().op, plan::OpCode::UpdateLossScale);
   EXPECT_EQ(decoded.optimizerInstructions[3].operands.size(), 8u); // sgd
-  EXPECT_EQ(decoded.optimizerInstructions[3].results.back(),
-            decoded.parameterCopies[0].buffer);
+  EXPECT_EQ(decoded.optimizerInstructions[3].results.back(), decoded.parameterCopies[0].buffer);
   expectSamePlan(original, decoded);
 
   // A plan without mixed precision decodes to the defaults.
   PlanBuilder forward;
   const uint32_t x = forward.input("x", DType::F32, {3});
   forward.plan.loss = forward.op(OpCode::Sum, {x}, DType::F32, {},
-                                 {{"axes", std::vector<int64_t>{0}},
-                                  {"keepdims", int64_t(0)}});
+                                 {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t(0)}});
   const Plan plain = decode(encode(forward.plan));
   EXPECT_TRUE(plain.parameterCopies.empty());
   EXPECT_EQ(plain.lossScaling.mode, plan::LossScaleMode::None);
@@ -460,8 +436,7 @@ TEST(PlanIO, RejectsBadDebugFlag) {
   const size_t flag = bytes.rfind("DEVP") - 1;
   ASSERT_EQ(bytes[flag], '\x01');
   bytes[flag] = 2;
-  EXPECT_NE(readError(bytes).find("bad debug non-finite flag 2"),
-            std::string::npos)
+  EXPECT_NE(readError(bytes).find("bad debug non-finite flag 2"), std::string::npos)
       << readError(bytes);
 }
 
@@ -481,9 +456,7 @@ TEST(PlanIO, RejectsOutOfRangeBufferId) {
   Plan plan = everyOpcodePlan();
   plan.instructions[3].operands[1] = 999;
   std::string message = readError(encode(plan));
-  EXPECT_NE(message.find("operand buffer 999 is out of range"),
-            std::string::npos)
-      << message;
+  EXPECT_NE(message.find("operand buffer 999 is out of range"), std::string::npos) << message;
   plan = everyOpcodePlan();
   plan.inputs[0].buffer = 12345;
   EXPECT_NE(readError(encode(plan)).find("buffer 12345"), std::string::npos);
@@ -492,27 +465,22 @@ TEST(PlanIO, RejectsOutOfRangeBufferId) {
 TEST(PlanIO, RejectsBadEnumValues) {
   Plan plan = everyOpcodePlan();
   plan.buffers[0].dtype = static_cast<plan::DType>(9);
-  EXPECT_NE(readError(encode(plan)).find("bad dtype code 9"),
-            std::string::npos);
+  EXPECT_NE(readError(encode(plan)).find("bad dtype code 9"), std::string::npos);
   plan = everyOpcodePlan();
   plan.instructions[0].op = static_cast<plan::OpCode>(500);
-  EXPECT_NE(readError(encode(plan)).find("bad opcode code 500"),
-            std::string::npos);
+  EXPECT_NE(readError(encode(plan)).find("bad opcode code 500"), std::string::npos);
   plan = everyOpcodePlan();
   plan.buffers[0].role = static_cast<plan::BufferRole>(6);
   EXPECT_NE(readError(encode(plan)).find("bad buffer role"), std::string::npos);
   plan = everyOpcodePlan();
   plan.inputs[0].use = static_cast<plan::InputUse>(3);
-  EXPECT_NE(readError(encode(plan)).find("bad input use code 3"),
-            std::string::npos);
+  EXPECT_NE(readError(encode(plan)).find("bad input use code 3"), std::string::npos);
   plan = everyOpcodePlan();
   plan.optimizerInstructions[0].op = static_cast<plan::OpCode>(49);
-  EXPECT_NE(readError(encode(plan)).find("bad opcode code 49"),
-            std::string::npos);
+  EXPECT_NE(readError(encode(plan)).find("bad opcode code 49"), std::string::npos);
   plan = everyOpcodePlan();
   plan.lossScaling.mode = static_cast<plan::LossScaleMode>(3);
-  EXPECT_NE(readError(encode(plan)).find("bad loss scale mode code 3"),
-            std::string::npos);
+  EXPECT_NE(readError(encode(plan)).find("bad loss scale mode code 3"), std::string::npos);
   plan = everyOpcodePlan();
   plan.parameters[0].init = static_cast<plan::InitKind>(7);
   EXPECT_NE(readError(encode(plan)).find("bad init kind"), std::string::npos);
@@ -538,8 +506,7 @@ TEST(PlanIO, SkipsUnknownOptionalSections) {
 
 TEST(PlanIO, RejectsUnknownRequiredSections) {
   const std::string bytes = encode(everyOpcodePlan());
-  EXPECT_NE(readError(withExtraSection(bytes, "KRNL", 1, "cubin"))
-                .find("section 'KRNL'"),
+  EXPECT_NE(readError(withExtraSection(bytes, "KRNL", 1, "cubin")).find("section 'KRNL'"),
             std::string::npos);
 }
 
@@ -556,14 +523,12 @@ TEST(PlanIO, RejectsLengthsPastTheEnd) {
   ASSERT_EQ(bytes.substr(16 + 16 + modelLength, 4), "BUFS");
   for (int i = 0; i < 4; ++i)
     bytes[bufferCount + i] = '\xff';
-  EXPECT_NE(readError(bytes).find("buffer count 4294967295"),
-            std::string::npos);
+  EXPECT_NE(readError(bytes).find("buffer count 4294967295"), std::string::npos);
 }
 
 TEST(PlanIO, RejectsTrailingAndDuplicateData) {
   const std::string bytes = encode(everyOpcodePlan());
-  EXPECT_NE(readError(bytes + "x").find("after the last section"),
-            std::string::npos);
+  EXPECT_NE(readError(bytes + "x").find("after the last section"), std::string::npos);
   std::string duplicate = withExtraSection(bytes, "KRNL", 0, "a");
   duplicate = withExtraSection(duplicate, "KRNL", 0, "b");
   EXPECT_NE(readError(duplicate).find("appears twice"), std::string::npos);

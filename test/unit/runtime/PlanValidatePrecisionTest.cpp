@@ -51,10 +51,9 @@ struct MixedPlan {
     xb = b.op(OpCode::Cast, {x}, DType::BF16, {2, 3});
     y = b.op(OpCode::MatMul, {xb, copy}, DType::BF16, {2, 4},
              {{"transpose_a", int64_t(0)}, {"transpose_b", int64_t(0)}});
-    b.plan.loss = b.op(OpCode::Mean, {y}, DType::F32, {},
-                       {{"axes", V{0, 1}}, {"keepdims", int64_t(0)}});
-    seed = b.op(OpCode::GradSeed, {scale}, DType::F32, {},
-                {{"accum_steps", int64_t(1)}});
+    b.plan.loss =
+        b.op(OpCode::Mean, {y}, DType::F32, {}, {{"axes", V{0, 1}}, {"keepdims", int64_t(0)}});
+    seed = b.op(OpCode::GradSeed, {scale}, DType::F32, {}, {{"accum_steps", int64_t(1)}});
     dy = b.op(OpCode::Broadcast, {seed}, DType::F32, {2, 4});
     dw = b.op(OpCode::MatMul, {x, dy}, DType::F32, {3, 4},
               {{"transpose_a", int64_t(1)}, {"transpose_b", int64_t(0)}});
@@ -69,8 +68,7 @@ struct MixedPlan {
                         {"decay_steps", int64_t(0)}});
     m = b.state("w.m", {3, 4});
     v = b.state("w.v", {3, 4});
-    b.instruction(OpCode::AdamW,
-                  {w, grad, m, v, lr, norm, found, applied, copy},
+    b.instruction(OpCode::AdamW, {w, grad, m, v, lr, norm, found, applied, copy},
                   {w, grad, m, v, copy},
                   {{"beta1", 0.9},
                    {"beta2", 0.999},
@@ -116,9 +114,7 @@ TEST(PlanValidatePrecision, AcceptsMixedPrecisionPlans) {
 TEST(PlanValidatePrecision, CopiesHaveAReducedDType) {
   MixedPlan mixed;
   mixed.plan().buffers[mixed.copy].dtype = DType::F32;
-  expectInvalid(mixed.plan(),
-                {"parameter copy 0", "'w.bf16' (f32 [3, 4])",
-                 "must be bf16 or f16"});
+  expectInvalid(mixed.plan(), {"parameter copy 0", "'w.bf16' (f32 [3, 4])", "must be bf16 or f16"});
 }
 
 TEST(PlanValidatePrecision, CopiesHaveTheShapeOfTheirSource) {
@@ -131,9 +127,8 @@ TEST(PlanValidatePrecision, CopiesHaveTheShapeOfTheirSource) {
 TEST(PlanValidatePrecision, CopiesComeFromF32Parameters) {
   MixedPlan state;
   state.plan().parameterCopies[0].source = state.grad;
-  expectInvalid(state.plan(),
-                {"parameter copy 0", "its source buffer", "'w.grad'",
-                 "must be a parameter buffer, is a state"});
+  expectInvalid(state.plan(), {"parameter copy 0", "its source buffer", "'w.grad'",
+                               "must be a parameter buffer, is a state"});
 
   MixedPlan range;
   range.plan().parameterCopies[0].source = 999;
@@ -145,8 +140,7 @@ TEST(PlanValidatePrecision, CopiesComeFromF32Parameters) {
 
   // One copy per parameter.
   MixedPlan twice;
-  const uint32_t other = twice.b.buffer("w.f16", DType::F16, {3, 4},
-                                        BufferRole::ParameterCopy);
+  const uint32_t other = twice.b.buffer("w.f16", DType::F16, {3, 4}, BufferRole::ParameterCopy);
   twice.plan().parameterCopies.push_back({other, twice.w});
   expectInvalid(twice.plan(), {"parameter copy 1", "already has a copy"});
 }
@@ -154,8 +148,7 @@ TEST(PlanValidatePrecision, CopiesComeFromF32Parameters) {
 TEST(PlanValidatePrecision, CopyBuffersHaveTheirRoleAndOneEntry) {
   MixedPlan role;
   role.plan().buffers[role.copy].role = BufferRole::Temporary;
-  expectInvalid(role.plan(), {"parameter copy 0", "whose role is temporary",
-                              "not parameter_copy"});
+  expectInvalid(role.plan(), {"parameter copy 0", "whose role is temporary", "not parameter_copy"});
 
   MixedPlan orphan;
   orphan.plan().parameterCopies.clear();
@@ -167,16 +160,15 @@ TEST(PlanValidatePrecision, CopiesAreWrittenOnlyByTheirOptimizer) {
   // A micro-step instruction writing the copy.
   MixedPlan written;
   written.plan().instructions[0].results = {written.copy};
-  expectInvalid(written.plan(), {"instruction 0 (cast)", "parameter_copy",
-                                 "only temporaries can be written"});
+  expectInvalid(written.plan(),
+                {"instruction 0 (cast)", "parameter_copy", "only temporaries can be written"});
 
   // The optimizer of w must refresh w's copy.
   MixedPlan missing;
   missing.adamw().operands.pop_back();
   missing.adamw().results.pop_back();
-  expectInvalid(missing.plan(),
-                {"optimizer step instruction 2 (adamw)", "has a copy",
-                 "'w.bf16'", "must be the last operand and result"});
+  expectInvalid(missing.plan(), {"optimizer step instruction 2 (adamw)", "has a copy", "'w.bf16'",
+                                 "must be the last operand and result"});
 
   // The copy operand must be a copy, and the copy of this parameter.
   MixedPlan wrongRole;
@@ -200,8 +192,7 @@ TEST(PlanValidatePrecision, LossScalingBuffersAreF32ScalarState) {
   MixedPlan shape;
   shape.plan().buffers[shape.scale].shape = {1};
   expectInvalid(shape.plan(), {"loss scaling (dynamic)", "the scale buffer",
-                               "'loss_scale' (f32 [1])",
-                               "must be an f32 scalar state buffer"});
+                               "'loss_scale' (f32 [1])", "must be an f32 scalar state buffer"});
 
   MixedPlan role;
   role.plan().buffers[role.applied].role = BufferRole::Temporary;
@@ -216,20 +207,17 @@ TEST(PlanValidatePrecision, LossScalingBuffersAreF32ScalarState) {
 
   MixedPlan range;
   range.plan().lossScaling.foundNonFinite = 777;
-  expectInvalid(range.plan(),
-                {"the found-non-finite flag buffer 777 is out of range"});
+  expectInvalid(range.plan(), {"the found-non-finite flag buffer 777 is out of range"});
 
   MixedPlan shared;
   shared.plan().lossScaling.growthTracker = shared.scale;
-  expectInvalid(shared.plan(),
-                {"the growth tracker and the scale are one buffer"});
+  expectInvalid(shared.plan(), {"the growth tracker and the scale are one buffer"});
 }
 
 TEST(PlanValidatePrecision, FloorHitCountIsItsOwnStateBuffer) {
   MixedPlan range;
   range.plan().lossScaling.floorHits = 777;
-  expectInvalid(range.plan(),
-                {"the floor-hit count buffer 777 is out of range"});
+  expectInvalid(range.plan(), {"the floor-hit count buffer 777 is out of range"});
 
   MixedPlan shared;
   shared.plan().lossScaling.floorHits = shared.applied;
@@ -244,14 +232,14 @@ TEST(PlanValidatePrecision, FloorHitCountIsItsOwnStateBuffer) {
   // Only the device program's update_loss_scale kernel touches it.
   MixedPlan read;
   read.update().operands[1] = read.plan().lossScaling.floorHits;
-  expectInvalid(read.plan(), {"the floor-hit count", "is read by instruction "
+  expectInvalid(read.plan(), {"the floor-hit count",
+                              "is read by instruction "
                               "3 (update_loss_scale)",
                               "only the device program uses it"});
 }
 
 TEST(PlanValidatePrecision, LossScalingSettings) {
-  auto settingError = [](void (*change)(plan::LossScaling &),
-                         const char *fragment) {
+  auto settingError = [](void (*change)(plan::LossScaling &), const char *fragment) {
     MixedPlan mixed;
     change(mixed.plan().lossScaling);
     expectInvalid(mixed.plan(), {"loss scaling (dynamic)", fragment});
@@ -277,8 +265,8 @@ TEST(PlanValidatePrecision, LossScalingSettings) {
   fixed.update().attrs["growth_factor"] = 1.0;
   EXPECT_NO_THROW(plan::validatePlan(fixed.plan()));
   fixed.plan().lossScaling.initialScale = -1;
-  expectInvalid(fixed.plan(), {"loss scaling (static)",
-                               "the initial scale must be finite and > 0"});
+  expectInvalid(fixed.plan(),
+                {"loss scaling (static)", "the initial scale must be finite and > 0"});
 
   MixedPlan mode;
   mode.plan().lossScaling.mode = static_cast<LossScaleMode>(7);
@@ -287,8 +275,8 @@ TEST(PlanValidatePrecision, LossScalingSettings) {
   // Loss scaling needs an optimizer step.
   PlanBuilder forward;
   const uint32_t x = forward.input("x", DType::F32, {3});
-  forward.plan.loss = forward.op(OpCode::Sum, {x}, DType::F32, {},
-                                 {{"axes", V{0}}, {"keepdims", int64_t(0)}});
+  forward.plan.loss =
+      forward.op(OpCode::Sum, {x}, DType::F32, {}, {{"axes", V{0}}, {"keepdims", int64_t(0)}});
   forward.plan.lossScaling.mode = LossScaleMode::Static;
   expectInvalid(forward.plan, {"loss scaling (static) needs a training plan"});
 }
@@ -297,8 +285,7 @@ TEST(PlanValidatePrecision, AccumulateUnscalesByThePlansBuffers) {
   MixedPlan scale;
   const uint32_t other = scale.b.state("other_scale", {});
   scale.accumulate().operands[2] = other;
-  expectInvalid(scale.plan(), {"instruction 6 (accumulate)", "operand 2",
-                               "'other_scale'",
+  expectInvalid(scale.plan(), {"instruction 6 (accumulate)", "operand 2", "'other_scale'",
                                "must be the plan's loss scale, buffer 3 "
                                "'loss_scale'"});
 
@@ -310,15 +297,13 @@ TEST(PlanValidatePrecision, AccumulateUnscalesByThePlansBuffers) {
 
   MixedPlan result;
   result.accumulate().results[1] = result.scale;
-  expectInvalid(result.plan(), {"instruction 6 (accumulate)", "result 1",
-                                "must be operand 3"});
+  expectInvalid(result.plan(), {"instruction 6 (accumulate)", "result 1", "must be operand 3"});
 
   // With loss scaling every accumulate unscales.
   MixedPlan plain;
   plain.accumulate().operands.resize(2);
   plain.accumulate().results.resize(1);
-  expectInvalid(plain.plan(), {"instruction 6 (accumulate)",
-                               "must unscale its gradient"});
+  expectInvalid(plain.plan(), {"instruction 6 (accumulate)", "must unscale its gradient"});
 
   MixedPlan three;
   three.accumulate().operands.resize(3);
@@ -329,23 +314,20 @@ TEST(PlanValidatePrecision, AccumulateUnscalesByThePlansBuffers) {
   MixedPlan none;
   none.plan().lossScaling.mode = LossScaleMode::None;
   none.plan().optimizerInstructions.pop_back();
-  none.adamw().operands = {none.w, none.grad, none.m,   none.v,
-                           none.lr, none.norm, none.copy};
-  expectInvalid(none.plan(), {"instruction 6 (accumulate)",
-                              "the plan has no loss scaling"});
+  none.adamw().operands = {none.w, none.grad, none.m, none.v, none.lr, none.norm, none.copy};
+  expectInvalid(none.plan(), {"instruction 6 (accumulate)", "the plan has no loss scaling"});
 }
 
 TEST(PlanValidatePrecision, OptimizersReadTheFlagAndCount) {
   MixedPlan swapped;
   std::swap(swapped.adamw().operands[6], swapped.adamw().operands[7]);
-  expectInvalid(swapped.plan(), {"optimizer step instruction 2 (adamw)",
-                                 "operand 6", "must be the plan's "
-                                              "found-non-finite flag"});
+  expectInvalid(swapped.plan(), {"optimizer step instruction 2 (adamw)", "operand 6",
+                                 "must be the plan's "
+                                 "found-non-finite flag"});
 
   MixedPlan missing;
-  missing.adamw().operands = {missing.w,  missing.grad, missing.m,
-                              missing.v,  missing.lr,   missing.norm,
-                              missing.copy};
+  missing.adamw().operands = {missing.w,  missing.grad, missing.m,   missing.v,
+                              missing.lr, missing.norm, missing.copy};
   expectInvalid(missing.plan(), {"adamw", "must read the found-non-finite "
                                           "flag and the applied-steps count"});
 
@@ -363,8 +345,7 @@ TEST(PlanValidatePrecision, OptimizersReadTheFlagAndCount) {
   expectInvalid(none.plan(), {"adamw", "reads a found-non-finite flag, but "
                                        "the plan has no loss scaling"});
   // ... and with both removed, the plan is a plain mixed-precision one.
-  none.adamw().operands = {none.w,  none.grad, none.m,   none.v,
-                           none.lr, none.norm, none.copy};
+  none.adamw().operands = {none.w, none.grad, none.m, none.v, none.lr, none.norm, none.copy};
   EXPECT_NO_THROW(plan::validatePlan(none.plan()));
 }
 
@@ -372,12 +353,10 @@ TEST(PlanValidatePrecision, SgdTakesTheSameOptionalOperands) {
   MixedPlan sgd;
   const uint32_t momentum = sgd.m;
   sgd.adamw().op = OpCode::Sgd;
-  sgd.adamw().operands = {sgd.w,  sgd.grad,    momentum, sgd.lr,
+  sgd.adamw().operands = {sgd.w,    sgd.grad,  momentum,    sgd.lr,
                           sgd.norm, sgd.found, sgd.applied, sgd.copy};
   sgd.adamw().results = {sgd.w, sgd.grad, momentum, sgd.copy};
-  sgd.adamw().attrs = {{"momentum", 0.9},
-                       {"weight_decay", 0.0},
-                       {"clip_norm", 0.0}};
+  sgd.adamw().attrs = {{"momentum", 0.9}, {"weight_decay", 0.0}, {"clip_norm", 0.0}};
   EXPECT_NO_THROW(plan::validatePlan(sgd.plan()));
   sgd.adamw().results.pop_back();
   expectInvalid(sgd.plan(), {"(sgd", "must have exactly 4 results, has 3"});
@@ -392,16 +371,14 @@ TEST(PlanValidatePrecision, UpdateLossScaleOperandsAndPlace) {
                                "operand 0", "must be the plan's loss scale"});
 
   MixedPlan last;
-  std::swap(last.plan().optimizerInstructions[2],
-            last.plan().optimizerInstructions[3]);
-  expectInvalid(last.plan(), {"update_loss_scale",
-                              "must be the last instruction of the "
-                              "optimizer step"});
+  std::swap(last.plan().optimizerInstructions[2], last.plan().optimizerInstructions[3]);
+  expectInvalid(last.plan(), {"update_loss_scale", "must be the last instruction of the "
+                                                   "optimizer step"});
 
   MixedPlan micro;
   micro.plan().instructions.push_back(micro.update());
-  expectInvalid(micro.plan(), {"instruction 7 (update_loss_scale)",
-                               "runs only in the optimizer step"});
+  expectInvalid(micro.plan(),
+                {"instruction 7 (update_loss_scale)", "runs only in the optimizer step"});
 
   MixedPlan absent;
   absent.plan().optimizerInstructions.pop_back();
@@ -419,8 +396,8 @@ TEST(PlanValidatePrecision, UpdateLossScaleOperandsAndPlace) {
   const uint32_t p = b.parameter("p", DType::F32, {});
   b.plan.loss = b.op(OpCode::Mul, {p, p}, DType::F32, {});
   const uint32_t g = b.state("p.grad", {});
-  const uint32_t s = b.state("s", {}), t = b.state("t", {}),
-                 f = b.state("f", {}), a = b.state("a", {});
+  const uint32_t s = b.state("s", {}), t = b.state("t", {}), f = b.state("f", {}),
+                 a = b.state("a", {});
   b.plan.lossScaling.mode = LossScaleMode::Static;
   b.plan.lossScaling.scale = s;
   b.plan.lossScaling.growthTracker = t;
@@ -432,8 +409,7 @@ TEST(PlanValidatePrecision, UpdateLossScaleOperandsAndPlace) {
   b.plan.gradNorm = norm;
   b.plan.learningRate = norm;
   b.instruction(OpCode::Sgd, {p, g, t, norm, norm, f, a}, {p, g, t},
-                {{"momentum", 0.9}, {"weight_decay", 0.0}, {"clip_norm", 0.0}},
-                true);
+                {{"momentum", 0.9}, {"weight_decay", 0.0}, {"clip_norm", 0.0}}, true);
   b.instruction(OpCode::UpdateLossScale, {s, t, f, a}, {s, t, f, a},
                 {{"dynamic", int64_t(0)},
                  {"growth_factor", 2.0},
@@ -441,8 +417,8 @@ TEST(PlanValidatePrecision, UpdateLossScaleOperandsAndPlace) {
                  {"growth_interval", int64_t(2000)},
                  {"min_scale", 0.0}},
                 true);
-  expectInvalid(b.plan, {"optimizer step instruction 1 (sgd)", "result 2",
-                         "is a loss-scaling buffer"});
+  expectInvalid(b.plan,
+                {"optimizer step instruction 1 (sgd)", "result 2", "is a loss-scaling buffer"});
 }
 
 TEST(PlanValidatePrecision, UpdateLossScaleAttributesMatchThePlan) {
@@ -453,8 +429,8 @@ TEST(PlanValidatePrecision, UpdateLossScaleAttributesMatchThePlan) {
 
   MixedPlan growth;
   growth.update().attrs["growth_factor"] = 3.0;
-  expectInvalid(growth.plan(), {"attribute 'growth_factor' is 3",
-                                "but the plan's loss scaling has 2"});
+  expectInvalid(growth.plan(),
+                {"attribute 'growth_factor' is 3", "but the plan's loss scaling has 2"});
 
   MixedPlan interval;
   interval.update().attrs["growth_interval"] = int64_t(100);

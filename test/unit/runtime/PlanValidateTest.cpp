@@ -27,10 +27,9 @@ struct SmallPlan {
     x = b.input("x", DType::F32, {2, 3});
     w = b.parameter("w", DType::F32, {3, 4}, InitKind::Normal, 0, 0.02);
     y = b.op(OpCode::MatMul, {x, w}, DType::F32, {2, 4},
-             {{"transpose_a", int64_t(0)}, {"transpose_b", int64_t(0)}},
-             "m.mlir:2:3");
-    b.plan.loss = b.op(OpCode::Mean, {y}, DType::F32, {},
-                       {{"axes", V{0, 1}}, {"keepdims", int64_t(0)}});
+             {{"transpose_a", int64_t(0)}, {"transpose_b", int64_t(0)}}, "m.mlir:2:3");
+    b.plan.loss =
+        b.op(OpCode::Mean, {y}, DType::F32, {}, {{"axes", V{0, 1}}, {"keepdims", int64_t(0)}});
   }
   plan::Instruction &matmul() { return b.plan.instructions[0]; }
 };
@@ -44,8 +43,8 @@ TEST(PlanValidate, AcceptsValidPlans) {
 TEST(PlanValidate, MessageNamesInstructionOpcodeAndLocation) {
   SmallPlan small;
   small.matmul().operands[1] = 77;
-  expectInvalid(small.b.plan, {"instruction 0 (matmul at m.mlir:2:3)",
-                               "operand buffer 77 is out of range"});
+  expectInvalid(small.b.plan,
+                {"instruction 0 (matmul at m.mlir:2:3)", "operand buffer 77 is out of range"});
 }
 
 TEST(PlanValidate, BufferIdsInRange) {
@@ -66,8 +65,7 @@ TEST(PlanValidate, EveryBufferWrittenAtMostOnce) {
 TEST(PlanValidate, ReadOnlyAfterWrite) {
   SmallPlan small;
   std::swap(small.b.plan.instructions[0], small.b.plan.instructions[1]);
-  expectInvalid(small.b.plan,
-                {"instruction 0 (mean)", "read before any instruction writes"});
+  expectInvalid(small.b.plan, {"instruction 0 (mean)", "read before any instruction writes"});
 }
 
 TEST(PlanValidate, OnlyTemporariesAreWritten) {
@@ -123,14 +121,14 @@ TEST(PlanValidate, Shapes) {
 TEST(PlanValidate, LayoutRules) {
   PlanBuilder transpose;
   uint32_t x = transpose.input("x", DType::F32, {2, 3});
-  transpose.op(OpCode::Transpose, {x}, DType::F32, {3, 2},
-               {{"permutation", V{1, 1}}});
+  transpose.op(OpCode::Transpose, {x}, DType::F32, {3, 2}, {{"permutation", V{1, 1}}});
   expectInvalid(transpose.plan, {"not a permutation"});
 
   PlanBuilder slice;
   x = slice.input("x", DType::F32, {4, 3});
   slice.op(OpCode::Slice, {x}, DType::F32, {2, 3}, {{"starts", V{3, 0}}});
-  expectInvalid(slice.plan, {"slice of 2 elements from 3 along dimension 0 is outside its extent 4"});
+  expectInvalid(slice.plan,
+                {"slice of 2 elements from 3 along dimension 0 is outside its extent 4"});
 
   PlanBuilder concat;
   x = concat.input("x", DType::F32, {2, 3});
@@ -150,8 +148,7 @@ TEST(PlanValidate, LayoutRules) {
 
   PlanBuilder reduce;
   x = reduce.input("x", DType::F32, {2, 3});
-  reduce.op(OpCode::Sum, {x}, DType::F32, {},
-            {{"axes", V{1, 0}}, {"keepdims", int64_t(0)}});
+  reduce.op(OpCode::Sum, {x}, DType::F32, {}, {{"axes", V{1, 0}}, {"keepdims", int64_t(0)}});
   expectInvalid(reduce.plan, {"must be distinct, increasing dimensions"});
 }
 
@@ -170,8 +167,7 @@ TEST(PlanValidate, Attributes) {
 
   PlanBuilder dropout;
   uint32_t x = dropout.input("x", DType::F32, {4});
-  dropout.op(OpCode::Dropout, {x}, DType::F32, {4},
-             {{"p", 1.0}, {"stream", int64_t(3)}});
+  dropout.op(OpCode::Dropout, {x}, DType::F32, {4}, {{"p", 1.0}, {"stream", int64_t(3)}});
   expectInvalid(dropout.plan, {"'p' must be in [0, 1)"});
 
   PlanBuilder causal;
@@ -209,8 +205,7 @@ TEST(PlanValidate, ParameterAndInputTables) {
 TEST(PlanValidate, ConstantByteSize) {
   PlanBuilder b;
   uint32_t c = b.constant("c", DType::BF16, {3}, {1, 2, 3});
-  b.plan.loss = b.op(OpCode::Sum, {c}, DType::F32, {},
-                     {{"axes", V{0}}, {"keepdims", int64_t(0)}});
+  b.plan.loss = b.op(OpCode::Sum, {c}, DType::F32, {}, {{"axes", V{0}}, {"keepdims", int64_t(0)}});
   EXPECT_NO_THROW(plan::validatePlan(b.plan));
   b.plan.constants[0].bytes.pop_back();
   expectInvalid(b.plan, {"constant 0 has 5 bytes", "needs 6"});
@@ -230,9 +225,8 @@ TEST(PlanValidate, LossOperandRules) {
   PlanBuilder b;
   uint32_t logits = b.input("logits", DType::F32, {2, 3, 5});
   uint32_t labels = b.input("labels", DType::I64, {2, 5}, 5);
-  b.plan.loss =
-      b.op(OpCode::CrossEntropy, {logits, labels}, DType::F32, {},
-           {{"ignore_index", int64_t(-100)}, {"reduction", int64_t(0)}});
+  b.plan.loss = b.op(OpCode::CrossEntropy, {logits, labels}, DType::F32, {},
+                     {{"ignore_index", int64_t(-100)}, {"reduction", int64_t(0)}});
   expectInvalid(b.plan, {"with the same leading shape"});
 }
 

@@ -14,8 +14,7 @@ namespace ampc::test {
 
 /// Expects validatePlan to reject \p plan with a one-line PlanError whose
 /// message contains every one of \p fragments.
-inline void expectInvalid(const plan::Plan &plan,
-                          std::initializer_list<const char *> fragments) {
+inline void expectInvalid(const plan::Plan &plan, std::initializer_list<const char *> fragments) {
   try {
     plan::validatePlan(plan);
     ADD_FAILURE() << "plan was accepted";

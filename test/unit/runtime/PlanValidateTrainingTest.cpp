@@ -30,10 +30,9 @@ struct TrainingPlan {
     w = b.parameter("w", DType::F32, {3, 4}, InitKind::Normal, 0, 0.02);
     y = b.op(OpCode::MatMul, {x, w}, DType::F32, {2, 4},
              {{"transpose_a", int64_t(0)}, {"transpose_b", int64_t(0)}});
-    b.plan.loss = b.op(OpCode::Mean, {y}, DType::F32, {},
-                       {{"axes", V{0, 1}}, {"keepdims", int64_t(0)}});
-    seed = b.op(OpCode::GradSeed, {}, DType::F32, {},
-                {{"accum_steps", int64_t(1)}});
+    b.plan.loss =
+        b.op(OpCode::Mean, {y}, DType::F32, {}, {{"axes", V{0, 1}}, {"keepdims", int64_t(0)}});
+    seed = b.op(OpCode::GradSeed, {}, DType::F32, {}, {{"accum_steps", int64_t(1)}});
     dy = b.op(OpCode::Broadcast, {seed}, DType::F32, {2, 4});
     dw = b.op(OpCode::MatMul, {x, dy}, DType::F32, {3, 4},
               {{"transpose_a", int64_t(1)}, {"transpose_b", int64_t(0)}});
@@ -71,57 +70,50 @@ TEST(PlanValidateTraining, AcceptsTrainingPlans) {
 TEST(PlanValidateTraining, StateBuffersAreF32) {
   TrainingPlan training;
   training.b.plan.buffers[training.m].dtype = DType::BF16;
-  expectInvalid(training.b.plan,
-                {"buffer", "'w.m'", "has role state, which must be f32"});
+  expectInvalid(training.b.plan, {"buffer", "'w.m'", "has role state, which must be f32"});
 }
 
 TEST(PlanValidateTraining, OptimizerCannotReadMicroStepTemporaries) {
   TrainingPlan training;
   training.b.plan.optimizerInstructions[0].operands = {training.dw};
   expectInvalid(training.b.plan,
-                {"optimizer step instruction 0 (global_norm)",
-                 "is a temporary of the micro step"});
+                {"optimizer step instruction 0 (global_norm)", "is a temporary of the micro step"});
 }
 
 TEST(PlanValidateTraining, InPlaceResultsAreTheirOperands) {
   TrainingPlan adamw;
   std::swap(adamw.adamw().results[2], adamw.adamw().results[3]);
-  expectInvalid(adamw.b.plan, {"optimizer step instruction 2 (adamw)",
-                               "result 2", "must be operand 2"});
+  expectInvalid(adamw.b.plan,
+                {"optimizer step instruction 2 (adamw)", "result 2", "must be operand 2"});
 
   TrainingPlan accumulate;
   const uint32_t other = accumulate.b.state("other", {3, 4});
   accumulate.accumulate().results = {other};
-  expectInvalid(accumulate.b.plan,
-                {"instruction 5 (accumulate)", "must be operand 0"});
+  expectInvalid(accumulate.b.plan, {"instruction 5 (accumulate)", "must be operand 0"});
 }
 
 TEST(PlanValidateTraining, AccumulateShapesAndRoles) {
   TrainingPlan shape;
   shape.b.plan.buffers[shape.grad].shape = {4, 3};
   // The optimizer's shapes would fail too; the accumulate comes first.
-  expectInvalid(shape.b.plan, {"instruction 5 (accumulate)",
-                               "must have the shape of operand 0"});
+  expectInvalid(shape.b.plan, {"instruction 5 (accumulate)", "must have the shape of operand 0"});
 
   TrainingPlan role;
   role.accumulate().operands[0] = role.dy;
   role.accumulate().results[0] = role.dy;
-  expectInvalid(role.b.plan,
-                {"operand 0", "must be a state buffer, is a temporary"});
+  expectInvalid(role.b.plan, {"operand 0", "must be a state buffer, is a temporary"});
 }
 
 TEST(PlanValidateTraining, StateIsWrittenOnlyInPlace) {
   TrainingPlan training;
   training.b.plan.instructions[3].results = {training.m};
-  expectInvalid(training.b.plan,
-                {"instruction 3 (broadcast)", "role state", "only in place"});
+  expectInvalid(training.b.plan, {"instruction 3 (broadcast)", "role state", "only in place"});
 }
 
 TEST(PlanValidateTraining, TemporariesAreWrittenOnceAcrossBothLists) {
   TrainingPlan training;
   training.b.plan.optimizerInstructions[1].results = {training.seed};
-  expectInvalid(training.b.plan, {"optimizer step instruction 1",
-                                  "written a second time"});
+  expectInvalid(training.b.plan, {"optimizer step instruction 1", "written a second time"});
 }
 
 TEST(PlanValidateTraining, ResultCounts) {
@@ -140,8 +132,7 @@ TEST(PlanValidateTraining, TrainingFields) {
 
   TrainingPlan norm;
   norm.b.plan.gradNorm = norm.seed;
-  expectInvalid(norm.b.plan,
-                {"the grad norm", "is not written by the optimizer step"});
+  expectInvalid(norm.b.plan, {"the grad norm", "is not written by the optimizer step"});
 
   TrainingPlan lr;
   lr.b.plan.learningRate = lr.grad;
@@ -185,9 +176,8 @@ TEST(PlanValidateTraining, GradientOpcodeShapes) {
                         {{"causal", int64_t(1)}, {"scale", 0.5}});
   expectInvalid(attention.plan, {"attention output's shape [2, 3, 6]"});
   attention.plan.buffers[g].shape = {2, 3, 6};
-  attention.plan.loss =
-      attention.op(OpCode::Sum, {dq}, DType::F32, {},
-                   {{"axes", V{0, 1, 2}}, {"keepdims", int64_t(0)}});
+  attention.plan.loss = attention.op(OpCode::Sum, {dq}, DType::F32, {},
+                                     {{"axes", V{0, 1, 2}}, {"keepdims", int64_t(0)}});
   EXPECT_NO_THROW(plan::validatePlan(attention.plan));
   attention.plan.buffers[dv].shape = {2, 5, 4};
   expectInvalid(attention.plan, {"result 2", "must have shape [2, 5, 6]"});
@@ -195,16 +185,14 @@ TEST(PlanValidateTraining, GradientOpcodeShapes) {
   PlanBuilder max;
   x = max.input("x", DType::F32, {2, 3});
   dy = max.input("dy", DType::F32, {2, 1});
-  max.op(OpCode::MaxGrad, {x, dy}, DType::F32, {2, 3},
-         {{"axes", V{1}}, {"keepdims", int64_t(0)}});
+  max.op(OpCode::MaxGrad, {x, dy}, DType::F32, {2, 3}, {{"axes", V{1}}, {"keepdims", int64_t(0)}});
   expectInvalid(max.plan, {"must have the reduced shape [2]"});
 
   PlanBuilder crossEntropy;
   uint32_t logits = crossEntropy.input("logits", DType::F32, {3, 5});
   uint32_t labels = crossEntropy.input("labels", DType::I32, {3});
   uint32_t dloss = crossEntropy.input("dloss", DType::F32, {1});
-  crossEntropy.op(OpCode::CrossEntropyGrad, {logits, labels, dloss},
-                  DType::F32, {3, 5},
+  crossEntropy.op(OpCode::CrossEntropyGrad, {logits, labels, dloss}, DType::F32, {3, 5},
                   {{"ignore_index", int64_t(-100)}, {"reduction", int64_t(0)}});
   expectInvalid(crossEntropy.plan, {"operand 2", "must be a float scalar"});
 
@@ -213,8 +201,7 @@ TEST(PlanValidateTraining, GradientOpcodeShapes) {
   uint32_t gamma = norm.parameter("gamma", DType::F32, {4});
   uint32_t dx = norm.buffer("dx", DType::F32, {2, 4});
   uint32_t dgamma = norm.buffer("dgamma", DType::F32, {2, 4});
-  norm.instruction(OpCode::RmsNormGrad, {x, gamma, x}, {dx, dgamma},
-                   {{"epsilon", 1e-6}});
+  norm.instruction(OpCode::RmsNormGrad, {x, gamma, x}, {dx, dgamma}, {{"epsilon", 1e-6}});
   expectInvalid(norm.plan, {"result 1", "must have shape [4]"});
 }
 
@@ -230,26 +217,21 @@ TEST(PlanValidateTraining, OptimizerOpcodeRules) {
   const uint32_t g = parameter.state("p.grad", {2});
   const uint32_t m = parameter.state("p.m", {2});
   const uint32_t v = parameter.state("p.v", {2});
-  const uint32_t norm =
-      parameter.optimizerOp(OpCode::GlobalNorm, {g}, DType::F32, {});
+  const uint32_t norm = parameter.optimizerOp(OpCode::GlobalNorm, {g}, DType::F32, {});
   parameter.plan.gradNorm = parameter.plan.learningRate = norm;
-  parameter.instruction(OpCode::AdamW, {p, g, m, v, norm, norm}, {p, g, m, v},
-                        {{"beta1", 0.9},
-                         {"beta2", 0.999},
-                         {"eps", 1e-8},
-                         {"weight_decay", 0.0},
-                         {"clip_norm", 0.0}},
-                        true);
-  expectInvalid(parameter.plan, {"optimizer step instruction 1 (adamw)",
-                                 "operand 0", "must be f32"});
+  parameter.instruction(
+      OpCode::AdamW, {p, g, m, v, norm, norm}, {p, g, m, v},
+      {{"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.0}, {"clip_norm", 0.0}},
+      true);
+  expectInvalid(parameter.plan,
+                {"optimizer step instruction 1 (adamw)", "operand 0", "must be f32"});
   parameter.plan.buffers[p].dtype = DType::F32;
   EXPECT_NO_THROW(plan::validatePlan(parameter.plan));
 
   TrainingPlan role;
   const uint32_t fake = role.b.state("fake", {3, 4});
   role.adamw().operands[0] = role.adamw().results[0] = fake;
-  expectInvalid(role.b.plan,
-                {"operand 0", "must be a parameter buffer, is a state"});
+  expectInvalid(role.b.plan, {"operand 0", "must be a parameter buffer, is a state"});
 
   TrainingPlan alias;
   alias.adamw().operands[3] = alias.adamw().results[3] = alias.m;
@@ -257,8 +239,7 @@ TEST(PlanValidateTraining, OptimizerOpcodeRules) {
 
   TrainingPlan schedule;
   schedule.b.plan.optimizerInstructions[1].attrs["kind"] = int64_t(2);
-  expectInvalid(schedule.b.plan,
-                {"lr_schedule", "'kind' must be 0 (constant) or 1 (cosine)"});
+  expectInvalid(schedule.b.plan, {"lr_schedule", "'kind' must be 0 (constant) or 1 (cosine)"});
 
   TrainingPlan seed;
   seed.b.plan.instructions[2].attrs["accum_steps"] = int64_t(0);

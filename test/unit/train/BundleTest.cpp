@@ -30,8 +30,7 @@ std::string encode(const plan::Plan &p) {
 }
 
 /// Expects \p body to throw PlanError mentioning each of \p fragments.
-template <typename F>
-void expectPlanError(F body, const std::vector<std::string> &fragments) {
+template <typename F> void expectPlanError(F body, const std::vector<std::string> &fragments) {
   try {
     body();
     ADD_FAILURE() << "expected a PlanError";
@@ -44,9 +43,7 @@ void expectPlanError(F body, const std::vector<std::string> &fragments) {
   }
 }
 
-bool exists(const std::string &path) {
-  return ::access(path.c_str(), F_OK) == 0;
-}
+bool exists(const std::string &path) { return ::access(path.c_str(), F_OK) == 0; }
 
 TEST(TrainBundle, RoundTripKeepsRunnerBytesPlanAndTrailer) {
   TempDir dir;
@@ -87,21 +84,18 @@ TEST(TrainBundle, RebundlingReplacesThePlan) {
   // A training executable given as the runner contributes only its runner.
   train::writeTrainingExecutable(dir.path("a"), second, dir.path("b"));
   const std::string bundled = readFile(dir.path("b"));
-  EXPECT_EQ(bundled.size(),
-            readFile(kRunner).size() + encode(second).size() + 16);
-  EXPECT_EQ(train::readEmbeddedPlan(dir.path("b")).modelName,
-            "a_much_longer_model_name");
+  EXPECT_EQ(bundled.size(), readFile(kRunner).size() + encode(second).size() + 16);
+  EXPECT_EQ(train::readEmbeddedPlan(dir.path("b")).modelName, "a_much_longer_model_name");
 }
 
 TEST(TrainBundle, ExecutableWithoutPlanSaysHowToBuildOne) {
   EXPECT_FALSE(train::hasEmbeddedPlan(kRunner));
-  expectPlanError([] { train::readEmbeddedPlan(kRunner); },
-                  {kRunner, "this executable carries no training plan",
-                   "ampc compile model.mlir -o NAME"});
+  expectPlanError(
+      [] { train::readEmbeddedPlan(kRunner); },
+      {kRunner, "this executable carries no training plan", "ampc compile model.mlir -o NAME"});
   TempDir dir;
   writeFile(dir.path("tiny"), "abc");
-  expectPlanError([&] { train::readEmbeddedPlan(dir.path("tiny")); },
-                  {"carries no training plan"});
+  expectPlanError([&] { train::readEmbeddedPlan(dir.path("tiny")); }, {"carries no training plan"});
   expectPlanError([&] { train::readEmbeddedPlan(dir.path("missing")); },
                   {"cannot read", dir.path("missing"), "No such file"});
 }
@@ -127,15 +121,13 @@ TEST(TrainBundle, FailedWriteLeavesNothingBehind) {
   TempDir dir;
   expectPlanError(
       [&] {
-        train::writeTrainingExecutable(kRunner, forwardOnlyPlan(),
-                                       dir.path("no/such/dir/exe"));
+        train::writeTrainingExecutable(kRunner, forwardOnlyPlan(), dir.path("no/such/dir/exe"));
       },
       {"cannot write training executable", dir.path("no/such/dir/exe"),
        "No such file or directory"});
   expectPlanError(
       [&] {
-        train::writeTrainingExecutable(dir.path("no-runner"), forwardOnlyPlan(),
-                                       dir.path("exe"));
+        train::writeTrainingExecutable(dir.path("no-runner"), forwardOnlyPlan(), dir.path("exe"));
       },
       {"cannot read the training runner", dir.path("no-runner")});
   EXPECT_FALSE(exists(dir.path("exe")));
@@ -162,8 +154,7 @@ TEST(TrainBundle, FullDiskKeepsTheExistingFile) {
   }
   ::setrlimit(RLIMIT_FSIZE, &saved);
   std::signal(SIGXFSZ, previousHandler);
-  EXPECT_NE(message.find("cannot write training executable '" + out + "'"),
-            std::string::npos)
+  EXPECT_NE(message.find("cannot write training executable '" + out + "'"), std::string::npos)
       << message;
   EXPECT_NE(message.find("File too large"), std::string::npos) << message;
   EXPECT_EQ(readFile(out), "previous contents");
@@ -211,15 +202,13 @@ TEST(TrainBundle, FindRunnerLooksNextToTheCompilerThenInTheBuildTree) {
                   {"cannot find the training runner", dir.path("bin")});
   // The build-tree layout: build/compiler/ampc, build/runtime/train/.
   makeExecutable(dir.path("runtime/train/ampc-train-runner"));
-  EXPECT_EQ(train::findRunner(ampc),
-            dir.path("bin/../runtime/train/ampc-train-runner"));
+  EXPECT_EQ(train::findRunner(ampc), dir.path("bin/../runtime/train/ampc-train-runner"));
   // An installation: the runner next to ampc wins.
   makeExecutable(dir.path("bin/ampc-train-runner"));
   EXPECT_EQ(train::findRunner(ampc), dir.path("bin/ampc-train-runner"));
   // A file that is not executable does not count.
   ASSERT_EQ(::chmod(dir.path("bin/ampc-train-runner").c_str(), 0644), 0);
-  EXPECT_EQ(train::findRunner(ampc),
-            dir.path("bin/../runtime/train/ampc-train-runner"));
+  EXPECT_EQ(train::findRunner(ampc), dir.path("bin/../runtime/train/ampc-train-runner"));
 }
 
 TEST(TrainBundle, FindRunnerHonoursAmpcRunner) {

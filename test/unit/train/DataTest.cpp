@@ -23,8 +23,7 @@ using train::TaskKind;
 namespace {
 
 /// Expects \p body to throw DataError whose message contains \p fragment.
-template <typename F>
-void expectDataError(F body, const std::string &fragment) {
+template <typename F> void expectDataError(F body, const std::string &fragment) {
   try {
     body();
     ADD_FAILURE() << "expected a DataError mentioning: " << fragment;
@@ -36,8 +35,7 @@ void expectDataError(F body, const std::string &fragment) {
 }
 
 /// Decodes little-endian integers of \p width bytes.
-std::vector<int64_t> decodeIntegers(const std::vector<uint8_t> &bytes,
-                                    size_t width) {
+std::vector<int64_t> decodeIntegers(const std::vector<uint8_t> &bytes, size_t width) {
   std::vector<int64_t> values(bytes.size() / width);
   for (size_t i = 0; i < values.size(); ++i) {
     uint64_t bits = 0;
@@ -103,58 +101,38 @@ TEST(TrainData, TextFileIsOneTokenPerByte) {
 TEST(TrainData, TokenFileErrors) {
   TempDir dir;
   const std::string missing = dir.path("missing.bin");
-  expectDataError(
-      [&] { train::TokenFile(missing, DataFormat::Tokens, 256, 4, 0); },
-      "cannot read data file " + missing + ": No such file or directory");
-  expectDataError(
-      [&] { train::TokenFile(dir.dir(), DataFormat::Text, 256, 4, 0); },
-      "cannot read data file " + dir.dir() + ": Is a directory");
+  expectDataError([&] { train::TokenFile(missing, DataFormat::Tokens, 256, 4, 0); },
+                  "cannot read data file " + missing + ": No such file or directory");
+  expectDataError([&] { train::TokenFile(dir.dir(), DataFormat::Text, 256, 4, 0); },
+                  "cannot read data file " + dir.dir() + ": Is a directory");
 
   writeFile(dir.path("odd.bin"), std::string(11, '\0'));
-  expectDataError(
-      [&] {
-        train::TokenFile(dir.path("odd.bin"), DataFormat::Tokens, 256, 4, 0);
-      },
-      "data file " + dir.path("odd.bin") + " has an odd number of bytes (11)");
+  expectDataError([&] { train::TokenFile(dir.path("odd.bin"), DataFormat::Tokens, 256, 4, 0); },
+                  "data file " + dir.path("odd.bin") + " has an odd number of bytes (11)");
 
   writeFile(dir.path("short.bin"), uint16Tokens(ramp(8, 256)));
-  expectDataError(
-      [&] {
-        train::TokenFile(dir.path("short.bin"), DataFormat::Tokens, 256, 8, 0);
-      },
-      "data file " + dir.path("short.bin") +
-          " has 8 tokens; one batch row needs T+1 = 9");
+  expectDataError([&] { train::TokenFile(dir.path("short.bin"), DataFormat::Tokens, 256, 8, 0); },
+                  "data file " + dir.path("short.bin") +
+                      " has 8 tokens; one batch row needs T+1 = 9");
   // Exactly T+1 tokens is enough.
-  EXPECT_EQ(
-      train::TokenFile(dir.path("short.bin"), DataFormat::Tokens, 256, 7, 0)
-          .size(),
-      8);
+  EXPECT_EQ(train::TokenFile(dir.path("short.bin"), DataFormat::Tokens, 256, 7, 0).size(), 8);
   writeFile(dir.path("empty.txt"), "");
-  expectDataError(
-      [&] {
-        train::TokenFile(dir.path("empty.txt"), DataFormat::Text, 256, 4, 0);
-      },
-      "has 0 tokens; one batch row needs T+1 = 5");
+  expectDataError([&] { train::TokenFile(dir.path("empty.txt"), DataFormat::Text, 256, 4, 0); },
+                  "has 0 tokens; one batch row needs T+1 = 5");
 
   std::vector<int64_t> tokens = ramp(2000, 50000);
   tokens[1234] = 60000;
   tokens[1500] = 65535;
   writeFile(dir.path("big.bin"), uint16Tokens(tokens));
-  expectDataError(
-      [&] {
-        train::TokenFile(dir.path("big.bin"), DataFormat::Tokens, 50000, 16, 0);
-      },
-      "data file " + dir.path("big.bin") +
-          ": token 60000 at position 1234 is outside the model's vocabulary "
-          "(V = 50000)");
+  expectDataError([&] { train::TokenFile(dir.path("big.bin"), DataFormat::Tokens, 50000, 16, 0); },
+                  "data file " + dir.path("big.bin") +
+                      ": token 60000 at position 1234 is outside the model's vocabulary "
+                      "(V = 50000)");
 
   writeFile(dir.path("high.txt"), "hello, world");
-  expectDataError(
-      [&] {
-        train::TokenFile(dir.path("high.txt"), DataFormat::Text, 100, 4, 0);
-      },
-      "token 104 at position 0 is outside the model's vocabulary (V = 100); "
-      "text data has one token per byte");
+  expectDataError([&] { train::TokenFile(dir.path("high.txt"), DataFormat::Text, 100, 4, 0); },
+                  "token 104 at position 0 is outside the model's vocabulary (V = 100); "
+                  "text data has one token per byte");
 }
 
 /// A language plan: tokens i32 [B, T] (Indices), targets i64 [B, T]
@@ -179,8 +157,7 @@ TEST(TrainData, RecognisesTasks) {
   EXPECT_EQ(lm.firstDType, DType::I32);
   EXPECT_EQ(lm.labelsDType, DType::I64);
 
-  train::Task classifier =
-      train::analyzeTask(classifierTrainingPlan(8, 5, 3, 0.1));
+  train::Task classifier = train::analyzeTask(classifierTrainingPlan(8, 5, 3, 0.1));
   ASSERT_EQ(classifier.kind, TaskKind::Classification) << classifier.reason;
   EXPECT_EQ(classifier.first.name, "x");
   EXPECT_EQ(classifier.labels.name, "labels");
@@ -188,11 +165,9 @@ TEST(TrainData, RecognisesTasks) {
   EXPECT_EQ(classifier.features, 5);
   EXPECT_EQ(classifier.classes, 3);
 
-  train::Task regression =
-      train::analyzeTask(regressionTrainingPlan(8, 4, 2, 0.1));
+  train::Task regression = train::analyzeTask(regressionTrainingPlan(8, 4, 2, 0.1));
   EXPECT_EQ(regression.kind, TaskKind::Unlearnable);
-  EXPECT_NE(regression.reason.find("no input feeds cross_entropy's labels"),
-            std::string::npos)
+  EXPECT_NE(regression.reason.find("no input feeds cross_entropy's labels"), std::string::npos)
       << regression.reason;
 
   // Tokens and targets of different shapes are not a language model.
@@ -200,23 +175,20 @@ TEST(TrainData, RecognisesTasks) {
   mismatched.buffers[mismatched.inputs[1].buffer].shape = {4, 8};
   train::Task bad = train::analyzeTask(mismatched);
   EXPECT_EQ(bad.kind, TaskKind::Unlearnable);
-  EXPECT_NE(bad.reason.find("one shape [B, T]"), std::string::npos)
-      << bad.reason;
+  EXPECT_NE(bad.reason.find("one shape [B, T]"), std::string::npos) << bad.reason;
 }
 
 TEST(TrainData, WindowsAreConsecutiveTokensAndShiftedTargets) {
   TempDir dir;
   const int64_t count = 1000, batch = 6, sequence = 10, vocab = 1000;
   writeFile(dir.path("ramp.bin"), uint16Tokens(ramp(count, vocab)));
-  const train::Task task =
-      train::analyzeTask(languagePlan(batch, sequence, vocab));
+  const train::Task task = train::analyzeTask(languagePlan(batch, sequence, vocab));
   train::DataOptions options;
   options.path = dir.path("ramp.bin");
   options.seed = 7;
   auto source = train::makeBatchSource(task, options);
   ASSERT_TRUE(source);
-  EXPECT_EQ(source->describe(),
-            dir.path("ramp.bin") + " (tokens, 1,000 tokens)");
+  EXPECT_EQ(source->describe(), dir.path("ramp.bin") + " (tokens, 1,000 tokens)");
   std::set<int64_t> starts;
   for (uint64_t step = 0; step < 50; ++step) {
     const std::vector<train::InputData> inputs = source->batch(step);
@@ -263,8 +235,7 @@ TEST(TrainData, BatchesAreDeterministicPerSeedAndMicroStep) {
     EXPECT_NE(a->batch(5)[0].bytes, a->batch(6)[0].bytes);
     EXPECT_NE(a->batch(5)[0].bytes, c->batch(5)[0].bytes);
   }
-  const train::Task classifier =
-      train::analyzeTask(classifierTrainingPlan(8, 5, 3, 0.1));
+  const train::Task classifier = train::analyzeTask(classifierTrainingPlan(8, 5, 3, 0.1));
   auto a = train::makeClassificationBatches(classifier, 3);
   auto b = train::makeClassificationBatches(classifier, 3);
   auto c = train::makeClassificationBatches(classifier, 4);
@@ -310,8 +281,7 @@ TEST(TrainData, SyntheticTaskMostlyFollowsThePermutation) {
   ASSERT_EQ(transitions, 51200);
   const double rate = double(followed) / transitions;
   EXPECT_NEAR(rate, follow, 0.006); // 4.5 standard deviations
-  EXPECT_NEAR(crossEntropy / transitions,
-              train::syntheticLanguageEntropy(vocab), 0.03);
+  EXPECT_NEAR(crossEntropy / transitions, train::syntheticLanguageEntropy(vocab), 0.03);
   // Every token occurs (the stationary distribution is uniform).
   for (int64_t v = 0; v < vocab; ++v)
     EXPECT_GT(counts[v], 52000 / vocab / 2) << v;
@@ -329,8 +299,7 @@ TEST(TrainData, SyntheticEntropyMatchesItsDefinition) {
     EXPECT_NEAR(train::syntheticLanguageEntropy(vocab), direct, 1e-9) << vocab;
     // Learnable: far below the uniform model's ln V.
     EXPECT_GT(train::syntheticLanguageEntropy(vocab), 0);
-    EXPECT_LT(train::syntheticLanguageEntropy(vocab),
-              0.3 * std::log(vocab) + 0.3);
+    EXPECT_LT(train::syntheticLanguageEntropy(vocab), 0.3 * std::log(vocab) + 0.3);
   }
 }
 
@@ -340,8 +309,7 @@ TEST(TrainData, SyntheticClassificationIsPrototypesPlusNoise) {
       train::analyzeTask(classifierTrainingPlan(batch, features, classes, 0.1));
   auto source = train::makeClassificationBatches(task, 5);
   // Per class: mean and spread of each feature over 200 batches.
-  std::vector<double> sum(classes * features, 0),
-      squares(classes * features, 0);
+  std::vector<double> sum(classes * features, 0), squares(classes * features, 0);
   std::vector<int64_t> count(classes, 0);
   for (uint64_t step = 0; step < 200; ++step) {
     const std::vector<train::InputData> inputs = source->batch(step);
@@ -357,8 +325,7 @@ TEST(TrainData, SyntheticClassificationIsPrototypesPlusNoise) {
       ++count[labels[r]];
       for (int64_t f = 0; f < features; ++f) {
         sum[labels[r] * features + f] += x[r * features + f];
-        squares[labels[r] * features + f] +=
-            x[r * features + f] * x[r * features + f];
+        squares[labels[r] * features + f] += x[r * features + f] * x[r * features + f];
       }
     }
   }
@@ -367,8 +334,7 @@ TEST(TrainData, SyntheticClassificationIsPrototypesPlusNoise) {
     EXPECT_NEAR(count[c], 12800.0 / 3, 5 * std::sqrt(12800 * 2.0 / 9)) << c;
     for (int64_t f = 0; f < features; ++f) {
       const double mean = sum[c * features + f] / count[c];
-      const double variance =
-          squares[c * features + f] / count[c] - mean * mean;
+      const double variance = squares[c * features + f] / count[c] - mean * mean;
       EXPECT_NEAR(std::sqrt(variance), 0.5, 0.03) << c << "," << f;
     }
   }
@@ -389,14 +355,13 @@ TEST(TrainData, DataFilesAreForLanguageModelsOnly) {
   options.path = "whatever.bin";
   expectDataError(
       [&] {
-        train::makeBatchSource(
-            train::analyzeTask(classifierTrainingPlan(8, 5, 3, 0.1)), options);
+        train::makeBatchSource(train::analyzeTask(classifierTrainingPlan(8, 5, 3, 0.1)), options);
       },
       "data files are supported for language models (tokens and targets "
       "inputs); this model trains on its synthetic task");
   // Without --data an unlearnable model gets no source: random inputs.
-  EXPECT_FALSE(train::makeBatchSource(
-      train::analyzeTask(regressionTrainingPlan(8, 4, 2, 0.1)), {}));
+  EXPECT_FALSE(
+      train::makeBatchSource(train::analyzeTask(regressionTrainingPlan(8, 4, 2, 0.1)), {}));
 }
 
 TEST(TrainData, EncodesInputDTypes) {
@@ -404,12 +369,9 @@ TEST(TrainData, EncodesInputDTypes) {
             (std::vector<uint8_t>{1, 0, 0, 0, 0xfe, 0xff, 0xff, 0xff}));
   EXPECT_EQ(train::encodeIntegers(DType::I64, {258}),
             (std::vector<uint8_t>{2, 1, 0, 0, 0, 0, 0, 0}));
-  EXPECT_EQ(train::encodeReals(DType::F32, {1.0}),
-            (std::vector<uint8_t>{0, 0, 0x80, 0x3f}));
-  EXPECT_EQ(train::encodeReals(DType::BF16, {1.0}),
-            (std::vector<uint8_t>{0x80, 0x3f}));
-  EXPECT_EQ(train::encodeReals(DType::F16, {1.0}),
-            (std::vector<uint8_t>{0x00, 0x3c}));
+  EXPECT_EQ(train::encodeReals(DType::F32, {1.0}), (std::vector<uint8_t>{0, 0, 0x80, 0x3f}));
+  EXPECT_EQ(train::encodeReals(DType::BF16, {1.0}), (std::vector<uint8_t>{0x80, 0x3f}));
+  EXPECT_EQ(train::encodeReals(DType::F16, {1.0}), (std::vector<uint8_t>{0x00, 0x3c}));
   EXPECT_EQ(train::withCommas(0), "0");
   EXPECT_EQ(train::withCommas(999), "999");
   EXPECT_EQ(train::withCommas(1234567), "1,234,567");

@@ -55,16 +55,13 @@ TEST(TrainRunner, ProgressLineAndJsonRecord) {
             "\"lr\": 0.0003, \"tokens\": 61500, \"tokens_per_s\": 12300, "
             "\"elapsed_s\": 5, \"step_ms\": 42.5}");
   record.gradNorm = 1;
-  EXPECT_NE(train::progressLine(record).find("| grad norm 1.000 |"),
-            std::string::npos);
+  EXPECT_NE(train::progressLine(record).find("| grad norm 1.000 |"), std::string::npos);
   record.gradNorm = 3e-5;
-  EXPECT_NE(train::progressLine(record).find("| grad norm 3.00e-05 |"),
-            std::string::npos);
+  EXPECT_NE(train::progressLine(record).find("| grad norm 3.00e-05 |"), std::string::npos);
   record.gradNorm = 0.8123;
   record.tokens = false;
   record.loss = std::nan("");
-  EXPECT_NE(train::progressLine(record).find("12.3k samples/s"),
-            std::string::npos);
+  EXPECT_NE(train::progressLine(record).find("12.3k samples/s"), std::string::npos);
   EXPECT_EQ(train::jsonRecord(record),
             "{\"step\": 37, \"loss\": null, \"grad_norm\": 0.8123, "
             "\"lr\": 0.0003, \"samples\": 61500, \"samples_per_s\": 12300, "
@@ -88,8 +85,7 @@ std::string drain(std::FILE *file) {
   return text;
 }
 
-Captured runInProcess(const plan::Plan &p, const RunnerOptions &options,
-                      bool interactive = false) {
+Captured runInProcess(const plan::Plan &p, const RunnerOptions &options, bool interactive = false) {
   train::RunnerStreams streams;
   streams.out = std::tmpfile();
   streams.err = std::tmpfile();
@@ -106,25 +102,23 @@ TEST(TrainRunner, InfoDescribesTheModel) {
   options.info = true;
   Captured info = runInProcess(bigramTrainingPlan(16, 4, 8, 2, 0.05), options);
   EXPECT_EQ(info.status, 0);
-  EXPECT_EQ(info.out,
-            "model @bigram\n"
-            "parameters: 256 in 1 tensor\n"
-            "inputs:\n"
-            "  tokens: i32 [4, 8], use indices, ids in [0, 16)\n"
-            "  targets: i64 [4, 8], use labels, ids in [0, 16)\n"
-            "accumulation steps: 2\n"
-            "training: adamw lr=0.050000 clip=1\n"
-            "task: language model: batches of 4 x 8 tokens ('tokens', targets "
-            "'targets'), vocabulary 16\n");
+  EXPECT_EQ(info.out, "model @bigram\n"
+                      "parameters: 256 in 1 tensor\n"
+                      "inputs:\n"
+                      "  tokens: i32 [4, 8], use indices, ids in [0, 16)\n"
+                      "  targets: i64 [4, 8], use labels, ids in [0, 16)\n"
+                      "accumulation steps: 2\n"
+                      "training: adamw lr=0.050000 clip=1\n"
+                      "task: language model: batches of 4 x 8 tokens ('tokens', targets "
+                      "'targets'), vocabulary 16\n");
 }
 
 TEST(TrainRunner, RefusesForwardOnlyPlansAndCuda) {
   Captured forward = runInProcess(forwardOnlyPlan(), RunnerOptions{});
   EXPECT_EQ(forward.status, 1);
-  EXPECT_EQ(forward.err,
-            "train_test: error: this executable's plan has no optimizer step "
-            "(it was compiled for evaluation only); rebuild it with `ampc "
-            "compile model.mlir -o NAME`\n");
+  EXPECT_EQ(forward.err, "train_test: error: this executable's plan has no optimizer step "
+                         "(it was compiled for evaluation only); rebuild it with `ampc "
+                         "compile model.mlir -o NAME`\n");
   // A plan without a device program: --device cuda is an error, auto says
   // why it trains on the CPU, cpu says nothing.
   RunnerOptions cuda;
@@ -137,8 +131,7 @@ TEST(TrainRunner, RefusesForwardOnlyPlansAndCuda) {
   EXPECT_EQ(gpu.out, "");
   RunnerOptions automatic;
   automatic.steps = 2;
-  Captured fallback =
-      runInProcess(bigramTrainingPlan(16, 4, 8, 1, 0.05), automatic);
+  Captured fallback = runInProcess(bigramTrainingPlan(16, 4, 8, 1, 0.05), automatic);
   EXPECT_EQ(fallback.status, 0) << fallback.err;
   EXPECT_NE(fallback.out.find("\ndevice: cpu (the GPU cannot be used: this "
                               "plan has no GPU code: it was compiled without "
@@ -188,8 +181,7 @@ TEST(TrainRunner, CudaWithoutAGpuFailsClearly) {
 
 /// The JSONL records of \p text, parsed loosely: one map of key -> raw value
 /// text per line. Fails the test on a line that is not a flat JSON object.
-std::vector<std::map<std::string, std::string>>
-parseJsonl(const std::string &text) {
+std::vector<std::map<std::string, std::string>> parseJsonl(const std::string &text) {
   std::vector<std::map<std::string, std::string>> records;
   std::istringstream lines(text);
   std::string line;
@@ -226,8 +218,7 @@ double mean(const std::vector<double> &values, size_t begin, size_t end) {
 bool summaryLosses(const std::string &out, double &first, double &last) {
   const size_t arrow = out.find(": loss ");
   return arrow != std::string::npos &&
-         std::sscanf(out.c_str() + arrow, ": loss %lf -> %lf", &first,
-                     &last) == 2;
+         std::sscanf(out.c_str() + arrow, ": loss %lf -> %lf", &first, &last) == 2;
 }
 
 TEST(TrainRunner, BigramLearnsTheSyntheticTaskDownToItsEntropy) {
@@ -237,8 +228,8 @@ TEST(TrainRunner, BigramLearnsTheSyntheticTaskDownToItsEntropy) {
   options.steps = 150;
   options.seed = 3;
   options.logPath = dir.path("metrics.jsonl");
-  Captured run = runInProcess(
-      bigramTrainingPlan(vocab, batch, sequence, accumulation, 0.1), options);
+  Captured run =
+      runInProcess(bigramTrainingPlan(vocab, batch, sequence, accumulation, 0.1), options);
   ASSERT_EQ(run.status, 0) << run.err;
   EXPECT_EQ(run.err, "");
 
@@ -248,8 +239,7 @@ TEST(TrainRunner, BigramLearnsTheSyntheticTaskDownToItsEntropy) {
   for (size_t i = 0; i < records.size(); ++i) {
     const auto &r = records[i];
     EXPECT_EQ(r.at("step"), std::to_string(i + 1));
-    EXPECT_EQ(r.at("tokens"),
-              std::to_string((i + 1) * batch * sequence * accumulation));
+    EXPECT_EQ(r.at("tokens"), std::to_string((i + 1) * batch * sequence * accumulation));
     EXPECT_EQ(r.count("samples"), 0u);
     EXPECT_GE(std::stod(r.at("tokens_per_s")), 0);
     EXPECT_GE(std::stod(r.at("elapsed_s")), 0);
@@ -279,10 +269,9 @@ TEST(TrainRunner, BigramLearnsTheSyntheticTaskDownToItsEntropy) {
   EXPECT_EQ(run.out.find("\nstep 8/150 | "), std::string::npos);
   EXPECT_NE(run.out.find(" tok/s | "), std::string::npos);
   char summary[128];
-  std::snprintf(summary, sizeof(summary), ": loss %.4f -> %.4f; metrics in ",
-                losses.front(), losses.back());
-  EXPECT_NE(run.out.find(summary + options.logPath + "\n"), std::string::npos)
-      << run.out;
+  std::snprintf(summary, sizeof(summary), ": loss %.4f -> %.4f; metrics in ", losses.front(),
+                losses.back());
+  EXPECT_NE(run.out.find(summary + options.logPath + "\n"), std::string::npos) << run.out;
   EXPECT_EQ(run.out.find("\r"), std::string::npos);
 }
 
@@ -359,8 +348,7 @@ TEST(TrainRunner, UnlearnableModelsGetRandomInputsAndAWarning) {
   options.quiet = true;
   Captured run = runInProcess(regressionTrainingPlan(16, 4, 2, 0.05), options);
   ASSERT_EQ(run.status, 0) << run.err;
-  EXPECT_NE(run.out.find("for 30 steps on random inputs; "), std::string::npos)
-      << run.out;
+  EXPECT_NE(run.out.find("for 30 steps on random inputs; "), std::string::npos) << run.out;
   EXPECT_EQ(run.err, "train_test: warning: this model's inputs are random each "
                      "step, so there is nothing to learn (no input feeds "
                      "cross_entropy's labels)\n");
@@ -384,10 +372,9 @@ TEST(TrainRunner, DivergenceStopsAfterLoggingTheStep) {
   ASSERT_FALSE(records.empty());
   ASSERT_LT(records.size(), 50u);
   const auto &last = records.back();
-  EXPECT_TRUE(last.at("loss") == "null" || last.at("grad_norm") == "null")
-      << last.at("loss");
-  EXPECT_NE(run.err.find("train_test: error: training diverged at step " +
-                         last.at("step") + ": the loss is "),
+  EXPECT_TRUE(last.at("loss") == "null" || last.at("grad_norm") == "null") << last.at("loss");
+  EXPECT_NE(run.err.find("train_test: error: training diverged at step " + last.at("step") +
+                         ": the loss is "),
             std::string::npos)
       << run.err;
   EXPECT_NE(run.err.find("try a lower learning rate"), std::string::npos);
@@ -400,25 +387,23 @@ TEST(TrainRunner, DataAndLogErrorsStopBeforeTraining) {
   missing.dataPath = dir.path("none.bin");
   Captured a = runInProcess(lm, missing);
   EXPECT_EQ(a.status, 1);
-  EXPECT_EQ(a.err, "train_test: error: cannot read data file " +
-                       dir.path("none.bin") + ": No such file or directory\n");
+  EXPECT_EQ(a.err, "train_test: error: cannot read data file " + dir.path("none.bin") +
+                       ": No such file or directory\n");
   EXPECT_EQ(a.out, "");
 
   RunnerOptions badLog;
   badLog.logPath = dir.path("no/such/dir/m.jsonl");
   Captured b = runInProcess(lm, badLog);
   EXPECT_EQ(b.status, 1);
-  EXPECT_EQ(b.err, "train_test: error: cannot open metrics log " +
-                       badLog.logPath + ": No such file or directory\n");
+  EXPECT_EQ(b.err, "train_test: error: cannot open metrics log " + badLog.logPath +
+                       ": No such file or directory\n");
   EXPECT_EQ(b.out, "");
 
   RunnerOptions classifierData;
   classifierData.dataPath = dir.path("x.bin");
-  Captured c =
-      runInProcess(classifierTrainingPlan(8, 4, 3, 0.1), classifierData);
+  Captured c = runInProcess(classifierTrainingPlan(8, 4, 3, 0.1), classifierData);
   EXPECT_EQ(c.status, 1);
-  EXPECT_NE(c.err.find("data files are supported for language models"),
-            std::string::npos);
+  EXPECT_NE(c.err.find("data files are supported for language models"), std::string::npos);
 }
 
 TEST(TrainRunner, FullDiskWhileLoggingIsAnError) {
@@ -434,8 +419,7 @@ TEST(TrainRunner, FullDiskWhileLoggingIsAnError) {
 TEST(TrainRunner, InteractiveProgressRewritesOneLine) {
   RunnerOptions options;
   options.steps = 4;
-  Captured run =
-      runInProcess(bigramTrainingPlan(16, 4, 8, 1, 0.05), options, true);
+  Captured run = runInProcess(bigramTrainingPlan(16, 4, 8, 1, 0.05), options, true);
   ASSERT_EQ(run.status, 0) << run.err;
   EXPECT_NE(run.out.find("\rstep 1/4 | "), std::string::npos);
   EXPECT_NE(run.out.find("\rstep 4/4 | "), std::string::npos);
@@ -446,20 +430,16 @@ TEST(TrainRunner, InteractiveProgressRewritesOneLine) {
   const size_t end = run.out.find_last_not_of(' ', summary - 1);
   ASSERT_NE(end, std::string::npos);
   EXPECT_EQ(run.out.substr(0, end + 1).substr(end + 1 - 8), "ETA 0:00") << run.out;
-  EXPECT_EQ(run.out.find('\n', run.out.find("\rstep 1/4 | ")), summary)
-      << run.out;
+  EXPECT_EQ(run.out.find('\n', run.out.find("\rstep 1/4 | ")), summary) << run.out;
 }
 
 TEST(TrainRunner, BundledExecutableTrains) {
   TempDir dir;
   const std::string exe = dir.path("train_bigram");
-  train::writeTrainingExecutable(kRunner, bigramTrainingPlan(16, 4, 8, 1, 0.1),
-                                 exe);
+  train::writeTrainingExecutable(kRunner, bigramTrainingPlan(16, 4, 8, 1, 0.1), exe);
   CommandResult help = runCommand("'" + exe + "' --help");
   EXPECT_EQ(help.status, 0);
-  EXPECT_EQ(help.output.rfind("usage: train_bigram [--steps N] [options]\n", 0),
-            0u)
-      << help.output;
+  EXPECT_EQ(help.output.rfind("usage: train_bigram [--steps N] [options]\n", 0), 0u) << help.output;
 
   CommandResult info = runCommand("'" + exe + "' --info");
   EXPECT_EQ(info.status, 0);
@@ -472,24 +452,21 @@ TEST(TrainRunner, BundledExecutableTrains) {
 
   CommandResult cuda = runCommand("'" + exe + "' --device cuda");
   EXPECT_EQ(cuda.status, 1);
-  EXPECT_NE(cuda.output.find("this plan has no GPU code"), std::string::npos)
-      << cuda.output;
+  EXPECT_NE(cuda.output.find("this plan has no GPU code"), std::string::npos) << cuda.output;
 
   const std::string log = dir.path("m.jsonl");
-  CommandResult trained = runCommand(
-      "'" + exe + "' --steps 40 --seed 1 --threads 1 --log '" + log + "'");
+  CommandResult trained =
+      runCommand("'" + exe + "' --steps 40 --seed 1 --threads 1 --log '" + log + "'");
   ASSERT_EQ(trained.status, 0) << trained.output;
   EXPECT_NE(trained.output.find("\nstep 40/40 | "), std::string::npos);
   EXPECT_NE(trained.output.find("trained 40 steps in "), std::string::npos);
   const auto records = parseJsonl(readFile(log));
   ASSERT_EQ(records.size(), 40u);
-  EXPECT_LT(std::stod(records.back().at("loss")),
-            std::stod(records.front().at("loss")) - 1.0);
+  EXPECT_LT(std::stod(records.back().at("loss")), std::stod(records.front().at("loss")) - 1.0);
 
   // The same run with other thread counts gives identical numbers.
-  CommandResult again =
-      runCommand("AMPC_CPU_THREADS=2 '" + exe +
-                 "' --steps 40 --seed 1 --quiet --log '" + log + ".2'");
+  CommandResult again = runCommand("AMPC_CPU_THREADS=2 '" + exe +
+                                   "' --steps 40 --seed 1 --quiet --log '" + log + ".2'");
   ASSERT_EQ(again.status, 0) << again.output;
   const auto repeat = parseJsonl(readFile(log + ".2"));
   ASSERT_EQ(repeat.size(), 40u);
@@ -509,8 +486,7 @@ TEST(TrainRunner, BundledForwardOnlyPlanIsRefused) {
       << run.output;
   CommandResult bare = runCommand("'" + kRunner + "'");
   EXPECT_EQ(bare.status, 1);
-  EXPECT_NE(bare.output.find("this executable carries no training plan"),
-            std::string::npos);
+  EXPECT_NE(bare.output.find("this executable carries no training plan"), std::string::npos);
 }
 
 //===----------------------------------------------------------------------===//
@@ -538,12 +514,11 @@ TEST(TrainRunner, ProgressLineAndJsonRecordWithLossScaling) {
   record.lossScale = 32768;
   record.skipped = true;
   record.skippedSteps = 3;
-  EXPECT_NE(train::progressLine(record).find(
-                "| lr 1.00e-03 | scale 32768 | skipped 3 | 600.0 samples/s"),
-            std::string::npos)
+  EXPECT_NE(
+      train::progressLine(record).find("| lr 1.00e-03 | scale 32768 | skipped 3 | 600.0 samples/s"),
+      std::string::npos)
       << train::progressLine(record);
-  EXPECT_NE(train::jsonRecord(record).find(
-                "\"loss_scale\": 32768, \"skipped\": true, "),
+  EXPECT_NE(train::jsonRecord(record).find("\"loss_scale\": 32768, \"skipped\": true, "),
             std::string::npos);
   EXPECT_EQ(train::formatScale(0.25), "0.25");
   EXPECT_EQ(train::formatScale(0x1p126), "8.50706e+37");
@@ -554,8 +529,7 @@ TEST(TrainRunner, PowerOfTwoLossScalingTrainsExactlyLikeNone) {
   // losses and gradient norms match the unscaled run bit for bit.
   TempDir dir;
   const plan::Plan plain = bigramTrainingPlan(16, 4, 8, 2, 0.1);
-  const plan::Plan scaled =
-      withLossScaling(plain, plan::LossScaleMode::Dynamic, 65536);
+  const plan::Plan scaled = withLossScaling(plain, plan::LossScaleMode::Dynamic, 65536);
   auto run = [&](const plan::Plan &p, const std::string &name) {
     RunnerOptions options;
     options.steps = 12;
@@ -585,17 +559,15 @@ TEST(TrainRunner, InjectedOverflowsAreSkippedAndLogged) {
   options.seed = 2;
   options.logPath = dir.path("m.jsonl");
   options.injectOverflow = {3, 5};
-  const plan::Plan scaled = withLossScaling(
-      bigramTrainingPlan(16, 4, 8, 2, 0.1), plan::LossScaleMode::Dynamic,
-      65536);
+  const plan::Plan scaled =
+      withLossScaling(bigramTrainingPlan(16, 4, 8, 2, 0.1), plan::LossScaleMode::Dynamic, 65536);
   Captured run = runInProcess(scaled, options);
   ASSERT_EQ(run.status, 0) << run.err;
   EXPECT_EQ(run.err, "");
   const auto records = parseJsonl(readFile(options.logPath));
   ASSERT_EQ(records.size(), 8u);
-  const std::vector<std::string> scales = {"65536", "65536", "32768",
-                                           "32768", "16384", "16384",
-                                           "16384", "16384"};
+  const std::vector<std::string> scales = {"65536", "65536", "32768", "32768",
+                                           "16384", "16384", "16384", "16384"};
   for (size_t i = 0; i < records.size(); ++i) {
     SCOPED_TRACE(i);
     EXPECT_EQ(records[i].at("loss_scale"), scales[i]);
@@ -616,8 +588,7 @@ TEST(TrainRunner, InjectedOverflowsAreSkippedAndLogged) {
   EXPECT_NE(run.out.find("\nstep 2/8 | loss "), std::string::npos);
   EXPECT_NE(run.out.find(" | scale 65536 | "), std::string::npos);
   // No progress line before step 3's shows a skipped count.
-  EXPECT_EQ(run.out.substr(0, run.out.find("\nstep 3/8 | ")).find("| skipped"),
-            std::string::npos);
+  EXPECT_EQ(run.out.substr(0, run.out.find("\nstep 3/8 | ")).find("| skipped"), std::string::npos);
   EXPECT_NE(run.out.find(" | scale 32768 | skipped 1 | "), std::string::npos);
   EXPECT_NE(run.out.find(" | scale 16384 | skipped 2 | "), std::string::npos);
 
@@ -634,16 +605,14 @@ TEST(TrainRunner, FloorWarningIsGivenOnce) {
   RunnerOptions options;
   options.steps = 6;
   options.injectOverflow = {1, 2, 3, 4, 5};
-  const plan::Plan scaled = withLossScaling(
-      bigramTrainingPlan(16, 4, 8, 1, 0.1), plan::LossScaleMode::Dynamic,
-      1024, 256);
+  const plan::Plan scaled = withLossScaling(bigramTrainingPlan(16, 4, 8, 1, 0.1),
+                                            plan::LossScaleMode::Dynamic, 1024, 256);
   Captured run = runInProcess(scaled, options);
   ASSERT_EQ(run.status, 0) << run.err;
   // 1024 -> 512 -> 256 -> floor (warn) -> floor -> floor.
-  EXPECT_EQ(run.err,
-            "train_test: warning: the loss scale reached its floor 256; "
-            "gradients keep overflowing \u2014 consider bf16 or a lower "
-            "learning rate\n");
+  EXPECT_EQ(run.err, "train_test: warning: the loss scale reached its floor 256; "
+                     "gradients keep overflowing \u2014 consider bf16 or a lower "
+                     "learning rate\n");
   EXPECT_NE(run.out.find("\nstep 2: gradients were not finite; the update was "
                          "skipped and the loss scale halved to 256\n"),
             std::string::npos)
@@ -660,8 +629,7 @@ TEST(TrainRunner, StaticScalingSkipsWithoutChangingTheScale) {
   options.steps = 3;
   options.injectOverflow = {2};
   Captured run = runInProcess(
-      withLossScaling(bigramTrainingPlan(16, 4, 8, 1, 0.1),
-                      plan::LossScaleMode::Static, 128),
+      withLossScaling(bigramTrainingPlan(16, 4, 8, 1, 0.1), plan::LossScaleMode::Static, 128),
       options);
   ASSERT_EQ(run.status, 0) << run.err;
   EXPECT_NE(run.out.find("\nstep 2: gradients were not finite; the update was "
@@ -680,10 +648,9 @@ TEST(TrainRunner, NaturalOverflowNamesTheFirstNonFiniteInstruction) {
   RunnerOptions options;
   options.steps = 12;
   options.logPath = dir.path("m.jsonl");
-  Captured run = runInProcess(
-      withLossScaling(regressionTrainingPlan(1, 4, 1, 0.05),
-                      plan::LossScaleMode::Dynamic, 0x1p127f, 0, true),
-      options);
+  Captured run = runInProcess(withLossScaling(regressionTrainingPlan(1, 4, 1, 0.05),
+                                              plan::LossScaleMode::Dynamic, 0x1p127f, 0, true),
+                              options);
   ASSERT_EQ(run.status, 0) << run.err;
   EXPECT_NE(run.out.find("\nstep 1: gradients were not finite; the update was "
                          "skipped and the loss scale halved to 8.50706e+37; "
@@ -710,8 +677,7 @@ TEST(TrainRunner, NonFiniteLossStopsAfterFiveStepsWithScaling) {
   options.steps = 60;
   options.logPath = dir.path("m.jsonl");
   Captured run = runInProcess(
-      withLossScaling(regressionTrainingPlan(16, 4, 2, 1e30),
-                      plan::LossScaleMode::Dynamic, 65536),
+      withLossScaling(regressionTrainingPlan(16, 4, 2, 1e30), plan::LossScaleMode::Dynamic, 65536),
       options);
   EXPECT_EQ(run.status, 1);
   const auto records = parseJsonl(readFile(options.logPath));
@@ -729,10 +695,10 @@ TEST(TrainRunner, NonFiniteLossStopsAfterFiveStepsWithScaling) {
 }
 
 TEST(TrainRunner, InfoShowsPrecisionAndLossScaling) {
-  plan::Plan mixed = withParameterCopy(
-      withLossScaling(bigramTrainingPlan(16, 4, 8, 2, 0.05),
-                      plan::LossScaleMode::Dynamic, 65536, 1, true),
-      "table", plan::DType::BF16);
+  plan::Plan mixed =
+      withParameterCopy(withLossScaling(bigramTrainingPlan(16, 4, 8, 2, 0.05),
+                                        plan::LossScaleMode::Dynamic, 65536, 1, true),
+                        "table", plan::DType::BF16);
   mixed.trainingSummary += " precision=bf16 loss_scaling=dynamic";
   RunnerOptions options;
   options.info = true;
@@ -751,11 +717,10 @@ TEST(TrainRunner, InfoShowsPrecisionAndLossScaling) {
             std::string::npos)
       << info.out;
 
-  plan::Plan fixed = withLossScaling(bigramTrainingPlan(16, 4, 8, 2, 0.05),
-                                     plan::LossScaleMode::Static, 1024);
+  plan::Plan fixed =
+      withLossScaling(bigramTrainingPlan(16, 4, 8, 2, 0.05), plan::LossScaleMode::Static, 1024);
   Captured staticInfo = runInProcess(fixed, options);
-  EXPECT_NE(staticInfo.out.find("\nloss scaling: static, scale 1024\ntask: "),
-            std::string::npos)
+  EXPECT_NE(staticInfo.out.find("\nloss scaling: static, scale 1024\ntask: "), std::string::npos)
       << staticInfo.out;
 }
 
@@ -764,14 +729,12 @@ TEST(TrainRunner, BundledExecutableInjectsOverflows) {
   const std::string exe = dir.path("train_scaled");
   train::writeTrainingExecutable(
       kRunner,
-      withParameterCopy(withLossScaling(bigramTrainingPlan(16, 4, 8, 1, 0.1),
-                                        plan::LossScaleMode::Dynamic, 4096),
-                        "table", plan::DType::BF16),
+      withParameterCopy(
+          withLossScaling(bigramTrainingPlan(16, 4, 8, 1, 0.1), plan::LossScaleMode::Dynamic, 4096),
+          "table", plan::DType::BF16),
       exe);
   const std::string log = dir.path("m.jsonl");
-  CommandResult run = runCommand("'" + exe +
-                                 "' --steps 4 --inject-overflow 2 --log '" +
-                                 log + "'");
+  CommandResult run = runCommand("'" + exe + "' --steps 4 --inject-overflow 2 --log '" + log + "'");
   ASSERT_EQ(run.status, 0) << run.output;
   EXPECT_NE(run.output.find("step 2: gradients were not finite; the update "
                             "was skipped and the loss scale halved to 2048"),

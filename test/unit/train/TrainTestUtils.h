@@ -45,21 +45,21 @@ CommandResult runCommand(const std::string &command);
 /// A bigram language model trained with AdamW: logits = table[tokens]
 /// (table [V, V]), cross-entropy against the targets; inputs "tokens" i32
 /// [B, T] (Indices) and "targets" i64 [B, T] (Labels), both bounded by V.
-plan::Plan bigramTrainingPlan(int64_t vocab, int64_t batch, int64_t sequence,
-                              int64_t accumulation, double learningRate);
+plan::Plan bigramTrainingPlan(int64_t vocab, int64_t batch, int64_t sequence, int64_t accumulation,
+                              double learningRate);
 
 /// A softmax-regression classifier trained with AdamW: logits = x @ W,
 /// cross-entropy; inputs "x" f32 [B, F] and "labels" i32 [B] (Labels, bound
 /// C).
-plan::Plan classifierTrainingPlan(int64_t batch, int64_t features,
-                                  int64_t classes, double learningRate);
+plan::Plan classifierTrainingPlan(int64_t batch, int64_t features, int64_t classes,
+                                  double learningRate);
 
 /// A linear regression y = x @ W trained with SGD on the mean squared error
 /// against "y", with inputs "x" f32 [B, F] and "y" f32 [B, O] that carry no
 /// use: the runner feeds it random inputs. W starts at standard normal
 /// values, so the loss falls from about 1 + F towards var(y) = 1.
-plan::Plan regressionTrainingPlan(int64_t batch, int64_t features,
-                                  int64_t outputs, double learningRate);
+plan::Plan regressionTrainingPlan(int64_t batch, int64_t features, int64_t outputs,
+                                  double learningRate);
 
 /// A forward-only plan (no optimizer step): the mean squared error of a
 /// parameter against an input.
@@ -69,14 +69,12 @@ plan::Plan forwardOnlyPlan();
 /// buffers, the scale as grad_seed's operand, unscaling accumulates, adamw/
 /// sgd reading the found flag and applied-steps count, and a final
 /// update_loss_scale (growth x2, backoff x0.5, interval 2000).
-plan::Plan withLossScaling(plan::Plan plan, plan::LossScaleMode mode,
-                           float initialScale, float minScale = 0,
-                           bool debugNonFinite = false);
+plan::Plan withLossScaling(plan::Plan plan, plan::LossScaleMode mode, float initialScale,
+                           float minScale = 0, bool debugNonFinite = false);
 
 /// \p plan with a \p dtype copy of parameter \p name that every micro-step
 /// instruction reads instead of the parameter, refreshed by its optimizer.
-plan::Plan withParameterCopy(plan::Plan plan, const std::string &name,
-                             plan::DType dtype);
+plan::Plan withParameterCopy(plan::Plan plan, const std::string &name, plan::DType dtype);
 
 } // namespace ampc::test
 
