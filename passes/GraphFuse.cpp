@@ -29,61 +29,43 @@ namespace {
 
 /// The fusion class of `op`, and its role for the ops the rules name.
 FusionOpClass classify(Operation *op, FusionRole &role) {
+  // The roles the grouping rules look for.
   role = FusionRole::None;
   if (auto cast = llvm::dyn_cast<CastOp>(op)) {
     Type from = getElementTypeOrSelf(cast.getInput().getType());
     Type to = getElementTypeOrSelf(cast.getType());
     bool widening = from == to || (to.isF32() && (from.isBF16() || from.isF16()));
     role = widening ? FusionRole::WideningCast : FusionRole::Cast;
-    return FusionOpClass::Elementwise;
-  }
-  if (llvm::isa<AddOp>(op)) {
+  } else if (llvm::isa<AddOp>(op)) {
     role = FusionRole::Add;
-    return FusionOpClass::Elementwise;
-  }
-  if (auto gelu = llvm::dyn_cast<GeluOp>(op)) {
+  } else if (auto gelu = llvm::dyn_cast<GeluOp>(op)) {
     if (gelu.getApproximation() == GeluApproximation::tanh)
       role = FusionRole::TanhGelu;
-    return FusionOpClass::Elementwise;
-  }
-  if (llvm::isa<SubOp, MulOp, DivOp, NegOp, ReluOp, SiluOp, TanhOp, ExpOp, LogOp, SqrtOp, RsqrtOp,
-                DropoutOp, ReluGradOp, SiluGradOp, GeluGradOp>(op))
-    return FusionOpClass::Elementwise;
-
-  if (llvm::isa<ReshapeOp>(op)) {
+  } else if (llvm::isa<ReshapeOp>(op)) {
     role = FusionRole::Reshape;
-    return FusionOpClass::DataMovement;
-  }
-  if (llvm::isa<BroadcastOp>(op)) {
+  } else if (llvm::isa<BroadcastOp>(op)) {
     role = FusionRole::Broadcast;
-    return FusionOpClass::DataMovement;
-  }
-  if (llvm::isa<TransposeOp, SliceOp, PadOp, ConcatOp, SplitOp>(op))
-    return FusionOpClass::DataMovement;
-
-  if (llvm::isa<SumOp>(op)) {
+  } else if (llvm::isa<SumOp>(op)) {
     role = FusionRole::Sum;
-    return FusionOpClass::Reduction;
-  }
-  if (llvm::isa<CrossEntropyOp>(op)) {
+  } else if (llvm::isa<CrossEntropyOp>(op)) {
     role = FusionRole::CrossEntropy;
-    return FusionOpClass::Reduction;
-  }
-  if (llvm::isa<CrossEntropyGradOp>(op)) {
+  } else if (llvm::isa<CrossEntropyGradOp>(op)) {
     role = FusionRole::CrossEntropyGrad;
-    return FusionOpClass::Reduction;
   }
-  if (llvm::isa<LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp, SoftmaxOp, SoftmaxGradOp,
-                MseLossOp, MeanOp, MaxOp, MaxGradOp, EmbeddingOp, EmbeddingGradOp>(op))
+  // The class is the op's own declaration (Graph_ElementwiseKernel, ... in GraphOps.td).
+  if (op->hasTrait<ElementwiseKernel>())
+    return FusionOpClass::Elementwise;
+  if (op->hasTrait<DataMovementKernel>())
+    return FusionOpClass::DataMovement;
+  if (op->hasTrait<ReductionKernel>())
     return FusionOpClass::Reduction;
-
-  if (llvm::isa<MatmulOp>(op))
+  if (op->hasTrait<MatmulKernel>())
     return FusionOpClass::MatMul;
-  if (llvm::isa<AttentionOp, AttentionGradOp>(op))
+  if (op->hasTrait<AttentionKernel>())
     return FusionOpClass::Attention;
-  if (llvm::isa<AccumulateGradOp>(op))
+  if (op->hasTrait<AccumulateKernel>())
     return FusionOpClass::Accumulate;
-  if (llvm::isa<AdamWOp, SgdOp>(op))
+  if (op->hasTrait<OptimizerKernel>())
     return FusionOpClass::Optimizer;
   // get_param, get_input, constant, loss, grad_seed, get_loss_scale, global_norm, lr_schedule,
   // update_loss_scale, return: no kernel of their own.

@@ -1,6 +1,7 @@
 //===- PrecisionPolicy.cpp - which op kinds run in which precision --------===//
 
 #include "passes/PrecisionPolicy.h"
+#include "dialects/Graph/GraphDialect.h"
 
 #include <algorithm>
 #include <sstream>
@@ -21,20 +22,13 @@ const char *precisionRuleName(PrecisionRule rule) {
 
 namespace {
 
-const std::vector<std::string> kReduced = {"matmul", "attention", "attention_grad", "embedding"};
-const std::vector<std::string> kFp32 = {
-    "softmax",  "softmax_grad",  "layernorm",     "layernorm_grad",
-    "rmsnorm",  "rmsnorm_grad",  "cross_entropy", "cross_entropy_grad",
-    "mse_loss", "exp",           "log",           "sqrt",
-    "rsqrt",    "sum",           "mean",          "max",
-    "max_grad", "embedding_grad"};
-const std::vector<std::string> kFollow = {
-    "add",     "sub",       "mul",     "div",       "neg",       "relu",      "silu",
-    "tanh",    "gelu",      "dropout", "relu_grad", "silu_grad", "gelu_grad", "transpose",
-    "reshape", "broadcast", "slice",   "split",     "concat",    "pad"};
-/// Scalar losses, and the embedding gradient, which is a parameter gradient built by
-/// scatter-adding rows: rounding its partial sums would lose small updates.
-const std::vector<std::string> kStoreFp32 = {"cross_entropy", "mse_loss", "embedding_grad"};
+/// The kinds of the graph ops that declare \p precisionClass in GraphOps.td.
+std::vector<std::string> kindsOf(graph::PrecisionClass precisionClass) {
+  std::vector<std::string> kinds;
+  for (llvm::StringRef kind : graph::opKindsWith(precisionClass))
+    kinds.push_back(kind.str());
+  return kinds;
+}
 
 std::string trim(const std::string &text) {
   size_t begin = text.find_first_not_of(" \t\r");
@@ -58,21 +52,27 @@ std::optional<PrecisionRule> parseRule(const std::string &list) {
 
 PrecisionPolicy PrecisionPolicy::defaults() {
   PrecisionPolicy policy;
-  for (const std::string &kind : kReduced)
+  // The defaults are the ops' own declarations (Graph_ReducedPrecision, ... in GraphOps.td).
+  for (const std::string &kind : kindsOf(graph::PrecisionClass::Reduced))
     policy.rules[kind] = PrecisionRule::Reduced;
-  for (const std::string &kind : kFp32)
+  for (const std::string &kind : kindsOf(graph::PrecisionClass::Fp32))
     policy.rules[kind] = PrecisionRule::Fp32;
-  for (const std::string &kind : kFollow)
+  for (const std::string &kind : kindsOf(graph::PrecisionClass::Follow))
     policy.rules[kind] = PrecisionRule::Follow;
-  policy.storeFp32.insert(kStoreFp32.begin(), kStoreFp32.end());
+  for (const std::string &kind : kindsOf(graph::PrecisionClass::StoresFp32))
+    policy.storeFp32.insert(kind);
   return policy;
 }
 
 const std::vector<std::string> &PrecisionPolicy::knownKinds() {
   static const std::vector<std::string> kinds = [] {
     std::vector<std::string> all;
-    for (const auto *list : {&kReduced, &kFp32, &kFollow})
-      all.insert(all.end(), list->begin(), list->end());
+    for (graph::PrecisionClass precisionClass :
+         {graph::PrecisionClass::Reduced, graph::PrecisionClass::Fp32,
+          graph::PrecisionClass::Follow}) {
+      std::vector<std::string> kinds = kindsOf(precisionClass);
+      all.insert(all.end(), kinds.begin(), kinds.end());
+    }
     std::sort(all.begin(), all.end());
     return all;
   }();

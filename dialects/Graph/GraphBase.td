@@ -55,6 +55,32 @@ def Graph_Dialect : Dialect {
 }
 
 //===----------------------------------------------------------------------------------------===//
+// Op classes: what the passes know of an op, declared once with the op
+//===----------------------------------------------------------------------------------------===//
+
+class Graph_OpClass<string name> : NativeOpTrait<name> {
+  let cppNamespace = "::ampc::graph";
+}
+
+// graph-assign-precision's default policy (passes/PrecisionPolicy.h): the op computes in the
+// reduced type with f32 accumulation, in f32, or in the type of its inputs; and, orthogonal to
+// those, its result is stored in f32.
+def Graph_ReducedPrecision : Graph_OpClass<"ReducedPrecision">;
+def Graph_Fp32Precision : Graph_OpClass<"Fp32Precision">;
+def Graph_FollowPrecision : Graph_OpClass<"FollowPrecision">;
+def Graph_StoresFp32 : Graph_OpClass<"StoresFp32">;
+
+// graph-fuse's classes (passes/FusionGrouping.h, FusionOpClass): the kind of kernel the op
+// becomes part of. An op with none of them has no kernel of its own and is never fused.
+def Graph_ElementwiseKernel : Graph_OpClass<"ElementwiseKernel">;
+def Graph_DataMovementKernel : Graph_OpClass<"DataMovementKernel">;
+def Graph_ReductionKernel : Graph_OpClass<"ReductionKernel">;
+def Graph_MatmulKernel : Graph_OpClass<"MatmulKernel">;
+def Graph_AttentionKernel : Graph_OpClass<"AttentionKernel">;
+def Graph_AccumulateKernel : Graph_OpClass<"AccumulateKernel">;
+def Graph_OptimizerKernel : Graph_OpClass<"OptimizerKernel">;
+
+//===----------------------------------------------------------------------------------------===//
 // Type constraints
 //===----------------------------------------------------------------------------------------===//
 

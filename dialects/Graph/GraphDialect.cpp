@@ -35,6 +35,44 @@ void GraphDialect::initialize() {
 }
 
 //===----------------------------------------------------------------------===//
+// Op classes
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The kinds of \p Ops that have \p Trait.
+template <template <typename> class Trait, typename... Ops> std::vector<StringRef> kindsWith() {
+  std::vector<StringRef> kinds;
+  auto add = [&](bool has, StringRef name) {
+    if (has)
+      kinds.push_back(name.drop_front(GraphDialect::getDialectNamespace().size() + 1));
+  };
+  (add(Ops::template hasTrait<Trait>(), Ops::getOperationName()), ...);
+  return kinds;
+}
+
+template <template <typename> class Trait> std::vector<StringRef> graphKindsWith() {
+  return kindsWith<Trait,
+#define GET_OP_LIST
+#include "dialects/Graph/GraphOps.cpp.inc"
+                   >();
+}
+} // namespace
+
+std::vector<StringRef> ampc::graph::opKindsWith(PrecisionClass precisionClass) {
+  switch (precisionClass) {
+  case PrecisionClass::Reduced:
+    return graphKindsWith<ReducedPrecision>();
+  case PrecisionClass::Fp32:
+    return graphKindsWith<Fp32Precision>();
+  case PrecisionClass::Follow:
+    return graphKindsWith<FollowPrecision>();
+  case PrecisionClass::StoresFp32:
+    return graphKindsWith<StoresFp32>();
+  }
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
 // Stage results: the graph.-prefixed discardable attributes passes leave behind.
 //===----------------------------------------------------------------------===//
 

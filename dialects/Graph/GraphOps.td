@@ -167,7 +167,7 @@ def Graph_ConstantOp : Graph_Op<"constant", [ConstantLike, Pure,
   let hasFolder = 1;
 }
 
-def Graph_CastOp : Graph_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+def Graph_CastOp : Graph_Op<"cast", [Graph_ElementwiseKernel, Pure, SameOperandsAndResultShape]> {
   let summary = "converts the element type";
   let description = [{
     Float to float rounds to nearest even; float to integer truncates toward zero.
@@ -185,7 +185,8 @@ def Graph_CastOp : Graph_Op<"cast", [Pure, SameOperandsAndResultShape]> {
 //===----------------------------------------------------------------------------------------===//
 
 class Graph_BinaryOp<string mnemonic, string math>
-    : Graph_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+    : Graph_Op<mnemonic, [Graph_FollowPrecision, Graph_ElementwiseKernel, Pure,
+                          InferTypeOpAdaptor]> {
   let summary = "elementwise " # math # " with broadcasting";
   let description = [{
     Operands have the same element type and NumPy-broadcastable shapes: shapes are aligned at
@@ -206,7 +207,8 @@ def Graph_MulOp : Graph_BinaryOp<"mul", "lhs * rhs">;
 def Graph_DivOp : Graph_BinaryOp<"div", "lhs / rhs">;
 
 class Graph_UnaryOp<string mnemonic, string math, list<Trait> traits = []>
-    : Graph_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType], traits)> {
+    : Graph_Op<mnemonic, !listconcat([Graph_ElementwiseKernel, Pure, SameOperandsAndResultType],
+                                     traits)> {
   let summary = "elementwise " # math;
   let description = [{
     ```mlir
@@ -218,16 +220,17 @@ class Graph_UnaryOp<string mnemonic, string math, list<Trait> traits = []>
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
-def Graph_NegOp : Graph_UnaryOp<"neg", "-x">;
-def Graph_ReluOp : Graph_UnaryOp<"relu", "max(x, 0)">;
-def Graph_SiluOp : Graph_UnaryOp<"silu", "x * sigmoid(x)">;
-def Graph_TanhOp : Graph_UnaryOp<"tanh", "tanh(x)">;
-def Graph_ExpOp : Graph_UnaryOp<"exp", "e^x">;
-def Graph_LogOp : Graph_UnaryOp<"log", "natural logarithm">;
-def Graph_SqrtOp : Graph_UnaryOp<"sqrt", "square root">;
-def Graph_RsqrtOp : Graph_UnaryOp<"rsqrt", "1 / sqrt(x)">;
+def Graph_NegOp : Graph_UnaryOp<"neg", "-x", [Graph_FollowPrecision]>;
+def Graph_ReluOp : Graph_UnaryOp<"relu", "max(x, 0)", [Graph_FollowPrecision]>;
+def Graph_SiluOp : Graph_UnaryOp<"silu", "x * sigmoid(x)", [Graph_FollowPrecision]>;
+def Graph_TanhOp : Graph_UnaryOp<"tanh", "tanh(x)", [Graph_FollowPrecision]>;
+def Graph_ExpOp : Graph_UnaryOp<"exp", "e^x", [Graph_Fp32Precision]>;
+def Graph_LogOp : Graph_UnaryOp<"log", "natural logarithm", [Graph_Fp32Precision]>;
+def Graph_SqrtOp : Graph_UnaryOp<"sqrt", "square root", [Graph_Fp32Precision]>;
+def Graph_RsqrtOp : Graph_UnaryOp<"rsqrt", "1 / sqrt(x)", [Graph_Fp32Precision]>;
 
-def Graph_GeluOp : Graph_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+def Graph_GeluOp : Graph_Op<"gelu", [Graph_FollowPrecision, Graph_ElementwiseKernel, Pure,
+    SameOperandsAndResultType]> {
   let summary = "Gaussian error linear unit";
   let description = [{
     `erf`: 0.5 x (1 + erf(x / sqrt 2)); `tanh`: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
@@ -240,7 +243,8 @@ def Graph_GeluOp : Graph_Op<"gelu", [Pure, SameOperandsAndResultType]> {
   let assemblyFormat = "$approximation $input attr-dict `:` type($input)";
 }
 
-def Graph_DropoutOp : Graph_Op<"dropout", [SameOperandsAndResultType]> {
+def Graph_DropoutOp : Graph_Op<"dropout", [Graph_FollowPrecision, Graph_ElementwiseKernel,
+    SameOperandsAndResultType]> {
   let summary = "zeroes elements with probability p while training";
   let description = [{
     While training, element e is kept when uniform(seed, step, stream, e) >= p and kept values
@@ -263,7 +267,8 @@ def Graph_DropoutOp : Graph_Op<"dropout", [SameOperandsAndResultType]> {
 // Linear algebra and data movement
 //===----------------------------------------------------------------------------------------===//
 
-def Graph_MatmulOp : Graph_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+def Graph_MatmulOp : Graph_Op<"matmul", [Graph_ReducedPrecision, Graph_MatmulKernel, Pure,
+    InferTypeOpAdaptor]> {
   let summary = "batched matrix product";
   let description = [{
     After transposing the last two dimensions where `transpose_lhs` / `transpose_rhs` are set,
@@ -287,7 +292,8 @@ def Graph_MatmulOp : Graph_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def Graph_TransposeOp : Graph_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+def Graph_TransposeOp : Graph_Op<"transpose", [Graph_FollowPrecision, Graph_DataMovementKernel,
+    Pure, InferTypeOpAdaptor]> {
   let summary = "permutes dimensions";
   let description = [{
     Result dimension i is input dimension permutation[i].
@@ -300,7 +306,7 @@ def Graph_TransposeOp : Graph_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$input $permutation attr-dict `:` type($input)";
 }
 
-def Graph_ReshapeOp : Graph_Op<"reshape", [Pure]> {
+def Graph_ReshapeOp : Graph_Op<"reshape", [Graph_FollowPrecision, Graph_DataMovementKernel, Pure]> {
   let summary = "reinterprets the row-major elements with a new shape";
   let description = [{
     ```mlir
@@ -313,7 +319,8 @@ def Graph_ReshapeOp : Graph_Op<"reshape", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Graph_BroadcastOp : Graph_Op<"broadcast", [Pure]> {
+def Graph_BroadcastOp : Graph_Op<"broadcast", [Graph_FollowPrecision, Graph_DataMovementKernel,
+    Pure]> {
   let summary = "broadcasts to a larger shape (NumPy rules)";
   let description = [{
     ```mlir
@@ -326,7 +333,8 @@ def Graph_BroadcastOp : Graph_Op<"broadcast", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Graph_SliceOp : Graph_Op<"slice", [Pure, InferTypeOpAdaptor]> {
+def Graph_SliceOp : Graph_Op<"slice", [Graph_FollowPrecision, Graph_DataMovementKernel, Pure,
+    InferTypeOpAdaptor]> {
   let summary = "a contiguous box of a tensor";
   let description = [{
     Takes `sizes[i]` elements from `starts[i]` along each dimension i.
@@ -340,7 +348,8 @@ def Graph_SliceOp : Graph_Op<"slice", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$input `starts` $starts `sizes` $sizes attr-dict `:` type($input)";
 }
 
-def Graph_SplitOp : Graph_Op<"split", [Pure, InferTypeOpAdaptor]> {
+def Graph_SplitOp : Graph_Op<"split", [Graph_FollowPrecision, Graph_DataMovementKernel, Pure,
+    InferTypeOpAdaptor]> {
   let summary = "splits a tensor along one axis into consecutive pieces";
   let description = [{
     ```mlir
@@ -352,7 +361,8 @@ def Graph_SplitOp : Graph_Op<"split", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$input `axis` $axis `sizes` $sizes attr-dict `:` type($input)";
 }
 
-def Graph_ConcatOp : Graph_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+def Graph_ConcatOp : Graph_Op<"concat", [Graph_FollowPrecision, Graph_DataMovementKernel, Pure,
+    InferTypeOpAdaptor]> {
   let summary = "joins tensors along one axis";
   let description = [{
     ```mlir
@@ -369,7 +379,7 @@ def Graph_ConcatOp : Graph_Op<"concat", [Pure, InferTypeOpAdaptor]> {
 //===----------------------------------------------------------------------------------------===//
 
 class Graph_ReduceOp<string mnemonic, string math>
-    : Graph_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+    : Graph_Op<mnemonic, [Graph_Fp32Precision, Graph_ReductionKernel, Pure, InferTypeOpAdaptor]> {
   let summary = math # " over the given axes";
   let description = [{
     `axes` are distinct dimensions in increasing order; with `keepdims` the reduced dimensions stay
@@ -393,7 +403,8 @@ def Graph_MaxOp : Graph_ReduceOp<"max", "maximum">;
 // Neural-network ops
 //===----------------------------------------------------------------------------------------===//
 
-def Graph_EmbeddingOp : Graph_Op<"embedding", [Pure, InferTypeOpAdaptor]> {
+def Graph_EmbeddingOp : Graph_Op<"embedding", [Graph_ReducedPrecision, Graph_ReductionKernel,
+    Pure, InferTypeOpAdaptor]> {
   let summary = "gathers rows of a table";
   let description = [{
     table [V, D], indices [...] with values in [0, V) -> [..., D].
@@ -406,7 +417,8 @@ def Graph_EmbeddingOp : Graph_Op<"embedding", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$table `[` $indices `]` attr-dict `:` type($table) `,` type($indices)";
 }
 
-def Graph_LayerNormOp : Graph_Op<"layernorm", [Pure, InferTypeOpAdaptor]> {
+def Graph_LayerNormOp : Graph_Op<"layernorm", [Graph_Fp32Precision, Graph_ReductionKernel, Pure,
+    InferTypeOpAdaptor]> {
   let summary = "layer normalisation over the last axis with gain and bias";
   let description = [{
     y = (x - mean) / sqrt(var + epsilon) * gamma + beta, mean and (biased) variance over the last
@@ -424,7 +436,8 @@ def Graph_LayerNormOp : Graph_Op<"layernorm", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def Graph_RmsNormOp : Graph_Op<"rmsnorm", [Pure, InferTypeOpAdaptor]> {
+def Graph_RmsNormOp : Graph_Op<"rmsnorm", [Graph_Fp32Precision, Graph_ReductionKernel, Pure,
+    InferTypeOpAdaptor]> {
   let summary = "root-mean-square normalisation over the last axis with gain";
   let description = [{
     y = x / sqrt(mean(x^2) + epsilon) * gamma.
@@ -438,7 +451,8 @@ def Graph_RmsNormOp : Graph_Op<"rmsnorm", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$input `,` $gamma attr-dict `:` type($input) `,` type($gamma)";
 }
 
-def Graph_SoftmaxOp : Graph_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+def Graph_SoftmaxOp : Graph_Op<"softmax", [Graph_Fp32Precision, Graph_ReductionKernel, Pure,
+    SameOperandsAndResultType]> {
   let summary = "softmax over the last axis, optionally causal";
   let description = [{
     With `causal`, the last two dimensions are [T, S] with S >= T, and element [..., i, j] is
@@ -453,7 +467,8 @@ def Graph_SoftmaxOp : Graph_Op<"softmax", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def Graph_AttentionOp : Graph_Op<"attention", [Pure, InferTypeOpAdaptor]> {
+def Graph_AttentionOp : Graph_Op<"attention", [Graph_ReducedPrecision, Graph_AttentionKernel,
+    Pure, InferTypeOpAdaptor]> {
   let summary = "scaled dot-product attention";
   let description = [{
     softmax(scale * q k^T, causal) v with q [..., T, Dh], k [..., S, Dh], v [..., S, Dv] and equal
@@ -478,7 +493,8 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def Graph_CrossEntropyOp : Graph_Op<"cross_entropy", [Pure, InferTypeOpAdaptor]> {
+def Graph_CrossEntropyOp : Graph_Op<"cross_entropy", [Graph_Fp32Precision, Graph_StoresFp32,
+    Graph_ReductionKernel, Pure, InferTypeOpAdaptor]> {
   let summary = "softmax cross-entropy against integer labels";
   let description = [{
     logits [..., C], labels [...] with values in [0, C) or equal to `ignore_index`; the result is
@@ -496,7 +512,8 @@ def Graph_CrossEntropyOp : Graph_Op<"cross_entropy", [Pure, InferTypeOpAdaptor]>
   let assemblyFormat = "$logits `,` $labels attr-dict `:` type($logits) `,` type($labels)";
 }
 
-def Graph_MseLossOp : Graph_Op<"mse_loss", [Pure, InferTypeOpAdaptor,
+def Graph_MseLossOp : Graph_Op<"mse_loss", [Graph_Fp32Precision, Graph_StoresFp32,
+    Graph_ReductionKernel, Pure, InferTypeOpAdaptor,
     AllTypesMatch<["prediction", "target"]>]> {
   let summary = "mean squared error";
   let description = [{

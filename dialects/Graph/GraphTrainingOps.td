@@ -15,7 +15,8 @@
 //===----------------------------------------------------------------------------------------===//
 
 class Graph_ActivationGradOp<string mnemonic, string math>
-    : Graph_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+    : Graph_Op<mnemonic, [Graph_FollowPrecision, Graph_ElementwiseKernel, Pure,
+                          SameOperandsAndResultType]> {
   let summary = "gradient of " # math;
   let description = [{
     dx = dy * f'(x) for the forward input x and the gradient dy of the forward result.
@@ -32,7 +33,8 @@ def Graph_ReluGradOp : Graph_ActivationGradOp<"relu_grad", "relu: dy where x > 0
 def Graph_SiluGradOp : Graph_ActivationGradOp<"silu_grad",
     "silu: dy * s * (1 + x * (1 - s)), s = sigmoid(x)">;
 
-def Graph_GeluGradOp : Graph_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
+def Graph_GeluGradOp : Graph_Op<"gelu_grad", [Graph_FollowPrecision, Graph_ElementwiseKernel,
+    Pure, SameOperandsAndResultType]> {
   let summary = "gradient of gelu";
   let description = [{
     dx = dy * gelu'(x), the exact derivative of the chosen approximation.
@@ -46,7 +48,8 @@ def Graph_GeluGradOp : Graph_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> 
   let assemblyFormat = "$approximation $input `,` $grad attr-dict `:` type($input)";
 }
 
-def Graph_PadOp : Graph_Op<"pad", [Pure, InferTypeOpAdaptor]> {
+def Graph_PadOp : Graph_Op<"pad", [Graph_FollowPrecision, Graph_DataMovementKernel, Pure,
+    InferTypeOpAdaptor]> {
   let summary = "surrounds a tensor with zeros (the gradient of graph.slice)";
   let description = [{
     Adds `low[i]` zeros before and `high[i]` zeros after dimension i.
@@ -60,7 +63,8 @@ def Graph_PadOp : Graph_Op<"pad", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$input `low` $low `high` $high attr-dict `:` type($input)";
 }
 
-def Graph_MaxGradOp : Graph_Op<"max_grad", [Pure, InferTypeOpAdaptor]> {
+def Graph_MaxGradOp : Graph_Op<"max_grad", [Graph_Fp32Precision, Graph_ReductionKernel, Pure,
+    InferTypeOpAdaptor]> {
   let summary = "gradient of graph.max";
   let description = [{
     Routes each element of dy (shaped like `graph.max %x axes ...`) to the first maximum of its
@@ -78,7 +82,8 @@ def Graph_MaxGradOp : Graph_Op<"max_grad", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def Graph_EmbeddingGradOp : Graph_Op<"embedding_grad", [Pure]> {
+def Graph_EmbeddingGradOp : Graph_Op<"embedding_grad", [Graph_Fp32Precision, Graph_StoresFp32,
+    Graph_ReductionKernel, Pure]> {
   let summary = "gradient of graph.embedding with respect to the table";
   let description = [{
     Scatter-adds the rows of dy [..., D] into a zero table [V, D] at the rows named by the
@@ -96,7 +101,8 @@ def Graph_EmbeddingGradOp : Graph_Op<"embedding_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Graph_LayerNormGradOp : Graph_Op<"layernorm_grad", [Pure, InferTypeOpAdaptor,
+def Graph_LayerNormGradOp : Graph_Op<"layernorm_grad", [Graph_Fp32Precision,
+    Graph_ReductionKernel, Pure, InferTypeOpAdaptor,
     AllTypesMatch<["input", "grad"]>]> {
   let summary = "gradients of graph.layernorm";
   let description = [{
@@ -117,7 +123,8 @@ def Graph_LayerNormGradOp : Graph_Op<"layernorm_grad", [Pure, InferTypeOpAdaptor
   }];
 }
 
-def Graph_RmsNormGradOp : Graph_Op<"rmsnorm_grad", [Pure, InferTypeOpAdaptor,
+def Graph_RmsNormGradOp : Graph_Op<"rmsnorm_grad", [Graph_Fp32Precision, Graph_ReductionKernel,
+    Pure, InferTypeOpAdaptor,
     AllTypesMatch<["input", "grad"]>]> {
   let summary = "gradients of graph.rmsnorm";
   let description = [{
@@ -135,7 +142,8 @@ def Graph_RmsNormGradOp : Graph_Op<"rmsnorm_grad", [Pure, InferTypeOpAdaptor,
   }];
 }
 
-def Graph_SoftmaxGradOp : Graph_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> {
+def Graph_SoftmaxGradOp : Graph_Op<"softmax_grad", [Graph_Fp32Precision, Graph_ReductionKernel,
+    Pure, SameOperandsAndResultType]> {
   let summary = "gradient of graph.softmax from its result";
   let description = [{
     dx = y * (dy - sum(dy * y)) over the last axis, y being the softmax's result (a causal
@@ -150,7 +158,8 @@ def Graph_SoftmaxGradOp : Graph_Op<"softmax_grad", [Pure, SameOperandsAndResultT
   let hasVerifier = 1;
 }
 
-def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Pure, InferTypeOpAdaptor]> {
+def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Graph_ReducedPrecision,
+    Graph_AttentionKernel, Pure, InferTypeOpAdaptor]> {
   let summary = "gradients of graph.attention";
   let description = [{
     Recomputes P = softmax(scale * q k^T, causal) and returns dq, dk, dv for the gradient dy of
@@ -176,7 +185,8 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Pure, InferTypeOpAdaptor
   }];
 }
 
-def Graph_CrossEntropyGradOp : Graph_Op<"cross_entropy_grad", [Pure, InferTypeOpAdaptor]> {
+def Graph_CrossEntropyGradOp : Graph_Op<"cross_entropy_grad", [Graph_Fp32Precision,
+    Graph_ReductionKernel, Pure, InferTypeOpAdaptor]> {
   let summary = "gradient of graph.cross_entropy with respect to the logits";
   let description = [{
     dlogits = dloss * (softmax(logits) - onehot(label)) / n for each row not ignored (n = the
@@ -238,7 +248,7 @@ def Graph_GradSeedOp : Graph_Op<"grad_seed", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Graph_AccumulateGradOp : Graph_Op<"accumulate_grad", [
+def Graph_AccumulateGradOp : Graph_Op<"accumulate_grad", [Graph_AccumulateKernel, 
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "adds a parameter's gradient into its f32 accumulator";
   let description = [{
@@ -294,7 +304,8 @@ def Graph_LrScheduleOp : Graph_Op<"lr_schedule", []> {
   let hasVerifier = 1;
 }
 
-def Graph_AdamWOp : Graph_Op<"adamw", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Graph_AdamWOp : Graph_Op<"adamw", [Graph_OptimizerKernel,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "one AdamW update of a parameter from its accumulated gradient";
   let description = [{
     With c = min(1, clip_norm / (grad_norm + 1e-6)) (1 when clip_norm is 0), g = c * grad and
@@ -323,7 +334,8 @@ def Graph_AdamWOp : Graph_Op<"adamw", [DeclareOpInterfaceMethods<SymbolUserOpInt
   let hasVerifier = 1;
 }
 
-def Graph_SgdOp : Graph_Op<"sgd", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Graph_SgdOp : Graph_Op<"sgd", [Graph_OptimizerKernel,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "one SGD-with-momentum update of a parameter from its accumulated gradient";
   let description = [{
     torch.optim.SGD semantics: g = c * grad + weight_decay * param (c as in graph.adamw);
