@@ -47,7 +47,7 @@ int main(int argc, char **argv) {
   } catch (const train::UsageError &error) {
     std::fprintf(stderr, "%s: error: %s (see '%s --help')\n", program.c_str(), error.what(),
                  program.c_str());
-    return 2;
+    return 1; // A user error, as in ampc: exit status 1.
   }
   train::RunnerStreams streams;
   streams.interactive = ::isatty(::fileno(stdout)) == 1;
