@@ -11,16 +11,17 @@
 // source parameter changes; the loss-scaling state lives in four State
 // buffers that accumulate, adamw/sgd and update_loss_scale read and write.
 //
-// The training instructions (gradients, optimizers, loss scaling) and the
-// optimizer step are in ExecutorTraining.cpp; ExecutorImpl.h declares the
-// executor class both files define.
+// The executor is TypedExecutor<T> (TypedExecutor.h) behind Executor's pimpl.
+// This file holds its forward instructions and the public Executor methods;
+// the training instructions (gradients, optimizers, loss scaling) and the
+// optimizer step are in ExecutorTraining.cpp.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/Executor.h"
-#include "runtime/cpu/ExecutorImpl.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ThreadPool.h"
+#include "runtime/cpu/TypedExecutor.h"
 #include "runtime/numerics/Float16.h"
 #include "runtime/numerics/LossScale.h"
 #include "runtime/numerics/Philox.h"

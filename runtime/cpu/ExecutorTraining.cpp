@@ -1,12 +1,13 @@
 //===- ExecutorTraining.cpp - The CPU executor's training step ------------===//
 //
-// The parts of TypedExecutor<T> that only training plans use: the optimizer
-// step, the loss-scale state, parameter copies, non-finite tracking, and the
-// gradient, optimizer and loss-scaling instructions (executeTraining).
+// The parts of TypedExecutor<T> (TypedExecutor.h) that only training plans
+// use: the optimizer step, the loss-scale state, parameter copies, non-finite
+// tracking, and the gradient, optimizer and loss-scaling instructions
+// (executeTraining).
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/ExecutorImpl.h"
+#include "runtime/cpu/TypedExecutor.h"
 
 namespace ampc::cpu::detail {
 

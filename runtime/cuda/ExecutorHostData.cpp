@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cuda/ExecutorImpl.h"
+#include "runtime/cuda/ExecutorState.h"
 #include "runtime/numerics/Float16.h"
 #include "runtime/numerics/Philox.h"
 

@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cuda/ExecutorImpl.h"
+#include "runtime/cuda/ExecutorState.h"
 
 #include <algorithm>
 

@@ -1,8 +1,15 @@
 //===- Profile.cpp - Where a training step's GPU time goes ----------------===//
+//
+// The cost of a step group (bytes of its distinct buffers, flops of its
+// matmuls and attention), the rows that fold groups of the same code at the
+// same source location together, and the text of the `--profile` report.
+// Needs only the plan and the times, never the device.
+//
+//===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/Profile.h"
-
-#include "runtime/cuda/ExecutorImpl.h"
+#include "runtime/cuda/Executor.h"
+#include "runtime/plan/Plan.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -69,7 +76,8 @@ GroupCost groupCost(const plan::Plan &plan, const plan::DeviceGroup &group) {
     buffers.insert(id);
   for (uint32_t id : buffers)
     if (id < plan.buffers.size())
-      cost.bytes += bufferBytes(plan.buffers[id]);
+      cost.bytes += static_cast<uint64_t>(plan::numElements(plan.buffers[id])) *
+                    plan::dtypeBytes(plan.buffers[id].dtype);
   for (const plan::DeviceStep &step : group.steps) {
     if (const auto *matmul = std::get_if<plan::MatmulStep>(&step))
       cost.flops += 2.0 * static_cast<double>(matmul->m) * matmul->n * matmul->k * matmul->batch;

@@ -65,6 +65,13 @@ inline constexpr uint16_t kNumOpCodes = static_cast<uint16_t>(std::size(kOpTable
 /// rejects other values before anything looks an instruction up).
 constexpr const OpInfo &opInfo(OpCode op) { return kOpTable[static_cast<size_t>(op)]; }
 
+/// Whether \p op updates buffers in place: each of its results is one of its
+/// operands. These are the only instructions that write parameter, parameter
+/// copy or state buffers. False for a value outside the table.
+constexpr bool isInPlace(OpCode op) {
+  return static_cast<uint16_t>(op) < kNumOpCodes && opInfo(op).kind == OpKind::InPlace;
+}
+
 /// The opcode's name as written in diagnostics and docs ("matmul",
 /// "cross_entropy", ...); "unknown" for a value outside the enum.
 const char *opCodeName(OpCode op);

@@ -6,12 +6,14 @@
 // crash or an absurd allocation. Integers and IEEE doubles are little-endian
 // regardless of the host. This file holds the file layout (header, section
 // table, required sections) and the host sections; the device-program section
-// (DEVP) is in PlanIODevice.cpp, and the byte writer and reader both use are
-// in PlanIOInternal.h.
+// (DEVP) is in DeviceProgramCodec.cpp, and the byte writer and reader both use
+// are in ByteCodec.h.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/plan/PlanIOInternal.h"
+#include "runtime/plan/ByteCodec.h"
+#include "runtime/plan/DeviceProgramCodec.h"
+#include "runtime/plan/Plan.h"
 
 #include <cstdio>
 #include <cstring>

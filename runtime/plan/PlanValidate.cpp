@@ -4,16 +4,21 @@
 // dtypes or attributes, so every rule of docs/plan-format.md ("Validation"
 // and the per-opcode table) is enforced here, each failure as one line that
 // names the instruction, its opcode and its source location. This file holds
-// the driver, the tables and the forward-op checks; the training checks are
-// in PlanValidateTraining.cpp.
+// the driver, the checks of the tables (parameter copies included) and of the
+// loss-scaling settings, the wording of failures (ValidationDiagnostics.h)
+// and InstructionChecker's forward-op rules; the training instructions' rules
+// are in PlanValidateTraining.cpp, the device program's checks in
+// PlanValidateDevice.cpp.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/plan/PlanValidateInternal.h"
+#include "runtime/plan/InstructionChecker.h"
 #include "runtime/plan/ShapeRules.h"
+#include "runtime/plan/ValidationDiagnostics.h"
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <set>
 
 namespace ampc::plan {
@@ -21,7 +26,6 @@ namespace detail {
 
 [[noreturn]] void fail(const std::string &message) { throw PlanError("invalid plan: " + message); }
 
-/// "buffer 4 'h1' (bf16 [2, 3])".
 std::string describeBuffer(const Plan &plan, uint32_t id) {
   const Buffer &buffer = plan.buffers[id];
   std::string text = "buffer " + std::to_string(id);
@@ -279,6 +283,56 @@ size_t resultCount(const Instruction &instruction) {
   }
 }
 
+/// The operand that result \p i of an in-place instruction updates: operand
+/// i, except accumulate's found (operand 3) and the parameter copy of adamw
+/// and sgd (the last operand).
+size_t aliasedOperand(const Instruction &instruction, size_t i) {
+  switch (instruction.op) {
+  case OpCode::Accumulate:
+    return i == 0 ? 0 : 3;
+  case OpCode::AdamW:
+    return i < 4 ? i : instruction.operands.size() - 1;
+  case OpCode::Sgd:
+    return i < 3 ? i : instruction.operands.size() - 1;
+  default:
+    return i;
+  }
+}
+
+/// Records that the table entry \p what refers to buffer \p id, which must
+/// exist, have \p role and have no other entry (checkTables' bookkeeping).
+using ClaimEntry = std::function<void(uint32_t id, BufferRole role, const std::string &what)>;
+
+/// Checks the parameter-copy table: bf16 or f16 copies of distinct f32
+/// parameters, each of its source's shape. Part of checkTables.
+void checkParameterCopies(const Plan &plan, const ClaimEntry &claim) {
+  const size_t bufferCount = plan.buffers.size();
+  std::vector<bool> hasCopy(bufferCount, false);
+  for (size_t i = 0; i < plan.parameterCopies.size(); ++i) {
+    const ParameterCopy &copy = plan.parameterCopies[i];
+    std::string what = "parameter copy " + std::to_string(i);
+    claim(copy.buffer, BufferRole::ParameterCopy, what);
+    const Buffer &buffer = plan.buffers[copy.buffer];
+    what += " " + describeBuffer(plan, copy.buffer);
+    if (buffer.dtype != DType::BF16 && buffer.dtype != DType::F16)
+      fail(what + " must be bf16 or f16");
+    if (copy.source >= bufferCount)
+      fail(what + " has source buffer " + std::to_string(copy.source) + ", but the plan has " +
+           std::to_string(bufferCount) + " buffers");
+    const Buffer &source = plan.buffers[copy.source];
+    if (source.role != BufferRole::Parameter)
+      fail(what + ": its source " + describeBuffer(plan, copy.source) +
+           " must be a parameter buffer, is a " + bufferRoleName(source.role));
+    if (source.dtype != DType::F32)
+      fail(what + ": its source " + describeBuffer(plan, copy.source) + " must be f32");
+    if (source.shape != buffer.shape)
+      fail(what + " must have the shape of its source " + describeBuffer(plan, copy.source));
+    if (hasCopy[copy.source])
+      fail(what + ": its source " + describeBuffer(plan, copy.source) + " already has a copy");
+    hasCopy[copy.source] = true;
+  }
+}
+
 /// Checks the parameter, input and constant tables: ids, roles, dtypes,
 /// initialiser arguments, data sizes, unique names, and that every buffer
 /// with one of those roles has exactly one entry. (State buffers have no
@@ -346,6 +400,78 @@ void checkTables(const Plan &plan) {
         plan.buffers[id].role != BufferRole::State && entries[id] == 0)
       fail(describeBuffer(plan, id) + " has role " + bufferRoleName(plan.buffers[id].role) +
            " but no " + bufferRoleName(plan.buffers[id].role) + " entry");
+}
+
+/// The four loss-scaling buffers, in update_loss_scale's operand order.
+std::vector<uint32_t> lossScalingBuffers(const LossScaling &scaling) {
+  return {scaling.scale, scaling.growthTracker, scaling.foundNonFinite, scaling.appliedSteps};
+}
+
+/// Checks Plan::lossScaling: a known mode and, when enabled, a training
+/// plan, a finite positive initial scale, GradScaler's constraints on the
+/// dynamic settings and four distinct f32 scalar state buffers.
+void checkLossScaling(const Plan &plan) {
+  const LossScaling &scaling = plan.lossScaling;
+  if (static_cast<uint8_t>(scaling.mode) > 2)
+    fail("unknown loss scale mode " + std::to_string(static_cast<int>(scaling.mode)));
+  if (scaling.mode == LossScaleMode::None)
+    return;
+  const std::string what = std::string("loss scaling (") + lossScaleModeName(scaling.mode) + ")";
+  if (plan.optimizerInstructions.empty())
+    fail(what + " needs a training plan (one with an optimizer step)");
+  if (!std::isfinite(scaling.initialScale) || scaling.initialScale <= 0)
+    fail(what + ": the initial scale must be finite and > 0, is " +
+         std::to_string(scaling.initialScale));
+  // The growth, backoff and floor settings matter only to a dynamic scale.
+  const bool dynamic = scaling.mode == LossScaleMode::Dynamic;
+  if (dynamic && (!std::isfinite(scaling.growthFactor) || scaling.growthFactor <= 1))
+    fail(what + ": the growth factor must be finite and > 1, is " +
+         std::to_string(scaling.growthFactor));
+  if (dynamic && !(scaling.backoffFactor > 0 && scaling.backoffFactor < 1))
+    fail(what + ": the backoff factor must be in (0, 1), is " +
+         std::to_string(scaling.backoffFactor));
+  // The growth tracker is an f32 buffer: it counts exactly up to 2^24.
+  if (dynamic && (scaling.growthInterval < 1 || scaling.growthInterval > (1 << 24)))
+    fail(what + ": the growth interval must be in [1, 2^24], is " +
+         std::to_string(scaling.growthInterval));
+  if (dynamic && !(scaling.minScale >= 0 && scaling.minScale <= scaling.initialScale))
+    fail(what + ": the minimum scale must be in [0, initial scale], is " +
+         std::to_string(scaling.minScale));
+  const char *names[] = {"scale", "growth tracker", "found-non-finite flag", "applied-steps count"};
+  const std::vector<uint32_t> ids = lossScalingBuffers(scaling);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] >= plan.buffers.size())
+      fail(what + ": the " + names[i] + " buffer " + std::to_string(ids[i]) +
+           " is out of range (the plan has " + std::to_string(plan.buffers.size()) + " buffers)");
+    const Buffer &buffer = plan.buffers[ids[i]];
+    if (buffer.role != BufferRole::State || buffer.dtype != DType::F32 || !buffer.shape.empty())
+      fail(what + ": the " + names[i] + " " + describeBuffer(plan, ids[i]) +
+           " must be an f32 scalar state buffer");
+    for (size_t j = 0; j < i; ++j)
+      if (ids[j] == ids[i])
+        fail(what + ": the " + names[i] + " and the " + names[j] + " are one buffer, " +
+             describeBuffer(plan, ids[i]));
+  }
+  // The count of backoffs stopped by the floor: the device program's
+  // update_loss_scale kernel keeps it; no instruction touches it.
+  const uint32_t floorHits = scaling.floorHits;
+  if (floorHits >= plan.buffers.size())
+    fail(what + ": the floor-hit count buffer " + std::to_string(floorHits) +
+         " is out of range (the plan has " + std::to_string(plan.buffers.size()) + " buffers)");
+  const Buffer &count = plan.buffers[floorHits];
+  if (count.role != BufferRole::State || count.dtype != DType::F32 || !count.shape.empty())
+    fail(what + ": the floor-hit count " + describeBuffer(plan, floorHits) +
+         " must be an f32 scalar state buffer");
+  for (size_t j = 0; j < ids.size(); ++j)
+    if (ids[j] == floorHits)
+      fail(what + ": the floor-hit count and the " + names[j] + " are one buffer, " +
+           describeBuffer(plan, floorHits));
+  for (const std::vector<Instruction> *list : {&plan.instructions, &plan.optimizerInstructions})
+    for (size_t i = 0; i < list->size(); ++i)
+      for (uint32_t operand : (*list)[i].operands)
+        if (operand == floorHits)
+          fail(what + ": the floor-hit count " + describeBuffer(plan, floorHits) + " is read by " +
+               describeInstruction((*list)[i], i) + "; only the device program uses it");
 }
 
 } // namespace

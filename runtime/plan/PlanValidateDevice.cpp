@@ -13,7 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/plan/PlanValidateInternal.h"
+#include "runtime/plan/Plan.h"
+#include "runtime/plan/ValidationDiagnostics.h"
 
 #include <algorithm>
 #include <cmath>
@@ -25,7 +26,6 @@ namespace {
 
 using detail::describeBuffer;
 using detail::fail;
-using detail::isInPlace;
 
 /// Bytes of a buffer's data.
 uint64_t bufferBytes(const Buffer &buffer) {

@@ -1,14 +1,18 @@
-//===- PlanIOInternal.h - Byte codecs of the plan encoding -----*- C++ -*-===//
+//===- ByteCodec.h - Byte writer and checked byte reader --------*- C++ -*-===//
 //
-// The little-endian byte writer and the bounds-checked byte reader that
-// PlanIO.cpp (the file layout, the header and the host sections) and
-// PlanIODevice.cpp (the device-program section, DEVP) share, and the entry
-// points of the DEVP codec that PlanIO.cpp calls. Internal to runtime/plan.
+// The two primitives the binary plan encoding (docs/plan-format.md) is written
+// and read with. ByteWriter appends fixed-width little-endian integers, IEEE
+// floats, counted strings and raw bytes to a byte vector, whatever the host's
+// byte order. ByteReader decodes the same fields from a range of a loaded file
+// with a bounds check on every read, so a truncated or corrupted plan fails as
+// one PlanError naming what was being read instead of reading past the end or
+// allocating an absurd amount. Used by the plan file codec (PlanIO.cpp) and the
+// device program's section (DeviceProgramCodec.cpp).
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef AMPC_RUNTIME_PLAN_PLANIOINTERNAL_H
-#define AMPC_RUNTIME_PLAN_PLANIOINTERNAL_H
+#ifndef AMPC_RUNTIME_PLAN_BYTECODEC_H
+#define AMPC_RUNTIME_PLAN_BYTECODEC_H
 
 #include "runtime/plan/Plan.h"
 
@@ -143,6 +147,8 @@ private:
   std::string context;
 };
 
+/// \p code as an \p Enum whose codes are [0, \p limit); a malformed-plan
+/// error naming \p what otherwise.
 template <typename Enum>
 Enum decodeEnum(ByteReader &in, uint64_t code, uint64_t limit, const char *what) {
   if (code >= limit)
@@ -150,13 +156,6 @@ Enum decodeEnum(ByteReader &in, uint64_t code, uint64_t limit, const char *what)
   return static_cast<Enum>(code);
 }
 
-/// Encodes the device program (DEVP): modules, kernels, then the micro-step
-/// and optimizer-step functions.
-void encodeDevice(const Plan &plan, ByteWriter &out);
-
-/// Decodes the device program (DEVP) written by encodeDevice.
-void decodeDevice(ByteReader &in, Plan &plan);
-
 } // namespace ampc::plan::detail
 
-#endif // AMPC_RUNTIME_PLAN_PLANIOINTERNAL_H
+#endif // AMPC_RUNTIME_PLAN_BYTECODEC_H

@@ -1,15 +1,21 @@
-//===- ExecutorImpl.h - The CPU executor's implementation -------*- C++ -*-===//
+//===- TypedExecutor.h - The CPU executor for one compute type --*- C++ -*-===//
 //
-// Executor::Impl and TypedExecutor<T>, its implementation for compute type T,
-// shared by Executor.cpp (buffers, the instruction loop and the forward
-// instructions) and ExecutorTraining.cpp (gradient and optimizer instructions,
-// the optimizer step, loss-scale state, parameter copies and non-finite
-// tracking). Internal to runtime/cpu.
+// cpu::Executor (Executor.h) is a pimpl: its methods forward to an
+// Executor::Impl, the precision-independent interface declared here, which
+// TypedExecutor<T> implements for compute type T (float for Precision::F32,
+// double for F64). TypedExecutor owns one storage slot per plan buffer and
+// runs an instruction list over them: buffer access, parameter and input
+// data, the instruction loop with its freeing of dead temporaries and its
+// rounding of results to their dtypes are defined in this header; execute()
+// and the forward instructions in Executor.cpp; the optimizer step, the
+// loss-scale state, parameter copies, non-finite tracking and the training
+// instructions (executeTraining) in ExecutorTraining.cpp, which instantiates
+// the class for both compute types. Private to runtime/cpu.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef AMPC_RUNTIME_CPU_EXECUTORIMPL_H
-#define AMPC_RUNTIME_CPU_EXECUTORIMPL_H
+#ifndef AMPC_RUNTIME_CPU_TYPEDEXECUTOR_H
+#define AMPC_RUNTIME_CPU_TYPEDEXECUTOR_H
 
 #include "runtime/cpu/Executor.h"
 #include "runtime/cpu/Kernels.h"
@@ -528,4 +534,4 @@ private:
 } // namespace detail
 } // namespace ampc::cpu
 
-#endif // AMPC_RUNTIME_CPU_EXECUTORIMPL_H
+#endif // AMPC_RUNTIME_CPU_TYPEDEXECUTOR_H

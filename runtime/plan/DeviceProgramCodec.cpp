@@ -1,4 +1,4 @@
-//===- PlanIODevice.cpp - Binary encoding of the device program -----------===//
+//===- DeviceProgramCodec.cpp - Binary encoding of the device program -----===//
 //
 // The DEVP section of plan format version 5 (docs/plan-format.md): the
 // device modules (cubins and PTX), the kernels they export, and for the
@@ -9,7 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/plan/PlanIOInternal.h"
+#include "runtime/plan/DeviceProgramCodec.h"
+#include "runtime/plan/ByteCodec.h"
 
 #include <zlib.h>
 

@@ -1,62 +1,33 @@
-//===- PlanValidateInternal.h - Plan validation's checker ------*- C++ -*-===//
+//===- InstructionChecker.h - Checks one instruction of a plan --*- C++ -*-===//
 //
-// The per-instruction checker and the helpers that validatePlan shares
-// between PlanValidate.cpp (the driver, the tables and the forward-op
-// checks) and PlanValidateTraining.cpp (the gradient, optimizer and
-// loss-scaling checks and the parameter-copy and in-place-update rules).
-// Internal to runtime/plan.
+// validatePlan makes one InstructionChecker for every instruction of both
+// lists. Its fail, operandName and resultName word the structural failures
+// validatePlan finds itself (ids, result counts, in-place aliasing, who may
+// write what); check() then applies the operand count of the opcode table
+// (OpCodes.def) and the opcode's own rules on dtypes, shapes (ShapeRules.h),
+// roles and attributes. The per-opcode checks are defined by family:
+// PlanValidate.cpp holds check() and the forward ops, PlanValidateTraining.cpp
+// the gradient, optimizer and loss-scaling ops.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef AMPC_RUNTIME_PLAN_PLANVALIDATEINTERNAL_H
-#define AMPC_RUNTIME_PLAN_PLANVALIDATEINTERNAL_H
+#ifndef AMPC_RUNTIME_PLAN_INSTRUCTIONCHECKER_H
+#define AMPC_RUNTIME_PLAN_INSTRUCTIONCHECKER_H
 
 #include "runtime/plan/Plan.h"
 #include "runtime/plan/ShapeRules.h"
+#include "runtime/plan/ValidationDiagnostics.h"
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace ampc::plan::detail {
 
-/// Throws PlanError("invalid plan: " + \p message).
-[[noreturn]] void fail(const std::string &message);
-
-/// "buffer 4 'h1' (bf16 [2, 3])".
-std::string describeBuffer(const Plan &plan, uint32_t id);
-
-/// Whether \p op updates buffers in place: each result is one of its
-/// operands (aliasedOperand). These are the only instructions that write
-/// parameter, parameter copy or state buffers.
-bool isInPlace(OpCode op);
-
-/// The operand that result \p i of an in-place instruction updates: operand
-/// i, except accumulate's found (operand 3) and the parameter copy of adamw
-/// and sgd (the last operand).
-size_t aliasedOperand(const Instruction &instruction, size_t i);
-
-/// Records that the table entry \p what refers to buffer \p id, which must
-/// exist, have \p role and have no other entry (checkTables' bookkeeping).
-using ClaimEntry = std::function<void(uint32_t id, BufferRole role, const std::string &what)>;
-
-/// Checks the parameter-copy table: bf16 or f16 copies of distinct f32
-/// parameters, each of its source's shape. Part of checkTables.
-void checkParameterCopies(const Plan &plan, const ClaimEntry &claim);
-
-/// The four loss-scaling buffers, in update_loss_scale's operand order.
-std::vector<uint32_t> lossScalingBuffers(const LossScaling &scaling);
-
-/// Checks Plan::lossScaling: a known mode and, when enabled, a training
-/// plan, a finite positive initial scale, GradScaler's constraints on the
-/// dynamic settings and four distinct f32 scalar state buffers.
-void checkLossScaling(const Plan &plan);
-
-/// Checks one instruction at a time; `fail` prefixes the instruction.
+/// Checks one instruction of a plan; `fail` prefixes the instruction.
 class InstructionChecker {
 public:
   /// \p list is "" for plan.instructions, "optimizer step " for
@@ -203,4 +174,4 @@ private:
 
 } // namespace ampc::plan::detail
 
-#endif // AMPC_RUNTIME_PLAN_PLANVALIDATEINTERNAL_H
+#endif // AMPC_RUNTIME_PLAN_INSTRUCTIONCHECKER_H

@@ -1,17 +1,20 @@
-//===- ExecutorImpl.h - cuda::Executor's state, shared by its three files -===//
+//===- ExecutorState.h - The CUDA executor's state --------------*- C++ -*-===//
 //
-// Internal to the CUDA backend: included only by Executor.cpp,
-// ExecutorRun.cpp and ExecutorHostData.cpp, which define cuda::Executor::Impl
-// between them. It holds the prepared form of a device function (its
-// launches with resolved arguments, cut into graph segments), the two size
-// helpers the files share, and the Impl class: its members are the device
-// memory, the loaded modules and the state of both plan functions; its
-// methods are declared here, grouped by the file that defines them.
+// cuda::Executor (Executor.h) is a pimpl; this is its Executor::Impl: the
+// device memory a plan needs (pool, arena, scratch, metrics block), the loaded
+// modules and cuBLASLt handle, and for each plan function (micro step and
+// optimizer step) a FunctionState, its launches prepared once with resolved
+// arguments and cut into CUDA graph segments. The class is defined across
+// three files by responsibility, and its methods are declared below in the
+// same groups: Executor.cpp sets it up (memory, modules, preparation),
+// ExecutorRun.cpp runs the steps (the step loop, graphs, profiling), and
+// ExecutorHostData.cpp moves data between the host and the device (metrics,
+// parameters and inputs, the test hooks). Private to runtime/cuda.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef AMPC_RUNTIME_CUDA_EXECUTORIMPL_H
-#define AMPC_RUNTIME_CUDA_EXECUTORIMPL_H
+#ifndef AMPC_RUNTIME_CUDA_EXECUTORSTATE_H
+#define AMPC_RUNTIME_CUDA_EXECUTORSTATE_H
 
 #include "runtime/cuda/CublasLt.h"
 #include "runtime/cuda/CudaGraph.h"
@@ -178,4 +181,4 @@ public:
 
 } // namespace ampc::cuda
 
-#endif // AMPC_RUNTIME_CUDA_EXECUTORIMPL_H
+#endif // AMPC_RUNTIME_CUDA_EXECUTORSTATE_H
