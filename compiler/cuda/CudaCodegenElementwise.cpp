@@ -22,8 +22,15 @@ namespace cudagen {
 // Elementwise and accumulate: one iteration space
 //===----------------------------------------------------------------------===//
 
+/// Emits the kernel of an elementwise, accumulate or embedding group: one grid-stride loop over
+/// the group's iteration space in which every output (and every gradient accumulator) is
+/// computed at index i from the inputs at i, in f32. When every operand is a dense float
+/// tensor of the space's size, a vectorised loop over 16-byte packs runs first and a scalar
+/// loop takes the remainder. The header's math is chosen here from `kind`.
 void Generator::elementwiseKernel(const std::string &kind, const std::string &) {
-  // The iteration space: the largest value of the group.
+  // The iteration space: the largest value of the group. An accumulate has no SSA result (it
+  // updates state), so its gradient's shape counts too; everything smaller is a broadcast
+  // operand, read by its broadcast strides.
   Shape space;
   for (Operation *op : group->ops) {
     for (Value result : op->getResults())
@@ -50,6 +57,8 @@ void Generator::elementwiseKernel(const std::string &kind, const std::string &) 
       std::string g = writer.element(accumulate.getGrad(), "i", scope);
       std::string acc = writer.stateParam(accumulate.getAccumulator().str(), "f32",
                                           shapeOf(accumulate.getGrad()));
+      // acc[i] += g[i], or acc[i] += g[i] / scale under loss scaling. In the vectorised loop the
+      // accumulator is read-modify-written through its pack pa_<acc>, element k.
       std::string target = scope.vector ? "pa_" + acc + ".v[k]" : acc + "[i]";
       if (accumulate.getUnscale()) {
         std::string v = writer.temp("u");
@@ -64,9 +73,13 @@ void Generator::elementwiseKernel(const std::string &kind, const std::string &) 
 
   KernelWriter writer(opIndex, members);
   // The scalar loop first: it tells whether every read is a plain, aligned element read.
+  // (Emitting registers the kernel's parameters as a side effect, so the vectorised body emitted
+  // later reuses the same arguments.)
   Scope scalar;
   scalar.indent = "    ";
   emitBody(writer, scalar);
+  // The accumulators (f32 state bound by name) and, for an unscaling accumulate, the scaler's
+  // current scale and its non-finite flag.
   std::vector<std::string> accumulators;
   std::string scalePtr, foundPtr;
   for (Operation *op : group->ops)
@@ -78,6 +91,7 @@ void Generator::elementwiseKernel(const std::string &kind, const std::string &) 
         foundPtr = writer.stateParam(scaler->str() + ".found_nonfinite", "f32", {});
       }
     }
+  // Dropout masks are keyed by (seed, step, stream, element), as on the CPU backend.
   if (writer.usesRandom) {
     writer.scalarParam("seed", "u64", "seed");
     writer.scalarParam("step", "u64", "step");
@@ -85,6 +99,11 @@ void Generator::elementwiseKernel(const std::string &kind, const std::string &) 
   writer.scalarParam("n", "i64", "elements");
 
   // 16-byte accesses when every operand is read element for element.
+  // Only element-for-element float operands can be packed: a smaller (broadcast) operand, an
+  // integer operand (embedding ids) or a read at another index (recorded by the scalar pass)
+  // keeps the scalar loop. The width is 16 bytes over the widest element: 4 with any f32
+  // operand, 8 for bf16/f16 only. Pack p starts at byte 16 * p of a 256-byte-aligned arena slice,
+  // so the packed accesses are aligned.
   int maxBytes = 1;
   bool allFloat = true;
   for (const KernelParam &param : writer.params)
@@ -104,6 +123,7 @@ void Generator::elementwiseKernel(const std::string &kind, const std::string &) 
   body << "  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;\n"
        << "  const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + "
           "threadIdx.x;\n";
+  // The scale is read once per thread; nonFinite collects this thread's verdict over its elements.
   if (!scalePtr.empty())
     body << "  const float scale = " << scalePtr << "[0];\n  bool nonFinite = false;\n";
   std::string tailStart = "first";
@@ -115,6 +135,8 @@ void Generator::elementwiseKernel(const std::string &kind, const std::string &) 
     auto elementC = [](const std::string &dtype) {
       return dtype == "f32" ? std::string("float") : dtype == "bf16" ? "bfloat16" : "half16";
     };
+    // Pack loads of the inputs the vector body reads, uninitialised output packs, and the
+    // accumulator packs (read-modify-write); the unrolled loop then works on element k of each.
     body << "  // Vectorised loop: " << width << " elements per thread and operand, each operand "
          << "read or\n  // written as one access of " << width << " x its element size (16 bytes "
          << "for the widest);\n  // the tail below takes the n % " << width << " left.\n"
@@ -145,11 +167,14 @@ void Generator::elementwiseKernel(const std::string &kind, const std::string &) 
              << param.name << ";\n";
     }
     body << "  }\n";
+    // The scalar loop resumes after the last whole pack: the n % width elements left.
     tailStart = "packs * " + std::to_string(width) + " + first";
   }
   body << (vectorise ? "  // Scalar tail.\n" : "  // Grid-stride loop over the elements.\n")
        << "  for (long long i = " << tailStart << "; i < n; i += stride) {\n"
        << scalar.text.str() << "  }\n";
+  // __syncthreads_or reduces the threads' flags over the block, so one thread per block writes
+  // the flag. Every thread reaches it (it follows the loops), as the barrier requires.
   if (!foundPtr.empty())
     body << "  // Raise the scaler's non-finite flag (no host synchronisation; the optimizer\n"
          << "  // step reads it).\n"
@@ -174,6 +199,8 @@ void Generator::elementwiseKernel(const std::string &kind, const std::string &) 
   launch.vectorWidth = vectorise ? width : 1;
   std::string stem;
   for (Operation *op : group->ops) {
+    // The kernel's name lists the computing ops (reshape and broadcast only re-index), each once,
+    // stopping past about 40 characters; the hash suffix keeps names distinct.
     if (llvm::isa<ReshapeOp, BroadcastOp>(op))
       continue;
     std::string name = op->getName().stripDialect().str();
@@ -191,6 +218,10 @@ namespace {
 
 /// Emits statements declaring `name` (of C type `type`) as element `index` of `value`, walking
 /// the data-movement ops of the group back to an external value; values keep their bits.
+///
+/// The walk goes from an output back through each data-movement op, rewriting the flat index
+/// in the op's output into the flat index in its input (compiled-in constants); the first
+/// value from outside the group is loaded raw, so no conversion ever happens.
 void gatherElement(KernelWriter &writer, Value value, const std::string &index,
                    const std::string &name, const std::string &type, Scope &scope) {
   Operation *op = value.getDefiningOp();
@@ -215,6 +246,7 @@ void gatherElement(KernelWriter &writer, Value value, const std::string &index,
       scope.line(*it);
     return names;
   };
+  // The row-major flat index of coordinates `c` in `shape` (the inverse of `coordinates`).
   auto linear = [](const std::vector<std::string> &c, const Shape &shape) {
     std::string expression;
     int64_t inner = 1;
@@ -226,6 +258,8 @@ void gatherElement(KernelWriter &writer, Value value, const std::string &index,
     return expression.empty() ? std::string("0ll") : expression;
   };
   const std::string stem = writer.temp("c") + "_";
+  // A reshape keeps the row-major order: same flat index. A broadcast maps to the input's index
+  // by dropping the coordinates of broadcast dimensions.
   if (auto reshape = llvm::dyn_cast<ReshapeOp>(op))
     return gatherElement(writer, reshape.getInput(), index, name, type, scope);
   if (auto broadcast = llvm::dyn_cast<BroadcastOp>(op))
@@ -242,6 +276,7 @@ void gatherElement(KernelWriter &writer, Value value, const std::string &index,
     return gatherElement(writer, transpose.getInput(), linear(inCoords, inShape), name, type,
                          scope);
   }
+  // in[c + starts]: the slice's extent is its result's shape, so no bound check is needed.
   if (auto slice = llvm::dyn_cast<SliceOp>(op)) {
     std::vector<std::string> c = coordinates(stem);
     for (size_t d = 0; d < c.size(); ++d)
@@ -250,6 +285,7 @@ void gatherElement(KernelWriter &writer, Value value, const std::string &index,
     return gatherElement(writer, slice.getInput(), linear(c, shapeOf(slice.getInput())), name, type,
                          scope);
   }
+  // Piece k of a split is a slice starting at the sum of the earlier pieces' sizes on the axis.
   if (auto split = llvm::dyn_cast<SplitOp>(op)) {
     const unsigned piece = llvm::cast<OpResult>(value).getResultNumber();
     int64_t offset = 0;
@@ -277,6 +313,7 @@ void gatherElement(KernelWriter &writer, Value value, const std::string &index,
     }
     if (inside.empty())
       return gatherElement(writer, pad.getInput(), linear(c, inShape), name, type, scope);
+    // Emitted as if/else: the input is only read at coordinates inside it.
     scope.line("if (" + inside + ") {");
     scope.indent += "  ";
     gatherElement(writer, pad.getInput(), linear(c, inShape), name, type, scope);
@@ -286,6 +323,9 @@ void gatherElement(KernelWriter &writer, Value value, const std::string &index,
     scope.line("}");
     return;
   }
+  // out[c] = input k at c - offset_k on the axis, where k is the input whose range
+  // [offset_k, offset_k + size_k) holds c[axis]: an if / else-if chain, the last input taking
+  // the rest without a test.
   if (auto concat = llvm::dyn_cast<ConcatOp>(op)) {
     std::vector<std::string> c = coordinates(stem);
     const int64_t axis = concat.getAxis();
@@ -318,6 +358,9 @@ void gatherElement(KernelWriter &writer, Value value, const std::string &index,
 
 } // namespace
 
+/// Emits the kernel of a copy group (data movement only): one grid-stride loop over the
+/// largest output; each output gathers its element `i` through the chain of transposes,
+/// slices, pads, concats and broadcasts back to the group's inputs, copying bits unchanged.
 void Generator::copyKernel() {
   KernelWriter writer(opIndex, members);
   std::vector<Value> outputs = groupOutputs(writer);
@@ -337,6 +380,7 @@ void Generator::copyKernel() {
     gatherElement(writer, output, "i", value, type, scope);
     std::string param = writer.tensorParam(output, Role::Output);
     const int64_t count = numElements(shapeOf(output));
+    // Outputs smaller than the space are guarded: one loop serves outputs of different sizes.
     body << "    if (i < " << count << "ll) {\n"
          << scope.text.str() << "      " << param << "[i] = " << value << ";\n    }\n";
   }

@@ -27,6 +27,9 @@ namespace {
 
 /// Emits `for (j ...) { const long long i = row * L + j; <body> }` with a fresh scope.
 template <typename F>
+/// The block's threads stride over the row's first `limit` elements; `j` is the column (what
+/// gamma and beta are indexed by) and `i = row * L + j` the flat element index, so every
+/// operand of the row is addressed as the contiguous slice [row * L, row * L + L).
 std::string rowLoop(KernelWriter &writer, F body, const std::string &limit = "L") {
   Scope scope;
   scope.indent = "      ";
@@ -40,10 +43,15 @@ std::string rowLoop(KernelWriter &writer, F body, const std::string &limit = "L"
 /// Emits the layer-norm statistics of the current row: `mean` and `rstd` = 1 / sqrt(var + eps),
 /// the biased variance taken around the mean in a second pass (f32 block sums).
 std::string layerNormStatistics(KernelWriter &writer, Value input, const std::string &eps) {
+  // Two passes (sum, then sum of squared deviations) rather than E[x^2] - E[x]^2: the CPU
+  // backend computes the variance around the mean, and the one-pass form loses precision to
+  // cancellation when |mean| is large against the deviation.
   // One statement per loop: the element reads name their temporaries in emission order.
   std::string text = "    float sum = 0.0f;\n";
   text +=
       rowLoop(writer, [&](Scope &s) { s.line("sum += " + writer.element(input, "i", s) + ";"); });
+  // blockSum combines the threads' partial sums through reduceScratch and hands every thread
+  // the row total, so all threads can use the statistic in the next loop.
   text += "    const float mean = blockSum(sum, reduceScratch) / static_cast<float>(L);\n"
           "    float squares = 0.0f;\n";
   text += rowLoop(writer, [&](Scope &s) {
@@ -71,11 +79,17 @@ std::string rmsNormStatistic(KernelWriter &writer, Value input, const std::strin
 
 } // namespace
 
+/// Emits the one-block-per-row kernel of a norm, a softmax or one of their gradients, with
+/// the group's fused elementwise producers (read through `writer.element`) and consumers
+/// (stored from the anchor's bound result). The row is the last axis; every kernel reads its
+/// row once per pass and relies on L1/L2 to keep it resident between passes.
 void Generator::rowKernel(Operation *anchor) {
   KernelWriter writer(opIndex, members);
   Value input = anchor->getOperand(0);
   const Shape shape = shapeOf(input);
   const int64_t length = shape.empty() ? 1 : shape.back();
+  // Everything before the last axis is flattened into rows; an empty shape (scalar) is one row of
+  // one.
   const int64_t rows = numElements(shape) / std::max<int64_t>(length, 1);
   Value primary = anchor->getResult(0);
   // Outputs computed in row space (those of a norm gradient's dgamma/dbeta come later).
@@ -87,11 +101,14 @@ void Generator::rowKernel(Operation *anchor) {
     if (!columns)
       outputs.push_back(output);
   }
+  // Each row-space output is recomputed from the bound anchor value at element i and stored.
   auto storeOutputs = [&](Scope &scope) {
     for (Value output : outputs)
       writer.store(output, "i", writer.element(output, "i", scope), scope);
   };
   const std::string resultType = cType(elementOf(primary));
+  // The anchor's value is rounded to its reduced type where the unfused op would have stored
+  // it, so fused consumers see exactly what the CPU reference reads back.
   auto rounded = [&](const std::string &expression) {
     return isReducedFloat(elementOf(primary)) ? "roundAs<" + resultType + ">(" + expression + ")"
                                               : expression;
@@ -99,14 +116,20 @@ void Generator::rowKernel(Operation *anchor) {
   std::ostringstream body;
   std::string math, stem;
   std::string statsScratch;
+  // The norm gradients leave two floats per row for the column kernel: (mean, rstd) for layer
+  // norm, (0, r) for RMS norm, so that kernel computes xhat = (x - s0) * s1 for both.
   if (llvm::isa<LayerNormGradOp, RmsNormGradOp>(anchor))
     statsScratch = writer.scratchParam("rowStats", {rows, 2});
 
+  // reduceScratch holds one partial per warp: 32 warps is the most a 1024-thread block has.
+  // Blocks stride over rows, so a grid smaller than the row count still covers them all.
   body << "  __shared__ float reduceScratch[32];\n"
        << "  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n";
   if (auto norm = llvm::dyn_cast<LayerNormOp>(anchor)) {
     stem = "layernorm";
     const std::string eps = floatLiteral(norm.getEpsilon().convertToDouble());
+    // Layer norm: three passes over the row (sum, squared deviations, normalise), gamma and beta
+    // indexed by the column j since they have the row's length.
     math = "y = (x - mean) * rstd * gamma + beta per row of L, mean and biased variance in f32\n"
            "(two passes), rstd = 1 / sqrt(var + eps); then the fused consumers of y.\n"
            "Memory: x read three times (the row stays in L1/L2), gamma/beta, outputs written "
@@ -123,6 +146,7 @@ void Generator::rowKernel(Operation *anchor) {
   } else if (auto norm = llvm::dyn_cast<RmsNormOp>(anchor)) {
     stem = "rmsnorm";
     const std::string eps = floatLiteral(norm.getEpsilon().convertToDouble());
+    // RMS norm: one statistic pass (sum of squares), then the scaled row; no centring, no beta.
     math = "y = x * r * gamma per row of L, r = 1 / sqrt(mean(x^2) + eps) in f32; then the\n"
            "fused consumers of y. Memory: x read twice, outputs written once.";
     body << rmsNormStatistic(writer, input, eps) << rowLoop(writer, [&](Scope &s) {
@@ -133,11 +157,16 @@ void Generator::rowKernel(Operation *anchor) {
       storeOutputs(s);
     });
   } else if (auto softmax = llvm::dyn_cast<SoftmaxOp>(anchor)) {
+    // Softmax, the numerically stable form: subtract the row maximum before exp so no term
+    // overflows. The causal form masks key j > i + (S - T) of query row i (T queries, S = L
+    // keys, the queries aligned with the last T keys); masked entries take no part in the
+    // statistics and are written as 0.
     stem = softmax.getCausal() ? "softmax_causal" : "softmax";
     math = "y = exp(x - max) / sum(exp(x - max)) over the row's first `valid` entries, 0\n"
            "beyond (causal: valid = i + 1 + S - T for query row i); f32 statistics.\n"
            "Memory: x read three times, y written once.";
     if (softmax.getCausal()) {
+      // row % T is the query index within the row's [T, S] attention block.
       const int64_t queries = shape[shape.size() - 2];
       body << "    // Causal: row i of each [T, S] block sees keys j <= i + (S - T).\n"
            << "    const long long valid = min(L, row % " << queries << "ll + 1 + (L - " << queries
@@ -145,6 +174,7 @@ void Generator::rowKernel(Operation *anchor) {
     } else {
       body << "    const long long valid = L;\n";
     }
+    // 0x7f800000 is +inf's bit pattern: the maximum starts at -inf.
     body << "    float maximum = -__int_as_float(0x7f800000);\n"
          << rowLoop(
                 writer,
@@ -172,6 +202,8 @@ void Generator::rowKernel(Operation *anchor) {
               storeOutputs(s);
             });
   } else if (auto grad = llvm::dyn_cast<SoftmaxGradOp>(anchor)) {
+    // Softmax gradient from its output y: dx = y * (dy - <dy, y>), one dot product per row
+    // (a block sum), then the elementwise pass.
     stem = "softmax_grad";
     math = "dx = y * (dy - sum(dy * y)) per row, the sum in f32.\n"
            "Memory: y and dy read twice, dx written once.";
@@ -190,6 +222,9 @@ void Generator::rowKernel(Operation *anchor) {
               storeOutputs(s);
             });
   } else if (auto grad = llvm::dyn_cast<LayerNormGradOp>(anchor)) {
+    // Layer-norm gradient: recompute mean and rstd (cheaper than storing them in the forward),
+    // save them for the column kernel, take the two row means of g = dy * gamma and of g * xhat,
+    // then dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
     stem = "layernorm_grad";
     const std::string eps = floatLiteral(grad.getEpsilon().convertToDouble());
     math = "Per row: mean, rstd as the forward; g = dy * gamma, xhat = (x - mean) * rstd;\n"
@@ -197,6 +232,8 @@ void Generator::rowKernel(Operation *anchor) {
            "Row statistics (mean, rstd) go to rowStats for the dgamma/dbeta column kernel.\n"
            "Memory: x read four times and dy twice per row (L1/L2-resident), dx written once.";
     body << layerNormStatistics(writer, input, eps)
+         // One thread per row writes the statistics; every thread has the same values after
+         // blockSum.
          << "    if (threadIdx.x == 0) {\n      rowStats[2 * row] = mean;\n"
          << "      rowStats[2 * row + 1] = rstd;\n    }\n"
          << "    float sumG = 0.0f, sumGXhat = 0.0f;\n"
@@ -223,12 +260,15 @@ void Generator::rowKernel(Operation *anchor) {
               storeOutputs(s);
             });
   } else if (auto grad = llvm::dyn_cast<RmsNormGradOp>(anchor)) {
+    // RMS-norm gradient: with y = x * r * gamma and r = (mean(x^2) + eps)^-1/2,
+    // dx = r * g - x * r^3 * mean(g * x), g = dy * gamma; one statistic pass, one dot pass.
     stem = "rmsnorm_grad";
     const std::string eps = floatLiteral(grad.getEpsilon().convertToDouble());
     math = "Per row: r = 1 / sqrt(mean(x^2) + eps), g = dy * gamma;\n"
            "dx = r * g - x * r^3 * mean(g * x); then the fused consumers of dx. r goes to\n"
            "rowStats for the dgamma column kernel. Memory: x read three times, dy twice.";
     body << rmsNormStatistic(writer, input, eps)
+         // A zero "mean" makes the column kernel's xhat = x * r, RMS norm's normalised input.
          << "    if (threadIdx.x == 0) {\n      rowStats[2 * row] = 0.0f;\n"
          << "      rowStats[2 * row + 1] = r;\n    }\n"
          << "    float sumGX = 0.0f;\n"
@@ -258,6 +298,7 @@ void Generator::rowKernel(Operation *anchor) {
   launch.space = KernelLaunch::Space::Rows;
   launch.rows = rows;
   launch.rowLength = length;
+  // A size-dependent choice, superseded by the fixed block size below.
   launch.blockSize = length >= 1024 ? 1024 : length >= 256 ? 256 : 128;
   // The block size is compiled into __launch_bounds__; 1024 serves every row length.
   launch.blockSize = 1024;
@@ -271,6 +312,8 @@ void Generator::normGradColumns(Operation *anchor) {
   Value input = anchor->getOperand(0), dyValue = anchor->getOperand(2);
   const Shape shape = shapeOf(input);
   const int64_t length = shape.back(), rows = numElements(shape) / length;
+  // Results 1 and 2 of the norm gradient (dgamma, dbeta; RMS norm has only dgamma) and what
+  // the group computes from them are this kernel's outputs; the row kernel took the rest.
   const bool layer = llvm::isa<LayerNormGradOp>(anchor);
   std::vector<Value> outputs;
   for (Value output : groupOutputs(writer))
@@ -279,11 +322,15 @@ void Generator::normGradColumns(Operation *anchor) {
         outputs.push_back(output);
         break;
       }
+  // The same scratch slice the row kernel wrote, bound by name; this kernel is launched after the
+  // row kernel.
   writer.scratchParam("rowStats", {rows, 2});
   Scope sumScope;
   sumScope.indent = "      ";
   std::string xv = writer.element(input, "i", sumScope);
   std::string dy = writer.element(dyValue, "i", sumScope);
+  // dgamma[j] = sum_rows dy * xhat and dbeta[j] = sum_rows dy: the gradient of y = xhat * gamma
+  // + beta with respect to the per-column parameters.
   sumScope.line("const float xhat = (" + xv + " - rowStats[2 * row]) * rowStats[2 * row + 1];");
   sumScope.line("dgamma += " + dy + " * xhat;");
   if (layer)
@@ -292,6 +339,7 @@ void Generator::normGradColumns(Operation *anchor) {
   storeScope.indent = "      ";
   for (unsigned r = 1; r < anchor->getNumResults(); ++r) {
     Value result = anchor->getResult(r);
+    // Result 1 is dgamma, result 2 dbeta; each is rounded where its op would have stored it.
     std::string total = r == 1 ? "totalGamma" : "totalBeta";
     std::string value = isReducedFloat(elementOf(result))
                             ? "roundAs<" + cType(elementOf(result)) + ">(" + total + ")"
@@ -302,7 +350,12 @@ void Generator::normGradColumns(Operation *anchor) {
   for (Value output : outputs)
     writer.store(output, "i", writer.element(output, "i", storeScope), storeScope);
 
+  // RMS norm has no dbeta: the kernel's (void) casts of dbeta and totalBeta keep NVRTC quiet.
   std::ostringstream body;
+  // Block (32, 8): threadIdx.x picks one of the block's 32 columns, so a warp reads 32
+  // consecutive elements of a row (coalesced); threadIdx.y is one of 8 row slices striding over
+  // the rows. The 8 partial sums of a column meet in shared memory (rows of 33 floats, the usual
+  // padding against bank conflicts) and the y = 0 threads add them up and store.
   body << "  __shared__ float partialGamma[8][33], partialBeta[8][33];\n"
        << "  const long long column = static_cast<long long>(blockIdx.x) * 32 + threadIdx.x;\n"
        << "  float dgamma = 0.0f, dbeta = 0.0f;\n"
@@ -345,6 +398,12 @@ void Generator::normGradColumns(Operation *anchor) {
 namespace {
 
 /// The input index of (kept index o, reduced index r) for a reduction of \p shape over \p axes.
+///
+/// Both `o` (over the kept dims) and `r` (over the reduced dims) are row-major flat indices of
+/// their own sub-shape. Walking the dims innermost first, dim d's coordinate is
+/// (o or r) / inner % shape[d], where inner is the product of the sizes of the inner dims of
+/// the same kind; times d's stride in the input it gives the term of the flat input index.
+/// Size-1 dims contribute nothing and are left out, and the constants are compiled in.
 std::string reductionIndex(const Shape &shape, const std::vector<int64_t> &axes) {
   Shape strides(shape.size(), 1);
   for (size_t d = shape.size(); d-- > 1;)
@@ -367,6 +426,9 @@ std::string reductionIndex(const Shape &shape, const std::vector<int64_t> &axes)
 
 } // namespace
 
+/// Emits sum, mean or max over arbitrary axes, with the group's fused producers and
+/// consumers: a coalesced column sum when the axes are a leading run (the bias gradient's
+/// case), otherwise one block per output element.
 void Generator::reduceKernel(Operation *anchor) {
   KernelWriter writer(opIndex, members);
   Value input = anchor->getOperand(0);
@@ -381,13 +443,17 @@ void Generator::reduceKernel(Operation *anchor) {
   const bool isMax = llvm::isa<MaxOp>(anchor), isMean = llvm::isa<MeanOp>(anchor);
   Value result = anchor->getResult(0);
   const int64_t outCount = numElements(shapeOf(result));
+  // Elements per output; an empty result reduces nothing.
   const int64_t reduced = outCount ? numElements(shape) / outCount : 0;
   const std::string stem = anchor->getName().stripDialect().str();
+  // The mean divides the f32 sum once by the compiled-in count, as the CPU backend does.
   std::string finalValue = isMean ? "total / " + floatLiteral(double(reduced)) : "total";
   if (isReducedFloat(elementOf(result)))
     finalValue = "roundAs<" + cType(elementOf(result)) + ">(" + finalValue + ")";
 
   // Reducing a leading run of dimensions: a column sum, coalesced along the columns.
+  // Max keeps the general path: its NaN-propagating compare and the -inf start differ from the
+  // column sum's additive combine.
   bool leading = !isMax && !axes.empty();
   for (size_t k = 0; k < axes.size(); ++k)
     leading = leading && axes[k] == int64_t(k);
@@ -398,6 +464,8 @@ void Generator::reduceKernel(Operation *anchor) {
       outputs.push_back(output);
   std::ostringstream body;
   KernelLaunch launch;
+  // The input is viewed as [rows = reduced, L = outCount]: output j sums column j. Same
+  // block (32 columns, 8 row slices) and shared-memory combine as the norm-gradient columns.
   if (leading) {
     Scope sumScope;
     sumScope.indent = "      ";
@@ -437,11 +505,14 @@ void Generator::reduceKernel(Operation *anchor) {
            body.str(), launch);
     return;
   }
-  // General: one block per output element, threads over its reduced elements.
+  // General: one block per output element, threads over its reduced elements. The input index
+  // of (o, r) is computed from the compiled-in strides; it is not coalesced in general, but each
+  // input element is still read exactly once.
   const std::string inputIndex = reductionIndex(shape, axes);
   Scope sumScope;
   sumScope.indent = "      ";
   std::string xv = writer.element(input, "i", sumScope);
+  // Max: a NaN (x != x) replaces any total, so a NaN anywhere in the group wins, as on the CPU.
   sumScope.line(isMax
                     ? "total = total < " + xv + " || " + xv + " != " + xv + " ? " + xv + " : total;"
                     : "total += " + xv + ";");
@@ -473,6 +544,8 @@ void Generator::reduceKernel(Operation *anchor) {
          body.str(), launch);
 }
 
+/// Emits the gradient of max: dy flows to the one element of each reduced group that the
+/// forward max picked, and 0 to the others.
 void Generator::maxGradKernel(MaxGradOp anchor) {
   KernelWriter writer(opIndex, members);
   const Shape shape = shapeOf(anchor.getInput());
@@ -483,6 +556,9 @@ void Generator::maxGradKernel(MaxGradOp anchor) {
   Scope findScope;
   findScope.indent = "      ";
   std::string xv = writer.element(anchor.getInput(), "i", findScope);
+  // The first maximum: a NaN takes the place of a non-NaN best (best == best is false only for
+  // NaN); otherwise only a strictly larger value does, so each thread keeps the lowest index of
+  // equal values, and blockArgMax breaks ties across threads by the lower index.
   findScope.line("if (" + xv + " != " + xv + " ? best == best : " + xv + " > best) {");
   findScope.line("  best = " + xv + ";\n" + findScope.indent + "  bestIndex = r;");
   findScope.line("}");
@@ -500,6 +576,7 @@ void Generator::maxGradKernel(MaxGradOp anchor) {
   dyScope.indent = "    ";
   std::string dyv = writer.element(anchor.getGrad(), "o", dyScope);
   std::ostringstream body;
+  // Two passes per group: find the arg-max (INT64_MAX: none yet), then write every dx of the group.
   body << "  __shared__ float scratchValue[32];\n  __shared__ long long scratchIndex[32];\n"
        << "  for (long long o = blockIdx.x; o < " << outCount << "ll; o += gridDim.x) {\n"
        << "    float best = -__int_as_float(0x7f800000);\n"
@@ -522,11 +599,14 @@ void Generator::maxGradKernel(MaxGradOp anchor) {
          body.str(), launch);
 }
 
+/// Emits the embedding gradient's two kernels: zero the table gradient, then scatter-add each
+/// row of dy into the table row its id names.
 void Generator::embeddingGradKernels(EmbeddingGradOp anchor) {
   Value table = anchor.getResult();
   if (!elementOf(table).isF32())
     throw std::runtime_error("CUDA codegen: " + describeOp(anchor) +
                              " must produce f32 (it is summed with atomicAdd)");
+  // dy is [..., width]: flat element i is column i % width of token i / width.
   const int64_t width = shapeOf(table).back();
   const int64_t count = numElements(shapeOf(anchor.getGrad()));
   {
@@ -549,16 +629,20 @@ void Generator::embeddingGradKernels(EmbeddingGradOp anchor) {
   scope.indent = "    ";
   std::string dy = writer.element(anchor.getGrad(), "i", scope);
   std::string out = writer.tensorParam(table, Role::Output);
+  // The ids are integers, loaded raw rather than through the f32 conversion.
   scope.line("const long long id = static_cast<long long>(" +
              writer.rawLoad(anchor.getIndices(), "i / " + std::to_string(width) + "ll") + ");");
   // An id outside the table (the CPU backend stops there) adds nothing and is reported.
   const std::string rows = std::to_string(shapeOf(table).front()) + "ll";
   const std::string errors = writer.errorParam(anchor);
+  // Error code 2: an embedding id out of range (1 is a cross-entropy label).
   scope.line("if (id < 0ll || id >= " + rows + ") {");
   scope.line("  reportError(" + errors + ", 2u, site, i / " + std::to_string(width) + "ll, id, " +
              rows + ");");
   scope.line("  continue;");
   scope.line("}");
+  // Repeated ids collide on the same table row, hence the atomics; their order, and so the
+  // rounding of the sum, varies from run to run.
   scope.line("atomicAdd(&" + out + "[id * " + std::to_string(width) + "ll + i % " +
              std::to_string(width) + "ll], " + dy + ");");
   writer.scalarParam("n", "i64", "elements");
@@ -576,6 +660,8 @@ void Generator::embeddingGradKernels(EmbeddingGradOp anchor) {
          body.str(), launch);
 }
 
+/// Emits the mean squared error as a single 1024-thread block: each thread sums its strided
+/// squared differences, one block sum, one divide by the compiled-in element count.
 void Generator::mseLossKernel(MseLossOp anchor) {
   KernelWriter writer(opIndex, members);
   const int64_t count = numElements(shapeOf(anchor.getPrediction()));
@@ -605,6 +691,9 @@ void Generator::mseLossKernel(MseLossOp anchor) {
 // The fused classifier: cross-entropy loss and its gradient
 //===----------------------------------------------------------------------===//
 
+/// Emits the fused classifier: cross-entropy loss and (when the group has it) its gradient
+/// from one read of each logits row's statistics, in two kernels (count, then loss_grad).
+/// The loss is accumulated with atomicAdd across rows, so the count kernel must run first.
 void Generator::crossEntropyKernels() {
   CrossEntropyOp loss;
   CrossEntropyGradOp grad;
@@ -619,6 +708,7 @@ void Generator::crossEntropyKernels() {
   const Shape shape = shapeOf(loss.getLogits());
   const int64_t classes = shape.back(), rows = numElements(shape) / classes;
   const bool mean = loss.getReduction() == LossReduction::mean;
+  // ignore_index is compiled in as a long long literal, compared with the label cast to 64 bits.
   const std::string ignore =
       "(" + std::to_string(static_cast<int64_t>(loss.getIgnoreIndex())) + "ll)";
 
@@ -627,6 +717,7 @@ void Generator::crossEntropyKernels() {
     KernelWriter writer(opIndex, members);
     std::string labels = writer.tensorParam(loss.getLabels(), Role::Input);
     std::string out = writer.tensorParam(loss.getResult(), Role::Output);
+    // `labelled` is an f32 count in scratch, read by the second kernel as the mean's divisor.
     writer.scratchParam("labelled", {1});
     writer.scalarParam("rows", "i64", "rows");
     std::ostringstream body;
@@ -664,12 +755,15 @@ void Generator::crossEntropyKernels() {
        << "  const float count = labelled[0];\n";
   if (grad) {
     Scope dlossScope;
+    // dloss is the scalar seed of the loss's gradient, read once per block.
     dlossScope.indent = "  ";
     std::string dloss = writer.element(grad.getGrad(), "0", dlossScope);
     body << dlossScope.text.str() << "  // dlogits = (softmax - onehot) * dloss / count.\n"
          << "  const float gradScale = "
          << (mean ? "count == 0.0f ? 0.0f : " + dloss + " / count" : dloss) << ";\n";
   }
+  // Each row, one block: read the label's logit, then the stable log-sum-exp (row max, then the
+  // sum of exp(x - max)); loss_row = logsumexp - x[label].
   const std::string errors = writer.errorParam(loss);
   body << "  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n"
        << "    const long long label = static_cast<long long>(" << labels << "[row]);\n"
@@ -702,6 +796,8 @@ void Generator::crossEntropyKernels() {
                   })
        << "    total = blockSum(total, reduceScratch);\n"
        << "    const float logSumExp = maximum + logf(total);\n";
+  // Thread 0 adds the row's loss (divided by the count for a mean) into the scalar with
+  // atomicAdd; 0x7fffffff is a quiet NaN for a bad label.
   body << "    if (threadIdx.x == 0 && !ignored) {\n"
        << "      if (outside) {\n"
        << "        atomicAdd(" << lossOut << ", __int_as_float(0x7fffffff));\n"
@@ -712,6 +808,7 @@ void Generator::crossEntropyKernels() {
   if (grad) {
     body << rowLoop(writer, [&](Scope &s) {
       std::string x = writer.element(logits, "i", s);
+      // softmax_j - [j == label], scaled by dloss (/ count): the gradient of the row's loss.
       std::string value = "ignored ? 0.0f : outside ? __int_as_float(0x7fffffff) : (expf(" + x +
                           " - maximum) / total - (j == label ? 1.0f : 0.0f)) * gradScale";
       if (isReducedFloat(elementOf(grad.getResult())))
@@ -736,6 +833,7 @@ void Generator::crossEntropyKernels() {
   KernelLaunch launch;
   launch.space = KernelLaunch::Space::Rows;
   launch.rows = rows;
+  // One block per row, L = the class count (the vocabulary for a language model).
   launch.rowLength = classes;
   launch.blockSize = 1024;
   finish(writer, "cross_entropy", "loss_grad",

@@ -24,9 +24,14 @@ namespace cudagen {
 
 namespace {
 
-/// Elements per block of the multi-tensor kernels.
+/// Elements per block of the multi-tensor kernels: each tensor is cut into 4096-element
+/// chunks, one block each, so a launch's grid is the sum of the chunk counts and a small
+/// tensor (a bias) costs one block rather than a launch.
 constexpr int64_t kTensorChunk = 4096;
 
+/// Device source prepended to the optimizer kernel: the table entry and the block-to-tensor
+/// search. The runtime (runtime/cuda/Executor.cpp) packs the entries byte by byte at this
+/// struct's offsets, so its field order and types are part of the contract with the runtime.
 const char *kTensorTable =
     R"(// One parameter of the multi-tensor update; the runtime fills a device array of these.
 struct OptimizerTensor {
@@ -59,6 +64,9 @@ __device__ __forceinline__ const OptimizerTensor &tensorOfBlock(const OptimizerT
 
 } // namespace
 
+/// Emits the one multi-tensor launch that applies every AdamW (or SGD) update of the optimizer
+/// step: the table lists each parameter with its state and hyper-parameters, and block b
+/// updates one chunk of the tensor whose block range holds b.
 void Generator::optimizerKernel() {
   KernelWriter writer(opIndex, members);
   std::vector<TensorTableEntry> table;
@@ -67,6 +75,9 @@ void Generator::optimizerKernel() {
   Value lr, norm;
   ModelOp model = group->function->getParentOfType<ModelOp>();
   int64_t firstBlock = 0;
+  // Gather one table entry per update, in the group's order, assigning each its run of blocks;
+  // the lr and grad-norm scalars are shared by every update of a step, so the last one seen
+  // serves.
   for (Operation *op : group->ops) {
     TensorTableEntry entry;
     std::optional<StringRef> copy, skip;
@@ -100,6 +111,7 @@ void Generator::optimizerKernel() {
     } else {
       continue;
     }
+    // copyType (0 none, 1 bf16, 2 f16) picks the store of the refreshed reduced-precision copy.
     if (copy) {
       entry.copy = copy->str();
       auto copyOp = SymbolTable::lookupSymbolIn(model, *copy);
@@ -113,10 +125,13 @@ void Generator::optimizerKernel() {
     if (auto param =
             llvm::dyn_cast_or_null<ParamOp>(SymbolTable::lookupSymbolIn(model, entry.param)))
       entry.elements = param.getTensorType().getNumElements();
+    // ceil(elements / 4096) blocks per tensor; firstBlock is the running total, which the device
+    // binary-searches.
     entry.firstBlock = firstBlock;
     firstBlock += (entry.elements + kTensorChunk - 1) / kTensorChunk;
     table.push_back(entry);
   }
+  // The kernel has one update rule compiled in: a step mixing optimizers cannot share a launch.
   if (adamw && sgd)
     throw std::runtime_error("CUDA codegen: AdamW and SGD updates in one optimizer group");
   writer.params.push_back(
@@ -126,6 +141,9 @@ void Generator::optimizerKernel() {
   std::string normPtr = writer.tensorParam(norm, Role::Input);
   std::string found, applied;
   if (skips) {
+    // Under loss scaling the kernel reads the step's overflow flag and takes t from the applied
+    // step count (skipped steps do not advance the bias correction); otherwise t comes from the
+    // host's step counter.
     found = writer.stateParam(scaler + ".found_nonfinite", "f32", {});
     applied = writer.stateParam(scaler + ".applied_steps", "f32", {});
   } else {
@@ -133,6 +151,7 @@ void Generator::optimizerKernel() {
   }
 
   std::ostringstream body;
+  // [begin, end) is this block's chunk of its tensor; the last chunk of a tensor is short.
   body << "  const OptimizerTensor &tensor = tensorOfBlock(table, static_cast<int>(tensors));\n"
        << "  const long long begin = (static_cast<long long>(blockIdx.x) - tensor.firstBlock) * "
        << kTensorChunk << "ll;\n"
@@ -142,6 +161,9 @@ void Generator::optimizerKernel() {
          << "  const bool skip = " << found << "[0] != 0.0f;\n";
   else
     body << "  const bool skip = false;\n";
+  // Gradient clipping by the global norm: scale every gradient by clip_norm / (norm + 1e-6)
+  // when that is below 1; a NaN coefficient (from a NaN norm) is kept rather than replaced by
+  // 1, so a bad norm is not silently ignored. clip_norm <= 0 disables clipping.
   body << "  // Scalars in double, as the CPU backend: clip = min(1, clip_norm / (norm + 1e-6)).\n"
        << "  const double lr = static_cast<double>(" << lrPtr << "[0]);\n"
        << "  const double norm = static_cast<double>(" << normPtr << "[0]);\n"
@@ -152,6 +174,10 @@ void Generator::optimizerKernel() {
        << "  const float clip = static_cast<float>(clipCoefficient);\n";
   std::string math;
   if (adamw) {
+    // AdamW (decoupled weight decay, torch's formulation): the bias corrections 1 - b1^t and
+    // sqrt(1 - b2^t) are folded into stepSize and correction2Sqrt once per block, in double;
+    // per element the update is in f32:
+    // p = p (1 - lr wd) - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
     body << "  // t counts the applied steps (torch's rule under loss scaling).\n"
          << "  const double t = "
          << (skips ? "static_cast<double>(" + applied + "[0]) + 1.0"
@@ -184,6 +210,8 @@ void Generator::optimizerKernel() {
            "copy refreshed from p. Block b updates a 4096-element chunk of the table entry\n"
            "holding it. Memory: p, grad, m, v read and written once; the copy written once.";
   } else {
+    // SGD with momentum (torch's form, no dampening or Nesterov): weight decay joins the
+    // gradient, buf = momentum * buf + g, p -= lr * buf.
     body << "  const float lrValue = static_cast<float>(lr);\n"
          << "  for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) {\n"
          << "    float p = tensor.param[i];\n"
@@ -197,6 +225,8 @@ void Generator::optimizerKernel() {
            "buf = momentum * buf + g; p -= lr * buf; grad = 0; the bf16/f16 copy refreshed.\n"
            "Memory: p, grad, buf read and written once; the copy written once.";
   }
+  // Whether or not the step was skipped, the gradient accumulator has been zeroed above and the
+  // micro step's bf16/f16 copy is rewritten from the (possibly unchanged) f32 master weight.
   body << "    if (tensor.copyType == 1)\n"
        << "      static_cast<bfloat16 *>(tensor.copy)[i] = fromFloat<bfloat16>(p);\n"
        << "    else if (tensor.copyType == 2)\n"
@@ -204,12 +234,15 @@ void Generator::optimizerKernel() {
        << "  }\n";
   KernelLaunch launch;
   launch.space = KernelLaunch::Space::Tensors;
+  // For Tensors launches `elements` is the block count: the grid is exactly one block per chunk.
   launch.elements = firstBlock;
   launch.blockSize = 256;
   finish(writer, "optimizer", adamw ? "adamw" : "sgd", math, body.str(), launch, table,
          kTensorTable);
 }
 
+/// Emits the backward pass's seed, d(loss)/d(loss) scaled for accumulation and loss scaling:
+/// scale / accum_steps, so the summed micro-step gradients are the scaled mean gradient.
 void Generator::gradSeedKernel(GradSeedOp op) {
   KernelWriter writer(opIndex, members);
   std::string scale = op.getScale() ? writer.tensorParam(op.getScale(), Role::Input) : "";
@@ -219,6 +252,8 @@ void Generator::gradSeedKernel(GradSeedOp op) {
   KernelLaunch launch;
   launch.space = KernelLaunch::Space::Single;
   launch.blockSize = 32;
+  // The scalar kernels are built outside a fused group: a one-op group stands in for the
+  // header's op list while `finish` runs, then the real group is restored.
   Group single{group->function, group->id, "none", {op}};
   const Group *saved = group;
   group = &single;
@@ -228,6 +263,8 @@ void Generator::gradSeedKernel(GradSeedOp op) {
   group = saved;
 }
 
+/// Emits the learning-rate schedule as a one-thread kernel, so the rate never round-trips
+/// through the host: the settings are compiled in, the step and run length are arguments.
 void Generator::lrScheduleKernel(LrScheduleOp op) {
   KernelWriter writer(opIndex, members);
   std::string out = writer.tensorParam(op.getResult(), Role::Output);
@@ -235,6 +272,9 @@ void Generator::lrScheduleKernel(LrScheduleOp op) {
   writer.scalarParam("totalSteps", "u64", "total_steps");
   const bool cosine = op.getKind() == LrSchedule::cosine;
   std::ostringstream body;
+  // Linear warmup over the first `warmup` steps, reaching lr at step warmup - 1; then constant,
+  // or cosine from lr down to min_lr over [warmup, decay] (decay_steps, or the run's total steps
+  // when it is 0), held at min_lr afterwards. All in double, as the CPU backend.
   body << "  const double s = static_cast<double>(step);\n"
        << "  const double warmup = " << doubleLiteral(double(op.getWarmupSteps())) << ";\n"
        << "  const double lr = " << doubleLiteral(op.getLr().convertToDouble()) << ";\n"
@@ -270,6 +310,8 @@ void Generator::lrScheduleKernel(LrScheduleOp op) {
 
 namespace {
 
+/// Device source prepended to the global-norm partial kernel: the table of accumulators (laid
+/// out as the runtime packs it) and a double-precision block sum.
 const char *kNormTable =
     R"(// One tensor of the global norm; the runtime fills a device array of these.
 struct NormTensor {
@@ -298,10 +340,15 @@ __device__ __forceinline__ double blockSumDouble(double value, double *scratch) 
 
 } // namespace
 
+/// Emits the global gradient norm, sqrt(sum over all accumulators of g^2), in two kernels:
+/// per-chunk partial sums over a tensor table (the optimizer's chunking), then one block
+/// that adds the partials and takes the root. Two stages avoid double atomics and keep the
+/// summation order fixed, so the norm is the same on every run.
 void Generator::globalNormKernels(GlobalNormOp op) {
   ModelOp model = group->function->getParentOfType<ModelOp>();
   std::vector<TensorTableEntry> table;
   int64_t blocks = 0;
+  // The same 4096-element chunking as the optimizer, over the gradient accumulators.
   for (Attribute state : op.getStates()) {
     TensorTableEntry entry;
     entry.grad = llvm::cast<FlatSymbolRefAttr>(state).getValue().str();
@@ -322,6 +369,8 @@ void Generator::globalNormKernels(GlobalNormOp op) {
     writer.scratchParam("partials", {blocks}, "f64");
     std::ostringstream body;
     body
+        // The same block-to-tensor binary search as tensorOfBlock, written inline: this kernel's
+        // prelude is kNormTable, not kTensorTable.
         << "  __shared__ double reduceScratch[32];\n"
         << "  int low = 0, high = static_cast<int>(tensors) - 1;\n"
         << "  while (low < high) {\n"
@@ -350,9 +399,13 @@ void Generator::globalNormKernels(GlobalNormOp op) {
   }
   KernelWriter writer(opIndex, members);
   writer.scratchParam("partials", {blocks}, "f64");
+  // Stage 2 reads the f64 partials scratch the first stage wrote, one value per stage-1
+  // block.
   writer.scalarParam("blocks", "i64", "table_blocks");
   std::string out = writer.tensorParam(op.getResult(), Role::Output);
   std::ostringstream body;
+  // Each thread sums a strided subset of the partials, the warps reduce by shuffles, and thread
+  // 0 adds the (at most 32) warp totals in a fixed order.
   body << "  __shared__ double warpTotals[32];\n  double total = 0.0;\n"
        << "  for (long long b = threadIdx.x; b < blocks; b += blockDim.x)\n"
        << "    total += partials[b];\n"
@@ -375,6 +428,9 @@ void Generator::globalNormKernels(GlobalNormOp op) {
   group = saved;
 }
 
+/// Emits the last kernel of a loss-scaled optimizer step: count the step if it was applied,
+/// run the dynamic scaler's rule (numerics::updateLossScale, shared with the CPU backend) on
+/// the device, and clear the overflow flag for the next step. No host synchronisation.
 void Generator::updateLossScaleKernel(UpdateLossScaleOp op) {
   ModelOp model = group->function->getParentOfType<ModelOp>();
   auto scaler =
@@ -392,6 +448,9 @@ void Generator::updateLossScaleKernel(UpdateLossScaleOp op) {
   std::string floorHits = writer.stateParam(name + ".floor_hits", "f32", {});
   const bool dynamic = scaler.getMode() == LossScaleMode::dynamic;
   std::ostringstream body;
+  // The counters live in f32 state buffers (the plan's state is all f32) and are converted to
+  // the int fields of LossScaleState and back; a static scale never changes, so only the
+  // applied count and the flag are touched.
   body << "  const bool overflow = " << found << "[0] != 0.0f;\n"
        << "  if (!overflow)\n    " << applied << "[0] = " << applied << "[0] + 1.0f;\n";
   if (dynamic)

@@ -38,6 +38,7 @@ namespace fs = std::filesystem;
 
 /// The three binaries of every module.
 enum class Target { Sm80, Sm90, Ptx };
+/// NVRTC's name of a target: the two cubin architectures, and PTX that newer GPUs JIT-compile.
 const char *targetName(Target target) {
   return target == Target::Sm80 ? "sm_80" : target == Target::Sm90 ? "sm_90" : "compute_90";
 }
@@ -53,6 +54,7 @@ std::string digest(std::initializer_list<llvm::StringRef> parts) {
   return llvm::toHex(hasher.final(), /*LowerCase=*/true);
 }
 
+/// The bytes of \p path (empty when it cannot be read).
 std::string readFile(const fs::path &path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -76,6 +78,7 @@ std::string headersDigest() {
       if (entry.is_regular_file())
         files.push_back(entry.path());
   }
+  // Sorted, so the digest does not depend on the directory's enumeration order.
   std::sort(files.begin(), files.end());
   std::string hash = digest({"ampc kernel headers"});
   for (const fs::path &file : files)
@@ -85,6 +88,8 @@ std::string headersDigest() {
 
 /// The cache directory, or empty when caching is off.
 fs::path cacheDirectory() {
+  // $AMPC_KERNEL_CACHE wins ("off" or "0" disables the cache), then the XDG cache directory,
+  // then ~/.cache; without a home there is no cache.
   if (const char *setting = std::getenv("AMPC_KERNEL_CACHE")) {
     std::string value = setting;
     if (value == "off" || value == "0")
@@ -104,6 +109,8 @@ fs::path cacheDirectory() {
 void storeInCache(const fs::path &path, const std::string &bytes) {
   std::error_code error;
   fs::create_directories(path.parent_path(), error);
+  // The temporary's name is unique per process and thread, so concurrent writers of the same
+  // entry never share a file; rename is atomic and the last writer's (identical) binary wins.
   const fs::path temporary =
       path.string() + ".tmp" + std::to_string(::getpid()) + "." +
       std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()));
@@ -143,6 +150,9 @@ std::string firstLines(const std::string &message) {
 
 } // namespace
 
+/// Every module is compiled for the three targets; a job whose (environment, target, source)
+/// digest is in the cache is read from there instead of compiled. The first failure is
+/// reported once every thread has stopped.
 DeviceCompileStats compileDeviceModules(DeviceProgramSources &sources, unsigned threads) {
 #if !AMPC_HAVE_CUDA
   (void)sources;
@@ -158,6 +168,8 @@ DeviceCompileStats compileDeviceModules(DeviceProgramSources &sources, unsigned 
   for (const std::string &option : generatedKernelIncludeOptions())
     options.push_back(option);
   const fs::path cache = cacheDirectory();
+  // A cached binary is valid only for the same NVRTC, the same included headers and the same
+  // options: all three go into the key with the source and the target.
   std::string environment = digest({cuda::nvrtcVersion(), headersDigest()});
   for (const std::string &option : options)
     environment = digest({environment, option});
@@ -175,6 +187,9 @@ DeviceCompileStats compileDeviceModules(DeviceProgramSources &sources, unsigned 
     return sources.moduleSources[a.module].size() > sources.moduleSources[b.module].size();
   });
 
+  // Work sharing by an atomic cursor over the sorted jobs: each thread takes the next job until
+  // none is left. A failed job records the first error and the thread goes on, so the pool
+  // always drains.
   std::atomic<size_t> next{0}, compiled{0}, cached{0};
   std::mutex failureMutex;
   std::string failure;
@@ -222,6 +237,8 @@ DeviceCompileStats compileDeviceModules(DeviceProgramSources &sources, unsigned 
             .assign(binary.begin(), binary.end());
     }
   };
+  // Default: one thread per core, at most 8, and never more threads than jobs.
+  // The calling thread works too, so `threads - 1` are started.
   if (threads == 0)
     threads = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
   threads = static_cast<unsigned>(std::min<size_t>(threads, std::max<size_t>(jobs.size(), 1)));
@@ -240,6 +257,8 @@ DeviceCompileStats compileDeviceModules(DeviceProgramSources &sources, unsigned 
 #endif
 }
 
+/// Builds, compiles and validates the device program and stores it in \p plan, or leaves the
+/// plan without one (CPU only) and says why in the summary; never fails the compilation.
 DeviceCodeResult attachDeviceProgram(graph::ModelOp model, plan::Plan &plan,
                                      const PlanProvenance &provenance) {
   DeviceCodeResult result;
@@ -276,6 +295,7 @@ DeviceCodeResult attachDeviceProgram(graph::ModelOp model, plan::Plan &plan,
   } catch (const plan::PlanError &error) {
     return without(std::string("internal error: the device program is invalid: ") + error.what());
   }
+  // The summary's figures: binary size over all modules and targets, and the device step count.
   size_t bytes = 0;
   for (const plan::DeviceModule &module : plan.device.modules)
     bytes += module.cubinSm80.size() + module.cubinSm90.size() + module.ptx.size();

@@ -38,23 +38,29 @@ namespace deviceprogram {
 using namespace mlir;
 using namespace ampc::graph;
 
+/// Alignment of every arena and scratch slice (256 bytes): enough for the kernels' 16-byte
+/// packs and for cuBLASLt's preferred operand alignment.
 constexpr uint64_t kAlignment = plan::kDeviceAlignment;
 /// Grid-stride kernels need no more blocks than this (x dimension).
 constexpr int64_t kMaxGridStrideBlocks = 65535;
 
+/// \p bytes rounded up to the next multiple of kAlignment.
 inline uint64_t alignUp(uint64_t bytes) {
   return (bytes + kAlignment - 1) / kAlignment * kAlignment;
 }
 
+/// The size of a plan buffer's dense row-major storage.
 inline uint64_t bufferBytes(const plan::Buffer &buffer) {
   return static_cast<uint64_t>(plan::numElements(buffer)) * plan::dtypeBytes(buffer.dtype);
 }
 
+/// The static shape of a ranked tensor value.
 inline std::vector<int64_t> shapeOf(Value value) {
   auto type = llvm::cast<RankedTensorType>(value.getType());
   return std::vector<int64_t>(type.getShape().begin(), type.getShape().end());
 }
 
+/// The product of dims[begin, end): the element count of a run of dimensions (1 if empty).
 inline int64_t product(const std::vector<int64_t> &dims, size_t begin, size_t end) {
   int64_t result = 1;
   for (size_t i = begin; i < end; ++i)
@@ -99,23 +105,35 @@ struct GroupScratch {
   }
 };
 
+/// Builds the device program of one model: for each step function, the step groups in the
+/// fusion schedule's order, each with its launches, matmuls, attention calls and memsets and
+/// their arguments bound to plan buffers; then the arena placements and the views. Kernels and
+/// modules are interned so that equal code is compiled and stored once.
 class Builder {
 public:
   Builder(ModelOp model, const plan::Plan &plan, const PlanProvenance &provenance)
       : model(model), plan(plan), provenance(provenance) {}
 
+  /// Builds the micro step, then the optimizer step, then the flash modules' sources.
   DeviceProgramSources run();
 
 private:
+  /// Builds one step function (the micro step or the optimizer step) into \p out.
   void buildFunction(func::FuncOp function, const std::vector<plan::Instruction> &list,
                      plan::DeviceFunction &out, bool optimizer);
+  /// Appends the device steps of one fused group.
   void buildGroup(const FusedGroup &group, plan::DeviceGroup &out, GroupScratch &scratch);
+  /// A generated kernel's launch: grid, block and every argument bound.
   plan::LaunchStep launchStep(const GeneratedKernel &kernel, GroupScratch &scratch);
+  /// The cuBLASLt call of a matmul group, with its bias / gelu epilogue.
   plan::MatmulStep matmulStep(const FusedGroup &group);
+  /// The flash-attention kernels and scratch of an attention or attention_grad op.
   plan::AttentionStep attentionStep(Operation *op, GroupScratch &scratch);
+  /// The arena placements of the temporaries the function's steps write.
   void placeArena(func::FuncOp function, const std::vector<plan::Instruction> &list,
                   plan::DeviceFunction &out);
 
+  /// The plan buffer the emitter gave an SSA value of the function being built.
   uint32_t bufferOf(Value value) const {
     auto it = provenance.bufferOf.find(value);
     if (it == provenance.bufferOf.end())
@@ -127,7 +145,9 @@ private:
   uint32_t bindingBuffer(const std::string &binding, const GeneratedKernel &kernel) const;
   /// The plan index of the first instruction of op number N ("instruction %N").
   int64_t bindingInstruction(const std::string &binding, const GeneratedKernel &kernel) const;
+  /// Op N of the function being built, for a binding "%N" or "%N#k".
   Operation *opNumber(const std::string &text, const GeneratedKernel &kernel) const;
+  /// The persistent buffer (parameter, input, state, copy) of a model symbol.
   uint32_t symbolBuffer(const std::string &name, const std::string &context) const {
     auto it = persistentByName.find(name);
     if (it == persistentByName.end())
@@ -135,13 +155,16 @@ private:
                                ", which is no buffer of the plan");
     return it->second;
   }
+  /// The program's kernel index for a generated kernel, adding its module the first time.
   uint32_t internGenerated(const GeneratedKernel &kernel);
+  /// The kernel index of a flash-attention entry point, in its (dtype, head dim) module.
   uint32_t internFlash(const std::string &dtype, int64_t headDim, const std::string &entry);
 
   ModelOp model;
   const plan::Plan &plan;
   const PlanProvenance &provenance;
   DeviceProgramSources result;
+  /// Every buffer that is not a temporary, by its symbol name.
   std::map<std::string, uint32_t> persistentByName;
   /// Generated kernels by their full source.
   std::map<std::string, uint32_t> kernelBySource;
@@ -151,11 +174,14 @@ private:
   std::map<std::pair<std::string, int64_t>, uint32_t> flashModules;
   std::map<uint32_t, std::pair<std::pair<std::string, int64_t>, std::vector<std::string>>>
       flashEntries;
+  /// The generated kernels of each (function name, group id), in launch order; they point
+  /// into `kernels`, which is filled once and never resized after.
   std::map<std::pair<std::string, int64_t>, std::vector<const GeneratedKernel *>> kernelsOfGroup;
   std::vector<GeneratedKernel> kernels;
 
   // The function being built.
   mutable func::FuncOp function;
+  /// The function's ops in order: op N is what a kernel binding "%N" names.
   std::vector<Operation *> opsByIndex;
   /// The index its next step group gets.
   int64_t groupIndex = 0;
@@ -194,6 +220,8 @@ uint32_t Builder::internGenerated(const GeneratedKernel &kernel) {
   return it->second;
 }
 
+/// All entry points of one (dtype, head dim) pair share a module, whose source is written by
+/// `run` once the set of entries the program launches is known.
 uint32_t Builder::internFlash(const std::string &dtype, int64_t headDim, const std::string &entry) {
   auto [moduleIt, newModule] = flashModules.try_emplace(
       {dtype, headDim}, static_cast<uint32_t>(result.program.modules.size()));
@@ -213,6 +241,7 @@ uint32_t Builder::internFlash(const std::string &dtype, int64_t headDim, const s
   return it->second;
 }
 
+/// Rejects anything but '%' followed by a number in range (and an optional "#k").
 Operation *Builder::opNumber(const std::string &text, const GeneratedKernel &kernel) const {
   size_t end = text.find('#');
   std::string digits = text.substr(1, end == std::string::npos ? std::string::npos : end - 1);
@@ -227,6 +256,7 @@ Operation *Builder::opNumber(const std::string &text, const GeneratedKernel &ker
   return opsByIndex[number];
 }
 
+/// "@name" is a persistent symbol; "%N#k" is result k of op N (k = 0 when absent).
 uint32_t Builder::bindingBuffer(const std::string &binding, const GeneratedKernel &kernel) const {
   if (!binding.empty() && binding[0] == '@')
     return symbolBuffer(binding.substr(1), "kernel " + kernel.name);
@@ -240,6 +270,8 @@ uint32_t Builder::bindingBuffer(const std::string &binding, const GeneratedKerne
   return bufferOf(op->getResult(result));
 }
 
+/// An error site is the op's first plan instruction, which the runtime's error message names
+/// as the CPU backend would.
 int64_t Builder::bindingInstruction(const std::string &binding,
                                     const GeneratedKernel &kernel) const {
   Operation *op = opNumber(binding.substr(binding.find('%')), kernel);
@@ -251,6 +283,9 @@ int64_t Builder::bindingInstruction(const std::string &binding,
   return it->second.front();
 }
 
+/// The grid follows the kernel's iteration space: grid-stride kernels (elements, rows) get at
+/// most kMaxGridStrideBlocks blocks and loop over the rest, while column and multi-tensor
+/// kernels have no stride loop and get exactly the blocks their work needs.
 plan::LaunchStep Builder::launchStep(const GeneratedKernel &kernel, GroupScratch &scratch) {
   plan::LaunchStep step;
   step.kernel = internGenerated(kernel);
@@ -261,12 +296,14 @@ plan::LaunchStep Builder::launchStep(const GeneratedKernel &kernel, GroupScratch
   step.rowLength = launch.rowLength;
   step.vectorWidth = static_cast<uint32_t>(launch.vectorWidth);
   const int64_t threads = launch.blockSize;
+  // Enough blocks for one unit of work per thread, capped (the kernel's stride loop covers more).
   auto blocksFor = [&](int64_t work) {
     return std::clamp<int64_t>((work + threads - 1) / threads, 1, kMaxGridStrideBlocks);
   };
   int64_t grid = 1;
   switch (launch.space) {
   case KernelLaunch::Space::Elements:
+    // A vectorised kernel's thread handles a pack of vectorWidth elements per iteration.
     grid = blocksFor((launch.elements + launch.vectorWidth - 1) / std::max(1, launch.vectorWidth));
     break;
   case KernelLaunch::Space::Rows:
@@ -288,6 +325,7 @@ plan::LaunchStep Builder::launchStep(const GeneratedKernel &kernel, GroupScratch
     throw DeviceProgramUnsupported("kernel " + kernel.name + " needs " + std::to_string(grid) +
                                    " blocks, more than a CUDA grid has");
   step.grid[0] = static_cast<uint32_t>(grid);
+  // Column kernels run (32 columns, 8 row slices) blocks; every other kind a 1-D block.
   if (launch.space == KernelLaunch::Space::Columns) {
     step.block[0] = static_cast<uint32_t>(launch.blockSize / launch.blockRows);
     step.block[1] = static_cast<uint32_t>(launch.blockRows);
@@ -296,6 +334,8 @@ plan::LaunchStep Builder::launchStep(const GeneratedKernel &kernel, GroupScratch
   }
 
   for (const KernelParam &param : kernel.params) {
+    // An output the kernel allows to overwrite an input (cross-entropy's dlogits over its logits)
+    // is recorded, so placeArena can accept graph-plan-memory putting both in the same bytes.
     if (!param.aliasOf.empty())
       for (const KernelParam &input : kernel.params)
         if (input.name == param.aliasOf)
@@ -313,6 +353,8 @@ plan::LaunchStep Builder::launchStep(const GeneratedKernel &kernel, GroupScratch
                    : param.role == KernelParam::Role::Output ? plan::Access::Write
                                                              : plan::Access::ReadWrite;
       break;
+    // Scalars are bound by meaning: the seed, step and run length are supplied by the runtime at
+    // each launch; sizes are the literal figures of the launch; "instruction %N" is an error site.
     case KernelParam::Role::Scalar:
       if (param.value == "seed") {
         arg.kind = plan::ArgKind::Seed;
@@ -338,6 +380,9 @@ plan::LaunchStep Builder::launchStep(const GeneratedKernel &kernel, GroupScratch
                                    "', which the device program cannot supply");
       }
       break;
+    // A scratch slice (rowStats, the norm partials, the cross-entropy count) is named per group:
+    // kernels of the group using the same name share the bytes, which is how one kernel hands
+    // its results to the next.
     case KernelParam::Role::Scratch: {
       const uint64_t elementBytes = param.elementType == "f64" ? 8 : 4;
       int64_t elements = 1;
@@ -349,6 +394,8 @@ plan::LaunchStep Builder::launchStep(const GeneratedKernel &kernel, GroupScratch
       arg.access = plan::Access::ReadWrite;
       break;
     }
+    // The table is recorded as plan buffers and hyper-parameters; the runtime resolves the
+    // buffers to device pointers and packs the OptimizerTensor / NormTensor array itself.
     case KernelParam::Role::Table: {
       arg.kind = plan::ArgKind::Table;
       const bool norm = param.elementType == "NormTensor";
@@ -386,6 +433,10 @@ plan::LaunchStep Builder::launchStep(const GeneratedKernel &kernel, GroupScratch
   return step;
 }
 
+/// Maps a graph matmul onto one cuBLASLt call: D = op(A) op(B) with row-major [M, K] x [K, N]
+/// per batch, either with the batch dims folded into M or as a strided batch. A
+/// matmul_epilogue group adds the bias (and a tanh gelu) in cuBLASLt's epilogue; a bias_grad
+/// group's matmul is plain, its bias sum a generated kernel.
 plan::MatmulStep Builder::matmulStep(const FusedGroup &group) {
   MatmulOp matmul;
   AddOp add;
@@ -409,6 +460,7 @@ plan::MatmulStep Builder::matmulStep(const FusedGroup &group) {
   step.transB = matmul.getTransposeRhs();
   const std::vector<int64_t> lhs = shapeOf(matmul.getLhs()), rhs = shapeOf(matmul.getRhs());
   const size_t lhsBatchRank = lhs.size() - 2, rhsBatchRank = rhs.size() - 2;
+  // M, K, N from the last two dims of each side, after the transposes.
   const int64_t m = step.transA ? lhs[lhs.size() - 1] : lhs[lhs.size() - 2];
   const int64_t k = step.transA ? lhs[lhs.size() - 2] : lhs[lhs.size() - 1];
   const int64_t n = step.transB ? rhs[rhs.size() - 2] : rhs[rhs.size() - 1];
@@ -424,6 +476,8 @@ plan::MatmulStep Builder::matmulStep(const FusedGroup &group) {
   } else {
     step.m = m;
     step.batch = outBatch;
+    // Strided batch: each side steps by its matrix size per batch, or by 0 when it has no batch
+    // dims and is broadcast over the other's.
     step.strideD = m * n;
     auto stride = [&](int64_t batch, const char *side) -> int64_t {
       if (batch == 1)
@@ -458,6 +512,7 @@ plan::MatmulStep Builder::matmulStep(const FusedGroup &group) {
   if (!add)
     throw std::runtime_error("device program: no bias add in " +
                              describeGroup(function, group.id, group.kind));
+  // cuBLASLt's bias epilogue adds a vector of length N to every row.
   Value bias = add.getLhs() == matmul.getResult() ? add.getRhs() : add.getLhs();
   if (shapeOf(bias) != std::vector<int64_t>{n})
     throw std::runtime_error("device program: the bias of " + where + " is not [" +
@@ -468,6 +523,7 @@ plan::MatmulStep Builder::matmulStep(const FusedGroup &group) {
     step.d = bufferOf(add.getResult());
     return step;
   }
+  // cuBLASLt's GELU epilogue is the tanh approximation; the erf form cannot be fused there.
   if (gelu.getApproximation() != GeluApproximation::tanh)
     throw std::runtime_error("device program: an erf gelu in " +
                              describeGroup(function, group.id, group.kind));
@@ -485,6 +541,8 @@ plan::MatmulStep Builder::matmulStep(const FusedGroup &group) {
   return step;
 }
 
+/// q, k, v are [..., heads, T or S, D]: the flash kernels run on batch x heads independent
+/// [T, D] x [S, D] problems, D one of the head dims they are instantiated for.
 plan::AttentionStep Builder::attentionStep(Operation *op, GroupScratch &scratch) {
   plan::AttentionStep step;
   const bool backward = llvm::isa<AttentionGradOp>(op);
@@ -538,6 +596,9 @@ plan::AttentionStep Builder::attentionStep(Operation *op, GroupScratch &scratch)
   step.forwardKernel =
       internFlash(dtype, headDim, "ampc_flash_attention_fwd_" + suffix + causality);
   const uint64_t rows = static_cast<uint64_t>(step.batch * step.heads * step.queries);
+  // lse: the f32 log-sum-exp of every query row. The forward writes it; the backward runs the
+  // forward kernel again (attention keeps no activations) to recompute the output into the
+  // "out" scratch and lse, then delta = rowsum(dO * O) per row, then dq and dk/dv.
   step.lseOffset = scratch.slice("lse", rows * 4);
   if (backward) {
     step.deltaKernel = internFlash(dtype, headDim, "ampc_flash_attention_bwd_delta_" + suffix);
@@ -552,6 +613,9 @@ plan::AttentionStep Builder::attentionStep(Operation *op, GroupScratch &scratch)
   return step;
 }
 
+/// A matmul kind starts with its cuBLASLt step (a bias_grad group then also launches its
+/// column-sum kernel); an attention group is only flash calls; every other kind is its
+/// generated kernels, in order.
 void Builder::buildGroup(const FusedGroup &group, plan::DeviceGroup &out, GroupScratch &scratch) {
   const std::string kind = group.kind;
   auto generated = [&]() -> const std::vector<const GeneratedKernel *> & {
@@ -603,6 +667,8 @@ void Builder::buildGroup(const FusedGroup &group, plan::DeviceGroup &out, GroupS
 namespace ampc {
 namespace deviceprogram {
 
+/// Kernels are generated for the whole model at once, then distributed to the groups by
+/// (function, group id).
 DeviceProgramSources Builder::run() {
   for (uint32_t id = 0; id < plan.buffers.size(); ++id)
     if (plan.buffers[id].role != plan::BufferRole::Temporary)
@@ -625,6 +691,7 @@ DeviceProgramSources Builder::run() {
   // The flash modules hold exactly the entry points the program launches.
   for (auto &[module, needs] : flashEntries) {
     std::vector<std::string> entries = needs.second;
+    // Sorted: the source, and so the module's cache key, does not depend on the order of use.
     std::sort(entries.begin(), entries.end());
     result.moduleSources[module] =
         flashAttentionModuleSource(needs.first.first, needs.first.second, entries);
@@ -632,6 +699,9 @@ DeviceProgramSources Builder::run() {
   return std::move(result);
 }
 
+/// Every op must carry its graph.fusion group; the groups run in the function's
+/// fusion_schedule (or by group id without one), each covering the plan instructions of its
+/// ops so the runtime can tell which step computes which instruction.
 void Builder::buildFunction(func::FuncOp fn, const std::vector<plan::Instruction> &list,
                             plan::DeviceFunction &out, bool optimizer) {
   function = fn;
@@ -694,6 +764,8 @@ void Builder::buildFunction(func::FuncOp fn, const std::vector<plan::Instruction
       throw std::runtime_error("device program: no device code for " +
                                describeGroup(fn, group.id, group.kind) + ", which computes " +
                                formatLocation(group.ops.front()->getLoc(), true));
+    // Groups run one after another, so the function's scratch is the largest group's, not the
+    // sum.
     out.scratchBytes = std::max(out.scratchBytes, scratch.bytes);
     reshapesOfGroup.push_back({static_cast<int64_t>(out.groups.size()), reshapes});
     out.groups.push_back(std::move(deviceGroup));
@@ -745,6 +817,8 @@ void Builder::placeArena(func::FuncOp fn, const std::vector<plan::Instruction> &
                              std::to_string(arena.getAlignment()) +
                              "-byte aligned; the device needs " + std::to_string(kAlignment));
   // The storage each buffer reads: reshape results resolve to their source.
+  // The instruction list is in program order, so a chain of reshapes resolves to its root in
+  // one pass.
   std::vector<uint32_t> storage(plan.buffers.size());
   for (uint32_t id = 0; id < storage.size(); ++id)
     storage[id] = id;
@@ -796,6 +870,9 @@ void Builder::placeArena(func::FuncOp fn, const std::vector<plan::Instruction> &
     }
   }
 
+  // Every written temporary must have an offset. When its bytes are its operand's (an in-place
+  // result) and both are written here, the kernel must have declared that alias; otherwise the
+  // placement would silently corrupt an input the kernel still reads.
   for (uint32_t id : written) {
     auto offset = offsetOf.find(id);
     if (offset == offsetOf.end())
@@ -814,11 +891,15 @@ void Builder::placeArena(func::FuncOp fn, const std::vector<plan::Instruction> &
     out.placements.push_back(
         {id, static_cast<uint64_t>(offset->second), inPlace ? source->second : plan::kNoBuffer});
   }
+  // The arena's size is graph-plan-memory's, rounded up to the device alignment.
   out.arenaBytes = alignUp(static_cast<uint64_t>(arena.getBytes()));
 }
 
 } // namespace deviceprogram
 
+/// The source of one flash-attention module: an `extern "C"` wrapper per entry point that
+/// instantiates the FlashAttention.cuh template for the storage type, the head dim and (from
+/// the `_causal` suffix) the causal mask.
 std::string flashAttentionModuleSource(const std::string &dtype, int64_t headDim,
                                        const std::vector<std::string> &entries) {
   const std::string element = dtype == "bf16"  ? "ampc::flash::Bf16"
@@ -837,6 +918,7 @@ std::string flashAttentionModuleSource(const std::string &dtype, int64_t headDim
     const bool causal = entry.size() > 7 && entry.compare(entry.size() - 7, 7, "_causal") == 0;
     const std::string flag = causal ? "true" : "false";
     source << "\n" << bounds << entry << "(";
+    // The entry's kind is read from its name: _fwd_, _bwd_delta_, _bwd_dq_, else _bwd_dkdv_.
     if (entry.find("_fwd_") != std::string::npos)
       source << "const Storage *q, const Storage *k, const Storage *v, Storage *o, float *lse,\n"
              << "    int queries, int keys, float scale) {\n"
@@ -862,6 +944,7 @@ std::string flashAttentionModuleSource(const std::string &dtype, int64_t headDim
   return source.str();
 }
 
+/// The device program of \p model's plan, with the sources of its modules (not yet compiled).
 DeviceProgramSources buildDeviceProgram(graph::ModelOp model, const plan::Plan &plan,
                                         const PlanProvenance &provenance) {
   return deviceprogram::Builder(model, plan, provenance).run();

@@ -34,20 +34,29 @@ std::optional<plan::DType> toDType(Type element) {
   return std::nullopt;
 }
 
+/// A shape or an i64-array attribute as the plan stores it (owned, unlike MLIR's views).
 std::vector<int64_t> toVector(llvm::ArrayRef<int64_t> values) {
   return std::vector<int64_t>(values.begin(), values.end());
 }
 
 /// Builds the plan op by op, keeping the buffer of every SSA value.
+///
+/// The model's symbols (parameters, inputs, training state, parameter copies, the loss scaler)
+/// become the first buffers, in declaration order; every op result after that gets a fresh
+/// temporary buffer, except where the op only names an existing buffer (a symbol read, the loss
+/// scale) or updates one in place (gradient accumulation, the optimizer updates). Buffer ids are
+/// therefore indices into `result.buffers` and never change once handed out.
 class Emitter {
 public:
   Emitter(ModelOp model, PlanProvenance *provenance) : model(model), provenance(provenance) {
     result.modelName = model.getSymName().str();
   }
 
+  /// Lowers the whole model: symbols, then the micro step, then the optimizer step if any.
   FailureOr<plan::Plan> run();
 
 private:
+  /// Declares a buffer of a ranked tensor type; fails for element types the plan cannot hold.
   FailureOr<uint32_t> addBuffer(Location loc, const std::string &name, Type type,
                                 plan::BufferRole role);
   /// Appends an instruction whose results are new temporaries for `values`.
@@ -59,19 +68,29 @@ private:
   LogicalResult addInPlace(Operation *op, plan::OpCode code,
                            llvm::ArrayRef<FlatSymbolRefAttr> updated, ValueRange operands,
                            std::map<std::string, plan::AttrValue> attrs);
+  /// Lowers the ops of a single-block function into `target`, recording their provenance.
   LogicalResult emitFunction(func::FuncOp func, std::vector<plan::Instruction> &target);
+  /// Lowers the ops that `emitOp` leaves: gradients, accumulation, the optimizer step's ops.
   LogicalResult emitTrainingOp(Operation *op);
+  /// Fills the plan's one-line training summary.
   void describeTraining();
+  /// Declares the loss scaler's settings and state buffers.
   LogicalResult emitLossScaler(LossScaleOp scaler);
+  /// Lowers one forward-pass op (or hands it to `emitTrainingOp`).
   LogicalResult emitOp(Operation *op);
+  /// Copies a dense constant's data into the plan's constant section.
   LogicalResult emitConstant(ConstantOp op);
+  /// Lowers a split into one slice per piece (the plan has no multi-result split).
   LogicalResult emitSplit(SplitOp op);
+  /// Derives the valid range of integer inputs from the ops that index with them.
   void inferInputBounds();
 
   ModelOp model;
   PlanProvenance *provenance;
   plan::Plan result;
+  /// The buffer holding each SSA value lowered so far.
   llvm::DenseMap<Value, uint32_t> bufferOf;
+  /// The buffer of each model symbol (parameter, input, state, copy, loss scaler's scale).
   llvm::StringMap<uint32_t> symbolBuffer;
   /// Where instructions go: the forward / micro step, or the optimizer step.
   std::vector<plan::Instruction> *instructions = &result.instructions;
@@ -80,6 +99,7 @@ private:
   int64_t nextDropoutStream = 0;
 };
 
+/// Every buffer is a dense row-major tensor; the shape is copied as is (scalars: rank 0).
 FailureOr<uint32_t> Emitter::addBuffer(Location loc, const std::string &name, Type type,
                                        plan::BufferRole role) {
   auto tensor = llvm::cast<RankedTensorType>(type);
@@ -103,6 +123,9 @@ LogicalResult Emitter::addInstruction(Operation *op, plan::OpCode code, ValueRan
       return op->emitError("operand is not produced by an op the plan knows");
     instruction.operands.push_back(it->second);
   }
+  // Temporaries are named after the instruction that writes them: `t<index>.<op>` in the micro
+  // step, `o<index>.<op>` in the optimizer step, with a `.<result>` suffix for multi-result ops,
+  // so a diagnostic or a memory report names the op without a lookup.
   std::string prefix = instructions == &result.instructions ? "t" : "o";
   std::string name =
       prefix + std::to_string(instructions->size()) + "." + op->getName().stripDialect().str();
@@ -126,6 +149,8 @@ LogicalResult Emitter::addInPlace(Operation *op, plan::OpCode code,
   instruction.op = code;
   instruction.attrs = std::move(attrs);
   instruction.location = formatLocation(op->getLoc());
+  // An in-place update reads and writes the same buffer: it is both an operand and a result,
+  // which is how the plan (and the memory planner) tells a state update from a new value.
   for (FlatSymbolRefAttr symbol : updated) {
     auto it = symbolBuffer.find(symbol.getValue());
     if (it == symbolBuffer.end())
@@ -147,6 +172,7 @@ LogicalResult Emitter::emitConstant(ConstantOp op) {
   auto dense = llvm::dyn_cast<DenseElementsAttr>(op.getValue());
   if (!dense)
     return op.emitError("only dense constants can be lowered to a plan");
+  // Constants are numbered in the order they appear, independent of the buffer ids.
   std::string name = "c" + std::to_string(result.constants.size());
   auto buffer = addBuffer(op.getLoc(), name, op.getType(), plan::BufferRole::Constant);
   if (failed(buffer))
@@ -173,6 +199,8 @@ LogicalResult Emitter::emitConstant(ConstantOp op) {
 
 LogicalResult Emitter::emitSplit(SplitOp op) {
   auto inputType = llvm::cast<RankedTensorType>(op.getInput().getType());
+  // Piece k starts where pieces 0..k-1 end along the split axis; every other axis starts at 0,
+  // and the slice's extent is the piece's own shape.
   int64_t offset = 0;
   for (Value piece : op.getResults()) {
     std::vector<int64_t> starts(inputType.getRank(), 0);
@@ -186,6 +214,7 @@ LogicalResult Emitter::emitSplit(SplitOp op) {
 
 LogicalResult Emitter::emitOp(Operation *op) {
   using plan::OpCode;
+  // The plan has no boolean attributes: flags are i64 0 or 1.
   auto flag = [](bool value) { return plan::AttrValue(int64_t(value)); };
   auto plain = [&](OpCode code) {
     return addInstruction(op, code, op->getOperands(), op->getResult(0));
@@ -195,6 +224,8 @@ LogicalResult Emitter::emitOp(Operation *op) {
                           {{"axes", toVector(axes)}, {"keepdims", flag(keepdims)}});
   };
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      // Symbol reads emit nothing: the value *is* the symbol's buffer, so later instructions read
+      // the parameter or input in place.
       .Case([&](GetParamOp read) {
         bufferOf[read.getResult()] = symbolBuffer.lookup(read.getName());
         return success();
@@ -204,6 +235,7 @@ LogicalResult Emitter::emitOp(Operation *op) {
         return success();
       })
       .Case([&](ConstantOp constant) { return emitConstant(constant); })
+      // The loss marker only names the buffer the runtime reports; it computes nothing.
       .Case([&](LossOp loss) {
         result.loss = bufferOf.lookup(loss.getLoss());
         return success();
@@ -226,6 +258,7 @@ LogicalResult Emitter::emitOp(Operation *op) {
       .Case([&](CastOp) { return plain(OpCode::Cast); })
       .Case([&](EmbeddingOp) { return plain(OpCode::Embedding); })
       .Case([&](MseLossOp) { return plain(OpCode::MseLoss); })
+      // approximate = 1 selects the tanh form, 0 the exact erf form (the backends' two formulas).
       .Case([&](GeluOp gelu) {
         int64_t tanhForm = gelu.getApproximation() == GeluApproximation::tanh;
         return addInstruction(op, OpCode::Gelu, op->getOperands(), gelu.getResult(),
@@ -261,6 +294,8 @@ LogicalResult Emitter::emitOp(Operation *op) {
         return addInstruction(op, OpCode::Softmax, op->getOperands(), softmax.getResult(),
                               {{"causal", flag(softmax.getCausal())}});
       })
+      // The effective scale is the op's explicit scale or 1/sqrt(head_dim), resolved here so the
+      // backends never recompute the default.
       .Case([&](AttentionOp attention) {
         return addInstruction(
             op, OpCode::Attention, op->getOperands(), attention.getResult(),
@@ -287,9 +322,12 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
   auto plain = [&](OpCode code) {
     return addInstruction(op, code, op->getOperands(), op->getResults());
   };
+  // Hyper-parameters are stored as f64 whatever the precision of the attribute in the IR.
   auto real = [](llvm::APFloat value) { return plan::AttrValue(value.convertToDouble()); };
   // An optimizer update's optional operands: (found, applied_steps) when it skips on overflow,
   // then the parameter copy it refreshes (also a result).
+  // The operand order is fixed by the plan format: the in-place symbols, then (lr, grad_norm),
+  // then these optional tails; the backends recognise them by the operand count.
   auto addSkipAndCopy = [&](bool skips, FlatSymbolRefAttr copy) {
     plan::Instruction &added = instructions->back();
     if (skips) {
@@ -340,6 +378,9 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
                               {{"ignore_index", int64_t(loss.getIgnoreIndex())},
                                {"reduction", int64_t(loss.getReduction())}});
       })
+      // The gradient seed is the first op of the backward pass; its accum_steps is the plan's
+      // accumulation count, since the seed 1/accum_steps (times the loss scale) makes the
+      // accumulated gradient a mean over the micro steps.
       .Case([&](GradSeedOp seed) {
         result.accumulationSteps = static_cast<int64_t>(seed.getAccumSteps());
         return addInstruction(op, OpCode::GradSeed, op->getOperands(), op->getResults(),
@@ -349,6 +390,9 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
         if (failed(addInPlace(op, OpCode::Accumulate, {accumulate.getAccumulatorAttr()},
                               accumulate.getGrad(), {})))
           return failure();
+        // Under loss scaling the accumulation also divides by the scale and raises found_nonfinite
+        // when an unscaled value is inf or NaN; the flag is an operand and a result because it is
+        // only ever set, never cleared, within an optimizer step.
         if (accumulate.getUnscale()) {
           // (acc, g, scale, found) -> (acc, found)
           plan::Instruction &added = instructions->back();
@@ -358,10 +402,14 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
         }
         return success();
       })
+      // Reading the scale aliases the scaler's state buffer, like a symbol read.
       .Case([&](GetLossScaleOp read) {
         bufferOf[read.getResult()] = result.lossScaling.scale;
         return success();
       })
+      // The scaler's four state buffers are read and updated in place; floor_hits is not an
+      // operand (see emitLossScaler). The settings travel as attributes so the instruction is
+      // self-contained for the CPU executor.
       .Case([&](UpdateLossScaleOp) {
         const plan::LossScaling &scaling = result.lossScaling;
         plan::Instruction update;
@@ -378,6 +426,9 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
         instructions->push_back(std::move(update));
         return success();
       })
+      // The global norm reads the gradient accumulators by symbol (not SSA values) and produces one
+      // f32 scalar: sqrt of the sum of squares over all of them. It cannot use addInstruction,
+      // whose operands must be SSA values.
       .Case([&](GlobalNormOp norm) {
         plan::Instruction instruction;
         instruction.op = OpCode::GlobalNorm;
@@ -403,6 +454,8 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
                                {"warmup_steps", int64_t(schedule.getWarmupSteps())},
                                {"decay_steps", int64_t(schedule.getDecaySteps())}});
       })
+      // (param, grad, m, v) are updated in place; the gradient accumulator is among them because
+      // the update zeroes it for the next step's accumulation.
       .Case([&](AdamWOp adamw) {
         if (failed(addInPlace(op, OpCode::AdamW,
                               {adamw.getParamAttr(), adamw.getGradAttr(),
@@ -436,6 +489,8 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
 void Emitter::describeTraining() {
   std::string text;
   llvm::raw_string_ostream os(text);
+  // Every update of a step shares the optimizer settings, so the first one found describes them;
+  // the schedule op is unique.
   auto fmt = [](llvm::APFloat value) { return formatReal(value.convertToDouble()); };
   AdamWOp adamw;
   SgdOp sgd;
@@ -468,6 +523,7 @@ void Emitter::describeTraining() {
   os << " weight_decay=" << formatReal(decay) << " accum_steps=" << result.accumulationSteps;
   auto precision = model->getAttrOfType<StringAttr>(graph::GraphDialect::kPrecisionModeAttrName);
   os << " precision=" << (precision ? precision.getValue() : llvm::StringRef("fp32"));
+  // Growth and backoff apply only to dynamic scaling; a static scale is just its initial value.
   if (result.lossScaling.mode != plan::LossScaleMode::None) {
     const plan::LossScaling &scaling = result.lossScaling;
     os << " loss_scaling=" << (scaling.mode == plan::LossScaleMode::Dynamic ? "dynamic" : "static")
@@ -493,6 +549,8 @@ LogicalResult Emitter::emitLossScaler(LossScaleOp scaler) {
   scaling.growthInterval = scaler.getGrowthIntervalAttr().getInt();
   scaling.minScale = static_cast<float>(scaler.getMinScale().convertToDouble());
   auto scalarType = RankedTensorType::get({}, Float32Type::get(scaler.getContext()));
+  // The order of the five buffers is the order of the plan's PREC section, and `names` must
+  // follow it.
   uint32_t *fields[] = {&scaling.scale, &scaling.growthTracker, &scaling.foundNonFinite,
                         &scaling.appliedSteps, &scaling.floorHits};
   const char *names[] = {"scale", "growth_tracker", "found_nonfinite", "applied_steps",
@@ -504,10 +562,13 @@ LogicalResult Emitter::emitLossScaler(LossScaleOp scaler) {
       return failure();
     *fields[i] = *buffer;
   }
+  // Referring to the scaler by symbol means its current scale.
   symbolBuffer[scaler.getSymName()] = scaling.scale;
   return success();
 }
 
+/// One graph op may lower to several instructions (a split) or none (a symbol read): the
+/// provenance maps each op to the exact range it produced, for the reports.
 LogicalResult Emitter::emitFunction(func::FuncOp func, std::vector<plan::Instruction> &target) {
   instructions = &target;
   for (Operation &op : func.getBody().front()) {
@@ -525,6 +586,7 @@ LogicalResult Emitter::emitFunction(func::FuncOp func, std::vector<plan::Instruc
 /// Integer inputs that index a table or name a class get the range of valid values, so the
 /// runtime can check given data and draw random batches: the smallest range over all uses.
 void Emitter::inferInputBounds() {
+  // The instruction that writes each buffer; -1 for buffers no instruction writes (symbols).
   std::vector<int> producer(result.buffers.size(), -1);
   for (size_t i = 0; i < result.instructions.size(); ++i)
     for (uint32_t produced : result.instructions[i].results)
@@ -535,6 +597,8 @@ void Emitter::inferInputBounds() {
   // Follows ops that move values without changing them back to the buffers they came from.
   std::function<void(uint32_t, int64_t)> constrain = [&](uint32_t buffer, int64_t limit) {
     int index = producer[buffer];
+    // Reached a buffer nothing computes, normally an input (only inputs' bounds are kept).
+    // Several uses keep the tightest bound; the first use names what the input feeds.
     if (index < 0) {
       bound[buffer] = bound[buffer] ? std::min(bound[buffer], limit) : limit;
       if (use[buffer] == plan::InputUse::None)
@@ -554,6 +618,8 @@ void Emitter::inferInputBounds() {
     }
   };
   for (const plan::Instruction &instruction : result.instructions) {
+    // embedding(table, ids): ids index the table's rows, so they must lie in [0, rows).
+    // cross_entropy(logits, labels): labels name a class, in [0, classes) (the last axis).
     if (instruction.op == plan::OpCode::Embedding) {
       currentUse = plan::InputUse::Indices;
       constrain(instruction.operands[1], result.buffers[instruction.operands[0]].shape[0]);
@@ -570,12 +636,15 @@ void Emitter::inferInputBounds() {
 }
 
 FailureOr<plan::Plan> Emitter::run() {
+  // Symbols first, in declaration order, so parameters and inputs get the lowest buffer ids and
+  // every function below can resolve them by name.
   for (Operation &op : model.getBodyBlock()) {
     if (auto param = llvm::dyn_cast<ParamOp>(op)) {
       auto buffer = addBuffer(param.getLoc(), param.getSymName().str(), param.getType(),
                               plan::BufferRole::Parameter);
       if (failed(buffer))
         return failure();
+      // a and b are the initialiser's two numbers: (mean, std) for normal, (low, high) for uniform.
       plan::Parameter parameter{param.getSymName().str(), *buffer, plan::InitKind::Zeros};
       Attribute init = param.getInit();
       if (llvm::isa<OnesInitAttr>(init))
@@ -598,6 +667,7 @@ FailureOr<plan::Plan> Emitter::run() {
                               plan::BufferRole::Input);
       if (failed(buffer))
         return failure();
+      // The bound (0: unconstrained) is filled in by inferInputBounds once the instructions exist.
       result.inputs.push_back({input.getSymName().str(), *buffer, 0});
       symbolBuffer[input.getSymName()] = *buffer;
     } else if (auto state = llvm::dyn_cast<StateOp>(op)) {
@@ -612,6 +682,7 @@ FailureOr<plan::Plan> Emitter::run() {
       if (failed(buffer))
         return failure();
       symbolBuffer[copy.getSymName()] = *buffer;
+      // The source parameter is declared before its copy, so the lookup finds it.
       result.parameterCopies.push_back({*buffer, symbolBuffer.lookup(copy.getSource())});
     } else if (auto scaler = llvm::dyn_cast<LossScaleOp>(op)) {
       if (failed(emitLossScaler(scaler)))
@@ -619,6 +690,8 @@ FailureOr<plan::Plan> Emitter::run() {
     }
   }
   result.debugNonFinite = model->hasAttr(graph::GraphDialect::kDebugNonfiniteAttrName);
+  // Dropouts without an explicit stream are numbered after the largest explicit one, so no two
+  // dropouts share a random stream.
   model.walk([&](DropoutOp dropout) {
     if (auto stream = dropout.getStream())
       nextDropoutStream = std::max(nextDropoutStream, static_cast<int64_t>(*stream) + 1);
@@ -629,6 +702,8 @@ FailureOr<plan::Plan> Emitter::run() {
     return model.emitError("has no entry function holding a graph.loss");
   if (failed(emitFunction(entry, result.instructions)))
     return failure();
+  // A training model has a second function, the optimizer step, run once every accumulation
+  // steps; it returns (grad_norm, lr), which the plan records for logging.
   if (auto step = llvm::dyn_cast_or_null<func::FuncOp>(
           mlir::SymbolTable::lookupSymbolIn(model, "optimizer_step"))) {
     if (failed(emitFunction(step, result.optimizerInstructions)))
@@ -640,8 +715,10 @@ FailureOr<plan::Plan> Emitter::run() {
     result.learningRate = bufferOf.lookup(ret.getOperand(1));
     describeTraining();
   }
+  // Bounds are inferred from the micro step only: the optimizer step never reads inputs.
   inferInputBounds();
 
+  // validatePlan is the runtime's own check; failing it here is a compiler bug, not a user error.
   try {
     plan::validatePlan(result);
   } catch (const plan::PlanError &error) {

@@ -22,6 +22,9 @@ static std::pair<int64_t, int64_t> arenaOf(func::FuncOp func) {
                : std::make_pair(int64_t(0), int64_t(0));
 }
 
+/// The memory report's totals: persistent bytes by kind, the two steps' arenas, and the
+/// peak. The micro step and the optimizer step never run at once, so the device holds the
+/// persistent buffers plus the larger of the two arenas, not their sum.
 MemoryTotals memoryTotals(ModelOp model) {
   MemoryTotals totals;
   totals.persistent = persistentBytes(model);
@@ -35,6 +38,8 @@ MemoryTotals memoryTotals(ModelOp model) {
   return totals;
 }
 
+/// Prints `ampc report memory`: the totals, then the \p largest values live where the micro
+/// step's live bytes peak, with the op and location that produce each.
 void printMemoryReport(ModelOp model, llvm::raw_ostream &os, int largest) {
   MemoryTotals totals = memoryTotals(model);
   auto mode = model->getAttrOfType<StringAttr>(graph::GraphDialect::kPrecisionModeAttrName);
@@ -52,6 +57,8 @@ void printMemoryReport(ModelOp model, llvm::raw_ostream &os, int largest) {
   row("constants", totals.persistent.constants);
   os << "arenas (reused by every micro step / optimizer step)\n";
   row("micro_step arena", totals.microStepArena);
+  // The peak of live values is what any placement needs at least; the arena exceeds it by the
+  // fragmentation of graph-plan-memory's placement.
   row("  peak of live values (lower bound)", totals.microStepPeakLive);
   row("optimizer_step arena", totals.optimizerStepArena);
   row("peak (persistent + largest arena)", totals.peak);
@@ -59,6 +66,8 @@ void printMemoryReport(ModelOp model, llvm::raw_ostream &os, int largest) {
   // The values live where the micro step's live bytes peak (a fused group, or an op).
   func::FuncOp entry = model.getEntryFunction();
   ArenaValues arena = collectArenaValues(entry);
+  // Live bytes per position (a fused group once graph-fuse has run, else an op): a value is
+  // live from the position that writes it through the last that reads it, inclusive.
   std::vector<int64_t> liveAt(arena.positions + 1, 0);
   for (const BufferLifetime &value : arena.lifetimes)
     for (int64_t i = value.first; i <= value.last; ++i)
@@ -77,6 +86,7 @@ void printMemoryReport(ModelOp model, llvm::raw_ostream &os, int largest) {
       atPeak.push_back({lifetime.bytes, owner.first, owner.first->getResult(owner.second)});
   std::stable_sort(atPeak.begin(), atPeak.end(),
                    [](const Live &a, const Live &b) { return a.bytes > b.bytes; });
+  // The first op at the peak position names it in the heading.
   Operation *peakOp =
       peakIndex < static_cast<int64_t>(arena.firstOp.size()) ? arena.firstOp[peakIndex] : nullptr;
   os << "largest values live at the micro step's peak";
@@ -89,6 +99,7 @@ void printMemoryReport(ModelOp model, llvm::raw_ostream &os, int largest) {
     os << ")";
   }
   os << ":\n";
+  // Largest first (stable, so equal sizes keep program order).
   for (int i = 0; i < largest && i < static_cast<int>(atPeak.size()); ++i) {
     const Live &value = atPeak[i];
     std::string type;

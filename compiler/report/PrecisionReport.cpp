@@ -14,18 +14,26 @@ using ampc::graph::estimateFlops;
 
 namespace ampc {
 
+/// The element count of a tensor value.
 static int64_t elementsOf(Value value) { return graph::elementsOf(value.getType()); }
 
+/// The precision report's totals over the micro step: ops that carry a precision decision,
+/// the casts among them, the bytes the casts and parameter copies convert per optimizer step,
+/// and the FLOPs, split by whether they are computed in reduced precision.
 PrecisionTotals precisionTotals(ModelOp model) {
   PrecisionTotals totals;
   func::FuncOp entry = model.getEntryFunction();
   int64_t accumSteps = 1;
+  // A cast runs once per micro step, so per optimizer step it converts accum_steps times its
+  // elements (the gradient seed holds the accumulation count; forward-only models have 1).
   entry.walk([&](GradSeedOp seed) { accumSteps = seed.getAccumStepsAttr().getInt(); });
   entry.walk([&](Operation *op) {
     auto precision = op->getAttrOfType<PrecisionAttr>(graph::GraphDialect::kPrecisionAttrName);
     if (!precision)
       return;
     ++totals.ops;
+    // Only ops the precision pass annotated count. A cast moves data without arithmetic: it
+    // reads the source type and writes the target type per element, and adds no FLOPs.
     if (auto cast = llvm::dyn_cast<CastOp>(op)) {
       ++totals.casts;
       int64_t elements = elementsOf(cast.getResult());
@@ -35,6 +43,7 @@ PrecisionTotals precisionTotals(ModelOp model) {
           accumSteps * elements * (bytesPerElement(from) + bytesPerElement(to));
       return;
     }
+    // An op is reduced-precision work when its compute type is not f32 (bf16 or f16 matmuls).
     double flops = estimateFlops(op);
     totals.flops += flops;
     if (!precision.getCompute().isF32())
@@ -47,6 +56,7 @@ PrecisionTotals precisionTotals(ModelOp model) {
   return totals;
 }
 
+/// An MLIR type as the report prints it ("bf16", "f32").
 static std::string typeName(Type type) {
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -54,6 +64,8 @@ static std::string typeName(Type type) {
   return text;
 }
 
+/// Prints `ampc report precision`: one row per annotated op of the micro step with the
+/// compute, accumulate and storage types and the rule that chose them, then the totals.
 void printPrecisionReport(ModelOp model, llvm::raw_ostream &os) {
   auto mode = model->getAttrOfType<StringAttr>(graph::GraphDialect::kPrecisionModeAttrName);
   os << "precision of @" << model.getSymName() << " ("
@@ -74,10 +86,12 @@ void printPrecisionReport(ModelOp model, llvm::raw_ostream &os) {
                        typeName(precision.getStorage()).c_str(), precision.getRule().str().c_str());
   });
   PrecisionTotals totals = precisionTotals(model);
+  // `ops` counts the casts too; the line reports them apart.
   int64_t copies = llvm::range_size(model.getBodyBlock().getOps<ParamCopyOp>());
   os << "\n";
   os << "ops: " << totals.ops - totals.casts << ", casts inserted: " << totals.casts
      << ", parameter copies (refreshed once per optimizer step): " << copies << "\n";
+  // Decimal units (1 kB = 1000 B), the largest that keeps the figure at least 1.
   double bytes = double(totals.bytesConverted);
   const char *unit = "B";
   for (const char *larger : {"kB", "MB", "GB"})

@@ -18,6 +18,7 @@ namespace ampc {
 
 namespace {
 
+/// \p part as a percentage of \p whole with two decimals ("0.00%" when whole is 0).
 std::string percentOf(double part, double whole) {
   std::string text;
   llvm::raw_string_ostream(text) << llvm::format("%.2f%%", whole > 0 ? 100.0 * part / whole : 0.0);
@@ -47,6 +48,8 @@ std::vector<std::pair<std::string, int>> recomputedGroups(const RematGraph &grap
 /// Per op of the step as written: the most bytes live (persistent included) from that op up to
 /// the next one, clones before it included.
 std::vector<int64_t> liveByOp(const RematGraph &graph, const RematSimulation &simulation) {
+  // `pending` carries the maximum over the clones scheduled since the last original op, so a
+  // recomputation's transient peak is charged to the op it precedes.
   std::vector<int64_t> live(graph.problem.ops.size(), 0);
   int64_t pending = 0;
   for (size_t s = 0; s < simulation.schedule.size(); ++s) {
@@ -59,12 +62,17 @@ std::vector<int64_t> liveByOp(const RematGraph &graph, const RematSimulation &si
   return live;
 }
 
+/// Draws live memory per op of the micro step without and with the plan (gray and blue), the
+/// budget (dashed red) and the forward/backward boundary, and saves it as a PNG. Returns false
+/// when the file cannot be written.
 bool writePlot(const std::string &path, const std::vector<int64_t> &before,
                const std::vector<int64_t> &after, int64_t budget, int64_t numForward) {
+  // Canvas size and the margins around the plot area (the left one holds the GB labels).
   const int width = 1000, height = 520, left = 90, right = 20, top = 40, bottom = 60;
   Canvas canvas(width, height);
   int64_t most = std::max({budget, *std::max_element(before.begin(), before.end()),
                            *std::max_element(after.begin(), after.end())});
+  // 5% headroom above the highest curve; x spreads the ops evenly across the plot width.
   double yScale = double(height - top - bottom) / double(most) / 1.05;
   double xScale = double(width - left - right) / double(std::max<size_t>(1, before.size() - 1));
   auto x = [&](size_t i) { return left + xScale * double(i); };
@@ -72,6 +80,7 @@ bool writePlot(const std::string &path, const std::vector<int64_t> &before,
   Rgb axis{40, 40, 40}, grid{225, 225, 225}, gray{150, 150, 150}, blue{31, 119, 180},
       red{214, 39, 40};
   // Horizontal grid lines every "nice" number of GB.
+  // Between 3 and 8 grid lines: the step starts at 0.5 GB and doubles or halves to fit.
   double gb = 1e9, stepGb = 0.5;
   while (double(most) / gb / stepGb > 8)
     stepGb *= 2;
@@ -88,6 +97,7 @@ bool writePlot(const std::string &path, const std::vector<int64_t> &before,
   canvas.line(x(numForward), top, x(numForward), height - bottom, gray, 1, 4);
   canvas.text(int(x(numForward)) - 60, height - bottom + 10, "FORWARD", gray);
   canvas.text(int(x(numForward)) + 8, height - bottom + 10, "BACKWARD", gray);
+  // The two curves, then the budget line and the axes on top of them.
   for (size_t i = 1; i < before.size(); ++i) {
     canvas.line(x(i - 1), y(before[i - 1]), x(i), y(before[i]), gray, 2);
     canvas.line(x(i - 1), y(after[i - 1]), x(i), y(after[i]), blue, 2);
@@ -95,6 +105,7 @@ bool writePlot(const std::string &path, const std::vector<int64_t> &before,
   canvas.line(left, y(budget), width - right, y(budget), red, 2, 8);
   canvas.line(left, top, left, height - bottom, axis);
   canvas.line(left, height - bottom, width - right, height - bottom, axis);
+  // Title and legend (the built-in font has upper-case letters only).
   canvas.text(left, 12, "LIVE MEMORY OVER THE TRAINING STEP", axis, 2);
   canvas.line(width - 330, 18, width - 300, 18, gray, 2);
   canvas.text(width - 295, 15, "WITHOUT REMAT", axis);
@@ -108,6 +119,10 @@ bool writePlot(const std::string &path, const std::vector<int64_t> &before,
 
 } // namespace
 
+/// Prints the rematerialization table of `ampc report memory --memory-budget`: for each
+/// budget the plan graph-plan-remat would choose (peak, arena, clones, extra FLOPs), then the
+/// details of the last feasible one and optionally its plot. Returns false on a bad budget
+/// or an unwritable plot, after printing the error.
 bool printRematReport(ModelOp model, const std::vector<std::string> &budgets,
                       const std::string &plotPath, llvm::raw_ostream &os,
                       llvm::raw_ostream &errors) {
@@ -121,6 +136,9 @@ bool printRematReport(ModelOp model, const std::vector<std::string> &budgets,
     }
     sizes.push_back(*size);
   }
+  // One analysis serves every budget: the frontier holds the cheapest plan for each peak, and
+  // a budget only picks from it. 256 is the arena alignment the device program uses, and the
+  // peaks include the cuBLASLt matmul workspace.
   FailureOr<RematAnalysis> analysis = analyzeRemat(model, 256, kMatmulWorkspaceBytes);
   if (failed(analysis))
     return false;
@@ -147,6 +165,7 @@ bool printRematReport(ModelOp model, const std::vector<std::string> &budgets,
       continue;
     }
     std::string groups;
+    // The table names the first four recomputed op kinds; the details below list them all.
     auto grouped = recomputedGroups(*graph, *decision.plan);
     for (size_t i = 0; i < grouped.size() && i < 4; ++i)
       groups += (i ? ", " : "") + grouped[i].first +
@@ -177,6 +196,8 @@ bool printRematReport(ModelOp model, const std::vector<std::string> &budgets,
 
   // Memory over time: the step in about 24 slices of the ops as written.
   std::vector<int64_t> before = liveByOp(*graph, noRemat), after = liveByOp(*graph, plan);
+  // Slice k covers ops [k n / slices, (k + 1) n / slices): the sizes differ by at most one op,
+  // and a slice straddling the forward/backward boundary is labelled fwd/bwd.
   size_t numOps = before.size(), slices = std::min<size_t>(24, numOps);
   os << "memory over time (most bytes live in each slice of the step, persistent included):\n";
   os << "  ops           phase     no remat     with remat   first op\n";
@@ -206,6 +227,8 @@ bool printRematReport(ModelOp model, const std::vector<std::string> &budgets,
   return true;
 }
 
+/// The one-line summary `ampc compile` prints after graph-plan-remat ran with a budget, read
+/// from the graph.remat attribute it left on the micro step; nothing without one.
 void printRematSummary(ModelOp model) {
   func::FuncOp entry = model.getEntryFunction();
   auto result = entry->getAttrOfType<RematAttr>(GraphDialect::kRematAttrName);
