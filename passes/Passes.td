@@ -405,8 +405,8 @@ def GraphPlanRemat : Pass<"graph-plan-remat", "::ampc::graph::ModelOp"> {
   let options = [
     Option<"budget", "budget", "std::string", "\"\"",
            "memory budget of the whole step: bytes, 6GiB/512MiB/1.5GB, or 75% of the no-remat peak">,
-    Option<"workspace", "workspace", "std::string", "\"0\"",
-           "bytes reserved for library workspace (cuBLASLt), counted as persistent">,
+    Option<"workspace", "workspace", "std::string", "\"32MiB\"",
+           "bytes of the cuBLASLt matmul workspace, counted as persistent">,
     Option<"alignment", "alignment", "int64_t", "256", "arena offset alignment in bytes">
   ];
 }

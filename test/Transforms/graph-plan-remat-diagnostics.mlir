@@ -1,5 +1,5 @@
-// RUN: not ampc-opt %s --graph-build-training --graph-plan-remat="budget=9000" 2>&1 | FileCheck %s --check-prefix=TOO-SMALL
-// RUN: not ampc-opt %s --graph-build-training --graph-plan-remat="budget=4KiB" 2>&1 | FileCheck %s --check-prefix=PERSISTENT
+// RUN: not ampc-opt %s --graph-build-training --graph-plan-remat="budget=9000 workspace=0" 2>&1 | FileCheck %s --check-prefix=TOO-SMALL
+// RUN: not ampc-opt %s --graph-build-training --graph-plan-remat="budget=4KiB workspace=0" 2>&1 | FileCheck %s --check-prefix=PERSISTENT
 // RUN: not ampc-opt %s --graph-build-training --graph-plan-remat="budget=lots" 2>&1 | FileCheck %s --check-prefix=BAD-BUDGET
 // RUN: not ampc-opt %s --graph-build-training --graph-plan-remat="budget=1GiB workspace=50%" 2>&1 | FileCheck %s --check-prefix=BAD-WORKSPACE
 // RUN: not ampc-opt %s --graph-build-training --graph-plan-remat="budget=1GiB alignment=100" 2>&1 | FileCheck %s --check-prefix=BAD-ALIGNMENT

@@ -1,6 +1,6 @@
-// RUN: ampc-opt %s -split-input-file --graph-build-training --graph-plan-remat="budget=9800" | FileCheck %s
-// RUN: ampc-opt %s -split-input-file --graph-build-training --graph-plan-remat | FileCheck %s --check-prefix=NONE
-// RUN: ampc-opt %s -split-input-file --graph-build-training --graph-plan-remat="budget=100%" | FileCheck %s --check-prefix=FULL
+// RUN: ampc-opt %s -split-input-file --graph-build-training --graph-plan-remat="budget=9800 workspace=0" | FileCheck %s
+// RUN: ampc-opt %s -split-input-file --graph-build-training --graph-plan-remat="workspace=0" | FileCheck %s --check-prefix=NONE
+// RUN: ampc-opt %s -split-input-file --graph-build-training --graph-plan-remat="budget=100% workspace=0" | FileCheck %s --check-prefix=FULL
 
 // graph-plan-remat.mlir: small training steps whose best plan is known.
 //

@@ -446,7 +446,7 @@ TEST(TrainRunner, BundledExecutableTrains) {
   EXPECT_NE(info.output.find("model @bigram\n"), std::string::npos);
 
   CommandResult bad = runCommand("'" + exe + "' --steps nope");
-  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.status, 1);
   EXPECT_EQ(bad.output, "train_bigram: error: --steps expects a non-negative "
                         "integer, got 'nope' (see 'train_bigram --help')\n");
 
@@ -745,7 +745,7 @@ TEST(TrainRunner, BundledExecutableInjectsOverflows) {
   EXPECT_EQ(records[1].at("skipped"), "true");
   EXPECT_EQ(records[3].at("loss_scale"), "2048");
   CommandResult bad = runCommand("'" + exe + "' --inject-overflow 0");
-  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.status, 1);
   EXPECT_EQ(bad.output, "train_scaled: error: --inject-overflow steps are "
                         "1-based, got 0 (see 'train_scaled --help')\n");
 }
