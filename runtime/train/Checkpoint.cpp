@@ -27,8 +27,8 @@ namespace {
 
 constexpr char kMagic[8] = {'A', 'M', 'P', 'C', 'C', 'K', 'P', 'T'};
 constexpr char kEndMarker[4] = {'D', 'O', 'N', 'E'};
-constexpr size_t kHeaderBytes = 16;  // magic, version, section count
-constexpr size_t kTrailerBytes = 8;  // CRC-32, end marker
+constexpr size_t kHeaderBytes = 16; // magic, version, section count
+constexpr size_t kTrailerBytes = 8; // CRC-32, end marker
 constexpr const char *kMetaSection = "meta";
 
 void putU32(std::string &out, uint32_t value) {
@@ -86,7 +86,9 @@ std::string hex32(uint32_t value) {
   return buffer;
 }
 
-size_t elementBytes(SectionType type) { return type == SectionType::Text ? 1 : (type == SectionType::F32 ? 4 : 8); }
+size_t elementBytes(SectionType type) {
+  return type == SectionType::Text ? 1 : (type == SectionType::F32 ? 4 : 8);
+}
 
 } // namespace
 
@@ -109,8 +111,8 @@ uint32_t crc32Of(const std::string &bytes) {
   size_t at = 0;
   while (at < bytes.size()) {
     const size_t chunk = std::min<size_t>(bytes.size() - at, 1u << 30);
-    crc = ::crc32(crc, reinterpret_cast<const Bytef *>(bytes.data() + at),
-                  static_cast<uInt>(chunk));
+    crc =
+        ::crc32(crc, reinterpret_cast<const Bytef *>(bytes.data() + at), static_cast<uInt>(chunk));
     at += chunk;
   }
   return static_cast<uint32_t>(crc);
@@ -206,9 +208,8 @@ Checkpoint decodeCheckpoint(const std::string &bytes, const std::string &file) {
       throw CheckpointError(where + "section '" + section.name +
                             "' lies outside the file (corrupt table)");
     if (section.type != SectionType::Text && size != elements * elementBytes(section.type))
-      throw CheckpointError(where + "section '" + section.name + "' holds " +
-                            std::to_string(size) + " bytes for " + std::to_string(elements) +
-                            " elements");
+      throw CheckpointError(where + "section '" + section.name + "' holds " + std::to_string(size) +
+                            " bytes for " + std::to_string(elements) + " elements");
     section.bytes = bytes.substr(offset, size);
     if (section.name == kMetaSection && section.type == SectionType::Text) {
       sawMeta = true;
@@ -245,8 +246,8 @@ int64_t stepOfName(const std::string &name) {
     return -1;
   const std::string digits =
       name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(),
-                                          [](char c) { return c >= '0' && c <= '9'; }))
+  if (digits.size() > 18 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return -1;
   return std::stoll(digits);
 }
@@ -338,8 +339,8 @@ void writeFileAtomically(const std::string &directory, const std::string &name,
     fail(errno, "rename");
   // Make the rename durable; a directory that cannot be opened or synced
   // (some file systems) still holds a complete file.
-  const int dirFd = ::open(directory.empty() ? "." : directory.c_str(), O_RDONLY | O_DIRECTORY |
-                                                                          O_CLOEXEC);
+  const int dirFd =
+      ::open(directory.empty() ? "." : directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dirFd >= 0) {
     ::fsync(dirFd);
     ::close(dirFd);
@@ -370,8 +371,7 @@ void pruneCheckpoints(const std::string &directory, uint64_t keep) {
   const std::string mine = std::to_string(::getpid());
   for (const std::string &name : directoryEntries(directory)) {
     const size_t tmp = name.find(".ckpt.tmp-");
-    if (name.rfind(".step-", 0) == 0 && tmp != std::string::npos &&
-        name.substr(tmp + 10) != mine)
+    if (name.rfind(".step-", 0) == 0 && tmp != std::string::npos && name.substr(tmp + 10) != mine)
       ::unlink(joinPath(directory, name).c_str());
   }
 }

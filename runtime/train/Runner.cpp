@@ -500,8 +500,7 @@ std::string fileNameOf(const std::string &path) {
 
 /// The metadata that must match for a checkpoint to continue this run bit
 /// for bit: the plan and every option that changes the numbers.
-std::map<std::string, std::string> runIdentity(const plan::Plan &plan,
-                                               const RunnerOptions &options,
+std::map<std::string, std::string> runIdentity(const plan::Plan &plan, const RunnerOptions &options,
                                                const TrainingBackend &backend) {
   std::map<std::string, std::string> identity;
   identity["plan_hash"] = planHash(plan);
@@ -673,6 +672,8 @@ std::pair<std::string, Checkpoint> findResumePoint(const RunnerOptions &options,
 
 int train(const plan::Plan &plan, const RunnerOptions &options, const std::string &program,
           const RunnerStreams &streams) {
+  // From here on SIGINT and SIGTERM stop the run after an optimizer step.
+  const StopSignals stopSignals;
   if (plan.optimizerInstructions.empty())
     throw TrainingFailure("this executable's plan has no optimizer step (it was compiled for "
                           "evaluation only); rebuild it with `ampc compile model.mlir -o NAME`");
@@ -835,10 +836,9 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
       writeFileAtomically(options.checkpointDir, name, encodeCheckpoint(checkpoint));
     } catch (const CheckpointError &error) {
       const std::string why =
-          std::string(error.what()) + (lastCheckpoint.empty()
-                                           ? std::string("; there is no earlier checkpoint")
-                                           : "; the previous checkpoint " + lastCheckpoint +
-                                                 " is intact");
+          std::string(error.what()) +
+          (lastCheckpoint.empty() ? std::string("; there is no earlier checkpoint")
+                                  : "; the previous checkpoint " + lastCheckpoint + " is intact");
       if (!options.continueOnCheckpointError)
         throw TrainingFailure(why + " (--on-checkpoint-error continue trains on without it)");
       progress.finish();
@@ -861,7 +861,6 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
     log.close();
     return 0;
   }
-  const StopSignals stopSignals;
   try {
     for (uint64_t step = startStep; step < steps; ++step) {
       if (profiled && step == firstProfiled)
@@ -965,15 +964,14 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
         log.close();
         progress.finish();
         std::fflush(streams.out);
-        std::fprintf(streams.err, "%s: stopped by %s after step %llu/%llu; %s\n", program.c_str(),
-                     signal == SIGINT ? "SIGINT" : "SIGTERM", static_cast<unsigned long long>(done),
-                     static_cast<unsigned long long>(steps),
-                     written ? ("checkpoint " + lastCheckpoint +
-                                " written (continue with --resume latest)")
-                                   .c_str()
-                     : options.checkpointDir.empty()
-                         ? "no checkpoint (--checkpoint-dir DIR writes one)"
-                         : "no checkpoint written");
+        std::fprintf(
+            streams.err, "%s: stopped by %s after step %llu/%llu; %s\n", program.c_str(),
+            signal == SIGINT ? "SIGINT" : "SIGTERM", static_cast<unsigned long long>(done),
+            static_cast<unsigned long long>(steps),
+            written ? ("checkpoint " + lastCheckpoint + " written (continue with --resume latest)")
+                          .c_str()
+            : options.checkpointDir.empty() ? "no checkpoint (--checkpoint-dir DIR writes one)"
+                                            : "no checkpoint written");
         std::fflush(streams.err);
         return 128 + signal;
       }
@@ -987,8 +985,8 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
   std::fprintf(streams.out, "trained %llu steps in %.1fs: loss %.4f -> %.4f%s\n",
                static_cast<unsigned long long>(steps), record.elapsed, firstLoss, lastLoss,
                options.logPath.empty() ? "" : ("; metrics in " + options.logPath).c_str());
-  if (!options.checkpointDir.empty() && lastCheckpoint == options.checkpointDir + "/" +
-                                                              checkpointFileName(steps))
+  if (!options.checkpointDir.empty() &&
+      lastCheckpoint == options.checkpointDir + "/" + checkpointFileName(steps))
     std::fprintf(streams.out, "checkpoint: %s\n", lastCheckpoint.c_str());
   const double stepMedian = stepTimes.empty() ? -1 : median(stepTimes);
   const BackendMemory memory = backend->memory();

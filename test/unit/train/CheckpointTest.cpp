@@ -130,8 +130,7 @@ TEST(Checkpoint, VersionAndMagicMismatch) {
   std::string bytes = train::encodeCheckpoint(sampleCheckpoint());
   std::string newer = bytes;
   newer[8] = 2;
-  EXPECT_EQ(decodeError(newer),
-            "checkpoint f.ckpt: format version 2; this runner reads version 1");
+  EXPECT_EQ(decodeError(newer), "checkpoint f.ckpt: format version 2; this runner reads version 1");
   std::string other = bytes;
   other[0] = 'X';
   EXPECT_EQ(decodeError(other),
@@ -174,8 +173,7 @@ TEST(Checkpoint, AtomicWritesAndTheirFailures) {
     train::writeFileAtomically(dir.dir(), "step-000001.ckpt", std::string(1000, 'y'));
     ADD_FAILURE() << "no error";
   } catch (const CheckpointError &error) {
-    EXPECT_EQ(std::string(error.what()), "cannot write checkpoint " +
-                                             dir.path("step-000001.ckpt") +
+    EXPECT_EQ(std::string(error.what()), "cannot write checkpoint " + dir.path("step-000001.ckpt") +
                                              ": write: No space left on device");
   }
   ::unsetenv(train::kInjectWriteErrorVariable);
@@ -188,8 +186,9 @@ TEST(Checkpoint, AtomicWritesAndTheirFailures) {
     train::writeFileAtomically(dir.path("file"), "step-000002.ckpt", "z");
     ADD_FAILURE() << "no error";
   } catch (const CheckpointError &error) {
-    EXPECT_NE(std::string(error.what()).find("cannot write checkpoint " + dir.path("file") +
-                                             "/step-000002.ckpt: cannot create "),
+    EXPECT_NE(std::string(error.what())
+                  .find("cannot write checkpoint " + dir.path("file") +
+                        "/step-000002.ckpt: cannot create "),
               std::string::npos)
         << error.what();
     EXPECT_NE(std::string(error.what()).find(": Not a directory"), std::string::npos);
