@@ -37,6 +37,14 @@ public:
     microSteps = 0;
   }
   BackendMetrics readMetrics() override { return metrics; }
+  std::vector<double> readBuffer(uint32_t buffer) override { return executor.bufferValues(buffer); }
+  void writeBuffer(uint32_t buffer, const std::vector<double> &values) override {
+    // Setting a parameter refreshed its copy already, exactly as the
+    // optimizer step does (rounded to nearest even).
+    if (executor.plan().buffers[buffer].role == plan::BufferRole::ParameterCopy)
+      return;
+    executor.setBufferValues(buffer, values);
+  }
 
 private:
   cpu::Executor executor;

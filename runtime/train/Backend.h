@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace ampc::train {
 
@@ -66,6 +67,13 @@ public:
   virtual void runOptimizerStep(const cpu::RunOptions &options) = 0;
   /// The metrics of the last optimizer step (waits for a GPU).
   virtual BackendMetrics readMetrics() = 0;
+  /// The values of a Parameter, State or ParameterCopy buffer (waits for a
+  /// GPU), for checkpoints.
+  virtual std::vector<double> readBuffer(uint32_t buffer) = 0;
+  /// Restores a Parameter, State or ParameterCopy buffer from a checkpoint.
+  /// Parameters are restored before their copies; a backend that refreshes a
+  /// copy whenever its parameter is set (the CPU) may ignore the copy.
+  virtual void writeBuffer(uint32_t buffer, const std::vector<double> &values) = 0;
   /// The device memory planned, held and in use (GPU backends).
   virtual BackendMemory memory() const { return {}; }
   /// Whether this backend can time its device steps (--profile).

@@ -41,6 +41,10 @@ public:
     metrics.deviceMilliseconds = step.deviceMilliseconds;
     return metrics;
   }
+  std::vector<double> readBuffer(uint32_t buffer) override { return executor.bufferValues(buffer); }
+  void writeBuffer(uint32_t buffer, const std::vector<double> &values) override {
+    executor.setBufferValues(buffer, values);
+  }
   BackendMemory memory() const override {
     const cuda::DeviceMemoryUse use = executor.memoryUse();
     BackendMemory memory;

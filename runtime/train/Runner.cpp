@@ -4,15 +4,22 @@
 
 #include "runtime/cpu/Executor.h"
 #include "runtime/train/Backend.h"
+#include "runtime/train/Checkpoint.h"
+
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <set>
+#include <tuple>
 
 namespace ampc::train {
 
@@ -268,10 +275,39 @@ struct TrainingFailure : std::runtime_error {
 /// The metrics log: one flushed JSON object per line.
 class MetricsLog {
 public:
-  explicit MetricsLog(const std::string &path) : path(path) {
+  /// Starts \p path afresh, or, resuming after optimizer step
+  /// \p resumedStep (> 0), keeps its records up to that step and appends:
+  /// the records of steps after the checkpoint, which the resumed run
+  /// repeats, and a partly written last line are dropped.
+  MetricsLog(const std::string &path, uint64_t resumedStep) : path(path) {
     if (path.empty())
       return;
-    file = std::fopen(path.c_str(), "w");
+    std::string kept;
+    std::ifstream old(path, std::ios::binary);
+    if (resumedStep > 0 && old) {
+      std::string contents((std::istreambuf_iterator<char>(old)), std::istreambuf_iterator<char>());
+      size_t begin = 0;
+      const std::string prefix = "{\"step\": ";
+      while (begin < contents.size()) {
+        const size_t end = contents.find('\n', begin);
+        if (end == std::string::npos || contents.compare(begin, prefix.size(), prefix) != 0)
+          break;
+        const uint64_t step = std::strtoull(contents.c_str() + begin + prefix.size(), nullptr, 10);
+        if (step > resumedStep)
+          break;
+        kept.append(contents, begin, end + 1 - begin);
+        begin = end + 1;
+      }
+    }
+    // Rewritten through a temporary file, so a kill leaves the old log.
+    const std::string temporary = path + ".tmp";
+    file = std::fopen(kept.empty() ? path.c_str() : temporary.c_str(), "w");
+    if (file && !kept.empty()) {
+      if (std::fputs(kept.c_str(), file) < 0 || std::fclose(file) != 0 ||
+          std::rename(temporary.c_str(), path.c_str()) != 0)
+        throw TrainingFailure("cannot write metrics log " + path + ": " + std::strerror(errno));
+      file = std::fopen(path.c_str(), "a");
+    }
     if (!file)
       throw TrainingFailure("cannot open metrics log " + path + ": " + std::strerror(errno));
   }
@@ -411,8 +447,233 @@ void writeSummary(const std::string &path, const plan::Plan &plan, const Task &t
                           std::strerror(errno ? errno : EIO));
 }
 
+//===----------------------------------------------------------------------===//
+// Checkpoints and stop signals
+//===----------------------------------------------------------------------===//
+
+/// The signal (SIGINT or SIGTERM) that asked the run to stop; 0 if none.
+volatile std::sig_atomic_t stopSignal = 0;
+
+void onStopSignal(int signal) {
+  if (stopSignal) {
+    // A second signal: stop now, without the checkpoint.
+    std::signal(signal, SIG_DFL);
+    std::raise(signal);
+    return;
+  }
+  stopSignal = signal;
+}
+
+/// While alive, SIGINT and SIGTERM ask the loop to stop after the current
+/// optimizer step instead of killing the process.
+class StopSignals {
+public:
+  StopSignals() {
+    stopSignal = 0;
+    struct sigaction action = {};
+    action.sa_handler = onStopSignal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &action, &previousInt);
+    sigaction(SIGTERM, &action, &previousTerm);
+  }
+  ~StopSignals() {
+    sigaction(SIGINT, &previousInt, nullptr);
+    sigaction(SIGTERM, &previousTerm, nullptr);
+    stopSignal = 0;
+  }
+  StopSignals(const StopSignals &) = delete;
+  StopSignals &operator=(const StopSignals &) = delete;
+
+private:
+  struct sigaction previousInt = {}, previousTerm = {};
+};
+
+/// \p value exactly, as a hexadecimal float ("%a"), for the metadata.
+std::string exactNumber(double value) { return format("%a", value); }
+
+/// The last component of \p path.
+std::string fileNameOf(const std::string &path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+/// The metadata that must match for a checkpoint to continue this run bit
+/// for bit: the plan and every option that changes the numbers.
+std::map<std::string, std::string> runIdentity(const plan::Plan &plan, const RunnerOptions &options,
+                                               const TrainingBackend &backend) {
+  std::map<std::string, std::string> identity;
+  identity["plan_hash"] = planHash(plan);
+  identity["model"] = plan.modelName;
+  identity["device"] = backend.device();
+  identity["seed"] = std::to_string(options.seed);
+  identity["steps"] = std::to_string(options.steps);
+  identity["accumulation_steps"] = std::to_string(plan.accumulationSteps);
+  if (options.dataPath.empty()) {
+    identity["data"] = "synthetic";
+    identity["data_bytes"] = "0";
+    identity["data_format"] = "none";
+  } else {
+    struct stat info = {};
+    identity["data"] = fileNameOf(options.dataPath);
+    identity["data_bytes"] =
+        std::to_string(::stat(options.dataPath.c_str(), &info) == 0 ? info.st_size : 0);
+    identity["data_format"] = dataFormatName(
+        options.dataFormat ? *options.dataFormat : defaultDataFormat(options.dataPath));
+  }
+  return identity;
+}
+
+/// Throws when \p checkpoint (read from \p file) was written by another plan
+/// or with other numerics options than \p identity, naming what differs.
+void checkIdentity(const Checkpoint &checkpoint, const std::string &file,
+                   const std::map<std::string, std::string> &identity) {
+  auto differs = [&](const std::string &key) {
+    return checkpoint.value(key, file) != identity.at(key);
+  };
+  const std::string where = "cannot resume from " + file + ": ";
+  if (differs("plan_hash"))
+    throw CheckpointError(where + "the checkpoint was written by a plan with hash " +
+                          checkpoint.value("plan_hash", file) + " (model @" +
+                          checkpoint.value("model", file) + "), this executable's plan has hash " +
+                          identity.at("plan_hash") + " (another model or compile options)");
+  if (differs("device"))
+    throw CheckpointError(where + "the checkpoint was written on the " +
+                          checkpoint.value("device", file) + " backend, this run is on the " +
+                          identity.at("device") + " backend, whose numerics differ (--device " +
+                          checkpoint.value("device", file) + ")");
+  const std::pair<const char *, const char *> options[] = {
+      {"seed", "--seed"},
+      {"steps", "--steps (the learning-rate schedule depends on it)"},
+      {"data", "--data"},
+      {"data_bytes", "--data (the file's size in bytes)"},
+      {"data_format", "--data-format"}};
+  for (const auto &[key, flag] : options)
+    if (differs(key))
+      throw CheckpointError(where + "the checkpoint was written with " + flag + " " +
+                            checkpoint.value(key, file) + ", this run has " + identity.at(key) +
+                            "; resume with the options of the run that wrote it");
+}
+
+/// The buffers a checkpoint holds, in restore order: parameters (master
+/// weights), their reduced-precision copies, then the state (gradient
+/// accumulators, optimizer moments, loss-scale counters).
+std::vector<std::pair<uint32_t, std::string>> checkpointBuffers(const plan::Plan &plan) {
+  std::vector<std::pair<uint32_t, std::string>> buffers;
+  const std::pair<plan::BufferRole, const char *> roles[] = {
+      {plan::BufferRole::Parameter, "parameter/"},
+      {plan::BufferRole::ParameterCopy, "copy/"},
+      {plan::BufferRole::State, "state/"}};
+  for (const auto &[role, prefix] : roles)
+    for (uint32_t id = 0; id < plan.buffers.size(); ++id)
+      if (plan.buffers[id].role == role)
+        buffers.emplace_back(id, prefix + plan.buffers[id].name);
+  return buffers;
+}
+
+/// Appends the checkpointed buffers of \p backend to \p checkpoint.
+void captureBuffers(const plan::Plan &plan, TrainingBackend &backend, Checkpoint &checkpoint) {
+  for (const auto &[id, name] : checkpointBuffers(plan)) {
+    const plan::Buffer &buffer = plan.buffers[id];
+    const std::vector<double> values = backend.readBuffer(id);
+    CheckpointSection section;
+    section.name = name;
+    section.shape = buffer.shape;
+    if (plan::isIntegerDType(buffer.dtype)) {
+      section.type = SectionType::I64;
+      section.bytes.resize(values.size() * 8);
+      for (size_t i = 0; i < values.size(); ++i) {
+        const int64_t value = static_cast<int64_t>(values[i]);
+        std::memcpy(&section.bytes[i * 8], &value, 8);
+      }
+    } else {
+      // Every float buffer holds float values (bf16/f16 ones too).
+      section.type = SectionType::F32;
+      section.bytes.resize(values.size() * 4);
+      for (size_t i = 0; i < values.size(); ++i) {
+        const float value = static_cast<float>(values[i]);
+        std::memcpy(&section.bytes[i * 4], &value, 4);
+      }
+    }
+    checkpoint.sections.push_back(std::move(section));
+  }
+}
+
+/// Restores the buffers of \p checkpoint (read from \p file) into \p backend.
+void restoreBuffers(const plan::Plan &plan, TrainingBackend &backend, const Checkpoint &checkpoint,
+                    const std::string &file) {
+  for (const auto &[id, name] : checkpointBuffers(plan)) {
+    const plan::Buffer &buffer = plan.buffers[id];
+    const CheckpointSection *section = checkpoint.find(name);
+    const SectionType type =
+        plan::isIntegerDType(buffer.dtype) ? SectionType::I64 : SectionType::F32;
+    if (!section || section->type != type || section->shape != buffer.shape)
+      throw CheckpointError("cannot resume from " + file + ": it has no " +
+                            plan::shapeToString(buffer.shape) + " buffer '" + name + "'");
+    std::vector<double> values(static_cast<size_t>(plan::numElements(buffer)));
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (type == SectionType::I64) {
+        int64_t value;
+        std::memcpy(&value, &section->bytes[i * 8], 8);
+        values[i] = static_cast<double>(value);
+      } else {
+        float value;
+        std::memcpy(&value, &section->bytes[i * 4], 4);
+        values[i] = value;
+      }
+    }
+    backend.writeBuffer(id, values);
+  }
+}
+
+/// Creates \p directory and its parents; errors are left to the write.
+void makeDirectories(const std::string &directory) {
+  for (size_t slash = directory.find('/', 1); slash != std::string::npos;
+       slash = directory.find('/', slash + 1))
+    ::mkdir(directory.substr(0, slash).c_str(), 0755);
+  ::mkdir(directory.c_str(), 0755);
+}
+
+bool isDirectory(const std::string &path) {
+  struct stat info = {};
+  return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+/// The checkpoint --resume names, decoded, and its file; no file when
+/// `--resume latest` finds no checkpoint yet (the run starts at step 0).
+/// Invalid files in a directory are skipped with a warning naming them.
+std::pair<std::string, Checkpoint> findResumePoint(const RunnerOptions &options,
+                                                   const std::string &program,
+                                                   const RunnerStreams &streams) {
+  const bool latest = options.resume == "latest";
+  const std::string directory = latest ? options.checkpointDir : options.resume;
+  if (!latest && !isDirectory(options.resume)) {
+    const std::string &file = options.resume;
+    return {file, decodeCheckpoint(readWholeFile(file), file)};
+  }
+  const auto files = listCheckpoints(directory);
+  for (const auto &candidate : files) {
+    try {
+      return {candidate.second,
+              decodeCheckpoint(readWholeFile(candidate.second), candidate.second)};
+    } catch (const CheckpointError &error) {
+      std::fprintf(streams.err, "%s: warning: skipping %s\n", program.c_str(), error.what());
+      std::fflush(streams.err);
+    }
+  }
+  if (!files.empty())
+    throw CheckpointError("no valid checkpoint in " + directory + " (every step-N.ckpt file " +
+                          "there failed to load; see the warnings)");
+  if (!latest)
+    throw CheckpointError("no checkpoint to resume from in " + directory +
+                          " (no step-N.ckpt file)");
+  return {};
+}
+
 int train(const plan::Plan &plan, const RunnerOptions &options, const std::string &program,
           const RunnerStreams &streams) {
+  // From here on SIGINT and SIGTERM stop the run after an optimizer step.
+  const StopSignals stopSignals;
   if (plan.optimizerInstructions.empty())
     throw TrainingFailure("this executable's plan has no optimizer step (it was compiled for "
                           "evaluation only); rebuild it with `ampc compile model.mlir -o NAME`");
@@ -443,7 +704,37 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
   if (options.profileSteps && !backend->canProfile())
     throw TrainingFailure("--profile times the GPU's kernel groups; this run "
                           "is on the CPU (use --device cuda)");
-  MetricsLog log(options.logPath);
+  // The checkpoint to resume from, checked against this run before the log
+  // is touched.
+  const std::map<std::string, std::string> identity = runIdentity(plan, options, *backend);
+  std::string resumeFile;
+  Checkpoint resumed;
+  uint64_t startStep = 0;
+  if (!options.resume.empty()) {
+    try {
+      std::tie(resumeFile, resumed) = findResumePoint(options, program, streams);
+      if (!resumeFile.empty()) {
+        checkIdentity(resumed, resumeFile, identity);
+        startStep = std::stoull(resumed.value("step", resumeFile));
+        if (startStep > options.steps)
+          throw CheckpointError("cannot resume from " + resumeFile + ": it is at step " +
+                                std::to_string(startStep) + ", beyond --steps " +
+                                std::to_string(options.steps));
+      }
+    } catch (const CheckpointError &error) {
+      throw TrainingFailure(error.what());
+    } catch (const std::logic_error &) {
+      throw TrainingFailure("cannot resume from " + resumeFile + ": malformed metadata");
+    }
+  }
+  if (options.resume.empty() && !options.checkpointDir.empty()) {
+    const auto existing = listCheckpoints(options.checkpointDir);
+    if (!existing.empty())
+      throw TrainingFailure(options.checkpointDir + " already holds checkpoints of a run (" +
+                            fileNameOf(existing.front().second) +
+                            "); continue it with --resume latest, or use another directory");
+  }
+  MetricsLog log(options.logPath, startStep);
 
   const bool tokens = task.kind == TaskKind::Language;
   const uint64_t steps = options.steps;
@@ -473,20 +764,41 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
                  "has no loss scaling\n",
                  program.c_str());
   const std::set<uint64_t> injected(options.injectOverflow.begin(), options.injectOverflow.end());
+  backend->initializeParameters(options.seed);
+  double firstLoss = 0, lastLoss = 0, elapsedBefore = 0;
+  uint64_t skippedBefore = 0;
+  bool floorWarned = false;
+  uint64_t nonFiniteLosses = 0; // consecutive steps, with loss scaling
+  if (!resumeFile.empty()) {
+    try {
+      restoreBuffers(plan, *backend, resumed, resumeFile);
+      firstLoss = lastLoss = std::strtod(resumed.value("first_loss", resumeFile).c_str(), nullptr);
+      elapsedBefore = std::strtod(resumed.value("elapsed_s", resumeFile).c_str(), nullptr);
+      skippedBefore = std::stoull(resumed.value("skipped_steps", resumeFile));
+      nonFiniteLosses = std::stoull(resumed.value("non_finite_losses", resumeFile));
+      floorWarned = resumed.value("floor_warned", resumeFile) == "1";
+    } catch (const CheckpointError &error) {
+      throw TrainingFailure(error.what());
+    } catch (const std::logic_error &) {
+      throw TrainingFailure("cannot resume from " + resumeFile + ": malformed metadata");
+    }
+    std::fprintf(streams.out, "resuming from %s at step %llu/%llu\n", resumeFile.c_str(),
+                 static_cast<unsigned long long>(startStep),
+                 static_cast<unsigned long long>(steps));
+  } else if (!options.resume.empty()) {
+    std::fprintf(streams.out, "no checkpoint in %s yet: starting at step 0\n",
+                 options.checkpointDir.c_str());
+  }
   std::fflush(streams.out);
 
-  backend->initializeParameters(options.seed);
   Progress progress(streams, steps, options.quiet);
   const auto start = std::chrono::steady_clock::now();
-  double firstLoss = 0, lastLoss = 0;
   StepRecord record;
   record.steps = steps;
   record.tokens = tokens;
   record.lossScaling = scaling;
   if (std::string(backend->device()) != "cpu")
     record.device = backend->device();
-  bool floorWarned = false;
-  uint64_t nonFiniteLosses = 0; // consecutive steps, with loss scaling
   // --profile: the last K steps (at least the first step stays unprofiled
   // when there are two or more).
   const uint64_t profiled =
@@ -495,8 +807,62 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
   std::vector<double> stepTimes; // unprofiled steps after warm-up
   const uint64_t warmup = std::min<uint64_t>(3, firstProfiled / 2);
   auto stepBegan = std::chrono::steady_clock::now();
+
+  // Checkpoints: after optimizer step `done`, at a step boundary, so the
+  // gradient accumulators they hold are zero.
+  std::string lastCheckpoint;
+  if (!options.checkpointDir.empty()) {
+    const auto existing = listCheckpoints(options.checkpointDir);
+    if (!existing.empty())
+      lastCheckpoint = existing.front().second;
+  }
+  auto writeCheckpoint = [&](uint64_t done) {
+    Checkpoint checkpoint;
+    checkpoint.meta = identity;
+    checkpoint.meta["format"] = "ampc training checkpoint";
+    checkpoint.meta["step"] = std::to_string(done);
+    checkpoint.meta["micro_step"] = std::to_string(done * accumulation);
+    checkpoint.meta["units"] = std::to_string(perStep * done);
+    checkpoint.meta["gradient_accumulators"] = "zero (written at an optimizer-step boundary)";
+    checkpoint.meta["first_loss"] = exactNumber(firstLoss);
+    checkpoint.meta["elapsed_s"] = exactNumber(record.elapsed);
+    checkpoint.meta["skipped_steps"] = std::to_string(record.skippedSteps);
+    checkpoint.meta["non_finite_losses"] = std::to_string(nonFiniteLosses);
+    checkpoint.meta["floor_warned"] = floorWarned ? "1" : "0";
+    const std::string name = checkpointFileName(done);
+    try {
+      captureBuffers(plan, *backend, checkpoint);
+      makeDirectories(options.checkpointDir);
+      writeFileAtomically(options.checkpointDir, name, encodeCheckpoint(checkpoint));
+    } catch (const CheckpointError &error) {
+      const std::string why =
+          std::string(error.what()) +
+          (lastCheckpoint.empty() ? std::string("; there is no earlier checkpoint")
+                                  : "; the previous checkpoint " + lastCheckpoint + " is intact");
+      if (!options.continueOnCheckpointError)
+        throw TrainingFailure(why + " (--on-checkpoint-error continue trains on without it)");
+      progress.finish();
+      std::fprintf(streams.err, "%s: warning: %s; training goes on\n", program.c_str(),
+                   why.c_str());
+      std::fflush(streams.err);
+      return false;
+    }
+    lastCheckpoint = options.checkpointDir + "/" + name;
+    pruneCheckpoints(options.checkpointDir, options.keep);
+    return true;
+  };
+  record.step = startStep;
+  record.units = perStep * startStep;
+  record.elapsed = elapsedBefore;
+  record.skippedSteps = skippedBefore;
+  if (startStep == steps) {
+    std::fprintf(streams.out, "nothing to train: the checkpoint is at the last step (%llu)\n",
+                 static_cast<unsigned long long>(steps));
+    log.close();
+    return 0;
+  }
   try {
-    for (uint64_t step = 0; step < steps; ++step) {
+    for (uint64_t step = startStep; step < steps; ++step) {
       if (profiled && step == firstProfiled)
         backend->startProfiling();
       stepBegan = std::chrono::steady_clock::now();
@@ -535,7 +901,7 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
       record.learningRate = metrics.learningRate;
       record.units = perStep * record.step;
       const auto now = std::chrono::steady_clock::now();
-      record.elapsed = std::chrono::duration<double>(now - start).count();
+      record.elapsed = elapsedBefore + std::chrono::duration<double>(now - start).count();
       record.stepMilliseconds =
           metrics.deviceMilliseconds >= 0
               ? metrics.deviceMilliseconds
@@ -548,7 +914,7 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
       const cpu::LossScaleStatus &status = metrics.lossScale;
       record.lossScale = status.scale;
       record.skipped = status.lastStepSkipped;
-      record.skippedSteps = static_cast<uint64_t>(status.skippedSteps);
+      record.skippedSteps = skippedBefore + static_cast<uint64_t>(status.skippedSteps);
       log.write(jsonRecord(record));
       if (scaling && status.lastStepSkipped)
         progress.note(
@@ -570,23 +936,45 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
                                 ": the loss is " + format("%g", loss) + " and the gradient norm " +
                                 format("%g", gradNorm) +
                                 "; try a lower learning rate or another seed");
-        continue;
+      } else {
+        // With loss scaling, overflowing gradients are expected and handled
+        // (the step was skipped); a loss that is itself not finite is not.
+        nonFiniteLosses = std::isfinite(loss) ? 0 : nonFiniteLosses + 1;
+        if (nonFiniteLosses > kMaxNonFiniteLossSteps)
+          throw TrainingFailure("training diverged at step " + std::to_string(step + 1) +
+                                ": the loss has not been finite for " +
+                                std::to_string(nonFiniteLosses) +
+                                " consecutive steps, which loss scaling cannot fix (it only "
+                                "handles overflowing gradients); try a lower learning rate or "
+                                "another seed");
+        if (!status.lastStepSkipped && !std::isfinite(gradNorm))
+          throw TrainingFailure("training diverged at step " + std::to_string(step + 1) +
+                                ": the gradient norm is " + format("%g", gradNorm) +
+                                " but the step was applied; try a lower "
+                                "learning rate or another seed");
       }
-      // With loss scaling, overflowing gradients are expected and handled
-      // (the step was skipped); a loss that is itself not finite is not.
-      nonFiniteLosses = std::isfinite(loss) ? 0 : nonFiniteLosses + 1;
-      if (nonFiniteLosses > kMaxNonFiniteLossSteps)
-        throw TrainingFailure("training diverged at step " + std::to_string(step + 1) +
-                              ": the loss has not been finite for " +
-                              std::to_string(nonFiniteLosses) +
-                              " consecutive steps, which loss scaling cannot fix (it only "
-                              "handles overflowing gradients); try a lower learning rate or "
-                              "another seed");
-      if (!status.lastStepSkipped && !std::isfinite(gradNorm))
-        throw TrainingFailure("training diverged at step " + std::to_string(step + 1) +
-                              ": the gradient norm is " + format("%g", gradNorm) +
-                              " but the step was applied; try a lower "
-                              "learning rate or another seed");
+      const uint64_t done = step + 1;
+      const int signal = stopSignal;
+      bool written = false;
+      if (!options.checkpointDir.empty() &&
+          (signal || done == steps ||
+           (options.checkpointEvery && done % options.checkpointEvery == 0)))
+        written = writeCheckpoint(done);
+      if (signal) {
+        log.close();
+        progress.finish();
+        std::fflush(streams.out);
+        std::fprintf(
+            streams.err, "%s: stopped by %s after step %llu/%llu; %s\n", program.c_str(),
+            signal == SIGINT ? "SIGINT" : "SIGTERM", static_cast<unsigned long long>(done),
+            static_cast<unsigned long long>(steps),
+            written ? ("checkpoint " + lastCheckpoint + " written (continue with --resume latest)")
+                          .c_str()
+            : options.checkpointDir.empty() ? "no checkpoint (--checkpoint-dir DIR writes one)"
+                                            : "no checkpoint written");
+        std::fflush(streams.err);
+        return 128 + signal;
+      }
     }
     log.close();
   } catch (...) {
@@ -597,6 +985,9 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
   std::fprintf(streams.out, "trained %llu steps in %.1fs: loss %.4f -> %.4f%s\n",
                static_cast<unsigned long long>(steps), record.elapsed, firstLoss, lastLoss,
                options.logPath.empty() ? "" : ("; metrics in " + options.logPath).c_str());
+  if (!options.checkpointDir.empty() &&
+      lastCheckpoint == options.checkpointDir + "/" + checkpointFileName(steps))
+    std::fprintf(streams.out, "checkpoint: %s\n", lastCheckpoint.c_str());
   const double stepMedian = stepTimes.empty() ? -1 : median(stepTimes);
   const BackendMemory memory = backend->memory();
   if (!stepTimes.empty())

@@ -10,7 +10,15 @@
 //
 //   train_gpt --steps N [--seed S] [--data FILE] [--data-format tokens|text]
 //             [--log FILE] [--device auto|cpu|cuda] [--threads N] [--quiet]
+//             [--checkpoint-dir DIR [--checkpoint-every N] [--keep K]]
+//             [--resume latest|DIR|FILE] [--on-checkpoint-error stop|continue]
 //             [--inject-overflow STEP[,STEP...]] [--info] [--help]
+//
+// Checkpoints (runtime/train/Checkpoint.h, docs/checkpoint-format.md) are
+// written at optimizer-step boundaries; a resumed run logs bit-identical
+// figures to an uninterrupted one. SIGINT and SIGTERM finish the current
+// optimizer step, write a checkpoint when --checkpoint-dir is given, and exit
+// with status 130 (SIGINT) or 143 (SIGTERM).
 //
 // Exit status: 0 on success, 1 for a failure while loading or training (bad
 // data file, unwritable log, a loss or gradient norm that is not finite),
@@ -63,6 +71,20 @@ struct RunnerOptions {
   /// step behaves as if a gradient had overflowed (RunOptions::
   /// injectNonFinite).
   std::vector<uint64_t> injectOverflow;
+  /// --checkpoint-dir DIR: where checkpoints are written; empty for none.
+  std::string checkpointDir;
+  /// --checkpoint-every N: a checkpoint after every N optimizer steps (0:
+  /// only at the end and when stopped by a signal).
+  uint64_t checkpointEvery = 0;
+  /// --keep K: the newest checkpoints kept in checkpointDir (>= 1).
+  uint64_t keep = 3;
+  /// --resume: "latest" (the newest valid checkpoint of checkpointDir), a
+  /// directory (its newest valid checkpoint) or a checkpoint file; empty to
+  /// start from step 0.
+  std::string resume;
+  /// --on-checkpoint-error continue: warn and train on when a checkpoint
+  /// cannot be written (default: stop with status 1).
+  bool continueOnCheckpointError = false;
 };
 
 /// With loss scaling, training stops when the loss itself is not finite for

@@ -127,6 +127,30 @@ RunnerOptions parseRunnerArguments(const std::vector<std::string> &args) {
       options.summaryPath = value();
       if (options.summaryPath.empty())
         throw UsageError("--summary needs a file name");
+    } else if (flag == "--checkpoint-dir") {
+      options.checkpointDir = value();
+      if (options.checkpointDir.empty())
+        throw UsageError("--checkpoint-dir needs a directory");
+    } else if (flag == "--checkpoint-every") {
+      options.checkpointEvery = parseCount(flag, value());
+      if (options.checkpointEvery == 0)
+        throw UsageError("--checkpoint-every must be at least 1");
+    } else if (flag == "--keep") {
+      options.keep = parseCount(flag, value());
+      if (options.keep == 0)
+        throw UsageError("--keep must be at least 1");
+    } else if (flag == "--resume") {
+      options.resume = value();
+      if (options.resume.empty())
+        throw UsageError("--resume needs 'latest', a checkpoint directory or a checkpoint file");
+    } else if (flag == "--on-checkpoint-error") {
+      const std::string action = value();
+      if (action == "stop")
+        options.continueOnCheckpointError = false;
+      else if (action == "continue")
+        options.continueOnCheckpointError = true;
+      else
+        throw UsageError("--on-checkpoint-error is stop or continue, got '" + action + "'");
     } else if (flag == "--inject-overflow") {
       parseSteps(flag, value(), options.injectOverflow);
     } else if (flag == "--quiet" || flag == "-q") {
@@ -146,6 +170,12 @@ RunnerOptions parseRunnerArguments(const std::vector<std::string> &args) {
   }
   if (options.dataFormat && options.dataPath.empty())
     throw UsageError("--data-format needs --data FILE");
+  if (options.checkpointDir.empty()) {
+    if (options.checkpointEvery)
+      throw UsageError("--checkpoint-every needs --checkpoint-dir DIR");
+    if (options.resume == "latest")
+      throw UsageError("--resume latest needs --checkpoint-dir DIR (where to look)");
+  }
   std::sort(options.injectOverflow.begin(), options.injectOverflow.end());
   options.injectOverflow.erase(
       std::unique(options.injectOverflow.begin(), options.injectOverflow.end()),
@@ -185,6 +215,20 @@ options:
                        over the last K steps (default 3; they run without
                        CUDA graphs) and print where the time goes
   --profile-top N      rows of the --profile report (default 20)
+  --checkpoint-dir DIR write checkpoints to DIR (created if missing) at the
+                       end of the run, when stopped by SIGINT or SIGTERM, and
+                       every --checkpoint-every steps
+  --checkpoint-every N a checkpoint after every N optimizer steps
+  --keep K             keep the K newest checkpoints in DIR (default 3)
+  --resume R           continue a run from a checkpoint, bit for bit: R is
+                       latest (the newest valid one in --checkpoint-dir, or
+                       step 0 when there is none yet), a directory (its
+                       newest valid one) or a step-N.ckpt file; the plan,
+                       --seed, --steps and --data must be those of the run
+                       that wrote it
+  --on-checkpoint-error A
+                       stop (default: exit 1) or continue (warn and train
+                       on) when a checkpoint cannot be written
   --info               describe the model and its inputs, then exit
   --help               show this help
 
