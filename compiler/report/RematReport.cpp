@@ -2,7 +2,7 @@
 
 #include "compiler/report/RematReport.h"
 #include "compiler/report/MemoryReport.h"
-#include "compiler/report/PngWriter.h"
+#include "compiler/report/Plot.h"
 #include "compiler/support/Format.h"
 #include "passes/RematAdapter.h"
 
@@ -63,58 +63,50 @@ std::vector<int64_t> liveByOp(const RematGraph &graph, const RematSimulation &si
 }
 
 /// Draws live memory per op of the micro step without and with the plan (gray and blue), the
-/// budget (dashed red) and the forward/backward boundary, and saves it as a PNG. Returns false
-/// when the file cannot be written.
-bool writePlot(const std::string &path, const std::vector<int64_t> &before,
-               const std::vector<int64_t> &after, int64_t budget, int64_t numForward) {
-  // Canvas size and the margins around the plot area (the left one holds the GB labels).
-  const int width = 1000, height = 520, left = 90, right = 20, top = 40, bottom = 60;
-  Canvas canvas(width, height);
+/// budget (dashed red) and the forward/backward boundary, and saves it (PNG, or SVG for .svg).
+/// Returns an empty string, or why the file could not be written.
+std::string writePlot(const std::string &path, const std::vector<int64_t> &before,
+                      const std::vector<int64_t> &after, int64_t budget, int64_t numForward) {
+  using namespace plot;
   int64_t most = std::max({budget, *std::max_element(before.begin(), before.end()),
                            *std::max_element(after.begin(), after.end())});
-  // 5% headroom above the highest curve; x spreads the ops evenly across the plot width.
-  double yScale = double(height - top - bottom) / double(most) / 1.05;
-  double xScale = double(width - left - right) / double(std::max<size_t>(1, before.size() - 1));
-  auto x = [&](size_t i) { return left + xScale * double(i); };
-  auto y = [&](int64_t bytes) { return height - bottom - yScale * double(bytes); };
-  Rgb axis{40, 40, 40}, grid{225, 225, 225}, gray{150, 150, 150}, blue{31, 119, 180},
-      red{214, 39, 40};
-  // Horizontal grid lines every "nice" number of GB.
-  // Between 3 and 8 grid lines: the step starts at 0.5 GB and doubles or halves to fit.
-  double gb = 1e9, stepGb = 0.5;
-  while (double(most) / gb / stepGb > 8)
-    stepGb *= 2;
-  while (double(most) / gb / stepGb < 3 && stepGb > 0.001)
-    stepGb /= 2;
-  for (double level = 0; level * gb <= double(most) * 1.05; level += stepGb) {
-    double row = y(int64_t(level * gb));
-    canvas.line(left, row, width - right, row, grid);
-    char label[32];
-    std::snprintf(label, sizeof label, stepGb < 1 ? "%.2f GB" : "%.0f GB", level);
-    canvas.text(8, int(row) - 3, label, axis);
+  // The y axis in the largest decimal unit the peak reaches, as formatBytes writes sizes.
+  double unit = 1;
+  const char *unitName = "bytes";
+  for (auto [size, name] : {std::pair<double, const char *>{1e3, "kB"}, {1e6, "MB"}, {1e9, "GB"}})
+    if (double(most) >= size) {
+      unit = size;
+      unitName = name;
+    }
+  Figure figure;
+  figure.width = 1000;
+  figure.height = 520;
+  figure.title = "live memory over the training step";
+  figure.xLabel = "ops of the micro step in program order";
+  figure.integerX = true;
+  Panel panel;
+  panel.title = "live bytes per op, persistent buffers included";
+  panel.yLabel = std::string("live memory (") + unitName + ")";
+  // The y axis spans the curves, not 0: the difference remat makes is the point.
+  Series without{"without remat", {}, {}, {0.6, 0.6, 0.6}},
+      with{"with remat", {}, {}, paletteColor(0)};
+  for (size_t i = 0; i < before.size(); ++i) {
+    without.x.push_back(double(i));
+    without.y.push_back(double(before[i]) / unit);
+    with.x.push_back(double(i));
+    with.y.push_back(double(after[i]) / unit);
   }
-  // The forward/backward boundary.
-  canvas.line(x(numForward), top, x(numForward), height - bottom, gray, 1, 4);
-  canvas.text(int(x(numForward)) - 60, height - bottom + 10, "FORWARD", gray);
-  canvas.text(int(x(numForward)) + 8, height - bottom + 10, "BACKWARD", gray);
-  // The two curves, then the budget line and the axes on top of them.
-  for (size_t i = 1; i < before.size(); ++i) {
-    canvas.line(x(i - 1), y(before[i - 1]), x(i), y(before[i]), gray, 2);
-    canvas.line(x(i - 1), y(after[i - 1]), x(i), y(after[i]), blue, 2);
-  }
-  canvas.line(left, y(budget), width - right, y(budget), red, 2, 8);
-  canvas.line(left, top, left, height - bottom, axis);
-  canvas.line(left, height - bottom, width - right, height - bottom, axis);
-  // Title and legend (the built-in font has upper-case letters only).
-  canvas.text(left, 12, "LIVE MEMORY OVER THE TRAINING STEP", axis, 2);
-  canvas.line(width - 330, 18, width - 300, 18, gray, 2);
-  canvas.text(width - 295, 15, "WITHOUT REMAT", axis);
-  canvas.line(width - 200, 18, width - 170, 18, blue, 2);
-  canvas.text(width - 165, 15, "WITH REMAT", axis);
-  canvas.line(width - 330, 32, width - 300, 32, red, 2, 8);
-  canvas.text(width - 295, 29, "BUDGET", axis);
-  canvas.text(left, height - 22, "OPS OF THE MICRO STEP IN PROGRAM ORDER", axis);
-  return canvas.savePng(path);
+  Series limit{"budget",
+               {0, double(before.size() - 1)},
+               {double(budget) / unit, double(budget) / unit},
+               paletteColor(3),
+               LineStyle::Dashed};
+  panel.series = {without, with, limit};
+  panel.markers.push_back({double(numForward), "forward", "backward"});
+  for (const Series &series : panel.series)
+    figure.legend.push_back({series.label, series.color, series.style});
+  figure.panels.push_back(std::move(panel));
+  return saveFigure(figure, path);
 }
 
 } // namespace
@@ -217,9 +209,9 @@ bool printRematReport(ModelOp model, const std::vector<std::string> &budgets,
                        graph->problem.ops[first].name.c_str());
   }
   if (!plotPath.empty()) {
-    if (!writePlot(plotPath, before, after, shownBudget, graph->problem.numForward)) {
-      errors << "ampc: error: cannot write the plot '" << plotPath << "': " << std::strerror(errno)
-             << "\n";
+    std::string error = writePlot(plotPath, before, after, shownBudget, graph->problem.numForward);
+    if (!error.empty()) {
+      errors << "ampc: error: cannot write the plot '" << plotPath << "': " << error << "\n";
       return false;
     }
     os << "wrote the plot " << plotPath << "\n";

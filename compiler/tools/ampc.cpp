@@ -11,6 +11,8 @@
 //                                          where the training step's memory goes
 //   ampc eval MODEL.mlir|MODEL.plan [--seed N] [--input NAME=FILE]... [--precision f32|f64]
 //                                          evaluate the loss on the CPU reference backend
+//   ampc plot METRICS.jsonl... -o FILE.png|FILE.svg [--size WxH]
+//                                          draw training metrics logs against the step
 //
 // The command line is llvm::cl's: one cl::SubCommand per verb, every option declared once with
 // the verbs that take it (cl::sub) and its help category, so `ampc --help` and
@@ -28,6 +30,7 @@
 #include "compiler/lowering/ModelLoader.h"
 #include "compiler/lowering/PlanEmitter.h"
 #include "compiler/report/MemoryReport.h"
+#include "compiler/report/MetricsPlot.h"
 #include "compiler/report/PrecisionReport.h"
 #include "compiler/report/RematReport.h"
 #include "passes/TrainingPipeline.h"
@@ -77,17 +80,21 @@ cl::SubCommand compileCommand("compile", "Write a standalone training executable
 cl::SubCommand reportCommand("report", "Print the precision of every op of the training step, "
                                        "or where its memory goes");
 cl::SubCommand evalCommand("eval", "Evaluate a model's loss on the CPU reference backend");
+cl::SubCommand plotCommand("plot", "Draw training metrics logs (--log FILE.jsonl): loss, learning "
+                                   "rate, gradient norm, loss scale, throughput");
 
 /// Every command, in the order the messages name them.
-cl::SubCommand *const commands[] = {&verifyCommand, &planCommand, &evalCommand, &compileCommand,
-                                    &reportCommand};
+cl::SubCommand *const commands[] = {&verifyCommand,  &planCommand,   &evalCommand,
+                                    &compileCommand, &reportCommand, &plotCommand};
 
 cl::SubCommandGroup allCommands({&verifyCommand, &planCommand, &compileCommand, &reportCommand,
-                                 &evalCommand});
+                                 &evalCommand, &plotCommand});
 /// The commands that read a model file (.mlir) as their one positional argument.
 cl::SubCommandGroup modelCommands({&verifyCommand, &planCommand, &compileCommand});
-/// The commands that write an output file.
-cl::SubCommandGroup outputCommands({&planCommand, &compileCommand});
+/// The commands that write an output file (-o).
+cl::SubCommandGroup outputCommands({&planCommand, &compileCommand, &plotCommand});
+/// The commands that lower a model and can write the IR they lower (--emit-mlir).
+cl::SubCommandGroup loweringCommands({&planCommand, &compileCommand});
 /// The commands that take the training pipeline's options: plan (with --train), compile and
 /// report (--memory-budget: report memory).
 cl::SubCommandGroup pipelineCommands({&planCommand, &compileCommand, &reportCommand});
@@ -171,6 +178,21 @@ struct CpuPrecisionParser : cl::parser<std::string> {
   }
 };
 
+/// ampc plot's --size WxH.
+struct SizeParser : cl::parser<std::string> {
+  using cl::parser<std::string>::parser;
+  bool parse(cl::Option &, llvm::StringRef name, llvm::StringRef text, std::string &value) {
+    auto [width, height] = text.split('x');
+    unsigned w = 0, h = 0;
+    if (width.getAsInteger(10, w) || height.getAsInteger(10, h) || w < 200 || h < 150 ||
+        w > 10000 || h > 10000)
+      return usageError("--" + name + " expects WxH in pixels (200x150 to 10000x10000), got '" +
+                        text + "'");
+    value = text.str();
+    return false;
+  }
+};
+
 /// ampc eval's --input NAME=FILE.
 struct InputParser : cl::parser<std::string> {
   using cl::parser<std::string>::parser;
@@ -198,6 +220,7 @@ cl::OptionCategory precisionCategory(
     "plan is assigned a precision only when --precision is given.");
 cl::OptionCategory memoryCategory("Memory options");
 cl::OptionCategory evalCategory("Evaluation options");
+cl::OptionCategory plotCategory("Plot options");
 cl::OptionCategory mlirCategory(
     "MLIR options",
     "The instrumentation of the pass manager that runs the training pipeline ('ampc plan':\n"
@@ -215,6 +238,8 @@ cl::list<std::string> reportArguments(cl::Positional, cl::sub(reportCommand),
                                       cl::desc("precision|memory MODEL.mlir"));
 cl::list<std::string> evalArguments(cl::Positional, cl::sub(evalCommand),
                                     cl::desc("MODEL.mlir|PLAN"));
+cl::list<std::string> plotArguments(cl::Positional, cl::sub(plotCommand),
+                                    cl::desc("METRICS.jsonl..."));
 cl::list<std::string> unknownArguments(cl::Sink, cl::sub(cl::SubCommand::getTopLevel()),
                                        cl::sub(allCommands));
 
@@ -224,12 +249,13 @@ namespace flags {
 // Output.
 cl::opt<std::string> output("o", cl::sub(outputCommands), cl::cat(outputCategory),
                             cl::value_desc("FILE"),
-                            cl::desc("The plan (plan) or the training executable (compile)"));
+                            cl::desc("The plan (plan), the training executable (compile), or "
+                                     "the plot, .png or .svg (plot)"));
 cl::opt<bool, false, FlagParser>
     train("train", cl::sub(planCommand), cl::cat(outputCategory),
           cl::desc("Lower the training step rather than the forward pass (bf16 unless "
                    "--precision says otherwise, as compile)"));
-cl::opt<std::string> emitMlir("emit-mlir", cl::sub(outputCommands), cl::cat(outputCategory),
+cl::opt<std::string> emitMlir("emit-mlir", cl::sub(loweringCommands), cl::cat(outputCategory),
                               cl::value_desc("FILE"),
                               cl::desc("Also write the IR of the training step the plan is "
                                        "lowered from (plan: with --train)"));
@@ -390,6 +416,13 @@ cl::opt<std::string, false, CpuPrecisionParser>
                   cl::value_desc("f32|f64"),
                   cl::desc("The CPU backend's compute type (default f32)"), cl::init("f32"));
 
+// Plot.
+cl::opt<std::string, false, SizeParser> size("size", cl::sub(plotCommand), cl::cat(plotCategory),
+                                             cl::value_desc("WxH"),
+                                             cl::desc("The image's size in pixels (default "
+                                                      "1200x900)"),
+                                             cl::init("1200x900"));
+
 } // namespace flags
 
 /// MLIR's options that configure the pass manager (IR printing, timing, statistics, crash
@@ -444,7 +477,8 @@ void registerMlirOptions() {
 /// Hides LLVM's own options (the libraries' hundreds) from every help text.
 void hideUnrelatedOptions() {
   const cl::OptionCategory *categories[] = {&outputCategory, &trainingCategory, &precisionCategory,
-                                            &memoryCategory, &evalCategory,     &mlirCategory};
+                                            &memoryCategory, &evalCategory,     &plotCategory,
+                                            &mlirCategory};
   cl::HideUnrelatedOptions(categories);
   for (cl::SubCommand *command : commands)
     cl::HideUnrelatedOptions(categories, *command);
@@ -460,6 +494,7 @@ std::string overview(cl::SubCommand *command) {
   ampc compile MODEL.mlir -o BINARY [options]
   ampc report precision|memory MODEL.mlir [options]
   ampc eval MODEL.mlir|PLAN [--seed N] [--input NAME=FILE]... [--precision f32|f64]
+  ampc plot METRICS.jsonl... -o FILE.png|FILE.svg [--size WxH]
 
 Each command's options: ampc COMMAND --help. An option's value follows it as --flag=value or
 --flag value.
@@ -482,6 +517,14 @@ and stores in, the rule that decided each, and the totals (casts, bytes converte
 FLOPs). 'ampc report memory' prints the persistent buffers by kind, the arena of each step
 function, the peak and the largest values live at it; with --memory-budget, what
 rematerialization does for each budget (and a plot with --plot).
+)";
+  if (command == &plotCommand)
+    return text + R"(
+'ampc plot' reads the metrics logs training executables write with --log FILE.jsonl and draws,
+against the step, in panels over one x axis: the loss (a validation loss dashed, where lines
+have val_loss), the learning rate, the gradient norm, the loss scale (log axis; when a run
+scales its loss) and the throughput (tokens/s or samples/s). Each log is a run in its own
+colour, named in the legend by its file name.
 )";
   if (command == &evalCommand)
     return text + R"(
@@ -593,6 +636,9 @@ struct Options {
   std::string plot;
   /// --emit-mlir FILE (compile, plan --train): the IR the plan is lowered from.
   std::string emitMlir;
+  /// ampc plot: the metrics logs and the image's size.
+  std::vector<std::string> logs;
+  int width = 1200, height = 900;
 };
 
 /// The options of the command llvm::cl parsed, checked together.
@@ -603,7 +649,8 @@ Options checkedOptions(cl::SubCommand *command) {
     llvm::StringRef first = unknownArguments.front();
     if (!first.starts_with("-"))
       throw UsageError{"unknown command '" + first.str() +
-                       "'; the commands are verify, plan, eval, compile and report (see 'ampc "
+                       "'; the commands are verify, plan, eval, compile, report and plot (see "
+                       "'ampc "
                        "--help')"};
     throw UsageError{unknownOption(first, nullptr)};
   }
@@ -612,6 +659,22 @@ Options checkedOptions(cl::SubCommand *command) {
 
   Options options;
   options.verb = command->getName().str();
+  if (command == &plotCommand) {
+    options.logs.assign(plotArguments.begin(), plotArguments.end());
+    if (options.logs.empty())
+      throw UsageError{"'ampc plot' needs a metrics log (written by a training executable's "
+                       "--log FILE.jsonl)"};
+    options.output = flags::output;
+    llvm::StringRef output = options.output;
+    if (output.empty())
+      throw UsageError{"'ampc plot' needs an output file: -o FILE.png or -o FILE.svg"};
+    if (!output.ends_with_insensitive(".png") && !output.ends_with_insensitive(".svg"))
+      throw UsageError{"'ampc plot' writes .png or .svg files, got '" + options.output + "'"};
+    auto [width, height] = llvm::StringRef(flags::size).split('x');
+    width.getAsInteger(10, options.width);
+    height.getAsInteger(10, options.height);
+    return options;
+  }
   std::vector<std::string> positional;
   if (command == &reportCommand) {
     if (reportArguments.empty() ||
@@ -863,7 +926,26 @@ int evaluate(const Options &options, const plan::Plan &compiled) {
 /// argv[0], for finding the training runner next to the compiler.
 std::string argv0;
 
+/// `ampc plot`: every log read (the first bad one is the error), then the figure.
+int plotLogs(const Options &options) {
+  std::vector<MetricsRun> runs(options.logs.size());
+  std::string error;
+  for (size_t i = 0; i < options.logs.size(); ++i)
+    if (!readMetricsLog(options.logs[i], runs[i], error))
+      throw UsageError{error};
+  if (!plotMetrics(runs, options.output, options.width, options.height, error))
+    throw UsageError{"cannot write the plot '" + options.output + "': " + error};
+  size_t steps = 0;
+  for (const MetricsRun &run : runs)
+    steps = std::max(steps, run.points("loss").size());
+  std::printf("wrote %s (%dx%d): %zu run%s, up to %zu steps\n", options.output.c_str(),
+              options.width, options.height, runs.size(), runs.size() == 1 ? "" : "s", steps);
+  return 0;
+}
+
 int run(const Options &options) {
+  if (options.verb == "plot")
+    return plotLogs(options);
   bool isPlanFile = llvm::StringRef(options.model).ends_with(".plan");
   if (isPlanFile && options.verb != "eval")
     throw UsageError{"'ampc " + options.verb + "' takes a model file (.mlir), not a plan"};
