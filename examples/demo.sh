@@ -48,6 +48,9 @@ echo "== Compiling and training the MLP (synthetic 10-class task; untrained ~ln(
 "$ampc" compile examples/mlp/mlp.mlir -o "$out/train_mlp" | tail -n 1
 "$out/train_mlp" --steps 30 --seed 0 --log "$out/mlp_metrics.jsonl"
 echo
+echo "== Plotting the tiny GPT's run (loss, learning rate, gradient norm, throughput)"
+"$ampc" plot "$out/tiny_metrics.jsonl" -o "$out/tiny_metrics.png"
+echo
 echo "Training executables: $out/train_tiny, $out/train_mlp (try --help)"
-echo "Per-step metrics (JSONL): $out/tiny_metrics.jsonl, $out/mlp_metrics.jsonl"
+echo "Per-step metrics (JSONL): $out/tiny_metrics.jsonl, $out/mlp_metrics.jsonl; plot: $out/tiny_metrics.png"
 echo "Demo outputs are in $out"
