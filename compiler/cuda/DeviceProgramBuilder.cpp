@@ -828,26 +828,10 @@ void Builder::placeArena(func::FuncOp fn, const std::vector<plan::Instruction> &
 
   // What the steps write, in the arena.
   std::set<uint32_t> written;
-  auto write = [&](uint32_t id) {
-    if (id != plan::kNoBuffer && plan.buffers[storage[id]].role == plan::BufferRole::Temporary)
-      written.insert(storage[id]);
-  };
   for (const plan::DeviceGroup &group : out.groups)
-    for (const plan::DeviceStep &step : group.steps) {
-      if (const auto *launch = std::get_if<plan::LaunchStep>(&step)) {
-        for (const plan::DeviceArgument &arg : launch->args)
-          if (arg.kind == plan::ArgKind::Buffer && arg.access != plan::Access::Read)
-            write(arg.buffer);
-      } else if (const auto *matmul = std::get_if<plan::MatmulStep>(&step)) {
-        write(matmul->d);
-        write(matmul->aux);
-      } else if (const auto *attention = std::get_if<plan::AttentionStep>(&step)) {
-        for (uint32_t id : {attention->out, attention->dq, attention->dk, attention->dv})
-          write(id);
-      } else {
-        write(std::get<plan::MemsetStep>(step).buffer);
-      }
-    }
+    for (uint32_t id : plan::writtenBuffers(group))
+      if (plan.buffers[storage[id]].role == plan::BufferRole::Temporary)
+        written.insert(storage[id]);
 
   // graph-plan-memory's offsets, by plan buffer; a result sharing an operand's bytes in place.
   std::map<uint32_t, int64_t> offsetOf;

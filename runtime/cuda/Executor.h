@@ -167,13 +167,9 @@ std::vector<ResolvedArgument> resolveArguments(const plan::LaunchStep &launch,
 std::vector<uint8_t> encodeTable(const plan::Plan &plan, const plan::DeviceTable &table,
                                  const std::vector<uint64_t> &buffers);
 
-/// The buffers a step group writes (write and read-write arguments, a
-/// matmul's D, aux and written bias, attention outputs, memsets), unique, in
-/// first-written order.
-std::vector<uint32_t> writtenBuffers(const plan::DeviceGroup &group);
-/// The buffers a step group reads (read and read-write arguments, matmul and
-/// attention inputs), unique.
-std::vector<uint32_t> readBuffers(const plan::DeviceGroup &group);
+/// The buffers a step group writes and reads (runtime/plan/DeviceProgram.h).
+using plan::readBuffers;
+using plan::writtenBuffers;
 
 /// The CUDA backend. Not copyable; \p device must outlive it.
 class Executor {

@@ -5,7 +5,7 @@
 // optimizer step (readMetrics), parameter initialisation and random inputs
 // computed with the CPU backend's formulas and uploaded, setInput, resetting
 // the state; and the hooks tests use to compare a step group with the CPU
-// backend (writtenBuffers / readBuffers, runGroups, bufferValues,
+// backend (runGroups, bufferValues,
 // setBufferValues), with the value encoding they share.
 //
 //===----------------------------------------------------------------------===//
@@ -20,11 +20,6 @@
 namespace ampc::cuda {
 
 namespace {
-
-void addUnique(std::vector<uint32_t> &ids, uint32_t id) {
-  if (id != kNoBuffer && std::find(ids.begin(), ids.end(), id) == ids.end())
-    ids.push_back(id);
-}
 
 /// Decodes \p count elements of \p dtype.
 std::vector<double> decodeValues(const std::vector<uint8_t> &bytes, plan::DType dtype,
@@ -98,64 +93,6 @@ std::vector<uint8_t> encodeValues(const std::vector<double> &values, plan::DType
 }
 
 } // namespace
-
-std::vector<uint32_t> writtenBuffers(const plan::DeviceGroup &group) {
-  std::vector<uint32_t> ids;
-  for (const plan::DeviceStep &step : group.steps) {
-    if (const auto *launch = std::get_if<plan::LaunchStep>(&step)) {
-      for (const plan::DeviceArgument &argument : launch->args) {
-        if (argument.kind == plan::ArgKind::Buffer && argument.access != plan::Access::Read)
-          addUnique(ids, argument.buffer);
-        if (argument.kind == plan::ArgKind::Table)
-          for (const auto &[id, access] : plan::tableBufferUses(argument.table))
-            if (access != plan::Access::Read)
-              addUnique(ids, id);
-      }
-    } else if (const auto *matmul = std::get_if<plan::MatmulStep>(&step)) {
-      addUnique(ids, matmul->d);
-      addUnique(ids, matmul->aux);
-      if (matmul->epilogue == plan::Epilogue::BGradB)
-        addUnique(ids, matmul->bias);
-    } else if (const auto *attention = std::get_if<plan::AttentionStep>(&step)) {
-      addUnique(ids, attention->out);
-      addUnique(ids, attention->dq);
-      addUnique(ids, attention->dk);
-      addUnique(ids, attention->dv);
-    } else if (const auto *memset = std::get_if<plan::MemsetStep>(&step)) {
-      addUnique(ids, memset->buffer);
-    }
-  }
-  return ids;
-}
-
-std::vector<uint32_t> readBuffers(const plan::DeviceGroup &group) {
-  std::vector<uint32_t> ids;
-  for (const plan::DeviceStep &step : group.steps) {
-    if (const auto *launch = std::get_if<plan::LaunchStep>(&step)) {
-      for (const plan::DeviceArgument &argument : launch->args) {
-        if (argument.kind == plan::ArgKind::Buffer && argument.access != plan::Access::Write)
-          addUnique(ids, argument.buffer);
-        if (argument.kind == plan::ArgKind::Table)
-          for (const auto &[id, access] : plan::tableBufferUses(argument.table))
-            if (access != plan::Access::Write)
-              addUnique(ids, id);
-      }
-    } else if (const auto *matmul = std::get_if<plan::MatmulStep>(&step)) {
-      addUnique(ids, matmul->a);
-      addUnique(ids, matmul->b);
-      if (matmul->c != matmul->d)
-        addUnique(ids, matmul->c);
-      if (matmul->epilogue != plan::Epilogue::BGradB)
-        addUnique(ids, matmul->bias);
-    } else if (const auto *attention = std::get_if<plan::AttentionStep>(&step)) {
-      addUnique(ids, attention->q);
-      addUnique(ids, attention->k);
-      addUnique(ids, attention->v);
-      addUnique(ids, attention->dOut);
-    }
-  }
-  return ids;
-}
 
 //===----------------------------------------------------------------------===//
 // Metrics, host data and test hooks

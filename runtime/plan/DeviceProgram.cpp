@@ -1,6 +1,8 @@
-//===- DeviceProgram.cpp - Names and error messages of device programs ----===//
+//===- DeviceProgram.cpp - Names of device programs and the buffers their steps touch -===//
 
 #include "runtime/plan/Plan.h"
+
+#include <algorithm>
 
 namespace ampc::plan {
 
@@ -72,6 +74,72 @@ std::vector<std::pair<uint32_t, Access>> tableBufferUses(const DeviceTable &tabl
     add(entry.copy, Access::Write);
   }
   return uses;
+}
+
+namespace {
+/// Appends \p id to \p ids unless it is kNoBuffer or already there.
+void addUnique(std::vector<uint32_t> &ids, uint32_t id) {
+  if (id != kNoBuffer && std::find(ids.begin(), ids.end(), id) == ids.end())
+    ids.push_back(id);
+}
+} // namespace
+
+std::vector<uint32_t> writtenBuffers(const DeviceGroup &group) {
+  std::vector<uint32_t> ids;
+  for (const DeviceStep &step : group.steps) {
+    if (const auto *launch = std::get_if<LaunchStep>(&step)) {
+      for (const DeviceArgument &argument : launch->args) {
+        if (argument.kind == ArgKind::Buffer && argument.access != Access::Read)
+          addUnique(ids, argument.buffer);
+        if (argument.kind == ArgKind::Table)
+          for (const auto &[id, access] : tableBufferUses(argument.table))
+            if (access != Access::Read)
+              addUnique(ids, id);
+      }
+    } else if (const auto *matmul = std::get_if<MatmulStep>(&step)) {
+      addUnique(ids, matmul->d);
+      addUnique(ids, matmul->aux);
+      if (matmul->epilogue == Epilogue::BGradB)
+        addUnique(ids, matmul->bias);
+    } else if (const auto *attention = std::get_if<AttentionStep>(&step)) {
+      addUnique(ids, attention->out);
+      addUnique(ids, attention->dq);
+      addUnique(ids, attention->dk);
+      addUnique(ids, attention->dv);
+    } else if (const auto *memset = std::get_if<MemsetStep>(&step)) {
+      addUnique(ids, memset->buffer);
+    }
+  }
+  return ids;
+}
+
+std::vector<uint32_t> readBuffers(const DeviceGroup &group) {
+  std::vector<uint32_t> ids;
+  for (const DeviceStep &step : group.steps) {
+    if (const auto *launch = std::get_if<LaunchStep>(&step)) {
+      for (const DeviceArgument &argument : launch->args) {
+        if (argument.kind == ArgKind::Buffer && argument.access != Access::Write)
+          addUnique(ids, argument.buffer);
+        if (argument.kind == ArgKind::Table)
+          for (const auto &[id, access] : tableBufferUses(argument.table))
+            if (access != Access::Write)
+              addUnique(ids, id);
+      }
+    } else if (const auto *matmul = std::get_if<MatmulStep>(&step)) {
+      addUnique(ids, matmul->a);
+      addUnique(ids, matmul->b);
+      if (matmul->c != matmul->d)
+        addUnique(ids, matmul->c);
+      if (matmul->epilogue != Epilogue::BGradB)
+        addUnique(ids, matmul->bias);
+    } else if (const auto *attention = std::get_if<AttentionStep>(&step)) {
+      addUnique(ids, attention->q);
+      addUnique(ids, attention->k);
+      addUnique(ids, attention->v);
+      addUnique(ids, attention->dOut);
+    }
+  }
+  return ids;
 }
 
 const char *deviceStepName(const DeviceStep &step) {

@@ -277,6 +277,13 @@ inline constexpr uint32_t kDeviceErrorEmbeddingId = 2;
 /// are kNoBuffer are left out.
 std::vector<std::pair<uint32_t, Access>> tableBufferUses(const DeviceTable &table);
 
+/// The buffers a step group writes (write and read-write arguments, tables' written entries, a
+/// matmul's D, aux and written bias, attention outputs, memsets), unique, in first-written order.
+std::vector<uint32_t> writtenBuffers(const DeviceGroup &group);
+/// The buffers a step group reads (read and read-write arguments, tables' read entries, matmul
+/// and attention inputs), unique.
+std::vector<uint32_t> readBuffers(const DeviceGroup &group);
+
 /// The names used in diagnostics and docs.
 const char *accessName(Access access);
 const char *argKindName(ArgKind kind);
