@@ -57,3 +57,19 @@ except (OSError, subprocess.TimeoutExpired):
 config.substitutions.append(("%torch_python", torch_python))
 # The word "ampc" as an argument (torch_gpt.py --init ampc), past the tool substitution above.
 config.substitutions.append(("%word_ampc", "ampc"))
+
+# Open MPI (openmpi-bin) launches the data parallel tests: several ranks of one training executable
+# on this machine. --oversubscribe lets 4 ranks share fewer cores; the OMPI_ALLOW_* variables let
+# them start as root (CI containers), as --allow-run-as-root would.
+mpirun = shutil.which("mpirun")
+if mpirun:
+    try:
+        version = subprocess.run([mpirun, "--version"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, text=True, timeout=60).stdout
+        if "Open MPI" in version:
+            config.available_features.add("mpi")
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+config.substitutions.append(("%mpirun", "mpirun --oversubscribe --bind-to none"))

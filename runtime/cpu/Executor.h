@@ -22,6 +22,7 @@
 
 #include "runtime/plan/Plan.h"
 
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -55,6 +56,13 @@ struct RunOptions {
   /// had overflowed, setting the plan's foundNonFinite flag to 1 (no effect
   /// when the plan has no loss scaling).
   bool injectNonFinite = false;
+  /// Data parallel with a sharded optimizer (ZeRO-1, runtime/train/
+  /// Distributed.h): when set, indexed by buffer id, the adamw/sgd of a
+  /// parameter whose entry is false is not run (another rank updates it).
+  const std::vector<bool> *ownedParameters = nullptr;
+  /// When set, global_norm hands its sum of squares to this and takes the
+  /// square root of what it returns (the sum over every rank's shard).
+  std::function<double(double)> combineSquares;
 };
 
 /// The loss scaler after the last optimizer step.

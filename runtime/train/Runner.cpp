@@ -5,6 +5,7 @@
 #include "runtime/cpu/Executor.h"
 #include "runtime/train/Backend.h"
 #include "runtime/train/Checkpoint.h"
+#include "runtime/train/Distributed.h"
 
 #include <sys/stat.h>
 
@@ -671,7 +672,9 @@ std::pair<std::string, Checkpoint> findResumePoint(const RunnerOptions &options,
 }
 
 int train(const plan::Plan &plan, const RunnerOptions &options, const std::string &program,
-          const RunnerStreams &streams) {
+          const RunnerStreams &streams, DataParallel *parallel) {
+  // Data parallel: rank 0 alone logs, checkpoints and writes the summary.
+  const bool mainRank = !parallel || parallel->rank() == 0;
   // From here on SIGINT and SIGTERM stop the run after an optimizer step.
   const StopSignals stopSignals;
   if (plan.optimizerInstructions.empty())
@@ -707,6 +710,8 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
   // The checkpoint to resume from, checked against this run before the log
   // is touched.
   const std::map<std::string, std::string> identity = runIdentity(plan, options, *backend);
+  if (parallel)
+    parallel->checkRun(options, backend->device(), identity);
   std::string resumeFile;
   Checkpoint resumed;
   uint64_t startStep = 0;
@@ -734,7 +739,7 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
                             fileNameOf(existing.front().second) +
                             "); continue it with --resume latest, or use another directory");
   }
-  MetricsLog log(options.logPath, startStep);
+  MetricsLog log(mainRank ? options.logPath : std::string(), startStep);
 
   const bool tokens = task.kind == TaskKind::Language;
   const uint64_t steps = options.steps;
@@ -752,6 +757,8 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
     std::fprintf(streams.out, "%s\n", deviceLine.c_str());
   if (choice.noteIsWarning)
     std::fprintf(streams.err, "%s: %s\n", program.c_str(), choice.note.c_str());
+  if (parallel)
+    std::fprintf(streams.out, "data parallel: %s\n", parallel->describe().c_str());
   if (!source && !plan.inputs.empty())
     std::fprintf(streams.err,
                  "%s: warning: this model's inputs are random each step, so "
@@ -830,6 +837,13 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
     checkpoint.meta["non_finite_losses"] = std::to_string(nonFiniteLosses);
     checkpoint.meta["floor_warned"] = floorWarned ? "1" : "0";
     const std::string name = checkpointFileName(done);
+    if (parallel) {
+      // Every rank takes part in gathering a sharded optimizer state.
+      parallel->gatherOptimizerState(*backend);
+      checkpoint.meta["world_size"] = std::to_string(parallel->size());
+      if (!mainRank)
+        return true;
+    }
     try {
       captureBuffers(plan, *backend, checkpoint);
       makeDirectories(options.checkpointDir);
@@ -866,8 +880,12 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
       if (profiled && step == firstProfiled)
         backend->startProfiling();
       stepBegan = std::chrono::steady_clock::now();
-      for (uint64_t i = 0; i < accumulation; ++i) {
-        const uint64_t microStep = step * accumulation + i;
+      if (parallel)
+        parallel->injectFailures(options, step);
+      const uint64_t localMicroSteps = parallel ? parallel->localMicroSteps() : accumulation;
+      for (uint64_t i = 0; i < localMicroSteps; ++i) {
+        const uint64_t microStep =
+            parallel ? parallel->globalMicroStep(step, i) : step * accumulation + i;
         if (source) {
           for (const InputData &input : source->batch(microStep))
             backend->setInput(input.name, input.bytes.data(), input.bytes.size());
@@ -880,7 +898,11 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
         run.training = true;
         run.keepTemporaries = false;
         run.totalSteps = steps;
-        run.injectNonFinite = i == 0 && injected.count(step + 1) > 0;
+        run.injectNonFinite = i == 0 && injected.count(step + 1) > 0 && mainRank;
+        if (parallel && i == 0)
+          for (const auto &[at, rank] : options.injectOverflowOnRank)
+            run.injectNonFinite =
+                run.injectNonFinite || (at == step + 1 && rank == parallel->rank());
         backend->runMicroStep(run);
       }
       cpu::RunOptions optimizer;
@@ -889,9 +911,18 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
       optimizer.training = true;
       optimizer.keepTemporaries = false;
       optimizer.totalSteps = steps;
+      // Data parallel: the ranks sum their gradients and agree on skipping
+      // the step (overflow) and on stopping after it (a signal).
+      bool stopAll = false;
+      if (parallel) {
+        stopAll = parallel->reduceGradients(*backend, step, stopSignal != 0);
+        parallel->prepareOptimizerStep(optimizer);
+      }
       backend->runOptimizerStep(optimizer);
       // The step's one synchronisation on a GPU.
-      const BackendMetrics metrics = backend->readMetrics();
+      BackendMetrics metrics = backend->readMetrics();
+      if (parallel)
+        metrics.loss = parallel->finishStep(*backend, step, metrics.loss);
       const double loss = metrics.loss, gradNorm = metrics.gradNorm;
       const double previousScale = metrics.scaleBefore;
 
@@ -954,7 +985,9 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
                                 "learning rate or another seed");
       }
       const uint64_t done = step + 1;
-      const int signal = stopSignal;
+      const int signal = !parallel ? static_cast<int>(stopSignal)
+                         : stopAll ? (stopSignal ? static_cast<int>(stopSignal) : SIGTERM)
+                                   : 0;
       bool written = false;
       if (!options.checkpointDir.empty() &&
           (signal || done == steps ||
@@ -965,9 +998,9 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
         progress.finish();
         std::fflush(streams.out);
         std::fprintf(
-            streams.err, "%s: stopped by %s after step %llu/%llu; %s\n", program.c_str(),
-            signal == SIGINT ? "SIGINT" : "SIGTERM", static_cast<unsigned long long>(done),
-            static_cast<unsigned long long>(steps),
+            mainRank ? streams.err : streams.out, "%s: stopped by %s after step %llu/%llu; %s\n",
+            program.c_str(), signal == SIGINT ? "SIGINT" : "SIGTERM",
+            static_cast<unsigned long long>(done), static_cast<unsigned long long>(steps),
             written ? ("checkpoint " + lastCheckpoint + " written (continue with --resume latest)")
                           .c_str()
             : options.checkpointDir.empty() ? "no checkpoint (--checkpoint-dir DIR writes one)"
@@ -1006,7 +1039,7 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
     std::fprintf(streams.out, "%s",
                  backend->profileReport(options.profileTop, profiled, stepMedian).c_str());
   std::fflush(streams.out);
-  if (!options.summaryPath.empty())
+  if (!options.summaryPath.empty() && mainRank)
     writeSummary(options.summaryPath, plan, task, record, firstLoss, stepTimes, warmup, memory,
                  backend->description());
   return 0;
@@ -1024,12 +1057,46 @@ int runTraining(const plan::Plan &plan, const RunnerOptions &options, const std:
     printModelInfo(plan, streams.out);
     return 0;
   }
+  // Launched by mpirun/srun: the ranks of a data parallel run; ranks other
+  // than 0 print only warnings and errors, named after their rank.
+  std::unique_ptr<DataParallel> parallel;
+  std::string name = program;
+  RunnerStreams rankStreams = streams;
+  std::unique_ptr<std::FILE, int (*)(std::FILE *)> discard(nullptr, std::fclose);
   try {
-    return train(plan, options, program, streams);
+    parallel = startDataParallel(plan, options.shardOptimizer, options.distTimeout);
+    if (parallel && parallel->size() > 1)
+      name = program + "[rank " + std::to_string(parallel->rank()) + "]";
+    if (parallel)
+      parallel->world().label = name;
+    if (parallel)
+      parallel->world().interrupted = [] {
+        return std::string(stopSignal == SIGINT    ? "SIGINT"
+                           : stopSignal == SIGTERM ? "SIGTERM"
+                                                   : "");
+      };
+    if (parallel && parallel->rank() != 0) {
+      discard.reset(std::fopen("/dev/null", "w"));
+      rankStreams.out = discard ? discard.get() : streams.out;
+      rankStreams.interactive = false;
+    }
+    return train(plan, options, name, rankStreams, parallel.get());
+  } catch (const RunMismatchError &error) {
+    // Every rank found it: rank 0 says it, and nobody needs aborting.
+    const char *rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    if (parallel ? parallel->rank() == 0 : !rank || std::string(rank) == "0") {
+      std::fflush(streams.out);
+      std::fprintf(streams.err, "%s: error: %s\n", program.c_str(), error.what());
+    }
+    return 1;
   } catch (const std::exception &error) {
     std::fflush(streams.out);
-    std::fprintf(streams.err, "%s: error: %s\n", program.c_str(), error.what());
+    std::fprintf(streams.err, "%s: error: %s\n", name.c_str(), error.what());
+    std::fflush(streams.err);
   }
+  // Take the other ranks down rather than leave them waiting.
+  if (parallel && parallel->size() > 1)
+    parallel->world().abortAll(1);
   return 1;
 }
 

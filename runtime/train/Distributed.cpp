@@ -1,0 +1,340 @@
+//===- Distributed.cpp - Data-parallel training across ranks --------------===//
+
+#include "runtime/train/Distributed.h"
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+
+namespace ampc::train {
+
+OptimizerLayout optimizerLayout(const plan::Plan &plan) {
+  OptimizerLayout layout;
+  for (const plan::Instruction &instruction : plan.optimizerInstructions) {
+    // adamw (param, grad, m, v, ...), sgd (param, grad, momentum, ...).
+    const bool adamw = instruction.op == plan::OpCode::AdamW;
+    if (!adamw && instruction.op != plan::OpCode::Sgd)
+      continue;
+    OptimizerLayout::Entry entry;
+    entry.parameter = instruction.operands[0];
+    entry.accumulator = instruction.operands[1];
+    entry.moments.push_back(instruction.operands[2]);
+    if (adamw)
+      entry.moments.push_back(instruction.operands[3]);
+    entry.offset = layout.elements;
+    entry.elements = static_cast<size_t>(plan::numElements(plan.buffers[entry.parameter]));
+    layout.elements += entry.elements;
+    layout.entries.push_back(std::move(entry));
+  }
+  return layout;
+}
+
+std::vector<size_t> shardBounds(const OptimizerLayout &layout, int ranks) {
+  std::vector<size_t> bounds(static_cast<size_t>(ranks) + 1, layout.elements);
+  bounds[0] = 0;
+  size_t entry = 0;
+  for (int r = 1; r < ranks; ++r) {
+    const size_t ideal = layout.elements * static_cast<size_t>(r) / static_cast<size_t>(ranks);
+    while (entry < layout.entries.size() && layout.entries[entry].offset < ideal)
+      ++entry;
+    bounds[r] = entry < layout.entries.size() ? layout.entries[entry].offset : layout.elements;
+  }
+  return bounds;
+}
+
+ShardedStateBytes shardedStateBytes(const plan::Plan &plan, int ranks) {
+  ShardedStateBytes bytes;
+  const OptimizerLayout layout = optimizerLayout(plan);
+  for (const plan::Buffer &buffer : plan.buffers)
+    if (buffer.role == plan::BufferRole::Parameter ||
+        buffer.role == plan::BufferRole::ParameterCopy)
+      bytes.weights +=
+          static_cast<uint64_t>(plan::numElements(buffer)) * plan::dtypeBytes(buffer.dtype);
+  const std::vector<size_t> bounds = shardBounds(layout, std::max(1, ranks));
+  std::vector<uint64_t> perRank(bounds.size() - 1, 0);
+  for (const OptimizerLayout::Entry &entry : layout.entries) {
+    bytes.accumulators += entry.elements * 4;
+    const uint64_t moments = entry.elements * 4 * entry.moments.size();
+    bytes.moments += moments;
+    for (size_t r = 0; r + 1 < bounds.size(); ++r)
+      if (entry.offset >= bounds[r] && entry.offset < bounds[r + 1])
+        perRank[r] += moments;
+  }
+  bytes.shardedMoments = perRank.empty() ? 0 : *std::max_element(perRank.begin(), perRank.end());
+  return bytes;
+}
+
+//===----------------------------------------------------------------------===//
+// DataParallel
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// "1.2 MB" (decimal units).
+std::string bytesText(uint64_t bytes) {
+  char text[32];
+  if (bytes >= 1000000000)
+    std::snprintf(text, sizeof(text), "%.2f GB", static_cast<double>(bytes) / 1e9);
+  else if (bytes >= 1000000)
+    std::snprintf(text, sizeof(text), "%.1f MB", static_cast<double>(bytes) / 1e6);
+  else
+    std::snprintf(text, sizeof(text), "%.1f kB", static_cast<double>(bytes) / 1e3);
+  return text;
+}
+
+/// The divisors of \p value, as "1, 2 or 4".
+std::string divisorsText(uint64_t value) {
+  std::vector<uint64_t> divisors;
+  for (uint64_t d = 1; d <= value && divisors.size() < 8; ++d)
+    if (value % d == 0)
+      divisors.push_back(d);
+  std::string text;
+  for (size_t i = 0; i < divisors.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == divisors.size() ? " or " : ", ") + std::to_string(divisors[i]);
+  return text;
+}
+
+} // namespace
+
+DataParallel::DataParallel(const plan::Plan &plan, std::unique_ptr<Communicator> communicator,
+                           bool shardOptimizer)
+    : plan(plan), communicator(std::move(communicator)), shard(shardOptimizer),
+      layout(optimizerLayout(plan)) {
+  const uint64_t ranks = static_cast<uint64_t>(size());
+  const uint64_t accumulation = static_cast<uint64_t>(plan.accumulationSteps);
+  if (accumulation % ranks != 0)
+    throw RunMismatchError(
+        "the world size " + std::to_string(ranks) + " does not divide this plan's " +
+        std::to_string(accumulation) + " accumulation step" + (accumulation == 1 ? "" : "s") +
+        " (the global batch of an optimizer step is split across the ranks by micro-batches): "
+        "run " +
+        divisorsText(accumulation) + " ranks, or compile with --accum-steps a multiple of " +
+        std::to_string(ranks));
+  local = accumulation / ranks;
+  bounds = shardBounds(layout, size());
+  if (shard) {
+    owned.assign(plan.buffers.size(), false);
+    const size_t me = static_cast<size_t>(rank());
+    for (const OptimizerLayout::Entry &entry : layout.entries)
+      owned[entry.parameter] = entry.offset >= bounds[me] && entry.offset < bounds[me + 1];
+  }
+}
+
+uint64_t DataParallel::globalMicroStep(uint64_t step, uint64_t i) const {
+  return step * static_cast<uint64_t>(plan.accumulationSteps) +
+         static_cast<uint64_t>(rank()) * local + i;
+}
+
+void DataParallel::checkSameRun(const std::map<std::string, std::string> &identity) {
+  std::string text;
+  for (const auto &[key, value] : identity)
+    text += key + "=" + value + "\n";
+  text += "shard_optimizer=" + std::string(shard ? "yes" : "no") + "\n";
+  const std::vector<std::string> all = communicator->allGatherText(text, "the start-up check");
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r] == all[0])
+      continue;
+    // The first line that differs names the key.
+    auto lines = [](const std::string &block) {
+      std::vector<std::string> result;
+      size_t begin = 0;
+      for (size_t end; (end = block.find('\n', begin)) != std::string::npos; begin = end + 1)
+        result.push_back(block.substr(begin, end - begin));
+      return result;
+    };
+    const std::vector<std::string> ours = lines(all[0]), theirs = lines(all[r]);
+    std::string key = "?", first = "?", other = "?";
+    for (size_t i = 0; i < std::max(ours.size(), theirs.size()); ++i) {
+      const std::string a = i < ours.size() ? ours[i] : "", b = i < theirs.size() ? theirs[i] : "";
+      if (a == b)
+        continue;
+      const std::string &named = a.empty() ? b : a;
+      key = named.substr(0, named.find('='));
+      first = a.substr(a.find('=') + 1);
+      other = b.substr(b.find('=') + 1);
+      break;
+    }
+    if (key == "plan_hash")
+      throw RunMismatchError("rank " + std::to_string(r) + " runs a plan with hash " + other +
+                             ", rank 0 one with hash " + first +
+                             ": every rank must run the same training executable");
+    throw RunMismatchError("rank " + std::to_string(r) + " was started with " + key + " " + other +
+                           ", rank 0 with " + first + ": every rank must get the same options");
+  }
+}
+
+void DataParallel::checkRun(const RunnerOptions &options, const std::string &device,
+                            const std::map<std::string, std::string> &identity) {
+  for (const auto &aids :
+       {options.injectOverflowOnRank, options.injectRankFailure, options.injectRankHang})
+    for (const auto &[step, rank] : aids) {
+      if (rank >= size())
+        throw RunMismatchError("an --inject-* rank " + std::to_string(rank) +
+                               " is not below the world size " + std::to_string(size()));
+      if (step > options.steps)
+        throw RunMismatchError("an --inject-* step " + std::to_string(step) +
+                               " is beyond the last step (--steps " +
+                               std::to_string(options.steps) + ")");
+    }
+  if (device != "cpu" && (size() > 1 || shard))
+    throw RunMismatchError("data parallel training on the GPU needs the NCCL path, which this "
+                           "runner does not have yet; use --device cpu");
+  checkSameRun(identity);
+}
+
+void DataParallel::injectFailures(const RunnerOptions &options, uint64_t step) {
+  for (const auto &[at, rank] : options.injectRankFailure)
+    if (at == step + 1 && rank == this->rank()) {
+      std::fprintf(stderr, "%s: dying in step %llu as --inject-rank-failure asks\n",
+                   communicator->label.c_str(), static_cast<unsigned long long>(at));
+      std::fflush(stderr);
+      std::raise(SIGKILL);
+    }
+  for (const auto &[at, rank] : options.injectRankHang)
+    if (at == step + 1 && rank == this->rank()) {
+      std::fprintf(stderr, "%s: hanging in step %llu as --inject-rank-hang asks\n",
+                   communicator->label.c_str(), static_cast<unsigned long long>(at));
+      std::fflush(stderr);
+      std::raise(SIGSTOP);
+    }
+}
+
+bool DataParallel::reduceGradients(TrainingBackend &backend, uint64_t step, bool stopRequested) {
+  // The flags first: [found non-finite, stop] per rank.
+  const bool scaling = plan.lossScaling.mode != plan::LossScaleMode::None;
+  double flags = stopRequested ? 2 : 0;
+  if (scaling && backend.readBuffer(plan.lossScaling.foundNonFinite)[0] != 0)
+    flags += 1;
+  const std::string at = " of optimizer step " + std::to_string(step + 1);
+  bool found = false, stop = false;
+  for (double value : communicator->allGatherDouble(flags, "the overflow and stop flags" + at)) {
+    found = found || std::fmod(value, 2) != 0;
+    stop = stop || value >= 2;
+  }
+  if (scaling && found)
+    backend.writeBuffer(plan.lossScaling.foundNonFinite, {1.0});
+
+  std::vector<float> flat(layout.elements);
+  for (const OptimizerLayout::Entry &entry : layout.entries) {
+    const std::vector<double> values = backend.readBuffer(entry.accumulator);
+    std::copy(values.begin(), values.end(), flat.begin() + entry.offset);
+  }
+  if (!shard) {
+    communicator->allReduceSum(flat, "the gradients" + at);
+    for (const OptimizerLayout::Entry &entry : layout.entries)
+      backend.writeBuffer(entry.accumulator,
+                          std::vector<double>(flat.begin() + entry.offset,
+                                              flat.begin() + entry.offset + entry.elements));
+    return stop;
+  }
+  communicator->reduceScatterSum(flat, bounds, "the gradients" + at);
+  // This rank's shard holds the sums; the other accumulators are zeroed
+  // (their owners zero theirs in the update).
+  for (const OptimizerLayout::Entry &entry : layout.entries) {
+    if (owned[entry.parameter])
+      backend.writeBuffer(entry.accumulator,
+                          std::vector<double>(flat.begin() + entry.offset,
+                                              flat.begin() + entry.offset + entry.elements));
+    else
+      backend.writeBuffer(entry.accumulator, std::vector<double>(entry.elements, 0.0));
+  }
+  return stop;
+}
+
+void DataParallel::prepareOptimizerStep(cpu::RunOptions &options) {
+  if (!shard)
+    return;
+  options.ownedParameters = &owned;
+  options.combineSquares = [this](double squares) {
+    double total = 0;
+    for (double part : communicator->allGatherDouble(squares, "the gradient norm"))
+      total += part;
+    return total;
+  };
+}
+
+double DataParallel::finishStep(TrainingBackend &backend, uint64_t step, double localLoss) {
+  const std::string at = " of optimizer step " + std::to_string(step + 1);
+  if (shard) {
+    std::vector<float> flat(layout.elements, 0.0f);
+    for (const OptimizerLayout::Entry &entry : layout.entries) {
+      if (!owned[entry.parameter])
+        continue;
+      const std::vector<double> values = backend.readBuffer(entry.parameter);
+      std::copy(values.begin(), values.end(), flat.begin() + entry.offset);
+    }
+    communicator->allGatherSegments(flat, bounds, "the updated weights" + at);
+    for (const OptimizerLayout::Entry &entry : layout.entries)
+      if (!owned[entry.parameter])
+        backend.writeBuffer(entry.parameter,
+                            std::vector<double>(flat.begin() + entry.offset,
+                                                flat.begin() + entry.offset + entry.elements));
+  }
+  double total = 0;
+  const std::vector<double> losses = communicator->allGatherDouble(localLoss, "the loss" + at);
+  for (double loss : losses)
+    total += loss;
+  return total / static_cast<double>(losses.size());
+}
+
+void DataParallel::gatherOptimizerState(TrainingBackend &backend) {
+  if (!shard)
+    return;
+  size_t slots = 0;
+  for (const OptimizerLayout::Entry &entry : layout.entries)
+    slots = std::max(slots, entry.moments.size());
+  for (size_t slot = 0; slot < slots; ++slot) {
+    std::vector<float> flat(layout.elements, 0.0f);
+    for (const OptimizerLayout::Entry &entry : layout.entries) {
+      if (!owned[entry.parameter] || slot >= entry.moments.size())
+        continue;
+      const std::vector<double> values = backend.readBuffer(entry.moments[slot]);
+      std::copy(values.begin(), values.end(), flat.begin() + entry.offset);
+    }
+    communicator->allGatherSegments(flat, bounds, "the optimizer state for a checkpoint");
+    for (const OptimizerLayout::Entry &entry : layout.entries)
+      if (!owned[entry.parameter] && slot < entry.moments.size())
+        backend.writeBuffer(entry.moments[slot],
+                            std::vector<double>(flat.begin() + entry.offset,
+                                                flat.begin() + entry.offset + entry.elements));
+  }
+}
+
+std::string DataParallel::describe() const {
+  std::string text = std::to_string(size()) + " rank" + (size() == 1 ? "" : "s") + " over " +
+                     communicator->describe() + ", " + std::to_string(local) + " micro step" +
+                     (local == 1 ? "" : "s") + " each";
+  if (shard) {
+    const ShardedStateBytes bytes = shardedStateBytes(plan, size());
+    text += "; optimizer state sharded (ZeRO-1): " + bytesText(bytes.shardedMoments) +
+            " per rank instead of " + bytesText(bytes.moments);
+  }
+  return text;
+}
+
+std::unique_ptr<DataParallel> startDataParallel(const plan::Plan &plan, bool shardOptimizer,
+                                                double timeoutSeconds) {
+  const LaunchInfo launch = detectLaunch([](const char *name) { return std::getenv(name); });
+  switch (launch.kind) {
+  case LaunchInfo::Kind::Single:
+    return nullptr;
+  case LaunchInfo::Kind::Environment:
+    throw RunMismatchError(
+        "this run was launched with " + launch.source + " (" + std::to_string(launch.size) +
+        " ranks, torchrun-style); the ranks of a training executable exchange gradients over "
+        "MPI: launch it with mpirun -np " +
+        std::to_string(launch.size) + " (or srun --mpi=pmix on Slurm)");
+  case LaunchInfo::Kind::Mpi:
+    break;
+  }
+  std::unique_ptr<Communicator> world = makeMpiCommunicator(timeoutSeconds);
+  if (world->size() != launch.size)
+    throw CommunicatorError("the launcher announced " + std::to_string(launch.size) + " ranks (" +
+                            launch.source + ") but MPI started " + std::to_string(world->size()) +
+                            ": is this Open MPI's mpirun?");
+  return std::make_unique<DataParallel>(plan, std::move(world), shardOptimizer);
+}
+
+} // namespace ampc::train

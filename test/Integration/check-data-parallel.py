@@ -1,0 +1,74 @@
+# check-data-parallel.py: compares the metrics logs of data parallel runs with a single rank's.
+#
+#   check-data-parallel.py compare RTOL REF LOG [LOG...]
+#       Every LOG must have REF's steps, learning rates, token counts, loss scales and skipped
+#       flags exactly, and its loss and gradient norm within RTOL (relative) at every step.
+#       Prints, per LOG, the largest relative loss and gradient-norm differences.
+#   check-data-parallel.py identical LOG LOG
+#       The two logs agree in every field but the wall-clock ones, character for character
+#       (a run repeated on the same world size gives the same bits).
+import json
+import sys
+
+WALL_CLOCK = ("elapsed_s", "step_ms", "tokens_per_s", "samples_per_s")
+EXACT = ("step", "lr", "tokens", "samples", "loss_scale", "skipped")
+
+
+def fail(message):
+    print(f"check-data-parallel: {message}")
+    sys.exit(1)
+
+
+def records(path):
+    try:
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except (OSError, ValueError) as error:
+        fail(f"cannot read {path}: {error}")
+
+
+def relative(a, b):
+    if a == b:
+        return 0.0
+    return abs(a - b) / max(abs(a), abs(b))
+
+
+def compare(rtol, reference, logs):
+    ref = records(reference)
+    if not ref:
+        fail(f"{reference} is empty")
+    for path in logs:
+        run = records(path)
+        if len(run) != len(ref):
+            fail(f"{path} has {len(run)} steps, {reference} {len(ref)}")
+        worst_loss = worst_norm = 0.0
+        for a, b in zip(ref, run):
+            for key in EXACT:
+                if a.get(key) != b.get(key):
+                    fail(f"{path} step {a['step']}: {key} {b.get(key)}, the reference has "
+                         f"{a.get(key)}")
+            worst_loss = max(worst_loss, relative(a["loss"], b["loss"]))
+            worst_norm = max(worst_norm, relative(a["grad_norm"], b["grad_norm"]))
+        name = path.rsplit("/", 1)[-1]
+        print(f"{name}: {len(run)} steps, max relative difference: loss {worst_loss:.2e}, "
+              f"grad norm {worst_norm:.2e}")
+        if worst_loss > rtol or worst_norm > rtol:
+            fail(f"{path} differs from {reference} by more than {rtol}")
+
+
+def identical(first, second):
+    def numeric(path):
+        return [{k: v for k, v in r.items() if k not in WALL_CLOCK} for r in records(path)]
+
+    if numeric(first) != numeric(second):
+        fail(f"{first} and {second} differ")
+    print(f"identical: {len(numeric(first))} steps")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 5 and sys.argv[1] == "compare":
+        compare(float(sys.argv[2]), sys.argv[3], sys.argv[4:])
+    elif len(sys.argv) == 4 and sys.argv[1] == "identical":
+        identical(sys.argv[2], sys.argv[3])
+    else:
+        fail("usage: compare RTOL REF LOG... | identical LOG LOG")
