@@ -7,7 +7,14 @@
 #   check-data-parallel.py identical LOG LOG
 #       The two logs agree in every field but the wall-clock ones, character for character
 #       (a run repeated on the same world size gives the same bits).
+#   check-data-parallel.py same-weights CKPT CKPT
+#       The two checkpoints hold the same buffers (weights, optimizer state), byte for byte.
+#   check-data-parallel.py fails SECONDS COMMAND...
+#       COMMAND must exit with a non-zero status within SECONDS (it must not hang); prints its
+#       output (stdout and stderr) and then "failed within SECONDS s".
 import json
+import struct
+import subprocess
 import sys
 
 WALL_CLOCK = ("elapsed_s", "step_ms", "tokens_per_s", "samples_per_s")
@@ -65,10 +72,58 @@ def identical(first, second):
     print(f"identical: {len(numeric(first))} steps")
 
 
+def sections(path):
+    """The sections of a checkpoint (docs/checkpoint-format.md) other than the metadata."""
+    data = open(path, "rb").read()
+    if data[:8] != b"AMPCCKPT" or data[-4:] != b"DONE":
+        fail(f"{path} is not a complete checkpoint")
+    (count,) = struct.unpack_from("<I", data, 12)
+    at, found = 16, {}
+    for _ in range(count):
+        (length,) = struct.unpack_from("<I", data, at)
+        name = data[at + 4:at + 4 + length].decode()
+        at += 4 + length + 1
+        (rank,) = struct.unpack_from("<I", data, at)
+        at += 4 + 8 * rank
+        offset, size = struct.unpack_from("<QQ", data, at)
+        at += 16
+        if name != "meta":
+            found[name] = data[offset:offset + size]
+    return found
+
+
+def same_weights(first, second):
+    a, b = sections(first), sections(second)
+    if a.keys() != b.keys():
+        fail(f"{first} and {second} hold different buffers")
+    differing = [name for name in a if a[name] != b[name]]
+    if differing:
+        fail(f"{first} and {second} differ in {len(differing)} buffers, first {differing[0]}")
+    print(f"same weights: {len(a)} buffers")
+
+
+def fails(seconds, command):
+    try:
+        run = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             timeout=seconds)
+    except subprocess.TimeoutExpired as expired:
+        out = expired.stdout.decode() if isinstance(expired.stdout, bytes) else expired.stdout
+        print(out or "")
+        fail(f"still running after {seconds} s: {' '.join(command)}")
+    print(run.stdout)
+    if run.returncode == 0:
+        fail(f"exited with status 0: {' '.join(command)}")
+    print(f"failed within {seconds:g} s")
+
+
 if __name__ == "__main__":
     if len(sys.argv) >= 5 and sys.argv[1] == "compare":
         compare(float(sys.argv[2]), sys.argv[3], sys.argv[4:])
+    elif len(sys.argv) >= 4 and sys.argv[1] == "fails":
+        fails(float(sys.argv[2]), sys.argv[3:])
+    elif len(sys.argv) == 4 and sys.argv[1] == "same-weights":
+        same_weights(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 4 and sys.argv[1] == "identical":
         identical(sys.argv[2], sys.argv[3])
     else:
-        fail("usage: compare RTOL REF LOG... | identical LOG LOG")
+        fail("usage: compare RTOL REF LOG... | identical LOG LOG | same-weights CKPT CKPT | fails SECONDS COMMAND...")
