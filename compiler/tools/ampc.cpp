@@ -403,6 +403,11 @@ cl::opt<std::string> plot("plot", cl::sub(reportCommand), cl::cat(memoryCategory
                           cl::desc("report memory with --memory-budget: plot the memory over "
                                    "time with and without remat"));
 
+cl::opt<int64_t, false, CountParser>
+    worldSize("world-size", cl::sub(reportCommand), cl::cat(memoryCategory), cl::value_desc("N"),
+              cl::desc("report memory: also what each of N data-parallel ranks holds, with and "
+                       "without the sharded optimizer state (ZeRO-1, --shard-optimizer)"));
+
 // Evaluation.
 cl::opt<uint64_t, false, SeedParser> seed("seed", cl::sub(evalCommand), cl::cat(evalCategory),
                                           cl::value_desc("N"),
@@ -634,6 +639,8 @@ struct Options {
   std::string report;
   /// --plot FILE.png (report memory with a budget).
   std::string plot;
+  /// --world-size N (report memory): the per-rank memory of data-parallel runs; 0 for none.
+  int64_t worldSize = 0;
   /// --emit-mlir FILE (compile, plan --train): the IR the plan is lowered from.
   std::string emitMlir;
   /// ampc plot: the metrics logs and the image's size.
@@ -682,6 +689,8 @@ Options checkedOptions(cl::SubCommand *command) {
       throw UsageError{"'ampc report' needs what to report: 'ampc report precision "
                        "MODEL.mlir' or 'ampc report memory MODEL.mlir'"};
     options.report = reportArguments.front();
+    if (options.report != "memory" && flags::worldSize.getNumOccurrences())
+      throw UsageError{"--world-size is for 'ampc report memory'"};
     positional.assign(reportArguments.begin() + 1, reportArguments.end());
   } else if (command == &evalCommand) {
     positional.assign(evalArguments.begin(), evalArguments.end());
@@ -706,6 +715,10 @@ Options checkedOptions(cl::SubCommand *command) {
   options.pipeline = pipeline;
   options.emitMlir = flags::emitMlir;
   options.plot = flags::plot;
+  options.worldSize = flags::worldSize;
+  if (flags::worldSize.getNumOccurrences() && (options.worldSize < 1 || options.worldSize > 65536))
+    throw UsageError{"--world-size must be between 1 and 65536, got " +
+                     std::to_string(options.worldSize)};
   if (command == &planCommand && !flags::train) {
     for (const auto &entry : cl::getRegisteredOptions(planCommand))
       if (entry.getValue()->getNumOccurrences() &&
@@ -825,6 +838,8 @@ bool reportTrainingStep(LoadedModel &loaded, const Options &options) {
     return true;
   }
   printMemoryReport(loaded.model, llvm::outs());
+  if (options.worldSize > 0)
+    printDataParallelMemory(loaded.model, static_cast<int>(options.worldSize), llvm::outs());
   llvm::outs().flush();
   if (options.pipeline.memoryBudget.empty())
     return true;

@@ -1,6 +1,7 @@
 //===- Distributed.cpp - Data-parallel training across ranks --------------===//
 
 #include "runtime/train/Distributed.h"
+#include "runtime/train/Sharding.h"
 
 #include <algorithm>
 #include <cmath>
@@ -32,37 +33,27 @@ OptimizerLayout optimizerLayout(const plan::Plan &plan) {
 }
 
 std::vector<size_t> shardBounds(const OptimizerLayout &layout, int ranks) {
-  std::vector<size_t> bounds(static_cast<size_t>(ranks) + 1, layout.elements);
-  bounds[0] = 0;
-  size_t entry = 0;
-  for (int r = 1; r < ranks; ++r) {
-    const size_t ideal = layout.elements * static_cast<size_t>(r) / static_cast<size_t>(ranks);
-    while (entry < layout.entries.size() && layout.entries[entry].offset < ideal)
-      ++entry;
-    bounds[r] = entry < layout.entries.size() ? layout.entries[entry].offset : layout.elements;
-  }
-  return bounds;
+  std::vector<size_t> sizes;
+  for (const OptimizerLayout::Entry &entry : layout.entries)
+    sizes.push_back(entry.elements);
+  return shardBoundsOf(sizes, ranks);
 }
 
 ShardedStateBytes shardedStateBytes(const plan::Plan &plan, int ranks) {
   ShardedStateBytes bytes;
-  const OptimizerLayout layout = optimizerLayout(plan);
   for (const plan::Buffer &buffer : plan.buffers)
     if (buffer.role == plan::BufferRole::Parameter ||
         buffer.role == plan::BufferRole::ParameterCopy)
       bytes.weights +=
           static_cast<uint64_t>(plan::numElements(buffer)) * plan::dtypeBytes(buffer.dtype);
-  const std::vector<size_t> bounds = shardBounds(layout, std::max(1, ranks));
-  std::vector<uint64_t> perRank(bounds.size() - 1, 0);
-  for (const OptimizerLayout::Entry &entry : layout.entries) {
+  std::vector<size_t> sizes, moments;
+  for (const OptimizerLayout::Entry &entry : optimizerLayout(plan).entries) {
+    sizes.push_back(entry.elements);
+    moments.push_back(entry.elements * 4 * entry.moments.size());
     bytes.accumulators += entry.elements * 4;
-    const uint64_t moments = entry.elements * 4 * entry.moments.size();
-    bytes.moments += moments;
-    for (size_t r = 0; r + 1 < bounds.size(); ++r)
-      if (entry.offset >= bounds[r] && entry.offset < bounds[r + 1])
-        perRank[r] += moments;
+    bytes.moments += moments.back();
   }
-  bytes.shardedMoments = perRank.empty() ? 0 : *std::max_element(perRank.begin(), perRank.end());
+  bytes.shardedMoments = largestShare(sizes, moments, ranks);
   return bytes;
 }
 
