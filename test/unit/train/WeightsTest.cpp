@@ -66,7 +66,7 @@ TEST(Weights, RoundTripThroughAFileAndEveryMismatchIsNamed) {
             std::string::npos)
       << errorOf(plan, extra);
   safetensors::File shape = file;
-  shape.tensors[0].shape = {safetensors::elementCount(shape.tensors[0].shape), 1};
+  shape.tensors[0].shape = {plan::numElements(shape.tensors[0].shape), 1};
   EXPECT_NE(errorOf(plan, shape).find("tensor '" + first + "' has shape ["), std::string::npos);
   safetensors::File narrow = weightsFile(plan, values, "BF16");
   const ParameterValues rounded = matchWeights(plan, narrow, "w.safetensors");
