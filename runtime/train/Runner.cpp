@@ -923,6 +923,8 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
     checkpoint.meta["skipped_steps"] = std::to_string(record.skippedSteps);
     checkpoint.meta["non_finite_losses"] = std::to_string(nonFiniteLosses);
     checkpoint.meta["floor_warned"] = floorWarned ? "1" : "0";
+    checkpoint.meta["options"] = optionsLine(options);
+    checkpoint.meta["training"] = plan.trainingSummary;
     if (bestValStep) {
       checkpoint.meta["best_val_step"] = std::to_string(bestValStep);
       checkpoint.meta["best_val_loss"] = exactNumber(bestValLoss);

@@ -133,6 +133,10 @@ public:
 /// `--flag=value` is accepted as well as `--flag value`.
 RunnerOptions parseRunnerArguments(const std::vector<std::string> &args);
 
+/// The options that shape a run, as a command line ("--steps 200 --seed 0
+/// --device cpu --data train.bin ..."), recorded in its checkpoints.
+std::string optionsLine(const RunnerOptions &options);
+
 /// The --help text of the program called \p program.
 std::string runnerUsage(const std::string &program);
 

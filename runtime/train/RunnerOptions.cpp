@@ -11,6 +11,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -247,6 +248,39 @@ RunnerOptions parseRunnerArguments(const std::vector<std::string> &args) {
     throw UsageError("--inject-overflow step " + std::to_string(options.injectOverflow.back()) +
                      " is beyond the last step (--steps " + std::to_string(options.steps) + ")");
   return options;
+}
+
+std::string optionsLine(const RunnerOptions &options) {
+  const RunnerOptions defaults;
+  std::string line = "--steps " + std::to_string(options.steps) + " --seed " +
+                     std::to_string(options.seed) + " --device " + options.device;
+  auto add = [&](const char *flag, const std::string &value) {
+    if (!value.empty())
+      line += std::string(" ") + flag + " " + value;
+  };
+  add("--data", options.dataPath);
+  if (options.dataFormat)
+    add("--data-format", *options.dataFormat == DataFormat::Tokens ? "tokens" : "text");
+  add("--init-from", options.initFrom);
+  add("--val-data", options.valDataPath);
+  if (!options.valDataPath.empty()) {
+    add("--eval-every", std::to_string(options.evalEvery));
+    add("--eval-batches", std::to_string(options.evalBatches));
+  }
+  if (options.emaDecay) {
+    char decay[32];
+    std::snprintf(decay, sizeof(decay), "%.17g", options.emaDecay);
+    add("--ema-decay", decay);
+  }
+  add("--checkpoint-dir", options.checkpointDir);
+  if (options.checkpointEvery)
+    add("--checkpoint-every", std::to_string(options.checkpointEvery));
+  if (options.keep != defaults.keep)
+    add("--keep", std::to_string(options.keep));
+  add("--log", options.logPath);
+  add("--export-weights", options.exportWeights);
+  add("--export-ema", options.exportEma);
+  return line;
 }
 
 std::string runnerUsage(const std::string &program) {
