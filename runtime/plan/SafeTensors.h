@@ -54,9 +54,6 @@ struct File {
 /// Bytes per element of \p dtype; 0 when it is not a safetensors dtype.
 size_t elementBytes(const std::string &dtype);
 
-/// The number of elements of \p shape.
-int64_t elementCount(const std::vector<int64_t> &shape);
-
 /// Parses and checks \p bytes: the header's length and JSON, each entry's
 /// dtype, shape and offsets (inside the data, matching the shape's size,
 /// not overlapping), duplicate names. Error "<file>: <cause>".
