@@ -156,7 +156,7 @@ void DataParallel::checkSameRun(const std::map<std::string, std::string> &identi
   }
 }
 
-void DataParallel::checkRun(const RunnerOptions &options, const std::string &device,
+void DataParallel::checkRun(const RunnerOptions &options, TrainingBackend &backend,
                             const std::map<std::string, std::string> &identity) {
   for (const auto &aids :
        {options.injectOverflowOnRank, options.injectRankFailure, options.injectRankHang})
@@ -169,10 +169,20 @@ void DataParallel::checkRun(const RunnerOptions &options, const std::string &dev
                                " is beyond the last step (--steps " +
                                std::to_string(options.steps) + ")");
     }
-  if (device != "cpu" && (size() > 1 || shard))
-    throw RunMismatchError("data parallel training on the GPU needs the NCCL path, which this "
-                           "runner does not have yet; use --device cpu");
+  const std::string device = backend.device();
+  if (device != "cpu" && shard)
+    throw RunMismatchError("--shard-optimizer (ZeRO-1) runs on the CPU backend only: the GPU's "
+                           "fused optimizer step updates every parameter; leave it out on GPUs");
   checkSameRun(identity);
+  if (device == "cpu")
+    return;
+  deviceSync = dynamic_cast<DeviceGradientSync *>(&backend);
+  if (!deviceSync)
+    throw CommunicatorError("the " + device + " backend cannot exchange gradients between ranks");
+  // Rank 0 draws the NCCL id; every rank takes it from the all-gather.
+  const std::string id = rank() == 0 ? deviceSync->newExchangeId() : std::string();
+  const std::vector<std::string> ids = communicator->allGatherText(id, "the NCCL id");
+  deviceSync->joinExchange(ids[0], rank(), size(), local);
 }
 
 void DataParallel::injectFailures(const RunnerOptions &options, uint64_t step) {
@@ -193,6 +203,16 @@ void DataParallel::injectFailures(const RunnerOptions &options, uint64_t step) {
 }
 
 bool DataParallel::reduceGradients(TrainingBackend &backend, uint64_t step, bool stopRequested) {
+  if (deviceSync) {
+    // On GPUs the gradients and the overflow flag stay on the device
+    // (NCCL); only the stop requests cross the host.
+    bool stop = false;
+    for (double value : communicator->allGatherDouble(
+             stopRequested ? 1 : 0, "the stop flags of optimizer step " + std::to_string(step + 1)))
+      stop = stop || value != 0;
+    deviceSync->finishExchange();
+    return stop;
+  }
   // The flags first: [found non-finite, stop] per rank.
   const bool scaling = plan.lossScaling.mode != plan::LossScaleMode::None;
   double flags = stopRequested ? 2 : 0;
@@ -297,6 +317,8 @@ std::string DataParallel::describe() const {
   std::string text = std::to_string(size()) + " rank" + (size() == 1 ? "" : "s") + " over " +
                      communicator->describe() + ", " + std::to_string(local) + " micro step" +
                      (local == 1 ? "" : "s") + " each";
+  if (deviceSync)
+    text += "; gradients over " + deviceSync->describeExchange();
   if (shard) {
     const ShardedStateBytes bytes = shardedStateBytes(plan, size());
     text += "; optimizer state sharded (ZeRO-1): " + bytesText(bytes.shardedMoments) +
@@ -305,9 +327,17 @@ std::string DataParallel::describe() const {
   return text;
 }
 
+namespace {
+ProcessLaunch thisProcess;
+} // namespace
+
+const ProcessLaunch &processLaunch() { return thisProcess; }
+
 std::unique_ptr<DataParallel> startDataParallel(const plan::Plan &plan, bool shardOptimizer,
                                                 double timeoutSeconds) {
   const LaunchInfo launch = detectLaunch([](const char *name) { return std::getenv(name); });
+  thisProcess.dataParallel = launch.kind != LaunchInfo::Kind::Single;
+  thisProcess.localRank = launch.localRank;
   switch (launch.kind) {
   case LaunchInfo::Kind::Single:
     return nullptr;

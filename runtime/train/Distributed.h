@@ -82,6 +82,34 @@ struct ShardedStateBytes {
 };
 ShardedStateBytes shardedStateBytes(const plan::Plan &plan, int ranks);
 
+/// A backend that sums the ranks' gradients on its device: the CUDA backend
+/// over NCCL (runtime/cuda/GradientExchange.h), in buckets as the backward
+/// pass of the last micro step finishes them.
+class DeviceGradientSync {
+public:
+  virtual ~DeviceGradientSync() = default;
+  /// Rank 0's side: a new NCCL unique id (its 128 bytes).
+  virtual std::string newExchangeId() = 0;
+  /// Joins the exchange of \p ranks ranks as \p rank (blocks until all
+  /// have); from then on every \p localMicroSteps-th micro step (the last of
+  /// an optimizer step) issues the buckets as they become final.
+  virtual void joinExchange(const std::string &id, int rank, int ranks,
+                            uint64_t localMicroSteps) = 0;
+  /// Before the optimizer step: queues the rest of the exchange and the
+  /// overflow flag's maximum; does not wait for the GPU.
+  virtual void finishExchange() = 0;
+  /// "NCCL 2.27.3, 3 gradient buckets".
+  virtual std::string describeExchange() const = 0;
+};
+
+/// How startDataParallel found this process launched, for the backends: a
+/// data parallel rank trains on the GPU of its local rank.
+struct ProcessLaunch {
+  bool dataParallel = false;
+  int localRank = 0;
+};
+const ProcessLaunch &processLaunch();
+
 /// A data-parallel run, from one rank's side.
 class DataParallel {
 public:
@@ -107,8 +135,9 @@ public:
   /// the ranks.
   void checkSameRun(const std::map<std::string, std::string> &identity);
   /// The runner's start-up checks: the testing aids' ranks and steps, the
-  /// backend (\p device), then checkSameRun.
-  void checkRun(const RunnerOptions &options, const std::string &device,
+  /// backend (a GPU backend joins its NCCL exchange here), then
+  /// checkSameRun.
+  void checkRun(const RunnerOptions &options, TrainingBackend &backend,
                 const std::map<std::string, std::string> &identity);
   /// --inject-rank-failure / --inject-rank-hang: this rank dies (SIGKILL) or
   /// stops (SIGSTOP) at the start of optimizer step \p step when asked.
@@ -146,6 +175,8 @@ private:
   OptimizerLayout layout;
   std::vector<size_t> bounds;
   std::vector<bool> owned; ///< by buffer id: parameters this rank updates
+  /// A GPU backend's own gradient exchange (NCCL), or null.
+  DeviceGradientSync *deviceSync = nullptr;
 };
 
 /// Starts the data-parallel side of a run from the environment the launcher

@@ -782,7 +782,7 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
   // is touched.
   const std::map<std::string, std::string> identity = runIdentity(plan, options, *backend);
   if (parallel)
-    parallel->checkRun(options, backend->device(), identity);
+    parallel->checkRun(options, *backend, identity);
   std::string resumeFile;
   Checkpoint resumed;
   uint64_t startStep = 0;
