@@ -30,6 +30,10 @@ if config.ampc_have_cuda:
     # opens but runs nothing, for the paths where a GPU is there and fails.
     config.substitutions.append(("%fake_cuda_driver", os.path.join(
         config.ampc_obj_root, "test", "unit", "runtime", "libampc_cuda_fake_driver.so")))
+    # The recording stand-in for libcuda, cuBLASLt and (one-rank) NCCL of the dry run
+    # (test/unit/dryrun): the CUDA path of a training executable, checked without a GPU.
+    config.substitutions.append(("%recording_cuda", os.path.join(
+        config.ampc_obj_root, "test", "unit", "dryrun", "libampc_recording_cuda.so")))
 
 # A machine with a working NVIDIA GPU: tests of what happens without one do not apply there.
 import shutil

@@ -11,11 +11,17 @@ namespace ampc::cuda {
 namespace {
 
 NcclApi loadNcclApi() {
-  std::vector<std::string> candidates;
-  if (const char *chosen = std::getenv("AMPC_NCCL_LIBRARY"); chosen && *chosen)
-    candidates.push_back(chosen);
-  candidates.push_back("libnccl.so.2");
-  candidates.push_back("libnccl.so");
+  // $AMPC_NCCL_LIBRARY, when set, is the only candidate.
+  const char *chosen = std::getenv("AMPC_NCCL_LIBRARY");
+  if (chosen && *chosen) {
+    DynamicLibrary library = DynamicLibrary::openFirst({chosen});
+    if (!library)
+      throw NcclError(std::string("AMPC_NCCL_LIBRARY names ") + chosen +
+                      ", which cannot be opened as NCCL; unset it to use libnccl.so.2");
+  }
+  std::vector<std::string> candidates = {"libnccl.so.2", "libnccl.so"};
+  if (chosen && *chosen)
+    candidates = {chosen};
   DynamicLibrary library = DynamicLibrary::openFirst(candidates);
   if (!library)
     throw NcclError("data parallel training on GPUs needs NCCL, and libnccl.so.2 cannot be "
