@@ -2,10 +2,17 @@
 
 #include "runtime/train/Communicator.h"
 
+#include <arpa/inet.h>
 #include <dlfcn.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -373,6 +380,245 @@ private:
 
 std::unique_ptr<Communicator> makeMpiCommunicator(double timeoutSeconds) {
   return std::make_unique<MpiWorld>(timeoutSeconds);
+}
+
+} // namespace ampc::train
+
+//===----------------------------------------------------------------------===//
+// TCP, for environment launches
+//===----------------------------------------------------------------------===//
+
+namespace ampc::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Now plus \p seconds.
+Clock::time_point deadlineAfter(double seconds) {
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+class TcpWorld final : public Communicator {
+public:
+  TcpWorld(const LaunchInfo &launch, int port, double timeoutSeconds)
+      : me(launch.rank), ranks(launch.size), timeout(timeoutSeconds),
+        where(launch.masterAddress + ":" + std::to_string(port)) {
+    peers.assign(static_cast<size_t>(ranks), -1);
+    const auto deadline = deadlineAfter(timeout);
+    if (me == 0)
+      acceptPeers(port, deadline);
+    else
+      connectToRankZero(launch.masterAddress, port, deadline);
+  }
+  ~TcpWorld() override { closeAll(); }
+
+  int rank() const override { return me; }
+  int size() const override { return ranks; }
+  std::string describe() const override { return "TCP via rank 0 at " + where; }
+
+  void allGather(const void *send, size_t bytes, void *receive, const std::string &what) override {
+    char *out = static_cast<char *>(receive);
+    const auto deadline = deadlineAfter(timeout);
+    if (me != 0) {
+      writeAll(0, send, bytes, deadline, what);
+      readAll(0, out, bytes * ranks, deadline, what);
+      return;
+    }
+    std::memcpy(out, send, bytes);
+    for (int r = 1; r < ranks; ++r)
+      readAll(r, out + r * bytes, bytes, deadline, what);
+    for (int r = 1; r < ranks; ++r)
+      writeAll(r, out, bytes * ranks, deadline, what);
+  }
+
+  void allToAll(const void *send, size_t bytes, void *receive, const std::string &what) override {
+    const size_t n = static_cast<size_t>(ranks);
+    const auto deadline = deadlineAfter(timeout);
+    if (me != 0) {
+      writeAll(0, send, bytes * n, deadline, what);
+      readAll(0, receive, bytes * n, deadline, what);
+      return;
+    }
+    // Rank 0 routes: block d of rank s goes to rank d at s * bytes.
+    std::vector<char> table(n * n * bytes);
+    std::memcpy(table.data(), send, n * bytes);
+    for (int r = 1; r < ranks; ++r)
+      readAll(r, table.data() + r * n * bytes, n * bytes, deadline, what);
+    std::vector<char> out(n * bytes);
+    for (size_t d = 0; d < n; ++d) {
+      for (size_t s = 0; s < n; ++s)
+        std::memcpy(out.data() + s * bytes, table.data() + (s * n + d) * bytes, bytes);
+      if (d == 0)
+        std::memcpy(receive, out.data(), n * bytes);
+      else
+        writeAll(static_cast<int>(d), out.data(), n * bytes, deadline, what);
+    }
+  }
+
+  void abortAll(int) override {
+    // The others see their connection close and stop, naming this rank.
+    closeAll();
+  }
+
+private:
+  [[noreturn]] void lost(int peer, const std::string &what, const std::string &how) {
+    const int other = me == 0 ? peer : 0;
+    throw CommunicatorError(
+        "rank " + std::to_string(me) + " of " + std::to_string(ranks) + ": rank " +
+        std::to_string(other) + " " + how + " during the exchange of " + what +
+        (how == "closed its connection" ? " (it died or stopped on an error)" : ""));
+  }
+
+  /// Waits until \p fd is ready for \p events or the deadline passes.
+  bool waitFor(int fd, short events, Clock::time_point deadline) {
+    while (true) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0)
+        return false;
+      pollfd entry = {fd, events, 0};
+      const int ready = ::poll(&entry, 1, static_cast<int>(std::min<long long>(left, 1000)));
+      if (ready > 0)
+        return true;
+      if (ready < 0 && errno != EINTR)
+        return true; // let the read or write report it
+    }
+  }
+
+  void readAll(int peer, void *data, size_t bytes, Clock::time_point deadline,
+               const std::string &what) {
+    char *at = static_cast<char *>(data);
+    while (bytes > 0) {
+      if (!waitFor(peers[peer], POLLIN, deadline))
+        lost(peer, what,
+             "did not answer within " + std::to_string(static_cast<int>(timeout)) +
+                 " s (it hung, or stopped early; --dist-timeout sets this limit)");
+      const ssize_t got = ::recv(peers[peer], at, bytes, 0);
+      if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN))
+        lost(peer, what, "closed its connection");
+      if (got > 0) {
+        at += got;
+        bytes -= static_cast<size_t>(got);
+      }
+    }
+  }
+
+  void writeAll(int peer, const void *data, size_t bytes, Clock::time_point deadline,
+                const std::string &what) {
+    const char *at = static_cast<const char *>(data);
+    while (bytes > 0) {
+      if (!waitFor(peers[peer], POLLOUT, deadline))
+        lost(peer, what, "did not read within " + std::to_string(static_cast<int>(timeout)) + " s");
+      const ssize_t sent = ::send(peers[peer], at, bytes, MSG_NOSIGNAL);
+      if (sent < 0 && errno != EINTR && errno != EAGAIN)
+        lost(peer, what, "closed its connection");
+      if (sent > 0) {
+        at += sent;
+        bytes -= static_cast<size_t>(sent);
+      }
+    }
+  }
+
+  static void tune(int fd) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+
+  void acceptPeers(int port, Clock::time_point deadline) {
+    listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in address = {};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_ANY);
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr *>(&address), sizeof(address)) ||
+        ::listen(listener, ranks))
+      throw CommunicatorError("rank 0 cannot listen on port " + std::to_string(port) + ": " +
+                              std::strerror(errno) +
+                              " (choose another MASTER_PORT, or AMPC_MASTER_PORT)");
+    for (int joined = 1; joined < ranks; ++joined) {
+      if (!waitFor(listener, POLLIN, deadline))
+        throw CommunicatorError("rank 0 waited " + std::to_string(static_cast<int>(timeout)) +
+                                " s for the other ranks to connect to port " +
+                                std::to_string(port) + "; " + std::to_string(joined - 1) + " of " +
+                                std::to_string(ranks - 1) +
+                                " came (were all started with the same MASTER_ADDR, MASTER_PORT "
+                                "and WORLD_SIZE?)");
+      const int fd = ::accept(listener, nullptr, nullptr);
+      if (fd < 0) {
+        --joined;
+        continue;
+      }
+      tune(fd);
+      int32_t rank = -1;
+      peers[0] = fd; // readAll reads peers[peer]; use slot 0 for the handshake
+      readAll(0, &rank, sizeof(rank), deadline, "the connection handshake");
+      peers[0] = -1;
+      if (rank <= 0 || rank >= ranks || peers[rank] >= 0)
+        throw CommunicatorError("a process connected to rank 0 as rank " + std::to_string(rank) +
+                                ", which is not a free rank of " + std::to_string(ranks) +
+                                " (two launches sharing MASTER_PORT?)");
+      peers[rank] = fd;
+    }
+    ::close(listener);
+    listener = -1;
+  }
+
+  void connectToRankZero(const std::string &host, int port, Clock::time_point deadline) {
+    addrinfo hints = {}, *found = nullptr;
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found)
+      throw CommunicatorError("cannot resolve MASTER_ADDR '" + host + "'");
+    // Rank 0 may start later: retry until the deadline.
+    while (true) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+        tune(fd);
+        peers[0] = fd;
+        break;
+      }
+      if (fd >= 0)
+        ::close(fd);
+      if (Clock::now() > deadline) {
+        ::freeaddrinfo(found);
+        throw CommunicatorError("rank " + std::to_string(me) + " could not connect to rank 0 at " +
+                                where + " within " + std::to_string(static_cast<int>(timeout)) +
+                                " s (is rank 0 running, and MASTER_ADDR/MASTER_PORT right?)");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ::freeaddrinfo(found);
+    const int32_t rank = me;
+    writeAll(0, &rank, sizeof(rank), deadline, "the connection handshake");
+  }
+
+  void closeAll() {
+    for (int &fd : peers)
+      if (fd >= 0) {
+        ::close(fd);
+        fd = -1;
+      }
+    if (listener >= 0)
+      ::close(listener);
+    listener = -1;
+  }
+
+  int me, ranks;
+  double timeout;
+  std::string where;
+  std::vector<int> peers; ///< rank 0: a socket per rank; others: peers[0]
+  int listener = -1;
+};
+
+} // namespace
+
+std::unique_ptr<Communicator> makeTcpCommunicator(const LaunchInfo &launch, int port,
+                                                  double timeoutSeconds) {
+  return std::make_unique<TcpWorld>(launch, port, timeoutSeconds);
 }
 
 } // namespace ampc::train

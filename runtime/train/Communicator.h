@@ -124,6 +124,16 @@ LaunchInfo detectLaunch(const std::function<const char *(const char *)> &getEnv)
 /// A communicator for a run of one rank: the reductions are identities.
 std::unique_ptr<Communicator> makeSingleRankCommunicator();
 
+/// The ranks of an environment launch (torchrun-style RANK, WORLD_SIZE,
+/// MASTER_ADDR, MASTER_PORT), connected over TCP: rank 0 listens on
+/// \p port at the master address, the others connect to it, and every
+/// exchange goes through rank 0 (a star: simple, and the CPU backend's
+/// exchanges are small next to its steps; on GPUs only flags, the loss and
+/// the NCCL id cross it). A rank that dies closes its sockets, so the others
+/// stop at once naming it; one that hangs is caught by \p timeoutSeconds.
+std::unique_ptr<Communicator> makeTcpCommunicator(const LaunchInfo &launch, int port,
+                                                  double timeoutSeconds);
+
 /// Opens MPI (dlopen of libmpi.so.40), initialises it and returns the world
 /// communicator. Each exchange waits at most \p timeoutSeconds for the other
 /// ranks, then fails naming the exchange (a rank died or hung). Throws

@@ -341,12 +341,21 @@ std::unique_ptr<DataParallel> startDataParallel(const plan::Plan &plan, bool sha
   switch (launch.kind) {
   case LaunchInfo::Kind::Single:
     return nullptr;
-  case LaunchInfo::Kind::Environment:
-    throw RunMismatchError(
-        "this run was launched with " + launch.source + " (" + std::to_string(launch.size) +
-        " ranks, torchrun-style); the ranks of a training executable exchange gradients over "
-        "MPI: launch it with mpirun -np " +
-        std::to_string(launch.size) + " (or srun --mpi=pmix on Slurm)");
+  case LaunchInfo::Kind::Environment: {
+    // torchrun's agent holds MASTER_PORT for its own store: rank 0 listens
+    // on the port after it then. AMPC_MASTER_PORT overrides both.
+    int port = launch.masterPort;
+    const char *agentStore = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+    if (agentStore && std::string(agentStore) == "True")
+      port += 1;
+    if (const char *chosen = std::getenv("AMPC_MASTER_PORT"); chosen && *chosen)
+      port = std::atoi(chosen);
+    if (port <= 0 || port > 65535)
+      throw CommunicatorError("the rendezvous port " + std::to_string(port) +
+                              " is not a TCP port (MASTER_PORT, AMPC_MASTER_PORT)");
+    return std::make_unique<DataParallel>(plan, makeTcpCommunicator(launch, port, timeoutSeconds),
+                                          shardOptimizer);
+  }
   case LaunchInfo::Kind::Mpi:
     break;
   }

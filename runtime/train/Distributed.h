@@ -181,8 +181,13 @@ private:
 
 /// Starts the data-parallel side of a run from the environment the launcher
 /// set (detectLaunch): null for a single process started without a
-/// launcher, else a DataParallel over MPI (CPU and GPU runs launched by
-/// mpirun/srun). \p timeoutSeconds bounds every wait for other ranks.
+/// launcher; a DataParallel over MPI for mpirun/srun launches; over TCP
+/// through rank 0 for torchrun-style launches (rank 0 listens on
+/// MASTER_PORT, or MASTER_PORT + 1 under torchrun, whose agent holds
+/// MASTER_PORT; AMPC_MASTER_PORT overrides). On GPUs the gradients then move
+/// over NCCL (DeviceGradientSync), the host exchange carrying only flags,
+/// the loss and NCCL's id. \p timeoutSeconds bounds every wait for other
+/// ranks.
 std::unique_ptr<DataParallel> startDataParallel(const plan::Plan &plan, bool shardOptimizer,
                                                 double timeoutSeconds);
 

@@ -9,10 +9,18 @@
 #       (a run repeated on the same world size gives the same bits).
 #   check-data-parallel.py same-weights CKPT CKPT
 #       The two checkpoints hold the same buffers (weights, optimizer state), byte for byte.
+#   check-data-parallel.py launch N COMMAND...
+#       Starts N copies of COMMAND as torchrun does (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+#       MASTER_PORT: a free port), waits for all (at most 60 s), prints rank 0's stdout, then every
+#       rank's stderr and "rank R: exit status S"; exits 1 if any rank failed. As torchrun, once a
+#       rank fails the others get a grace period (5 s) and are then killed ("killed by the
+#       launcher"), so what the survivors do by themselves is seen.
 #   check-data-parallel.py fails SECONDS COMMAND...
 #       COMMAND must exit with a non-zero status within SECONDS (it must not hang); prints its
 #       output (stdout and stderr) and then "failed within SECONDS s".
 import json
+import os
+import socket
 import struct
 import subprocess
 import sys
@@ -102,6 +110,47 @@ def same_weights(first, second):
     print(f"same weights: {len(a)} buffers")
 
 
+def launch(ranks, command):
+    import tempfile
+    import time
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    processes, files = [], []
+    for rank in range(ranks):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(ranks), LOCAL_RANK=str(rank),
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+        files.append((out, err))
+        processes.append(subprocess.Popen(command, env=env, stdout=out, stderr=err, text=True))
+    # As torchrun: when a rank fails, the others get 5 s to end on their own, then are killed.
+    deadline, killed = time.time() + 60, set()
+    while any(p.poll() is None for p in processes):
+        if time.time() > deadline or any(p.poll() not in (None, 0) for p in processes):
+            grace = time.time() + 5 if time.time() <= deadline else time.time()
+            while time.time() < grace and any(p.poll() is None for p in processes):
+                time.sleep(0.05)
+            for rank, process in enumerate(processes):
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+                    killed.add(rank)
+            break
+        time.sleep(0.05)
+    for rank, (out, err) in enumerate(files):
+        out.seek(0)
+        err.seek(0)
+        if rank == 0:
+            print(out.read(), end="")
+        print(err.read(), end="")
+    failed = False
+    for rank, process in enumerate(processes):
+        status = "killed by the launcher" if rank in killed else f"exit status {process.returncode}"
+        print(f"rank {rank}: {status}")
+        failed = failed or process.returncode != 0
+    sys.exit(1 if failed else 0)
+
+
 def fails(seconds, command):
     try:
         run = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -119,6 +168,8 @@ def fails(seconds, command):
 if __name__ == "__main__":
     if len(sys.argv) >= 5 and sys.argv[1] == "compare":
         compare(float(sys.argv[2]), sys.argv[3], sys.argv[4:])
+    elif len(sys.argv) >= 4 and sys.argv[1] == "launch":
+        launch(int(sys.argv[2]), sys.argv[3:])
     elif len(sys.argv) >= 4 and sys.argv[1] == "fails":
         fails(float(sys.argv[2]), sys.argv[3:])
     elif len(sys.argv) == 4 and sys.argv[1] == "same-weights":
@@ -126,4 +177,4 @@ if __name__ == "__main__":
     elif len(sys.argv) == 4 and sys.argv[1] == "identical":
         identical(sys.argv[2], sys.argv[3])
     else:
-        fail("usage: compare RTOL REF LOG... | identical LOG LOG | same-weights CKPT CKPT | fails SECONDS COMMAND...")
+        fail("usage: compare RTOL REF LOG... | identical LOG LOG | same-weights CKPT CKPT | launch N COMMAND... | fails SECONDS COMMAND...")
