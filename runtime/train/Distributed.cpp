@@ -331,6 +331,16 @@ namespace {
 ProcessLaunch thisProcess;
 } // namespace
 
+std::string checkSingleProcessOptions(const RunnerOptions &options) {
+  if (!options.injectOverflowOnRank.empty() || !options.injectRankFailure.empty() ||
+      !options.injectRankHang.empty())
+    throw CommunicatorError("the STEP@RANK testing aids are for data parallel runs (mpirun, srun "
+                            "or torchrun); this process was started alone");
+  return options.shardOptimizer ? "--shard-optimizer has no effect on a single process: there "
+                                  "are no other ranks to share the optimizer state with"
+                                : "";
+}
+
 const ProcessLaunch &processLaunch() { return thisProcess; }
 
 std::unique_ptr<DataParallel> startDataParallel(const plan::Plan &plan, bool shardOptimizer,

@@ -191,6 +191,11 @@ private:
 std::unique_ptr<DataParallel> startDataParallel(const plan::Plan &plan, bool shardOptimizer,
                                                 double timeoutSeconds);
 
+/// A single process (no launcher) given data parallel options: throws
+/// CommunicatorError for the per-rank testing aids, which need ranks; returns
+/// a warning for --shard-optimizer, which has nothing to shard ("" if none).
+std::string checkSingleProcessOptions(const RunnerOptions &options);
+
 } // namespace ampc::train
 
 #endif // AMPC_RUNTIME_TRAIN_DISTRIBUTED_H

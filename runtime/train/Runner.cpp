@@ -1211,6 +1211,9 @@ int runTraining(const plan::Plan &plan, const RunnerOptions &options, const std:
   std::unique_ptr<std::FILE, int (*)(std::FILE *)> discard(nullptr, std::fclose);
   try {
     parallel = startDataParallel(plan, options.shardOptimizer, options.distTimeout);
+    if (!parallel)
+      if (const std::string warning = checkSingleProcessOptions(options); !warning.empty())
+        std::fprintf(streams.err, "%s: warning: %s\n", program.c_str(), warning.c_str());
     if (parallel && parallel->size() > 1)
       name = program + "[rank " + std::to_string(parallel->rank()) + "]";
     if (parallel)
