@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/train/Distributed.h"
+#include "runtime/plan/GradientBuckets.h"
 #include "runtime/train/Communicator.h"
 #include "runtime/train/Data.h"
 #include "runtime/train/Sharding.h"
@@ -364,6 +365,59 @@ TEST(DataParallel, RanksMustRunTheSamePlan) {
   for (const std::string &error : errors)
     EXPECT_EQ(error, "rank 1 runs a plan with hash bbbb, rank 0 one with hash aaaa: every rank "
                      "must run the same training executable");
+}
+
+} // namespace
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Gradient buckets (the plan's, without a device program)
+//===----------------------------------------------------------------------===//
+
+/// The micro-step instruction indices of \p plan's accumulates.
+std::vector<size_t> accumulateIndices(const plan::Plan &plan) {
+  std::vector<size_t> found;
+  for (size_t i = 0; i < plan.instructions.size(); ++i)
+    if (plan.instructions[i].op == plan::OpCode::Accumulate)
+      found.push_back(i);
+  return found;
+}
+
+TEST(GradientBuckets, WithoutTheAttributeEveryAccumulatorIsOneBucket) {
+  const plan::Plan plan = test::classifierTrainingPlan(4, 8, 3, 0.1);
+  const std::vector<plan::GradientBucket> buckets = plan::gradientBuckets(plan);
+  ASSERT_EQ(buckets.size(), 1u);
+  EXPECT_EQ(buckets[0].accumulators.size(), accumulateIndices(plan).size());
+  EXPECT_EQ(buckets[0].readyAfter, accumulateIndices(plan).back());
+}
+
+TEST(GradientBuckets, CutInRunOrderAtTheSize) {
+  // One bucket per accumulator when the size is below every accumulator, one
+  // bucket when it holds them all. (These test plans train one parameter;
+  // the tiny GPT's five buckets are checked by the dry run and
+  // test/Driver/report-memory-world-size.test.)
+  plan::Plan plan = test::withParameterCopy(test::bigramTrainingPlan(16, 2, 8, 2, 0.05), "table",
+                                            plan::DType::BF16);
+  plan::assignGradientBuckets(plan, 1);
+  const std::vector<size_t> indices = accumulateIndices(plan);
+  std::vector<plan::GradientBucket> buckets = plan::gradientBuckets(plan);
+  ASSERT_EQ(buckets.size(), indices.size());
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    EXPECT_EQ(buckets[b].readyAfter, indices[b]);
+    EXPECT_EQ(buckets[b].accumulators,
+              std::vector<uint32_t>{plan.instructions[indices[b]].operands[0]});
+    EXPECT_EQ(std::get<int64_t>(plan.instructions[indices[b]].attrs.at("bucket")),
+              static_cast<int64_t>(b));
+  }
+  plan::assignGradientBuckets(plan, 1ull << 30);
+  buckets = plan::gradientBuckets(plan);
+  ASSERT_EQ(buckets.size(), 1u);
+  EXPECT_EQ(buckets[0].bytes, 16u * 16u * 4u);
+  // The attribute passes validation (and a negative one does not).
+  plan::validatePlan(plan);
+  plan.instructions[indices[0]].attrs["bucket"] = int64_t(-1);
+  EXPECT_THROW(plan::validatePlan(plan), plan::PlanError);
 }
 
 } // namespace
