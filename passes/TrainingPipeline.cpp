@@ -17,6 +17,7 @@ void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineConfig
   if (part != PipelinePart::MemoryPlanning) {
     model.addPass(createGraphInlineCalls());
     model.addPass(createGraphBuildTraining(config.training));
+    model.addPass(createGraphChunkClassifier(config.classifier));
     model.addPass(createGraphAssignPrecision(config.precision));
     model.addPass(createGraphInsertLossScaling(config.scaling));
   }
@@ -63,6 +64,7 @@ TrainingPipelineConfig TrainingPipelineOptions::config() const {
   scaling.growthInterval = lossScaleGrowthInterval;
   scaling.minScale = lossScaleFloor;
   scaling.debugNonfinite = debugNonfinite;
+  config.classifier.chunkBytes = classifierChunk;
   config.memoryBudget = memoryBudget;
   return config;
 }
