@@ -96,14 +96,14 @@ DataParallel::DataParallel(const plan::Plan &plan, std::unique_ptr<Communicator>
   const uint64_t ranks = static_cast<uint64_t>(size());
   const uint64_t accumulation = static_cast<uint64_t>(plan.accumulationSteps);
   if (accumulation % ranks != 0)
-    throw RunMismatchError(
+    sizeProblem =
         "the world size " + std::to_string(ranks) + " does not divide this plan's " +
         std::to_string(accumulation) + " accumulation step" + (accumulation == 1 ? "" : "s") +
         " (the global batch of an optimizer step is split across the ranks by micro-batches): "
         "run " +
         divisorsText(accumulation) + " ranks, or compile with --accum-steps a multiple of " +
-        std::to_string(ranks));
-  local = accumulation / ranks;
+        std::to_string(ranks);
+  local = std::max<uint64_t>(1, accumulation / ranks);
   bounds = shardBounds(layout, size());
   if (shard) {
     owned.assign(plan.buffers.size(), false);
@@ -111,6 +111,11 @@ DataParallel::DataParallel(const plan::Plan &plan, std::unique_ptr<Communicator>
     for (const OptimizerLayout::Entry &entry : layout.entries)
       owned[entry.parameter] = entry.offset >= bounds[me] && entry.offset < bounds[me + 1];
   }
+}
+
+void DataParallel::checkWorldSize() const {
+  if (!sizeProblem.empty())
+    throw RunMismatchError(sizeProblem);
 }
 
 uint64_t DataParallel::globalMicroStep(uint64_t step, uint64_t i) const {

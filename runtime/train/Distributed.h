@@ -113,10 +113,12 @@ const ProcessLaunch &processLaunch();
 /// A data-parallel run, from one rank's side.
 class DataParallel {
 public:
-  /// Checks that \p ranks divides the plan's accumulation steps (throws
-  /// CommunicatorError with the fix otherwise).
   DataParallel(const plan::Plan &plan, std::unique_ptr<Communicator> communicator,
                bool shardOptimizer);
+
+  /// Throws RunMismatchError, with the fix, unless the world size divides
+  /// the plan's accumulation steps.
+  void checkWorldSize() const;
 
   int rank() const { return communicator->rank(); }
   int size() const { return communicator->size(); }
@@ -175,6 +177,7 @@ private:
   OptimizerLayout layout;
   std::vector<size_t> bounds;
   std::vector<bool> owned; ///< by buffer id: parameters this rank updates
+  std::string sizeProblem; ///< checkWorldSize's message, "" when none
   /// A GPU backend's own gradient exchange (NCCL), or null.
   DeviceGradientSync *deviceSync = nullptr;
 };

@@ -1211,6 +1211,8 @@ int runTraining(const plan::Plan &plan, const RunnerOptions &options, const std:
   std::unique_ptr<std::FILE, int (*)(std::FILE *)> discard(nullptr, std::fclose);
   try {
     parallel = startDataParallel(plan, options.shardOptimizer, options.distTimeout);
+    if (parallel)
+      parallel->checkWorldSize();
     if (!parallel)
       if (const std::string warning = checkSingleProcessOptions(options); !warning.empty())
         std::fprintf(streams.err, "%s: warning: %s\n", program.c_str(), warning.c_str());
@@ -1236,7 +1238,15 @@ int runTraining(const plan::Plan &plan, const RunnerOptions &options, const std:
     if (parallel ? parallel->rank() == 0 : !rank || std::string(rank) == "0") {
       std::fflush(streams.out);
       std::fprintf(streams.err, "%s: error: %s\n", program.c_str(), error.what());
+      std::fflush(streams.err);
     }
+    // No rank leaves before rank 0 has said it (a launcher ends the job at
+    // the first rank that fails).
+    if (parallel)
+      try {
+        parallel->world().allGatherDouble(0, "the error report");
+      } catch (const std::exception &) {
+      }
     return 1;
   } catch (const std::exception &error) {
     std::fflush(streams.out);

@@ -338,6 +338,7 @@ TEST(DataParallel, WorldSizeMustDivideTheMicroBatches) {
   onRanks(3, [&](int, std::unique_ptr<Communicator> world) {
     try {
       DataParallel parallel(plan, std::move(world), false);
+      parallel.checkWorldSize();
       ADD_FAILURE() << "3 ranks accepted for 4 micro-batches";
     } catch (const RunMismatchError &error) {
       EXPECT_STREQ(error.what(),
