@@ -341,8 +341,9 @@ private:
         if (!signal.empty()) {
           interruptNoted = true;
           std::fprintf(stderr,
-                       "%s: note: %s while waiting for the other ranks in the exchange of %s; "
-                       "if a rank died, the launcher is ending the run\n",
+                       "%s: note: %s arrived while waiting for the other ranks in the "
+                       "exchange of %s; the ranks stop together after this step once they "
+                       "answer (if a rank died, the launcher is ending the run instead)\n",
                        label.c_str(), signal.c_str(), what.c_str());
           std::fflush(stderr);
         }

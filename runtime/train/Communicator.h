@@ -70,10 +70,9 @@ public:
   /// Ends every rank of the run after a failure on this one, so that none
   /// waits for it (MPI_Abort); does nothing for a single rank.
   virtual void abortAll(int status) { (void)status; }
-  /// While a wait for the other ranks is longer than a second, this is
-  /// polled; when it returns a non-empty text (a signal arrived), a note
-  /// with it is printed once to stderr, so a rank killed by its launcher
-  /// after another rank died leaves a trace.
+  /// Polled while waiting for the other ranks; when it returns a non-empty
+  /// text (a signal arrived), a note with it is printed once to stderr, so a
+  /// rank that its launcher ends after another rank died leaves a trace.
   std::function<std::string()> interrupted;
   /// How messages name this process ("train[rank 1]").
   std::string label = "rank";

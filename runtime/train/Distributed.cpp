@@ -163,8 +163,8 @@ void DataParallel::checkSameRun(const std::map<std::string, std::string> &identi
 
 void DataParallel::checkRun(const RunnerOptions &options, TrainingBackend &backend,
                             const std::map<std::string, std::string> &identity) {
-  for (const auto &aids :
-       {options.injectOverflowOnRank, options.injectRankFailure, options.injectRankHang})
+  for (const auto &aids : {options.injectOverflowOnRank, options.injectRankFailure,
+                           options.injectRankHang, options.injectStop})
     for (const auto &[step, rank] : aids) {
       if (rank >= size())
         throw RunMismatchError("an --inject-* rank " + std::to_string(rank) +
@@ -205,6 +205,9 @@ void DataParallel::injectFailures(const RunnerOptions &options, uint64_t step) {
       std::fflush(stderr);
       std::raise(SIGSTOP);
     }
+  for (const auto &[at, rank] : options.injectStop)
+    if (at == step + 1 && rank == this->rank())
+      std::raise(SIGTERM); // the runner's handler asks to stop after this step
 }
 
 bool DataParallel::reduceGradients(TrainingBackend &backend, uint64_t step, bool stopRequested) {
@@ -338,7 +341,7 @@ ProcessLaunch thisProcess;
 
 std::string checkSingleProcessOptions(const RunnerOptions &options) {
   if (!options.injectOverflowOnRank.empty() || !options.injectRankFailure.empty() ||
-      !options.injectRankHang.empty())
+      !options.injectRankHang.empty() || !options.injectStop.empty())
     throw CommunicatorError("the STEP@RANK testing aids are for data parallel runs (mpirun, srun "
                             "or torchrun); this process was started alone");
   return options.shardOptimizer ? "--shard-optimizer has no effect on a single process: there "

@@ -127,6 +127,9 @@ struct RunnerOptions {
   /// STEP@RANK (that rank stops with SIGSTOP there, as a hung one).
   std::vector<std::pair<uint64_t, int>> injectOverflowOnRank;
   std::vector<std::pair<uint64_t, int>> injectRankFailure, injectRankHang;
+  /// --inject-stop STEP@RANK: that rank gets SIGTERM in the step, as if a
+  /// user or scheduler stopped it alone.
+  std::vector<std::pair<uint64_t, int>> injectStop;
 };
 
 /// With loss scaling, training stops when the loss itself is not finite for

@@ -233,6 +233,8 @@ RunnerOptions parseRunnerArguments(const std::vector<std::string> &args) {
       options.injectRankFailure.push_back(parseStepAtRank(flag, value()));
     } else if (flag == "--inject-rank-hang") {
       options.injectRankHang.push_back(parseStepAtRank(flag, value()));
+    } else if (flag == "--inject-stop") {
+      options.injectStop.push_back(parseStepAtRank(flag, value()));
     } else if (flag == "--shard-optimizer") {
       noValue();
       options.shardOptimizer = true;
@@ -394,6 +396,7 @@ testing aids:
                        rank R of a data parallel run dies (SIGKILL) in step S
   --inject-rank-hang S@R
                        rank R of a data parallel run stops (SIGSTOP) in step S
+  --inject-stop S@R    rank R of a data parallel run gets SIGTERM in step S
 )";
 }
 
