@@ -29,11 +29,20 @@ NcclApi loadNcclApi() {
                     "put its directory on LD_LIBRARY_PATH, or set AMPC_NCCL_LIBRARY to the file");
   NcclApi api;
   api.library = library.name();
-#define AMPC_NCCL_RESOLVE(entry)                                                                   \
-  if (!library.resolve(api.entry, #entry))                                                         \
-    throw NcclError(library.name() + " has no " #entry ": NCCL 2.12 or newer is needed");
-  AMPC_NCCL_ENTRY_POINTS(AMPC_NCCL_RESOLVE)
-#undef AMPC_NCCL_RESOLVE
+  auto resolve = [&](auto &entry, const char *symbol) {
+    if (!library.resolve(entry, symbol))
+      throw NcclError(library.name() + " has no " + symbol + ": NCCL 2.12 or newer is needed");
+  };
+  resolve(api.ncclGetVersion, "ncclGetVersion");
+  resolve(api.ncclGetUniqueId, "ncclGetUniqueId");
+  resolve(api.ncclCommInitRank, "ncclCommInitRank");
+  resolve(api.ncclCommDestroy, "ncclCommDestroy");
+  resolve(api.ncclCommAbort, "ncclCommAbort");
+  resolve(api.ncclCommGetAsyncError, "ncclCommGetAsyncError");
+  resolve(api.ncclGetErrorString, "ncclGetErrorString");
+  resolve(api.ncclAllReduce, "ncclAllReduce");
+  resolve(api.ncclGroupStart, "ncclGroupStart");
+  resolve(api.ncclGroupEnd, "ncclGroupEnd");
   api.ncclGetVersion(&api.version);
   library.release(); // kept for the life of the process
   return api;
@@ -56,60 +65,58 @@ const NcclApi &ncclApi() {
 }
 
 NcclId NcclWorld::newId(const NcclApi &api) {
-  ncclUniqueId id;
-  const ncclResult_t result = api.ncclGetUniqueId(&id);
-  if (result != ncclSuccess)
+  nccl::UniqueId id;
+  const nccl::Result result = api.ncclGetUniqueId(&id);
+  if (result != nccl::Success)
     throw NcclError(std::string("ncclGetUniqueId failed: ") + api.ncclGetErrorString(result));
   NcclId bytes;
-  std::copy(id.internal, id.internal + NCCL_UNIQUE_ID_BYTES, bytes.begin());
+  std::copy(id.internal, id.internal + nccl::kUniqueIdBytes, bytes.begin());
   return bytes;
 }
 
 NcclWorld::NcclWorld(const NcclApi &api, const NcclId &id, int rank, int ranks)
-    : nccl(&api), me(rank), count(ranks) {
-  ncclUniqueId unique;
+    : api_(&api), me(rank), count(ranks) {
+  nccl::UniqueId unique;
   std::copy(id.begin(), id.end(), unique.internal);
-  check(nccl->ncclCommInitRank(&comm, ranks, unique, rank), "ncclCommInitRank");
+  check(api_->ncclCommInitRank(&comm, ranks, unique, rank), "ncclCommInitRank");
 }
 
 NcclWorld::~NcclWorld() {
   if (comm)
-    nccl->ncclCommDestroy(comm);
+    api_->ncclCommDestroy(comm);
 }
 
-void NcclWorld::check(ncclResult_t result, const char *call) {
-  if (result == ncclSuccess || result == ncclInProgress)
+void NcclWorld::check(nccl::Result result, const char *call) {
+  if (result == nccl::Success || result == nccl::InProgress)
     return;
   throw NcclError(std::string(call) + " failed on rank " + std::to_string(me) + " of " +
-                  std::to_string(count) + ": " + nccl->ncclGetErrorString(result));
+                  std::to_string(count) + ": " + api_->ncclGetErrorString(result));
 }
 
 void NcclWorld::allReduceSum(CUdeviceptr buffer, size_t elements, CUstream stream) {
   void *data = reinterpret_cast<void *>(buffer);
-  check(nccl->ncclAllReduce(data, data, elements, ncclFloat32, ncclSum, comm,
-                            reinterpret_cast<cudaStream_t>(stream)),
+  check(api_->ncclAllReduce(data, data, elements, nccl::Float32, nccl::Sum, comm, stream),
         "ncclAllReduce");
 }
 
 void NcclWorld::allReduceMax(CUdeviceptr buffer, size_t elements, CUstream stream) {
   void *data = reinterpret_cast<void *>(buffer);
-  check(nccl->ncclAllReduce(data, data, elements, ncclFloat32, ncclMax, comm,
-                            reinterpret_cast<cudaStream_t>(stream)),
+  check(api_->ncclAllReduce(data, data, elements, nccl::Float32, nccl::Max, comm, stream),
         "ncclAllReduce");
 }
 
-void NcclWorld::groupStart() { check(nccl->ncclGroupStart(), "ncclGroupStart"); }
-void NcclWorld::groupEnd() { check(nccl->ncclGroupEnd(), "ncclGroupEnd"); }
+void NcclWorld::groupStart() { check(api_->ncclGroupStart(), "ncclGroupStart"); }
+void NcclWorld::groupEnd() { check(api_->ncclGroupEnd(), "ncclGroupEnd"); }
 
 void NcclWorld::checkAsyncError() {
-  ncclResult_t state = ncclSuccess;
-  check(nccl->ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError");
+  nccl::Result state = nccl::Success;
+  check(api_->ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError");
   check(state, "an NCCL collective");
 }
 
 void NcclWorld::abort() {
   if (comm)
-    nccl->ncclCommAbort(comm);
+    api_->ncclCommAbort(comm);
   comm = nullptr;
 }
 

@@ -17,9 +17,9 @@
 #define AMPC_RUNTIME_CUDA_NCCL_H
 
 #include <cuda.h>
-#include <nccl.h>
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -27,29 +27,52 @@
 
 namespace ampc::cuda {
 
+/// The part of NCCL's C ABI (nccl.h, stable since NCCL 2) the runtime uses,
+/// declared here so that building needs no NCCL headers (the CUDA toolkit's
+/// installers do not always ship them): enums are C ints, the unique id is
+/// 128 bytes passed by value, cudaStream_t is CUstream.
+namespace nccl {
+struct Comm;
+using CommHandle = Comm *;
+enum Result : int {
+  Success = 0,
+  UnhandledCudaError = 1,
+  SystemError = 2,
+  InternalError = 3,
+  InvalidArgument = 4,
+  InvalidUsage = 5,
+  RemoteError = 6,
+  InProgress = 7
+};
+enum DataType : int { Float32 = 7 };
+enum ReduceOp : int { Sum = 0, Max = 2 };
+inline constexpr size_t kUniqueIdBytes = 128;
+struct UniqueId {
+  char internal[kUniqueIdBytes];
+};
+} // namespace nccl
+
 /// NCCL missing, or an NCCL call that failed; what() is one line.
 class NcclError : public std::runtime_error {
 public:
   using runtime_error::runtime_error;
 };
 
-#define AMPC_NCCL_ENTRY_POINTS(X)                                                                  \
-  X(ncclGetVersion)                                                                                \
-  X(ncclGetUniqueId)                                                                               \
-  X(ncclCommInitRank)                                                                              \
-  X(ncclCommDestroy)                                                                               \
-  X(ncclCommAbort)                                                                                 \
-  X(ncclCommGetAsyncError)                                                                         \
-  X(ncclGetErrorString)                                                                            \
-  X(ncclAllReduce)                                                                                 \
-  X(ncclGroupStart)                                                                                \
-  X(ncclGroupEnd)
-
-/// NCCL's entry points.
+/// NCCL's entry points (named as in nccl.h, resolved with dlsym).
 struct NcclApi {
-#define AMPC_NCCL_MEMBER(name) decltype(&::name) name = nullptr;
-  AMPC_NCCL_ENTRY_POINTS(AMPC_NCCL_MEMBER)
-#undef AMPC_NCCL_MEMBER
+  nccl::Result (*ncclGetVersion)(int *version) = nullptr;
+  nccl::Result (*ncclGetUniqueId)(nccl::UniqueId *id) = nullptr;
+  nccl::Result (*ncclCommInitRank)(nccl::CommHandle *comm, int ranks, nccl::UniqueId id,
+                                   int rank) = nullptr;
+  nccl::Result (*ncclCommDestroy)(nccl::CommHandle comm) = nullptr;
+  nccl::Result (*ncclCommAbort)(nccl::CommHandle comm) = nullptr;
+  nccl::Result (*ncclCommGetAsyncError)(nccl::CommHandle comm, nccl::Result *state) = nullptr;
+  const char *(*ncclGetErrorString)(nccl::Result result) = nullptr;
+  nccl::Result (*ncclAllReduce)(const void *send, void *receive, size_t count, nccl::DataType type,
+                                nccl::ReduceOp op, nccl::CommHandle comm,
+                                CUstream stream) = nullptr;
+  nccl::Result (*ncclGroupStart)() = nullptr;
+  nccl::Result (*ncclGroupEnd)() = nullptr;
   /// The library that opened ("libnccl.so.2"), or the stand-in's name.
   std::string library;
   int version = 0; ///< ncclGetVersion: 22703 for 2.27.3
@@ -60,7 +83,7 @@ struct NcclApi {
 const NcclApi &ncclApi();
 
 /// The 128 bytes of an ncclUniqueId.
-using NcclId = std::array<char, NCCL_UNIQUE_ID_BYTES>;
+using NcclId = std::array<char, nccl::kUniqueIdBytes>;
 
 /// One rank's NCCL communicator. Not copyable.
 class NcclWorld {
@@ -76,7 +99,7 @@ public:
 
   int rank() const { return me; }
   int size() const { return count; }
-  const NcclApi &api() const { return *nccl; }
+  const NcclApi &api() const { return *api_; }
 
   /// Sums \p count f32 values at \p buffer over the ranks, in place, on
   /// \p stream. Several calls between groupStart() and groupEnd() are
@@ -94,10 +117,10 @@ public:
   void abort();
 
 private:
-  void check(ncclResult_t result, const char *call);
+  void check(nccl::Result result, const char *call);
 
-  const NcclApi *nccl;
-  ncclComm_t comm = nullptr;
+  const NcclApi *api_;
+  nccl::CommHandle comm = nullptr;
   int me = 0, count = 1;
 };
 

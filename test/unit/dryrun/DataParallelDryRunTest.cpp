@@ -25,6 +25,23 @@
 #include <cstring>
 #include <map>
 
+// The runtime declares the part of NCCL's ABI it uses (runtime/cuda/Nccl.h)
+// instead of including nccl.h: where the header is there, check them against
+// each other.
+#if __has_include(<nccl.h>)
+#include <nccl.h>
+static_assert(sizeof(ncclUniqueId) == ampc::cuda::nccl::kUniqueIdBytes);
+static_assert(static_cast<int>(ncclSuccess) == ampc::cuda::nccl::Success);
+static_assert(static_cast<int>(ncclInvalidUsage) == ampc::cuda::nccl::InvalidUsage);
+static_assert(static_cast<int>(ncclInProgress) == ampc::cuda::nccl::InProgress);
+static_assert(static_cast<int>(ncclFloat32) == ampc::cuda::nccl::Float32);
+static_assert(static_cast<int>(ncclSum) == ampc::cuda::nccl::Sum);
+static_assert(static_cast<int>(ncclMax) == ampc::cuda::nccl::Max);
+static_assert(sizeof(ncclResult_t) == sizeof(ampc::cuda::nccl::Result));
+static_assert(sizeof(ncclDataType_t) == sizeof(ampc::cuda::nccl::DataType));
+static_assert(sizeof(ncclRedOp_t) == sizeof(ampc::cuda::nccl::ReduceOp));
+#endif
+
 namespace ampc::dryrun {
 namespace {
 
@@ -53,13 +70,13 @@ size_t deviceWork() {
 }
 
 void log(const char *name, const void *buffer = nullptr, size_t count = 0, int op = -1,
-         cudaStream_t stream = nullptr) {
+         CUstream stream = nullptr) {
   NcclCall call;
   call.name = name;
   call.buffer = reinterpret_cast<uint64_t>(buffer);
   call.count = count;
   call.op = op;
-  call.stream = reinterpret_cast<CUstream>(stream);
+  call.stream = stream;
   call.deviceWorkBefore = deviceWork();
   calls().push_back(call);
 }
@@ -72,39 +89,39 @@ cuda::NcclApi recordingNccl() {
   api.version = 22703;
   api.ncclGetVersion = [](int *version) {
     *version = 22703;
-    return ncclSuccess;
+    return cuda::nccl::Success;
   };
-  api.ncclGetUniqueId = [](ncclUniqueId *id) {
+  api.ncclGetUniqueId = [](cuda::nccl::UniqueId *id) {
     std::memset(id->internal, 7, sizeof(id->internal));
-    return ncclSuccess;
+    return cuda::nccl::Success;
   };
-  api.ncclCommInitRank = [](ncclComm_t *comm, int, ncclUniqueId, int) {
+  api.ncclCommInitRank = [](cuda::nccl::CommHandle *comm, int, cuda::nccl::UniqueId, int) {
     static int token;
-    *comm = reinterpret_cast<ncclComm_t>(&token);
+    *comm = reinterpret_cast<cuda::nccl::CommHandle>(&token);
     log("ncclCommInitRank");
-    return ncclSuccess;
+    return cuda::nccl::Success;
   };
-  api.ncclCommDestroy = [](ncclComm_t) { return ncclSuccess; };
-  api.ncclCommAbort = [](ncclComm_t) { return ncclSuccess; };
-  api.ncclCommGetAsyncError = [](ncclComm_t, ncclResult_t *state) {
-    *state = ncclSuccess;
-    return ncclSuccess;
+  api.ncclCommDestroy = [](cuda::nccl::CommHandle) { return cuda::nccl::Success; };
+  api.ncclCommAbort = [](cuda::nccl::CommHandle) { return cuda::nccl::Success; };
+  api.ncclCommGetAsyncError = [](cuda::nccl::CommHandle, cuda::nccl::Result *state) {
+    *state = cuda::nccl::Success;
+    return cuda::nccl::Success;
   };
-  api.ncclGetErrorString = [](ncclResult_t) { return "recorded"; };
-  api.ncclAllReduce = [](const void *send, void *receive, size_t count, ncclDataType_t type,
-                         ncclRedOp_t op, ncclComm_t, cudaStream_t stream) {
+  api.ncclGetErrorString = [](cuda::nccl::Result) { return "recorded"; };
+  api.ncclAllReduce = [](const void *send, void *receive, size_t count, cuda::nccl::DataType type,
+                         cuda::nccl::ReduceOp op, cuda::nccl::CommHandle, CUstream stream) {
     EXPECT_EQ(send, receive); // in place
-    EXPECT_EQ(type, ncclFloat32);
+    EXPECT_EQ(type, cuda::nccl::Float32);
     log("ncclAllReduce", receive, count, op, stream);
-    return ncclSuccess;
+    return cuda::nccl::Success;
   };
   api.ncclGroupStart = [] {
     log("ncclGroupStart");
-    return ncclSuccess;
+    return cuda::nccl::Success;
   };
   api.ncclGroupEnd = [] {
     log("ncclGroupEnd");
-    return ncclSuccess;
+    return cuda::nccl::Success;
   };
   return api;
 }
@@ -186,7 +203,7 @@ void checkDataParallelRun(bool useGraphs) {
         const NcclCall &call = reduces[at++];
         EXPECT_EQ(call.buffer, executor.deviceAddress(accumulator)) << "bucket " << b;
         EXPECT_EQ(call.count, static_cast<size_t>(plan::numElements(plan.buffers[accumulator])));
-        EXPECT_EQ(call.op, ncclSum);
+        EXPECT_EQ(call.op, cuda::nccl::Sum);
         EXPECT_EQ(call.stream, exchange.exchangeStream());
         // Issued while the last micro step was being queued: the first
         // bucket before its last device work, none before it began.

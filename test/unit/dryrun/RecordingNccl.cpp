@@ -13,11 +13,13 @@
 
 #include "RecordingState.h"
 
-#include <nccl.h>
+#include "runtime/cuda/Nccl.h"
 
 #include <cstring>
 
 #define AMPC_EXPORT extern "C" __attribute__((visibility("default")))
+
+using namespace ampc::cuda::nccl;
 
 namespace {
 
@@ -25,41 +27,40 @@ int recordingComm;
 
 } // namespace
 
-AMPC_EXPORT ncclResult_t ncclGetVersion(int *version) {
+AMPC_EXPORT Result ncclGetVersion(int *version) {
   *version = 29900; // "2.99.0": not a real NCCL
-  return ncclSuccess;
+  return Success;
 }
 
-AMPC_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
+AMPC_EXPORT Result ncclGetUniqueId(UniqueId *id) {
   std::memset(id->internal, 0x5a, sizeof(id->internal));
-  return ncclSuccess;
+  return Success;
 }
 
-AMPC_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int ranks, ncclUniqueId, int rank) {
+AMPC_EXPORT Result ncclCommInitRank(CommHandle *comm, int ranks, UniqueId, int rank) {
   if (ranks != 1 || rank != 0)
-    return ncclInvalidUsage; // no peers in a dry run
-  *comm = reinterpret_cast<ncclComm_t>(&recordingComm);
-  return ncclSuccess;
+    return InvalidUsage; // no peers in a dry run
+  *comm = reinterpret_cast<CommHandle>(&recordingComm);
+  return Success;
 }
 
-AMPC_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t) { return ncclSuccess; }
-AMPC_EXPORT ncclResult_t ncclCommAbort(ncclComm_t) { return ncclSuccess; }
+AMPC_EXPORT Result ncclCommDestroy(CommHandle) { return Success; }
+AMPC_EXPORT Result ncclCommAbort(CommHandle) { return Success; }
 
-AMPC_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t *state) {
-  *state = ncclSuccess;
-  return ncclSuccess;
+AMPC_EXPORT Result ncclCommGetAsyncError(CommHandle, Result *state) {
+  *state = Success;
+  return Success;
 }
 
-AMPC_EXPORT const char *ncclGetErrorString(ncclResult_t result) {
-  return result == ncclInvalidUsage ? "invalid usage (the recording NCCL runs one rank)"
-                                    : "recording NCCL error";
+AMPC_EXPORT const char *ncclGetErrorString(Result result) {
+  return result == InvalidUsage ? "invalid usage (the recording NCCL runs one rank)"
+                                : "recording NCCL error";
 }
 
-AMPC_EXPORT ncclResult_t ncclAllReduce(const void *send, void *receive, size_t count,
-                                       ncclDataType_t type, ncclRedOp_t, ncclComm_t comm,
-                                       cudaStream_t) {
-  if (comm != reinterpret_cast<ncclComm_t>(&recordingComm) || type != ncclFloat32)
-    return ncclInvalidArgument;
+AMPC_EXPORT Result ncclAllReduce(const void *send, void *receive, size_t count, DataType type,
+                                 ReduceOp, CommHandle comm, CUstream) {
+  if (comm != reinterpret_cast<CommHandle>(&recordingComm) || type != Float32)
+    return InvalidArgument;
   // One rank: the result is the input. The buffer must be device memory the
   // driver handed out, with room for count floats.
   const CUresult inside = ampc::dryrun::recorded([&](ampc::dryrun::Recorder &recorder) {
@@ -70,8 +71,8 @@ AMPC_EXPORT ncclResult_t ncclAllReduce(const void *send, void *receive, size_t c
     }
     return CUDA_SUCCESS;
   });
-  return inside == CUDA_SUCCESS ? ncclSuccess : ncclInvalidArgument;
+  return inside == CUDA_SUCCESS ? Success : InvalidArgument;
 }
 
-AMPC_EXPORT ncclResult_t ncclGroupStart() { return ncclSuccess; }
-AMPC_EXPORT ncclResult_t ncclGroupEnd() { return ncclSuccess; }
+AMPC_EXPORT Result ncclGroupStart() { return Success; }
+AMPC_EXPORT Result ncclGroupEnd() { return Success; }
