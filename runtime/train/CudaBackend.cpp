@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/cuda/Driver.h"
 #include "runtime/cuda/Executor.h"
 #include "runtime/cuda/GradientExchange.h"
 #include "runtime/cuda/Profile.h"
@@ -132,9 +133,17 @@ std::unique_ptr<TrainingBackend> tryMakeCudaBackend(const plan::Plan &plan, GpuP
     return nullptr;
   }
   try {
-    // A data parallel rank trains on the GPU of its local rank.
+    // A data parallel rank trains on the GPU of its local rank, counted
+    // among the GPUs it sees (a scheduler that gives each task one GPU
+    // through CUDA_VISIBLE_DEVICES leaves it GPU 0).
     cuda::DeviceOptions options;
-    options.index = processLaunch().localRank;
+    if (processLaunch().dataParallel) {
+      const cuda::DriverApi &api = cuda::driverApi();
+      int count = 0;
+      if (api.cuInit(0) == CUDA_SUCCESS && api.cuDeviceGetCount(&count) == CUDA_SUCCESS &&
+          count > 0)
+        options.index = processLaunch().localRank % count;
+    }
     auto device = std::make_unique<cuda::Device>(options);
     return std::make_unique<CudaBackend>(plan, std::move(device));
   } catch (const cuda::CudaError &error) {
