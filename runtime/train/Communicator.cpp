@@ -39,6 +39,14 @@ void Communicator::allReduceSum(std::vector<float> &values, const std::string &w
   allGatherSegments(values, bounds, what);
 }
 
+/// The length of the longest segment [bounds[r], bounds[r + 1]).
+static size_t largestSegment(const std::vector<size_t> &bounds) {
+  size_t block = 0;
+  for (size_t r = 0; r + 1 < bounds.size(); ++r)
+    block = std::max(block, bounds[r + 1] - bounds[r]);
+  return block;
+}
+
 void Communicator::reduceScatterSum(std::vector<float> &values, const std::vector<size_t> &bounds,
                                     const std::string &what) {
   const size_t ranks = static_cast<size_t>(size());
@@ -46,9 +54,7 @@ void Communicator::reduceScatterSum(std::vector<float> &values, const std::vecto
     return;
   // Blocks of the largest segment's size: block r of the send buffer is
   // rank r's segment of this rank's values, zero-padded.
-  size_t block = 0;
-  for (size_t r = 0; r < ranks; ++r)
-    block = std::max(block, bounds[r + 1] - bounds[r]);
+  const size_t block = largestSegment(bounds);
   if (block == 0)
     return;
   std::vector<float> send(ranks * block, 0.0f), receive(ranks * block);
@@ -73,9 +79,7 @@ void Communicator::allGatherSegments(std::vector<float> &values, const std::vect
   const size_t ranks = static_cast<size_t>(size());
   if (ranks == 1)
     return;
-  size_t block = 0;
-  for (size_t r = 0; r < ranks; ++r)
-    block = std::max(block, bounds[r + 1] - bounds[r]);
+  const size_t block = largestSegment(bounds);
   if (block == 0)
     return;
   const size_t me = static_cast<size_t>(rank());

@@ -21,9 +21,11 @@
 import json
 import os
 import socket
-import struct
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checkpoint_sections import sections  # noqa: E402
 
 WALL_CLOCK = ("elapsed_s", "step_ms", "tokens_per_s", "samples_per_s")
 EXACT = ("step", "lr", "tokens", "samples", "loss_scale", "skipped")
@@ -78,26 +80,6 @@ def identical(first, second):
     if numeric(first) != numeric(second):
         fail(f"{first} and {second} differ")
     print(f"identical: {len(numeric(first))} steps")
-
-
-def sections(path):
-    """The sections of a checkpoint (docs/checkpoint-format.md) other than the metadata."""
-    data = open(path, "rb").read()
-    if data[:8] != b"AMPCCKPT" or data[-4:] != b"DONE":
-        fail(f"{path} is not a complete checkpoint")
-    (count,) = struct.unpack_from("<I", data, 12)
-    at, found = 16, {}
-    for _ in range(count):
-        (length,) = struct.unpack_from("<I", data, at)
-        name = data[at + 4:at + 4 + length].decode()
-        at += 4 + length + 1
-        (rank,) = struct.unpack_from("<I", data, at)
-        at += 4 + 8 * rank
-        offset, size = struct.unpack_from("<QQ", data, at)
-        at += 16
-        if name != "meta":
-            found[name] = data[offset:offset + size]
-    return found
 
 
 def same_weights(first, second):

@@ -18,10 +18,12 @@ import os
 import random
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checkpoint_sections import sections  # noqa: E402
 
 WALL_CLOCK = ("elapsed_s", "step_ms", "tokens_per_s", "samples_per_s")
 
@@ -41,25 +43,6 @@ def numeric_fields(path):
     return records
 
 
-def buffers(path):
-    """The sections of a checkpoint other than the metadata, as name -> bytes."""
-    data = open(path, "rb").read()
-    assert data[:8] == b"AMPCCKPT" and data[-4:] == b"DONE", path
-    (count,) = struct.unpack_from("<I", data, 12)
-    at, sections = 16, {}
-    for _ in range(count):
-        (length,) = struct.unpack_from("<I", data, at)
-        name = data[at + 4:at + 4 + length].decode()
-        at += 4 + length + 1
-        (rank,) = struct.unpack_from("<I", data, at)
-        at += 4 + 8 * rank
-        offset, size = struct.unpack_from("<QQ", data, at)
-        at += 16
-        if name != "meta":
-            sections[name] = data[offset:offset + size]
-    return sections
-
-
 def compare(reference_log, reference_ckpt, log, ckpt, what):
     expected, got = numeric_fields(reference_log), numeric_fields(log)
     if got != expected:
@@ -67,7 +50,7 @@ def compare(reference_log, reference_ckpt, log, ckpt, what):
             if a != b:
                 fail(f"{what}: record {i + 1} differs:\n  expected {a}\n  got      {b}")
         fail(f"{what}: {len(got)} records, expected {len(expected)}")
-    if buffers(ckpt) != buffers(reference_ckpt):
+    if sections(ckpt) != sections(reference_ckpt):
         fail(f"{what}: the final checkpoint's buffers differ from the reference's")
 
 
