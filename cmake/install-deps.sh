@@ -5,10 +5,11 @@ set -euo pipefail
 
 # python3-torch (PyTorch 1.13 for the CPU) is the tests' oracle for the benchmark's reference model.
 # cairo draws the plots of `ampc plot` and `ampc report memory --plot` (found with pkg-config);
-# nlohmann-json parses the metrics logs `ampc plot` reads.
+# nlohmann-json parses the metrics logs `ampc plot` reads. libonnx-dev (with libprotobuf-dev) reads
+# ONNX files for `ampc import`; python3-onnx writes the tests' ONNX files.
 packages=(cmake ninja-build g++ make python3 llvm-19-dev libmlir-19-dev mlir-19-tools
           llvm-19-tools libboost-graph-dev googletest libgtest-dev zlib1g-dev python3-torch
-          pkg-config libcairo2-dev nlohmann-json3-dev)
+          pkg-config libcairo2-dev nlohmann-json3-dev libonnx-dev libprotobuf-dev python3-onnx)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
