@@ -129,6 +129,7 @@ LogicalResult flattenModel(graph::ModelOp model,
                            const graph::GraphAssignPrecisionOptions *precision) {
   PassManager pm(model->getContext(), graph::ModelOp::getOperationName());
   pm.addPass(graph::createGraphInlineCalls());
+  pm.addPass(graph::createGraphRaiseFusedOps());
   if (precision)
     pm.addPass(graph::createGraphAssignPrecision(*precision));
   return pm.run(model);

@@ -327,6 +327,22 @@ std::optional<std::vector<HostTensor>> foldNode(const onnx::NodeProto &node,
 
   if (op == "Identity")
     return std::vector<HostTensor>{input(0)};
+  if (op == "Shape" || op == "Size") {
+    const std::vector<int64_t> &shape = input(0).shape;
+    HostTensor result;
+    result.dtype = onnx::TensorProto::INT64;
+    if (op == "Size")
+      return std::vector<HostTensor>{
+          (result.values = {static_cast<double>(input(0).numElements())}, result)};
+    const int64_t rank = shape.size();
+    int64_t start = intAttribute(node, "start", 0), end = intAttribute(node, "end", rank);
+    start = std::clamp<int64_t>(start < 0 ? start + rank : start, 0, rank);
+    end = std::clamp<int64_t>(end < 0 ? end + rank : end, 0, rank);
+    for (int64_t d = start; d < end; ++d)
+      result.values.push_back(shape[d]);
+    result.shape = {static_cast<int64_t>(result.values.size())};
+    return std::vector<HostTensor>{result};
+  }
   if (op == "Constant") {
     HostTensor result;
     if (const onnx::AttributeProto *value = findAttribute(node, "value")) {

@@ -2,8 +2,9 @@
 writes its batch as raw little-endian files OUT_DIR/MODEL.NAME.bin (ampc eval --input NAME=FILE)
 and as OUT_DIR/MODEL.batch.pt.
 
-The TorchScript exporter with opset 17; constant folding is off so that a weight used transposed
-keeps its name (and a tied weight stays one initializer).
+The TorchScript exporter with opset 17 in training mode: in eval mode it merges initializers of
+equal value (every LayerNorm's ones would become one parameter), and it folds the transpose of a
+weight into a new, unnamed initializer. A tied weight stays one initializer either way.
 """
 
 import os
@@ -25,5 +26,5 @@ for key, value in batch.items():
     array.astype(array.dtype.newbyteorder("<")).tofile(os.path.join(out, name + "." + key + ".bin"))
 torch.onnx.export(model, tuple(batch.values()), os.path.join(out, name + ".onnx"),
                   input_names=list(batch.keys()), output_names=["loss"], opset_version=opset,
-                  do_constant_folding=False)
+                  training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
 print("exported", name, "opset", opset)

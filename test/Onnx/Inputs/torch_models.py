@@ -167,7 +167,7 @@ class Llama(nn.Module):
         logits = self.head(self.norm(x))
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
-    batch = Gpt.batch
+    batch = staticmethod(Gpt.batch)
 
 
 def make(name):
