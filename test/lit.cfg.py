@@ -55,5 +55,13 @@ try:
 except (OSError, subprocess.TimeoutExpired):
     pass
 config.substitutions.append(("%torch_python", torch_python))
+# The ONNX tests export models with torch.onnx and write ONNX files with the onnx package's helper
+# API (Debian's python3-onnx).
+try:
+    if subprocess.run([torch_python, "-c", "import onnx"], stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL, timeout=120).returncode == 0:
+        config.available_features.add("onnx")
+except (OSError, subprocess.TimeoutExpired):
+    pass
 # The word "ampc" as an argument (torch_gpt.py --init ampc), past the tool substitution above.
 config.substitutions.append(("%word_ampc", "ampc"))

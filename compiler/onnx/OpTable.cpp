@@ -406,8 +406,25 @@ void convertGather(const NodeContext &c) {
   const int64_t rank = shape.size();
   const int64_t axis = normalizeAxis(intAttribute(c.node, "axis", 0), rank);
   if (indices.isConstant()) {
-    // Constant indices: slices of the data, joined and reshaped.
+    // Constant indices: one slice when they are consecutive (positions 0..T-1), else slices of
+    // the data joined; then reshaped to the gathered shape.
     Value x = c.tensor(0);
+    std::vector<int64_t> picked = indices.constant->integers();
+    for (int64_t &index : picked)
+      if (index < 0)
+        index += shape[axis];
+    bool consecutive = !picked.empty();
+    for (size_t i = 1; i < picked.size(); ++i)
+      consecutive &= picked[i] == picked[i - 1] + 1;
+    if (consecutive && picked[0] >= 0 && picked.back() < shape[axis]) {
+      std::vector<int64_t> starts(rank, 0), sizes = shape;
+      starts[axis] = picked[0];
+      sizes[axis] = picked.size();
+      std::vector<int64_t> result(shape.begin(), shape.begin() + axis);
+      result.insert(result.end(), indices.constant->shape.begin(), indices.constant->shape.end());
+      result.insert(result.end(), shape.begin() + axis + 1, shape.end());
+      return c.result(c.graph.reshape(c.graph.slice(x, starts, sizes), result));
+    }
     std::vector<Value> pieces;
     std::vector<int64_t> starts(rank, 0), sizes = shape;
     sizes[axis] = 1;
