@@ -93,8 +93,7 @@ llvm::SmallVector<int64_t> swapLastTwo(int64_t rank) {
   return permutation;
 }
 
-struct GraphRaiseFusedOpsPass
-    : ampc::graph::impl::GraphRaiseFusedOpsBase<GraphRaiseFusedOpsPass> {
+struct GraphRaiseFusedOpsPass : ampc::graph::impl::GraphRaiseFusedOpsBase<GraphRaiseFusedOpsPass> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -196,10 +195,9 @@ struct GraphRaiseFusedOpsPass
     if (!isLastAxisVector(gain, x) || op.getType() != x.getType())
       return false;
     OpBuilder builder(op);
-    op.replaceAllUsesWith(builder
-                              .create<RmsNormOp>(op.getLoc(), x, gain,
-                                                 builder.getF64FloatAttr(epsilon))
-                              .getResult());
+    op.replaceAllUsesWith(
+        builder.create<RmsNormOp>(op.getLoc(), x, gain, builder.getF64FloatAttr(epsilon))
+            .getResult());
     return true;
   }
 
@@ -240,10 +238,9 @@ struct GraphRaiseFusedOpsPass
     if (!isLastAxisVector(gain, x) || !isLastAxisVector(bias, x) || op.getType() != x.getType())
       return false;
     OpBuilder builder(op);
-    op.replaceAllUsesWith(builder
-                              .create<LayerNormOp>(op.getLoc(), x, gain, bias,
-                                                   builder.getF64FloatAttr(epsilon))
-                              .getResult());
+    op.replaceAllUsesWith(
+        builder.create<LayerNormOp>(op.getLoc(), x, gain, bias, builder.getF64FloatAttr(epsilon))
+            .getResult());
     return true;
   }
 
@@ -256,19 +253,18 @@ struct GraphRaiseFusedOpsPass
                return a == of && isSquareOf(b, of) && single(b);
              });
     };
-    bool inner = single(tanh.getInput()) &&
-                 commuted<MulOp>(tanh.getInput(), [&](Value sum, Value c) {
-                   return isConstant(c, beta) && single(sum) &&
-                          commuted<AddOp>(sum, [&](Value a, Value cubic) {
-                            return single(cubic) &&
-                                   commuted<MulOp>(cubic, [&](Value cube, Value k) {
-                                     if (!isConstant(k, kappa) || !isCube(cube, a))
-                                       return false;
-                                     x = a;
-                                     return true;
-                                   });
+    bool inner =
+        single(tanh.getInput()) && commuted<MulOp>(tanh.getInput(), [&](Value sum, Value c) {
+          return isConstant(c, beta) && single(sum) &&
+                 commuted<AddOp>(sum, [&](Value a, Value cubic) {
+                   return single(cubic) && commuted<MulOp>(cubic, [&](Value cube, Value k) {
+                            if (!isConstant(k, kappa) || !isCube(cube, a))
+                              return false;
+                            x = a;
+                            return true;
                           });
                  });
+        });
     if (!inner || !single(tanh.getResult()))
       return false;
     // 1 + tanh(...), then the product with x and 0.5 in any grouping.
@@ -282,19 +278,18 @@ struct GraphRaiseFusedOpsPass
     Value other = first.getLhs() == onePlus.getResult() ? first.getRhs() : first.getLhs();
     Operation *root = nullptr;
     auto isHalfX = [&](Value value) {
-      return single(value) && commuted<MulOp>(value, [&](Value a, Value h) {
-               return a == x && isConstant(h, 0.5);
-             });
+      return single(value) &&
+             commuted<MulOp>(value, [&](Value a, Value h) { return a == x && isConstant(h, 0.5); });
     };
     if (isHalfX(other)) {
       root = first;
     } else if ((other == x || isConstant(other, 0.5)) && single(first.getResult())) {
       auto second = llvm::dyn_cast<MulOp>(*first->user_begin());
-      Value last = second ? (second.getLhs() == first.getResult() ? second.getRhs()
-                                                                  : second.getLhs())
-                          : Value();
-      if (second && ((other == x && isConstant(last, 0.5)) ||
-                     (isConstant(other, 0.5) && last == x)))
+      Value last = second
+                       ? (second.getLhs() == first.getResult() ? second.getRhs() : second.getLhs())
+                       : Value();
+      if (second &&
+          ((other == x && isConstant(last, 0.5)) || (isConstant(other, 0.5) && last == x)))
         root = second;
     }
     if (!root || root->getResult(0).getType() != x.getType())
@@ -361,7 +356,8 @@ struct GraphRaiseFusedOpsPass
     if (auto mul = scores.getDefiningOp<MulOp>()) {
       for (int side = 0; side < 2; ++side)
         if (std::optional<double> c = splatValue(side ? mul.getLhs() : mul.getRhs());
-            c && single(scores) && mul.getType() == (side ? mul.getRhs() : mul.getLhs()).getType()) {
+            c && single(scores) &&
+            mul.getType() == (side ? mul.getRhs() : mul.getLhs()).getType()) {
           scale = *c;
           scores = side ? mul.getRhs() : mul.getLhs();
           break;

@@ -18,6 +18,7 @@ config.environment["FILECHECK_OPTS"] = "--enable-var-scope --dump-input=fail"
 config.environment["AMPC_KERNEL_CACHE"] = os.path.join(config.ampc_obj_root, "test", "kernel-cache")
 config.substitutions.append(("%ampc_src_root", config.ampc_src_root))
 config.substitutions.append(("%examples", os.path.join(config.ampc_src_root, "examples")))
+config.substitutions.append(("%ampc_bin", os.path.join(config.ampc_tools_dir, "ampc")))
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)

@@ -188,13 +188,13 @@ HostTensor decodeTensor(const OnnxFile &file, const onnx::TensorProto &tensor,
   if (!width)
     throw ImportError(what + " has element type " + dtypeName(result.dtype) +
                       ", which ampc does not import");
-  result.values.resize(count);
   const bool external = tensor.data_location() == onnx::TensorProto::EXTERNAL;
   if (external || tensor.has_raw_data()) {
     const std::string bytes = external ? readExternal(file, tensor, what) : tensor.raw_data();
     if (bytes.size() != count * width)
       throw ImportError(what + " has " + std::to_string(bytes.size()) + " bytes of data for " +
                         std::to_string(count) + " elements of " + dtypeName(result.dtype));
+    result.values.resize(count);
     for (int64_t i = 0; i < count; ++i)
       result.values[i] = decodeRaw(result.dtype, bytes.data() + i * width);
     return result;
@@ -205,6 +205,7 @@ HostTensor decodeTensor(const OnnxFile &file, const onnx::TensorProto &tensor,
     if (static_cast<int64_t>(field.size()) != count)
       throw ImportError(what + " has " + std::to_string(field.size()) + " values for " +
                         std::to_string(count) + " elements");
+    result.values.resize(count);
     for (int64_t i = 0; i < count; ++i)
       result.values[i] = convert(field.Get(i));
   };

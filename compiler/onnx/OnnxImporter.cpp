@@ -249,17 +249,25 @@ void Importer::declareInputs(graph::ModelOp model) {
         throw ImportError("graph input '" + input.name() +
                           "' has no shape; give it one with --input-shape " + input.name() +
                           "=DIMS (e.g. 4x16)");
+      // The dimensions as a --input-shape value, a dynamic one by its symbol (or N).
+      std::string suggestion;
+      int dynamic = -1;
       for (int d = 0; d < tensor.shape().dim_size(); ++d) {
         const auto &dim = tensor.shape().dim(d);
-        if (!dim.has_dim_value() || dim.dim_value() <= 0) {
-          std::string symbol = dim.has_dim_param() ? " ('" + dim.dim_param() + "')" : "";
-          throw ImportError("graph input '" + input.name() + "' has a dynamic dimension " +
-                            std::to_string(d) + symbol +
-                            "; ampc compiles static shapes: fix its size with --input-shape " +
-                            input.name() + "=DIMS (e.g. --input-shape " + input.name() + "=" +
-                            std::string(d == 0 ? "4" : "") + "...)");
-        }
+        const bool known = dim.has_dim_value() && dim.dim_value() > 0;
+        if (!known && dynamic < 0)
+          dynamic = d;
+        suggestion += (d ? "x" : "") + (known ? std::to_string(dim.dim_value()) : "4");
         shape.push_back(dim.dim_value());
+      }
+      if (dynamic >= 0) {
+        const auto &dim = tensor.shape().dim(dynamic);
+        std::string symbol = dim.has_dim_param() ? " ('" + dim.dim_param() + "')" : "";
+        throw ImportError("graph input '" + input.name() + "' has a dynamic dimension " +
+                          std::to_string(dynamic) + symbol +
+                          "; ampc compiles static shapes: give its sizes with --input-shape " +
+                          input.name() + "=DIMS, such as --input-shape " + input.name() + "=" +
+                          suggestion + " (4 standing for each dynamic dimension)");
       }
     }
     for (int64_t dim : shape)

@@ -61,11 +61,25 @@ void roundTo(HostTensor &tensor) {
   }
 }
 
+/// Import-time constants are masks, shapes and ids: a larger one means a malformed file.
+constexpr int64_t kMaxFoldedElements = int64_t(1) << 26;
+
+void checkFoldedSize(const std::vector<int64_t> &shape) {
+  int64_t count = 1;
+  for (int64_t dim : shape) {
+    if (dim < 0 || (dim && count > kMaxFoldedElements / dim))
+      throw ImportError("an import-time constant of shape " + shapeText(shape) +
+                        " is too large (at most 2^26 elements)");
+    count *= dim;
+  }
+}
+
 HostTensor elementwise(const std::vector<const HostTensor *> &operands, int32_t dtype,
                        const std::function<double(const std::vector<double> &)> &f) {
   std::vector<int64_t> shape = operands[0]->shape;
   for (size_t i = 1; i < operands.size(); ++i)
     shape = broadcastShapes(shape, operands[i]->shape);
+  checkFoldedSize(shape);
   HostTensor result;
   result.dtype = dtype;
   result.shape = shape;
@@ -567,6 +581,7 @@ std::optional<std::vector<HostTensor>> foldNode(const onnx::NodeProto &node,
     result.dtype = data.dtype;
     for (size_t d = 0; d < data.shape.size(); ++d)
       result.shape.push_back(data.shape[d] * repeats.at(d));
+    checkFoldedSize(result.shape);
     result.values.resize(result.numElements());
     const std::vector<int64_t> strides = stridesOf(data.shape);
     for (int64_t e = 0; e < result.numElements(); ++e) {
@@ -586,8 +601,11 @@ std::optional<std::vector<HostTensor>> foldNode(const onnx::NodeProto &node,
       throw ImportError("range with delta 0");
     HostTensor result;
     result.dtype = input(0).dtype;
-    const int64_t count = std::max<int64_t>(0, std::ceil((limit - start) / delta));
-    if (count > (int64_t(1) << 28))
+    const double steps = std::ceil((limit - start) / delta);
+    if (!(steps <= static_cast<double>(kMaxFoldedElements)))
+      throw ImportError("range of " + std::to_string(steps) + " elements");
+    const int64_t count = std::max<int64_t>(0, static_cast<int64_t>(steps));
+    if (count > kMaxFoldedElements)
       throw ImportError("range of " + std::to_string(count) + " elements");
     result.shape = {count};
     for (int64_t i = 0; i < count; ++i)
@@ -597,9 +615,7 @@ std::optional<std::vector<HostTensor>> foldNode(const onnx::NodeProto &node,
   if (op == "ConstantOfShape") {
     HostTensor result;
     result.shape = input(0).integers();
-    for (int64_t dim : result.shape)
-      if (dim < 0 || dim > (int64_t(1) << 28))
-        throw ImportError("constant of shape with dimension " + std::to_string(dim));
+    checkFoldedSize(result.shape);
     double value = 0;
     if (const onnx::AttributeProto *attribute = findAttribute(node, "value")) {
       OnnxFile none;
@@ -607,8 +623,6 @@ std::optional<std::vector<HostTensor>> foldNode(const onnx::NodeProto &node,
       result.dtype = fill.dtype;
       value = fill.values.at(0);
     }
-    if (result.numElements() > (int64_t(1) << 28))
-      throw ImportError("constant of shape with too many elements");
     result.values.assign(result.numElements(), value);
     return std::vector<HostTensor>{result};
   }

@@ -1,0 +1,115 @@
+"""make_onnx.py KIND OUT_DIR: writes ONNX files with the onnx package's helper API, for what
+torch 1.13's exporter cannot write (the newer exporter's opsets and external data) and for the
+error cases. Prints the expected loss where the model has one (computed here with numpy).
+
+  opset18       an MLP in opset 18 with a symbolic batch dimension, its weights in an external
+                data file: MatMul, Add, LayerNormalization, Split (num_outputs), Concat,
+                ReduceMean (axes as an input), Sub, Relu, Gemm, SoftmaxCrossEntropyLoss
+  unsupported   a node whose operator ampc does not import (Cos)
+  no-scalar     a model whose only output is a matrix
+  missing-data  a weight whose external data file is missing
+  bad-reshape   a Reshape to a shape with the wrong number of elements
+"""
+
+import math
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+kind, out = sys.argv[1], sys.argv[2]
+rng = np.random.default_rng(0)
+
+
+def save(model, name):
+    onnx.save(model, os.path.join(out, name + ".onnx"))
+
+
+def layer_norm(x, gamma, beta, eps):
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * gamma + beta
+
+
+def opset18():
+    w1 = rng.standard_normal((8, 16)).astype(np.float32) * 0.5
+    b1 = rng.standard_normal(16).astype(np.float32) * 0.1
+    gamma = (1 + 0.1 * rng.standard_normal(16)).astype(np.float32)
+    beta = (0.1 * rng.standard_normal(16)).astype(np.float32)
+    w2 = rng.standard_normal((4, 16)).astype(np.float32) * 0.5
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    labels = np.array([0, 3, 1, 2], dtype=np.int64)
+    initializers = [numpy_helper.from_array(a, name) for a, name in
+                    [(w1, "w1"), (b1, "b1"), (gamma, "ln.weight"), (beta, "ln.bias"),
+                     (w2, "w2")]]
+    initializers.append(numpy_helper.from_array(np.array([1], dtype=np.int64), "mean_axes"))
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h0"], name="fc1"),
+        helper.make_node("Add", ["h0", "b1"], ["h1"]),
+        helper.make_node("LayerNormalization", ["h1", "ln.weight", "ln.bias"], ["h2"],
+                         axis=-1, epsilon=1e-5),
+        helper.make_node("Split", ["h2"], ["a", "b"], axis=1, num_outputs=2),
+        helper.make_node("Concat", ["b", "a"], ["h3"], axis=1),
+        helper.make_node("ReduceMean", ["h3", "mean_axes"], ["m"], keepdims=1),
+        helper.make_node("Sub", ["h3", "m"], ["h4"]),
+        helper.make_node("Relu", ["h4"], ["h5"]),
+        helper.make_node("Gemm", ["h5", "w2"], ["logits"], transB=1),
+        helper.make_node("SoftmaxCrossEntropyLoss", ["logits", "labels"], ["loss"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "opset18",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8]),
+         helper.make_tensor_value_info("labels", TensorProto.INT64, ["batch"])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    onnx.save(model, os.path.join(out, "opset18.onnx"), save_as_external_data=True,
+              all_tensors_to_one_file=True, location="opset18.weights", size_threshold=0)
+    x.tofile(os.path.join(out, "opset18.x.bin"))
+    labels.tofile(os.path.join(out, "opset18.labels.bin"))
+    h = layer_norm(x @ w1 + b1, gamma, beta, 1e-5)
+    h = np.concatenate([h[:, 8:], h[:, :8]], axis=1)
+    h = np.maximum(h - h.mean(1, keepdims=True), 0)
+    logits = (h @ w2.T).astype(np.float64)
+    logp = logits - logits.max(1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(1, keepdims=True))
+    print("expected loss %.6f" % -logp[np.arange(4), labels].mean())
+
+
+def small(nodes, outputs, initializers=()):
+    graph = helper.make_graph(
+        nodes, "small", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4])],
+        outputs, list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def scalar_output():
+    return [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])]
+
+
+if kind == "opset18":
+    opset18()
+elif kind == "unsupported":
+    save(small([helper.make_node("Relu", ["x"], ["r"], name="first"),
+                helper.make_node("Cos", ["r"], ["c"], name="my_cos"),
+                helper.make_node("ReduceSum", ["c"], ["loss"], keepdims=0)], scalar_output()),
+         "unsupported")
+elif kind == "no-scalar":
+    save(small([helper.make_node("Relu", ["x"], ["y"])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 4])]), "no-scalar")
+elif kind == "missing-data":
+    w = numpy_helper.from_array(np.ones((4, 4), dtype=np.float32), "w")
+    model = small([helper.make_node("MatMul", ["x", "w"], ["y"]),
+                   helper.make_node("ReduceSum", ["y"], ["loss"], keepdims=0)],
+                  scalar_output(), [w])
+    onnx.save(model, os.path.join(out, "missing-data.onnx"), save_as_external_data=True,
+              location="missing-data.weights", size_threshold=0)
+    os.remove(os.path.join(out, "missing-data.weights"))
+elif kind == "bad-reshape":
+    shape = numpy_helper.from_array(np.array([3, 5], dtype=np.int64), "shape")
+    save(small([helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape_me"),
+                helper.make_node("ReduceSum", ["y"], ["loss"], keepdims=0)],
+               scalar_output(), [shape]), "bad-reshape")
+else:
+    raise SystemExit("unknown kind " + kind)
