@@ -113,6 +113,15 @@ def compare(cpu, gpu, tol, require_cuda=True, labels=("the GPU", "the CPU")):
         if not rel <= tol:
             problems.append(f"step {step}: loss {gl:.6g} on {on_gpu}, {cl:.6g} on {on_cpu} "
                             f"(relative {rel:.2e} > {tol:g})")
+        cv, gv = c.get("val_loss"), g.get("val_loss")
+        if (cv is None) != (gv is None):
+            problems.append(f"step {step}: val_loss {gv} on {on_gpu}, {cv} on {on_cpu}")
+        elif cv is not None:
+            rel = abs(gv - cv) / max(abs(cv), 1e-12)
+            worst = max(worst, rel)
+            if not rel <= tol:
+                problems.append(f"step {step}: val_loss {gv:.6g} on {on_gpu}, {cv:.6g} on "
+                                f"{on_cpu} (relative {rel:.2e} > {tol:g})")
         for key in ("loss_scale", "skipped"):
             if key in c and c[key] != g.get(key):
                 problems.append(f"step {step}: {key} {g.get(key)} on {on_gpu}, {c[key]} on "

@@ -34,7 +34,9 @@ tokens: tokens and next-token targets), --data random (default: uniformly random
 and random tokens from a seeded torch.Generator; --sampler ampc draws exactly the batches an ampc
 training executable (or `ampc eval`) draws for the same --seed, and --init ampc initialises the
 parameters to exactly ampc's values for the seed (ampc's Philox4x32-10 streams,
-docs/plan-format.md), so that fp32 runs can be compared with ampc's step by step.
+docs/plan-format.md), so that fp32 runs can be compared with ampc's step by step. --init FILE
+loads a safetensors file of ampc-named weights (an ampc executable's --export-weights) and
+--export-weights FILE writes one (ampc's --init-from reads it): weights travel both ways.
 
     python3 bench/torch_gpt.py --model gpt10m --variant bf16-flash
     python3 bench/torch_gpt.py --model gpt124m --variant all --json results.jsonl
@@ -216,6 +218,68 @@ def init_ampc(model, seed):
                 else:
                     sys.exit(f"torch_gpt.py: unknown initialiser {init} for {name}")
                 p.copy_(values.t() if transposed else values)
+
+
+# safetensors: an 8-byte little-endian header length, a JSON header {name: {dtype, shape,
+# data_offsets}}, then the data. ampc's training executables read and write it
+# (--init-from, --export-weights) with tensors named as ampc's parameters.
+SAFETENSORS_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+                      "F64": torch.float64}
+
+
+def read_safetensors(path):
+    """{name: float32 tensor} of a safetensors file."""
+    import struct
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    header.pop("__metadata__", None)
+    out = {}
+    for name, entry in header.items():
+        begin, end = entry["data_offsets"]
+        raw = bytearray(data[8 + n + begin:8 + n + end])
+        dtype = SAFETENSORS_DTYPES[entry["dtype"]]
+        t = torch.frombuffer(raw, dtype=dtype) if raw else torch.empty(0, dtype=dtype)
+        out[name] = t.reshape(entry["shape"]).float()
+    return out
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """Writes {name: tensor} as F32 safetensors."""
+    import struct
+    header, blobs, offset = {}, [], 0
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, t in tensors.items():
+        raw = t.detach().cpu().float().contiguous().numpy().tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def init_file(model, path):
+    """Loads ampc-named weights (an ampc --export-weights file)."""
+    table, values = model.ampc_parameters(), read_safetensors(path)
+    if set(values) != set(table):
+        sys.exit(f"torch_gpt.py: {path} holds {sorted(set(values) ^ set(table))[:5]} "
+                 f"that are not both in the file and the model")
+    with torch.no_grad():
+        for name, (p, transposed) in table.items():
+            v = values[name]
+            p.copy_(v.t() if transposed else v)
+
+
+def export_weights(model, path):
+    """The model's weights with ampc's names and layouts."""
+    write_safetensors(path, {name: (p.t() if transposed else p)
+                             for name, (p, transposed) in model.ampc_parameters().items()},
+                      {"written_by": "torch_gpt.py"})
 
 
 def param_count(model):
@@ -461,7 +525,12 @@ class Run:
             raise RuntimeError(f"variant {variant_name} needs torch.compile (PyTorch >= 2.0)")
         self.c, self.v, self.a, self.device = c, v, a, device
         model = GPT(c, flash=v.flash, ckpt=v.ckpt)
-        (init_ampc if a.init == "ampc" else init_gpt2)(model, a.seed)
+        if a.init == "ampc":
+            init_ampc(model, a.seed)
+        elif a.init == "gpt2":
+            init_gpt2(model, a.seed)
+        else:
+            init_file(model, a.init)
         self.model = model.to(device)
         self.params = list(self.model.parameters())
         self.n_params = param_count(self.model)
@@ -600,7 +669,8 @@ def curve_run(run, variant, a, c, device):
     batches = Batches(c, a.source, a.sampler, a.seed, a.data_path)
     val = None
     if a.val_data:
-        val = Batches(c, "file", "torch", a.seed + 1, a.val_data)
+        # As an ampc executable's --val-data with --sampler ampc: fixed windows, seed + 1.
+        val = Batches(c, "file", a.sampler, a.seed + 1, a.val_data)
         val_batches = [to_device(val.get(i), device) for i in range(a.eval_batches)]
     log = open(a.log, "w") if a.log else None
     tokens_per_step = c.batch * c.block_size
@@ -703,8 +773,12 @@ def main():
                     help="a .bin file of uint16 tokens, random (default) or synthetic")
     ap.add_argument("--sampler", choices=["torch", "ampc"], default="torch",
                     help="draw batches from torch's generator or exactly as ampc does")
-    ap.add_argument("--init", choices=["gpt2", "ampc"], default="gpt2",
-                    help="GPT-2 init from torch's generator, or ampc's exact values")
+    ap.add_argument("--export-weights", metavar="FILE",
+                    help="curve and eval modes: write the final weights (safetensors, ampc's "
+                         "parameter names) to FILE")
+    ap.add_argument("--init", default="gpt2",
+                    help="gpt2 (GPT-2's init from torch's generator), ampc (ampc's exact values "
+                         "for --seed) or a safetensors FILE of ampc-named weights")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", choices=["cuda", "cpu"],
                     help="default: cuda when available")
@@ -771,6 +845,8 @@ def main():
             run = Run(c, name, a, device)
             mode = {"time": time_run, "curve": curve_run, "eval": eval_run}[a.mode]
             result = mode(run, name, a, c, device)
+            if a.export_weights:
+                export_weights(run.model, a.export_weights)
         except Exception as e:  # one failing variant must not stop the others
             failed = True
             result = {"model": c.name, "variant": name, "mode": a.mode,

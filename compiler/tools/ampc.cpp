@@ -9,8 +9,9 @@
 //                                          the dtypes of every op of the training step
 //   ampc report memory MODEL.mlir [TRAINING...] [PRECISION...] [--memory-budget B,...]
 //                                          where the training step's memory goes
-//   ampc eval MODEL.mlir|MODEL.plan [--seed N] [--input NAME=FILE]... [--precision f32|f64]
-//             [--grads FILE.safetensors]   evaluate the loss (and gradients) on the CPU backend
+//   ampc eval MODEL.mlir|MODEL.plan [--seed N] [--weights FILE] [--input NAME=FILE]...
+//             [--precision f32|f64] [--grads FILE.safetensors]
+//                                          evaluate the loss (and gradients) on the CPU backend
 //   ampc import MODEL.onnx -o MODEL.mlir [--input-shape NAME=DIMS]...
 //                                          an ONNX model as a graph model and its weights
 //
@@ -43,6 +44,7 @@
 #include "runtime/plan/Plan.h"
 #include "runtime/plan/SafeTensors.h"
 #include "runtime/train/Bundle.h"
+#include "runtime/train/Weights.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
@@ -437,6 +439,11 @@ cl::opt<uint64_t, false, SeedParser> seed("seed", cl::sub(evalCommand), cl::cat(
 cl::list<std::string, bool, InputParser>
     inputs("input", cl::sub(evalCommand), cl::cat(evalCategory), cl::value_desc("NAME=FILE"),
            cl::desc("The raw little-endian elements of input @NAME (repeatable)"));
+cl::opt<std::string>
+    weights("weights", cl::sub(evalCommand), cl::cat(evalCategory), cl::value_desc("FILE"),
+            cl::desc("Evaluate at the weights of a safetensors file (tensors named "
+                     "as the model's parameters; a training executable's "
+                     "--export-weights) instead of the initialisers"));
 cl::opt<std::string, false, CpuPrecisionParser>
     evalPrecision("precision", cl::sub(evalCommand), cl::cat(evalCategory),
                   cl::value_desc("f32|f64"),
@@ -532,7 +539,8 @@ std::string overview(cl::SubCommand *command) {
   ampc plan MODEL.mlir -o PLAN [--train] [options]
   ampc compile MODEL.mlir -o BINARY [options]
   ampc report precision|memory MODEL.mlir [options]
-  ampc eval MODEL.mlir|PLAN [--seed N] [--input NAME=FILE]... [--precision f32|f64]
+  ampc eval MODEL.mlir|PLAN [--seed N] [--weights FILE] [--input NAME=FILE]...
+            [--precision f32|f64]
   ampc plot METRICS.jsonl... -o FILE.png|FILE.svg [--size WxH]
   ampc import MODEL.onnx -o MODEL.mlir [--input-shape NAME=DIMS]...
 
@@ -670,6 +678,8 @@ struct Options {
   uint64_t seed = 0;
   cpu::Precision precision = cpu::Precision::F32;
   std::vector<std::pair<std::string, std::string>> inputs;
+  /// ampc eval --weights FILE (safetensors); empty for the initialisers.
+  std::string weights;
   /// Build the training step (always for compile; plan --train).
   bool train = false;
   /// Assign precision (compile and report: bf16 unless --precision says otherwise).
@@ -814,6 +824,7 @@ Options checkedOptions(cl::SubCommand *command) {
                      "rematerialization"};
 
   options.seed = flags::seed;
+  options.weights = flags::weights;
   options.precision = flags::evalPrecision == "f64" ? cpu::Precision::F64 : cpu::Precision::F32;
   for (llvm::StringRef input : flags::inputs) {
     auto [name, file] = input.split('=');
@@ -999,6 +1010,15 @@ std::vector<uint8_t> readDataFile(const std::string &name, const std::string &pa
 int evaluate(const Options &options, const plan::Plan &compiled) {
   cpu::Executor executor(compiled, options.precision);
   executor.initializeParameters(options.seed);
+  if (!options.weights.empty()) {
+    try {
+      const train::ParameterValues values = train::readWeights(compiled, options.weights);
+      for (size_t i = 0; i < compiled.parameters.size(); ++i)
+        executor.setParameterValues(compiled.parameters[i].name, values[i]);
+    } catch (const safetensors::Error &error) {
+      throw UsageError{error.what()};
+    }
+  }
   // Read every data file first, so a missing file fails before any other work.
   std::vector<std::pair<std::string, std::vector<uint8_t>>> given;
   for (const auto &[name, path] : options.inputs)
@@ -1019,9 +1039,12 @@ int evaluate(const Options &options, const plan::Plan &compiled) {
   run.keepTemporaries = false; // Only the loss is read: free activations after their last use.
   double loss = executor.run(run);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("loss %.6f (seed %llu, %s, %.3f s on the CPU backend)\n", loss,
-              static_cast<unsigned long long>(options.seed),
-              options.precision == cpu::Precision::F64 ? "f64" : "f32", seconds);
+  std::printf(
+      "loss %.6f (%s, %s, %.3f s on the CPU backend)\n", loss,
+      options.weights.empty()
+          ? ("seed " + std::to_string(options.seed)).c_str()
+          : ("weights " + options.weights + ", seed " + std::to_string(options.seed)).c_str(),
+      options.precision == cpu::Precision::F64 ? "f64" : "f32", seconds);
   return 0;
 }
 
@@ -1039,6 +1062,15 @@ int evaluateGradients(Options options) {
     return 1;
   cpu::Executor executor(*compiled, options.precision);
   executor.initializeParameters(options.seed);
+  if (!options.weights.empty()) {
+    try {
+      const train::ParameterValues values = train::readWeights(*compiled, options.weights);
+      for (size_t i = 0; i < compiled->parameters.size(); ++i)
+        executor.setParameterValues(compiled->parameters[i].name, values[i]);
+    } catch (const safetensors::Error &error) {
+      throw UsageError{error.what()};
+    }
+  }
   std::vector<std::pair<std::string, std::vector<uint8_t>>> given;
   for (const auto &[name, path] : options.inputs)
     given.emplace_back(name, readDataFile(name, path));

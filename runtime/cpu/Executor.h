@@ -55,6 +55,11 @@ struct RunOptions {
   /// had overflowed, setting the plan's foundNonFinite flag to 1 (no effect
   /// when the plan has no loss scaling).
   bool injectNonFinite = false;
+  /// run() executes only the forward pass of the micro step, up to the
+  /// instruction that writes the loss (plan::forwardInstructionCount): the
+  /// loss without backward pass, gradient accumulation or loss-scale checks,
+  /// for a validation loss. Use with training false (no dropout).
+  bool forwardOnly = false;
 };
 
 /// The loss scaler after the last optimizer step.

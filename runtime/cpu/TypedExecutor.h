@@ -244,6 +244,12 @@ public:
         throw ExecutionError("input '" + input.name +
                              "' has no data: call setInput or "
                              "randomizeInputs first");
+    if (options.forwardOnly) {
+      if (!forwardCount)
+        forwardCount = plan::forwardInstructionCount(plan);
+      runList(plan.instructions, microLastUse, options, "", false, forwardCount);
+      return static_cast<double>(slots[plan.loss].real.at(0));
+    }
     // The non-finite record covers the micro steps of one optimizer step.
     if (clearNonFinite) {
       nonFinite.clear();
@@ -417,7 +423,9 @@ private:
   /// With \p checkNonFinite, the first instruction whose float results hold
   /// an inf or NaN is remembered in nonFinite (if it is still empty).
   void runList(const std::vector<Instruction> &list, const std::vector<int64_t> &lastUse,
-               const RunOptions &options, const char *listName, bool checkNonFinite) {
+               const RunOptions &options, const char *listName, bool checkNonFinite,
+               size_t end = std::numeric_limits<size_t>::max()) {
+    end = std::min(end, list.size());
     for (const Instruction &instruction : list)
       for (uint32_t result : instruction.results)
         if (plan.buffers[result].role == BufferRole::Temporary)
@@ -426,7 +434,7 @@ private:
       options.instructionSeconds->assign(list.size(), 0.0);
     liveTemporaryBytes = 0;
     peakTemporaryBytes = 0;
-    for (size_t index = 0; index < list.size(); ++index) {
+    for (size_t index = 0; index < end; ++index) {
       const Instruction &instruction = list[index];
       const auto start = std::chrono::steady_clock::now();
       std::optional<uint32_t> adopted;
@@ -523,6 +531,8 @@ private:
   std::map<std::string, size_t> parameterIndex, inputIndex;
   /// Per buffer, the id of its parameter copy (-1: none).
   std::vector<int64_t> copyOf;
+  /// plan::forwardInstructionCount, computed on the first forward-only run.
+  size_t forwardCount = 0;
   /// The loss scaler's report after the last optimizer step (enabled and
   /// scale are filled in by lossScaleStatus).
   LossScaleStatus status;

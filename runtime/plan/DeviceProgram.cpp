@@ -180,4 +180,21 @@ std::string describeDeviceError(const Plan &plan, bool optimizerStep,
   }
 }
 
+size_t forwardGroupCount(const Plan &plan) {
+  const std::vector<DeviceGroup> &groups = plan.device.microStep.groups;
+  for (size_t index = 0; index < groups.size(); ++index) {
+    const std::vector<uint32_t> written = writtenBuffers(groups[index]);
+    for (uint32_t buffer : written) {
+      const BufferRole role = plan.buffers.at(buffer).role;
+      if (role == BufferRole::Parameter || role == BufferRole::State)
+        throw PlanError("micro-step group " + std::to_string(index) + " writes the " +
+                        bufferRoleName(role) + " buffer '" + plan.buffers[buffer].name +
+                        "' before the loss is computed: the forward pass cannot run alone");
+    }
+    if (std::find(written.begin(), written.end(), plan.loss) != written.end())
+      return index + 1;
+  }
+  throw PlanError("no micro-step group writes the loss '" + plan.buffers.at(plan.loss).name + "'");
+}
+
 } // namespace ampc::plan

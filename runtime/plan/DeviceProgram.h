@@ -291,6 +291,14 @@ const char *epilogueName(Epilogue epilogue);
 /// "launch", "matmul", "attention", "memset".
 const char *deviceStepName(const DeviceStep &step);
 
+struct Plan;
+
+/// The number of leading micro-step groups of \p plan's device program that
+/// compute the loss (the group writing plan.loss and those before it): the
+/// forward pass a validation loss runs on the GPU. PlanError when no group
+/// writes the loss or one of them writes a Parameter or State buffer.
+size_t forwardGroupCount(const Plan &plan);
+
 } // namespace ampc::plan
 
 #endif // AMPC_RUNTIME_PLAN_DEVICEPROGRAM_H

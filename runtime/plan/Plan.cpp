@@ -182,4 +182,21 @@ const std::vector<int64_t> &intListAttr(const Instruction &instruction, const st
   wrongAttrType(instruction, name, "a list of integers");
 }
 
+size_t forwardInstructionCount(const Plan &plan) {
+  for (size_t index = 0; index < plan.instructions.size(); ++index) {
+    const Instruction &instruction = plan.instructions[index];
+    for (uint32_t result : instruction.results) {
+      const BufferRole role = plan.buffers.at(result).role;
+      if (role == BufferRole::Parameter || role == BufferRole::State)
+        throw PlanError(describeInstruction(instruction, index) + " writes the " +
+                        bufferRoleName(role) + " buffer '" + plan.buffers[result].name +
+                        "' before the loss is computed: the forward pass cannot run alone");
+    }
+    for (uint32_t result : instruction.results)
+      if (result == plan.loss)
+        return index + 1;
+  }
+  throw PlanError("no instruction writes the loss '" + plan.buffers.at(plan.loss).name + "'");
+}
+
 } // namespace ampc::plan

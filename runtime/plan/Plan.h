@@ -258,6 +258,14 @@ void validateDeviceProgram(const Plan &plan);
 std::string describeDeviceError(const Plan &plan, bool optimizerStep,
                                 const DeviceErrorRecord &record);
 
+/// The length of the prefix of plan.instructions that computes the loss:
+/// every instruction up to and including the one that writes plan.loss. In
+/// a training plan it is the forward pass of the micro step, which a
+/// validation loss runs alone (cpu::RunOptions::forwardOnly). PlanError when
+/// no instruction writes the loss or one in the prefix writes a Parameter or
+/// State buffer (running it alone would change the training state).
+size_t forwardInstructionCount(const Plan &plan);
+
 } // namespace ampc::plan
 
 #endif // AMPC_RUNTIME_PLAN_PLAN_H

@@ -1,165 +1,93 @@
-//===- SafeTensors.cpp - read and write safetensors files -----------------===//
+//===- SafeTensors.cpp - Reading and writing the safetensors format -------===//
 //
-// The header is a flat JSON object: {"NAME": {"dtype": "F32", "shape": [2, 3],
-// "data_offsets": [begin, end]}, ..., "__metadata__": {"key": "value"}}. This
-// reader parses exactly that shape of JSON (strings, integers, arrays and
-// objects) and rejects anything else with the byte offset of the problem.
+// The header is JSON, parsed and written with nlohmann::json (header-only,
+// Debian's nlohmann-json3-dev); every offset is checked before a byte is
+// copied, so a truncated or hostile file is an Error, never a crash.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/plan/SafeTensors.h"
-#include "runtime/numerics/Float16.h"
 
-#include <cstdio>
+#include "runtime/numerics/Float16.h"
+#include "runtime/plan/FileIO.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <cstring>
-#include <fcntl.h>
-#include <fstream>
-#include <iterator>
-#include <sstream>
-#include <unistd.h>
+#include <set>
 
 namespace ampc::safetensors {
 
 namespace {
 
-/// Bytes per element of a dtype name; 0 for an unknown name.
-size_t elementBytes(const std::string &dtype) {
-  if (dtype == "F64" || dtype == "I64")
-    return 8;
-  if (dtype == "F32" || dtype == "I32")
-    return 4;
-  if (dtype == "F16" || dtype == "BF16")
-    return 2;
-  if (dtype == "U8" || dtype == "BOOL")
-    return 1;
-  return 0;
+using Json = nlohmann::ordered_json;
+
+/// Headers larger than this are refused (the format's own limit is 100 MB).
+constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
+
+[[noreturn]] void fail(const std::string &file, const std::string &cause) {
+  throw Error(file + ": " + cause);
 }
 
-/// The header's JSON, parsed by recursive descent into the few shapes it has.
-class HeaderParser {
-public:
-  HeaderParser(const std::string &text, const std::string &file) : text(text), file(file) {}
-
-  [[noreturn]] void fail(const std::string &cause) const {
-    throw Error(file + ": bad safetensors header at byte " + std::to_string(8 + pos) + ": " +
-                cause);
-  }
-
-  void skipSpace() {
-    while (pos < text.size() && std::strchr(" \t\r\n", text[pos]))
-      ++pos;
-  }
-  bool peek(char c) {
-    skipSpace();
-    return pos < text.size() && text[pos] == c;
-  }
-  void expect(char c) {
-    if (!peek(c))
-      fail(std::string("expected '") + c + "'");
-    ++pos;
-  }
-  std::string string() {
-    expect('"');
-    std::string out;
-    while (pos < text.size() && text[pos] != '"') {
-      char c = text[pos++];
-      if (c == '\\') {
-        if (pos >= text.size())
-          fail("unterminated string");
-        char e = text[pos++];
-        switch (e) {
-        case 'n':
-          out += '\n';
-          break;
-        case 't':
-          out += '\t';
-          break;
-        case 'u':
-          if (pos + 4 > text.size())
-            fail("bad \\u escape");
-          out += static_cast<char>(std::stoi(text.substr(pos, 4), nullptr, 16) & 0x7f);
-          pos += 4;
-          break;
-        default:
-          out += e;
-        }
-      } else {
-        out += c;
-      }
-    }
-    if (pos >= text.size())
-      fail("unterminated string");
-    ++pos;
-    return out;
-  }
-  int64_t integer() {
-    skipSpace();
-    size_t start = pos;
-    while (pos < text.size() && (std::isdigit(static_cast<unsigned char>(text[pos]))))
-      ++pos;
-    if (start == pos || pos - start > 18)
-      fail("expected a non-negative integer");
-    return std::stoll(text.substr(start, pos - start));
-  }
-  std::vector<int64_t> integers() {
-    std::vector<int64_t> out;
-    expect('[');
-    if (peek(']')) {
-      ++pos;
-      return out;
-    }
-    do {
-      out.push_back(integer());
-    } while (peek(',') && ++pos);
-    expect(']');
-    return out;
-  }
-  /// Calls \p member(key) for each member of an object.
-  template <typename F> void object(F member) {
-    expect('{');
-    if (peek('}')) {
-      ++pos;
-      return;
-    }
-    do {
-      std::string key = string();
-      expect(':');
-      member(key);
-    } while (peek(',') && ++pos);
-    expect('}');
-  }
-  void end() {
-    skipSpace();
-    if (pos != text.size())
-      fail("unexpected data after the header object");
-  }
-
-private:
-  const std::string &text;
-  const std::string &file;
-  size_t pos = 0;
-};
-
-void appendLittleEndian(std::string &out, uint64_t value, int bytes) {
-  for (int i = 0; i < bytes; ++i)
-    out.push_back(static_cast<char>(value >> (8 * i)));
-}
-
-uint64_t readLittleEndian(const char *bytes, int count) {
+uint64_t readU64(const std::string &bytes) {
   uint64_t value = 0;
-  for (int i = 0; i < count; ++i)
-    value |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    value |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
   return value;
 }
 
-std::string quoted(const std::string &text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    out += c;
+/// A non-negative JSON integer, or fail naming \p what.
+uint64_t integer(const Json &value, const std::string &file, const std::string &what) {
+  if (!value.is_number_unsigned())
+    fail(file, what + " is not a non-negative integer");
+  return value.get<uint64_t>();
+}
+
+Tensor decodeEntry(const std::string &name, const Json &entry, const std::string &bytes,
+                   uint64_t dataStart, const std::string &file,
+                   std::vector<std::pair<uint64_t, uint64_t>> &ranges) {
+  const std::string where = "tensor '" + name + "'";
+  if (!entry.is_object())
+    fail(file, where + " is not a JSON object");
+  for (const char *key : {"dtype", "shape", "data_offsets"})
+    if (!entry.contains(key))
+      fail(file, where + " has no \"" + key + "\"");
+  Tensor tensor;
+  tensor.name = name;
+  if (!entry["dtype"].is_string())
+    fail(file, where + ": \"dtype\" is not a string");
+  tensor.dtype = entry["dtype"].get<std::string>();
+  const size_t width = elementBytes(tensor.dtype);
+  if (width == 0)
+    fail(file, where + " has the unknown dtype '" + tensor.dtype + "'");
+  if (!entry["shape"].is_array())
+    fail(file, where + ": \"shape\" is not an array");
+  uint64_t count = 1;
+  for (const Json &dim : entry["shape"]) {
+    const uint64_t size = integer(dim, file, where + ": a dimension");
+    if (size > (1ull << 40) || (size && count > (1ull << 40) / size))
+      fail(file, where + " has an impossibly large shape");
+    count *= size;
+    tensor.shape.push_back(static_cast<int64_t>(size));
   }
-  return out + "\"";
+  const Json &offsets = entry["data_offsets"];
+  if (!offsets.is_array() || offsets.size() != 2)
+    fail(file, where + ": \"data_offsets\" is not [begin, end]");
+  const uint64_t begin = integer(offsets[0], file, where + ": data_offsets[0]");
+  const uint64_t end = integer(offsets[1], file, where + ": data_offsets[1]");
+  const uint64_t available = bytes.size() - dataStart;
+  if (begin > end || end > available)
+    fail(file, where + " has data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                   "] outside the " + std::to_string(available) +
+                   " data bytes (a truncated file?)");
+  if (end - begin != count * width)
+    fail(file, where + " has " + std::to_string(end - begin) + " bytes for shape " +
+                   formatShape(tensor.shape) + " of " + tensor.dtype + " (" +
+                   std::to_string(count * width) + " expected)");
+  tensor.bytes = bytes.substr(dataStart + begin, end - begin);
+  ranges.emplace_back(begin, end);
+  return tensor;
 }
 
 } // namespace
@@ -171,148 +99,145 @@ const Tensor *File::find(const std::string &name) const {
   return nullptr;
 }
 
+size_t elementBytes(const std::string &dtype) {
+  if (dtype == "F64" || dtype == "I64" || dtype == "U64")
+    return 8;
+  if (dtype == "F32" || dtype == "I32" || dtype == "U32")
+    return 4;
+  if (dtype == "F16" || dtype == "BF16" || dtype == "I16" || dtype == "U16")
+    return 2;
+  if (dtype == "I8" || dtype == "U8" || dtype == "BOOL")
+    return 1;
+  return 0;
+}
+
+std::string formatShape(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
 File decode(const std::string &bytes, const std::string &file) {
   if (bytes.size() < 8)
-    throw Error(file + ": not a safetensors file (shorter than its 8-byte header length)");
-  const uint64_t headerLength = readLittleEndian(bytes.data(), 8);
-  if (headerLength > bytes.size() - 8)
-    throw Error(file + ": not a safetensors file (header length " + std::to_string(headerLength) +
-                " exceeds the file's " + std::to_string(bytes.size()) + " bytes)");
-  const std::string header = bytes.substr(8, headerLength);
-  const size_t dataBegin = 8 + headerLength;
-  const size_t dataSize = bytes.size() - dataBegin;
-  HeaderParser parser(header, file);
+    fail(file, "not a safetensors file: " + std::to_string(bytes.size()) +
+                   " bytes, shorter than the 8-byte header length");
+  const uint64_t headerBytes = readU64(bytes);
+  if (headerBytes > kMaxHeaderBytes || headerBytes > bytes.size() - 8)
+    fail(file, "not a safetensors file: its header length " + std::to_string(headerBytes) +
+                   " exceeds the file's " + std::to_string(bytes.size()) + " bytes");
+  Json header;
+  try {
+    header = Json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(headerBytes));
+  } catch (const Json::exception &error) {
+    fail(file,
+         std::string("not a safetensors file: its header is not JSON (") + error.what() + ")");
+  }
+  if (!header.is_object())
+    fail(file, "not a safetensors file: its header is not a JSON object");
   File result;
-  parser.object([&](const std::string &key) {
-    if (key == "__metadata__") {
-      parser.object([&](const std::string &name) { result.metadata[name] = parser.string(); });
-      return;
+  const uint64_t dataStart = 8 + headerBytes;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (const auto &[name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object())
+        fail(file, "\"__metadata__\" is not a JSON object");
+      for (const auto &[key, value] : entry.items()) {
+        if (!value.is_string())
+          fail(file, "metadata '" + key + "' is not a string");
+        result.metadata[key] = value.get<std::string>();
+      }
+      continue;
     }
-    Tensor tensor;
-    tensor.name = key;
-    std::vector<int64_t> offsets;
-    bool haveShape = false;
-    parser.object([&](const std::string &field) {
-      if (field == "dtype")
-        tensor.dtype = parser.string();
-      else if (field == "shape")
-        tensor.shape = parser.integers(), haveShape = true;
-      else if (field == "data_offsets")
-        offsets = parser.integers();
-      else
-        parser.fail("unknown field '" + field + "' of tensor '" + key + "'");
-    });
-    const size_t width = elementBytes(tensor.dtype);
-    if (!width)
-      throw Error(file + ": tensor '" + key + "' has unknown dtype '" + tensor.dtype + "'");
-    if (!haveShape || offsets.size() != 2)
-      throw Error(file + ": tensor '" + key + "' needs a shape and two data_offsets");
-    uint64_t elements = 1;
-    for (int64_t dim : tensor.shape) {
-      if (dim < 0 || (dim && elements > (uint64_t(1) << 50) / dim))
-        throw Error(file + ": tensor '" + key + "' has a bad shape");
-      elements *= dim;
-    }
-    const uint64_t begin = offsets[0], end = offsets[1];
-    if (begin > end || end > dataSize)
-      throw Error(file + ": tensor '" + key + "' lies outside the file's data (bytes " +
-                  std::to_string(begin) + " to " + std::to_string(end) + " of " +
-                  std::to_string(dataSize) + ")");
-    if (end - begin != elements * width)
-      throw Error(file + ": tensor '" + key + "' has " + std::to_string(end - begin) +
-                  " bytes but its shape and dtype need " + std::to_string(elements * width));
-    if (result.find(key))
-      throw Error(file + ": tensor '" + key + "' appears twice");
-    tensor.bytes = bytes.substr(dataBegin + begin, end - begin);
-    result.tensors.push_back(std::move(tensor));
-  });
-  parser.end();
+    result.tensors.push_back(decodeEntry(name, entry, bytes, dataStart, file, ranges));
+  }
+  // nlohmann keeps the last of two equal keys; the file must not have them.
+  std::set<std::string> names;
+  for (const Tensor &tensor : result.tensors)
+    if (!names.insert(tensor.name).second)
+      fail(file, "tensor '" + tensor.name + "' appears twice");
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i].first < ranges[i - 1].second)
+      fail(file, "two tensors' data_offsets overlap");
+  // File order is data order.
+  std::stable_sort(result.tensors.begin(), result.tensors.end(),
+                   [&](const Tensor &a, const Tensor &b) {
+                     return header[a.name]["data_offsets"][0].get<uint64_t>() <
+                            header[b.name]["data_offsets"][0].get<uint64_t>();
+                   });
   return result;
 }
 
 File readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error(path + ": cannot read the file");
-  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  std::string bytes;
+  try {
+    bytes = files::readWholeFile(path, "weights file");
+  } catch (const files::FileError &error) {
+    throw Error(error.what());
+  }
   return decode(bytes, path);
 }
 
 std::string encode(const File &file) {
-  std::string header = "{";
-  bool first = true;
+  Json header = Json::object();
   if (!file.metadata.empty()) {
-    header += "\"__metadata__\":{";
-    for (auto it = file.metadata.begin(); it != file.metadata.end(); ++it)
-      header +=
-          (it == file.metadata.begin() ? "" : ",") + quoted(it->first) + ":" + quoted(it->second);
-    header += "}";
-    first = false;
+    Json metadata = Json::object();
+    for (const auto &[key, value] : file.metadata)
+      metadata[key] = value;
+    header["__metadata__"] = metadata;
   }
   uint64_t offset = 0;
   for (const Tensor &tensor : file.tensors) {
-    header += (first ? "" : ",") + quoted(tensor.name) + ":{\"dtype\":" + quoted(tensor.dtype) +
-              ",\"shape\":[";
-    for (size_t i = 0; i < tensor.shape.size(); ++i)
-      header += (i ? "," : "") + std::to_string(tensor.shape[i]);
-    header += "],\"data_offsets\":[" + std::to_string(offset) + "," +
-              std::to_string(offset + tensor.bytes.size()) + "]}";
+    Json shape = Json::array();
+    for (int64_t size : tensor.shape)
+      shape.push_back(size);
+    header[tensor.name] = {{"dtype", tensor.dtype},
+                           {"shape", shape},
+                           {"data_offsets", {offset, offset + tensor.bytes.size()}}};
     offset += tensor.bytes.size();
-    first = false;
   }
-  header += "}";
-  while (header.size() % 8)
-    header += ' ';
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
   std::string out;
-  appendLittleEndian(out, header.size(), 8);
-  out += header;
+  out.reserve(8 + text.size() + offset);
+  for (int i = 0; i < 8; ++i)
+    out.push_back(static_cast<char>((static_cast<uint64_t>(text.size()) >> (8 * i)) & 0xff));
+  out += text;
   for (const Tensor &tensor : file.tensors)
     out += tensor.bytes;
   return out;
 }
 
 void writeFile(const std::string &path, const File &file) {
-  const std::string bytes = encode(file);
-  const std::string temporary = path + ".tmp";
-  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0)
-    throw Error(path + ": cannot write the file: " + std::strerror(errno));
-  size_t written = 0;
-  while (written < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n <= 0) {
-      std::string cause = std::strerror(errno);
-      ::close(fd);
-      std::remove(temporary.c_str());
-      throw Error(path + ": cannot write the file: " + cause);
-    }
-    written += n;
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0 || std::rename(temporary.c_str(), path.c_str())) {
-    std::remove(temporary.c_str());
-    throw Error(path + ": cannot write the file: " + std::strerror(errno));
+  try {
+    files::writeFileAtomically(path, encode(file), "weights file");
+  } catch (const files::FileError &error) {
+    throw Error(error.what());
   }
 }
 
 std::vector<float> toFloats(const Tensor &tensor) {
   const size_t width = elementBytes(tensor.dtype);
-  if (!width || tensor.dtype[0] != 'F' && tensor.dtype != "BF16")
-    throw Error("tensor '" + tensor.name + "' has dtype " + tensor.dtype +
-                ", not a float dtype (F32, F16, BF16, F64)");
-  const size_t count = tensor.bytes.size() / width;
+  const size_t count = width ? tensor.bytes.size() / width : 0;
   std::vector<float> values(count);
+  const char *data = tensor.bytes.data();
   for (size_t i = 0; i < count; ++i) {
-    const uint64_t raw = readLittleEndian(tensor.bytes.data() + i * width, width);
-    if (tensor.dtype == "F32")
-      values[i] = numerics::bitsToFloat(static_cast<uint32_t>(raw));
-    else if (tensor.dtype == "F64") {
+    if (tensor.dtype == "F32") {
+      std::memcpy(&values[i], data + 4 * i, 4);
+    } else if (tensor.dtype == "F64") {
       double value;
-      std::memcpy(&value, &raw, 8);
+      std::memcpy(&value, data + 8 * i, 8);
       values[i] = static_cast<float>(value);
-    } else if (tensor.dtype == "BF16")
-      values[i] = numerics::bf16BitsToFloat(static_cast<uint16_t>(raw));
-    else
-      values[i] = numerics::f16BitsToFloat(static_cast<uint16_t>(raw));
+    } else if (tensor.dtype == "BF16" || tensor.dtype == "F16") {
+      uint16_t bits;
+      std::memcpy(&bits, data + 2 * i, 2);
+      values[i] =
+          tensor.dtype == "BF16" ? numerics::bf16BitsToFloat(bits) : numerics::f16BitsToFloat(bits);
+    } else {
+      throw Error("tensor '" + tensor.name + "' is " + tensor.dtype +
+                  ", not floating point (F32, BF16, F16 or F64)");
+    }
   }
   return values;
 }
@@ -320,15 +245,18 @@ std::vector<float> toFloats(const Tensor &tensor) {
 Tensor fromFloats(std::string name, std::vector<int64_t> shape, const std::vector<float> &values,
                   const std::string &dtype) {
   Tensor tensor{std::move(name), dtype, std::move(shape), {}};
-  for (float value : values) {
-    if (dtype == "F32")
-      appendLittleEndian(tensor.bytes, numerics::floatToBits(value), 4);
-    else if (dtype == "BF16")
-      appendLittleEndian(tensor.bytes, numerics::floatToBF16Bits(value), 2);
-    else if (dtype == "F16")
-      appendLittleEndian(tensor.bytes, numerics::floatToF16Bits(value), 2);
-    else
-      throw Error("tensor '" + tensor.name + "': fromFloats writes F32, BF16 or F16, not " + dtype);
+  if (dtype == "F32") {
+    tensor.bytes.resize(4 * values.size());
+    std::memcpy(tensor.bytes.data(), values.data(), tensor.bytes.size());
+    return tensor;
+  }
+  if (dtype != "BF16" && dtype != "F16")
+    throw Error("cannot store tensor '" + tensor.name + "' as " + dtype + " (F32, BF16 or F16)");
+  tensor.bytes.resize(2 * values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint16_t bits = dtype == "BF16" ? numerics::floatToBF16Bits(values[i])
+                                          : numerics::floatToF16Bits(values[i]);
+    std::memcpy(tensor.bytes.data() + 2 * i, &bits, 2);
   }
   return tensor;
 }

@@ -36,6 +36,11 @@ public:
     metrics.firstNonFinite = executor.firstNonFinite();
     microSteps = 0;
   }
+  double evaluateLoss(const cpu::RunOptions &options) override {
+    cpu::RunOptions forward = options;
+    forward.forwardOnly = true;
+    return executor.run(forward);
+  }
   BackendMetrics readMetrics() override { return metrics; }
   std::vector<double> readBuffer(uint32_t buffer) override { return executor.bufferValues(buffer); }
   void writeBuffer(uint32_t buffer, const std::vector<double> &values) override {

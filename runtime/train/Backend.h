@@ -65,6 +65,10 @@ public:
   virtual void randomizeInputs(uint64_t seed) = 0;
   virtual void runMicroStep(const cpu::RunOptions &options) = 0;
   virtual void runOptimizerStep(const cpu::RunOptions &options) = 0;
+  /// The loss of the inputs set last, from the forward pass alone (no
+  /// backward pass, no gradient accumulation, no change to any parameter or
+  /// state; \p options.training false turns dropout off). Waits for a GPU.
+  virtual double evaluateLoss(const cpu::RunOptions &options) = 0;
   /// The metrics of the last optimizer step (waits for a GPU).
   virtual BackendMetrics readMetrics() = 0;
   /// The values of a Parameter, State or ParameterCopy buffer (waits for a

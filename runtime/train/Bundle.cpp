@@ -2,6 +2,8 @@
 
 #include "runtime/train/Bundle.h"
 
+#include "runtime/plan/FileIO.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,20 +23,11 @@ namespace {
 
 /// The bytes of the file at \p path; PlanError naming \p what and the cause.
 std::string readWholeFile(const std::string &path, const std::string &what) {
-  std::FILE *file = std::fopen(path.c_str(), "rb");
-  if (!file)
-    throw PlanError("cannot read " + what + " '" + path + "': " + std::strerror(errno));
-  std::string bytes;
-  char chunk[1 << 16];
-  size_t count;
-  while ((count = std::fread(chunk, 1, sizeof(chunk), file)) > 0)
-    bytes.append(chunk, count);
-  const bool failed = std::ferror(file);
-  const int error = errno;
-  std::fclose(file);
-  if (failed)
-    throw PlanError("cannot read " + what + " '" + path + "': " + std::strerror(error));
-  return bytes;
+  try {
+    return files::readWholeFile(path, what);
+  } catch (const files::FileError &error) {
+    throw PlanError(error.what());
+  }
 }
 
 /// The 16-byte trailer for a plan of \p planBytes bytes.

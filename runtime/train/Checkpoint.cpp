@@ -7,6 +7,8 @@
 
 #include "runtime/train/Checkpoint.h"
 
+#include "runtime/plan/FileIO.h"
+
 #include <zlib.h>
 
 #include <dirent.h>
@@ -22,6 +24,8 @@
 #include <sstream>
 
 namespace ampc::train {
+
+using files::joinPath;
 
 namespace {
 
@@ -263,24 +267,6 @@ std::vector<std::string> directoryEntries(const std::string &directory) {
   return names;
 }
 
-std::string joinPath(const std::string &directory, const std::string &name) {
-  if (directory.empty() || directory.back() == '/')
-    return directory + name;
-  return directory + "/" + name;
-}
-
-/// The errno the testing aid injects, or 0.
-int injectedWriteError() {
-  const char *name = std::getenv(kInjectWriteErrorVariable);
-  if (!name || !*name)
-    return 0;
-  if (std::strcmp(name, "EIO") == 0)
-    return EIO;
-  if (std::strcmp(name, "EDQUOT") == 0)
-    return EDQUOT;
-  return ENOSPC;
-}
-
 } // namespace
 
 std::vector<std::pair<uint64_t, std::string>> listCheckpoints(const std::string &directory) {
@@ -296,71 +282,19 @@ std::vector<std::pair<uint64_t, std::string>> listCheckpoints(const std::string 
 
 void writeFileAtomically(const std::string &directory, const std::string &name,
                          const std::string &bytes) {
-  const std::string target = joinPath(directory, name);
-  const std::string temporary =
-      joinPath(directory, "." + name + ".tmp-" + std::to_string(::getpid()));
-  auto fail = [&](int error, const char *what) {
-    ::unlink(temporary.c_str());
-    throw CheckpointError("cannot write checkpoint " + target + ": " + what + ": " +
-                          std::strerror(error));
-  };
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    const int error = errno;
-    throw CheckpointError("cannot write checkpoint " + target + ": cannot create " + temporary +
-                          ": " + std::strerror(error));
-  }
-  const int injected = injectedWriteError();
-  size_t written = 0;
-  const size_t limit = injected ? bytes.size() / 2 : bytes.size();
-  while (written < limit) {
-    const ssize_t n = ::write(fd, bytes.data() + written, limit - written);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      const int error = n < 0 ? errno : EIO;
-      ::close(fd);
-      fail(error, "write");
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (injected) {
-    ::close(fd);
-    fail(injected, "write");
-  }
-  if (::fsync(fd) != 0) {
-    const int error = errno;
-    ::close(fd);
-    fail(error, "fsync");
-  }
-  if (::close(fd) != 0)
-    fail(errno, "close");
-  if (::rename(temporary.c_str(), target.c_str()) != 0)
-    fail(errno, "rename");
-  // Make the rename durable; a directory that cannot be opened or synced
-  // (some file systems) still holds a complete file.
-  const int dirFd =
-      ::open(directory.empty() ? "." : directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dirFd >= 0) {
-    ::fsync(dirFd);
-    ::close(dirFd);
+  try {
+    files::writeFileAtomically(files::joinPath(directory, name), bytes, "checkpoint");
+  } catch (const files::FileError &error) {
+    throw CheckpointError(error.what());
   }
 }
 
 std::string readWholeFile(const std::string &path) {
-  std::FILE *file = std::fopen(path.c_str(), "rb");
-  if (!file)
-    throw CheckpointError("cannot read checkpoint " + path + ": " + std::strerror(errno));
-  std::string bytes;
-  char buffer[1 << 16];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0)
-    bytes.append(buffer, n);
-  const bool failed = std::ferror(file);
-  std::fclose(file);
-  if (failed)
-    throw CheckpointError("cannot read checkpoint " + path + ": read error");
-  return bytes;
+  try {
+    return files::readWholeFile(path, "checkpoint");
+  } catch (const files::FileError &error) {
+    throw CheckpointError(error.what());
+  }
 }
 
 void pruneCheckpoints(const std::string &directory, uint64_t keep) {

@@ -103,12 +103,6 @@ std::string planHash(const plan::Plan &plan);
 /// CRC-32 (zlib's) of \p bytes.
 uint32_t crc32Of(const std::string &bytes);
 
-/// Testing aid: when the environment variable
-/// AMPC_CHECKPOINT_INJECT_WRITE_ERROR is set to an errno name (ENOSPC, EIO),
-/// writeFileAtomically fails with that error half way through writing the
-/// temporary file, as a full disk would.
-inline constexpr const char *kInjectWriteErrorVariable = "AMPC_CHECKPOINT_INJECT_WRITE_ERROR";
-
 } // namespace ampc::train
 
 #endif // AMPC_RUNTIME_TRAIN_CHECKPOINT_H

@@ -30,6 +30,12 @@ public:
   void runOptimizerStep(const cpu::RunOptions &options) override {
     executor.runOptimizerStep(options);
   }
+  double evaluateLoss(const cpu::RunOptions &options) override {
+    if (!forwardGroups)
+      forwardGroups = plan::forwardGroupCount(executor.plan());
+    executor.runGroups(cuda::PlanFunction::MicroStep, 0, forwardGroups, options);
+    return executor.bufferValues(executor.plan().loss).at(0);
+  }
   BackendMetrics readMetrics() override {
     const cuda::StepMetrics step = executor.readMetrics();
     BackendMetrics metrics;
@@ -67,6 +73,8 @@ private:
   // Declared first: destroyed last, after everything allocated on it.
   std::unique_ptr<cuda::Device> gpu;
   cuda::Executor executor;
+  /// plan::forwardGroupCount, computed on the first evaluateLoss.
+  size_t forwardGroups = 0;
 };
 
 } // namespace

@@ -5,6 +5,7 @@
 #include "runtime/cpu/Executor.h"
 #include "runtime/train/Backend.h"
 #include "runtime/train/Checkpoint.h"
+#include "runtime/train/Evaluation.h"
 
 #include <sys/stat.h>
 
@@ -18,6 +19,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -96,10 +98,13 @@ std::string progressLine(const StepRecord &record) {
     if (record.skippedSteps > 0)
       scaling += "skipped " + std::to_string(record.skippedSteps) + " | ";
   }
-  return format("step %llu/%llu | loss %.4f | grad norm %s | lr %.2e | ",
-                static_cast<unsigned long long>(record.step),
-                static_cast<unsigned long long>(record.steps), record.loss, gradNorm.c_str(),
-                record.learningRate) +
+  const std::string validation = record.validated
+                                     ? format("val %.4f%s | ", record.valLoss,
+                                              record.bestValStep == record.step ? " (best)" : "")
+                                     : std::string();
+  return format("step %llu/%llu | loss %.4f | ", static_cast<unsigned long long>(record.step),
+                static_cast<unsigned long long>(record.steps), record.loss) +
+         validation + format("grad norm %s | lr %.2e | ", gradNorm.c_str(), record.learningRate) +
          scaling + (record.device.empty() ? "" : record.device + " | ") +
          formatRate(rateOf(record)) + (record.tokens ? " tok/s" : " samples/s") + " | " +
          formatDuration(record.elapsed) + " elapsed, ETA " + formatDuration(eta);
@@ -117,7 +122,12 @@ std::string jsonRecord(const StepRecord &record) {
          "_per_s\": " + jsonNumber(rateOf(record)) +
          ", \"elapsed_s\": " + jsonNumber(record.elapsed) +
          ", \"step_ms\": " + jsonNumber(record.stepMilliseconds) +
-         (record.device.empty() ? std::string() : ", \"device\": \"" + record.device + "\"") + "}";
+         (record.device.empty() ? std::string() : ", \"device\": \"" + record.device + "\"") +
+         (record.validated ? ", \"val_loss\": " + jsonNumber(record.valLoss) +
+                                 ", \"best_val_loss\": " + jsonNumber(record.bestValLoss) +
+                                 ", \"best_val_step\": " + std::to_string(record.bestValStep)
+                           : std::string()) +
+         "}";
 }
 
 double median(std::vector<double> values) {
@@ -356,7 +366,7 @@ public:
                    static_cast<int>(shown > line.size() ? shown - line.size() : 0), "");
       shown = line.size();
       open = true;
-    } else if (record.step % interval == 0 || record.step == record.steps) {
+    } else if (record.step % interval == 0 || record.step == record.steps || record.validated) {
       std::fprintf(streams.out, "%s\n", line.c_str());
     }
     std::fflush(streams.out);
@@ -509,6 +519,7 @@ std::map<std::string, std::string> runIdentity(const plan::Plan &plan, const Run
   identity["seed"] = std::to_string(options.seed);
   identity["steps"] = std::to_string(options.steps);
   identity["accumulation_steps"] = std::to_string(plan.accumulationSteps);
+  identity["ema_decay"] = options.emaDecay ? exactNumber(options.emaDecay) : "none";
   if (options.dataPath.empty()) {
     identity["data"] = "synthetic";
     identity["data_bytes"] = "0";
@@ -529,6 +540,9 @@ std::map<std::string, std::string> runIdentity(const plan::Plan &plan, const Run
 void checkIdentity(const Checkpoint &checkpoint, const std::string &file,
                    const std::map<std::string, std::string> &identity) {
   auto differs = [&](const std::string &key) {
+    // Keys added after the format's first checkpoints default to "none".
+    if (key == "ema_decay" && !checkpoint.meta.count(key))
+      return identity.at(key) != "none";
     return checkpoint.value(key, file) != identity.at(key);
   };
   const std::string where = "cannot resume from " + file + ": ";
@@ -547,11 +561,13 @@ void checkIdentity(const Checkpoint &checkpoint, const std::string &file,
       {"steps", "--steps (the learning-rate schedule depends on it)"},
       {"data", "--data"},
       {"data_bytes", "--data (the file's size in bytes)"},
-      {"data_format", "--data-format"}};
+      {"data_format", "--data-format"},
+      {"ema_decay", "--ema-decay (the checkpoint holds the moving average of that run)"}};
   for (const auto &[key, flag] : options)
     if (differs(key))
       throw CheckpointError(where + "the checkpoint was written with " + flag + " " +
-                            checkpoint.value(key, file) + ", this run has " + identity.at(key) +
+                            (checkpoint.meta.count(key) ? checkpoint.meta.at(key) : "none") +
+                            ", this run has " + identity.at(key) +
                             "; resume with the options of the run that wrote it");
 }
 
@@ -626,6 +642,44 @@ void restoreBuffers(const plan::Plan &plan, TrainingBackend &backend, const Chec
   }
 }
 
+/// Appends the moving average \p ema as sections "ema/<parameter>" (F32).
+void captureAverage(const plan::Plan &plan, const WeightAverage &ema, Checkpoint &checkpoint) {
+  for (size_t i = 0; i < plan.parameters.size(); ++i) {
+    CheckpointSection section;
+    section.name = "ema/" + plan.parameters[i].name;
+    section.type = SectionType::F32;
+    section.shape = plan.buffers[plan.parameters[i].buffer].shape;
+    const std::vector<double> &values = ema.values()[i];
+    section.bytes.resize(values.size() * 4);
+    for (size_t j = 0; j < values.size(); ++j) {
+      const float value = static_cast<float>(values[j]);
+      std::memcpy(&section.bytes[j * 4], &value, 4);
+    }
+    checkpoint.sections.push_back(std::move(section));
+  }
+}
+
+/// The moving average held by \p checkpoint (read from \p file).
+ParameterValues restoreAverage(const plan::Plan &plan, const Checkpoint &checkpoint,
+                               const std::string &file) {
+  ParameterValues values;
+  for (const plan::Parameter &parameter : plan.parameters) {
+    const std::string name = "ema/" + parameter.name;
+    const plan::Buffer &buffer = plan.buffers[parameter.buffer];
+    const CheckpointSection *section = checkpoint.find(name);
+    if (!section || section->type != SectionType::F32 || section->shape != buffer.shape)
+      throw CheckpointError("cannot resume from " + file + ": it has no " +
+                            plan::shapeToString(buffer.shape) + " buffer '" + name + "'");
+    std::vector<double> &out = values.emplace_back(section->bytes.size() / 4);
+    for (size_t j = 0; j < out.size(); ++j) {
+      float value;
+      std::memcpy(&value, &section->bytes[j * 4], 4);
+      out[j] = value;
+    }
+  }
+  return values;
+}
+
 /// Creates \p directory and its parents; errors are left to the write.
 void makeDirectories(const std::string &directory) {
   for (size_t slash = directory.find('/', 1); slash != std::string::npos;
@@ -690,6 +744,23 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
   } catch (const DataError &error) {
     throw TrainingFailure(error.what());
   }
+  std::optional<ValidationSet> validation;
+  if (!options.valDataPath.empty()) {
+    try {
+      validation.emplace(task, options.valDataPath, options.dataFormat, options.seed,
+                         options.evalBatches);
+    } catch (const DataError &error) {
+      throw TrainingFailure(error.what());
+    }
+  }
+  ParameterValues initialWeights;
+  if (!options.initFrom.empty()) {
+    try {
+      initialWeights = readWeights(plan, options.initFrom);
+    } catch (const safetensors::Error &error) {
+      throw TrainingFailure(std::string("--init-from: ") + error.what());
+    }
+  }
   std::unique_ptr<TrainingBackend> backend;
   const DeviceChoice choice =
       chooseDevice(options.device, !plan.device.empty(), options.cpuFallback, [&]() -> GpuProbe {
@@ -752,6 +823,12 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
     std::fprintf(streams.out, "%s\n", deviceLine.c_str());
   if (choice.noteIsWarning)
     std::fprintf(streams.err, "%s: %s\n", program.c_str(), choice.note.c_str());
+  if (!initialWeights.empty() && options.resume.empty())
+    std::fprintf(streams.out, "initial weights from %s\n", options.initFrom.c_str());
+  if (validation)
+    std::fprintf(streams.out, "validation: %s, every %llu steps%s\n",
+                 validation->describe().c_str(), static_cast<unsigned long long>(options.evalEvery),
+                 options.evalEma ? ", with the moving average's weights" : "");
   if (!source && !plan.inputs.empty())
     std::fprintf(streams.err,
                  "%s: warning: this model's inputs are random each step, so "
@@ -765,6 +842,14 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
                  program.c_str());
   const std::set<uint64_t> injected(options.injectOverflow.begin(), options.injectOverflow.end());
   backend->initializeParameters(options.seed);
+  if (!initialWeights.empty())
+    writeParameters(plan, *backend, initialWeights);
+  std::optional<WeightAverage> ema;
+  if (options.emaDecay)
+    ema.emplace(options.emaDecay, readParameters(plan, *backend));
+  double bestValLoss = 0;
+  uint64_t bestValStep = 0; // 0: no validation loss yet
+  double evalSeconds = 0;   // spent validating, not counted as training time
   double firstLoss = 0, lastLoss = 0, elapsedBefore = 0;
   uint64_t skippedBefore = 0;
   bool floorWarned = false;
@@ -777,6 +862,12 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
       skippedBefore = std::stoull(resumed.value("skipped_steps", resumeFile));
       nonFiniteLosses = std::stoull(resumed.value("non_finite_losses", resumeFile));
       floorWarned = resumed.value("floor_warned", resumeFile) == "1";
+      if (resumed.meta.count("best_val_step")) {
+        bestValStep = std::stoull(resumed.meta.at("best_val_step"));
+        bestValLoss = std::strtod(resumed.value("best_val_loss", resumeFile).c_str(), nullptr);
+      }
+      if (ema)
+        ema->set(restoreAverage(plan, resumed, resumeFile));
     } catch (const CheckpointError &error) {
       throw TrainingFailure(error.what());
     } catch (const std::logic_error &) {
@@ -785,6 +876,9 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
     std::fprintf(streams.out, "resuming from %s at step %llu/%llu\n", resumeFile.c_str(),
                  static_cast<unsigned long long>(startStep),
                  static_cast<unsigned long long>(steps));
+    if (!initialWeights.empty())
+      std::fprintf(streams.out, "(--init-from %s is not used: the checkpoint holds the weights)\n",
+                   options.initFrom.c_str());
   } else if (!options.resume.empty()) {
     std::fprintf(streams.out, "no checkpoint in %s yet: starting at step 0\n",
                  options.checkpointDir.c_str());
@@ -829,9 +923,17 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
     checkpoint.meta["skipped_steps"] = std::to_string(record.skippedSteps);
     checkpoint.meta["non_finite_losses"] = std::to_string(nonFiniteLosses);
     checkpoint.meta["floor_warned"] = floorWarned ? "1" : "0";
+    checkpoint.meta["options"] = optionsLine(options);
+    checkpoint.meta["training"] = plan.trainingSummary;
+    if (bestValStep) {
+      checkpoint.meta["best_val_step"] = std::to_string(bestValStep);
+      checkpoint.meta["best_val_loss"] = exactNumber(bestValLoss);
+    }
     const std::string name = checkpointFileName(done);
     try {
       captureBuffers(plan, *backend, checkpoint);
+      if (ema)
+        captureAverage(plan, *ema, checkpoint);
       makeDirectories(options.checkpointDir);
       writeFileAtomically(options.checkpointDir, name, encodeCheckpoint(checkpoint));
     } catch (const CheckpointError &error) {
@@ -901,7 +1003,8 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
       record.learningRate = metrics.learningRate;
       record.units = perStep * record.step;
       const auto now = std::chrono::steady_clock::now();
-      record.elapsed = elapsedBefore + std::chrono::duration<double>(now - start).count();
+      record.elapsed =
+          elapsedBefore + std::chrono::duration<double>(now - start).count() - evalSeconds;
       record.stepMilliseconds =
           metrics.deviceMilliseconds >= 0
               ? metrics.deviceMilliseconds
@@ -915,6 +1018,28 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
       record.lossScale = status.scale;
       record.skipped = status.lastStepSkipped;
       record.skippedSteps = skippedBefore + static_cast<uint64_t>(status.skippedSteps);
+      if (ema)
+        ema->update(readParameters(plan, *backend));
+      record.validated = validation && ((step + 1) % options.evalEvery == 0 || step + 1 == steps);
+      if (record.validated) {
+        const auto began = std::chrono::steady_clock::now();
+        ParameterValues trained;
+        if (options.evalEma) {
+          trained = readParameters(plan, *backend);
+          writeParameters(plan, *backend, ema->values());
+        }
+        record.valLoss = validation->loss(*backend, options.seed, steps);
+        if (options.evalEma)
+          writeParameters(plan, *backend, trained);
+        if (bestValStep == 0 || record.valLoss < bestValLoss) {
+          bestValLoss = record.valLoss;
+          bestValStep = step + 1;
+        }
+        record.bestValLoss = bestValLoss;
+        record.bestValStep = bestValStep;
+        evalSeconds +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+      }
       log.write(jsonRecord(record));
       if (scaling && status.lastStepSkipped)
         progress.note(
@@ -988,6 +1113,27 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
   if (!options.checkpointDir.empty() &&
       lastCheckpoint == options.checkpointDir + "/" + checkpointFileName(steps))
     std::fprintf(streams.out, "checkpoint: %s\n", lastCheckpoint.c_str());
+  if (bestValStep)
+    std::fprintf(streams.out, "validation: loss %.4f at the last step, best %.4f at step %llu\n",
+                 record.valLoss, bestValLoss, static_cast<unsigned long long>(bestValStep));
+  const std::pair<const std::string &, bool> exports[] = {{options.exportWeights, false},
+                                                          {options.exportEma, true}};
+  for (const auto &[path, average] : exports) {
+    if (path.empty())
+      continue;
+    try {
+      safetensors::writeFile(
+          path, weightsFile(plan, average ? ema->values() : readParameters(plan, *backend),
+                            options.exportDtype));
+    } catch (const safetensors::Error &error) {
+      throw TrainingFailure(std::string(error.what()) +
+                            (lastCheckpoint.empty()
+                                 ? std::string()
+                                 : "; the trained weights are in " + lastCheckpoint));
+    }
+    std::fprintf(streams.out, "%s: %s (%s)\n", average ? "moving average" : "weights", path.c_str(),
+                 options.exportDtype.c_str());
+  }
   const double stepMedian = stepTimes.empty() ? -1 : median(stepTimes);
   const BackendMemory memory = backend->memory();
   if (!stepTimes.empty())

@@ -12,6 +12,9 @@
 //             [--log FILE] [--device auto|cpu|cuda] [--threads N] [--quiet]
 //             [--checkpoint-dir DIR [--checkpoint-every N] [--keep K]]
 //             [--resume latest|DIR|FILE] [--on-checkpoint-error stop|continue]
+//             [--init-from FILE] [--export-weights FILE] [--export-dtype f32|bf16|f16]
+//             [--val-data FILE [--eval-every N] [--eval-batches K]]
+//             [--ema-decay D [--export-ema FILE] [--eval-ema]]
 //             [--inject-overflow STEP[,STEP...]] [--info] [--help]
 //
 // Checkpoints (runtime/train/Checkpoint.h, docs/checkpoint-format.md) are
@@ -19,6 +22,12 @@
 // figures to an uninterrupted one. SIGINT and SIGTERM finish the current
 // optimizer step, write a checkpoint when --checkpoint-dir is given, and exit
 // with status 130 (SIGINT) or 143 (SIGTERM).
+//
+// Weights come in and go out as safetensors files named by the model's
+// parameters (runtime/train/Weights.h). A validation loss (--val-data) is the
+// forward pass alone (TrainingBackend::evaluateLoss) over fixed batches of the
+// held-out file, logged as "val_loss" with the best so far; --ema-decay keeps
+// a moving average of the weights, checkpointed with the run.
 //
 // Exit status: 0 on success, 1 for a failure while loading or training (bad
 // data file, unwritable log, a loss or gradient norm that is not finite),
@@ -85,6 +94,27 @@ struct RunnerOptions {
   /// --on-checkpoint-error continue: warn and train on when a checkpoint
   /// cannot be written (default: stop with status 1).
   bool continueOnCheckpointError = false;
+  /// --init-from FILE: start from the weights of a safetensors file
+  /// (runtime/train/Weights.h) instead of the initialisers; empty for none.
+  std::string initFrom;
+  /// --export-weights FILE: write the trained weights there at the end.
+  std::string exportWeights;
+  /// --export-dtype: "F32" (default), "BF16" or "F16".
+  std::string exportDtype = "F32";
+  /// --val-data FILE: held-out data for a validation loss; empty for none.
+  std::string valDataPath;
+  /// --eval-every N: a validation loss every N optimizer steps and at the
+  /// last one.
+  uint64_t evalEvery = 100;
+  /// --eval-batches K: the validation loss is the mean over K fixed batches.
+  uint64_t evalBatches = 20;
+  /// --ema-decay D: keep an exponential moving average of the weights with
+  /// decay D in (0, 1); 0 for none.
+  double emaDecay = 0;
+  /// --export-ema FILE: write the moving average there at the end.
+  std::string exportEma;
+  /// --eval-ema: the validation loss uses the moving average's weights.
+  bool evalEma = false;
 };
 
 /// With loss scaling, training stops when the loss itself is not finite for
@@ -102,6 +132,10 @@ public:
 /// --threads 0, or an --inject-overflow step that is 0 or beyond --steps.
 /// `--flag=value` is accepted as well as `--flag value`.
 RunnerOptions parseRunnerArguments(const std::vector<std::string> &args);
+
+/// The options that shape a run, as a command line ("--steps 200 --seed 0
+/// --device cpu --data train.bin ..."), recorded in its checkpoints.
+std::string optionsLine(const RunnerOptions &options);
 
 /// The --help text of the program called \p program.
 std::string runnerUsage(const std::string &program);
@@ -132,6 +166,11 @@ struct StepRecord {
   /// on the progress line and logged as "device"; "" for the CPU, whose
   /// lines and records are as they always were.
   std::string device;
+  /// A validation loss was computed after this step (--val-data): its value
+  /// and the best one so far, with its step.
+  bool validated = false;
+  double valLoss = 0, bestValLoss = 0;
+  uint64_t bestValStep = 0;
 };
 
 /// A loss scale as text: "65536", "0.5", "1.1e+12".
@@ -140,11 +179,13 @@ std::string formatScale(double scale);
 /// The progress line: "step 37/200 | loss 3.2145 | grad norm 0.812 | lr
 /// 3.00e-04 | 12.3k tok/s | 0:05 elapsed, ETA 0:22"; with loss scaling,
 /// "| scale 65536 " (and "| skipped 2 " once a step was skipped) after the
-/// learning rate; on a GPU "| cuda " before the rate.
+/// learning rate; on a GPU "| cuda " before the rate; after a validation,
+/// "| val 3.3012 " (with " (best)" when it is the best so far) after the loss.
 std::string progressLine(const StepRecord &record);
 /// One JSONL object (no newline): {"step", "loss", "grad_norm", "lr",
 /// ["loss_scale", "skipped",] "tokens" or "samples", "tokens_per_s" or
-/// "samples_per_s", "elapsed_s", "step_ms" [, "device"]}. step_ms is the
+/// "samples_per_s", "elapsed_s", "step_ms" [, "device"] [, "val_loss",
+/// "best_val_loss", "best_val_step"]}. step_ms is the
 /// step's GPU time from CUDA events on a GPU, its host time on the CPU.
 std::string jsonRecord(const StepRecord &record);
 

@@ -8,6 +8,10 @@
 #include "runtime/train/Runner.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -32,6 +36,23 @@ uint64_t parseCount(const std::string &flag, const std::string &text) {
   if (errno == ERANGE)
     throw UsageError(flag + " is at most 18446744073709551615, got " + text);
   return value;
+}
+
+/// \p text as a real number; UsageError naming \p flag.
+double parseReal(const std::string &flag, const std::string &text) {
+  char *end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end || errno == ERANGE || !std::isfinite(value))
+    throw UsageError(flag + " expects a number, got '" + text + "'");
+  return value;
+}
+
+/// A file name for \p flag (not empty).
+std::string fileName(const std::string &flag, const std::string &text) {
+  if (text.empty())
+    throw UsageError(flag + " needs a file name");
+  return text;
 }
 
 /// Adds the comma-separated 1-based steps of \p text to \p steps.
@@ -60,6 +81,7 @@ void parseSteps(const std::string &flag, const std::string &text, std::vector<ui
 
 RunnerOptions parseRunnerArguments(const std::vector<std::string> &args) {
   RunnerOptions options;
+  bool evalFlags = false; // --eval-every or --eval-batches given
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i];
     std::optional<std::string> inlineValue;
@@ -151,6 +173,41 @@ RunnerOptions parseRunnerArguments(const std::vector<std::string> &args) {
         options.continueOnCheckpointError = true;
       else
         throw UsageError("--on-checkpoint-error is stop or continue, got '" + action + "'");
+    } else if (flag == "--init-from") {
+      options.initFrom = fileName(flag, value());
+    } else if (flag == "--export-weights") {
+      options.exportWeights = fileName(flag, value());
+    } else if (flag == "--export-dtype") {
+      const std::string dtype = value();
+      if (dtype == "f32" || dtype == "bf16" || dtype == "f16") {
+        options.exportDtype = dtype;
+        std::transform(dtype.begin(), dtype.end(), options.exportDtype.begin(), ::toupper);
+      } else {
+        throw UsageError("--export-dtype is f32, bf16 or f16, got '" + dtype + "'");
+      }
+    } else if (flag == "--val-data") {
+      options.valDataPath = fileName(flag, value());
+    } else if (flag == "--eval-every") {
+      options.evalEvery = parseCount(flag, value());
+      if (options.evalEvery == 0)
+        throw UsageError("--eval-every must be at least 1");
+      evalFlags = true;
+    } else if (flag == "--eval-batches") {
+      options.evalBatches = parseCount(flag, value());
+      if (options.evalBatches == 0 || options.evalBatches > 100000)
+        throw UsageError("--eval-batches must be between 1 and 100000");
+      evalFlags = true;
+    } else if (flag == "--ema-decay") {
+      const std::string text = value();
+      options.emaDecay = parseReal(flag, text);
+      if (!(options.emaDecay > 0 && options.emaDecay < 1))
+        throw UsageError("--ema-decay must be between 0 and 1 (exclusive), e.g. 0.999; got " +
+                         text);
+    } else if (flag == "--export-ema") {
+      options.exportEma = fileName(flag, value());
+    } else if (flag == "--eval-ema") {
+      noValue();
+      options.evalEma = true;
     } else if (flag == "--inject-overflow") {
       parseSteps(flag, value(), options.injectOverflow);
     } else if (flag == "--quiet" || flag == "-q") {
@@ -176,6 +233,13 @@ RunnerOptions parseRunnerArguments(const std::vector<std::string> &args) {
     if (options.resume == "latest")
       throw UsageError("--resume latest needs --checkpoint-dir DIR (where to look)");
   }
+  if (evalFlags && options.valDataPath.empty())
+    throw UsageError("--eval-every and --eval-batches need --val-data FILE");
+  if (options.emaDecay == 0 && (!options.exportEma.empty() || options.evalEma))
+    throw UsageError(std::string(options.evalEma ? "--eval-ema" : "--export-ema") +
+                     " needs --ema-decay D");
+  if (options.evalEma && options.valDataPath.empty())
+    throw UsageError("--eval-ema needs --val-data FILE");
   std::sort(options.injectOverflow.begin(), options.injectOverflow.end());
   options.injectOverflow.erase(
       std::unique(options.injectOverflow.begin(), options.injectOverflow.end()),
@@ -184,6 +248,39 @@ RunnerOptions parseRunnerArguments(const std::vector<std::string> &args) {
     throw UsageError("--inject-overflow step " + std::to_string(options.injectOverflow.back()) +
                      " is beyond the last step (--steps " + std::to_string(options.steps) + ")");
   return options;
+}
+
+std::string optionsLine(const RunnerOptions &options) {
+  const RunnerOptions defaults;
+  std::string line = "--steps " + std::to_string(options.steps) + " --seed " +
+                     std::to_string(options.seed) + " --device " + options.device;
+  auto add = [&](const char *flag, const std::string &value) {
+    if (!value.empty())
+      line += std::string(" ") + flag + " " + value;
+  };
+  add("--data", options.dataPath);
+  if (options.dataFormat)
+    add("--data-format", *options.dataFormat == DataFormat::Tokens ? "tokens" : "text");
+  add("--init-from", options.initFrom);
+  add("--val-data", options.valDataPath);
+  if (!options.valDataPath.empty()) {
+    add("--eval-every", std::to_string(options.evalEvery));
+    add("--eval-batches", std::to_string(options.evalBatches));
+  }
+  if (options.emaDecay) {
+    char decay[32];
+    std::snprintf(decay, sizeof(decay), "%.17g", options.emaDecay);
+    add("--ema-decay", decay);
+  }
+  add("--checkpoint-dir", options.checkpointDir);
+  if (options.checkpointEvery)
+    add("--checkpoint-every", std::to_string(options.checkpointEvery));
+  if (options.keep != defaults.keep)
+    add("--keep", std::to_string(options.keep));
+  add("--log", options.logPath);
+  add("--export-weights", options.exportWeights);
+  add("--export-ema", options.exportEma);
+  return line;
 }
 
 std::string runnerUsage(const std::string &program) {
@@ -229,6 +326,24 @@ options:
   --on-checkpoint-error A
                        stop (default: exit 1) or continue (warn and train
                        on) when a checkpoint cannot be written
+  --init-from FILE     start from the weights in FILE (safetensors, tensors
+                       named as the model's parameters; F32, BF16 or F16)
+                       instead of the model's initialisers
+  --export-weights FILE
+                       write the trained weights to FILE (safetensors) at
+                       the end
+  --export-dtype T     f32 (default), bf16 or f16 for the exported weights
+  --val-data FILE      held-out data (as --data) for a validation loss: the
+                       forward pass alone, without dropout, logged as
+                       val_loss with the best step so far
+  --eval-every N       a validation loss every N steps and at the last
+                       (default 100)
+  --eval-batches K     batches of --val-data per validation loss (default 20;
+                       the same K each time)
+  --ema-decay D        keep an exponential moving average of the weights,
+                       updated after every step with decay D (e.g. 0.999)
+  --export-ema FILE    write the moving average to FILE at the end
+  --eval-ema           validate with the moving average's weights
   --info               describe the model and its inputs, then exit
   --help               show this help
 

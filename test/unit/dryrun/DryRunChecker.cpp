@@ -269,7 +269,8 @@ std::vector<KernelParam> layoutOf(const std::vector<BoundArg> &args) {
 /// One run of a function in the training loop.
 struct Run {
   bool optimizer = false;
-  uint64_t step = 0; ///< RunOptions::step
+  bool forward = false; ///< the micro step's forward groups alone
+  uint64_t step = 0;    ///< RunOptions::step
   uint64_t ordinal = 0, count = 0;
 };
 
@@ -286,9 +287,18 @@ public:
         static_cast<uint64_t>(std::max<int64_t>(1, plan.accumulationSteps));
     for (uint64_t s = 0; s < schedule.steps; ++s) {
       for (uint64_t i = 0; i < accumulation; ++i)
-        runs.push_back(
-            {false, s * accumulation + i, s * accumulation + i, schedule.steps * accumulation});
-      runs.push_back({true, s, s, schedule.steps});
+        runs.push_back({false, false, s * accumulation + i, s * accumulation + i,
+                        schedule.steps * accumulation});
+      runs.push_back({true, false, s, s, schedule.steps});
+      if (schedule.evalEvery && ((s + 1) % schedule.evalEvery == 0 || s + 1 == schedule.steps))
+        for (uint64_t i = 0; i < schedule.evalBatches; ++i)
+          runs.push_back({false, true, i, i, schedule.evalBatches});
+    }
+    if (schedule.evalEvery) {
+      const size_t groups = plan::forwardGroupCount(plan);
+      for (const ExpectedOp &op : micro)
+        if (op.group < groups)
+          forward.push_back(op);
     }
     for (const plan::DeviceFunction *f : {&plan.device.microStep, &plan.device.optimizerStep})
       for (const plan::BufferView &view : f->views)
@@ -299,11 +309,13 @@ public:
 
 private:
   const std::vector<ExpectedOp> &opsOf(const Run &run) const {
-    return run.optimizer ? optimizer : micro;
+    return run.optimizer ? optimizer : run.forward ? forward : micro;
   }
   std::string describeRun(const Run &run, Origin origin) const {
-    return std::string(run.optimizer ? "optimizer_step" : "micro_step") + " run " +
-           std::to_string(run.ordinal + 1) + " of " + std::to_string(run.count) + ", " +
+    return std::string(run.optimizer ? "optimizer_step"
+                       : run.forward ? "forward-only micro_step"
+                                     : "micro_step") +
+           " run " + std::to_string(run.ordinal + 1) + " of " + std::to_string(run.count) + ", " +
            originName(origin);
   }
   size_t findStart(const std::vector<Event> &trace) const;
@@ -322,7 +334,7 @@ private:
 
   const plan::Plan &plan;
   DryRunSchedule schedule;
-  std::vector<ExpectedOp> micro, optimizer;
+  std::vector<ExpectedOp> micro, optimizer, forward;
   std::vector<Run> runs;
   std::map<uint32_t, uint32_t> viewSource;
 

@@ -56,6 +56,10 @@ struct DryRunSchedule {
   /// micro step s * accumulation + i) followed by one optimizer step.
   uint64_t steps = 0;
   uint64_t seed = 0;
+  /// A validation loss (--val-data) after every evalEvery-th optimizer step
+  /// and the last: evalBatches eager runs of the micro step's forward groups
+  /// (plan::forwardGroupCount), batch i with RunOptions::step i. 0: none.
+  uint64_t evalEvery = 0, evalBatches = 0;
 };
 
 struct DryRunViolation {

@@ -75,6 +75,61 @@ TEST_P(DryRun, TrainsOverTheRecordingDriverWithoutViolations) {
   EXPECT_GE(report.metricReads, uint64_t(kOptimizerSteps)) << report.summary();
 }
 
+// The CUDA backend's side of a run's lifecycle: weights set from a file
+// (--init-from: parameters and their bf16 copies uploaded), read back every
+// step for the moving average and at the end (--export-weights), and the
+// validation loss from the micro step's forward groups alone (--val-data),
+// run eagerly between optimizer steps.
+TEST(DryRunLifecycle, WeightsValidationAndMovingAverageOnTheCudaBackend) {
+  const ModelConfig config{"gpt/tiny", "bf16", false};
+  const std::string dir = std::string(AMPC_DRYRUN_WORK_DIR) + "/lifecycle";
+  ::mkdir(AMPC_DRYRUN_WORK_DIR, 0755);
+  ::mkdir(dir.c_str(), 0755);
+  const std::string executable = dir + "/train";
+  std::string budget;
+  const test::CommandResult compiled = compileModel(config, executable, budget);
+  ASSERT_EQ(compiled.status, 0) << compiled.output;
+  const plan::Plan plan = train::readEmbeddedPlan(executable);
+  // Weights to start from, written by a CPU run; held-out tokens.
+  const test::CommandResult cpu =
+      test::runCommand("'" + executable + "' --steps 1 --device cpu --quiet --export-weights '" +
+                       dir + "/init.safetensors'");
+  ASSERT_EQ(cpu.status, 0) << cpu.output;
+  std::string tokens;
+  for (int i = 0; i < 4000; ++i)
+    tokens += std::string{static_cast<char>(i * 7 % 251), 0};
+  test::writeFile(dir + "/val.bin", tokens);
+
+  const std::string tracePath = dir + "/trace.txt", logPath = dir + "/metrics.jsonl";
+  const test::CommandResult run = runOverRecordingDriver(
+      executable, tracePath, logPath,
+      "--init-from '" + dir + "/init.safetensors' --val-data '" + dir + "/val.bin' " +
+          "--eval-every 1 --eval-batches 2 --ema-decay 0.9 --export-weights '" + dir +
+          "/out.safetensors' --export-ema '" + dir + "/ema.safetensors'");
+  test::writeFile(dir + "/output.txt", run.output);
+  ASSERT_EQ(run.status, 0) << run.output;
+  std::istringstream log(test::readFile(logPath));
+  int validated = 0;
+  for (std::string line; std::getline(log, line);)
+    validated += line.find("\"val_loss\"") != std::string::npos;
+  EXPECT_EQ(validated, kOptimizerSteps);
+  EXPECT_NE(test::readFile(dir + "/out.safetensors").size(), 0u);
+  EXPECT_NE(test::readFile(dir + "/ema.safetensors").size(), 0u);
+
+  // The eager forward runs are prefixes of the micro step, checked launch by
+  // launch against the plan like every other run.
+  DryRunSchedule schedule{kOptimizerSteps, /*seed=*/0};
+  schedule.evalEvery = 1;
+  schedule.evalBatches = 2;
+  const DryRunReport report = checkDryRun(plan, readTraceFile(tracePath), schedule);
+  test::writeFile(dir + "/report.txt", report.summary() + "\n");
+  EXPECT_TRUE(report.violations.empty()) << report.summary();
+  // Every training run and every forward-only run, complete.
+  EXPECT_EQ(report.functionRuns,
+            uint64_t(kOptimizerSteps) * (kAccumulationSteps + 1 + schedule.evalBatches))
+      << report.summary();
+}
+
 std::vector<ModelConfig> everyExample() {
   std::vector<ModelConfig> configs;
   for (const char *model : {"mlp/mlp", "gpt/tiny", "gpt/gpt10m", "gpt/gpt30m", "gpt/gpt124m"})

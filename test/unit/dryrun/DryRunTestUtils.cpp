@@ -56,12 +56,14 @@ test::CommandResult compileModel(const ModelConfig &config, const std::string &p
 }
 
 test::CommandResult runOverRecordingDriver(const std::string &path, const std::string &tracePath,
-                                           const std::string &logPath) {
+                                           const std::string &logPath,
+                                           const std::string &extraArguments) {
   const std::string library = quoted(recordingLibrary());
   return test::runCommand(
       "AMPC_CUDA_DRIVER_LIBRARY=" + library + " AMPC_CUBLASLT_LIBRARY=" + library +
       " AMPC_RECORDING_TRACE=" + quoted(tracePath) + " " + quoted(path) + " --steps " +
-      std::to_string(kOptimizerSteps) + " --device cuda --seed 0 --quiet --log " + quoted(logPath));
+      std::to_string(kOptimizerSteps) + " --device cuda --seed 0 --quiet --log " + quoted(logPath) +
+      (extraArguments.empty() ? "" : " " + extraArguments));
 }
 
 std::vector<Event> readTraceFile(const std::string &path) {

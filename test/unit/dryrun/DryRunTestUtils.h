@@ -54,9 +54,11 @@ test::CommandResult compileModel(const ModelConfig &config, const std::string &p
 
 /// Runs the training executable \p path for kOptimizerSteps steps on
 /// --device cuda over the recording driver, writing its trace to
-/// \p tracePath and its metrics log to \p logPath.
+/// \p tracePath and its metrics log to \p logPath; \p extraArguments are
+/// appended to its command line.
 test::CommandResult runOverRecordingDriver(const std::string &path, const std::string &tracePath,
-                                           const std::string &logPath);
+                                           const std::string &logPath,
+                                           const std::string &extraArguments = "");
 
 /// The trace in \p path (empty and a test failure when unreadable or
 /// malformed).

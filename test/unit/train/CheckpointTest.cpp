@@ -9,6 +9,7 @@
 
 #include "TrainTestUtils.h"
 
+#include "runtime/plan/FileIO.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Runner.h"
 
@@ -168,7 +169,7 @@ TEST(Checkpoint, AtomicWritesAndTheirFailures) {
   EXPECT_EQ(readFile(dir.path("step-000001.ckpt")), "second");
 
   // A full disk half way through: the old file stays, no temporary is left.
-  ::setenv(train::kInjectWriteErrorVariable, "ENOSPC", 1);
+  ::setenv(files::kInjectWriteErrorVariable, "ENOSPC", 1);
   try {
     train::writeFileAtomically(dir.dir(), "step-000001.ckpt", std::string(1000, 'y'));
     ADD_FAILURE() << "no error";
@@ -176,7 +177,7 @@ TEST(Checkpoint, AtomicWritesAndTheirFailures) {
     EXPECT_EQ(std::string(error.what()), "cannot write checkpoint " + dir.path("step-000001.ckpt") +
                                              ": write: No space left on device");
   }
-  ::unsetenv(train::kInjectWriteErrorVariable);
+  ::unsetenv(files::kInjectWriteErrorVariable);
   EXPECT_EQ(readFile(dir.path("step-000001.ckpt")), "second");
   EXPECT_EQ(train::listCheckpoints(dir.dir()).size(), 1u);
 
@@ -395,9 +396,9 @@ TEST(Checkpoint, WriteFailuresStopOrContinue) {
   const std::string good = readFile(dir.path("ckpt/step-000002.ckpt"));
   ASSERT_EQ(std::remove(dir.path("ckpt/step-000004.ckpt").c_str()), 0);
   options.resume = "latest";
-  ::setenv(train::kInjectWriteErrorVariable, "ENOSPC", 1);
+  ::setenv(files::kInjectWriteErrorVariable, "ENOSPC", 1);
   run = runInProcess(bigramTrainingPlan(16, 4, 8, 1, 0.05), options);
-  ::unsetenv(train::kInjectWriteErrorVariable);
+  ::unsetenv(files::kInjectWriteErrorVariable);
   EXPECT_EQ(run.status, 1);
   EXPECT_EQ(run.err, "train_test: error: cannot write checkpoint " + dir.path("ckpt") +
                          "/step-000004.ckpt: write: No space left on device; the previous "
