@@ -108,6 +108,7 @@ struct GraphRaiseFusedOpsPass : ampc::graph::impl::GraphRaiseFusedOpsBase<GraphR
     forEach<TanhOp>(body, [&](TanhOp op) { return raiseGeluTanh(op); });
     forEach<SoftmaxOp>(body, [&](SoftmaxOp op) { return raiseCausalSoftmax(op); });
     forEach<MatmulOp>(body, [&](MatmulOp op) { return raiseAttention(op); });
+    forEach<CrossEntropyOp>(body, [&](CrossEntropyOp op) { return unflattenCrossEntropy(op); });
   }
 
   /// Runs \p raise on every op of type Op in order (ops created meanwhile included).
@@ -342,6 +343,28 @@ struct GraphRaiseFusedOpsPass : ampc::graph::impl::GraphRaiseFusedOpsBase<GraphR
       return true;
     }
     return false;
+  }
+
+  /// cross_entropy(reshape(logits [.., C] -> [N, C]), reshape(labels [..] -> [N])) ->
+  /// cross_entropy(logits, labels): exporters flatten the rows first (logits.view(-1, V)); the
+  /// mean or sum over the rows is the same, and the fused kernel reads the logits in place.
+  static bool unflattenCrossEntropy(CrossEntropyOp op) {
+    auto logits = op.getLogits().getDefiningOp<ReshapeOp>();
+    auto labels = op.getLabels().getDefiningOp<ReshapeOp>();
+    if (!logits || !labels || !single(op.getLogits()) || !single(op.getLabels()))
+      return false;
+    auto from = llvm::cast<RankedTensorType>(logits.getInput().getType()).getShape();
+    auto labelShape = llvm::cast<RankedTensorType>(labels.getInput().getType()).getShape();
+    auto to = op.getLogits().getType().getShape();
+    if (from.empty() || from.back() != to.back() || from.drop_back() != labelShape)
+      return false;
+    OpBuilder builder(op);
+    op.replaceAllUsesWith(builder
+                              .create<CrossEntropyOp>(op.getLoc(), logits.getInput(),
+                                                      labels.getInput(), op.getIgnoreIndexAttr(),
+                                                      op.getReductionAttr())
+                              .getResult());
+    return true;
   }
 
   /// matmul(softmax(matmul(q, k^T) * c), v) -> attention(q, k, v, scale c).

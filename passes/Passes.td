@@ -76,7 +76,9 @@ def GraphRaiseFusedOps : Pass<"graph-raise-fused-ops", "::ampc::graph::ModelOp">
     - `softmax(s + m)` with a constant causal mask m (0 on and below the diagonal, -inf or a
       number below -1e30 above it) -> `softmax causal s`;
     - `matmul(softmax(matmul(q, k^T) * c), v)`, causal or not, scale c by `mul` or `div` ->
-      `attention q, k, v` with scale c.
+      `attention q, k, v` with scale c;
+    - `cross_entropy` of logits and labels whose leading dimensions were flattened (as
+      `logits.view(-1, V)` exports) -> `cross_entropy` of the unflattened ones.
 
     Before (one head, causal, scale 0.25):
     ```mlir

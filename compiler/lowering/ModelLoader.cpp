@@ -49,7 +49,7 @@ static LogicalResult readGivenValues(graph::ModelOp model, const std::string &pa
   try {
     values = safetensors::readFile(file);
   } catch (const safetensors::Error &error) {
-    return model.emitError("cannot read the model's weights file: ") << error.what();
+    return model.emitError() << error.what() << " (the weights file the model names)";
   }
   for (auto param : model.getBodyBlock().getOps<graph::ParamOp>()) {
     if (!llvm::isa<graph::GivenInitAttr>(param.getInit()))

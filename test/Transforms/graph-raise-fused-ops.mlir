@@ -251,3 +251,26 @@ graph.model @transposed_weight {
     return
   }
 }
+
+// -----
+
+// Cross-entropy of flattened rows (logits.view(-1, V), targets.view(-1)) reads the logits and
+// labels as they are.
+// CHECK-LABEL: graph.model @flattened_cross_entropy {
+// CHECK: %[[X:.+]] = graph.get_input @x
+// CHECK: %[[T:.+]] = graph.get_input @t
+// CHECK-NOT: graph.reshape
+// CHECK: graph.cross_entropy %[[X]], %[[T]] {ignore_index = 0 : i64, reduction = 1 : i32} : tensor<2x4x8xf32>, tensor<2x4xi64>
+graph.model @flattened_cross_entropy {
+  graph.input @x : tensor<2x4x8xf32>
+  graph.input @t : tensor<2x4xi64>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x8xf32>
+    %t = graph.get_input @t : tensor<2x4xi64>
+    %rows = graph.reshape %x : tensor<2x4x8xf32> -> tensor<8x8xf32>
+    %labels = graph.reshape %t : tensor<2x4xi64> -> tensor<8xi64>
+    %l = graph.cross_entropy %rows, %labels {ignore_index = 0 : i64, reduction = 1 : i32} : tensor<8x8xf32>, tensor<8xi64>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}

@@ -74,4 +74,5 @@ def main():
                                                   loss_difference, worst, worst_name, tolerance))
 
 
-main()
+if __name__ == "__main__":
+    main()

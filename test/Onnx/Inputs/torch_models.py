@@ -35,7 +35,10 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, d, heads, context, variant):
         super().__init__()
         self.heads, self.variant = heads, variant
-        self.qkv = nn.Linear(d, 3 * d)
+        # No bias on q, k, v: the key's bias does not change the softmax, so its gradient is zero
+        # up to rounding, and AdamW turns that rounding into full-size steps in random directions
+        # (in torch as in ampc), which no weight comparison could check.
+        self.qkv = nn.Linear(d, 3 * d, bias=False)
         self.proj = nn.Linear(d, d)
         # A float buffer, as GPT-2 implementations register it: a mask, not a parameter.
         self.register_buffer("mask", torch.tril(torch.ones(context, context)).view(
@@ -85,7 +88,7 @@ class Gpt(nn.Module):
     """A GPT-2-style decoder: token and position embeddings, pre-norm blocks, a final layer norm
     and an output head tied to the token embedding."""
 
-    def __init__(self, variant="masked", vocab=64, d=32, heads=4, layers=2, context=16):
+    def __init__(self, variant="masked", vocab=64, d=32, heads=2, layers=2, context=16):
         super().__init__()
         self.wte = nn.Embedding(vocab, d)
         self.wpe = nn.Embedding(context, d)
@@ -153,7 +156,7 @@ class LlamaBlock(nn.Module):
 class Llama(nn.Module):
     """A LLaMA-style decoder: RMSNorm, SiLU-gated MLP, untied head, no biases."""
 
-    def __init__(self, vocab=64, d=32, heads=4, layers=2, hidden=64):
+    def __init__(self, vocab=64, d=32, heads=2, layers=2, hidden=64):
         super().__init__()
         self.embed = nn.Embedding(vocab, d)
         self.blocks = nn.ModuleList([LlamaBlock(d, heads, hidden) for _ in range(layers)])
