@@ -308,23 +308,25 @@ void Importer::convertNodes() {
       std::string label = node.name().empty() ? node.op_type() : node.name();
       Location loc = NameLoc::get(builder.getStringAttr(label), fileLoc);
       std::vector<ImportedValue> results;
-      if (allConstant && node.op_type() != "Dropout") {
+      std::optional<std::vector<HostTensor>> folded;
+      if (allConstant && node.op_type() != "Dropout" &&
+          (node.domain().empty() || node.domain() == "ai.onnx")) {
         std::vector<const HostTensor *> hosts;
         for (ImportedValue *operand : operands)
           hosts.push_back(operand ? &*operand->constant : nullptr);
-        std::optional<std::vector<HostTensor>> folded;
-        if (node.domain().empty() || node.domain() == "ai.onnx")
-          folded = foldNode(node, hosts, file.opset);
-        if (!folded)
-          throw ImportError(isImportedOp(node.op_type())
-                                ? "cannot evaluate " + node.op_type() + " at import time"
-                                : "unsupported operator " + node.op_type());
+        folded = foldNode(node, hosts, file.opset);
+        if (!folded && !isImportedOp(node.op_type()))
+          throw ImportError("unsupported operator " + node.op_type());
+      }
+      if (folded) {
         for (HostTensor &tensor : *folded) {
           ImportedValue value;
           value.constant = std::move(tensor);
           results.push_back(std::move(value));
         }
       } else {
+        // Computed from the inputs, or an op the folder leaves to the graph (a matmul of two
+        // constants): graph ops, with constants materialised as graph.constant.
         GraphBuilder graphBuilder(builder, loc);
         convertNode(graphBuilder, node, operands, results, file.opset);
       }
