@@ -71,8 +71,9 @@ class CausalSelfAttention(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, d, heads, context, variant):
+    def __init__(self, d, heads, context, variant, gelu):
         super().__init__()
+        self.gelu = gelu
         self.ln1 = nn.LayerNorm(d)
         self.attn = CausalSelfAttention(d, heads, context, variant)
         self.ln2 = nn.LayerNorm(d)
@@ -81,18 +82,20 @@ class Block(nn.Module):
 
     def forward(self, x):
         x = x + self.attn(self.ln1(x))
-        return x + self.fc_proj(F.gelu(self.fc(self.ln2(x))))
+        return x + self.fc_proj(F.gelu(self.fc(self.ln2(x)), approximate=self.gelu))
 
 
 class Gpt(nn.Module):
     """A GPT-2-style decoder: token and position embeddings, pre-norm blocks, a final layer norm
-    and an output head tied to the token embedding."""
+    and an output head tied to the token embedding; GELU exact (erf) or its tanh form."""
 
-    def __init__(self, variant="masked", vocab=64, d=32, heads=2, layers=2, context=16):
+    def __init__(self, variant="masked", gelu="none", vocab=64, d=32, heads=2, layers=2,
+                 context=16):
         super().__init__()
         self.wte = nn.Embedding(vocab, d)
         self.wpe = nn.Embedding(context, d)
-        self.blocks = nn.ModuleList([Block(d, heads, context, variant) for _ in range(layers)])
+        self.blocks = nn.ModuleList([Block(d, heads, context, variant, gelu)
+                                     for _ in range(layers)])
         self.ln_f = nn.LayerNorm(d)
         self.head = nn.Linear(d, vocab, bias=False)
         self.head.weight = self.wte.weight  # tied
@@ -182,6 +185,8 @@ def make(name):
         return Gpt("masked")
     if name == "gpt-baddbmm":
         return Gpt("baddbmm")
+    if name == "gpt-tanh":
+        return Gpt("masked", gelu="tanh")
     if name == "llama":
         return Llama()
     raise SystemExit("unknown model " + name)
