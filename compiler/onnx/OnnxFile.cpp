@@ -15,6 +15,7 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <map>
 
 namespace ampc::onnximport {
 
@@ -52,6 +53,64 @@ std::string dtypeName(int32_t dtype) {
   return "type " + std::to_string(dtype);
 }
 
+namespace {
+
+/// A model-local function by (domain, name).
+using Functions = std::map<std::pair<std::string, std::string>, const onnx::FunctionProto *>;
+
+/// Appends \p node to \p out, or, when it calls a local function, the function's body with its
+/// values renamed apart ("CALL/N/value"), its formal inputs and outputs bound to the call's, and
+/// attribute references resolved from the call's attributes; nested calls expand the same way.
+void expandNode(const onnx::NodeProto &node, const Functions &functions,
+                std::vector<onnx::NodeProto> &out, int depth, int &calls) {
+  auto function = functions.find({node.domain(), node.op_type()});
+  if (function == functions.end()) {
+    out.push_back(node);
+    return;
+  }
+  if (depth > 32)
+    throw ImportError("local function " + node.op_type() + " calls itself (32 levels deep)");
+  const onnx::FunctionProto &body = *function->second;
+  const std::string prefix =
+      (node.name().empty() ? body.name() : node.name()) + "/" + std::to_string(calls++) + "/";
+  std::map<std::string, std::string> bound;
+  for (int i = 0; i < body.input_size(); ++i)
+    bound[body.input(i)] = i < node.input_size() ? node.input(i) : "";
+  for (int i = 0; i < body.output_size(); ++i)
+    bound[body.output(i)] = i < node.output_size() ? node.output(i) : "";
+  auto rename = [&](const std::string &name) {
+    if (name.empty())
+      return name;
+    auto found = bound.find(name);
+    return found != bound.end() ? found->second : prefix + name;
+  };
+  for (const onnx::NodeProto &inner : body.node()) {
+    onnx::NodeProto copy = inner;
+    copy.set_name(prefix + (inner.name().empty() ? inner.op_type() : inner.name()));
+    for (int i = 0; i < copy.input_size(); ++i)
+      copy.set_input(i, rename(inner.input(i)));
+    for (int i = 0; i < copy.output_size(); ++i)
+      copy.set_output(i, rename(inner.output(i)));
+    // Attributes that refer to the call's (ref_attr_name) take its value, or are left out.
+    copy.clear_attribute();
+    for (const onnx::AttributeProto &attribute : inner.attribute()) {
+      if (attribute.ref_attr_name().empty()) {
+        *copy.add_attribute() = attribute;
+        continue;
+      }
+      for (const onnx::AttributeProto &given : node.attribute())
+        if (given.name() == attribute.ref_attr_name()) {
+          onnx::AttributeProto *resolved = copy.add_attribute();
+          *resolved = given;
+          resolved->set_name(attribute.name());
+        }
+    }
+    expandNode(copy, functions, out, depth + 1, calls);
+  }
+}
+
+} // namespace
+
 std::unique_ptr<OnnxFile> readOnnxFile(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
@@ -70,6 +129,12 @@ std::unique_ptr<OnnxFile> readOnnxFile(const std::string &path) {
       file->opset = opset.version();
   if (file->opset <= 0)
     throw ImportError("the model imports no version of the default ONNX opset");
+  Functions functions;
+  for (const onnx::FunctionProto &function : file->model.functions())
+    functions[{function.domain(), function.name()}] = &function;
+  int calls = 0;
+  for (const onnx::NodeProto &node : file->model.graph().node())
+    expandNode(node, functions, file->nodes, 0, calls);
   return file;
 }
 

@@ -1,8 +1,9 @@
 //===- OnnxFile.h - ONNX files: protobuf parsing, tensors, attributes -*- C++ -*-===//
 //
 // The part of the ONNX importer that knows the file format: the ModelProto parsed with the
-// protobuf classes of Debian's libonnx-dev, tensors decoded to host values (raw, typed and
-// external data), node attributes, and how errors name a node. No MLIR here.
+// protobuf classes of Debian's libonnx-dev, model-local functions inlined, tensors decoded to
+// host values (raw, typed and external data), node attributes, and how errors name a node. No
+// MLIR here.
 //
 //===--------------------------------------------------------------------------------===//
 
@@ -54,6 +55,9 @@ struct OnnxFile {
   onnx::ModelProto model;
   /// The default domain's opset version.
   int64_t opset = 0;
+  /// The graph's nodes in order, with calls of the model's local functions (which the newer
+  /// exporter writes for modules) replaced by the functions' bodies.
+  std::vector<onnx::NodeProto> nodes;
 };
 
 /// Reads and parses \p path; ImportError if it is unreadable, not ONNX, or truncated.

@@ -79,12 +79,12 @@ std::vector<int> differentiableInputs(const onnx::NodeProto &node) {
 }
 
 /// The names of the values the graph outputs depend on differentiably.
-std::set<std::string> differentiableValues(const onnx::GraphProto &graph) {
+std::set<std::string> differentiableValues(const OnnxFile &file) {
   std::set<std::string> needed;
-  for (const onnx::ValueInfoProto &output : graph.output())
+  for (const onnx::ValueInfoProto &output : file.model.graph().output())
     needed.insert(output.name());
-  for (int n = graph.node_size() - 1; n >= 0; --n) {
-    const onnx::NodeProto &node = graph.node(n);
+  for (int n = static_cast<int>(file.nodes.size()) - 1; n >= 0; --n) {
+    const onnx::NodeProto &node = file.nodes[n];
     bool used = false;
     for (const std::string &output : node.output())
       used |= needed.count(output) > 0;
@@ -189,7 +189,7 @@ ImportedOnnxModel Importer::run() {
 
 void Importer::declareInitializers(graph::ModelOp model) {
   const onnx::GraphProto &graph = file.model.graph();
-  const std::set<std::string> needed = differentiableValues(graph);
+  const std::set<std::string> needed = differentiableValues(file);
   std::set<std::string> seen;
   for (const onnx::TensorProto &tensor : graph.initializer()) {
     const std::string what = "initializer '" + tensor.name() + "'";
@@ -283,9 +283,8 @@ void Importer::declareInputs(graph::ModelOp model) {
 }
 
 void Importer::convertNodes() {
-  const onnx::GraphProto &graph = file.model.graph();
-  for (int n = 0; n < graph.node_size(); ++n) {
-    const onnx::NodeProto &node = graph.node(n);
+  for (int n = 0; n < static_cast<int>(file.nodes.size()); ++n) {
+    const onnx::NodeProto &node = file.nodes[n];
     const std::string where = describeNode(node, n, file.opset);
     try {
       std::vector<ImportedValue *> operands;

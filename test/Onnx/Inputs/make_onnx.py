@@ -5,6 +5,8 @@ error cases. Prints the expected loss where the model has one (computed here wit
   opset18       an MLP in opset 18 with a symbolic batch dimension, its weights in an external
                 data file: MatMul, Add, LayerNormalization, Split (num_outputs), Concat,
                 ReduceMean (axes as an input), Sub, Relu, Gemm, SoftmaxCrossEntropyLoss
+  function      a model-local function (as the newer exporter writes modules) called twice, with
+                an attribute the body refers to
   unsupported   a node whose operator ampc does not import (Cos)
   no-scalar     a model whose only output is a matrix
   missing-data  a weight whose external data file is missing
@@ -88,8 +90,46 @@ def scalar_output():
     return [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])]
 
 
+def function():
+    # ScaledLinear(x, w) = (x @ w) * scale, scale an attribute of the call.
+    scale = onnx.AttributeProto()
+    scale.name, scale.ref_attr_name, scale.type = "value_float", "scale", onnx.AttributeProto.FLOAT
+    constant = helper.make_node("Constant", [], ["c"])
+    constant.attribute.append(scale)
+    body = helper.make_function(
+        "custom", "ScaledLinear", ["x", "w"], ["y"],
+        [helper.make_node("MatMul", ["x", "w"], ["p"]), constant,
+         helper.make_node("Mul", ["p", "c"], ["y"])],
+        [helper.make_opsetid("", 18)], ["scale"])
+    w1 = rng.standard_normal((4, 6)).astype(np.float32)
+    w2 = rng.standard_normal((6, 3)).astype(np.float32)
+    x = rng.standard_normal((5, 4)).astype(np.float32)
+    nodes = [
+        helper.make_node("ScaledLinear", ["x", "w1"], ["h"], domain="custom", name="layer1",
+                         scale=0.5),
+        helper.make_node("Relu", ["h"], ["r"]),
+        helper.make_node("ScaledLinear", ["r", "w2"], ["o"], domain="custom", name="layer2",
+                         scale=2.0),
+        helper.make_node("Mul", ["o", "o"], ["sq"]),
+        helper.make_node("ReduceMean", ["sq"], ["loss"], keepdims=0),
+    ]
+    graph = helper.make_graph(
+        nodes, "function", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 4])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+    model = helper.make_model(graph, functions=[body],
+                              opset_imports=[helper.make_opsetid("", 18),
+                                             helper.make_opsetid("custom", 1)])
+    save(model, "function")
+    x.tofile(os.path.join(out, "function.x.bin"))
+    o = (np.maximum(x @ w1 * 0.5, 0) @ w2 * 2.0).astype(np.float64)
+    print("expected loss %.6f" % (o * o).mean())
+
+
 if kind == "opset18":
     opset18()
+elif kind == "function":
+    function()
 elif kind == "unsupported":
     save(small([helper.make_node("Relu", ["x"], ["r"], name="first"),
                 helper.make_node("Cos", ["r"], ["c"], name="my_cos"),
