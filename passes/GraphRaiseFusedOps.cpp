@@ -103,8 +103,9 @@ struct GraphRaiseFusedOpsPass : ampc::graph::impl::GraphRaiseFusedOpsBase<GraphR
     Block &body = entry.getBody().front();
     forEach<MatmulOp>(body, [&](MatmulOp op) { return foldTransposes(op); });
     forEach<DivOp>(body, [&](DivOp op) { return raiseRsqrt(op); });
-    forEach<MulOp>(body, [&](MulOp op) { return raiseRmsNorm(op); });
+    // Layer norm first: its centred, scaled half would pass for an RMSNorm of x - mean(x).
     forEach<AddOp>(body, [&](AddOp op) { return raiseLayerNorm(op); });
+    forEach<MulOp>(body, [&](MulOp op) { return raiseRmsNorm(op); });
     forEach<TanhOp>(body, [&](TanhOp op) { return raiseGeluTanh(op); });
     forEach<SoftmaxOp>(body, [&](SoftmaxOp op) { return raiseCausalSoftmax(op); });
     forEach<MatmulOp>(body, [&](MatmulOp op) { return raiseAttention(op); });
@@ -168,8 +169,8 @@ struct GraphRaiseFusedOpsPass : ampc::graph::impl::GraphRaiseFusedOpsBase<GraphR
     return true;
   }
 
-  /// x * rsqrt(mean(x * x) + eps) * g -> rmsnorm(x, g, eps); the outer product in either order,
-  /// the inner one too.
+  /// x * rsqrt(mean(x * x) + eps) * g (or x / sqrt(...) * g) -> rmsnorm(x, g, eps); the products
+  /// in either order.
   static bool raiseRmsNorm(MulOp op) {
     Value x, gain;
     double epsilon = 0;
@@ -190,8 +191,26 @@ struct GraphRaiseFusedOpsPass : ampc::graph::impl::GraphRaiseFusedOpsBase<GraphR
                });
              });
     };
-    if (!(normalized(op.getLhs()) && (gain = op.getRhs())) &&
-        !(normalized(op.getRhs()) && (gain = op.getLhs())))
+    // The same divided by sqrt(mean(x * x) + eps).
+    auto divided = [&](Value value) {
+      auto div = value ? value.getDefiningOp<DivOp>() : nullptr;
+      auto sqrt = div ? div.getRhs().getDefiningOp<SqrtOp>() : nullptr;
+      if (!single(value) || !sqrt || !single(div.getRhs()))
+        return false;
+      return commuted<AddOp>(sqrt.getInput(), [&](Value mean, Value eps) {
+        std::optional<double> e = splatValue(eps);
+        Value squared = lastAxisMean(mean);
+        if (!e || !single(sqrt.getInput()) || !single(mean) || !squared || !single(squared) ||
+            !isSquareOf(squared, div.getLhs()))
+          return false;
+        x = div.getLhs();
+        epsilon = *e;
+        return true;
+      });
+    };
+    auto either = [&](Value value) { return normalized(value) || divided(value); };
+    if (!(either(op.getLhs()) && (gain = op.getRhs())) &&
+        !(either(op.getRhs()) && (gain = op.getLhs())))
       return false;
     if (!isLastAxisVector(gain, x) || op.getType() != x.getType())
       return false;

@@ -70,7 +70,8 @@ def GraphRaiseFusedOps : Pass<"graph-raise-fused-ops", "::ampc::graph::ModelOp">
 
     - `matmul(x, transpose(w) [.., 1, 0])` -> `matmul x, w transpose_rhs` (also for lhs);
     - `1 / sqrt(y)` -> `rsqrt(y)`;
-    - `x * rsqrt(mean(x * x, last, keepdims) + eps) * g` -> `rmsnorm x, g {epsilon = eps}`;
+    - `x * rsqrt(mean(x * x, last, keepdims) + eps) * g` (or `x / sqrt(...) * g`) ->
+      `rmsnorm x, g {epsilon = eps}`;
     - `(x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) * g + b` (last axis) -> `layernorm`;
     - `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))` in its usual orders -> `gelu tanh`;
     - `softmax(s + m)` with a constant causal mask m (0 on and below the diagonal, -inf or a

@@ -219,6 +219,32 @@ void convertWhere(const NodeContext &c) {
   c.result(c.graph.create<graph::AddOp>(x, y));
 }
 
+/// Trilu of a computed value: the product with the constant 0/1 triangle.
+void convertTrilu(const NodeContext &c) {
+  Value x = c.tensor(0, c.floatElement());
+  std::vector<int64_t> shape = GraphBuilder::shapeOf(x);
+  if (shape.size() < 2)
+    throw ImportError("Trilu of a tensor of rank " + std::to_string(shape.size()));
+  const int64_t k = c.has(1) ? c.constantInput(1, "diagonal").integer(0) : 0;
+  const bool upper = intAttribute(c.node, "upper", 1);
+  HostTensor keep;
+  const int64_t rows = shape[shape.size() - 2], columns = shape.back();
+  keep.shape = {rows, columns};
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < columns; ++j)
+      keep.values.push_back((upper ? j - i >= k : j - i <= k) ? 1.0 : 0.0);
+  Type element = GraphBuilder::tensorType(x).getElementType();
+  c.result(c.graph.create<graph::MulOp>(x, c.graph.constant(keep, element)));
+}
+
+/// |x| = relu(x) + relu(-x), whose gradient at 0 is 0 as torch's.
+void convertAbs(const NodeContext &c) {
+  Value x = c.tensor(0);
+  Value positive = c.graph.create<graph::ReluOp>(x);
+  Value negative = c.graph.create<graph::ReluOp>(c.graph.create<graph::NegOp>(x));
+  c.result(c.graph.create<graph::AddOp>(positive, negative));
+}
+
 void convertCast(const NodeContext &c) {
   const int32_t to = static_cast<int32_t>(intAttribute(c.node, "to", onnx::TensorProto::FLOAT));
   c.result(c.graph.cast(c.tensor(0), c.graph.elementType(to)));
@@ -646,6 +672,8 @@ const std::map<std::string, Converter> &converters() {
        }},
       {"Identity", [](const NodeContext &c) { c.outputs = {c.input(0)}; }},
       {"Where", convertWhere},
+      {"Trilu", convertTrilu},
+      {"Abs", convertAbs},
       {"Cast", convertCast},
       {"Dropout", convertDropout},
       {"MatMul", convertMatMul},

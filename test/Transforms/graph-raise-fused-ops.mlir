@@ -274,3 +274,30 @@ graph.model @flattened_cross_entropy {
     return
   }
 }
+
+// -----
+
+// RMSNorm written with a division by the root mean square, the gain first.
+// CHECK-LABEL: graph.model @rmsnorm_divided {
+// CHECK: %[[G:.+]] = graph.get_param @g
+// CHECK: %[[X:.+]] = graph.get_input @x
+// CHECK: graph.rmsnorm %[[X]], %[[G]] {epsilon = 9.99999{{[0-9]+}}E-6 : f64} : tensor<2x8xf32>, tensor<8xf32>
+// CHECK-NOT: graph.div
+graph.model @rmsnorm_divided {
+  graph.param @g : tensor<8xf32> init #graph.ones
+  graph.input @x : tensor<2x8xf32>
+  func.func @forward() {
+    %g = graph.get_param @g : tensor<8xf32>
+    %x = graph.get_input @x : tensor<2x8xf32>
+    %sq = graph.mul %x, %x : tensor<2x8xf32>, tensor<2x8xf32>
+    %ms = graph.mean %sq axes [1] keepdims : tensor<2x8xf32>
+    %eps = graph.constant dense<9.99999974E-6> : tensor<f32>
+    %v = graph.add %eps, %ms : tensor<f32>, tensor<2x1xf32>
+    %s = graph.sqrt %v : tensor<2x1xf32>
+    %n = graph.div %x, %s : tensor<2x8xf32>, tensor<2x1xf32>
+    %y = graph.mul %g, %n : tensor<8xf32>, tensor<2x8xf32>
+    %l = graph.mse_loss %y, %x : tensor<2x8xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}

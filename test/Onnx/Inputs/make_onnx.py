@@ -7,6 +7,9 @@ error cases. Prints the expected loss where the model has one (computed here wit
                 ReduceMean (axes as an input), Sub, Relu, Gemm, SoftmaxCrossEntropyLoss
   function      a model-local function (as the newer exporter writes modules) called twice, with
                 an attribute the body refers to
+  ops           one model through many rows of the op table (Abs, Trilu, Sigmoid, LogSoftmax,
+                Softmax over axis 0, Gather by constant indices, Gemm with alpha, a vector MatMul, Where of two computed values, ReduceMax, ReduceSum, Flatten,
+                Squeeze, Unsqueeze, Expand, Pow, Reciprocal, Exp, Log, Tanh, Neg, Dropout)
   unsupported   a node whose operator ampc does not import (Cos)
   no-scalar     a model whose only output is a matrix
   missing-data  a weight whose external data file is missing
@@ -126,8 +129,84 @@ def function():
     print("expected loss %.6f" % (o * o).mean())
 
 
+def ops():
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    w = (rng.standard_normal((6, 6)) * 0.5).astype(np.float32)
+    v = rng.standard_normal(6).astype(np.float32)
+    c = (rng.standard_normal((6, 4)) * 0.5).astype(np.float32)
+    mask = np.array([[1, 0, 1, 1, 0, 1]] * 4, dtype=bool)
+    tensors = {"w": w, "v": v, "c": c, "mask": mask,
+               "picks": np.array([5, 0, 2], dtype=np.int64),
+               "two": np.array(2.0, dtype=np.float32), "half": np.array(-0.5, dtype=np.float32),
+               "one": np.array(1.0, dtype=np.float32), "axes1": np.array([1], dtype=np.int64),
+               "shape": np.array([2, 4, 6], dtype=np.int64),
+               "ratio": np.array(0.3, dtype=np.float32)}
+    n = helper.make_node
+    nodes = [
+        n("MatMul", ["x", "w"], ["h"]),
+        n("Abs", ["h"], ["a"]),
+        n("Trilu", ["a"], ["t"], upper=0),
+        n("Sigmoid", ["t"], ["s"]),
+        n("LogSoftmax", ["s"], ["ls"], axis=-1),
+        n("Softmax", ["h"], ["sm0"], axis=0),
+        n("Gather", ["h", "picks"], ["g"], axis=1),
+        n("Gemm", ["h", "c"], ["gm"], alpha=0.5),
+        n("MatMul", ["h", "v"], ["mv"]),
+        n("Tanh", ["h"], ["th"]),
+        n("Neg", ["h"], ["nh"]),
+        n("Where", ["mask", "th", "nh"], ["wh"]),
+        n("ReduceMax", ["wh"], ["mx"], axes=[1], keepdims=0),
+        n("ReduceSum", ["ls", "axes1"], ["rs"], keepdims=1),
+        n("Flatten", ["sm0"], ["fl"], axis=0),
+        n("Unsqueeze", ["g", "axes1"], ["ug"]),
+        n("Squeeze", ["ug", "axes1"], ["sg"]),
+        n("Expand", ["h", "shape"], ["ex"]),
+        n("Mul", ["h", "h"], ["h2"]),
+        n("Add", ["h2", "one"], ["h2p"]),
+        n("Pow", ["h2p", "half"], ["pw"]),
+        n("Reciprocal", ["h2p"], ["rc"]),
+        n("Exp", ["th"], ["e"]),
+        n("Log", ["h2p"], ["lg"]),
+        n("Dropout", ["e", "ratio"], ["dr"]),
+        # loss = mean(rs) + mean(fl) + mean(sg) + mean(gm) + mean(mv) + mean(mx) + mean(ex)
+        #        + mean(pw) + mean(rc) + mean(dr) + mean(lg)
+    ]
+    parts = ["rs", "fl", "sg", "gm", "mv", "mx", "ex", "pw", "rc", "dr", "lg"]
+    for i, part in enumerate(parts):
+        nodes.append(n("ReduceMean", [part], ["m%d" % i], keepdims=0))
+    total = "m0"
+    for i in range(1, len(parts)):
+        nodes.append(n("Add", [total, "m%d" % i], ["sum%d" % i]))
+        total = "sum%d" % i
+    nodes.append(n("Identity", [total], ["loss"]))
+    graph = helper.make_graph(
+        nodes, "ops", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        [numpy_helper.from_array(value, name) for name, value in tensors.items()])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "ops")
+    x.tofile(os.path.join(out, "ops.x.bin"))
+    x, w, v, c = (t.astype(np.float64) for t in (x, w, v, c))
+    h = x @ w
+    t = np.tril(np.abs(h))
+    s_ = 1 / (1 + np.exp(-t))
+    ls = s_ - s_.max(1, keepdims=True)
+    ls = ls - np.log(np.exp(ls).sum(1, keepdims=True))
+    sm0 = np.exp(h - h.max(0)) / np.exp(h - h.max(0)).sum(0)
+    g = h[:, [5, 0, 2]]
+    gm = 0.5 * (h @ c)
+    mv = h @ v
+    wh = np.where(mask, np.tanh(h), -h)
+    h2p = h * h + 1
+    values = [ls.sum(1, keepdims=True), sm0.reshape(1, -1), g, gm, mv, wh.max(1),
+              np.broadcast_to(h, (2, 4, 6)), h2p ** -0.5, 1 / h2p, np.exp(np.tanh(h)),
+              np.log(h2p)]
+    print("expected loss %.6f" % sum(value.mean() for value in values))
+
+
 if kind == "opset18":
     opset18()
+elif kind == "ops":
+    ops()
 elif kind == "function":
     function()
 elif kind == "unsupported":
