@@ -143,6 +143,8 @@ private:
   void declareInitializers(graph::ModelOp model);
   void convertNodes();
   void markLoss();
+  /// For an error at node \p failed: a hint when the node is computed from parameters alone.
+  std::string bufferHint(int failed) const;
 
   const OnnxFile &file;
   MLIRContext &context;
@@ -199,8 +201,8 @@ void Importer::declareInitializers(graph::ModelOp model) {
     bool finite = true;
     for (double value : host.values)
       finite &= std::isfinite(value);
-    const bool trainable =
-        host.isFloat() && !host.shape.empty() && finite && needed.count(tensor.name());
+    const bool trainable = host.isFloat() && !host.shape.empty() && finite &&
+                           needed.count(tensor.name()) && !options.constants.count(tensor.name());
     if (!trainable) {
       values[tensor.name()].constant = std::move(host);
       continue;
@@ -213,6 +215,10 @@ void Importer::declareInitializers(graph::ModelOp model) {
     given[tensor.name()] = std::move(floats);
     params.emplace_back(tensor.name(), type);
   }
+  for (const std::string &name : options.constants)
+    if (!seen.count(name))
+      throw ImportError("--constant-initializer names '" + name +
+                        "', which is not an initializer of the model");
 }
 
 void Importer::declareInputs(graph::ModelOp model) {
@@ -338,9 +344,46 @@ void Importer::convertNodes() {
         values[node.output(i)] = results[i];
       }
     } catch (const ImportError &error) {
-      throw ImportError(where + ": " + error.what());
+      throw ImportError(where + ": " + error.what() + bufferHint(n));
     }
   }
+}
+
+std::string Importer::bufferHint(int failed) const {
+  // The graph inputs and parameters node `failed` depends on, walking back through producers.
+  std::map<std::string, int> producer;
+  for (int n = 0; n < failed; ++n)
+    for (const std::string &output : file.nodes[n].output())
+      producer[output] = n;
+  std::set<std::string> reached, params;
+  std::vector<std::string> pending(file.nodes[failed].input().begin(),
+                                   file.nodes[failed].input().end());
+  bool fromInputs = false;
+  while (!pending.empty()) {
+    std::string name = pending.back();
+    pending.pop_back();
+    if (name.empty() || !reached.insert(name).second)
+      continue;
+    for (const auto &input : inputs)
+      fromInputs |= input.first == name;
+    for (const auto &param : this->params)
+      if (param.first == name)
+        params.insert(name);
+    auto found = producer.find(name);
+    if (found != producer.end())
+      for (const std::string &input : file.nodes[found->second].input())
+        pending.push_back(input);
+  }
+  // Computed from initializers alone: most likely buffers (rotary tables, fixed embeddings) that
+  // the file does not tell from parameters.
+  if (fromInputs || params.empty())
+    return "";
+  std::string names;
+  for (const std::string &name : params)
+    names += (names.empty() ? "" : ",") + name;
+  return "; it depends only on initializers, which ampc made parameters; if they are buffers, keep "
+         "them constant with --constant-initializer " +
+         names;
 }
 
 void Importer::markLoss() {

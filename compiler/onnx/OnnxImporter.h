@@ -20,6 +20,7 @@
 #include "mlir/IR/OwningOpRef.h"
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@ namespace ampc {
 struct OnnxImportOptions {
   /// Static shapes for inputs whose dimensions the file leaves symbolic (--input-shape NAME=DIMS).
   std::map<std::string, std::vector<int64_t>> inputShapes;
+  /// Initializers kept as constants though the loss depends on them (--constant-initializer):
+  /// buffers such as rotary tables, which ONNX files do not tell from parameters.
+  std::set<std::string> constants;
   /// The weights file the imported model names (its `weights` attribute); the ONNX file's own
   /// name when empty.
   std::string weightsName;

@@ -714,7 +714,7 @@ void convertNode(GraphBuilder &graph, const onnx::NodeProto &node,
     throw ImportError("operators of domain '" + node.domain() + "' are not supported");
   if (converter == converters().end())
     throw ImportError("unsupported operator " + node.op_type() +
-                      " on values computed from the model's inputs");
+                      " on values computed from the model's inputs or parameters");
   NodeContext context{graph, node, inputs, outputs, opset};
   converter->second(context);
 }

@@ -447,6 +447,66 @@ std::optional<std::vector<HostTensor>> foldNode(const onnx::NodeProto &node,
     return unary([](double x) { return std::tanh(x); });
   if (op == "Erf")
     return unary([](double x) { return std::erf(x); });
+  if (op == "Sin")
+    return unary([](double x) { return std::sin(x); });
+  if (op == "Cos")
+    return unary([](double x) { return std::cos(x); });
+  if (op == "MatMul") {
+    // Rotary tables and the like: [.., M, K] x [.., K, N] with broadcast batch dimensions, in
+    // double; vectors are promoted to matrices as numpy does.
+    HostTensor a = input(0), b = input(1);
+    const bool vectorA = a.shape.size() == 1, vectorB = b.shape.size() == 1;
+    if (vectorA)
+      a.shape.insert(a.shape.begin(), 1);
+    if (vectorB)
+      b.shape.push_back(1);
+    if (a.shape.size() < 2 || b.shape.size() < 2 || a.shape.back() != b.shape[b.shape.size() - 2])
+      throw ImportError("matmul of " + shapeText(input(0).shape) + " and " +
+                        shapeText(input(1).shape));
+    const int64_t m = a.shape[a.shape.size() - 2], k = a.shape.back(), n = b.shape.back();
+    std::vector<int64_t> batchA(a.shape.begin(), a.shape.end() - 2),
+        batchB(b.shape.begin(), b.shape.end() - 2);
+    std::vector<int64_t> batch = broadcastShapes(batchA, batchB), shape = batch;
+    shape.push_back(m);
+    shape.push_back(n);
+    checkFoldedSize(shape);
+    HostTensor result;
+    result.dtype = a.dtype;
+    result.shape = shape;
+    result.values.assign(result.numElements(), 0.0);
+    HostTensor batchIndex;
+    batchIndex.shape = batch;
+    const int64_t batches = batchIndex.numElements();
+    // The offset of batch element e in a tensor of batch shape \p own (broadcast).
+    auto offset = [&](const std::vector<int64_t> &own, int64_t e) {
+      int64_t source = 0, stride = 1;
+      for (int64_t d = static_cast<int64_t>(batch.size()) - 1, rest = e; d >= 0; --d) {
+        const int64_t coordinate = rest % batch[d];
+        rest /= batch[d];
+        const int64_t ownDim = d - static_cast<int64_t>(batch.size() - own.size());
+        if (ownDim >= 0) {
+          source += (own[ownDim] == 1 ? 0 : coordinate) * stride;
+          stride *= own[ownDim];
+        }
+      }
+      return source;
+    };
+    for (int64_t e = 0; e < batches; ++e) {
+      const double *lhs = a.values.data() + offset(batchA, e) * m * k;
+      const double *rhs = b.values.data() + offset(batchB, e) * k * n;
+      double *out = result.values.data() + e * m * n;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t p = 0; p < k; ++p)
+          for (int64_t j = 0; j < n; ++j)
+            out[i * n + j] += lhs[i * k + p] * rhs[p * n + j];
+    }
+    if (vectorA)
+      result.shape.erase(result.shape.end() - 2);
+    if (vectorB)
+      result.shape.pop_back();
+    roundTo(result);
+    return std::vector<HostTensor>{result};
+  }
   if (op == "Sigmoid")
     return unary([](double x) { return 1 / (1 + std::exp(-x)); });
   if (op == "Relu")

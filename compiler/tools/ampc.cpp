@@ -462,6 +462,12 @@ cl::list<std::string, bool, InputShapeParser>
                 cl::desc("The static shape of an ONNX input whose dimensions the file leaves "
                          "symbolic,\nsuch as tokens=4x16 (repeatable)"));
 
+cl::list<std::string> constantInitializers(
+    "constant-initializer", cl::sub(onnxCommands), cl::cat(onnxCategory), cl::value_desc("NAME"),
+    cl::CommaSeparated,
+    cl::desc("Keep these ONNX initializers constant rather than train them (buffers the loss\n"
+             "depends on, such as rotary tables; repeatable or comma-separated)"));
+
 // Plot.
 cl::opt<std::string, false, SizeParser> size("size", cl::sub(plotCommand), cl::cat(plotCategory),
                                              cl::value_desc("WxH"),
@@ -779,6 +785,11 @@ Options checkedOptions(cl::SubCommand *command) {
     if (options.onnx.inputShapes.count(name.str()))
       throw UsageError{"--input-shape gives '" + name.str() + "' twice"};
     parseDims(dims.str(), options.onnx.inputShapes[name.str()]);
+  }
+  for (const std::string &name : flags::constantInitializers) {
+    if (!isOnnxFile(options.model))
+      throw UsageError{"--constant-initializer is for ONNX models (.onnx)"};
+    options.onnx.constants.insert(name);
   }
   options.grads = flags::grads;
   if (!options.grads.empty() && llvm::StringRef(options.model).ends_with(".plan"))

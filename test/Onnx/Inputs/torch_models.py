@@ -126,10 +126,20 @@ class RmsNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
 class LlamaBlock(nn.Module):
-    def __init__(self, d, heads, hidden):
+    def __init__(self, d, heads, hidden, rope=False):
         super().__init__()
-        self.heads = heads
+        self.heads, self.rope = heads, rope
+        if rope:
+            # A buffer as in Hugging Face's LLaMA: import it with --constant-initializer.
+            head = d // heads
+            self.register_buffer("inv_freq",
+                                 1.0 / (10000 ** (torch.arange(0, head, 2).float() / head)))
         self.norm1 = RmsNorm(d)
         self.wq = nn.Linear(d, d, bias=False)
         self.wk = nn.Linear(d, d, bias=False)
@@ -147,6 +157,13 @@ class LlamaBlock(nn.Module):
         q = self.wq(h).view(shape).transpose(1, 2)
         k = self.wk(h).view(shape).transpose(1, 2)
         v = self.wv(h).view(shape).transpose(1, 2)
+        if self.rope:
+            t = torch.arange(T, dtype=torch.float32)
+            freqs = t[:, None] * self.inv_freq[None, :]
+            emb = torch.cat((freqs, freqs), dim=-1)
+            cos, sin = emb.cos(), emb.sin()
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
         att = q @ k.transpose(-2, -1) / math.sqrt(C // self.heads)
         causal = torch.ones(T, T, dtype=torch.bool).tril()
         att = att.masked_fill(~causal, float("-inf"))
@@ -157,12 +174,13 @@ class LlamaBlock(nn.Module):
 
 
 class Llama(nn.Module):
-    """A LLaMA-style decoder: RMSNorm, SiLU-gated MLP, untied head, no biases."""
+    """A LLaMA-style decoder: RMSNorm, SiLU-gated MLP, untied head, no biases; with rope, rotary
+    position embeddings from an inv_freq buffer."""
 
-    def __init__(self, vocab=64, d=32, heads=2, layers=2, hidden=64):
+    def __init__(self, vocab=64, d=32, heads=2, layers=2, hidden=64, rope=False):
         super().__init__()
         self.embed = nn.Embedding(vocab, d)
-        self.blocks = nn.ModuleList([LlamaBlock(d, heads, hidden) for _ in range(layers)])
+        self.blocks = nn.ModuleList([LlamaBlock(d, heads, hidden, rope) for _ in range(layers)])
         self.norm = RmsNorm(d)
         self.head = nn.Linear(d, vocab, bias=False)
 
@@ -189,4 +207,6 @@ def make(name):
         return Gpt("masked", gelu="tanh")
     if name == "llama":
         return Llama()
+    if name == "llama-rope":
+        return Llama(rope=True)
     raise SystemExit("unknown model " + name)
