@@ -36,32 +36,17 @@ namespace {
 /// Which inputs of \p node carry values its outputs depend on differentiably (the data, not the
 /// shapes, axes, indices or conditions).
 std::vector<int> differentiableInputs(const onnx::NodeProto &node) {
-  static const std::set<std::string> firstOnly = {"Reshape",
-                                                  "Expand",
-                                                  "Tile",
-                                                  "Squeeze",
-                                                  "Unsqueeze",
-                                                  "Slice",
-                                                  "Gather",
-                                                  "Split",
-                                                  "Dropout",
-                                                  "ReduceMean",
-                                                  "ReduceSum",
-                                                  "ReduceMax",
-                                                  "Pad",
-                                                  "SoftmaxCrossEntropyLoss",
-                                                  "NegativeLogLikelihoodLoss",
-                                                  "Pow",
-                                                  "Identity",
-                                                  "Flatten",
-                                                  "Transpose",
-                                                  "Softmax",
-                                                  "LogSoftmax"};
+  // The first input is the data; the others are shapes, axes, indices, exponents or ratios.
+  // clang-format off
+  static const std::set<std::string> firstOnly = {
+      "Reshape", "Expand", "Tile", "Squeeze", "Unsqueeze", "Slice", "Gather", "Split", "Dropout",
+      "ReduceMean", "ReduceSum", "ReduceMax", "Pad", "Pow", "Identity", "Flatten", "Transpose",
+      "Softmax", "LogSoftmax", "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"};
+  // No input is differentiable: shapes, comparisons, index computations.
   static const std::set<std::string> none = {
-      "Shape",  "Size",        "Range",   "ConstantOfShape", "Equal",
-      "Less",   "LessOrEqual", "Greater", "GreaterOrEqual",  "Not",
-      "And",    "Or",          "Xor",     "NonZero",         "ArgMax",
-      "ArgMin", "Constant"};
+      "Shape", "Size", "Range", "ConstantOfShape", "Equal", "Less", "LessOrEqual", "Greater",
+      "GreaterOrEqual", "Not", "And", "Or", "Xor", "NonZero", "ArgMax", "ArgMin", "Constant"};
+  // clang-format on
   const std::string &op = node.op_type();
   if (none.count(op))
     return {};
