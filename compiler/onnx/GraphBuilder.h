@@ -15,6 +15,8 @@
 #include "dialects/Graph/GraphDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
 
 #include <optional>
 #include <string>
@@ -83,8 +85,22 @@ public:
   /// constant operand takes the float type of the tensor it meets) or a pending pattern step.
   mlir::Value tensor(ImportedValue &value, mlir::Type element = {});
 
+  /// Creates a graph op. An op that infers its result type is checked first: operands that do
+  /// not fit (a file's MatMul of [2, 4] by [5, 3]) are an ImportError carrying the op's own
+  /// message, where OpBuilder::create would stop the process.
   template <typename Op, typename... Args> mlir::Value create(Args &&...args) {
-    return builder.create<Op>(loc, std::forward<Args>(args)...).getResult();
+    if constexpr (Op::template hasTrait<mlir::InferTypeOpInterface::Trait>()) {
+      mlir::OperationState state(loc, Op::getOperationName());
+      Op::build(builder, state, mlir::Type(), std::forward<Args>(args)...);
+      state.types.clear();
+      llvm::SmallVector<mlir::Type> types;
+      if (failed(inferTypes<Op>(state, types)))
+        throw ImportError(inferenceError);
+      state.addTypes(types);
+      return builder.create(state)->getResult(0);
+    } else {
+      return builder.create<Op>(loc, std::forward<Args>(args)...).getResult();
+    }
   }
   mlir::Value reshape(mlir::Value input, const std::vector<int64_t> &shape);
   mlir::Value transpose(mlir::Value input, const std::vector<int64_t> &permutation);
@@ -92,6 +108,24 @@ public:
   mlir::Value slice(mlir::Value input, const std::vector<int64_t> &starts,
                     const std::vector<int64_t> &sizes);
   mlir::Value cast(mlir::Value input, mlir::Type element);
+
+private:
+  /// Op's result types for \p state; on failure the op's diagnostic is in inferenceError.
+  template <typename Op>
+  mlir::LogicalResult inferTypes(mlir::OperationState &state,
+                                 llvm::SmallVectorImpl<mlir::Type> &types) {
+    mlir::MLIRContext *context = builder.getContext();
+    inferenceError = "the operands do not fit " + Op::getOperationName().str();
+    mlir::ScopedDiagnosticHandler capture(context, [&](mlir::Diagnostic &diagnostic) {
+      inferenceError = diagnostic.str();
+      return mlir::success();
+    });
+    return Op::inferReturnTypes(context, loc, state.operands,
+                                state.attributes.getDictionary(context), state.getRawProperties(),
+                                state.regions, types);
+  }
+
+  std::string inferenceError;
 };
 
 /// Whether the op table converts \p opType (of the default domain).

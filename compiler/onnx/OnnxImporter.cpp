@@ -412,6 +412,9 @@ FailureOr<ImportedOnnxModel> importOnnxModel(const std::string &path, MLIRContex
     emitError(fileLoc) << error.what();
   } catch (const google::protobuf::FatalException &error) {
     emitError(fileLoc) << "not a valid ONNX model: " << error.what();
+  } catch (const std::exception &error) {
+    // A field out of range that no check above names (an attribute list too short, ...).
+    emitError(fileLoc) << "malformed ONNX model: " << error.what();
   }
   return failure();
 }

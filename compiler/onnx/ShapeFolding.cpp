@@ -178,7 +178,7 @@ std::vector<int64_t> broadcastShapes(const std::vector<int64_t> &a, const std::v
 }
 
 int64_t normalizeAxis(int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
+  if (axis < -rank || axis >= rank)
     throw ImportError("axis " + std::to_string(axis) + " is out of range for rank " +
                       std::to_string(rank));
   return axis < 0 ? axis + rank : axis;
@@ -551,9 +551,16 @@ std::optional<std::vector<HostTensor>> foldNode(const onnx::NodeProto &node,
   }
   if (op == "Transpose") {
     std::vector<int64_t> permutation = intsAttribute(node, "perm");
+    const int64_t rank = input(0).shape.size();
     if (permutation.empty())
-      for (int64_t d = static_cast<int64_t>(input(0).shape.size()) - 1; d >= 0; --d)
+      for (int64_t d = rank - 1; d >= 0; --d)
         permutation.push_back(d);
+    std::vector<int64_t> sorted = permutation;
+    std::sort(sorted.begin(), sorted.end());
+    for (int64_t d = 0; d < static_cast<int64_t>(sorted.size()); ++d)
+      if (sorted[d] != d || static_cast<int64_t>(sorted.size()) != rank)
+        throw ImportError("transpose permutation is not a permutation of the " +
+                          std::to_string(rank) + " dimensions");
     return std::vector<HostTensor>{transpose(input(0), permutation)};
   }
   if (op == "Slice") {
@@ -581,6 +588,10 @@ std::optional<std::vector<HostTensor>> foldNode(const onnx::NodeProto &node,
       const HostTensor &next = input(i);
       if (static_cast<int64_t>(next.shape.size()) != rank)
         throw ImportError("concat of tensors of different ranks");
+      for (int64_t d = 0; d < rank; ++d)
+        if (d != axis && next.shape[d] != result.shape[d])
+          throw ImportError("concat of " + shapeText(result.shape) + " and " +
+                            shapeText(next.shape) + " along axis " + std::to_string(axis));
       // Concatenate block by block: outer = product of dims before axis.
       int64_t outer = 1;
       for (int64_t d = 0; d < axis; ++d)

@@ -14,6 +14,7 @@ error cases. Prints the expected loss where the model has one (computed here wit
   no-scalar     a model whose only output is a matrix
   missing-data  a weight whose external data file is missing
   bad-reshape   a Reshape to a shape with the wrong number of elements
+  bad-matmul    a MatMul whose contraction dimensions differ
 """
 
 import math
@@ -230,5 +231,10 @@ elif kind == "bad-reshape":
     save(small([helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape_me"),
                 helper.make_node("ReduceSum", ["y"], ["loss"], keepdims=0)],
                scalar_output(), [shape]), "bad-reshape")
+elif kind == "bad-matmul":
+    w = numpy_helper.from_array(np.ones((5, 3), dtype=np.float32), "w")
+    save(small([helper.make_node("MatMul", ["x", "w"], ["y"], name="project"),
+                helper.make_node("ReduceSum", ["y"], ["loss"], keepdims=0)],
+               scalar_output(), [w]), "bad-matmul")
 else:
     raise SystemExit("unknown kind " + kind)
