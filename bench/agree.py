@@ -24,6 +24,7 @@ import json
 import math
 import os
 import shutil
+import struct
 import subprocess
 import sys
 
@@ -191,11 +192,57 @@ def curves(a):
     return 1 if problems or steps == 0 else 0
 
 
+def read_safetensors(path):
+    """{name: (shape, [floats])} of a safetensors file of F32/BF16/F16 tensors."""
+    data = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    header.pop("__metadata__", None)
+    out = {}
+    for name, e in header.items():
+        b, end = e["data_offsets"]
+        raw = data[8 + n + b:8 + n + end]
+        if e["dtype"] == "F32":
+            values = struct.unpack(f"<{len(raw) // 4}f", raw)
+        elif e["dtype"] == "F16":
+            values = struct.unpack(f"<{len(raw) // 2}e", raw)
+        elif e["dtype"] == "BF16":
+            values = [struct.unpack("<f", struct.pack("<I", h << 16))[0]
+                      for h in struct.unpack(f"<{len(raw) // 2}H", raw)]
+        else:
+            raise ValueError(f"{path}: tensor {name} is {e['dtype']}")
+        out[name] = (e["shape"], values)
+    return out
+
+
+def weights(a):
+    """Two weights files (an executable's --export-weights): every tensor within --tolerance."""
+    ref, other = read_safetensors(a.files[0]), read_safetensors(a.files[1])
+    problems, worst = [], 0.0
+    if sorted(ref) != sorted(other):
+        problems.append(f"tensors differ: {sorted(set(ref) ^ set(other))[:5]}")
+    for name in sorted(set(ref) & set(other)):
+        (sa, va), (sb, vb) = ref[name], other[name]
+        if sa != sb:
+            problems.append(f"{name}: shape {sb} against {sa}")
+            continue
+        diff = max([abs(x - y) for x, y in zip(va, vb)] + [0.0])
+        worst = max(worst, diff)
+        if not diff <= a.tolerance:
+            problems.append(f"{name}: values differ by up to {diff:.2e}")
+    print(f"{'FAIL' if problems else 'ok'}: {len(ref)} tensors of {os.path.basename(a.files[1])}, "
+          f"largest difference {worst:.2e} (tolerance {a.tolerance:g})")
+    for p in problems[:5]:
+        print(f"     {p}")
+    return 1 if problems else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["reference", "check", "curves"])
-    ap.add_argument("files", nargs="*", help="curves: REFERENCE.jsonl OTHER.jsonl")
+    ap.add_argument("what", choices=["reference", "check", "curves", "weights"])
+    ap.add_argument("files", nargs="*",
+                    help="curves: REFERENCE.jsonl OTHER.jsonl; weights: two .safetensors files")
     ap.add_argument("--tolerance", type=float, default=1e-4, help="curves: relative, per step")
     ap.add_argument("--bundle")
     ap.add_argument("--out")
@@ -205,10 +252,10 @@ def main():
                     help="reference: run MODEL's cases for at most STEPS steps (the CPU is slow)")
     a = ap.parse_args()
     a.limit = {k: int(v) for k, v in (x.split("=", 1) for x in a.limit)}
-    if a.what == "curves":
+    if a.what in ("curves", "weights"):
         if len(a.files) != 2:
-            ap.error("curves needs two JSONL files")
-        return curves(a)
+            ap.error(f"{a.what} needs two files")
+        return curves(a) if a.what == "curves" else weights(a)
     if not a.bundle or not a.out:
         ap.error(f"{a.what} needs --bundle and --out")
     if a.what == "reference":

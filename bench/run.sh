@@ -10,6 +10,9 @@
 #              loss curves from the same seed (bench/agree.py), the end-to-end
 #              tiny GPT, and fp16 loss scaling under injected overflows
 #   sanitizer  compute-sanitizer memcheck of the tiny GPT's training
+#   lifecycle  a run's lifecycle on the GPU against the CPU: validation loss,
+#              moving average, exported weights, --init-from (bf16 copies) and
+#              resuming from a checkpoint the GPU wrote
 #   profile    --profile of gpt124m: where a step's time goes
 #   bench      ampc and PyTorch side by side (bench/bench.py): the table
 #   curves     GPT-10M on real text, 2000 steps, fp32/bf16/fp16, ampc and PyTorch
@@ -21,7 +24,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 results=$1
 shift
 phases=("$@")
-[ ${#phases[@]} -gt 0 ] || phases=(tests agree sanitizer profile bench curves)
+[ ${#phases[@]} -gt 0 ] || phases=(tests agree sanitizer lifecycle profile bench curves)
 mkdir -p "$results"
 results=$(cd "$results" && pwd)
 
@@ -101,6 +104,53 @@ phase_sanitizer() {
   else
     note sanitizer FAIL "memcheck: ${errors:-?} errors, exit $status (memcheck.log)"
   fi
+}
+
+phase_lifecycle() {
+  local dir="$results/lifecycle" status=0
+  mkdir -p "$dir"
+  local log="$dir/lifecycle.log"
+  : >"$log"
+  # The tiny GPT (vocabulary 256) reads the token files' bytes as text.
+  local common=(--steps 20 --seed 3 --data "$here/data/kjv_train.bin" --data-format text
+                --val-data "$here/data/kjv_val.bin" --eval-every 5 --eval-batches 4
+                --ema-decay 0.9 --quiet)
+  local device
+  for device in cpu cuda; do
+    rm -rf "$dir/ckpt-$device"
+    "$here/train/tiny_fp32" "${common[@]}" --device "$device" --log "$dir/$device.jsonl" \
+      --export-weights "$dir/$device.safetensors" --export-ema "$dir/$device-ema.safetensors" \
+      --checkpoint-dir "$dir/ckpt-$device" --checkpoint-every 10 >>"$log" 2>&1 || status=1
+  done
+  # Training and validation losses, trained weights and moving average: GPU against CPU.
+  "$python" "$here/bench/agree.py" curves "$dir/cpu.jsonl" "$dir/cuda.jsonl" --tolerance 1e-4 \
+    >>"$log" 2>&1 || status=1
+  "$python" "$here/bench/agree.py" weights "$dir/cpu.safetensors" "$dir/cuda.safetensors" \
+    --tolerance 1e-4 >>"$log" 2>&1 || status=1
+  "$python" "$here/bench/agree.py" weights "$dir/cpu-ema.safetensors" \
+    "$dir/cuda-ema.safetensors" --tolerance 1e-4 >>"$log" 2>&1 || status=1
+  # Resumed on the GPU from its step-10 checkpoint: the uninterrupted GPU run's last 10 steps
+  # (not bit for bit: the GPU sums the loss with atomics).
+  cp "$dir/cuda.jsonl" "$dir/resumed.jsonl"
+  rm -rf "$dir/resume"
+  "$here/train/tiny_fp32" "${common[@]}" --device cuda --log "$dir/resumed.jsonl" \
+    --resume "$dir/ckpt-cuda/step-000010.ckpt" --checkpoint-dir "$dir/resume" >>"$log" 2>&1 ||
+    status=1
+  "$python" "$here/bench/agree.py" curves "$dir/cuda.jsonl" "$dir/resumed.jsonl" \
+    --tolerance 1e-5 >>"$log" 2>&1 || status=1
+  # bf16 from given weights: the parameters and their bf16 copies uploaded.
+  for device in cpu cuda; do
+    "$here/train/tiny_bf16" --steps 10 --seed 3 --data "$here/data/kjv_train.bin" \
+      --data-format text --init-from "$dir/cpu.safetensors" --device "$device" --quiet \
+      --log "$dir/init-$device.jsonl" >>"$log" 2>&1 || status=1
+  done
+  "$python" "$here/bench/agree.py" curves "$dir/init-cpu.jsonl" "$dir/init-cuda.jsonl" \
+    --tolerance 2e-2 >>"$log" 2>&1 || status=1
+  while IFS= read -r line; do
+    summary+=("           $line")
+  done < <(grep -E '^(ok|FAIL)' "$log")
+  if [ $status -eq 0 ]; then note lifecycle ok "validation, EMA, weights, resume (lifecycle/)"
+  else note lifecycle FAIL "see lifecycle/lifecycle.log"; fi
 }
 
 phase_profile() {

@@ -191,6 +191,60 @@ def GraphBuildTraining : Pass<"graph-build-training", "::ampc::graph::ModelOp"> 
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
+def GraphChunkClassifier : Pass<"graph-chunk-classifier", "::ampc::graph::ModelOp"> {
+  let summary = "Compute the output head, its loss and their gradients in chunks of rows";
+  let description = [{
+    Runs after graph-build-training. A language model's output head (a matmul of the hidden
+    states with the vocabulary, often the tied embedding) feeds cross-entropy, and the step keeps
+    its logits, rows x vocabulary, whole until the backward pass: for GPT-124M at 16 x 1024
+    tokens 16384 x 50304 values, the largest value of the step. When the logits would exceed
+    `chunk-bytes` (counted in f32), the matmul, the loss, the loss gradient and the matmul's
+    gradients are done for k equal chunks of rows in turn, each chunk's logits dropped before the
+    next chunk's exist: the step's peak falls by about (k - 1) / k of the logits. The loss is the
+    mean of the chunks' means (the seed of each chunk's gradient scaled by 1 / k), the hidden
+    states' gradient the concatenation of the chunks', the weight's gradient their sum. A mean
+    loss is rewritten only when no row can be ignored (its labels are a model input, which the
+    runtime checks against the class count, and its ignore_index is not a class); otherwise, or
+    when the derived backward has another shape, a remark says why the logits stay whole.
+
+    Before (`chunk-bytes=256`: the logits are 8 rows x 16 classes x 4 bytes = 512 bytes):
+    ```mlir
+    %0 = graph.matmul %h, %w transpose_rhs : tensor<2x4x8xf32>, tensor<16x8xf32>
+    %1 = graph.cross_entropy %0, %t : tensor<2x4x16xf32>, tensor<2x4xi32>
+    graph.loss %1 : tensor<f32>
+    %2 = graph.grad_seed accum_steps 1
+    %3 = graph.cross_entropy_grad %0, %t, %2 : tensor<2x4x16xf32>, tensor<2x4xi32>
+    %4 = graph.reshape %h : tensor<2x4x8xf32> -> tensor<8x8xf32>
+    %5 = graph.reshape %3 : tensor<2x4x16xf32> -> tensor<8x16xf32>
+    %6 = graph.matmul %5, %4 transpose_lhs : tensor<8x16xf32>, tensor<8x8xf32>
+    graph.accumulate_grad %6 into @w.grad : tensor<16x8xf32>
+    ```
+    After (two chunks of 4 rows):
+    ```mlir
+    %0 = graph.grad_seed accum_steps 1
+    %1 = graph.reshape %h : tensor<2x4x8xf32> -> tensor<8x8xf32>
+    %2 = graph.reshape %t : tensor<2x4xi32> -> tensor<8xi32>
+    %s = graph.mul %0, %half : tensor<f32>
+    %h0 = graph.slice %1 starts [0, 0] sizes [4, 8] : tensor<8x8xf32>
+    %t0 = graph.slice %2 starts [0] sizes [4] : tensor<8xi32>
+    %l0 = graph.matmul %h0, %w transpose_rhs : tensor<4x8xf32>, tensor<16x8xf32>
+    %c0 = graph.cross_entropy %l0, %t0 : tensor<4x16xf32>, tensor<4xi32>
+    %g0 = graph.cross_entropy_grad %l0, %t0, %s : tensor<4x16xf32>, tensor<4xi32>
+    %dw0 = graph.matmul %g0, %h0 transpose_lhs : tensor<4x16xf32>, tensor<4x8xf32>
+    ... the same for rows 4-7 (%c1, %dw1) ...
+    %c = graph.add %c0, %c1 : tensor<f32>, tensor<f32>
+    %dw = graph.add %dw0, %dw1 : tensor<16x8xf32>, tensor<16x8xf32>
+    %loss = graph.mul %c, %half : tensor<f32>, tensor<f32>
+    graph.loss %loss : tensor<f32>
+    graph.accumulate_grad %dw into @w.grad : tensor<16x8xf32>
+    ```
+  }];
+  let options = [
+    Option<"chunkBytes", "chunk-bytes", "std::string", "\"256MiB\"",
+           "logits larger than this (in f32) are computed in chunks of rows: bytes, 256MiB or 1GB; 0 keeps them whole">
+  ];
+}
+
 def GraphAssignPrecision : Pass<"graph-assign-precision", "::ampc::graph::ModelOp"> {
   let summary = "Choose the compute, accumulate and storage dtype of every op and place casts";
   let description = [{

@@ -18,6 +18,7 @@ void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineConfig
     model.addPass(createGraphInlineCalls());
     model.addPass(createGraphRaiseFusedOps());
     model.addPass(createGraphBuildTraining(config.training));
+    model.addPass(createGraphChunkClassifier(config.classifier));
     model.addPass(createGraphAssignPrecision(config.precision));
     model.addPass(createGraphInsertLossScaling(config.scaling));
   }
@@ -64,6 +65,7 @@ TrainingPipelineConfig TrainingPipelineOptions::config() const {
   scaling.growthInterval = lossScaleGrowthInterval;
   scaling.minScale = lossScaleFloor;
   scaling.debugNonfinite = debugNonfinite;
+  config.classifier.chunkBytes = classifierChunk;
   config.memoryBudget = memoryBudget;
   return config;
 }

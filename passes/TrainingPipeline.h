@@ -2,7 +2,7 @@
 //
 // The passes `ampc compile` (and `ampc plan --train`) run on a model, in their one order:
 //
-//   graph-inline-calls -> graph-build-training -> graph-assign-precision
+//   graph-inline-calls -> graph-build-training -> graph-chunk-classifier -> graph-assign-precision
 //     -> graph-insert-loss-scaling -> graph-plan-remat (with a memory budget)
 //     -> graph-fuse -> graph-plan-memory
 //
@@ -34,6 +34,7 @@ inline constexpr int64_t kMatmulWorkspaceBytes = 32ll << 20;
 /// What the pipeline's passes are given; the defaults are `ampc compile`'s.
 struct TrainingPipelineConfig {
   GraphBuildTrainingOptions training;
+  GraphChunkClassifierOptions classifier;
   GraphAssignPrecisionOptions precision;
   GraphInsertLossScalingOptions scaling;
   /// graph-plan-remat's budget ("6GiB", "75%"); empty: no rematerialization.
@@ -85,6 +86,11 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
                              llvm::cl::init(0)};
   Option<double> minLr{*this, "min-lr", llvm::cl::desc("cosine: final rate (<0: lr / 10)"),
                        llvm::cl::init(-1.0)};
+  // graph-chunk-classifier
+  Option<std::string> classifierChunk{
+      *this, "classifier-chunk",
+      llvm::cl::desc("logits over this many bytes (f32) are computed in row chunks (0: whole)"),
+      llvm::cl::init("256MiB")};
   // graph-assign-precision
   Option<std::string> precision{*this, "precision", llvm::cl::desc("bf16, fp16 or fp32"),
                                 llvm::cl::init("bf16")};

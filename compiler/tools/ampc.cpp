@@ -418,6 +418,14 @@ cl::opt<bool, true, FlagParser>
                    cl::sub(pipelineCommands), cl::cat(precisionCategory),
                    cl::desc("The training binary names the first op whose result became inf/NaN"));
 
+// Memory: graph-chunk-classifier.
+cl::opt<std::string, true> classifierChunk(
+    "classifier-chunk", cl::location(pipeline.classifier.chunkBytes), cl::sub(pipelineCommands),
+    cl::cat(memoryCategory), cl::value_desc("B"),
+    cl::desc("Compute the output head and its cross-entropy (and their gradients) in chunks of\n"
+             "rows when the logits would exceed B bytes in f32 (default 256MiB; 0 keeps them\n"
+             "whole), so the whole logits never exist"));
+
 // Memory: graph-plan-remat.
 cl::opt<std::string, true> memoryBudget(
     "memory-budget", cl::location(pipeline.memoryBudget), cl::sub(pipelineCommands),

@@ -297,10 +297,11 @@ std::string readWholeFile(const std::string &path) {
   }
 }
 
-void pruneCheckpoints(const std::string &directory, uint64_t keep) {
-  const auto files = listCheckpoints(directory);
-  for (size_t i = keep; i < files.size(); ++i)
-    ::unlink(files[i].second.c_str());
+void pruneCheckpoints(const std::string &directory, uint64_t keep, uint64_t upTo) {
+  uint64_t kept = 0;
+  for (const auto &[step, path] : listCheckpoints(directory)) // newest first
+    if (step <= upTo && ++kept > keep)
+      ::unlink(path.c_str());
   // Temporary files of writes that never finished (a crash or a kill).
   const std::string mine = std::to_string(::getpid());
   for (const std::string &name : directoryEntries(directory)) {

@@ -92,9 +92,12 @@ void writeFileAtomically(const std::string &directory, const std::string &name,
 /// The bytes of \p path; CheckpointError naming it if it cannot be read.
 std::string readWholeFile(const std::string &path);
 
-/// Removes all but the \p keep newest checkpoint files of \p directory, and
-/// temporary files left by interrupted writes. Errors are ignored.
-void pruneCheckpoints(const std::string &directory, uint64_t keep);
+/// Removes all but the \p keep newest checkpoint files of \p directory up to
+/// step \p upTo, and temporary files left by interrupted writes. Files after
+/// \p upTo (a run resumed from an earlier checkpoint of the same directory
+/// finds those of the run it continues) are left alone: the run overwrites
+/// each when it reaches its step. Errors are ignored.
+void pruneCheckpoints(const std::string &directory, uint64_t keep, uint64_t upTo = UINT64_MAX);
 
 /// A 64-bit FNV-1a hash of the plan's encoding (writePlan), as 16 hex
 /// digits: the plan's identity in checkpoints.

@@ -950,7 +950,7 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
       return false;
     }
     lastCheckpoint = options.checkpointDir + "/" + name;
-    pruneCheckpoints(options.checkpointDir, options.keep);
+    pruneCheckpoints(options.checkpointDir, options.keep, done);
     return true;
   };
   record.step = startStep;

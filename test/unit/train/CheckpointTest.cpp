@@ -160,6 +160,16 @@ TEST(Checkpoint, FileNamesListingAndPruning) {
   EXPECT_EQ(kept[1].first, 7u);
   EXPECT_EQ(readFile(dir.path("notes.txt")), "x");
   EXPECT_EQ(readFile(dir.path(".step-000011.ckpt.tmp-1")), "");
+
+  // A run resumed at step 4 from this directory keeps its own two newest and leaves steps 7 and 10,
+  // which it will overwrite when it gets there, alone.
+  for (int step : {2, 3, 4})
+    writeFile(dir.path(train::checkpointFileName(step)), "x");
+  train::pruneCheckpoints(dir.dir(), 2, 4);
+  std::vector<uint64_t> steps;
+  for (const auto &file : train::listCheckpoints(dir.dir()))
+    steps.push_back(file.first);
+  EXPECT_EQ(steps, (std::vector<uint64_t>{10, 7, 4, 3}));
 }
 
 TEST(Checkpoint, AtomicWritesAndTheirFailures) {
