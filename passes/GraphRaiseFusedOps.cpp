@@ -322,9 +322,10 @@ struct GraphRaiseFusedOpsPass : ampc::graph::impl::GraphRaiseFusedOpsBase<GraphR
     return true;
   }
 
-  /// Whether \p mask is a constant causal mask for scores [..., T, S]: 0 where j <= i + (S - T),
-  /// -inf (or below -1e30) elsewhere, the same in every leading slice.
-  static bool isCausalMask(Value mask, llvm::ArrayRef<int64_t> scores) {
+  /// Whether \p mask is a constant laid out causally for scores [..., T, S]: every element with
+  /// j > i + (S - T) satisfies \p masked, every other \p kept, the same in every leading slice.
+  template <typename Masked, typename Kept>
+  static bool isCausal(Value mask, llvm::ArrayRef<int64_t> scores, Masked masked, Kept kept) {
     auto constant = mask.getDefiningOp<ConstantOp>();
     auto dense = constant ? llvm::dyn_cast<DenseFPElementsAttr>(constant.getValue()) : nullptr;
     if (!dense)
@@ -337,31 +338,51 @@ struct GraphRaiseFusedOpsPass : ampc::graph::impl::GraphRaiseFusedOpsBase<GraphR
     for (APFloat element : dense.getValues<APFloat>()) {
       const int64_t j = e % s, i = (e / s) % t;
       const double value = element.convertToDouble();
-      const bool masked = j > i + (s - t);
-      if (masked ? !(value <= -1e30) : value != 0)
+      if (j > i + (s - t) ? !masked(value) : !kept(value))
         return false;
       ++e;
     }
     return true;
   }
 
-  /// softmax(s + causal mask) -> softmax causal s.
+  /// softmax(s + causal mask) -> softmax causal s, the mask 0 or -inf (or below -1e30). Also the
+  /// exact form of a masked fill with a finite fill f <= -1e4 (HF's -1e4, -1e9):
+  /// softmax(s * keep + fill) with keep 1 or 0 and fill 0 or f, whose masked probabilities
+  /// underflow to 0 in f32.
   static bool raiseCausalSoftmax(SoftmaxOp op) {
     auto add = op.getInput().getDefiningOp<AddOp>();
     if (op.getCausal() || !add || !single(add.getResult()))
       return false;
     auto shape = op.getType().getShape();
-    for (int side = 0; side < 2; ++side) {
-      Value scores = side ? add.getRhs() : add.getLhs();
+    auto zero = [](double v) { return v == 0; };
+    Value scores;
+    for (int side = 0; side < 2 && !scores; ++side) {
+      Value term = side ? add.getRhs() : add.getLhs();
       Value mask = side ? add.getLhs() : add.getRhs();
-      if (scores.getType() != op.getType() || !isCausalMask(mask, shape))
+      if (term.getType() == op.getType() &&
+          isCausal(
+              mask, shape, [](double v) { return v <= -1e30; }, zero)) {
+        scores = term;
         continue;
-      OpBuilder builder(op);
-      op.replaceAllUsesWith(
-          builder.create<SoftmaxOp>(op.getLoc(), scores, builder.getUnitAttr()).getResult());
-      return true;
+      }
+      if (!isCausal(
+              mask, shape, [](double v) { return v <= -1e4; }, zero) ||
+          !single(term))
+        continue;
+      commuted<MulOp>(term, [&](Value x, Value keep) {
+        if (x.getType() != op.getType() ||
+            !isCausal(keep, shape, zero, [](double v) { return v == 1; }))
+          return false;
+        scores = x;
+        return true;
+      });
     }
-    return false;
+    if (!scores)
+      return false;
+    OpBuilder builder(op);
+    op.replaceAllUsesWith(
+        builder.create<SoftmaxOp>(op.getLoc(), scores, builder.getUnitAttr()).getResult());
+    return true;
   }
 
   /// cross_entropy(reshape(logits [.., C] -> [N, C]), reshape(labels [..] -> [N])) ->

@@ -75,7 +75,8 @@ def GraphRaiseFusedOps : Pass<"graph-raise-fused-ops", "::ampc::graph::ModelOp">
     - `(x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) * g + b` (last axis) -> `layernorm`;
     - `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))` in its usual orders -> `gelu tanh`;
     - `softmax(s + m)` with a constant causal mask m (0 on and below the diagonal, -inf or a
-      number below -1e30 above it) -> `softmax causal s`;
+      number below -1e30 above it) -> `softmax causal s`; also `softmax(s * keep + fill)`, a
+      masked fill with a finite fill below -1e4 (whose masked probabilities underflow to 0);
     - `matmul(softmax(matmul(q, k^T) * c), v)`, causal or not, scale c by `mul` or `div` ->
       `attention q, k, v` with scale c;
     - `cross_entropy` of logits and labels whose leading dimensions were flattened (as

@@ -214,9 +214,22 @@ void convertWhere(const NodeContext &c) {
     keep.values[i] = condition.values[i] != 0;
     drop.values[i] = condition.values[i] == 0;
   }
-  Value x = c.graph.create<graph::MulOp>(c.tensor(1, element), c.graph.constant(keep, element));
-  Value y = c.graph.create<graph::MulOp>(c.tensor(2, element), c.graph.constant(drop, element));
-  c.result(c.graph.create<graph::AddOp>(x, y));
+  // A constant branch is one constant term: its values where it is chosen, 0 elsewhere
+  // (evaluated as Where(condition, branch, 0) on the host), so a masked fill with a finite fill
+  // reads s * keep + fill, the form graph-raise-fused-ops knows.
+  auto term = [&](int side) -> Value {
+    const HostTensor &mask = side == 1 ? keep : drop;
+    if (!c.input(side).isConstant())
+      return c.graph.create<graph::MulOp>(c.tensor(side, element), c.graph.constant(mask, element));
+    onnx::NodeProto where;
+    where.set_op_type("Where");
+    HostTensor zero;
+    zero.values = {0.0};
+    HostTensor chosen = foldNode(where, {&mask, &*c.input(side).constant, &zero}, c.opset)->at(0);
+    chosen.dtype = onnx::TensorProto::FLOAT;
+    return c.graph.constant(chosen, element);
+  };
+  c.result(c.graph.create<graph::AddOp>(term(1), term(2)));
 }
 
 /// Trilu of a computed value: the product with the constant 0/1 triangle.

@@ -301,3 +301,26 @@ graph.model @rmsnorm_divided {
     return
   }
 }
+
+// -----
+
+// A masked fill with a finite fill (masked_fill(mask, -1e9)) imports as s * keep + fill: its
+// masked probabilities underflow to 0, so it is the causal softmax.
+// CHECK-LABEL: graph.model @finite_fill {
+// CHECK: %[[S:.+]] = graph.get_input @s
+// CHECK: graph.softmax %[[S]] causal : tensor<2x4x4xf32>
+// CHECK-NOT: graph.mul
+graph.model @finite_fill {
+  graph.input @s : tensor<2x4x4xf32>
+  func.func @forward() {
+    %s = graph.get_input @s : tensor<2x4x4xf32>
+    %keep = graph.constant dense<"0x0000803F0000000000000000000000000000803F0000803F00000000000000000000803F0000803F0000803F000000000000803F0000803F0000803F0000803F"> : tensor<4x4xf32>
+    %fill = graph.constant dense<"0x00000000286B6ECE286B6ECE286B6ECE0000000000000000286B6ECE286B6ECE000000000000000000000000286B6ECE00000000000000000000000000000000"> : tensor<4x4xf32>
+    %kept = graph.mul %s, %keep : tensor<2x4x4xf32>, tensor<4x4xf32>
+    %filled = graph.add %kept, %fill : tensor<2x4x4xf32>, tensor<4x4xf32>
+    %p = graph.softmax %filled : tensor<2x4x4xf32>
+    %l = graph.mse_loss %p, %s : tensor<2x4x4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}

@@ -166,7 +166,7 @@ class LlamaBlock(nn.Module):
             k = k * cos + rotate_half(k) * sin
         att = q @ k.transpose(-2, -1) / math.sqrt(C // self.heads)
         causal = torch.ones(T, T, dtype=torch.bool).tril()
-        att = att.masked_fill(~causal, float("-inf"))
+        att = att.masked_fill(~causal, -1e9)  # a finite fill, as some LLaMA ports write
         y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(B, T, C)
         x = x + self.wo(y)
         h = self.norm2(x)
