@@ -31,6 +31,10 @@ if config.ampc_have_cuda:
     # opens but runs nothing, for the paths where a GPU is there and fails.
     config.substitutions.append(("%fake_cuda_driver", os.path.join(
         config.ampc_obj_root, "test", "unit", "runtime", "libampc_cuda_fake_driver.so")))
+    # The recording stand-in for libcuda, cuBLASLt and (one-rank) NCCL of the dry run
+    # (test/unit/dryrun): the CUDA path of a training executable, checked without a GPU.
+    config.substitutions.append(("%recording_cuda", os.path.join(
+        config.ampc_obj_root, "test", "unit", "dryrun", "libampc_recording_cuda.so")))
 
 # A machine with a working NVIDIA GPU: tests of what happens without one do not apply there.
 import shutil
@@ -66,3 +70,19 @@ except (OSError, subprocess.TimeoutExpired):
     pass
 # The word "ampc" as an argument (torch_gpt.py --init ampc), past the tool substitution above.
 config.substitutions.append(("%word_ampc", "ampc"))
+
+# Open MPI (openmpi-bin) launches the data parallel tests: several ranks of one training executable
+# on this machine. --oversubscribe lets 4 ranks share fewer cores; the OMPI_ALLOW_* variables let
+# them start as root (CI containers), as --allow-run-as-root would.
+mpirun = shutil.which("mpirun")
+if mpirun:
+    try:
+        version = subprocess.run([mpirun, "--version"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, text=True, timeout=60).stdout
+        if "Open MPI" in version:
+            config.available_features.add("mpi")
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+config.substitutions.append(("%mpirun", "mpirun --oversubscribe --bind-to none"))

@@ -5,6 +5,7 @@
 #include "compiler/support/Format.h"
 #include "passes/ArenaValues.h"
 #include "passes/OpCost.h"
+#include "runtime/train/Sharding.h"
 
 #include "llvm/Support/Format.h"
 
@@ -109,6 +110,48 @@ void printMemoryReport(ModelOp model, llvm::raw_ostream &os, int largest) {
                        value.op->getName().stripDialect().str().c_str(), type.c_str(),
                        formatLocation(value.op->getLoc(), /*brief=*/true).c_str());
   }
+}
+
+void printDataParallelMemory(ModelOp model, int worldSize, llvm::raw_ostream &os) {
+  const MemoryTotals totals = memoryTotals(model);
+  // Each trained parameter's elements and optimizer-state bytes (its states other than the
+  // gradient accumulator), in declaration order: the optimizer step's order.
+  llvm::StringMap<int64_t> stateBytes;
+  for (auto state : model.getBodyBlock().getOps<StateOp>())
+    stateBytes[state.getSymName()] = bytesOf(state.getType());
+  std::vector<size_t> sizes, moments;
+  int64_t sharded = totals.persistent.optimizerState;
+  for (auto param : model.getBodyBlock().getOps<ParamOp>()) {
+    const std::string prefix = (param.getSymName() + ".").str();
+    if (!stateBytes.count(prefix + "grad"))
+      continue; // not trained
+    size_t bytes = 0;
+    for (const auto &entry : stateBytes)
+      if (entry.getKey().starts_with(prefix) && entry.getKey() != prefix + "grad" &&
+          !entry.getKey().substr(prefix.size()).contains('.'))
+        bytes += static_cast<size_t>(entry.getValue());
+    sizes.push_back(static_cast<size_t>(bytesOf(param.getType()) / 4));
+    moments.push_back(bytes);
+    sharded -= static_cast<int64_t>(bytes);
+  }
+  // What is left (the loss scaler's fields) stays on every rank.
+  sharded += static_cast<int64_t>(train::largestShare(sizes, moments, worldSize));
+  const int64_t arena = std::max(totals.microStepArena, totals.optimizerStepArena);
+  const int64_t whole = totals.persistent.total() + arena;
+  const int64_t withZero = whole - totals.persistent.optimizerState + sharded;
+  os << "data parallel, " << worldSize << " rank" << (worldSize == 1 ? "" : "s")
+     << " (each rank, one micro-batch at a time)\n";
+  os << llvm::format("  %-42s %12s %14s\n", static_cast<const char *>(""),
+                     static_cast<const char *>("replicated"), static_cast<const char *>("ZeRO-1"));
+  auto row = [&](const char *what, int64_t without, int64_t with) {
+    os << llvm::format("  %-42s %12s %14s\n", what, formatBytes(without).c_str(),
+                       formatBytes(with).c_str());
+  };
+  const int64_t weights = totals.persistent.parameters + totals.persistent.parameterCopies;
+  row("weights and copies", weights, weights);
+  row("gradient accumulators (f32)", totals.persistent.gradients, totals.persistent.gradients);
+  row("optimizer state (f32)", totals.persistent.optimizerState, sharded);
+  row("peak per rank", whole, withZero);
 }
 
 } // namespace ampc

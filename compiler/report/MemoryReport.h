@@ -32,6 +32,11 @@ MemoryTotals memoryTotals(graph::ModelOp model);
 /// Prints the report; `largest` values live at the micro step's peak are listed.
 void printMemoryReport(graph::ModelOp model, llvm::raw_ostream &os, int largest = 10);
 
+/// `ampc report memory --world-size N`: what each of N data-parallel ranks holds, without and
+/// with the sharded optimizer (ZeRO-1, the runner's --shard-optimizer), which splits the
+/// optimizer state by whole parameters as runtime/train/Sharding.h does.
+void printDataParallelMemory(graph::ModelOp model, int worldSize, llvm::raw_ostream &os);
+
 } // namespace ampc
 
 #endif // AMPC_COMPILER_REPORT_MEMORYREPORT_H

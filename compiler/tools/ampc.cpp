@@ -39,8 +39,10 @@
 #include "compiler/report/MetricsPlot.h"
 #include "compiler/report/PrecisionReport.h"
 #include "compiler/report/RematReport.h"
+#include "passes/RematAdapter.h"
 #include "passes/TrainingPipeline.h"
 #include "runtime/cpu/Executor.h"
+#include "runtime/plan/GradientBuckets.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/plan/SafeTensors.h"
 #include "runtime/train/Bundle.h"
@@ -439,6 +441,17 @@ cl::opt<std::string> plot("plot", cl::sub(reportCommand), cl::cat(memoryCategory
                           cl::desc("report memory with --memory-budget: plot the memory over "
                                    "time with and without remat"));
 
+cl::opt<std::string> gradBucketSize(
+    "grad-bucket-size", cl::sub(pipelineCommands), cl::cat(trainingCategory),
+    cl::value_desc("SIZE"), cl::init("25MiB"),
+    cl::desc("Data parallel runs on GPUs all-reduce the gradients in buckets of about SIZE\n"
+             "(bytes, 4MiB, 25MiB; default 25MiB), each as soon as the backward pass has\n"
+             "finished it"));
+cl::opt<int64_t, false, CountParser>
+    worldSize("world-size", cl::sub(reportCommand), cl::cat(memoryCategory), cl::value_desc("N"),
+              cl::desc("report memory: also what each of N data-parallel ranks holds, with and "
+                       "without the sharded optimizer state (ZeRO-1, --shard-optimizer)"));
+
 // Evaluation.
 cl::opt<uint64_t, false, SeedParser> seed("seed", cl::sub(evalCommand), cl::cat(evalCategory),
                                           cl::value_desc("N"),
@@ -705,6 +718,10 @@ struct Options {
   std::string report;
   /// --plot FILE.png (report memory with a budget).
   std::string plot;
+  /// --world-size N (report memory): the per-rank memory of data-parallel runs; 0 for none.
+  int64_t worldSize = 0;
+  /// --grad-bucket-size: the gradient buckets' size in bytes.
+  uint64_t gradBucketBytes = plan::kDefaultGradientBucketBytes;
   /// --emit-mlir FILE (compile, plan --train): the IR the plan is lowered from.
   std::string emitMlir;
   /// ampc plot: the metrics logs and the image's size.
@@ -758,6 +775,8 @@ Options checkedOptions(cl::SubCommand *command) {
       throw UsageError{"'ampc report' needs what to report: 'ampc report precision "
                        "MODEL.mlir' or 'ampc report memory MODEL.mlir'"};
     options.report = reportArguments.front();
+    if (options.report != "memory" && flags::worldSize.getNumOccurrences())
+      throw UsageError{"--world-size is for 'ampc report memory'"};
     positional.assign(reportArguments.begin() + 1, reportArguments.end());
   } else if (command == &evalCommand) {
     positional.assign(evalArguments.begin(), evalArguments.end());
@@ -810,6 +829,17 @@ Options checkedOptions(cl::SubCommand *command) {
   options.pipeline = pipeline;
   options.emitMlir = flags::emitMlir;
   options.plot = flags::plot;
+  options.worldSize = flags::worldSize;
+  {
+    std::optional<graph::ByteSize> size = graph::parseByteSize(flags::gradBucketSize);
+    if (!size || size->percent || size->value < 1)
+      throw UsageError{"--grad-bucket-size expects a size in bytes (4MiB, 25MiB, 1000000), got '" +
+                       flags::gradBucketSize + "'"};
+    options.gradBucketBytes = static_cast<uint64_t>(size->value);
+  }
+  if (flags::worldSize.getNumOccurrences() && (options.worldSize < 1 || options.worldSize > 65536))
+    throw UsageError{"--world-size must be between 1 and 65536, got " +
+                     std::to_string(options.worldSize)};
   if (command == &planCommand && !flags::train) {
     for (const auto &entry : cl::getRegisteredOptions(planCommand))
       if (entry.getValue()->getNumOccurrences() &&
@@ -907,6 +937,9 @@ std::optional<plan::Plan> compileTrainingStep(LoadedModel &loaded, const Options
   DeviceCodeResult device = attachDeviceProgram(loaded.model, *compiled, provenance);
   if (device.unsupported)
     llvm::errs() << "ampc: warning: " << device.summary << "\n";
+  // Which gradients data parallel runs all-reduce together, and after which step group of the
+  // backward pass each bucket is final.
+  plan::assignGradientBuckets(*compiled, options.gradBucketBytes);
   deviceSummary = device.unsupported ? "gpu: none (see the warning above)" : device.summary;
   if (!options.pipeline.memoryBudget.empty())
     printRematSummary(loaded.model);
@@ -932,6 +965,18 @@ bool reportTrainingStep(LoadedModel &loaded, const Options &options) {
     return true;
   }
   printMemoryReport(loaded.model, llvm::outs());
+  if (options.worldSize > 0) {
+    printDataParallelMemory(loaded.model, static_cast<int>(options.worldSize), llvm::outs());
+    // The gradient buckets of the plan `ampc compile` writes from this IR.
+    PlanProvenance provenance;
+    auto compiled = emitPlan(loaded.model, &provenance);
+    if (failed(compiled))
+      return false;
+    attachDeviceProgram(loaded.model, *compiled, provenance);
+    plan::assignGradientBuckets(*compiled, options.gradBucketBytes);
+    llvm::outs() << "gradient buckets (all-reduced over the ranks as each becomes final)\n"
+                 << plan::describeGradientBuckets(*compiled);
+  }
   llvm::outs().flush();
   if (options.pipeline.memoryBudget.empty())
     return true;

@@ -22,6 +22,7 @@
 
 #include "runtime/plan/Plan.h"
 
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -60,6 +61,13 @@ struct RunOptions {
   /// loss without backward pass, gradient accumulation or loss-scale checks,
   /// for a validation loss. Use with training false (no dropout).
   bool forwardOnly = false;
+  /// Data parallel with a sharded optimizer (ZeRO-1, runtime/train/
+  /// Distributed.h): when set, indexed by buffer id, the adamw/sgd of a
+  /// parameter whose entry is false is not run (another rank updates it).
+  const std::vector<bool> *ownedParameters = nullptr;
+  /// When set, global_norm hands its sum of squares to this and takes the
+  /// square root of what it returns (the sum over every rank's shard).
+  std::function<double(double)> combineSquares;
 };
 
 /// The loss scaler after the last optimizer step.

@@ -186,6 +186,8 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction, const Run
     double total = 0;
     for (uint32_t operand : operands)
       kernels::addSquares(real(operand), plan::numElements(shapeOf(operand)), total);
+    if (options.combineSquares)
+      total = options.combineSquares(total);
     realResult(instruction)[0] = static_cast<T>(std::sqrt(total));
     return;
   }
@@ -201,6 +203,8 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction, const Run
     return;
   }
   case OpCode::AdamW: {
+    if (options.ownedParameters && !(*options.ownedParameters)[operands[0]])
+      return; // another rank's shard (ZeRO-1)
     kernels::AdamWConfig config;
     config.lr = static_cast<double>(real(operands[4])[0]);
     config.beta1 = plan::realAttr(instruction, "beta1");
@@ -225,6 +229,8 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction, const Run
     return;
   }
   case OpCode::Sgd: {
+    if (options.ownedParameters && !(*options.ownedParameters)[operands[0]])
+      return; // another rank's shard (ZeRO-1)
     kernels::SgdConfig config;
     config.lr = static_cast<double>(real(operands[3])[0]);
     config.momentum = plan::realAttr(instruction, "momentum");

@@ -80,6 +80,7 @@ inline constexpr int kToolkitVersion = CUDA_VERSION;
   X(cuEventRecord)                                                                                 \
   X(cuEventSynchronize)                                                                            \
   X(cuEventElapsedTime)                                                                            \
+  X(cuStreamWaitEvent)                                                                             \
   X(cuStreamBeginCapture)                                                                          \
   X(cuStreamEndCapture)                                                                            \
   X(cuGraphInstantiate)                                                                            \

@@ -268,8 +268,12 @@ void Executor::Impl::prepare(FunctionState &f) {
       f.launches[g].push_back(std::move(prepared));
     }
     // A group that takes the step is a segment of its own, run eagerly;
-    // consecutive other groups share one captured segment.
-    if (dynamicGroup || f.segments.empty() || f.segments.back().dynamic) {
+    // consecutive other groups share one captured segment, up to a cut
+    // (data parallel: a gradient bucket is final after the group before).
+    const std::vector<size_t> &cuts = options.microStepCutsAfter;
+    const bool cut = f.which == PlanFunction::MicroStep && g > 0 &&
+                     std::find(cuts.begin(), cuts.end(), g - 1) != cuts.end();
+    if (dynamicGroup || cut || f.segments.empty() || f.segments.back().dynamic) {
       Segment segment;
       segment.first = g;
       segment.dynamic = dynamicGroup;
@@ -303,6 +307,12 @@ void Executor::runGroups(PlanFunction function, size_t first, size_t last,
 std::vector<double> Executor::bufferValues(uint32_t buffer) { return impl->bufferValues(buffer); }
 void Executor::setBufferValues(uint32_t buffer, const std::vector<double> &values) {
   impl->setBufferValues(buffer, values);
+}
+uint64_t Executor::deviceAddress(uint32_t buffer) const {
+  return buffer < impl->addresses.buffers.size() ? impl->addresses.buffers[buffer] : 0;
+}
+void Executor::setMicroStepObserver(std::function<void(size_t)> observer) {
+  impl->microObserver = std::move(observer);
 }
 bool Executor::hasStorage(uint32_t buffer) const {
   return buffer < impl->addresses.buffers.size() && impl->addresses.buffers[buffer] != 0;

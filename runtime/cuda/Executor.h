@@ -47,6 +47,7 @@
 #include "runtime/plan/Plan.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,6 +70,10 @@ struct ExecutorOptions {
   bool useGraphs = true;
   /// Load PTX even when a cubin fits (to test the JIT path).
   bool forcePtx = false;
+  /// Data parallel: micro-step groups after which a segment (and so a CUDA
+  /// graph) must end, so that work can be queued on another stream right
+  /// after them (the gradient buckets' ready points, GradientBuckets.h).
+  std::vector<size_t> microStepCutsAfter;
 };
 
 /// What readMetrics returns: the state after the last optimizer step.
@@ -216,6 +221,13 @@ public:
   void setBufferValues(uint32_t buffer, const std::vector<double> &values);
   /// Whether \p buffer has a device address.
   bool hasStorage(uint32_t buffer) const;
+  /// The device address of \p buffer (0 without storage).
+  uint64_t deviceAddress(uint32_t buffer) const;
+  /// Data parallel: while set, called on the host after the micro step has
+  /// queued groups [0, done) of a segment that ends after one of
+  /// ExecutorOptions::microStepCutsAfter (and at the end), so the caller can
+  /// queue work that waits for them on another stream. Empty: none.
+  void setMicroStepObserver(std::function<void(size_t done)> observer);
 
   const plan::Plan &plan() const;
   Device &device() const;

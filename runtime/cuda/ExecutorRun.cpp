@@ -230,11 +230,18 @@ void Executor::Impl::runFunction(FunctionState &f, const cpu::RunOptions &run) {
   f.replayed = 0;
   if (profiling) {
     runProfiled(f);
+    if (f.which == PlanFunction::MicroStep && microObserver)
+      microObserver(f.program->groups.size());
     return;
   }
+  // Data parallel: after a segment ends the observer may queue work on
+  // another stream that waits for it.
+  const bool observe = f.which == PlanFunction::MicroStep && static_cast<bool>(microObserver);
   for (Segment &segment : f.segments) {
     if (segment.dynamic || !options.useGraphs) {
       runGroupRange(f, segment.first, segment.last);
+      if (observe)
+        microObserver(segment.last);
       continue;
     }
     if (!segment.graph)
@@ -244,6 +251,8 @@ void Executor::Impl::runFunction(FunctionState &f, const cpu::RunOptions &run) {
     if (segment.graph->mode() == GraphCapture::Mode::Replaying)
       ++f.replayed;
     segment.graph->run([&] { runGroupRange(f, segment.first, segment.last); });
+    if (observe)
+      microObserver(segment.last);
   }
 }
 

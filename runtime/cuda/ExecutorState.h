@@ -177,6 +177,8 @@ public:
   uint64_t capturedSeed = ~0ull, capturedTotalSteps = ~0ull;
   uint64_t optimizerSteps = 0;
   uint64_t microStepsSinceOptimizer = 0, lossesForMean = 0, lastMicroSlot = 0;
+  /// Executor::setMicroStepObserver.
+  std::function<void(size_t)> microObserver;
 };
 
 } // namespace ampc::cuda

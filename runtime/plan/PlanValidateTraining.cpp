@@ -146,6 +146,9 @@ void InstructionChecker::checkAccumulate() {
     fail("must unscale its gradient (operands acc, g, scale, found), since "
          "the plan has loss scaling");
   }
+  // The data parallel gradient bucket (GradientBuckets.h), when given.
+  if (instruction.attrs.count("bucket") && intAttr("bucket") < 0)
+    fail("has a negative gradient bucket " + std::to_string(intAttr("bucket")));
 }
 
 void InstructionChecker::checkGlobalNorm() {

@@ -6,18 +6,54 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/cuda/Driver.h"
 #include "runtime/cuda/Executor.h"
+#include "runtime/cuda/GradientExchange.h"
 #include "runtime/cuda/Profile.h"
 #include "runtime/train/Backend.h"
+#include "runtime/train/Distributed.h"
 
 namespace ampc::train {
 
 namespace {
 
-class CudaBackend final : public TrainingBackend {
+/// A data parallel rank's executor ends a CUDA graph segment where a
+/// gradient bucket becomes final, so its exchange can start there.
+cuda::ExecutorOptions executorOptions(const plan::Plan &plan) {
+  cuda::ExecutorOptions options;
+  if (processLaunch().dataParallel)
+    options.microStepCutsAfter = cuda::GradientExchange::cutsFor(plan);
+  return options;
+}
+
+class CudaBackend final : public TrainingBackend, public DeviceGradientSync {
 public:
   CudaBackend(const plan::Plan &plan, std::unique_ptr<cuda::Device> opened)
-      : gpu(std::move(opened)), executor(plan, *gpu) {}
+      : gpu(std::move(opened)), executor(plan, *gpu, executorOptions(plan)) {}
+
+  // Data parallel (DeviceGradientSync): NCCL, bucket by bucket.
+  std::string newExchangeId() override {
+    const cuda::NcclId id = cuda::NcclWorld::newId(cuda::ncclApi());
+    return std::string(id.begin(), id.end());
+  }
+  void joinExchange(const std::string &id, int rank, int ranks, uint64_t microSteps) override {
+    cuda::NcclId bytes{};
+    std::copy(id.begin(), id.begin() + std::min(id.size(), bytes.size()), bytes.begin());
+    nccl = std::make_unique<cuda::NcclWorld>(cuda::ncclApi(), bytes, rank, ranks);
+    exchange = std::make_unique<cuda::GradientExchange>(executor, *nccl);
+    localMicroSteps = microSteps;
+  }
+  void finishExchange() override {
+    nccl->checkAsyncError();
+    exchange->finish();
+    microStepsQueued = 0;
+  }
+  std::string describeExchange() const override {
+    const int version = nccl->api().version;
+    return "NCCL " + std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) +
+           "." + std::to_string(version % 100) + ", " + std::to_string(exchange->buckets().size()) +
+           " gradient bucket" + (exchange->buckets().size() == 1 ? "" : "s");
+  }
 
   const char *device() const override { return "cuda"; }
   std::string description() const override { return "device: cuda, " + gpu->info().summary(); }
@@ -26,7 +62,13 @@ public:
     executor.setInput(name, data, bytes);
   }
   void randomizeInputs(uint64_t seed) override { executor.randomizeInputs(seed); }
-  void runMicroStep(const cpu::RunOptions &options) override { executor.runMicroStep(options); }
+  void runMicroStep(const cpu::RunOptions &options) override {
+    // The last micro step of the optimizer step issues the gradient buckets
+    // as its backward pass finishes them.
+    if (exchange && ++microStepsQueued == localMicroSteps)
+      exchange->armForLastMicroStep();
+    executor.runMicroStep(options);
+  }
   void runOptimizerStep(const cpu::RunOptions &options) override {
     executor.runOptimizerStep(options);
   }
@@ -73,6 +115,10 @@ private:
   // Declared first: destroyed last, after everything allocated on it.
   std::unique_ptr<cuda::Device> gpu;
   cuda::Executor executor;
+  // Data parallel: the communicator and the bucketed exchange over it.
+  std::unique_ptr<cuda::NcclWorld> nccl;
+  std::unique_ptr<cuda::GradientExchange> exchange;
+  uint64_t localMicroSteps = 0, microStepsQueued = 0;
   /// plan::forwardGroupCount, computed on the first evaluateLoss.
   size_t forwardGroups = 0;
 };
@@ -87,7 +133,18 @@ std::unique_ptr<TrainingBackend> tryMakeCudaBackend(const plan::Plan &plan, GpuP
     return nullptr;
   }
   try {
-    auto device = std::make_unique<cuda::Device>();
+    // A data parallel rank trains on the GPU of its local rank, counted
+    // among the GPUs it sees (a scheduler that gives each task one GPU
+    // through CUDA_VISIBLE_DEVICES leaves it GPU 0).
+    cuda::DeviceOptions options;
+    if (processLaunch().dataParallel) {
+      const cuda::DriverApi &api = cuda::driverApi();
+      int count = 0;
+      if (api.cuInit(0) == CUDA_SUCCESS && api.cuDeviceGetCount(&count) == CUDA_SUCCESS &&
+          count > 0)
+        options.index = processLaunch().localRank % count;
+    }
+    auto device = std::make_unique<cuda::Device>(options);
     return std::make_unique<CudaBackend>(plan, std::move(device));
   } catch (const cuda::CudaError &error) {
     // The first line: a JIT log may follow on later lines.

@@ -5,6 +5,7 @@
 #include "runtime/cpu/Executor.h"
 #include "runtime/train/Backend.h"
 #include "runtime/train/Checkpoint.h"
+#include "runtime/train/Distributed.h"
 #include "runtime/train/Evaluation.h"
 
 #include <sys/stat.h>
@@ -725,7 +726,9 @@ std::pair<std::string, Checkpoint> findResumePoint(const RunnerOptions &options,
 }
 
 int train(const plan::Plan &plan, const RunnerOptions &options, const std::string &program,
-          const RunnerStreams &streams) {
+          const RunnerStreams &streams, DataParallel *parallel) {
+  // Data parallel: rank 0 alone logs, checkpoints and writes the summary.
+  const bool mainRank = !parallel || parallel->rank() == 0;
   // From here on SIGINT and SIGTERM stop the run after an optimizer step.
   const StopSignals stopSignals;
   if (plan.optimizerInstructions.empty())
@@ -778,6 +781,8 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
   // The checkpoint to resume from, checked against this run before the log
   // is touched.
   const std::map<std::string, std::string> identity = runIdentity(plan, options, *backend);
+  if (parallel)
+    parallel->checkRun(options, *backend, identity);
   std::string resumeFile;
   Checkpoint resumed;
   uint64_t startStep = 0;
@@ -805,7 +810,7 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
                             fileNameOf(existing.front().second) +
                             "); continue it with --resume latest, or use another directory");
   }
-  MetricsLog log(options.logPath, startStep);
+  MetricsLog log(mainRank ? options.logPath : std::string(), startStep);
 
   const bool tokens = task.kind == TaskKind::Language;
   const uint64_t steps = options.steps;
@@ -829,6 +834,8 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
     std::fprintf(streams.out, "validation: %s, every %llu steps%s\n",
                  validation->describe().c_str(), static_cast<unsigned long long>(options.evalEvery),
                  options.evalEma ? ", with the moving average's weights" : "");
+  if (parallel)
+    std::fprintf(streams.out, "data parallel: %s\n", parallel->describe().c_str());
   if (!source && !plan.inputs.empty())
     std::fprintf(streams.err,
                  "%s: warning: this model's inputs are random each step, so "
@@ -930,6 +937,13 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
       checkpoint.meta["best_val_loss"] = exactNumber(bestValLoss);
     }
     const std::string name = checkpointFileName(done);
+    if (parallel) {
+      // Every rank takes part in gathering a sharded optimizer state.
+      parallel->gatherOptimizerState(*backend);
+      checkpoint.meta["world_size"] = std::to_string(parallel->size());
+      if (!mainRank)
+        return true;
+    }
     try {
       captureBuffers(plan, *backend, checkpoint);
       if (ema)
@@ -968,8 +982,12 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
       if (profiled && step == firstProfiled)
         backend->startProfiling();
       stepBegan = std::chrono::steady_clock::now();
-      for (uint64_t i = 0; i < accumulation; ++i) {
-        const uint64_t microStep = step * accumulation + i;
+      if (parallel)
+        parallel->injectFailures(options, step);
+      const uint64_t localMicroSteps = parallel ? parallel->localMicroSteps() : accumulation;
+      for (uint64_t i = 0; i < localMicroSteps; ++i) {
+        const uint64_t microStep =
+            parallel ? parallel->globalMicroStep(step, i) : step * accumulation + i;
         if (source) {
           for (const InputData &input : source->batch(microStep))
             backend->setInput(input.name, input.bytes.data(), input.bytes.size());
@@ -982,7 +1000,11 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
         run.training = true;
         run.keepTemporaries = false;
         run.totalSteps = steps;
-        run.injectNonFinite = i == 0 && injected.count(step + 1) > 0;
+        run.injectNonFinite = i == 0 && injected.count(step + 1) > 0 && mainRank;
+        if (parallel && i == 0)
+          for (const auto &[at, rank] : options.injectOverflowOnRank)
+            run.injectNonFinite =
+                run.injectNonFinite || (at == step + 1 && rank == parallel->rank());
         backend->runMicroStep(run);
       }
       cpu::RunOptions optimizer;
@@ -991,9 +1013,18 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
       optimizer.training = true;
       optimizer.keepTemporaries = false;
       optimizer.totalSteps = steps;
+      // Data parallel: the ranks sum their gradients and agree on skipping
+      // the step (overflow) and on stopping after it (a signal).
+      bool stopAll = false;
+      if (parallel) {
+        stopAll = parallel->reduceGradients(*backend, step, stopSignal != 0);
+        parallel->prepareOptimizerStep(optimizer);
+      }
       backend->runOptimizerStep(optimizer);
       // The step's one synchronisation on a GPU.
-      const BackendMetrics metrics = backend->readMetrics();
+      BackendMetrics metrics = backend->readMetrics();
+      if (parallel)
+        metrics.loss = parallel->finishStep(*backend, step, metrics.loss);
       const double loss = metrics.loss, gradNorm = metrics.gradNorm;
       const double previousScale = metrics.scaleBefore;
 
@@ -1079,7 +1110,9 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
                                 "learning rate or another seed");
       }
       const uint64_t done = step + 1;
-      const int signal = stopSignal;
+      const int signal = !parallel ? static_cast<int>(stopSignal)
+                         : stopAll ? (stopSignal ? static_cast<int>(stopSignal) : SIGTERM)
+                                   : 0;
       bool written = false;
       if (!options.checkpointDir.empty() &&
           (signal || done == steps ||
@@ -1090,9 +1123,9 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
         progress.finish();
         std::fflush(streams.out);
         std::fprintf(
-            streams.err, "%s: stopped by %s after step %llu/%llu; %s\n", program.c_str(),
-            signal == SIGINT ? "SIGINT" : "SIGTERM", static_cast<unsigned long long>(done),
-            static_cast<unsigned long long>(steps),
+            mainRank ? streams.err : streams.out, "%s: stopped by %s after step %llu/%llu; %s\n",
+            program.c_str(), signal == SIGINT ? "SIGINT" : "SIGTERM",
+            static_cast<unsigned long long>(done), static_cast<unsigned long long>(steps),
             written ? ("checkpoint " + lastCheckpoint + " written (continue with --resume latest)")
                           .c_str()
             : options.checkpointDir.empty() ? "no checkpoint (--checkpoint-dir DIR writes one)"
@@ -1119,7 +1152,7 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
   const std::pair<const std::string &, bool> exports[] = {{options.exportWeights, false},
                                                           {options.exportEma, true}};
   for (const auto &[path, average] : exports) {
-    if (path.empty())
+    if (path.empty() || !mainRank)
       continue;
     try {
       safetensors::writeFile(
@@ -1152,7 +1185,7 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
     std::fprintf(streams.out, "%s",
                  backend->profileReport(options.profileTop, profiled, stepMedian).c_str());
   std::fflush(streams.out);
-  if (!options.summaryPath.empty())
+  if (!options.summaryPath.empty() && mainRank)
     writeSummary(options.summaryPath, plan, task, record, firstLoss, stepTimes, warmup, memory,
                  backend->description());
   return 0;
@@ -1170,12 +1203,59 @@ int runTraining(const plan::Plan &plan, const RunnerOptions &options, const std:
     printModelInfo(plan, streams.out);
     return 0;
   }
+  // Launched by mpirun/srun: the ranks of a data parallel run; ranks other
+  // than 0 print only warnings and errors, named after their rank.
+  std::unique_ptr<DataParallel> parallel;
+  std::string name = program;
+  RunnerStreams rankStreams = streams;
+  std::unique_ptr<std::FILE, int (*)(std::FILE *)> discard(nullptr, std::fclose);
   try {
-    return train(plan, options, program, streams);
+    parallel = startDataParallel(plan, options.shardOptimizer, options.distTimeout);
+    if (parallel)
+      parallel->checkWorldSize();
+    if (!parallel)
+      if (const std::string warning = checkSingleProcessOptions(options); !warning.empty())
+        std::fprintf(streams.err, "%s: warning: %s\n", program.c_str(), warning.c_str());
+    if (parallel && parallel->size() > 1)
+      name = program + "[rank " + std::to_string(parallel->rank()) + "]";
+    if (parallel)
+      parallel->world().label = name;
+    if (parallel)
+      parallel->world().interrupted = [] {
+        return std::string(stopSignal == SIGINT    ? "SIGINT"
+                           : stopSignal == SIGTERM ? "SIGTERM"
+                                                   : "");
+      };
+    if (parallel && parallel->rank() != 0) {
+      discard.reset(std::fopen("/dev/null", "w"));
+      rankStreams.out = discard ? discard.get() : streams.out;
+      rankStreams.interactive = false;
+    }
+    return train(plan, options, name, rankStreams, parallel.get());
+  } catch (const RunMismatchError &error) {
+    // Every rank found it: rank 0 says it, and nobody needs aborting.
+    const char *rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    if (parallel ? parallel->rank() == 0 : !rank || std::string(rank) == "0") {
+      std::fflush(streams.out);
+      std::fprintf(streams.err, "%s: error: %s\n", program.c_str(), error.what());
+      std::fflush(streams.err);
+    }
+    // No rank leaves before rank 0 has said it (a launcher ends the job at
+    // the first rank that fails).
+    if (parallel)
+      try {
+        parallel->world().allGatherDouble(0, "the error report");
+      } catch (const std::exception &) {
+      }
+    return 1;
   } catch (const std::exception &error) {
     std::fflush(streams.out);
-    std::fprintf(streams.err, "%s: error: %s\n", program.c_str(), error.what());
+    std::fprintf(streams.err, "%s: error: %s\n", name.c_str(), error.what());
+    std::fflush(streams.err);
   }
+  // Take the other ranks down rather than leave them waiting.
+  if (parallel && parallel->size() > 1)
+    parallel->world().abortAll(1);
   return 1;
 }
 

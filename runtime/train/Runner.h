@@ -48,6 +48,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ampc::train {
@@ -115,6 +116,20 @@ struct RunnerOptions {
   std::string exportEma;
   /// --eval-ema: the validation loss uses the moving average's weights.
   bool evalEma = false;
+  /// Data parallel (runtime/train/Distributed.h, launched by mpirun/srun):
+  /// --shard-optimizer splits the optimizer state over the ranks (ZeRO-1).
+  bool shardOptimizer = false;
+  /// --dist-timeout S: the longest wait for the other ranks, in seconds.
+  double distTimeout = 300;
+  /// Testing aids for data parallel runs: --inject-overflow STEP@RANK (the
+  /// overflow on that rank only) and --inject-rank-failure STEP@RANK (that
+  /// rank dies with SIGKILL at the start of the step), --inject-rank-hang
+  /// STEP@RANK (that rank stops with SIGSTOP there, as a hung one).
+  std::vector<std::pair<uint64_t, int>> injectOverflowOnRank;
+  std::vector<std::pair<uint64_t, int>> injectRankFailure, injectRankHang;
+  /// --inject-stop STEP@RANK: that rank gets SIGTERM in the step, as if a
+  /// user or scheduler stopped it alone.
+  std::vector<std::pair<uint64_t, int>> injectStop;
 };
 
 /// With loss scaling, training stops when the loss itself is not finite for

@@ -77,6 +77,21 @@ void parseSteps(const std::string &flag, const std::string &text, std::vector<ui
   }
 }
 
+/// Parses "STEP@RANK" (1-based optimizer step, 0-based rank) of \p flag.
+std::pair<uint64_t, int> parseStepAtRank(const std::string &flag, const std::string &text) {
+  const size_t at = text.find('@');
+  if (at == std::string::npos || at == 0 || at + 1 == text.size())
+    throw UsageError(flag + " expects STEP@RANK (a 1-based optimizer step and a rank), got '" +
+                     text + "'");
+  const uint64_t step = parseCount(flag, text.substr(0, at));
+  const uint64_t rank = parseCount(flag, text.substr(at + 1));
+  if (step == 0)
+    throw UsageError(flag + " steps are 1-based, got 0");
+  if (rank > 1u << 20)
+    throw UsageError(flag + " rank " + std::to_string(rank) + " is out of range");
+  return {step, static_cast<int>(rank)};
+}
+
 } // namespace
 
 RunnerOptions parseRunnerArguments(const std::vector<std::string> &args) {
@@ -209,7 +224,25 @@ RunnerOptions parseRunnerArguments(const std::vector<std::string> &args) {
       noValue();
       options.evalEma = true;
     } else if (flag == "--inject-overflow") {
-      parseSteps(flag, value(), options.injectOverflow);
+      const std::string steps = value();
+      if (steps.find('@') != std::string::npos)
+        options.injectOverflowOnRank.push_back(parseStepAtRank(flag, steps));
+      else
+        parseSteps(flag, steps, options.injectOverflow);
+    } else if (flag == "--inject-rank-failure") {
+      options.injectRankFailure.push_back(parseStepAtRank(flag, value()));
+    } else if (flag == "--inject-rank-hang") {
+      options.injectRankHang.push_back(parseStepAtRank(flag, value()));
+    } else if (flag == "--inject-stop") {
+      options.injectStop.push_back(parseStepAtRank(flag, value()));
+    } else if (flag == "--shard-optimizer") {
+      noValue();
+      options.shardOptimizer = true;
+    } else if (flag == "--dist-timeout") {
+      const uint64_t seconds = parseCount(flag, value());
+      if (seconds == 0)
+        throw UsageError("--dist-timeout must be at least 1 (seconds)");
+      options.distTimeout = static_cast<double>(seconds);
     } else if (flag == "--quiet" || flag == "-q") {
       noValue();
       options.quiet = true;
@@ -344,6 +377,11 @@ options:
                        updated after every step with decay D (e.g. 0.999)
   --export-ema FILE    write the moving average to FILE at the end
   --eval-ema           validate with the moving average's weights
+  --shard-optimizer    data parallel runs (mpirun -np N): split the AdamW
+                       state over the ranks (ZeRO-1); each rank updates its
+                       share of the weights and the ranks all-gather them
+  --dist-timeout S     data parallel runs: stop with an error when the other
+                       ranks have not answered within S seconds (default 300)
   --info               describe the model and its inputs, then exit
   --help               show this help
 
@@ -352,7 +390,13 @@ testing aids:
                        make optimizer steps S (1-based) behave as if their
                        gradients had overflowed, to exercise loss scaling:
                        the update is skipped and the scale backs off (no
-                       effect on a plan without loss scaling)
+                       effect on a plan without loss scaling); S@R: step S on
+                       rank R only (data parallel runs)
+  --inject-rank-failure S@R
+                       rank R of a data parallel run dies (SIGKILL) in step S
+  --inject-rank-hang S@R
+                       rank R of a data parallel run stops (SIGSTOP) in step S
+  --inject-stop S@R    rank R of a data parallel run gets SIGTERM in step S
 )";
 }
 

@@ -199,6 +199,7 @@ CUresult CUDAAPI cuEventDestroy(CUevent) { AMPC_FAKE_UNSUPPORTED; }
 CUresult CUDAAPI cuEventRecord(CUevent, CUstream) { AMPC_FAKE_UNSUPPORTED; }
 CUresult CUDAAPI cuEventSynchronize(CUevent) { AMPC_FAKE_UNSUPPORTED; }
 CUresult CUDAAPI cuEventElapsedTime(float *, CUevent, CUevent) { AMPC_FAKE_UNSUPPORTED; }
+CUresult CUDAAPI cuStreamWaitEvent(CUstream, CUevent, unsigned int) { AMPC_FAKE_UNSUPPORTED; }
 
 CUresult CUDAAPI cuStreamBeginCapture(CUstream, CUstreamCaptureMode) { AMPC_FAKE_UNSUPPORTED; }
 CUresult CUDAAPI cuStreamEndCapture(CUstream, CUgraph *) { AMPC_FAKE_UNSUPPORTED; }
