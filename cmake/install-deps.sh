@@ -5,12 +5,14 @@ set -euo pipefail
 
 # python3-torch (PyTorch 1.13 for the CPU) is the tests' oracle for the benchmark's reference model.
 # cairo draws the plots of `ampc plot` and `ampc report memory --plot` (found with pkg-config);
-# nlohmann-json parses the metrics logs `ampc plot` reads.
+# nlohmann-json parses the metrics logs `ampc plot` reads. libonnx-dev (with libprotobuf-dev) reads
+# ONNX files for `ampc import`; python3-onnx writes the tests' ONNX files.
 # Open MPI launches data parallel runs (mpirun) and the tests of them; training executables open
 # its libmpi.so.40 at run time only when mpirun or srun started them, so they link no MPI.
 packages=(cmake ninja-build g++ make python3 llvm-19-dev libmlir-19-dev mlir-19-tools
           llvm-19-tools libboost-graph-dev googletest libgtest-dev zlib1g-dev python3-torch
-          pkg-config libcairo2-dev nlohmann-json3-dev openmpi-bin libopenmpi-dev)
+          pkg-config libcairo2-dev nlohmann-json3-dev libonnx-dev libprotobuf-dev python3-onnx
+          openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -57,6 +57,49 @@ def GraphInlineCalls : Pass<"graph-inline-calls", "::ampc::graph::ModelOp"> {
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
+def GraphRaiseFusedOps : Pass<"graph-raise-fused-ops", "::ampc::graph::ModelOp"> {
+  let summary = "Recognise decomposed norms, GELU and attention and replace them by the fused ops";
+  let description = [{
+    Models imported from ONNX (`ampc import`) spell out what the graph dialect has as one op:
+    exporters decompose layer norms before opset 17, RMSNorm and GELU's tanh form always, and
+    attention into matmul, scale, mask and softmax. The fused ops compute in f32 under the
+    precision policy, are differentiated by hand-written rules, and run as one kernel (attention
+    without materialising its scores), so this pass, run first by the training pipeline and by
+    forward plans, puts them back. Each pattern matches only its exact decomposition (the
+    constants checked to 1e-6, every intermediate used once); anything else stays as written:
+
+    - `matmul(x, transpose(w) [.., 1, 0])` -> `matmul x, w transpose_rhs` (also for lhs);
+    - `1 / sqrt(y)` -> `rsqrt(y)`;
+    - `x * rsqrt(mean(x * x, last, keepdims) + eps) * g` (or `x / sqrt(...) * g`) ->
+      `rmsnorm x, g {epsilon = eps}`;
+    - `(x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) * g + b` (last axis) -> `layernorm`;
+    - `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))` in its usual orders -> `gelu tanh`;
+    - `softmax(s + m)` with a constant causal mask m (0 on and below the diagonal, -inf or a
+      number below -1e30 above it) -> `softmax causal s`; also `softmax(s * keep + fill)`, a
+      masked fill with a finite fill below -1e4 (whose masked probabilities underflow to 0);
+    - `matmul(softmax(matmul(q, k^T) * c), v)`, causal or not, scale c by `mul` or `div` ->
+      `attention q, k, v` with scale c;
+    - `cross_entropy` of logits and labels whose leading dimensions were flattened (as
+      `logits.view(-1, V)` exports) -> `cross_entropy` of the unflattened ones.
+
+    Before (one head, causal, scale 0.25):
+    ```mlir
+    %s = graph.matmul %q, %k transpose_rhs : tensor<2x8x16xf32>, tensor<2x8x16xf32>
+    %c = graph.constant dense<2.500000e-01> : tensor<f32>
+    %t = graph.mul %s, %c : tensor<2x8x8xf32>, tensor<f32>
+    %m = graph.constant dense<[[0.0, 0xFF800000, ...], ...]> : tensor<8x8xf32>
+    %a = graph.add %t, %m : tensor<2x8x8xf32>, tensor<8x8xf32>
+    %p = graph.softmax %a : tensor<2x8x8xf32>
+    %o = graph.matmul %p, %v : tensor<2x8x8xf32>, tensor<2x8x16xf32>
+    ```
+    After:
+    ```mlir
+    %o = graph.attention %q, %k, %v causal scale 2.500000e-01
+        : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>
+    ```
+  }];
+}
+
 def GraphBuildTraining : Pass<"graph-build-training", "::ampc::graph::ModelOp"> {
   let summary = "Derive the backward pass and the optimizer step (reverse-mode autodiff)";
   let description = [{

@@ -16,6 +16,7 @@ void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineConfig
   mlir::OpPassManager &model = pm.nest<ModelOp>();
   if (part != PipelinePart::MemoryPlanning) {
     model.addPass(createGraphInlineCalls());
+    model.addPass(createGraphRaiseFusedOps());
     model.addPass(createGraphBuildTraining(config.training));
     model.addPass(createGraphChunkClassifier(config.classifier));
     model.addPass(createGraphAssignPrecision(config.precision));

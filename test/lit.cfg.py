@@ -18,6 +18,7 @@ config.environment["FILECHECK_OPTS"] = "--enable-var-scope --dump-input=fail"
 config.environment["AMPC_KERNEL_CACHE"] = os.path.join(config.ampc_obj_root, "test", "kernel-cache")
 config.substitutions.append(("%ampc_src_root", config.ampc_src_root))
 config.substitutions.append(("%examples", os.path.join(config.ampc_src_root, "examples")))
+config.substitutions.append(("%ampc_bin", os.path.join(config.ampc_tools_dir, "ampc")))
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
@@ -59,6 +60,14 @@ try:
 except (OSError, subprocess.TimeoutExpired):
     pass
 config.substitutions.append(("%torch_python", torch_python))
+# The ONNX tests export models with torch.onnx and write ONNX files with the onnx package's helper
+# API (Debian's python3-onnx).
+try:
+    if subprocess.run([torch_python, "-c", "import onnx"], stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL, timeout=120).returncode == 0:
+        config.available_features.add("onnx")
+except (OSError, subprocess.TimeoutExpired):
+    pass
 # The word "ampc" as an argument (torch_gpt.py --init ampc), past the tool substitution above.
 config.substitutions.append(("%word_ampc", "ampc"))
 

@@ -7,11 +7,14 @@
 
 #include "compiler/lowering/ModelLoader.h"
 #include "passes/Passes.h"
+#include "runtime/plan/SafeTensors.h"
 
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/MemoryBuffer.h"
+
+#include <filesystem>
 
 using namespace mlir;
 
@@ -24,8 +27,66 @@ void registerModelDialects(MLIRContext &context) {
   context.loadAllAvailableDialects();
 }
 
+bool isOnnxFile(const std::string &path) {
+  return llvm::StringRef(path).ends_with_insensitive(".onnx");
+}
+
+/// Reads the weights file \p model names (relative to \p path's directory) and checks it holds
+/// a float tensor of the right shape for every parameter initialised #graph.given.
+static LogicalResult readGivenValues(graph::ModelOp model, const std::string &path,
+                                     GivenValues &given) {
+  std::optional<llvm::StringRef> weights = model.getWeights();
+  if (!weights)
+    return success();
+  const std::string file =
+      (std::filesystem::path(path).parent_path() / weights->str()).lexically_normal().string();
+  safetensors::File values;
+  bool needed = false;
+  for (auto param : model.getBodyBlock().getOps<graph::ParamOp>())
+    needed |= llvm::isa<graph::GivenInitAttr>(param.getInit());
+  if (!needed)
+    return success();
+  try {
+    values = safetensors::readFile(file);
+  } catch (const safetensors::Error &error) {
+    return model.emitError() << error.what() << " (the weights file the model names)";
+  }
+  for (auto param : model.getBodyBlock().getOps<graph::ParamOp>()) {
+    if (!llvm::isa<graph::GivenInitAttr>(param.getInit()))
+      continue;
+    const std::string name = param.getSymName().str();
+    const safetensors::Tensor *tensor = values.find(name);
+    if (!tensor)
+      return param.emitError("parameter @")
+             << name << " is initialised #graph.given, but the weights file '" << file
+             << "' has no tensor '" << name << "'";
+    auto shape = param.getTensorType().getShape();
+    if (tensor->shape != std::vector<int64_t>(shape.begin(), shape.end()))
+      return param.emitError("parameter @")
+             << name << " is " << param.getType() << ", but its tensor in '" << file
+             << "' has shape [" << llvm::make_range(tensor->shape.begin(), tensor->shape.end())
+             << "]";
+    try {
+      given[name] = safetensors::toFloats(*tensor);
+    } catch (const safetensors::Error &error) {
+      return param.emitError("parameter @") << name << ": '" << file << "': " << error.what();
+    }
+  }
+  return success();
+}
+
 FailureOr<LoadedModel> loadModel(const std::string &path, llvm::SourceMgr &sourceMgr,
-                                 MLIRContext &context) {
+                                 MLIRContext &context, const OnnxImportOptions &onnx) {
+  if (isOnnxFile(path)) {
+    auto imported = importOnnxModel(path, context, onnx);
+    if (failed(imported))
+      return failure();
+    LoadedModel loaded;
+    loaded.module = std::move(imported->module);
+    loaded.model = imported->model;
+    loaded.given = std::move(imported->given);
+    return loaded;
+  }
   std::string openError;
   auto file = openInputFile(path, &openError);
   if (!file) {
@@ -59,6 +120,8 @@ FailureOr<LoadedModel> loadModel(const std::string &path, llvm::SourceMgr &sourc
            "parameters, inputs and entry function";
     return failure();
   }
+  if (failed(readGivenValues(loaded.model, path, loaded.given)))
+    return failure();
   return loaded;
 }
 
@@ -66,6 +129,7 @@ LogicalResult flattenModel(graph::ModelOp model,
                            const graph::GraphAssignPrecisionOptions *precision) {
   PassManager pm(model->getContext(), graph::ModelOp::getOperationName());
   pm.addPass(graph::createGraphInlineCalls());
+  pm.addPass(graph::createGraphRaiseFusedOps());
   if (precision)
     pm.addPass(graph::createGraphAssignPrecision(*precision));
   return pm.run(model);

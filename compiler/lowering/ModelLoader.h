@@ -8,6 +8,8 @@
 #ifndef AMPC_COMPILER_LOWERING_MODELLOADER_H
 #define AMPC_COMPILER_LOWERING_MODELLOADER_H
 
+#include "compiler/lowering/PlanEmitter.h"
+#include "compiler/onnx/OnnxImporter.h"
 #include "dialects/Graph/GraphDialect.h"
 #include "passes/Passes.h"
 #include "passes/TrainingPipeline.h"
@@ -29,12 +31,20 @@ void registerModelDialects(mlir::MLIRContext &context);
 struct LoadedModel {
   mlir::OwningOpRef<mlir::ModuleOp> module;
   graph::ModelOp model;
+  /// The values of the parameters initialised #graph.given: the weights file the model names
+  /// (read and checked against the parameters' shapes), or an imported ONNX file's initializers.
+  GivenValues given;
 };
 
-/// Parses and verifies `path`. The file must hold exactly one graph.model. On failure a located
-/// diagnostic has been emitted (through `sourceMgr`'s handler installed by the caller).
+/// Parses and verifies `path`: a model file (.mlir), which must hold exactly one graph.model, or
+/// an ONNX file (.onnx), imported with \p onnx (compiler/onnx/OnnxImporter.h). On failure a
+/// located diagnostic has been emitted (through `sourceMgr`'s handler installed by the caller).
 mlir::FailureOr<LoadedModel> loadModel(const std::string &path, llvm::SourceMgr &sourceMgr,
-                                       mlir::MLIRContext &context);
+                                       mlir::MLIRContext &context,
+                                       const OnnxImportOptions &onnx = {});
+
+/// Whether \p path names an ONNX file (by its extension).
+bool isOnnxFile(const std::string &path);
 
 /// The form a forward-only plan is emitted from: every call inlined into the entry function
 /// (graph-inline-calls), and precision assigned when \p precision is given.

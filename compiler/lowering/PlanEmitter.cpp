@@ -48,7 +48,8 @@ std::vector<int64_t> toVector(llvm::ArrayRef<int64_t> values) {
 /// therefore indices into `result.buffers` and never change once handed out.
 class Emitter {
 public:
-  Emitter(ModelOp model, PlanProvenance *provenance) : model(model), provenance(provenance) {
+  Emitter(ModelOp model, PlanProvenance *provenance, const GivenValues *given)
+      : model(model), provenance(provenance), given(given) {
     result.modelName = model.getSymName().str();
   }
 
@@ -87,6 +88,7 @@ private:
 
   ModelOp model;
   PlanProvenance *provenance;
+  const GivenValues *given;
   plan::Plan result;
   /// The buffer holding each SSA value lowered so far.
   llvm::DenseMap<Value, uint32_t> bufferOf;
@@ -659,6 +661,16 @@ FailureOr<plan::Plan> Emitter::run() {
         parameter.a = uniform.getLow().convertToDouble();
         parameter.b = uniform.getHigh().convertToDouble();
       }
+      if (llvm::isa<GivenInitAttr>(init)) {
+        // The loader has matched the weights file against the parameters' shapes.
+        auto values = given ? given->find(parameter.name) : GivenValues::const_iterator();
+        if (!given || values == given->end())
+          return param.emitError("parameter @")
+                 << parameter.name << " is initialised #graph.given, but no value was given "
+                 << "for it (the model's weights file has no tensor '" << parameter.name << "')";
+        parameter.init = plan::InitKind::Given;
+        parameter.values = values->second;
+      }
       parameter.weightDecay = param.decays();
       result.parameters.push_back(parameter);
       symbolBuffer[param.getSymName()] = *buffer;
@@ -731,8 +743,9 @@ FailureOr<plan::Plan> Emitter::run() {
 
 } // namespace
 
-FailureOr<plan::Plan> emitPlan(ModelOp model, PlanProvenance *provenance) {
-  return Emitter(model, provenance).run();
+FailureOr<plan::Plan> emitPlan(ModelOp model, PlanProvenance *provenance,
+                               const GivenValues *given) {
+  return Emitter(model, provenance, given).run();
 }
 
 } // namespace ampc

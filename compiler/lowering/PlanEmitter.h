@@ -15,9 +15,15 @@
 
 #include "llvm/ADT/DenseMap.h"
 
+#include <map>
+#include <string>
 #include <vector>
 
 namespace ampc {
+
+/// The initial values of the parameters initialised #graph.given, by parameter name, row-major
+/// (the model's weights file, read by loadModel: compiler/lowering/ModelLoader.h).
+using GivenValues = std::map<std::string, std::vector<float>>;
 
 /// How an emitted plan relates to the IR it came from, for the stages that add to the plan after
 /// emission (the device program: compiler/cuda/DeviceProgramBuilder.h).
@@ -31,8 +37,10 @@ struct PlanProvenance {
 
 /// Lowers `model`, whose entry function must hold no calls (see flattenModel). Emits a located
 /// diagnostic and fails on anything the plan cannot express. When `provenance` is given, it
-/// receives the mapping from the IR to the plan.
-mlir::FailureOr<plan::Plan> emitPlan(graph::ModelOp model, PlanProvenance *provenance = nullptr);
+/// receives the mapping from the IR to the plan. `given` holds the values of the parameters
+/// initialised #graph.given, which the plan embeds; such a parameter missing from it is an error.
+mlir::FailureOr<plan::Plan> emitPlan(graph::ModelOp model, PlanProvenance *provenance = nullptr,
+                                     const GivenValues *given = nullptr);
 
 } // namespace ampc
 

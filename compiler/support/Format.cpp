@@ -26,8 +26,17 @@ std::string formatLocation(Location loc, bool brief) {
       return callee + " <- " + caller.substr(caller.find(':') + 1);
     return callee + " (called from " + caller + ")";
   }
-  if (auto name = llvm::dyn_cast<NameLoc>(loc))
+  if (auto name = llvm::dyn_cast<NameLoc>(loc)) {
+    // An imported ONNX node: the file (line 0: no lines in a binary file) and the node's name.
+    auto file = llvm::dyn_cast<FileLineColLoc>(name.getChildLoc());
+    if (file && file.getLine() == 0) {
+      llvm::StringRef path = file.getFilename().getValue();
+      if (brief)
+        path = path.substr(path.find_last_of('/') + 1);
+      return (path + ":" + name.getName().getValue()).str();
+    }
     return formatLocation(name.getChildLoc(), brief);
+  }
   if (auto fused = llvm::dyn_cast<FusedLoc>(loc))
     if (!fused.getLocations().empty())
       return formatLocation(fused.getLocations().front(), brief);

@@ -10,7 +10,12 @@
 //   ampc report memory MODEL.mlir [TRAINING...] [PRECISION...] [--memory-budget B,...]
 //                                          where the training step's memory goes
 //   ampc eval MODEL.mlir|MODEL.plan [--seed N] [--weights FILE] [--input NAME=FILE]...
-//                                          evaluate the loss on the CPU reference backend
+//             [--precision f32|f64] [--grads FILE.safetensors]
+//                                          evaluate the loss (and gradients) on the CPU backend
+//   ampc import MODEL.onnx -o MODEL.mlir [--input-shape NAME=DIMS]...
+//                                          an ONNX model as a graph model and its weights
+//
+// Every command that reads a model also takes an ONNX file (.onnx), imported on the fly.
 //   ampc plot METRICS.jsonl... -o FILE.png|FILE.svg [--size WxH]
 //                                          draw training metrics logs against the step
 //
@@ -29,6 +34,7 @@
 #include "compiler/cuda/DeviceCode.h"
 #include "compiler/lowering/ModelLoader.h"
 #include "compiler/lowering/PlanEmitter.h"
+#include "compiler/onnx/OnnxImporter.h"
 #include "compiler/report/MemoryReport.h"
 #include "compiler/report/MetricsPlot.h"
 #include "compiler/report/PrecisionReport.h"
@@ -38,6 +44,7 @@
 #include "runtime/cpu/Executor.h"
 #include "runtime/plan/GradientBuckets.h"
 #include "runtime/plan/Plan.h"
+#include "runtime/plan/SafeTensors.h"
 #include "runtime/train/Bundle.h"
 #include "runtime/train/Weights.h"
 
@@ -57,6 +64,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -85,17 +93,22 @@ cl::SubCommand reportCommand("report", "Print the precision of every op of the t
 cl::SubCommand evalCommand("eval", "Evaluate a model's loss on the CPU reference backend");
 cl::SubCommand plotCommand("plot", "Draw training metrics logs (--log FILE.jsonl): loss, learning "
                                    "rate, gradient norm, loss scale, throughput");
+cl::SubCommand importCommand("import", "Import an ONNX model: write it as a graph model and its "
+                                       "initial weights as a safetensors file beside it");
 
 /// Every command, in the order the messages name them.
-cl::SubCommand *const commands[] = {&verifyCommand,  &planCommand,   &evalCommand,
-                                    &compileCommand, &reportCommand, &plotCommand};
+cl::SubCommand *const commands[] = {&verifyCommand, &planCommand, &evalCommand,  &compileCommand,
+                                    &reportCommand, &plotCommand, &importCommand};
 
 cl::SubCommandGroup allCommands({&verifyCommand, &planCommand, &compileCommand, &reportCommand,
-                                 &evalCommand, &plotCommand});
-/// The commands that read a model file (.mlir) as their one positional argument.
-cl::SubCommandGroup modelCommands({&verifyCommand, &planCommand, &compileCommand});
+                                 &evalCommand, &plotCommand, &importCommand});
+/// The commands that read a model file (.mlir or .onnx) as their one positional argument.
+cl::SubCommandGroup modelCommands({&verifyCommand, &planCommand, &compileCommand, &importCommand});
+/// The commands that can read an ONNX file (--input-shape).
+cl::SubCommandGroup onnxCommands({&verifyCommand, &planCommand, &compileCommand, &reportCommand,
+                                  &evalCommand, &importCommand});
 /// The commands that write an output file (-o).
-cl::SubCommandGroup outputCommands({&planCommand, &compileCommand, &plotCommand});
+cl::SubCommandGroup outputCommands({&planCommand, &compileCommand, &plotCommand, &importCommand});
 /// The commands that lower a model and can write the IR they lower (--emit-mlir).
 cl::SubCommandGroup loweringCommands({&planCommand, &compileCommand});
 /// The commands that take the training pipeline's options: plan (with --train), compile and
@@ -196,6 +209,19 @@ struct SizeParser : cl::parser<std::string> {
   }
 };
 
+/// --input-shape NAME=DIMS.
+struct InputShapeParser : cl::parser<std::string> {
+  using cl::parser<std::string>::parser;
+  bool parse(cl::Option &, llvm::StringRef name, llvm::StringRef text, std::string &value) {
+    auto [input, dims] = text.split('=');
+    std::vector<int64_t> parsed;
+    if (input.empty() || !parseDims(dims.str(), parsed))
+      return usageError("--" + name + " expects NAME=DIMS such as tokens=4x16, got '" + text + "'");
+    value = text.str();
+    return false;
+  }
+};
+
 /// ampc eval's --input NAME=FILE.
 struct InputParser : cl::parser<std::string> {
   using cl::parser<std::string>::parser;
@@ -224,6 +250,7 @@ cl::OptionCategory precisionCategory(
 cl::OptionCategory memoryCategory("Memory options");
 cl::OptionCategory evalCategory("Evaluation options");
 cl::OptionCategory plotCategory("Plot options");
+cl::OptionCategory onnxCategory("ONNX options", "For a model given as an ONNX file (.onnx).");
 cl::OptionCategory mlirCategory(
     "MLIR options",
     "The instrumentation of the pass manager that runs the training pipeline ('ampc plan':\n"
@@ -236,7 +263,7 @@ graph::TrainingPipelineConfig pipeline;
 // `ampc report` what to report); the sink holds what no option of the command matched, so
 // the driver names the mistake (and the command it belongs to) in its own words.
 cl::list<std::string> modelArguments(cl::Positional, cl::sub(modelCommands),
-                                     cl::desc("MODEL.mlir"));
+                                     cl::desc("MODEL.mlir|MODEL.onnx"));
 cl::list<std::string> reportArguments(cl::Positional, cl::sub(reportCommand),
                                       cl::desc("precision|memory MODEL.mlir"));
 cl::list<std::string> evalArguments(cl::Positional, cl::sub(evalCommand),
@@ -252,8 +279,8 @@ namespace flags {
 // Output.
 cl::opt<std::string> output("o", cl::sub(outputCommands), cl::cat(outputCategory),
                             cl::value_desc("FILE"),
-                            cl::desc("The plan (plan), the training executable (compile), or "
-                                     "the plot, .png or .svg (plot)"));
+                            cl::desc("The plan (plan), the training executable (compile), the "
+                                     "plot, .png or .svg (plot), or the model file (import)"));
 cl::opt<bool, false, FlagParser>
     train("train", cl::sub(planCommand), cl::cat(outputCategory),
           cl::desc("Lower the training step rather than the forward pass (bf16 unless "
@@ -443,6 +470,25 @@ cl::opt<std::string, false, CpuPrecisionParser>
                   cl::value_desc("f32|f64"),
                   cl::desc("The CPU backend's compute type (default f32)"), cl::init("f32"));
 
+cl::opt<std::string> grads("grads", cl::sub(evalCommand), cl::cat(evalCategory),
+                           cl::value_desc("FILE.safetensors"),
+                           cl::desc("Also compute the gradient of the loss for every parameter "
+                                    "(in fp32,\nas the training step does) and write them to FILE, "
+                                    "named like the parameters"));
+
+// ONNX.
+cl::list<std::string, bool, InputShapeParser>
+    inputShapes("input-shape", cl::sub(onnxCommands), cl::cat(onnxCategory),
+                cl::value_desc("NAME=DIMS"),
+                cl::desc("The static shape of an ONNX input whose dimensions the file leaves "
+                         "symbolic,\nsuch as tokens=4x16 (repeatable)"));
+
+cl::list<std::string> constantInitializers(
+    "constant-initializer", cl::sub(onnxCommands), cl::cat(onnxCategory), cl::value_desc("NAME"),
+    cl::CommaSeparated,
+    cl::desc("Keep these ONNX initializers constant rather than train them (buffers the loss\n"
+             "depends on, such as rotary tables; repeatable or comma-separated)"));
+
 // Plot.
 cl::opt<std::string, false, SizeParser> size("size", cl::sub(plotCommand), cl::cat(plotCategory),
                                              cl::value_desc("WxH"),
@@ -505,7 +551,7 @@ void registerMlirOptions() {
 void hideUnrelatedOptions() {
   const cl::OptionCategory *categories[] = {&outputCategory, &trainingCategory, &precisionCategory,
                                             &memoryCategory, &evalCategory,     &plotCategory,
-                                            &mlirCategory};
+                                            &onnxCategory,   &mlirCategory};
   cl::HideUnrelatedOptions(categories);
   for (cl::SubCommand *command : commands)
     cl::HideUnrelatedOptions(categories, *command);
@@ -523,7 +569,9 @@ std::string overview(cl::SubCommand *command) {
   ampc eval MODEL.mlir|PLAN [--seed N] [--weights FILE] [--input NAME=FILE]...
             [--precision f32|f64]
   ampc plot METRICS.jsonl... -o FILE.png|FILE.svg [--size WxH]
+  ampc import MODEL.onnx -o MODEL.mlir [--input-shape NAME=DIMS]...
 
+Every command that reads a model takes an ONNX file (MODEL.onnx) as well.
 Each command's options: ampc COMMAND --help. An option's value follows it as --flag=value or
 --flag value.
 )";
@@ -553,6 +601,12 @@ against the step, in panels over one x axis: the loss (a validation loss dashed,
 have val_loss), the learning rate, the gradient norm, the loss scale (log axis; when a run
 scales its loss) and the throughput (tokens/s or samples/s). Each log is a run in its own
 colour, named in the legend by its file name.
+)";
+  if (command == &importCommand)
+    return text + R"(
+'ampc import' writes the ONNX model as a graph model (MODEL.mlir) and the initial values of its
+parameters (the file's trainable initializers) beside it as MODEL.safetensors, which the model
+names; compiling MODEL.mlir (or MODEL.onnx directly) starts training from those values.
 )";
   if (command == &evalCommand)
     return text + R"(
@@ -673,6 +727,12 @@ struct Options {
   /// ampc plot: the metrics logs and the image's size.
   std::vector<std::string> logs;
   int width = 1200, height = 900;
+  /// How ONNX files are imported (--input-shape).
+  OnnxImportOptions onnx;
+  /// ampc eval --grads FILE.
+  std::string grads;
+  /// Whether a training plan gets its device program (not for the CPU-only gradients).
+  bool deviceProgram = true;
 };
 
 /// The options of the command llvm::cl parsed, checked together.
@@ -683,9 +743,8 @@ Options checkedOptions(cl::SubCommand *command) {
     llvm::StringRef first = unknownArguments.front();
     if (!first.starts_with("-"))
       throw UsageError{"unknown command '" + first.str() +
-                       "'; the commands are verify, plan, eval, compile, report and plot (see "
-                       "'ampc "
-                       "--help')"};
+                       "'; the commands are verify, plan, eval, compile, report, plot and import "
+                       "(see 'ampc --help')"};
     throw UsageError{unknownOption(first, nullptr)};
   }
   if (!unknownArguments.empty())
@@ -735,6 +794,34 @@ Options checkedOptions(cl::SubCommand *command) {
     throw UsageError{"'ampc plan' needs an output file: -o PLAN"};
   if (command == &compileCommand && options.output.empty())
     throw UsageError{"'ampc compile' needs an output file: -o BINARY"};
+  if (command == &importCommand) {
+    if (!isOnnxFile(options.model))
+      throw UsageError{"'ampc import' reads an ONNX file (.onnx), got '" + options.model + "'"};
+    if (options.output.empty())
+      throw UsageError{"'ampc import' needs an output file: -o MODEL.mlir"};
+    if (!llvm::StringRef(options.output).ends_with(".mlir"))
+      throw UsageError{"'ampc import' writes a model file (.mlir), got '" + options.output + "'"};
+    options.onnx.weightsName =
+        std::filesystem::path(options.output).replace_extension(".safetensors").filename();
+  }
+  for (llvm::StringRef shape : flags::inputShapes) {
+    auto [name, dims] = shape.split('=');
+    if (!isOnnxFile(options.model))
+      throw UsageError{"--input-shape is for ONNX models (.onnx); '" + options.model +
+                       "' states its shapes"};
+    if (options.onnx.inputShapes.count(name.str()))
+      throw UsageError{"--input-shape gives '" + name.str() + "' twice"};
+    parseDims(dims.str(), options.onnx.inputShapes[name.str()]);
+  }
+  for (const std::string &name : flags::constantInitializers) {
+    if (!isOnnxFile(options.model))
+      throw UsageError{"--constant-initializer is for ONNX models (.onnx)"};
+    options.onnx.constants.insert(name);
+  }
+  options.grads = flags::grads;
+  if (!options.grads.empty() && llvm::StringRef(options.model).ends_with(".plan"))
+    throw UsageError{"--grads needs a model file (.mlir or .onnx): it compiles the training "
+                     "step"};
 
   options.train = command == &compileCommand || command == &reportCommand || flags::train;
   // A forward plan is assigned a precision only when one is asked for.
@@ -842,9 +929,11 @@ std::optional<plan::Plan> compileTrainingStep(LoadedModel &loaded, const Options
   if (!options.emitMlir.empty() && !emitMlir(*loaded.module, options.emitMlir))
     return std::nullopt;
   PlanProvenance provenance;
-  auto compiled = emitPlan(loaded.model, &provenance);
+  auto compiled = emitPlan(loaded.model, &provenance, &loaded.given);
   if (failed(compiled))
     return std::nullopt;
+  if (!options.deviceProgram)
+    return std::move(*compiled);
   DeviceCodeResult device = attachDeviceProgram(loaded.model, *compiled, provenance);
   if (device.unsupported)
     llvm::errs() << "ampc: warning: " << device.summary << "\n";
@@ -902,6 +991,29 @@ bool reportTrainingStep(LoadedModel &loaded, const Options &options) {
   return printed;
 }
 
+/// `ampc import`: the model file and its weights beside it.
+bool importModel(LoadedModel &loaded, const Options &options) {
+  const std::string weights =
+      std::filesystem::path(options.output).replace_extension(".safetensors").string();
+  try {
+    writeGivenValues(loaded.model, loaded.given, weights);
+  } catch (const std::exception &error) {
+    llvm::errs() << "ampc: error: " << error.what() << "\n";
+    return false;
+  }
+  if (!emitMlir(*loaded.module, options.output))
+    return false;
+  size_t params = 0, inputs = 0;
+  for (mlir::Operation &op : loaded.model.getBodyBlock()) {
+    params += llvm::isa<graph::ParamOp>(op);
+    inputs += llvm::isa<graph::InputOp>(op);
+  }
+  std::printf("imported %s: %zu parameter%s, %zu input%s; wrote %s and %s\n", options.model.c_str(),
+              params, params == 1 ? "" : "s", inputs, inputs == 1 ? "" : "s",
+              options.output.c_str(), weights.c_str());
+  return true;
+}
+
 /// Parses, verifies and lowers a model file (with its training step when `options.train`);
 /// diagnostics are printed with their locations.
 std::optional<plan::Plan> compileModel(const std::string &path, const Options &options) {
@@ -913,9 +1025,11 @@ std::optional<plan::Plan> compileModel(const std::string &path, const Options &o
     context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  auto loaded = loadModel(path, sourceMgr, context);
+  auto loaded = loadModel(path, sourceMgr, context, options.onnx);
   if (failed(loaded))
     return std::nullopt;
+  if (options.verb == "import")
+    return importModel(*loaded, options) ? std::optional<plan::Plan>(plan::Plan()) : std::nullopt;
   if (options.train && options.verb != "report")
     return compileTrainingStep(*loaded, options);
   if (options.verb == "report")
@@ -925,7 +1039,7 @@ std::optional<plan::Plan> compileModel(const std::string &path, const Options &o
                           options.assignPrecision ? &options.pipeline.precision : nullptr)))
     return std::nullopt;
   // A forward-only plan.
-  auto compiled = emitPlan(loaded->model, nullptr);
+  auto compiled = emitPlan(loaded->model, nullptr, &loaded->given);
   if (failed(compiled))
     return std::nullopt;
   return std::move(*compiled);
@@ -998,6 +1112,63 @@ int evaluate(const Options &options, const plan::Plan &compiled) {
   return 0;
 }
 
+/// `ampc eval --grads`: the training step compiled in fp32 (one micro-batch, no loss scaling),
+/// one micro step on the CPU backend, and each parameter's gradient accumulator written out.
+int evaluateGradients(Options options) {
+  options.train = true;
+  options.verb = "plan";
+  options.pipeline = graph::TrainingPipelineConfig();
+  options.pipeline.precision.mode = "fp32";
+  options.pipeline.training.accumSteps = 1;
+  options.deviceProgram = false;
+  std::optional<plan::Plan> compiled = compileModel(options.model, options);
+  if (!compiled)
+    return 1;
+  cpu::Executor executor(*compiled, options.precision);
+  executor.initializeParameters(options.seed);
+  if (!options.weights.empty()) {
+    try {
+      const train::ParameterValues values = train::readWeights(*compiled, options.weights);
+      for (size_t i = 0; i < compiled->parameters.size(); ++i)
+        executor.setParameterValues(compiled->parameters[i].name, values[i]);
+    } catch (const safetensors::Error &error) {
+      throw UsageError{error.what()};
+    }
+  }
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> given;
+  for (const auto &[name, path] : options.inputs)
+    given.emplace_back(name, readDataFile(name, path));
+  executor.randomizeInputs(options.seed);
+  for (const auto &[name, data] : given)
+    executor.setInput(name, data.data(), data.size());
+  cpu::RunOptions run;
+  run.seed = options.seed;
+  run.keepTemporaries = false;
+  const double loss = executor.run(run);
+  safetensors::File file;
+  file.metadata["loss"] = std::to_string(loss);
+  for (const plan::Parameter &parameter : compiled->parameters) {
+    const std::string name = parameter.name + ".grad";
+    uint32_t buffer;
+    try {
+      buffer = plan::findBuffer(*compiled, name);
+    } catch (const plan::PlanError &) {
+      continue; // the loss does not depend on this parameter
+    }
+    std::vector<double> values = executor.bufferValues(buffer);
+    file.tensors.push_back(
+        safetensors::fromFloats(parameter.name, compiled->buffers[parameter.buffer].shape,
+                                std::vector<float>(values.begin(), values.end())));
+  }
+  safetensors::writeFile(options.grads, file);
+  std::printf("loss %.6f (seed %llu, %s, the training step on the CPU backend); wrote the "
+              "gradients of %zu parameters to %s\n",
+              loss, static_cast<unsigned long long>(options.seed),
+              options.precision == cpu::Precision::F64 ? "f64" : "f32", file.tensors.size(),
+              options.grads.c_str());
+  return 0;
+}
+
 /// argv[0], for finding the training runner next to the compiler.
 std::string argv0;
 
@@ -1024,6 +1195,8 @@ int run(const Options &options) {
   bool isPlanFile = llvm::StringRef(options.model).ends_with(".plan");
   if (isPlanFile && options.verb != "eval")
     throw UsageError{"'ampc " + options.verb + "' takes a model file (.mlir), not a plan"};
+  if (options.verb == "eval" && !options.grads.empty())
+    return evaluateGradients(options);
   std::optional<plan::Plan> compiled;
   if (isPlanFile)
     compiled = plan::loadPlan(options.model);
@@ -1036,7 +1209,7 @@ int run(const Options &options) {
     std::printf("%s: ok\n", options.model.c_str());
     return 0;
   }
-  if (options.verb == "report")
+  if (options.verb == "report" || options.verb == "import")
     return 0;
   if (options.verb == "compile") {
     train::writeTrainingExecutable(train::findRunner(argv0, AMPC_TRAIN_RUNNER_BUILD_PATH),

@@ -143,6 +143,15 @@ def Graph_OnesInitAttr : Graph_Attr<"OnesInit", "ones"> {
   let summary = "initialise every element to 1";
 }
 
+def Graph_GivenInitAttr : Graph_Attr<"GivenInit", "given"> {
+  let summary = "initial values given with the model (an imported model's weights)";
+  let description = [{
+    The values come from the file the enclosing graph.model's `weights` attribute names (a
+    safetensors file, relative to the model file, holding one tensor per parameter, keyed by the
+    parameter's name); plan emission embeds them in the plan, so the seed does not change them.
+  }];
+}
+
 def Graph_NormalInitAttr : Graph_Attr<"NormalInit", "normal"> {
   let summary = "initialise from a normal distribution";
   let description = [{
@@ -269,6 +278,7 @@ def Graph_LossScaleMode : I32EnumAttr<"LossScaleMode",
 }
 
 def Graph_InitializerAttr : AnyAttrOf<[Graph_ZerosInitAttr, Graph_OnesInitAttr,
-                                       Graph_NormalInitAttr, Graph_UniformInitAttr]>;
+                                       Graph_NormalInitAttr, Graph_UniformInitAttr,
+                                       Graph_GivenInitAttr]>;
 
 #endif // AMPC_DIALECTS_GRAPH_GRAPHBASE_TD

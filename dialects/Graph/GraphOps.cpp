@@ -120,6 +120,12 @@ checkNoRecursion(func::FuncOp func,
 LogicalResult ModelOp::verifyRegions() {
   llvm::DenseMap<Operation *, llvm::SmallVector<func::CallOp>> calls;
   for (Operation &op : getBodyBlock()) {
+    auto param = llvm::dyn_cast<ParamOp>(op);
+    if (param && llvm::isa<GivenInitAttr>(param.getInit()) && !getWeights())
+      return param.emitOpError("parameter @")
+             << param.getSymName()
+             << " is initialised #graph.given, but the model names no weights file: add "
+                "attributes {weights = \"FILE.safetensors\"} to graph.model";
     if (!llvm::isa<ParamOp, InputOp, StateOp, ParamCopyOp, LossScaleOp, func::FuncOp>(op))
       return op.emitOpError("cannot appear directly in a graph.model, which holds only "
                             "graph.param, graph.input, graph.state and func.func (and the "

@@ -50,8 +50,12 @@ def Graph_ModelOp : Graph_Op<"model", [IsolatedFromAbove, SymbolTable, Symbol,
       }
     }
     ```
+
+    `weights`, when present, names the safetensors file (relative to the model file) that the
+    parameters initialised `#graph.given` take their values from; `ampc import` writes it beside
+    the model it imports: `graph.model @mlp attributes {weights = "mlp.safetensors"} {...}`.
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name);
+  let arguments = (ins SymbolNameAttr:$sym_name, OptionalAttr<StrAttr>:$weights);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
   let hasRegionVerifier = 1;
@@ -71,7 +75,9 @@ def Graph_ParamOp : Graph_Op<"param", [Symbol, HasParent<"ModelOp">]> {
     graph.param @wte : tensor<8192x384xf32> init #graph.normal<std = 0.02>
     graph.param @ln_g : tensor<384xf32> init #graph.ones
     graph.param @fc_b : tensor<1536xf32> init #graph.zeros {weight_decay = true}
+    graph.param @fc1.weight : tensor<64x32xf32> init #graph.given
     ```
+    `#graph.given` takes the values from the model's `weights` file.
     `weight_decay` overrides the optimizer's default (decay for rank >= 2 parameters, none for
     biases and norm gains). One parameter may be read any number of times (a tied embedding and
     output head read the same parameter).

@@ -308,6 +308,8 @@ private:
       return parameter.a + parameter.b * numerics::standardNormal(seed, 0, stream, e);
     case plan::InitKind::Uniform:
       return parameter.a + (parameter.b - parameter.a) * numerics::uniform01(seed, 0, stream, e);
+    case plan::InitKind::Given:
+      return parameter.values[e]; // the seed does not change given values
     }
     return 0.0;
   }

@@ -103,6 +103,8 @@ const char *initKindName(InitKind init) {
     return "normal";
   case InitKind::Uniform:
     return "uniform";
+  case InitKind::Given:
+    return "given";
   }
   return "unknown";
 }

@@ -9,7 +9,8 @@
 // is documented byte by byte in docs/plan-format.md and versioned by
 // kFormatVersion. Version 4 adds the device program (DeviceProgram.h): what
 // the CUDA backend runs instead of the instructions; version 5 stores its
-// kernel binaries zlib-compressed.
+// kernel binaries zlib-compressed; version 6 the given initialiser (values
+// embedded in the plan: a model imported with its trained or exported weights).
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,7 +32,7 @@
 namespace ampc::plan {
 
 /// The binary format version this runtime writes and reads.
-inline constexpr uint32_t kFormatVersion = 5;
+inline constexpr uint32_t kFormatVersion = 6;
 
 /// Element type of a buffer. The numeric values are the on-disk codes.
 enum class DType : uint8_t { F32 = 0, BF16 = 1, F16 = 2, I32 = 3, I64 = 4 };
@@ -61,8 +62,8 @@ struct Buffer {
   BufferRole role;
 };
 
-/// How a parameter's initial values are drawn.
-enum class InitKind : uint8_t { Zeros = 0, Ones = 1, Normal = 2, Uniform = 3 };
+/// How a parameter's initial values are drawn, or (Given) where they come from.
+enum class InitKind : uint8_t { Zeros = 0, Ones = 1, Normal = 2, Uniform = 3, Given = 4 };
 
 /// A trainable parameter and its initialiser.
 struct Parameter {
@@ -71,6 +72,9 @@ struct Parameter {
   InitKind init;
   double a = 0, b = 0; ///< Normal: mean, std; Uniform: low, high
   bool weightDecay = true;
+  /// Given: the initial values, one per element in row-major order (an
+  /// imported model's weights); empty for every other kind.
+  std::vector<float> values;
 };
 
 /// What an integer input feeds, so a training runner knows which data
@@ -198,7 +202,7 @@ bool isIntegerDType(DType dtype);
 /// The role's name ("parameter", "input", "constant", "temporary",
 /// "state", "parameter_copy").
 const char *bufferRoleName(BufferRole role);
-/// The initialiser's name ("zeros", "ones", "normal", "uniform").
+/// The initialiser's name ("zeros", "ones", "normal", "uniform", "given").
 const char *initKindName(InitKind init);
 /// The input use's name ("none", "indices", "labels").
 const char *inputUseName(InputUse use);

@@ -85,6 +85,12 @@ void encodeParameters(const Plan &plan, ByteWriter &out) {
     out.u8(parameter.weightDecay ? 1 : 0);
     out.f64(parameter.a);
     out.f64(parameter.b);
+    // Given: the values follow, as a u64 count of f32.
+    if (parameter.init == InitKind::Given) {
+      out.u64(parameter.values.size());
+      for (float value : parameter.values)
+        out.f32(value);
+    }
   }
 }
 
@@ -214,13 +220,22 @@ void decodeParameters(ByteReader &in, Plan &plan) {
   for (Parameter &parameter : plan.parameters) {
     parameter.name = in.string("parameter name");
     parameter.buffer = in.u32("parameter buffer");
-    parameter.init = decodeEnum<InitKind>(in, in.u8("init"), 4, "init kind");
+    parameter.init = decodeEnum<InitKind>(in, in.u8("init"), 5, "init kind");
     uint8_t decay = in.u8("weight decay flag");
     if (decay > 1)
       in.fail("bad weight decay flag " + std::to_string(decay));
     parameter.weightDecay = decay == 1;
     parameter.a = in.f64("init argument a");
     parameter.b = in.f64("init argument b");
+    if (parameter.init == InitKind::Given) {
+      uint64_t count = in.u64("given value count");
+      if (count > in.remaining() / 4)
+        in.fail("parameter '" + parameter.name + "' has " + std::to_string(count) +
+                " given values but the section is shorter");
+      parameter.values.resize(count);
+      for (float &value : parameter.values)
+        value = in.f32("given value");
+    }
   }
 }
 

@@ -360,8 +360,19 @@ void checkTables(const Plan &plan) {
     claim(parameter.buffer, BufferRole::Parameter, what);
     if (!isFloatDType(plan.buffers[parameter.buffer].dtype))
       fail(what + " must have a float dtype");
-    if (static_cast<uint8_t>(parameter.init) > 3)
+    if (static_cast<uint8_t>(parameter.init) > 4)
       fail(what + " has an unknown init kind");
+    const int64_t elements = numElements(plan.buffers[parameter.buffer]);
+    if (parameter.init == InitKind::Given) {
+      if (static_cast<int64_t>(parameter.values.size()) != elements)
+        fail(what + ": given init has " + std::to_string(parameter.values.size()) + " values for " +
+             std::to_string(elements) + " elements");
+      for (float value : parameter.values)
+        if (!std::isfinite(value))
+          fail(what + ": given init values must be finite");
+    } else if (!parameter.values.empty()) {
+      fail(what + ": only a given init carries values");
+    }
     if (!std::isfinite(parameter.a) || !std::isfinite(parameter.b))
       fail(what + ": init arguments must be finite");
     if (parameter.init == InitKind::Normal && parameter.b < 0)

@@ -157,6 +157,20 @@ graph.model @mutual_recursion {
 // graph.param, graph.input and the initializer attributes
 //===----------------------------------------------------------------------===//
 
+graph.model @given_without_weights {
+  // expected-error @+1 {{'graph.param' op parameter @w is initialised #graph.given, but the model names no weights file: add attributes {weights = "FILE.safetensors"} to graph.model}}
+  graph.param @w : tensor<4xf32> init #graph.given
+  graph.input @x : tensor<4xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<4xf32>
+    %l = graph.mse_loss %x, %x : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
 graph.model @empty_param_dimension {
   // expected-error @+1 {{'graph.param' op parameter @w has an empty dimension in 'tensor<4x0xf32>'}}
   graph.param @w : tensor<4x0xf32> init #graph.zeros

@@ -9,6 +9,25 @@
 // attention, losses). Initializer fields are matched in either spelling of a float that the
 // attribute printer may use: the exponent form (`2.000000e-02`) or the shortest one (`0.02`).
 
+// CHECK-LABEL: graph.model @given_weights attributes {weights = "given.safetensors"} {
+// CHECK: graph.param @fc1.weight : tensor<4x2xf32> init #graph.given{{$}}
+// GENERIC-LABEL: "graph.model"() <{sym_name = "given_weights", weights = "given.safetensors"}>
+// GENERIC: "graph.param"() <{init = #graph.given, sym_name = "fc1.weight", type = tensor<4x2xf32>}> : () -> ()
+graph.model @given_weights attributes {weights = "given.safetensors"} {
+  graph.param @fc1.weight : tensor<4x2xf32> init #graph.given
+  graph.input @x : tensor<8x4xf32>
+  func.func @forward() {
+    %w = graph.get_param @fc1.weight : tensor<4x2xf32>
+    %x = graph.get_input @x : tensor<8x4xf32>
+    %p = graph.matmul %x, %w : tensor<8x4xf32>, tensor<4x2xf32>
+    %l = graph.sum %p axes [0, 1] : tensor<8x2xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
 // CHECK-LABEL: graph.model @structure {
 // CHECK: graph.param @w_normal : tensor<4x2xf32> init #graph.normal<mean = {{0\.0|0\.000000e\+00}}, std = {{0\.02|2\.000000e-02}}>{{$}}
 // CHECK: graph.param @w_normal_mean : tensor<4x2xf32> init #graph.normal<mean = {{1\.0|1\.000000e\+00}}, std = {{0\.5|5\.000000e-01}}>{{$}}

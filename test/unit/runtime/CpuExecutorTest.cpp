@@ -69,6 +69,25 @@ TEST(CpuExecutor, NormalInitHasRequestedMoments) {
   EXPECT_EQ(executor.parameterValues("zero"), std::vector<double>(4, 0.0));
 }
 
+TEST(CpuExecutor, GivenInitUsesTheStoredValues) {
+  // An imported model's weights: the values, whatever the seed, rounded to the buffer's dtype.
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    PlanBuilder b;
+    uint32_t w = b.parameter("w", dtype, {3}, InitKind::Given);
+    b.plan.parameters[0].values = {0.1f, -2.5f, 3.0f};
+    b.plan.loss =
+        b.op(OpCode::Sum, {w}, DType::F32, {}, {{"axes", V{0}}, {"keepdims", int64_t(0)}});
+    Executor executor(b.plan, Precision::F32);
+    for (uint64_t seed : {0u, 9u}) {
+      executor.initializeParameters(seed);
+      std::vector<double> expected = {0.1f, -2.5, 3.0};
+      if (dtype == DType::BF16)
+        expected[0] = numerics::roundToBF16(0.1f);
+      EXPECT_EQ(executor.parameterValues("w"), expected);
+    }
+  }
+}
+
 TEST(CpuExecutor, InitIsReproducibleAndKeyedByName) {
   Executor first(parameterPlan(1000), Precision::F32);
   Executor second(parameterPlan(1000), Precision::F32);

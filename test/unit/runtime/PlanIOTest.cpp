@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <sys/resource.h>
@@ -280,9 +281,9 @@ TEST(PlanIO, RejectsBadMagic) {
   EXPECT_NE(readError("").find("empty"), std::string::npos);
 }
 
-TEST(PlanIO, WritesVersion5) {
+TEST(PlanIO, WritesVersion6) {
   const std::string bytes = encode(everyOpcodePlan());
-  EXPECT_EQ(bytes.substr(8, 4), std::string("\x05\x00\x00\x00", 4));
+  EXPECT_EQ(bytes.substr(8, 4), std::string("\x06\x00\x00\x00", 4));
   // Nine sections, PREC then DEVP (an empty device program) last.
   EXPECT_EQ(bytes.substr(12, 4), std::string("\x09\x00\x00\x00", 4));
   const size_t precision = bytes.find("PREC"), device = bytes.rfind("DEVP");
@@ -302,16 +303,19 @@ TEST(PlanIO, RejectsWrongVersion) {
   // the same actionable message.
   std::string bytes = encode(everyOpcodePlan());
   bytes[8] = 1; // the u32 version follows the magic
-  EXPECT_EQ(readError(bytes), "plan format version 1, this runtime reads version 5: recompile "
+  EXPECT_EQ(readError(bytes), "plan format version 1, this runtime reads version 6: recompile "
                               "the model with a matching ampc");
   bytes[8] = 3; // before the device program
-  EXPECT_EQ(readError(bytes), "plan format version 3, this runtime reads version 5: recompile "
+  EXPECT_EQ(readError(bytes), "plan format version 3, this runtime reads version 6: recompile "
                               "the model with a matching ampc");
   bytes[8] = 4; // before the compressed device modules
-  EXPECT_EQ(readError(bytes), "plan format version 4, this runtime reads version 5: recompile "
+  EXPECT_EQ(readError(bytes), "plan format version 4, this runtime reads version 6: recompile "
                               "the model with a matching ampc");
-  bytes[8] = 6;
-  EXPECT_EQ(readError(bytes), "plan format version 6, this runtime reads version 5: recompile "
+  bytes[8] = 5; // before given initial values
+  EXPECT_EQ(readError(bytes), "plan format version 5, this runtime reads version 6: recompile "
+                              "the model with a matching ampc");
+  bytes[8] = 7;
+  EXPECT_EQ(readError(bytes), "plan format version 7, this runtime reads version 6: recompile "
                               "the model with a matching ampc");
 }
 
@@ -345,7 +349,7 @@ std::string version1File() {
 
 TEST(PlanIO, RejectsVersion1Files) {
   EXPECT_EQ(readError(version1File()),
-            "plan format version 1, this runtime reads version 5: recompile "
+            "plan format version 1, this runtime reads version 6: recompile "
             "the model with a matching ampc");
 }
 
@@ -376,6 +380,42 @@ TEST(PlanIO, RoundTripTrainingFields) {
   EXPECT_EQ(forwardDecoded.accumulationSteps, 1);
   EXPECT_EQ(forwardDecoded.inputs[0].use, plan::InputUse::None);
   expectSamePlan(forward.plan, forwardDecoded);
+}
+
+/// A plan whose one parameter w [2, 3] has given values; loss = sum(w).
+Plan givenValuesPlan() {
+  PlanBuilder b;
+  const uint32_t w = b.parameter("w", DType::F32, {2, 3}, plan::InitKind::Given);
+  b.plan.parameters[0].values = {1.5f, -2.0f, 0.25f, 3.0f, 0.0f, -0.5f};
+  b.plan.loss = b.op(OpCode::Sum, {w}, DType::F32, {},
+                     {{"axes", std::vector<int64_t>{0, 1}}, {"keepdims", int64_t(0)}});
+  return b.plan;
+}
+
+TEST(PlanIO, RoundTripGivenValues) {
+  const Plan original = givenValuesPlan();
+  const Plan decoded = decode(encode(original));
+  ASSERT_EQ(decoded.parameters.size(), 1u);
+  EXPECT_EQ(decoded.parameters[0].init, plan::InitKind::Given);
+  EXPECT_EQ(decoded.parameters[0].values, original.parameters[0].values);
+  EXPECT_EQ(plan::initKindName(plan::InitKind::Given), std::string("given"));
+  // A truncated value list is an error, not a short read.
+  const std::string bytes = encode(original);
+  for (size_t cut = 1; cut <= 24; ++cut)
+    EXPECT_FALSE(readError(bytes.substr(0, bytes.size() - cut)).empty());
+}
+
+TEST(PlanIO, ValidatesGivenValues) {
+  Plan plan = givenValuesPlan();
+  plan.parameters[0].values.pop_back();
+  EXPECT_NE(readError(encode(plan)).find("given init has 5 values for 6 elements"),
+            std::string::npos);
+  plan = givenValuesPlan();
+  plan.parameters[0].values[2] = std::numeric_limits<float>::infinity();
+  EXPECT_NE(readError(encode(plan)).find("given init values must be finite"), std::string::npos);
+  plan = givenValuesPlan();
+  plan.parameters[0].init = plan::InitKind::Zeros;
+  EXPECT_THROW(plan::validatePlan(plan), plan::PlanError);
 }
 
 TEST(PlanIO, RoundTripMixedPrecisionFields) {

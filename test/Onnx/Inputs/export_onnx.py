@@ -1,0 +1,30 @@
+"""export_onnx.py MODEL OUT_DIR: exports a model of torch_models.py as OUT_DIR/MODEL.onnx and
+writes its batch as raw little-endian files OUT_DIR/MODEL.NAME.bin (ampc eval --input NAME=FILE)
+and as OUT_DIR/MODEL.batch.pt.
+
+The TorchScript exporter with opset 17 in training mode: in eval mode it merges initializers of
+equal value (every LayerNorm's ones would become one parameter), and it folds the transpose of a
+weight into a new, unnamed initializer. A tied weight stays one initializer either way.
+"""
+
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+import torch_models  # noqa: E402
+
+name, out = sys.argv[1], sys.argv[2]
+opset = int(sys.argv[3]) if len(sys.argv) > 3 else 17
+model = torch_models.make(name)
+generator = torch.Generator().manual_seed(1)
+batch = model.batch(generator)
+torch.save(batch, os.path.join(out, name + ".batch.pt"))
+for key, value in batch.items():
+    array = value.numpy()
+    array.astype(array.dtype.newbyteorder("<")).tofile(os.path.join(out, name + "." + key + ".bin"))
+torch.onnx.export(model, tuple(batch.values()), os.path.join(out, name + ".onnx"),
+                  input_names=list(batch.keys()), output_names=["loss"], opset_version=opset,
+                  training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+print("exported", name, "opset", opset)

@@ -1,0 +1,212 @@
+"""torch_models.py: the PyTorch models the ONNX tests export, with their batches.
+
+Each model's forward takes its batch and returns the scalar loss, so the exported ONNX graph's
+one output is the loss ampc trains. Shapes are small so that every test runs in seconds on one
+core. Run with Debian's /usr/bin/python3 (torch 1.13, CPU).
+"""
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Mlp(nn.Module):
+    """Two linear layers with ReLU, cross-entropy against class labels (Gemm, Relu,
+    SoftmaxCrossEntropyLoss)."""
+
+    def __init__(self, features=12, hidden=32, classes=5):
+        super().__init__()
+        self.fc1 = nn.Linear(features, hidden)
+        self.fc2 = nn.Linear(hidden, classes)
+
+    def forward(self, x, labels):
+        return F.cross_entropy(self.fc2(F.relu(self.fc1(x))), labels)
+
+    @staticmethod
+    def batch(generator):
+        x = torch.randn(8, 12, generator=generator)
+        labels = torch.randint(0, 5, (8,), generator=generator)
+        return {"x": x, "labels": labels}
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d, heads, context, variant):
+        super().__init__()
+        self.heads, self.variant = heads, variant
+        # No bias on q, k, v: the key's bias does not change the softmax, so its gradient is zero
+        # up to rounding, and AdamW turns that rounding into full-size steps in random directions
+        # (in torch as in ampc), which no weight comparison could check.
+        self.qkv = nn.Linear(d, 3 * d, bias=False)
+        self.proj = nn.Linear(d, d)
+        # A float buffer, as GPT-2 implementations register it: a mask, not a parameter.
+        self.register_buffer("mask", torch.tril(torch.ones(context, context)).view(
+            1, 1, context, context))
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q = q.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        k = k.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        v = v.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        scale = 1.0 / math.sqrt(C // self.heads)
+        if self.variant == "masked":
+            # Explicit masked softmax (nanoGPT's slow path).
+            att = (q @ k.transpose(-2, -1)) * scale
+            att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
+            att = F.softmax(att, dim=-1)
+            y = att @ v
+        else:
+            # baddbmm with an additive -inf upper-triangular bias.
+            bias = torch.triu(torch.full((T, T), float("-inf")), diagonal=1)
+            q3 = q.reshape(B * self.heads, T, -1)
+            k3 = k.reshape(B * self.heads, T, -1)
+            att = torch.baddbmm(bias.expand(B * self.heads, T, T), q3, k3.transpose(1, 2),
+                                alpha=scale)
+            y = torch.bmm(F.softmax(att, dim=-1), v.reshape(B * self.heads, T, -1))
+            y = y.view(B, self.heads, T, -1)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.proj(y)
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads, context, variant, gelu):
+        super().__init__()
+        self.gelu = gelu
+        self.ln1 = nn.LayerNorm(d)
+        self.attn = CausalSelfAttention(d, heads, context, variant)
+        self.ln2 = nn.LayerNorm(d)
+        self.fc = nn.Linear(d, 4 * d)
+        self.fc_proj = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.fc_proj(F.gelu(self.fc(self.ln2(x)), approximate=self.gelu))
+
+
+class Gpt(nn.Module):
+    """A GPT-2-style decoder: token and position embeddings, pre-norm blocks, a final layer norm
+    and an output head tied to the token embedding; GELU exact (erf) or its tanh form."""
+
+    def __init__(self, variant="masked", gelu="none", vocab=64, d=32, heads=2, layers=2,
+                 context=16):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(context, d)
+        self.blocks = nn.ModuleList([Block(d, heads, context, variant, gelu)
+                                     for _ in range(layers)])
+        self.ln_f = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+        self.head.weight = self.wte.weight  # tied
+        self.register_buffer("positions", torch.arange(context))
+
+    def forward(self, tokens, targets):
+        B, T = tokens.shape
+        x = self.wte(tokens) + self.wpe(self.positions[:T])
+        for block in self.blocks:
+            x = block(x)
+        logits = self.head(self.ln_f(x))
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+    @staticmethod
+    def batch(generator):
+        tokens = torch.randint(0, 64, (2, 16), generator=generator)
+        targets = torch.randint(0, 64, (2, 16), generator=generator)
+        return {"tokens": tokens, "targets": targets}
+
+
+class RmsNorm(nn.Module):
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, d, heads, hidden, rope=False):
+        super().__init__()
+        self.heads, self.rope = heads, rope
+        if rope:
+            # A buffer as in Hugging Face's LLaMA: import it with --constant-initializer.
+            head = d // heads
+            self.register_buffer("inv_freq",
+                                 1.0 / (10000 ** (torch.arange(0, head, 2).float() / head)))
+        self.norm1 = RmsNorm(d)
+        self.wq = nn.Linear(d, d, bias=False)
+        self.wk = nn.Linear(d, d, bias=False)
+        self.wv = nn.Linear(d, d, bias=False)
+        self.wo = nn.Linear(d, d, bias=False)
+        self.norm2 = RmsNorm(d)
+        self.w1 = nn.Linear(d, hidden, bias=False)
+        self.w3 = nn.Linear(d, hidden, bias=False)
+        self.w2 = nn.Linear(hidden, d, bias=False)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        h = self.norm1(x)
+        shape = (B, T, self.heads, C // self.heads)
+        q = self.wq(h).view(shape).transpose(1, 2)
+        k = self.wk(h).view(shape).transpose(1, 2)
+        v = self.wv(h).view(shape).transpose(1, 2)
+        if self.rope:
+            t = torch.arange(T, dtype=torch.float32)
+            freqs = t[:, None] * self.inv_freq[None, :]
+            emb = torch.cat((freqs, freqs), dim=-1)
+            cos, sin = emb.cos(), emb.sin()
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
+        att = q @ k.transpose(-2, -1) / math.sqrt(C // self.heads)
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        att = att.masked_fill(~causal, -1e9)  # a finite fill, as some LLaMA ports write
+        y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + self.wo(y)
+        h = self.norm2(x)
+        return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
+
+
+class Llama(nn.Module):
+    """A LLaMA-style decoder: RMSNorm, SiLU-gated MLP, untied head, no biases; with rope, rotary
+    position embeddings from an inv_freq buffer."""
+
+    def __init__(self, vocab=64, d=32, heads=2, layers=2, hidden=64, rope=False):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList([LlamaBlock(d, heads, hidden, rope) for _ in range(layers)])
+        self.norm = RmsNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, tokens, targets):
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = block(x)
+        logits = self.head(self.norm(x))
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+    batch = staticmethod(Gpt.batch)
+
+
+def make(name):
+    """The model called name, with deterministic initial values."""
+    torch.manual_seed(0)
+    if name == "mlp":
+        return Mlp()
+    if name == "gpt":
+        return Gpt("masked")
+    if name == "gpt-baddbmm":
+        return Gpt("baddbmm")
+    if name == "gpt-tanh":
+        return Gpt("masked", gelu="tanh")
+    if name == "llama":
+        return Llama()
+    if name == "llama-rope":
+        return Llama(rope=True)
+    raise SystemExit("unknown model " + name)
