@@ -2,7 +2,8 @@
 //
 // The passes `ampc compile` (and `ampc plan --train`) run on a model, in their one order:
 //
-//   graph-inline-calls -> graph-build-training -> graph-chunk-classifier -> graph-assign-precision
+//   graph-inline-calls -> graph-raise-fused-ops -> graph-build-training -> graph-chunk-classifier
+//     -> graph-assign-precision
 //     -> graph-insert-loss-scaling -> graph-plan-remat (with a memory budget)
 //     -> graph-fuse -> graph-plan-memory
 //
