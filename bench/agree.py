@@ -24,9 +24,11 @@ import json
 import math
 import os
 import shutil
-import struct
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_io  # noqa: E402
 
 # name, executable, steps, extra flags, relative tolerance of the loss (None: GPU only)
 CASES = [
@@ -192,32 +194,15 @@ def curves(a):
     return 1 if problems or steps == 0 else 0
 
 
-def read_safetensors(path):
-    """{name: (shape, [floats])} of a safetensors file of F32/BF16/F16 tensors."""
-    data = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    header.pop("__metadata__", None)
-    out = {}
-    for name, e in header.items():
-        b, end = e["data_offsets"]
-        raw = data[8 + n + b:8 + n + end]
-        if e["dtype"] == "F32":
-            values = struct.unpack(f"<{len(raw) // 4}f", raw)
-        elif e["dtype"] == "F16":
-            values = struct.unpack(f"<{len(raw) // 2}e", raw)
-        elif e["dtype"] == "BF16":
-            values = [struct.unpack("<f", struct.pack("<I", h << 16))[0]
-                      for h in struct.unpack(f"<{len(raw) // 2}H", raw)]
-        else:
-            raise ValueError(f"{path}: tensor {name} is {e['dtype']}")
-        out[name] = (e["shape"], values)
-    return out
+def read_weights(path):
+    """{name: (shape, [floats])} of a weights file."""
+    return {name: (shape, safetensors_io.values(dtype, raw))
+            for name, (dtype, shape, raw) in safetensors_io.read(path)[1].items()}
 
 
 def weights(a):
     """Two weights files (an executable's --export-weights): every tensor within --tolerance."""
-    ref, other = read_safetensors(a.files[0]), read_safetensors(a.files[1])
+    ref, other = (read_weights(path) for path in a.files)
     problems, worst = [], 0.0
     if sorted(ref) != sorted(other):
         problems.append(f"tensors differ: {sorted(set(ref) ^ set(other))[:5]}")

@@ -66,6 +66,8 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import safetensors_io  # noqa: E402
 
 
 def load_make_gpt():
@@ -220,47 +222,25 @@ def init_ampc(model, seed):
                 p.copy_(values.t() if transposed else values)
 
 
-# safetensors: an 8-byte little-endian header length, a JSON header {name: {dtype, shape,
-# data_offsets}}, then the data. ampc's training executables read and write it
-# (--init-from, --export-weights) with tensors named as ampc's parameters.
 SAFETENSORS_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
                       "F64": torch.float64}
 
 
 def read_safetensors(path):
-    """{name: float32 tensor} of a safetensors file."""
-    import struct
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    header.pop("__metadata__", None)
+    """{name: float32 tensor} of a safetensors file (safetensors_io.py)."""
     out = {}
-    for name, entry in header.items():
-        begin, end = entry["data_offsets"]
-        raw = bytearray(data[8 + n + begin:8 + n + end])
-        dtype = SAFETENSORS_DTYPES[entry["dtype"]]
-        t = torch.frombuffer(raw, dtype=dtype) if raw else torch.empty(0, dtype=dtype)
-        out[name] = t.reshape(entry["shape"]).float()
+    for name, (dtype, shape, raw) in safetensors_io.read(path)[1].items():
+        t = torch.frombuffer(bytearray(raw), dtype=SAFETENSORS_DTYPES[dtype]) if raw else \
+            torch.empty(0, dtype=SAFETENSORS_DTYPES[dtype])
+        out[name] = t.reshape(shape).float()
     return out
 
 
 def write_safetensors(path, tensors, metadata=None):
     """Writes {name: tensor} as F32 safetensors."""
-    import struct
-    header, blobs, offset = {}, [], 0
-    if metadata:
-        header["__metadata__"] = metadata
-    for name, t in tensors.items():
-        raw = t.detach().cpu().float().contiguous().numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    safetensors_io.write(path, {name: ("F32", list(t.shape),
+                                       t.detach().cpu().float().contiguous().numpy().tobytes())
+                                for name, t in tensors.items()}, metadata)
 
 
 def init_file(model, path):

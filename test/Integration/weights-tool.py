@@ -14,46 +14,12 @@ library only (the format: an 8-byte little-endian header length, a JSON header, 
 
 import json
 import math
+import os
 import struct
 import sys
 
-WIDTH = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "U8": 1}
-
-
-def read(path):
-    data = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    meta = header.pop("__metadata__", None)
-    tensors = {}
-    for name, e in header.items():
-        b, end = e["data_offsets"]
-        tensors[name] = (e["dtype"], e["shape"], data[8 + n + b:8 + n + end])
-    return meta, tensors
-
-
-def write(path, meta, tensors):
-    header, blobs, offset = {}, [], 0
-    if meta:
-        header["__metadata__"] = meta
-    for name, (dtype, shape, raw) in tensors.items():
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    open(path, "wb").write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
-
-
-def values(dtype, raw):
-    if dtype == "F32":
-        return list(struct.unpack(f"<{len(raw) // 4}f", raw))
-    if dtype == "BF16":
-        return [struct.unpack("<f", struct.pack("<I", h << 16))[0]
-                for h in struct.unpack(f"<{len(raw) // 2}H", raw)]
-    if dtype == "F16":
-        return list(struct.unpack(f"<{len(raw) // 2}e", raw))
-    sys.exit(f"weights-tool: cannot read {dtype} values")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+from safetensors_io import read, values, write  # noqa: E402
 
 
 def main():
@@ -78,7 +44,7 @@ def main():
         else:
             dtype, shape, raw = tensors[name]
             tensors[name] = ("I32", shape, raw)
-        write(out, meta, tensors)
+        write(out, tensors, meta)
         return 0
     if cmd in ("same", "close"):
         _, a = read(args[0])

@@ -6,32 +6,26 @@ gradient, relative to the largest gradient of that parameter. Prints one summary
 when anything differs by more than the tolerance.
 """
 
-import json
 import os
 import re
-import struct
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                                "bench"))
+import safetensors_io  # noqa: E402
 import torch_models  # noqa: E402
 
 
 def read_safetensors(path):
-    """The tensors (float32) and metadata of a safetensors file, without the safetensors package."""
-    with open(path, "rb") as f:
-        data = f.read()
-    (length,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + length])
-    metadata = header.pop("__metadata__", {})
+    """The tensors (float32) and metadata of a safetensors file (bench/safetensors_io.py)."""
+    metadata, raw = safetensors_io.read(path)
     tensors = {}
-    for name, info in header.items():
-        assert info["dtype"] == "F32", info
-        begin, end = info["data_offsets"]
-        raw = data[8 + length + begin:8 + length + end]
-        values = torch.frombuffer(bytearray(raw), dtype=torch.float32)
-        tensors[name] = values.reshape(info["shape"])
+    for name, (dtype, shape, data) in raw.items():
+        assert dtype == "F32", (name, dtype)
+        tensors[name] = torch.frombuffer(bytearray(data), dtype=torch.float32).reshape(shape)
     return tensors, metadata
 
 
