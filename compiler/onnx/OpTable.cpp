@@ -512,10 +512,7 @@ template <typename Op> void convertReduce(const NodeContext &c) {
     axes.resize(rank);
     std::iota(axes.begin(), axes.end(), 0);
   }
-  for (int64_t &axis : axes)
-    axis = normalizeAxis(axis, rank);
-  std::sort(axes.begin(), axes.end());
-  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  axes = canonicalAxes(std::move(axes), rank);
   const bool keep = intAttribute(c.node, "keepdims", 1);
   c.result(c.graph.create<Op>(x, c.graph.builder.getDenseI64ArrayAttr(axes),
                               keep ? c.graph.builder.getUnitAttr() : nullptr));

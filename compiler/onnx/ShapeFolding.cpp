@@ -156,14 +156,18 @@ std::vector<int64_t> reduceAxes(const onnx::NodeProto &node,
     axes.resize(rank);
     std::iota(axes.begin(), axes.end(), 0);
   }
+  return canonicalAxes(std::move(axes), rank);
+}
+
+} // namespace
+
+std::vector<int64_t> canonicalAxes(std::vector<int64_t> axes, int64_t rank) {
   for (int64_t &axis : axes)
     axis = normalizeAxis(axis, rank);
   std::sort(axes.begin(), axes.end());
   axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
   return axes;
 }
-
-} // namespace
 
 std::vector<int64_t> broadcastShapes(const std::vector<int64_t> &a, const std::vector<int64_t> &b) {
   std::vector<int64_t> result(std::max(a.size(), b.size()));

@@ -23,6 +23,9 @@ std::vector<int64_t> broadcastShapes(const std::vector<int64_t> &a, const std::v
 
 /// \p axis in [-rank, rank) as [0, rank); ImportError otherwise.
 int64_t normalizeAxis(int64_t axis, int64_t rank);
+/// \p axes of a rank-\p rank tensor normalized (negative ones counted from the end), sorted and
+/// without repeats: the axes a reduction's attribute or input names.
+std::vector<int64_t> canonicalAxes(std::vector<int64_t> axes, int64_t rank);
 
 /// The target shape of Reshape: 0 copies the input's dimension (unless allowzero), -1 is
 /// inferred.

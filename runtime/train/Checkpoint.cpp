@@ -110,6 +110,11 @@ const std::string &Checkpoint::value(const std::string &key, const std::string &
   return found->second;
 }
 
+std::string Checkpoint::valueOr(const std::string &key, const std::string &fallback) const {
+  const auto found = meta.find(key);
+  return found == meta.end() ? fallback : found->second;
+}
+
 uint32_t crc32Of(const std::string &bytes) {
   uLong crc = ::crc32(0L, Z_NULL, 0);
   size_t at = 0;

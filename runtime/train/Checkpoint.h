@@ -66,6 +66,8 @@ struct Checkpoint {
   const CheckpointSection *find(const std::string &name) const;
   /// meta[key]; CheckpointError naming \p file when it is missing.
   const std::string &value(const std::string &key, const std::string &file) const;
+  /// meta[key], or \p fallback when it is missing.
+  std::string valueOr(const std::string &key, const std::string &fallback) const;
 };
 
 /// The file bytes of \p checkpoint (docs/checkpoint-format.md).

@@ -2,6 +2,8 @@
 
 #include "runtime/train/Evaluation.h"
 
+#include <map>
+
 namespace ampc::train {
 
 ParameterValues readParameters(const plan::Plan &plan, TrainingBackend &backend) {
@@ -19,10 +21,11 @@ void writeParameters(const plan::Plan &plan, TrainingBackend &backend,
   // A copy gets its source's values, which the backend rounds to the copy's
   // dtype once. (The values are f32 numbers, so this is the optimizer's
   // rounding of the stored f32 master weights.)
+  std::map<uint32_t, size_t> parameterOf;
+  for (size_t i = 0; i < plan.parameters.size(); ++i)
+    parameterOf[plan.parameters[i].buffer] = i;
   for (const plan::ParameterCopy &copy : plan.parameterCopies)
-    for (size_t i = 0; i < plan.parameters.size(); ++i)
-      if (plan.parameters[i].buffer == copy.source)
-        backend.writeBuffer(copy.buffer, values[i]);
+    backend.writeBuffer(copy.buffer, values.at(parameterOf.at(copy.source)));
 }
 
 ValidationSet::ValidationSet(const Task &task, const std::string &path,

@@ -59,12 +59,12 @@ std::map<std::string, std::string> runIdentity(const plan::Plan &plan, const Run
 /// or with other numerics options than \p identity, naming what differs.
 void checkIdentity(const Checkpoint &checkpoint, const std::string &file,
                    const std::map<std::string, std::string> &identity) {
-  auto differs = [&](const std::string &key) {
-    // Keys added after the format's first checkpoints default to "none".
-    if (key == "ema_decay" && !checkpoint.meta.count(key))
-      return identity.at(key) != "none";
-    return checkpoint.value(key, file) != identity.at(key);
+  // The stored value of \p key; ema_decay, added after the format's first
+  // checkpoints, reads as "none" where it is missing.
+  auto stored = [&](const std::string &key) {
+    return key == "ema_decay" ? checkpoint.valueOr(key, "none") : checkpoint.value(key, file);
   };
+  auto differs = [&](const std::string &key) { return stored(key) != identity.at(key); };
   const std::string where = "cannot resume from " + file + ": ";
   if (differs("plan_hash"))
     throw CheckpointError(where + "the checkpoint was written by a plan with hash " +
@@ -85,8 +85,7 @@ void checkIdentity(const Checkpoint &checkpoint, const std::string &file,
       {"ema_decay", "--ema-decay (the checkpoint holds the moving average of that run)"}};
   for (const auto &[key, flag] : options)
     if (differs(key))
-      throw CheckpointError(where + "the checkpoint was written with " + flag + " " +
-                            (checkpoint.meta.count(key) ? checkpoint.meta.at(key) : "none") +
+      throw CheckpointError(where + "the checkpoint was written with " + flag + " " + stored(key) +
                             ", this run has " + identity.at(key) +
                             "; resume with the options of the run that wrote it");
 }
