@@ -591,6 +591,9 @@ plan::AttentionStep Builder::attentionStep(Operation *op, GroupScratch &scratch)
   }
   step.causal = causal;
   step.scale = static_cast<float>(scale);
+  // bf16 and f16 run on the tensor cores (FlashAttentionMma.cuh, 64 rows a block); f32 keeps
+  // the fp32-FMA kernels (32 rows a block).
+  step.blockRows = flashUsesTensorCores(dtype) ? 64 : 32;
   const std::string suffix = dtype + "_d" + std::to_string(headDim);
   const std::string causality = causal ? "_causal" : "";
   step.forwardKernel =
@@ -881,20 +884,28 @@ void Builder::placeArena(func::FuncOp fn, const std::vector<plan::Instruction> &
 
 } // namespace deviceprogram
 
+bool flashUsesTensorCores(const std::string &dtype) { return dtype == "bf16" || dtype == "f16"; }
+
 /// The source of one flash-attention module: an `extern "C"` wrapper per entry point that
-/// instantiates the FlashAttention.cuh template for the storage type, the head dim and (from
+/// instantiates the FlashAttention.cuh template (FlashAttentionMma.cuh's tensor-core one for
+/// the forward, dq and dk/dv of 16-bit storage) for the storage type, the head dim and (from
 /// the `_causal` suffix) the causal mask.
 std::string flashAttentionModuleSource(const std::string &dtype, int64_t headDim,
                                        const std::vector<std::string> &entries) {
   const std::string element = dtype == "bf16"  ? "ampc::flash::Bf16"
                               : dtype == "f16" ? "ampc::flash::F16"
                                                : "ampc::flash::F32";
+  const bool mma = flashUsesTensorCores(dtype);
+  const std::string header = mma ? "FlashAttentionMma.cuh" : "FlashAttention.cuh";
+  const std::string forward = mma ? "mmaAttentionForward" : "flashAttentionForward";
+  const std::string dqKernel = mma ? "mmaAttentionBackwardDq" : "flashAttentionBackwardDq";
+  const std::string dkdvKernel = mma ? "mmaAttentionBackwardDkDv" : "flashAttentionBackwardDkDv";
   const std::string d = std::to_string(headDim);
   std::ostringstream source;
   source << "// ampc_flash_attention_" << dtype << "_d" << d
          << ": the flash-attention entry points a model needs\n"
-         << "// (runtime/cuda/device/FlashAttention.cuh), " << dtype << " storage, head dim " << d
-         << ".\n\n#include \"runtime/cuda/device/FlashAttention.cuh\"\n\n"
+         << "// (runtime/cuda/device/" << header << "), " << dtype << " storage, head dim " << d
+         << ".\n\n#include \"runtime/cuda/device/" << header << "\"\n\n"
          << "using Element = " << element << ";\nusing Storage = Element::Storage;\n";
   const std::string bounds =
       "extern \"C\" __global__ void __launch_bounds__(ampc::flash::kThreads)\n";
@@ -906,7 +917,7 @@ std::string flashAttentionModuleSource(const std::string &dtype, int64_t headDim
     if (entry.find("_fwd_") != std::string::npos)
       source << "const Storage *q, const Storage *k, const Storage *v, Storage *o, float *lse,\n"
              << "    int queries, int keys, float scale) {\n"
-             << "  ampc::flash::flashAttentionForward<Element, " << d << ", " << flag
+             << "  ampc::flash::" << forward << "<Element, " << d << ", " << flag
              << ">(q, k, v, o, lse, queries, keys, scale);\n}\n";
     else if (entry.find("_bwd_delta_") != std::string::npos)
       source << "const Storage *o, const Storage *dO, float *delta, long long rows) {\n"
@@ -916,13 +927,13 @@ std::string flashAttentionModuleSource(const std::string &dtype, int64_t headDim
       source << "const Storage *q, const Storage *k, const Storage *v, const Storage *dO,\n"
              << "    const float *lse, const float *delta, Storage *dq, int queries, int keys,\n"
              << "    float scale) {\n"
-             << "  ampc::flash::flashAttentionBackwardDq<Element, " << d << ", " << flag
+             << "  ampc::flash::" << dqKernel << "<Element, " << d << ", " << flag
              << ">(q, k, v, dO, lse, delta, dq, queries, keys, scale);\n}\n";
     else
       source << "const Storage *q, const Storage *k, const Storage *v, const Storage *dO,\n"
              << "    const float *lse, const float *delta, Storage *dk, Storage *dv, int queries,\n"
              << "    int keys, float scale) {\n"
-             << "  ampc::flash::flashAttentionBackwardDkDv<Element, " << d << ", " << flag
+             << "  ampc::flash::" << dkdvKernel << "<Element, " << d << ", " << flag
              << ">(q, k, v, dO, lse, delta, dk, dv, queries, keys, scale);\n}\n";
   }
   return source.str();

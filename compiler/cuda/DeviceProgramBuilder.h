@@ -54,6 +54,10 @@ struct DeviceProgramSources {
 DeviceProgramSources buildDeviceProgram(graph::ModelOp model, const plan::Plan &plan,
                                         const PlanProvenance &provenance);
 
+/// Whether attention over \p dtype ("bf16", "f16", "f32") runs on the tensor-core kernels of
+/// runtime/cuda/device/FlashAttentionMma.cuh (64 rows a block) rather than the fp32-FMA ones.
+bool flashUsesTensorCores(const std::string &dtype);
+
 /// The CUDA C++ translation unit holding the flash-attention entry points \p entries (names as
 /// in runtime/cuda/device/FlashAttention.cuh) of one element type ("bf16", "f16", "f32") and head
 /// dim.

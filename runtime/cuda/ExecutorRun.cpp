@@ -180,7 +180,9 @@ void Executor::Impl::runAttention(const plan::AttentionStep &step) {
   int keys = static_cast<int>(step.keys);
   float scale = step.scale;
   const unsigned slices = static_cast<unsigned>(step.batch * step.heads);
-  const unsigned queryTiles = static_cast<unsigned>((step.queries + 31) / 32);
+  const int64_t rowsPerBlock = step.blockRows;
+  const unsigned queryTiles =
+      static_cast<unsigned>((step.queries + rowsPerBlock - 1) / rowsPerBlock);
   CUdeviceptr q = address(step.q), k = address(step.k), v = address(step.v);
   CUdeviceptr lse = scratch.pointer() + step.lseOffset;
   LaunchConfig tiles;
@@ -204,7 +206,7 @@ void Executor::Impl::runAttention(const plan::AttentionStep &step) {
   kernelAt(step.dqKernel)
       .launch(tiles, {&q, &k, &v, &dO, &lse, &delta, &dq, &queries, &keys, &scale});
   LaunchConfig keyTiles = tiles;
-  keyTiles.grid[0] = static_cast<unsigned>((step.keys + 31) / 32);
+  keyTiles.grid[0] = static_cast<unsigned>((step.keys + rowsPerBlock - 1) / rowsPerBlock);
   kernelAt(step.dkdvKernel)
       .launch(keyTiles, {&q, &k, &v, &dO, &lse, &delta, &dk, &dv, &queries, &keys, &scale});
 }

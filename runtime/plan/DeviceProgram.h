@@ -163,7 +163,7 @@ struct MatmulStep {
 /// Which half of attention a step computes.
 enum class AttentionPass : uint8_t { Forward = 0, Backward = 1 };
 
-/// Flash attention (runtime/cuda/device/FlashAttention.cuh) over
+/// Flash attention (runtime/cuda/device/FlashAttention.cuh, FlashAttentionMma.cuh) over
 /// batch x heads slices of q [T, D], k [S, D], v [S, D], all one dtype.
 /// Forward: o = softmax(scale q k^T, causal) v, with the row log-sum-exp in
 /// scratch. Backward: recomputes the forward into scratch (o and lse), then
@@ -185,6 +185,10 @@ struct AttentionStep {
   /// recomputed o (the dtype of q, [batch*heads*T*D]) and delta (f32
   /// [batch*heads*T]). Unused offsets are 0.
   uint64_t lseOffset = 0, outOffset = 0, deltaOffset = 0;
+  /// Rows per 128-thread block: of q for the forward and dq kernels, of k for dk/dv (the
+  /// grids are ceil(T / blockRows) and ceil(S / blockRows) by batch x heads). 32 for the
+  /// fp32-FMA kernels (FlashAttention.cuh), 64 for the tensor-core ones (FlashAttentionMma.cuh).
+  uint32_t blockRows = 32;
 };
 
 /// Zero every byte of a buffer.

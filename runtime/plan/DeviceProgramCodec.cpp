@@ -109,6 +109,7 @@ void encodeStep(const DeviceStep &step, ByteWriter &out) {
     out.u64(attention->lseOffset);
     out.u64(attention->outOffset);
     out.u64(attention->deltaOffset);
+    out.u32(attention->blockRows);
   } else {
     out.u32(std::get<MemsetStep>(step).buffer);
   }
@@ -276,6 +277,7 @@ DeviceStep decodeStep(ByteReader &in) {
     attention.lseOffset = in.u64("lse offset");
     attention.outOffset = in.u64("output offset");
     attention.deltaOffset = in.u64("delta offset");
+    attention.blockRows = in.u32("attention block rows");
     return attention;
   }
   case StepKind::Memset:

@@ -10,7 +10,8 @@
 // kFormatVersion. Version 4 adds the device program (DeviceProgram.h): what
 // the CUDA backend runs instead of the instructions; version 5 stores its
 // kernel binaries zlib-compressed; version 6 the given initialiser (values
-// embedded in the plan: a model imported with its trained or exported weights).
+// embedded in the plan: a model imported with its trained or exported weights); version 7
+// the rows per block of an attention step (the tensor-core kernels cover 64).
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,7 +33,7 @@
 namespace ampc::plan {
 
 /// The binary format version this runtime writes and reads.
-inline constexpr uint32_t kFormatVersion = 6;
+inline constexpr uint32_t kFormatVersion = 7;
 
 /// Element type of a buffer. The numeric values are the on-disk codes.
 enum class DType : uint8_t { F32 = 0, BF16 = 1, F16 = 2, I32 = 3, I64 = 4 };

@@ -443,6 +443,9 @@ void FunctionChecker::checkAttention(const AttentionStep &attention) {
              " is not one the flash kernels have (16, 32, 64, 128)");
   if (!std::isfinite(attention.scale))
     failStep("the scale must be finite");
+  if (attention.blockRows != 32 && attention.blockRows != 64)
+    failStep("block rows " + std::to_string(attention.blockRows) +
+             " is not one the flash kernels have (32, 64)");
   const uint32_t kernels[] = {attention.forwardKernel, attention.deltaKernel, attention.dqKernel,
                               attention.dkdvKernel};
   for (int i = 0; i < 4; ++i) {

@@ -317,6 +317,7 @@ TEST(DeviceProgram, GptStepsReadTheRightBuffers) {
         EXPECT_EQ(attention->headDim, 16);
         EXPECT_TRUE(attention->causal);
         EXPECT_FLOAT_EQ(attention->scale, 0.25f);
+        EXPECT_EQ(attention->blockRows, 64u); // bf16: the tensor-core kernels
         const std::string fwd = plan.device.kernels[attention->forwardKernel].entry;
         EXPECT_EQ(fwd, "ampc_flash_attention_fwd_bf16_d16_causal");
         if (attention->pass == plan::AttentionPass::Forward) {
@@ -352,6 +353,20 @@ TEST(DeviceProgram, GptStepsReadTheRightBuffers) {
   EXPECT_EQ(forward, 2u);
   EXPECT_EQ(backward, 2u);
   EXPECT_EQ(auxEpilogues, 2u);
+  // The rows per block are the kernels' (32 or 64); validation names any other.
+  plan::Plan tampered = plan;
+  for (plan::DeviceGroup &group : tampered.device.microStep.groups)
+    for (plan::DeviceStep &step : group.steps)
+      if (auto *attention = std::get_if<plan::AttentionStep>(&step))
+        attention->blockRows = 48;
+  try {
+    plan::validatePlan(tampered);
+    ADD_FAILURE() << "block rows 48 passed validation";
+  } catch (const std::exception &error) {
+    EXPECT_NE(std::string(error.what()).find("block rows 48 is not one the flash kernels have"),
+              std::string::npos)
+        << error.what();
+  }
   // The classifier's gradient takes over the bytes of its logits.
   size_t reuses = 0;
   for (const plan::ArenaPlacement &placement : plan.device.microStep.placements)
@@ -550,13 +565,21 @@ graph.model @att {
 }
 
 TEST(DeviceProgram, FlashModuleSource) {
+  // 16-bit storage: the tensor-core kernels, the delta kernel shared.
   const std::string source = flashAttentionModuleSource(
       "f16", 64, {"ampc_flash_attention_bwd_delta_f16_d64", "ampc_flash_attention_fwd_f16_d64"});
-  EXPECT_NE(source.find("#include \"runtime/cuda/device/FlashAttention.cuh\""), std::string::npos);
-  EXPECT_NE(source.find("flashAttentionForward<Element, 64, false>"), std::string::npos);
+  EXPECT_NE(source.find("#include \"runtime/cuda/device/FlashAttentionMma.cuh\""),
+            std::string::npos);
+  EXPECT_NE(source.find("mmaAttentionForward<Element, 64, false>"), std::string::npos);
   EXPECT_NE(source.find("flashAttentionBackwardDelta<Element, 64>"), std::string::npos);
   EXPECT_EQ(source.find("BackwardDq"), std::string::npos);
   EXPECT_NE(source.find("using Element = ampc::flash::F16;"), std::string::npos);
+  // f32: the fp32-FMA kernels.
+  const std::string f32 = flashAttentionModuleSource(
+      "f32", 32, {"ampc_flash_attention_bwd_dq_f32_d32_causal"});
+  EXPECT_NE(f32.find("#include \"runtime/cuda/device/FlashAttention.cuh\""), std::string::npos);
+  EXPECT_NE(f32.find("flashAttentionBackwardDq<Element, 32, true>"), std::string::npos);
+  EXPECT_EQ(f32.find("mma"), std::string::npos);
 }
 
 } // namespace

@@ -48,6 +48,8 @@ struct ExpectedOp {
   std::string kernel; ///< a launch's entry point
   std::vector<BoundArg> args;
   const plan::LaunchStep *launch = nullptr;
+  /// An attention kernel's grid and block, as Executor::Impl::runAttention must launch it.
+  uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
   const plan::MatmulStep *matmul = nullptr;
   uint32_t memsetBuffer = kNoBuffer;
   /// Where it is, for messages (see DryRunViolation::where).
@@ -228,8 +230,21 @@ std::vector<ExpectedOp> expectedOps(const plan::Plan &plan, bool optimizer) {
         const uint32_t kernels[] = {attention->forwardKernel, attention->deltaKernel,
                                     attention->dqKernel, attention->dkdvKernel};
         const int count = attention->pass == plan::AttentionPass::Forward ? 1 : 4;
+        const uint32_t slices = static_cast<uint32_t>(attention->batch * attention->heads);
+        const uint64_t rowsPerBlock = attention->blockRows;
+        const uint64_t deltaRows = static_cast<uint64_t>(slices) * attention->queries;
+        const uint32_t grids[4][2] = {
+            {static_cast<uint32_t>((attention->queries + rowsPerBlock - 1) / rowsPerBlock), slices},
+            {static_cast<uint32_t>((deltaRows + 3) / 4), 1},
+            {static_cast<uint32_t>((attention->queries + rowsPerBlock - 1) / rowsPerBlock), slices},
+            {static_cast<uint32_t>((attention->keys + rowsPerBlock - 1) / rowsPerBlock), slices}};
         for (int part = 0; part < count; ++part) {
           op.part = part;
+          op.grid[0] = grids[part][0];
+          op.grid[1] = grids[part][1];
+          op.grid[2] = 1;
+          op.block[0] = 128;
+          op.block[1] = op.block[2] = 1;
           op.kernel = plan.device.kernels.at(kernels[part]).entry;
           op.args = attentionArgs(plan, *attention, part);
           op.where = where(std::string("attention, its ") + parts[part] + " kernel " + op.kernel);
@@ -454,10 +469,11 @@ void Checker::checkLaunch(const Event &event, const ExpectedOp &op, const Run &r
                          describeParams(expected) + " (" + names + ")");
     return; // the values were read with the binary's sizes
   }
-  if (op.launch) {
+  if (op.launch || op.part >= 0) {
     bool shape = true;
     for (int i = 0; i < 3; ++i)
-      shape = shape && event.grid[i] == op.launch->grid[i] && event.block[i] == op.launch->block[i];
+      shape = shape && event.grid[i] == (op.launch ? op.launch->grid[i] : op.grid[i]) &&
+              event.block[i] == (op.launch ? op.launch->block[i] : op.block[i]);
     if (!shape)
       add("launch-shape", "kernel '" + event.name + "' was launched with grid " +
                               std::to_string(event.grid[0]) + "x" + std::to_string(event.grid[1]) +

@@ -1,6 +1,7 @@
 //===- FlashAttentionGpuTest.cpp - Flash attention on a GPU vs the CPU ----===//
 //
-// Compiles runtime/cuda/device/FlashAttention.cuh to PTX (compute_80) with
+// Compiles runtime/cuda/device/FlashAttention.cuh (and the tensor-core kernels of
+// FlashAttentionMma.cuh, for bf16 and f16, as a second module) to PTX (compute_80) with
 // NVRTC, loads it through the driver API and runs the forward and backward
 // kernels (head dim 64; bf16, f16 and f32 storage; B=2 x H=3 slices with
 // T = S = 70 unmasked and T = 37, S = 70 causal, so tiles are partial and
@@ -17,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "AttentionReference.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/Nvrtc.h"
 #include "runtime/numerics/Float16.h"
@@ -40,12 +42,11 @@
 
 namespace {
 
-namespace an = ampc::numerics;
-
 constexpr int kHeadDim = 64;
 constexpr int kSlices = 2 * 3; // batch x heads
 constexpr int kThreads = 128;
-constexpr int kRowsPerBlock = 32;
+constexpr int kRowsPerBlock = 32;    // FlashAttention.cuh's kernels
+constexpr int kMmaRowsPerBlock = 64; // FlashAttentionMma.cuh's tensor-core kernels
 
 /// The driver entry points the test uses, resolved from libcuda.so.1. The
 /// names are the ABI symbols cuda.h maps its API names to (the _v2 ones).
@@ -113,99 +114,7 @@ Driver cu;
     }                                                                                              \
   } while (0)
 
-enum class Storage { Bf16, F16, F32 };
-
-const char *storageName(Storage storage) {
-  switch (storage) {
-  case Storage::Bf16:
-    return "bf16";
-  case Storage::F16:
-    return "f16";
-  case Storage::F32:
-    return "f32";
-  }
-  return "?";
-}
-
-size_t elementBytes(Storage storage) { return storage == Storage::F32 ? 4 : 2; }
-
-/// The bytes of \p values in \p storage (rounded to nearest even).
-std::vector<char> encode(const std::vector<double> &values, Storage storage) {
-  std::vector<char> bytes(values.size() * elementBytes(storage));
-  for (size_t i = 0; i < values.size(); ++i) {
-    const float value = static_cast<float>(values[i]);
-    if (storage == Storage::F32) {
-      std::memcpy(bytes.data() + 4 * i, &value, 4);
-    } else {
-      const uint16_t bits =
-          storage == Storage::Bf16 ? an::floatToBF16Bits(value) : an::floatToF16Bits(value);
-      std::memcpy(bytes.data() + 2 * i, &bits, 2);
-    }
-  }
-  return bytes;
-}
-
-/// The values of \p bytes in \p storage, widened to double.
-std::vector<double> decode(const std::vector<char> &bytes, Storage storage) {
-  std::vector<double> values(bytes.size() / elementBytes(storage));
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (storage == Storage::F32) {
-      float value;
-      std::memcpy(&value, bytes.data() + 4 * i, 4);
-      values[i] = value;
-    } else {
-      uint16_t bits;
-      std::memcpy(&bits, bytes.data() + 2 * i, 2);
-      values[i] = storage == Storage::Bf16 ? an::bf16BitsToFloat(bits) : an::f16BitsToFloat(bits);
-    }
-  }
-  return values;
-}
-
-/// Random N(0, 1) values already rounded to \p storage, so the GPU and the
-/// reference see the same inputs.
-std::vector<double> randomInputs(size_t count, Storage storage, std::mt19937 &generator) {
-  std::normal_distribution<double> normal(0.0, 1.0);
-  std::vector<double> values(count);
-  for (double &value : values)
-    value = normal(generator);
-  return decode(encode(values, storage), storage);
-}
-
-/// ||actual - expected|| / ||expected|| (NaN if any element is NaN).
-double relativeError(const std::vector<double> &actual, const std::vector<double> &expected) {
-  double difference = 0, reference = 0;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    difference += (actual[i] - expected[i]) * (actual[i] - expected[i]);
-    reference += expected[i] * expected[i];
-  }
-  return std::sqrt(difference / reference);
-}
-
-/// lse[bh, t] = log sum_s exp(scale q[t] . k[s]) over the visible keys.
-std::vector<double> referenceLse(const std::vector<double> &q, const std::vector<double> &k,
-                                 int queries, int keys, double scale, bool causal) {
-  std::vector<double> lse(static_cast<size_t>(kSlices) * queries);
-  std::vector<double> scores(keys);
-  for (int bh = 0; bh < kSlices; ++bh)
-    for (int t = 0; t < queries; ++t) {
-      const int visible = causal ? std::min(keys, t + (keys - queries) + 1) : keys;
-      double maximum = -std::numeric_limits<double>::infinity();
-      for (int s = 0; s < visible; ++s) {
-        double dot = 0;
-        for (int d = 0; d < kHeadDim; ++d)
-          dot += q[(static_cast<size_t>(bh) * queries + t) * kHeadDim + d] *
-                 k[(static_cast<size_t>(bh) * keys + s) * kHeadDim + d];
-        scores[s] = dot * scale;
-        maximum = std::max(maximum, scores[s]);
-      }
-      double sum = 0;
-      for (int s = 0; s < visible; ++s)
-        sum += std::exp(scores[s] - maximum);
-      lse[static_cast<size_t>(bh) * queries + t] = maximum + std::log(sum);
-    }
-  return lse;
-}
+using namespace ampc::test;
 
 /// A device buffer freed on scope exit.
 struct DeviceBuffer {
@@ -230,13 +139,15 @@ std::string kernelIncludeDirectory() {
 
 struct Case {
   Storage storage;
+  bool tensorCores;
   bool causal;
   int queries;
   int keys;
 };
 
 std::string caseName(const ::testing::TestParamInfo<Case> &info) {
-  return std::string(storageName(info.param.storage)) + (info.param.causal ? "_causal_T" : "_T") +
+  return std::string(storageName(info.param.storage)) + (info.param.tensorCores ? "_mma" : "") +
+         (info.param.causal ? "_causal_T" : "_T") +
          std::to_string(info.param.queries) + "_S" + std::to_string(info.param.keys);
 }
 
@@ -286,6 +197,9 @@ protected:
     // The kernel headers: $AMPC_KERNEL_INCLUDE, else the copy the build
     // puts in kernel-include/ beside this executable.
     options.push_back("-I" + kernelIncludeDirectory());
+    // Two modules with the same entry-point names: the fp32-FMA kernels and (for bf16, f16)
+    // the tensor-core ones.
+    std::string ptx, mmaPtx;
     try {
       ptx = ampc::cuda::compileToPtx(
           "#include \"runtime/cuda/device/FlashAttention.cuh\"\n"
@@ -293,6 +207,11 @@ protected:
           "AMPC_FLASH_ATTENTION_ENTRY_POINTS(f16, ampc::flash::F16, 64)\n"
           "AMPC_FLASH_ATTENTION_ENTRY_POINTS(f32, ampc::flash::F32, 64)\n",
           "flash_attention_gpu_test.cu", "compute_80", options);
+      mmaPtx = ampc::cuda::compileToPtx(
+          "#include \"runtime/cuda/device/FlashAttentionMma.cuh\"\n"
+          "AMPC_FLASH_ATTENTION_MMA_ENTRY_POINTS(bf16, ampc::flash::Bf16, 64)\n"
+          "AMPC_FLASH_ATTENTION_MMA_ENTRY_POINTS(f16, ampc::flash::F16, 64)\n",
+          "flash_attention_mma_gpu_test.cu", "compute_80", options);
     } catch (const ampc::cuda::NvrtcError &error) {
       setupError = error.what();
       return;
@@ -301,11 +220,18 @@ protected:
       module = nullptr;
       setupError = "cuModuleLoadData rejected the PTX";
     }
+    if (cu.moduleLoadData(&mmaModule, mmaPtx.c_str()) != CUDA_SUCCESS) {
+      mmaModule = nullptr;
+      setupError = "cuModuleLoadData rejected the tensor-core kernels' PTX";
+    }
   }
 
   static void TearDownTestSuite() {
     if (module)
       cu.moduleUnload(module);
+    if (mmaModule)
+      cu.moduleUnload(mmaModule);
+    mmaModule = nullptr;
     if (context)
       cu.primaryCtxRelease(device);
     module = nullptr;
@@ -317,12 +243,14 @@ protected:
       GTEST_SKIP() << skipReason;
     ASSERT_TRUE(setupError.empty()) << setupError;
     ASSERT_NE(module, nullptr);
+    ASSERT_NE(mmaModule, nullptr);
     ASSERT_EQ(cu.ctxSetCurrent(context), CUDA_SUCCESS);
   }
 
-  static CUfunction function(const std::string &name) {
+  static CUfunction function(const std::string &name, bool tensorCores) {
     CUfunction result = nullptr;
-    if (cu.moduleGetFunction(&result, module, name.c_str()) != CUDA_SUCCESS)
+    if (cu.moduleGetFunction(&result, tensorCores ? mmaModule : module, name.c_str()) !=
+        CUDA_SUCCESS)
       return nullptr;
     return result;
   }
@@ -330,7 +258,7 @@ protected:
   static inline CUdevice device = 0;
   static inline CUcontext context = nullptr;
   static inline CUmodule module = nullptr;
-  static inline std::string ptx;
+  static inline CUmodule mmaModule = nullptr;
   static inline std::string skipReason;
   static inline std::string setupError;
 };
@@ -365,10 +293,11 @@ TEST_P(FlashAttentionGpu, ForwardAndBackwardMatchTheCpuReference) {
   const float scaleF = static_cast<float>(scale);
   const std::string suffix = std::string(storageName(c.storage)) + "_d64";
   const std::string causal = c.causal ? "_causal" : "";
-  CUfunction forward = function("ampc_flash_attention_fwd_" + suffix + causal);
-  CUfunction delta = function("ampc_flash_attention_bwd_delta_" + suffix);
-  CUfunction dq = function("ampc_flash_attention_bwd_dq_" + suffix + causal);
-  CUfunction dkdv = function("ampc_flash_attention_bwd_dkdv_" + suffix + causal);
+  const bool mma = c.tensorCores;
+  CUfunction forward = function("ampc_flash_attention_fwd_" + suffix + causal, mma);
+  CUfunction delta = function("ampc_flash_attention_bwd_delta_" + suffix, mma);
+  CUfunction dq = function("ampc_flash_attention_bwd_dq_" + suffix + causal, mma);
+  CUfunction dkdv = function("ampc_flash_attention_bwd_dkdv_" + suffix + causal, mma);
   ASSERT_TRUE(forward && delta && dq && dkdv);
 
   // Fresh inputs per case (seeded by the case, so a failure reproduces).
@@ -396,8 +325,9 @@ TEST_P(FlashAttentionGpu, ForwardAndBackwardMatchTheCpuReference) {
     return;
 
   int queries = T, keys = S;
-  const unsigned queryBlocks = (T + kRowsPerBlock - 1) / kRowsPerBlock;
-  const unsigned keyBlocks = (S + kRowsPerBlock - 1) / kRowsPerBlock;
+  const int rowsPerBlock = mma ? kMmaRowsPerBlock : kRowsPerBlock;
+  const unsigned queryBlocks = (T + rowsPerBlock - 1) / rowsPerBlock;
+  const unsigned keyBlocks = (S + rowsPerBlock - 1) / rowsPerBlock;
   {
     void *args[] = {&qBuf.pointer,   &kBuf.pointer, &vBuf.pointer, &oBuf.pointer,
                     &lseBuf.pointer, &queries,      &keys,         const_cast<float *>(&scaleF)};
@@ -443,7 +373,7 @@ TEST_P(FlashAttentionGpu, ForwardAndBackwardMatchTheCpuReference) {
   ampc::cpu::kernels::attentionGrad<double>(q.data(), k.data(), v.data(), dy.data(), kSlices, T, S,
                                             D, D, scale, c.causal, dqRef.data(), dkRef.data(),
                                             dvRef.data());
-  const std::vector<double> lseRef = referenceLse(q, k, T, S, scale, c.causal);
+  const std::vector<double> lseRef = referenceLse(q, k, kSlices, T, S, D, scale, c.causal);
 
   // bf16 / f16 storage rounds every output (and o, which feeds delta) to 8
   // or 11 significant bits; f32 storage leaves only fp32 arithmetic.
@@ -457,9 +387,17 @@ TEST_P(FlashAttentionGpu, ForwardAndBackwardMatchTheCpuReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, FlashAttentionGpu,
-    ::testing::Values(Case{Storage::Bf16, false, 70, 70}, Case{Storage::Bf16, true, 37, 70},
-                      Case{Storage::F16, false, 70, 70}, Case{Storage::F16, true, 37, 70},
-                      Case{Storage::F32, false, 70, 70}, Case{Storage::F32, true, 37, 70}),
+    ::testing::Values(Case{Storage::Bf16, false, false, 70, 70},
+                      Case{Storage::Bf16, false, true, 37, 70},
+                      Case{Storage::F16, false, false, 70, 70},
+                      Case{Storage::F16, false, true, 37, 70},
+                      Case{Storage::F32, false, false, 70, 70},
+                      Case{Storage::F32, false, true, 37, 70},
+                      Case{Storage::Bf16, true, false, 70, 70},
+                      Case{Storage::Bf16, true, true, 37, 70},
+                      Case{Storage::Bf16, true, true, 200, 200},
+                      Case{Storage::F16, true, false, 70, 70},
+                      Case{Storage::F16, true, true, 37, 70}),
     caseName);
 
 } // namespace

@@ -1,6 +1,7 @@
 //===- FlashAttentionNvrtcTest.cpp - Flash attention kernels compile ------===//
 //
-// Compiles every entry point of runtime/cuda/device/FlashAttention.cuh with
+// Compiles every entry point of runtime/cuda/device/FlashAttention.cuh (and the
+// tensor-core ones of FlashAttentionMma.cuh for bf16 and f16) with
 // NVRTC for sm_80 and sm_90 (cubin) and compute_90 (PTX), and checks what
 // can be checked without a GPU: each entry is in the PTX with 128 threads as
 // its launch bound and no local-memory stack, and in each cubin every entry's
@@ -34,15 +35,25 @@ constexpr int kThreads = 128;
 struct ElementType {
   const char *name;    // in the entry-point names
   const char *element; // the ampc::flash element struct
+  bool tensorCores;    // FlashAttentionMma.cuh's kernels instead of the fp32-FMA ones
+  const char *label;   // the test's name
 };
-constexpr ElementType kElementTypes[] = {{"bf16", "Bf16"}, {"f16", "F16"}, {"f32", "F32"}};
+constexpr ElementType kElementTypes[] = {{"bf16", "Bf16", false, "bf16"},
+                                         {"f16", "F16", false, "f16"},
+                                         {"f32", "F32", false, "f32"},
+                                         {"bf16", "Bf16", true, "bf16_mma"},
+                                         {"f16", "F16", true, "f16_mma"}};
 
 /// A translation unit with the entry points of every head dim of \p type.
 std::string sourceFor(const ElementType &type) {
-  std::string source = "#include \"runtime/cuda/device/FlashAttention.cuh\"\n";
+  std::string source = type.tensorCores
+                           ? "#include \"runtime/cuda/device/FlashAttentionMma.cuh\"\n"
+                           : "#include \"runtime/cuda/device/FlashAttention.cuh\"\n";
+  const std::string macro = type.tensorCores ? "AMPC_FLASH_ATTENTION_MMA_ENTRY_POINTS("
+                                             : "AMPC_FLASH_ATTENTION_ENTRY_POINTS(";
   for (int headDim : kHeadDims)
-    source += "AMPC_FLASH_ATTENTION_ENTRY_POINTS(" + std::string(type.name) +
-              ", ampc::flash::" + type.element + ", " + std::to_string(headDim) + ")\n";
+    source += macro + type.name + ", ampc::flash::" + type.element + ", " +
+              std::to_string(headDim) + ")\n";
   return source;
 }
 
@@ -186,7 +197,7 @@ class FlashAttentionNvrtc : public ::testing::TestWithParam<ElementType> {};
 TEST_P(FlashAttentionNvrtc, CompilesForSm80Sm90AndPtx) {
   const ElementType type = GetParam();
   const std::string source = sourceFor(type);
-  const std::string name = std::string("flash_attention_") + type.name + ".cu";
+  const std::string name = std::string("flash_attention_") + type.label + ".cu";
   const std::vector<std::string> flags = options();
   // Three independent NVRTC programs; NVRTC is safe to call from threads.
   auto sm80 =
@@ -201,7 +212,7 @@ TEST_P(FlashAttentionNvrtc, CompilesForSm80Sm90AndPtx) {
 
 INSTANTIATE_TEST_SUITE_P(ElementTypes, FlashAttentionNvrtc, ::testing::ValuesIn(kElementTypes),
                          [](const ::testing::TestParamInfo<ElementType> &info) {
-                           return std::string(info.param.name);
+                           return std::string(info.param.label);
                          });
 
 } // namespace

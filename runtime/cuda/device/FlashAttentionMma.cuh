@@ -1,0 +1,515 @@
+//===- FlashAttentionMma.cuh - Attention on tensor cores (mma.sync, sm_80+) -===//
+//
+// The forward, dq and dk/dv kernels of FlashAttention.cuh for bf16 and f16 storage, with every
+// tile product on the tensor cores (mma.sync.m16n8k16, fp32 accumulation; TensorCore.cuh). The
+// algorithm, the masking, the outputs and the entry-point signatures are FlashAttention.cuh's
+// (the delta kernel is shared); what changes is the work split:
+//
+//   4 warps per block, each owning 16 rows of the block's 64 (query rows for the forward and
+//   dq, key rows for dk/dv), so a block covers 64 rows (kMmaBlockRows) where the fp32 kernels
+//   cover 32: the caller's grid is ceil(T / 64) (ceil(S / 64) for dk/dv).
+//   The streamed tiles (keys for the forward and dq, queries for dk/dv) are staged in shared
+//   memory in their 16-bit storage type, rows padded by 16 bytes so that ldmatrix's 8 row
+//   reads hit distinct banks; all under 48 KB of static shared memory.
+//   A warp's own 16 rows of q (and dO) live in registers as A fragments for the whole kernel.
+//   Score tiles stay in registers: S = q k^T accumulates in mma D fragments, the softmax runs
+//   on them (row statistics over the 4 lanes of a quad), and P (dS) rounded to the storage
+//   type feeds the next product as A fragments without touching shared memory (as FA2 does).
+//
+// Per warp and tile (Bn streamed rows, head dim D):
+//   forward  S = q k^T (D/16 x Bn/8 mma), online softmax, o += P v (Bn/16 x D/8 mma)
+//   dq       S = q k^T, dP = dO v^T, dS = P (dP - delta), dq += dS k          (3 products)
+//   dk/dv    S^T = k q^T, dP^T = v dO^T, dv += P^T dO, dk += dS^T q           (4 products)
+// Tile sizes: forward 64 keys; dq 64 keys (32 at D = 128); dk/dv 64 queries (16 at D = 128);
+// k and v of the dk/dv block stay in shared memory and are re-read by ldmatrix per product.
+//
+// Numerics differ from the fp32 kernels only where the tensor cores need 16-bit operands: P
+// and dS are rounded to the storage type before their products (the row sums use the unrounded
+// P); all sums are fp32.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AMPC_RUNTIME_CUDA_DEVICE_FLASHATTENTIONMMA_CUH
+#define AMPC_RUNTIME_CUDA_DEVICE_FLASHATTENTIONMMA_CUH
+
+#include "runtime/cuda/device/FlashAttention.cuh"
+#include "runtime/cuda/device/TensorCore.cuh"
+
+namespace ampc {
+namespace flash {
+
+/// Rows of a block of the tensor-core kernels: 4 warps x 16 rows.
+constexpr int kMmaBlockRows = 64;
+constexpr int kMmaWarpRows = 16;
+
+template <class E> struct IsBf16 {
+  static constexpr bool value = false;
+};
+template <> struct IsBf16<Bf16> {
+  static constexpr bool value = true;
+};
+
+template <int D> struct MmaTileShape {
+  static_assert(D == 16 || D == 32 || D == 64 || D == 128, "head dim must be 16, 32, 64 or 128");
+  static constexpr int stride = D + 8; ///< shared row length in elements (16 bytes of padding)
+  static constexpr int fwdKeys = 64;
+  static constexpr int dqKeys = D == 128 ? 32 : 64;
+  static constexpr int dkvQueries = D == 128 ? 16 : 64;
+};
+
+/// tile[r][:] = rows first + r of a row-major [count, D] matrix of 16-bit elements, zeros for
+/// rows past count; 16-byte accesses, all threads of the block.
+template <int D, int Rows, int Stride>
+__device__ __forceinline__ void stageTile(unsigned short (*tile)[Stride], const unsigned short *src,
+                                          int first, int count) {
+  constexpr int chunks = D / 8; // 16-byte chunks per row
+  for (int i = threadIdx.x; i < Rows * chunks; i += kThreads) {
+    const int r = i / chunks, c = i % chunks;
+    tc::Chunk16 value = {{0u, 0u, 0u, 0u}};
+    if (first + r < count)
+      value = *reinterpret_cast<const tc::Chunk16 *>(src + static_cast<long long>(first + r) * D +
+                                                      c * 8);
+    *reinterpret_cast<tc::Chunk16 *>(&tile[r][c * 8]) = value;
+  }
+}
+
+/// The A fragments of 16 rows (first row \p row0) of a row-major [count, D] matrix in global
+/// memory: frag[kk] covers columns 16 kk .. 16 kk + 15; rows past count are zeros.
+template <int D>
+__device__ __forceinline__ void loadRowFragments(unsigned (&frag)[D / 16][4],
+                                                 const unsigned short *src, int row0, int count) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int rows[2] = {row0 + g, row0 + g + 8};
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int row = rows[r & 1];
+      const int column = 16 * kk + 2 * t + (r & 2 ? 8 : 0);
+      frag[kk][r] = row < count ? *reinterpret_cast<const unsigned *>(
+                                      src + static_cast<long long>(row) * D + column)
+                                : 0u;
+    }
+}
+
+/// acc[n] (16 x 8 tiles over N = 8 Ntiles columns) += A (16 x K, fragments a[K/16]) times the
+/// transpose of a shared [N, K] tile's rows firstRow.. (B[k][n] = tile[firstRow + n][k]).
+template <bool kBf16, int K, int Ntiles, int Stride>
+__device__ __forceinline__ void mmaRowsTimesTileT(float (&acc)[Ntiles][4], const unsigned (&a)[K / 16][4],
+                                                  const unsigned short (*tile)[Stride], int firstRow) {
+  const int lane = threadIdx.x % 32;
+  // ldmatrix x4: matrix i = lane / 8 is rows (n) 8 (i / 2) .. +7, columns (k) 8 (i % 2) .. +7.
+  const int rowInPair = (lane / 16) * 8 + lane % 8, columnHalf = ((lane / 8) % 2) * 8;
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk)
+#pragma unroll
+    for (int n = 0; n < Ntiles; n += 2) {
+      unsigned b[4];
+      tc::ldmatrixX4(b, &tile[firstRow + 8 * n + rowInPair][16 * kk + columnHalf]);
+      const unsigned b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+      tc::mma16816<kBf16>(acc[n], a[kk], b0);
+      tc::mma16816<kBf16>(acc[n + 1], a[kk], b1);
+    }
+}
+
+/// acc[n] (16 x 8 tiles over D = 8 Ntiles columns) += A (16 x K, fragments a[K/16]) times a
+/// shared [K, D] tile's rows firstRow.. (B[k][n] = tile[firstRow + k][n]): ldmatrix .trans.
+template <bool kBf16, int K, int Ntiles, int Stride>
+__device__ __forceinline__ void mmaRowsTimesTile(float (&acc)[Ntiles][4], const unsigned (&a)[K / 16][4],
+                                                 const unsigned short (*tile)[Stride], int firstRow) {
+  const int lane = threadIdx.x % 32;
+  // ldmatrix x4 .trans: matrix i = lane / 8 is rows (k) 8 (i % 2) .. +7, columns (n)
+  // 8 (i / 2) .. +7 of this pair of n-tiles.
+  const int row = ((lane / 8) % 2) * 8 + lane % 8, columnPair = (lane / 16) * 8;
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk)
+#pragma unroll
+    for (int n = 0; n < Ntiles; n += 2) {
+      unsigned b[4];
+      tc::ldmatrixX4Trans(b, &tile[firstRow + 16 * kk + row][8 * n + columnPair]);
+      const unsigned b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+      tc::mma16816<kBf16>(acc[n], a[kk], b0);
+      tc::mma16816<kBf16>(acc[n + 1], a[kk], b1);
+    }
+}
+
+/// The A fragments of 16 rows of a shared [.., K] tile (rows firstRow..firstRow + 15).
+template <int K, int Stride>
+__device__ __forceinline__ void tileRowFragments(unsigned (&frag)[K / 16][4],
+                                                 const unsigned short (*tile)[Stride],
+                                                 int firstRow) {
+  const int lane = threadIdx.x % 32;
+  // ldmatrix x4: matrix i = lane / 8 is rows 8 (i % 2) .. +7, columns 8 (i / 2) .. +7, which
+  // are a0..a3 of the A layout.
+  const int row = ((lane / 8) % 2) * 8 + lane % 8, columnHalf = (lane / 16) * 8;
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk)
+    tc::ldmatrixX4(frag[kk], &tile[firstRow + row][16 * kk + columnHalf]);
+}
+
+/// The D fragments of a 16 x N product (N = 8 Ntiles) packed as the A fragments of the next
+/// product with K = N.
+template <bool kBf16, int Ntiles>
+__device__ __forceinline__ void packAsA(unsigned (&a)[Ntiles / 2][4], const float (&d)[Ntiles][4]) {
+#pragma unroll
+  for (int j = 0; j < Ntiles / 2; ++j) {
+    a[j][0] = tc::packPair<kBf16>(d[2 * j][0], d[2 * j][1]);
+    a[j][1] = tc::packPair<kBf16>(d[2 * j][2], d[2 * j][3]);
+    a[j][2] = tc::packPair<kBf16>(d[2 * j + 1][0], d[2 * j + 1][1]);
+    a[j][3] = tc::packPair<kBf16>(d[2 * j + 1][2], d[2 * j + 1][3]);
+  }
+}
+
+template <int Ntiles> __device__ __forceinline__ void zero(float (&acc)[Ntiles][4]) {
+#pragma unroll
+  for (int n = 0; n < Ntiles; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      acc[n][e] = 0.0f;
+}
+
+/// Stores 16 rows (first row0) of a 16 x D f32 fragment set, times \p scale, into a row-major
+/// [count, D] matrix of 16-bit elements (rows past count are skipped).
+template <bool kBf16, int D>
+__device__ __forceinline__ void storeRows(unsigned short *dst, const float (&acc)[D / 8][4],
+                                          int row0, int count, float scale0, float scale1) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = row0 + g + 8 * half;
+    if (row >= count)
+      continue;
+    const float scale = half ? scale1 : scale0;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+      *reinterpret_cast<unsigned *>(dst + static_cast<long long>(row) * D + 8 * n + 2 * t) =
+          tc::packPair<kBf16>(acc[n][2 * half] * scale, acc[n][2 * half + 1] * scale);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Forward
+//===----------------------------------------------------------------------===//
+
+template <class E, int D, bool kCausal>
+__device__ __forceinline__ void mmaAttentionForward(const unsigned short *__restrict__ q,
+                                                    const unsigned short *__restrict__ k,
+                                                    const unsigned short *__restrict__ v,
+                                                    unsigned short *__restrict__ o,
+                                                    float *__restrict__ lse, int queries, int keys,
+                                                    float scale) {
+  constexpr bool kBf16 = IsBf16<E>::value;
+  constexpr int BN = MmaTileShape<D>::fwdKeys, Stride = MmaTileShape<D>::stride;
+  struct alignas(16) Tiles {
+    unsigned short k[BN][Stride];
+    unsigned short v[BN][Stride];
+  };
+  __shared__ Tiles smem;
+
+  const long long bh = blockIdx.y;
+  q += bh * queries * D;
+  k += bh * keys * D;
+  v += bh * keys * D;
+  o += bh * queries * D;
+  lse += bh * queries;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int firstQuery = blockIdx.x * kMmaBlockRows, row0 = firstQuery + warp * kMmaWarpRows;
+  const int causalOffset = keys - queries;
+  const float scaleLog2 = scale * kLog2e;
+
+  unsigned qa[D / 16][4];
+  loadRowFragments<D>(qa, q, row0, queries);
+  float acc[D / 8][4];
+  zero(acc);
+  float runningMax[2] = {negativeInfinity(), negativeInfinity()}, runningSum[2] = {0.0f, 0.0f};
+
+  const int end = keyEnd<kCausal>(firstQuery, kMmaBlockRows, queries, keys);
+  const int warpEnd = keyEnd<kCausal>(row0, kMmaWarpRows, queries, keys);
+  for (int firstKey = 0; firstKey < end; firstKey += BN) {
+    __syncthreads();
+    stageTile<D, BN>(smem.k, k, firstKey, keys);
+    stageTile<D, BN>(smem.v, v, firstKey, keys);
+    __syncthreads();
+    if (firstKey >= warpEnd) // every key of the tile is masked for this warp's rows
+      continue;
+
+    float s[BN / 8][4];
+    zero(s);
+    mmaRowsTimesTileT<kBf16, D, BN / 8>(s, qa, smem.k, 0);
+
+    float tileMax[2] = {negativeInfinity(), negativeInfinity()};
+#pragma unroll
+    for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = row0 + g + (e >= 2 ? 8 : 0), key = firstKey + 8 * n + 2 * t + (e & 1);
+        const bool seen = key < keys && visible<kCausal>(row, key, causalOffset);
+        s[n][e] = seen ? s[n][e] * scaleLog2 : negativeInfinity();
+        tileMax[e >> 1] = fmaxf(tileMax[e >> 1], s[n][e]);
+      }
+    float correction[2], base[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float newMax = fmaxf(runningMax[h], rowMax(tileMax[h]));
+      base[h] = newMax == negativeInfinity() ? 0.0f : newMax;
+      correction[h] = exp2f(runningMax[h] - base[h]);
+      runningMax[h] = newMax;
+    }
+    float tileSum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] = exp2f(s[n][e] - base[e >> 1]);
+        tileSum[e >> 1] += s[n][e];
+      }
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      runningSum[h] = runningSum[h] * correction[h] + rowSum(tileSum[h]);
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        acc[n][e] *= correction[e >> 1];
+
+    unsigned p[BN / 16][4];
+    packAsA<kBf16, BN / 8>(p, s);
+    mmaRowsTimesTile<kBf16, BN, D / 8>(acc, p, smem.v, 0);
+  }
+
+  storeRows<kBf16, D>(o, acc, row0, queries, runningSum[0] > 0.0f ? 1.0f / runningSum[0] : 0.0f,
+                      runningSum[1] > 0.0f ? 1.0f / runningSum[1] : 0.0f);
+  if (t == 0)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + g + 8 * h;
+      if (row < queries)
+        lse[row] = runningSum[h] > 0.0f ? (runningMax[h] + log2f(runningSum[h])) * kLn2
+                                        : negativeInfinity();
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// Backward: dq
+//===----------------------------------------------------------------------===//
+
+template <class E, int D, bool kCausal>
+__device__ __forceinline__ void
+mmaAttentionBackwardDq(const unsigned short *__restrict__ q, const unsigned short *__restrict__ k,
+                       const unsigned short *__restrict__ v, const unsigned short *__restrict__ dO,
+                       const float *__restrict__ lse, const float *__restrict__ delta,
+                       unsigned short *__restrict__ dq, int queries, int keys, float scale) {
+  constexpr bool kBf16 = IsBf16<E>::value;
+  constexpr int BN = MmaTileShape<D>::dqKeys, Stride = MmaTileShape<D>::stride;
+  struct alignas(16) Tiles {
+    unsigned short k[BN][Stride];
+    unsigned short v[BN][Stride];
+  };
+  __shared__ Tiles smem;
+
+  const long long bh = blockIdx.y;
+  q += bh * queries * D;
+  k += bh * keys * D;
+  v += bh * keys * D;
+  dO += bh * queries * D;
+  dq += bh * queries * D;
+  lse += bh * queries;
+  delta += bh * queries;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int firstQuery = blockIdx.x * kMmaBlockRows, row0 = firstQuery + warp * kMmaWarpRows;
+  const int causalOffset = keys - queries;
+  const float scaleLog2 = scale * kLog2e;
+  float rowLse2[2], rowDelta[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + g + 8 * h;
+    rowLse2[h] = row < queries ? lse[row] * kLog2e : 0.0f;
+    rowDelta[h] = row < queries ? delta[row] : 0.0f;
+  }
+
+  unsigned qa[D / 16][4], dOa[D / 16][4];
+  loadRowFragments<D>(qa, q, row0, queries);
+  loadRowFragments<D>(dOa, dO, row0, queries);
+  float acc[D / 8][4];
+  zero(acc);
+
+  const int end = keyEnd<kCausal>(firstQuery, kMmaBlockRows, queries, keys);
+  const int warpEnd = keyEnd<kCausal>(row0, kMmaWarpRows, queries, keys);
+  for (int firstKey = 0; firstKey < end; firstKey += BN) {
+    __syncthreads();
+    stageTile<D, BN>(smem.k, k, firstKey, keys);
+    stageTile<D, BN>(smem.v, v, firstKey, keys);
+    __syncthreads();
+    if (firstKey >= warpEnd)
+      continue;
+
+    float s[BN / 8][4], dP[BN / 8][4];
+    zero(s);
+    zero(dP);
+    mmaRowsTimesTileT<kBf16, D, BN / 8>(s, qa, smem.k, 0);
+    mmaRowsTimesTileT<kBf16, D, BN / 8>(dP, dOa, smem.v, 0);
+#pragma unroll
+    for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e >> 1;
+        const int row = row0 + g + 8 * h, key = firstKey + 8 * n + 2 * t + (e & 1);
+        const bool seen = row < queries && key < keys && visible<kCausal>(row, key, causalOffset);
+        const float p = exp2f(s[n][e] * scaleLog2 - rowLse2[h]);
+        s[n][e] = seen ? p * (dP[n][e] - rowDelta[h]) : 0.0f; // dS
+      }
+    unsigned dS[BN / 16][4];
+    packAsA<kBf16, BN / 8>(dS, s);
+    mmaRowsTimesTile<kBf16, BN, D / 8>(acc, dS, smem.k, 0);
+  }
+  storeRows<kBf16, D>(dq, acc, row0, queries, scale, scale);
+}
+
+//===----------------------------------------------------------------------===//
+// Backward: dk and dv
+//===----------------------------------------------------------------------===//
+
+template <class E, int D, bool kCausal>
+__device__ __forceinline__ void
+mmaAttentionBackwardDkDv(const unsigned short *__restrict__ q, const unsigned short *__restrict__ k,
+                         const unsigned short *__restrict__ v, const unsigned short *__restrict__ dO,
+                         const float *__restrict__ lse, const float *__restrict__ delta,
+                         unsigned short *__restrict__ dk, unsigned short *__restrict__ dv,
+                         int queries, int keys, float scale) {
+  constexpr bool kBf16 = IsBf16<E>::value;
+  constexpr int BM = MmaTileShape<D>::dkvQueries, Stride = MmaTileShape<D>::stride;
+  struct alignas(16) Tiles {
+    unsigned short k[kMmaBlockRows][Stride];
+    unsigned short v[kMmaBlockRows][Stride];
+    unsigned short q[BM][Stride];
+    unsigned short dO[BM][Stride];
+    float lse2[BM];
+    float delta[BM];
+  };
+  __shared__ Tiles smem;
+
+  const long long bh = blockIdx.y;
+  q += bh * queries * D;
+  k += bh * keys * D;
+  v += bh * keys * D;
+  dO += bh * queries * D;
+  dk += bh * keys * D;
+  dv += bh * keys * D;
+  lse += bh * queries;
+  delta += bh * queries;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int firstKey = blockIdx.x * kMmaBlockRows, warpRow = warp * kMmaWarpRows;
+  const int key0 = firstKey + warpRow;
+  const int causalOffset = keys - queries;
+  const float scaleLog2 = scale * kLog2e;
+
+  stageTile<D, kMmaBlockRows>(smem.k, k, firstKey, keys);
+  stageTile<D, kMmaBlockRows>(smem.v, v, firstKey, keys);
+  float dkAcc[D / 8][4], dvAcc[D / 8][4];
+  zero(dkAcc);
+  zero(dvAcc);
+
+  // Causal: query t sees key s when s <= t + offset; the block's first key is first seen by
+  // query firstKey - offset (this warp's by key0 - offset).
+  int begin = 0, warpBegin = 0;
+  if (kCausal) {
+    begin = firstKey - causalOffset;
+    begin = begin < 0 ? 0 : begin - begin % BM;
+    warpBegin = key0 - causalOffset;
+  }
+  for (int firstQuery = begin; firstQuery < queries; firstQuery += BM) {
+    __syncthreads();
+    stageTile<D, BM>(smem.q, q, firstQuery, queries);
+    stageTile<D, BM>(smem.dO, dO, firstQuery, queries);
+    for (int r = threadIdx.x; r < BM; r += kThreads) {
+      const bool inside = firstQuery + r < queries;
+      smem.lse2[r] = inside ? lse[firstQuery + r] * kLog2e : 0.0f;
+      smem.delta[r] = inside ? delta[firstQuery + r] : 0.0f;
+    }
+    __syncthreads();
+    if (kCausal && firstQuery + BM <= warpBegin) // no query of the tile sees this warp's keys
+      continue;
+
+    // S^T = k q^T and dP^T = v dO^T: rows are this warp's 16 keys, columns the BM queries.
+    float sT[BM / 8][4], dPT[BM / 8][4];
+    zero(sT);
+    zero(dPT);
+    {
+      unsigned ka[D / 16][4];
+      tileRowFragments<D>(ka, smem.k, warpRow);
+      mmaRowsTimesTileT<kBf16, D, BM / 8>(sT, ka, smem.q, 0);
+    }
+    {
+      unsigned va[D / 16][4];
+      tileRowFragments<D>(va, smem.v, warpRow);
+      mmaRowsTimesTileT<kBf16, D, BM / 8>(dPT, va, smem.dO, 0);
+    }
+#pragma unroll
+    for (int n = 0; n < BM / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int column = 8 * n + 2 * t + (e & 1);
+        const int key = key0 + g + (e >= 2 ? 8 : 0), query = firstQuery + column;
+        const bool seen = query < queries && key < keys && visible<kCausal>(query, key, causalOffset);
+        const float p = seen ? exp2f(sT[n][e] * scaleLog2 - smem.lse2[column]) : 0.0f;
+        sT[n][e] = p;
+        dPT[n][e] = p * (dPT[n][e] - smem.delta[column]); // dS^T
+      }
+    unsigned pa[BM / 16][4], dSa[BM / 16][4];
+    packAsA<kBf16, BM / 8>(pa, sT);
+    packAsA<kBf16, BM / 8>(dSa, dPT);
+    mmaRowsTimesTile<kBf16, BM, D / 8>(dvAcc, pa, smem.dO, 0);
+    mmaRowsTimesTile<kBf16, BM, D / 8>(dkAcc, dSa, smem.q, 0);
+  }
+  storeRows<kBf16, D>(dk, dkAcc, key0, keys, scale, scale);
+  storeRows<kBf16, D>(dv, dvAcc, key0, keys, 1.0f, 1.0f);
+}
+
+} // namespace flash
+} // namespace ampc
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+//
+// AMPC_FLASH_ATTENTION_MMA_ENTRY_POINTS(bf16, ampc::flash::Bf16, 64) defines the same entry
+// points, with the same parameters, as AMPC_FLASH_ATTENTION_ENTRY_POINTS (FlashAttention.cuh)
+// for a 16-bit element type, the forward, dq and dk/dv on tensor cores (grids of
+// ceil(rows / kMmaBlockRows) blocks of kThreads), the delta kernel unchanged. A translation
+// unit expands one of the two macros per (dtype, head dim), not both.
+
+#define AMPC_FLASH_ATTENTION_MMA_CAUSAL_VARIANTS(NAME, ELEMENT, D, SUFFIX, CAUSAL)                 \
+  extern "C" __global__ void __launch_bounds__(ampc::flash::kThreads)                              \
+      ampc_flash_attention_fwd_##NAME##_d##D##SUFFIX(                                              \
+          const unsigned short *q, const unsigned short *k, const unsigned short *v,               \
+          unsigned short *o, float *lse, int queries, int keys, float scale) {                     \
+    ampc::flash::mmaAttentionForward<ELEMENT, D, CAUSAL>(q, k, v, o, lse, queries, keys, scale);   \
+  }                                                                                                \
+  extern "C" __global__ void __launch_bounds__(ampc::flash::kThreads)                              \
+      ampc_flash_attention_bwd_dq_##NAME##_d##D##SUFFIX(                                           \
+          const unsigned short *q, const unsigned short *k, const unsigned short *v,               \
+          const unsigned short *dO, const float *lse, const float *delta, unsigned short *dq,      \
+          int queries, int keys, float scale) {                                                    \
+    ampc::flash::mmaAttentionBackwardDq<ELEMENT, D, CAUSAL>(q, k, v, dO, lse, delta, dq, queries,  \
+                                                            keys, scale);                          \
+  }                                                                                                \
+  extern "C" __global__ void __launch_bounds__(ampc::flash::kThreads)                              \
+      ampc_flash_attention_bwd_dkdv_##NAME##_d##D##SUFFIX(                                         \
+          const unsigned short *q, const unsigned short *k, const unsigned short *v,               \
+          const unsigned short *dO, const float *lse, const float *delta, unsigned short *dk,      \
+          unsigned short *dv, int queries, int keys, float scale) {                                \
+    ampc::flash::mmaAttentionBackwardDkDv<ELEMENT, D, CAUSAL>(q, k, v, dO, lse, delta, dk, dv,     \
+                                                              queries, keys, scale);               \
+  }
+
+#define AMPC_FLASH_ATTENTION_MMA_ENTRY_POINTS(NAME, ELEMENT, D)                                    \
+  AMPC_FLASH_ATTENTION_MMA_CAUSAL_VARIANTS(NAME, ELEMENT, D, , false)                              \
+  AMPC_FLASH_ATTENTION_MMA_CAUSAL_VARIANTS(NAME, ELEMENT, D, _causal, true)                        \
+  extern "C" __global__ void __launch_bounds__(ampc::flash::kThreads)                              \
+      ampc_flash_attention_bwd_delta_##NAME##_d##D(const ELEMENT::Storage *o,                      \
+                                                   const ELEMENT::Storage *dO, float *delta,       \
+                                                   long long rows) {                               \
+    ampc::flash::flashAttentionBackwardDelta<ELEMENT, D>(o, dO, delta, rows);                      \
+  }
+
+#endif // AMPC_RUNTIME_CUDA_DEVICE_FLASHATTENTIONMMA_CUH

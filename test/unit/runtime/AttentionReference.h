@@ -1,0 +1,125 @@
+//===- AttentionReference.h - Inputs and references for attention kernel tests -===//
+//
+// What the flash-attention kernel tests share, whether the kernels run on a GPU
+// (FlashAttentionGpuTest) or in the device emulator (FlashAttentionEmulatedTest): element
+// encodings, random inputs already rounded to the storage type, the relative-norm error, and
+// the log-sum-exp reference (o, dq, dk, dv come from the CPU backend's kernels in double).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AMPC_TEST_UNIT_RUNTIME_ATTENTIONREFERENCE_H
+#define AMPC_TEST_UNIT_RUNTIME_ATTENTIONREFERENCE_H
+
+#include "runtime/numerics/Float16.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace ampc::test {
+
+enum class Storage { Bf16, F16, F32 };
+
+inline const char *storageName(Storage storage) {
+  switch (storage) {
+  case Storage::Bf16:
+    return "bf16";
+  case Storage::F16:
+    return "f16";
+  case Storage::F32:
+    return "f32";
+  }
+  return "?";
+}
+
+inline size_t elementBytes(Storage storage) { return storage == Storage::F32 ? 4 : 2; }
+
+/// The bytes of \p values in \p storage (rounded to nearest even).
+inline std::vector<char> encode(const std::vector<double> &values, Storage storage) {
+  std::vector<char> bytes(values.size() * elementBytes(storage));
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float value = static_cast<float>(values[i]);
+    if (storage == Storage::F32) {
+      std::memcpy(bytes.data() + 4 * i, &value, 4);
+    } else {
+      const uint16_t bits = storage == Storage::Bf16 ? numerics::floatToBF16Bits(value)
+                                                     : numerics::floatToF16Bits(value);
+      std::memcpy(bytes.data() + 2 * i, &bits, 2);
+    }
+  }
+  return bytes;
+}
+
+/// The values of \p bytes in \p storage, widened to double.
+inline std::vector<double> decode(const std::vector<char> &bytes, Storage storage) {
+  std::vector<double> values(bytes.size() / elementBytes(storage));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (storage == Storage::F32) {
+      float value;
+      std::memcpy(&value, bytes.data() + 4 * i, 4);
+      values[i] = value;
+    } else {
+      uint16_t bits;
+      std::memcpy(&bits, bytes.data() + 2 * i, 2);
+      values[i] = storage == Storage::Bf16 ? numerics::bf16BitsToFloat(bits)
+                                           : numerics::f16BitsToFloat(bits);
+    }
+  }
+  return values;
+}
+
+/// Random N(0, 1) values already rounded to \p storage, so the kernels and the reference see
+/// the same inputs.
+inline std::vector<double> randomInputs(size_t count, Storage storage, std::mt19937 &generator) {
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<double> values(count);
+  for (double &value : values)
+    value = normal(generator);
+  return decode(encode(values, storage), storage);
+}
+
+/// ||actual - expected|| / ||expected|| (NaN if any element is NaN).
+inline double relativeError(const std::vector<double> &actual,
+                            const std::vector<double> &expected) {
+  double difference = 0, reference = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    difference += (actual[i] - expected[i]) * (actual[i] - expected[i]);
+    reference += expected[i] * expected[i];
+  }
+  return std::sqrt(difference / reference);
+}
+
+/// lse[bh, t] = log sum_s exp(scale q[t] . k[s]) over the visible keys, for \p slices slices
+/// of q [T, D] and k [S, D].
+inline std::vector<double> referenceLse(const std::vector<double> &q, const std::vector<double> &k,
+                                        int slices, int queries, int keys, int headDim,
+                                        double scale, bool causal) {
+  std::vector<double> lse(static_cast<size_t>(slices) * queries);
+  std::vector<double> scores(keys);
+  for (int bh = 0; bh < slices; ++bh)
+    for (int t = 0; t < queries; ++t) {
+      const int visible = causal ? std::min(keys, t + (keys - queries) + 1) : keys;
+      double maximum = -std::numeric_limits<double>::infinity();
+      for (int s = 0; s < visible; ++s) {
+        double dot = 0;
+        for (int d = 0; d < headDim; ++d)
+          dot += q[(static_cast<size_t>(bh) * queries + t) * headDim + d] *
+                 k[(static_cast<size_t>(bh) * keys + s) * headDim + d];
+        scores[s] = dot * scale;
+        maximum = std::max(maximum, scores[s]);
+      }
+      double sum = 0;
+      for (int s = 0; s < visible; ++s)
+        sum += std::exp(scores[s] - maximum);
+      lse[static_cast<size_t>(bh) * queries + t] = maximum + std::log(sum);
+    }
+  return lse;
+}
+
+} // namespace ampc::test
+
+#endif // AMPC_TEST_UNIT_RUNTIME_ATTENTIONREFERENCE_H
