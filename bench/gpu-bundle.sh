@@ -12,6 +12,7 @@
 #   tests/*_gpu_tests         the GPU test binaries, with gpu-test-plans/ and
 #                             kernel-include/ (the headers the flash-attention
 #                             test compiles with NVRTC) beside them
+#   tests/ampc_attention_bench  the attention kernels timed at GPT shapes
 #   reference/                CPU-backend loss curves of the agreement runs
 #                             (computed here: the CPU backend is deterministic)
 #   bench/, examples/gpt/     the benchmark scripts and the PyTorch reference
@@ -59,6 +60,7 @@ for binary in ampc_gpu_tests ampc_cuda_runtime_gpu_tests ampc_cuda_executor_gpu_
                                     "installed?)" >&2; exit 2; }
   cp "$tests/$binary" "$out/tests/"
 done
+cp "$tests/ampc_attention_bench" "$out/tests/"
 cp -r "$tests/gpu-test-plans" "$tests/kernel-include" "$out/tests/"
 
 # Scripts and data.

@@ -6,6 +6,8 @@
 #
 # Phases (default: all, in this order):
 #   tests      every GPU test binary (gtest JSON in RESULTS_DIR/tests)
+#   attention  the flash-attention kernels (fp32-FMA and tensor-core) timed at
+#              GPT-124M's shapes, and their outputs compared at that size
 #   agree      the example models trained on the GPU against the CPU backend's
 #              loss curves from the same seed (bench/agree.py), the end-to-end
 #              tiny GPT, and fp16 loss scaling under injected overflows
@@ -24,7 +26,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 results=$1
 shift
 phases=("$@")
-[ ${#phases[@]} -gt 0 ] || phases=(tests agree sanitizer lifecycle profile bench curves)
+[ ${#phases[@]} -gt 0 ] || phases=(tests attention agree sanitizer lifecycle profile bench curves)
 mkdir -p "$results"
 results=$(cd "$results" && pwd)
 
@@ -153,6 +155,14 @@ phase_lifecycle() {
   else note lifecycle FAIL "see lifecycle/lifecycle.log"; fi
 }
 
+phase_attention() {
+  "$here/tests/ampc_attention_bench" --json "$results/attention.json" \
+    >"$results/attention.txt" 2>&1
+  local status=$?
+  if [ $status -eq 0 ]; then note attention ok "attention.txt (kernels timed at GPT shapes)"
+  else note attention FAIL "exit $status (attention.txt)"; fi
+}
+
 phase_profile() {
   timeout 600 "$here/train/gpt124m_bf16" --device cuda --steps 8 --profile=3 --profile-top 25 \
     --data "$here/data/kjv_train.bin" --quiet >"$results/profile_gpt124m.txt" 2>&1
@@ -179,7 +189,7 @@ phase_curves() {
 
 for phase in "${phases[@]}"; do
   case $phase in
-    tests|agree|sanitizer|profile|bench|curves)
+    tests|attention|agree|sanitizer|lifecycle|profile|bench|curves)
       start=$(date +%s)
       "phase_$phase"
       echo "run.sh: $phase took $(( $(date +%s) - start )) s" >&2 ;;
@@ -190,7 +200,7 @@ done
 echo "=== summary ($gpu)"
 printf '%s\n' "${summary[@]}"
 [ -f "$results/tests/failed.txt" ] && cat "$results/tests/failed.txt"
-for table in bench.txt curves.txt; do
+for table in attention.txt bench.txt curves.txt; do
   [ -s "$results/$table" ] && cat "$results/$table"
 done
 exit $failed

@@ -1,0 +1,284 @@
+//===- AttentionBench.cpp - Time the flash-attention kernels on a GPU -------===//
+//
+// ampc_attention_bench [--iterations N] [--json FILE]
+//
+// Times the attention kernels the CUDA backend launches at GPT shapes (GPT-124M: B 16, H 12,
+// T = S = 1024, head dim 64, causal; the same with head dim 128 and H 6; and non-causal), bf16,
+// for both implementations: the fp32-FMA kernels (FlashAttention.cuh) and the tensor-core
+// ones (FlashAttentionMma.cuh). Each kernel is launched N times (default 20) after 3 warm-up
+// launches, each launch between two CUDA events; the table has the median. Forward = the fwd
+// kernel; backward = delta + dq + dk/dv as the executor launches them (without the forward it
+// re-runs today). TFLOP/s use FlashAttention's counts: forward 4 B H T S D, backward
+// 10 B H T S D (its five products), halved when causal; this backward computes seven
+// products, so its rate on its own work is 7/5 of the figure shown. Both implementations run
+// on the same inputs and the tensor-core outputs are compared with the fp32-FMA ones
+// (relative-norm difference), a check at full size that the emulator's small shapes cannot
+// give. Exit status 0, or 1 when a difference exceeds 2e-2; 2 without a GPU.
+//
+// The kernels are compiled with NVRTC from the headers in kernel-include/ beside this
+// executable (or $AMPC_KERNEL_INCLUDE), as the GPU tests do.
+//
+//===----------------------------------------------------------------------===//
+
+#include "AttentionReference.h"
+#include "runtime/cuda/Device.h"
+#include "runtime/cuda/Errors.h"
+#include "runtime/cuda/Module.h"
+#include "runtime/cuda/Nvrtc.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace ampc;
+using namespace ampc::test;
+
+struct Shape {
+  const char *label;
+  int batch, heads, tokens, headDim;
+  bool causal;
+};
+
+constexpr Shape kShapes[] = {{"gpt124m", 16, 12, 1024, 64, true},
+                             {"gpt124m-noncausal", 16, 12, 1024, 64, false},
+                             {"d128", 16, 6, 1024, 128, true}};
+
+std::string kernelIncludeDirectory() {
+  if (const char *fromEnvironment = std::getenv("AMPC_KERNEL_INCLUDE");
+      fromEnvironment && *fromEnvironment)
+    return fromEnvironment;
+  char path[PATH_MAX];
+  const ssize_t length = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  const std::string self = length > 0 ? std::string(path, length) : std::string();
+  return self.substr(0, self.rfind('/') + 1) + "kernel-include";
+}
+
+/// One module with the bf16 entry points of head dims 64 and 128, from either header.
+std::unique_ptr<cuda::Module> compileModule(cuda::Device &device, bool tensorCores) {
+  std::string source = tensorCores ? "#include \"runtime/cuda/device/FlashAttentionMma.cuh\"\n"
+                                   : "#include \"runtime/cuda/device/FlashAttention.cuh\"\n";
+  const std::string macro =
+      tensorCores ? "AMPC_FLASH_ATTENTION_MMA_ENTRY_POINTS" : "AMPC_FLASH_ATTENTION_ENTRY_POINTS";
+  for (int d : {64, 128})
+    source += macro + "(bf16, ampc::flash::Bf16, " + std::to_string(d) + ")\n";
+  std::vector<std::string> options = cuda::cudaIncludeOptions();
+  options.push_back("-I" + kernelIncludeDirectory());
+  cuda::KernelBinaries binaries;
+  const int arch = device.info().computeMajor * 10 + device.info().computeMinor;
+  if (arch == 80 || arch == 90) {
+    binaries.cubins.push_back(
+        {arch, cuda::compileToCubin(source, "attention_bench.cu", "sm_" + std::to_string(arch),
+                                    options)});
+  } else {
+    binaries.ptx = cuda::compileToPtx(source, "attention_bench.cu", "compute_80", options);
+    binaries.ptxArch = 80;
+  }
+  return std::make_unique<cuda::Module>(device, binaries,
+                                        tensorCores ? "tensor-core attention" : "fp32 attention");
+}
+
+struct Timing {
+  double forward = 0, delta = 0, dq = 0, dkdv = 0;
+  double backward() const { return delta + dq + dkdv; }
+};
+
+/// The median of \p iterations launches of \p launch, each between two events.
+template <typename Launch>
+double medianMilliseconds(cuda::Device &device, int iterations, Launch launch) {
+  cuda::Event start(device), end(device);
+  for (int i = 0; i < 3; ++i)
+    launch();
+  std::vector<double> times;
+  for (int i = 0; i < iterations; ++i) {
+    start.record();
+    launch();
+    end.record();
+    end.synchronize();
+    times.push_back(cuda::Event::elapsedMilliseconds(start, end));
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+struct Outputs {
+  std::vector<char> o, dq, dk, dv;
+};
+
+struct Run {
+  Timing timing;
+  Outputs outputs;
+};
+
+Run runShape(cuda::Device &device, cuda::Module &module, bool tensorCores, const Shape &shape,
+             const std::vector<char> &qBytes, const std::vector<char> &kBytes,
+             const std::vector<char> &vBytes, const std::vector<char> &dyBytes, int iterations) {
+  const size_t elements = qBytes.size() / 2;
+  const size_t rows = elements / shape.headDim;
+  auto upload = [&](const std::vector<char> &bytes, const char *what) {
+    cuda::DeviceAllocation allocation = device.allocate(bytes.size(), what);
+    device.copyToDevice(allocation.pointer(), bytes.data(), bytes.size());
+    return allocation;
+  };
+  cuda::DeviceAllocation q = upload(qBytes, "q"), k = upload(kBytes, "k"),
+                         v = upload(vBytes, "v"), dy = upload(dyBytes, "dO");
+  cuda::DeviceAllocation o = device.allocate(elements * 2, "o"),
+                         dq = device.allocate(elements * 2, "dq"),
+                         dk = device.allocate(elements * 2, "dk"),
+                         dv = device.allocate(elements * 2, "dv"),
+                         lse = device.allocate(rows * 4, "lse"),
+                         delta = device.allocate(rows * 4, "delta");
+  const std::string suffix = "bf16_d" + std::to_string(shape.headDim);
+  const std::string causal = shape.causal ? "_causal" : "";
+  cuda::Kernel &forward = module.kernel("ampc_flash_attention_fwd_" + suffix + causal);
+  cuda::Kernel &deltaKernel = module.kernel("ampc_flash_attention_bwd_delta_" + suffix);
+  cuda::Kernel &dqKernel = module.kernel("ampc_flash_attention_bwd_dq_" + suffix + causal);
+  cuda::Kernel &dkdvKernel = module.kernel("ampc_flash_attention_bwd_dkdv_" + suffix + causal);
+
+  int queries = shape.tokens, keys = shape.tokens;
+  float scale = 1.0f / std::sqrt(static_cast<float>(shape.headDim));
+  long long deltaRows = static_cast<long long>(rows);
+  const unsigned rowsPerBlock = tensorCores ? 64 : 32;
+  cuda::LaunchConfig tiles;
+  tiles.block[0] = 128;
+  tiles.grid[0] = (shape.tokens + rowsPerBlock - 1) / rowsPerBlock;
+  tiles.grid[1] = static_cast<unsigned>(shape.batch * shape.heads);
+  CUdeviceptr qp = q.pointer(), kp = k.pointer(), vp = v.pointer(), dyp = dy.pointer(),
+              op = o.pointer(), dqp = dq.pointer(), dkp = dk.pointer(), dvp = dv.pointer(),
+              lsep = lse.pointer(), deltap = delta.pointer();
+  Run run;
+  run.timing.forward = medianMilliseconds(device, iterations, [&] {
+    forward.launch(tiles, {&qp, &kp, &vp, &op, &lsep, &queries, &keys, &scale});
+  });
+  run.timing.delta = medianMilliseconds(device, iterations, [&] {
+    deltaKernel.launch(cuda::LaunchConfig::linear(static_cast<unsigned>((deltaRows + 3) / 4), 128),
+                       {&op, &dyp, &deltap, &deltaRows});
+  });
+  run.timing.dq = medianMilliseconds(device, iterations, [&] {
+    dqKernel.launch(tiles, {&qp, &kp, &vp, &dyp, &lsep, &deltap, &dqp, &queries, &keys, &scale});
+  });
+  run.timing.dkdv = medianMilliseconds(device, iterations, [&] {
+    dkdvKernel.launch(tiles, {&qp, &kp, &vp, &dyp, &lsep, &deltap, &dkp, &dvp, &queries, &keys,
+                              &scale});
+  });
+  device.synchronize("running the attention kernels");
+  auto download = [&](const cuda::DeviceAllocation &allocation) {
+    std::vector<char> bytes(allocation.bytes());
+    device.copyToHost(bytes.data(), allocation.pointer(), bytes.size());
+    return bytes;
+  };
+  run.outputs = {download(o), download(dq), download(dk), download(dv)};
+  return run;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int iterations = 20;
+  std::string jsonPath;
+  for (int i = 1; i < argc; ++i) {
+    const std::string argument = argv[i];
+    if (argument == "--iterations" && i + 1 < argc) {
+      iterations = std::max(1, std::atoi(argv[++i]));
+    } else if (argument == "--json" && i + 1 < argc) {
+      jsonPath = argv[++i];
+    } else {
+      std::cerr << "usage: ampc_attention_bench [--iterations N] [--json FILE]\n";
+      return 2;
+    }
+  }
+  std::unique_ptr<cuda::Device> device;
+  try {
+    device = std::make_unique<cuda::Device>();
+  } catch (const cuda::CudaError &error) {
+    std::cerr << "ampc_attention_bench: " << error.what() << "\n";
+    return 2;
+  }
+  if (!device->info().supportsBf16()) {
+    std::cerr << "ampc_attention_bench: the kernels need sm_80 or newer\n";
+    return 2;
+  }
+  try {
+    std::unique_ptr<cuda::Module> fma = compileModule(*device, false);
+    std::unique_ptr<cuda::Module> mma = compileModule(*device, true);
+    std::ostringstream json;
+    json << "{\"device\": \"" << device->info().name << "\", \"iterations\": " << iterations
+         << ", \"results\": [";
+    std::printf("%-18s %-12s %9s %9s %9s %9s %9s %9s %9s\n", "shape", "kernels", "fwd ms",
+                "delta ms", "dq ms", "dkdv ms", "bwd ms", "fwd TF/s", "bwd TF/s");
+    bool agree = true;
+    bool firstResult = true;
+    for (const Shape &shape : kShapes) {
+      std::mt19937 generator(2024);
+      const size_t elements =
+          static_cast<size_t>(shape.batch) * shape.heads * shape.tokens * shape.headDim;
+      const std::vector<char> q = encode(randomInputs(elements, Storage::Bf16, generator),
+                                         Storage::Bf16);
+      const std::vector<char> k = encode(randomInputs(elements, Storage::Bf16, generator),
+                                         Storage::Bf16);
+      const std::vector<char> v = encode(randomInputs(elements, Storage::Bf16, generator),
+                                         Storage::Bf16);
+      const std::vector<char> dy = encode(randomInputs(elements, Storage::Bf16, generator),
+                                          Storage::Bf16);
+      const double pairs = static_cast<double>(shape.batch) * shape.heads * shape.tokens *
+                           shape.tokens * shape.headDim * (shape.causal ? 0.5 : 1.0);
+      Run runs[2];
+      for (int which = 0; which < 2; ++which) {
+        const bool tensorCores = which == 1;
+        runs[which] = runShape(*device, tensorCores ? *mma : *fma, tensorCores, shape, q, k, v,
+                               dy, iterations);
+        const Timing &t = runs[which].timing;
+        const double forwardRate = 4 * pairs / (t.forward * 1e-3) / 1e12;
+        const double backwardRate = 10 * pairs / (t.backward() * 1e-3) / 1e12;
+        const char *name = tensorCores ? "tensor cores" : "fp32 FMA";
+        std::printf("%-18s %-12s %9.3f %9.3f %9.3f %9.3f %9.3f %9.1f %9.1f\n", shape.label, name,
+                    t.forward, t.delta, t.dq, t.dkdv, t.backward(), forwardRate, backwardRate);
+        json << (firstResult ? "" : ", ") << "{\"shape\": \"" << shape.label
+             << "\", \"kernels\": \"" << (tensorCores ? "mma" : "fma") << "\", \"batch\": "
+             << shape.batch << ", \"heads\": " << shape.heads << ", \"tokens\": " << shape.tokens
+             << ", \"head_dim\": " << shape.headDim
+             << ", \"causal\": " << (shape.causal ? "true" : "false")
+             << ", \"forward_ms\": " << t.forward << ", \"delta_ms\": " << t.delta
+             << ", \"dq_ms\": " << t.dq << ", \"dkdv_ms\": " << t.dkdv
+             << ", \"backward_ms\": " << t.backward() << ", \"forward_tflops\": " << forwardRate
+             << ", \"backward_tflops\": " << backwardRate << "}";
+        firstResult = false;
+      }
+      const char *names[] = {"o", "dq", "dk", "dv"};
+      const std::vector<char> *fmaOut[] = {&runs[0].outputs.o, &runs[0].outputs.dq,
+                                           &runs[0].outputs.dk, &runs[0].outputs.dv};
+      const std::vector<char> *mmaOut[] = {&runs[1].outputs.o, &runs[1].outputs.dq,
+                                           &runs[1].outputs.dk, &runs[1].outputs.dv};
+      std::printf("%-18s tensor cores vs fp32 FMA (relative-norm difference):", shape.label);
+      for (int i = 0; i < 4; ++i) {
+        const double difference = relativeError(decode(*mmaOut[i], Storage::Bf16),
+                                                decode(*fmaOut[i], Storage::Bf16));
+        std::printf(" %s %.2e", names[i], difference);
+        agree = agree && difference < 2e-2;
+      }
+      std::printf("\n");
+    }
+    json << "]}\n";
+    if (!jsonPath.empty())
+      std::ofstream(jsonPath) << json.str();
+    if (!agree)
+      std::printf("FAIL: the tensor-core kernels differ from the fp32-FMA ones by more than "
+                  "2e-2\n");
+    return agree ? 0 : 1;
+  } catch (const std::exception &error) {
+    std::cerr << "ampc_attention_bench: " << error.what() << "\n";
+    return 1;
+  }
+}
