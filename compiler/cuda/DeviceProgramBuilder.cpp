@@ -283,9 +283,6 @@ int64_t Builder::bindingInstruction(const std::string &binding,
   return it->second.front();
 }
 
-/// The grid follows the kernel's iteration space: grid-stride kernels (elements, rows) get at
-/// most kMaxGridStrideBlocks blocks and loop over the rest, while column and multi-tensor
-/// kernels have no stride loop and get exactly the blocks their work needs.
 plan::LaunchStep Builder::launchStep(const GeneratedKernel &kernel, GroupScratch &scratch) {
   plan::LaunchStep step;
   step.kernel = internGenerated(kernel);
@@ -295,43 +292,13 @@ plan::LaunchStep Builder::launchStep(const GeneratedKernel &kernel, GroupScratch
   step.rows = launch.rows;
   step.rowLength = launch.rowLength;
   step.vectorWidth = static_cast<uint32_t>(launch.vectorWidth);
-  const int64_t threads = launch.blockSize;
-  // Enough blocks for one unit of work per thread, capped (the kernel's stride loop covers more).
-  auto blocksFor = [&](int64_t work) {
-    return std::clamp<int64_t>((work + threads - 1) / threads, 1, kMaxGridStrideBlocks);
-  };
-  int64_t grid = 1;
-  switch (launch.space) {
-  case KernelLaunch::Space::Elements:
-    // A vectorised kernel's thread handles a pack of vectorWidth elements per iteration.
-    grid = blocksFor((launch.elements + launch.vectorWidth - 1) / std::max(1, launch.vectorWidth));
-    break;
-  case KernelLaunch::Space::Rows:
-    grid = std::clamp<int64_t>(launch.rows, 1, kMaxGridStrideBlocks);
-    break;
-  case KernelLaunch::Space::Columns:
-    // One block per 32 columns, no grid-stride loop: every column needs its block.
-    grid = std::max<int64_t>(1, (launch.rowLength + 31) / 32);
-    break;
-  case KernelLaunch::Space::Single:
-    grid = 1;
-    break;
-  case KernelLaunch::Space::Tensors:
-    // Block b works on chunk b of the table: exactly as many blocks as chunks.
-    grid = std::max<int64_t>(1, launch.elements);
-    break;
-  }
-  if (grid > 0x7fffffff)
-    throw DeviceProgramUnsupported("kernel " + kernel.name + " needs " + std::to_string(grid) +
-                                   " blocks, more than a CUDA grid has");
-  step.grid[0] = static_cast<uint32_t>(grid);
-  // Column kernels run (32 columns, 8 row slices) blocks; every other kind a 1-D block.
-  if (launch.space == KernelLaunch::Space::Columns) {
-    step.block[0] = static_cast<uint32_t>(launch.blockSize / launch.blockRows);
-    step.block[1] = static_cast<uint32_t>(launch.blockRows);
-  } else {
-    step.block[0] = static_cast<uint32_t>(launch.blockSize);
-  }
+  const KernelShape shape = kernelShape(launch);
+  if (shape.grid > 0x7fffffff)
+    throw DeviceProgramUnsupported("kernel " + kernel.name + " needs " +
+                                   std::to_string(shape.grid) + " blocks, more than a CUDA grid has");
+  step.grid[0] = static_cast<uint32_t>(shape.grid);
+  step.block[0] = shape.block[0];
+  step.block[1] = shape.block[1];
 
   for (const KernelParam &param : kernel.params) {
     // An output the kernel allows to overwrite an input (cross-entropy's dlogits over its logits)
@@ -883,6 +850,47 @@ void Builder::placeArena(func::FuncOp fn, const std::vector<plan::Instruction> &
 }
 
 } // namespace deviceprogram
+
+/// The grid follows the kernel's iteration space: grid-stride kernels (elements, rows) get at
+/// most kMaxGridStrideBlocks blocks and loop over the rest, while column and multi-tensor
+/// kernels have no stride loop and get exactly the blocks their work needs.
+KernelShape kernelShape(const KernelLaunch &launch) {
+  KernelShape shape;
+  const int64_t threads = launch.blockSize;
+  // Enough blocks for one unit of work per thread, capped (the kernel's stride loop covers more).
+  auto blocksFor = [&](int64_t work) {
+    return std::clamp<int64_t>((work + threads - 1) / threads, 1, deviceprogram::kMaxGridStrideBlocks);
+  };
+  switch (launch.space) {
+  case KernelLaunch::Space::Elements:
+    // A vectorised kernel's thread handles a pack of vectorWidth elements per iteration.
+    shape.grid =
+        blocksFor((launch.elements + launch.vectorWidth - 1) / std::max(1, launch.vectorWidth));
+    break;
+  case KernelLaunch::Space::Rows:
+    shape.grid = std::clamp<int64_t>(launch.rows, 1, deviceprogram::kMaxGridStrideBlocks);
+    break;
+  case KernelLaunch::Space::Columns:
+    // One block per 32 columns, no grid-stride loop: every column needs its block.
+    shape.grid = std::max<int64_t>(1, (launch.rowLength + 31) / 32);
+    break;
+  case KernelLaunch::Space::Single:
+    shape.grid = 1;
+    break;
+  case KernelLaunch::Space::Tensors:
+    // Block b works on chunk b of the table: exactly as many blocks as chunks.
+    shape.grid = std::max<int64_t>(1, launch.elements);
+    break;
+  }
+  // Column kernels run (32 columns, 8 row slices) blocks; every other kind a 1-D block.
+  if (launch.space == KernelLaunch::Space::Columns) {
+    shape.block[0] = static_cast<uint32_t>(launch.blockSize / launch.blockRows);
+    shape.block[1] = static_cast<uint32_t>(launch.blockRows);
+  } else {
+    shape.block[0] = static_cast<uint32_t>(launch.blockSize);
+  }
+  return shape;
+}
 
 bool flashUsesTensorCores(const std::string &dtype) { return dtype == "bf16" || dtype == "f16"; }
 

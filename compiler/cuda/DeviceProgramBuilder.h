@@ -23,6 +23,7 @@
 #ifndef AMPC_COMPILER_CUDA_DEVICEPROGRAMBUILDER_H
 #define AMPC_COMPILER_CUDA_DEVICEPROGRAMBUILDER_H
 
+#include "compiler/cuda/CudaCodegen.h"
 #include "compiler/lowering/PlanEmitter.h"
 #include "dialects/Graph/GraphDialect.h"
 #include "runtime/plan/Plan.h"
@@ -53,6 +54,13 @@ struct DeviceProgramSources {
 /// std::runtime_error for an internal inconsistency.
 DeviceProgramSources buildDeviceProgram(graph::ModelOp model, const plan::Plan &plan,
                                         const PlanProvenance &provenance);
+
+/// The grid (x) and block of a generated kernel's launch, from its iteration space.
+struct KernelShape {
+  int64_t grid = 1;
+  uint32_t block[2] = {1, 1};
+};
+KernelShape kernelShape(const KernelLaunch &launch);
 
 /// Whether attention over \p dtype ("bf16", "f16", "f32") runs on the tensor-core kernels of
 /// runtime/cuda/device/FlashAttentionMma.cuh (64 rows a block) rather than the fp32-FMA ones.

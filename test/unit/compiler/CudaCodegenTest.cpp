@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/cuda/CudaCodegen.h"
+#include "CodegenHelpers.h"
 #include "CompileHelpers.h"
 #include "runtime/cuda/Nvrtc.h"
 
@@ -29,59 +30,6 @@
 using namespace ampc;
 
 namespace {
-
-/// The precision settings of one test configuration.
-struct PrecisionCase {
-  const char *mode;        ///< graph-assign-precision mode
-  const char *lossScaling; ///< graph-insert-loss-scaling mode
-};
-const PrecisionCase kPrecisions[] = {{"bf16", "none"}, {"fp16", "dynamic"}, {"fp32", "none"}};
-
-/// Runs the pipeline (inline, build-training, assign-precision, insert-loss-scaling,
-/// graph-fuse) on the model file at \p path and generates its kernels. Fails the test with the
-/// diagnostics on a pipeline error.
-std::vector<GeneratedKernel> generateForFile(const std::string &path, const PrecisionCase &mode,
-                                             int accumSteps = 1) {
-  mlir::MLIRContext context;
-  registerModelDialects(context);
-  llvm::SourceMgr sourceMgr;
-  std::string diagnostics;
-  llvm::raw_string_ostream os(diagnostics);
-  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, os);
-  auto loaded = loadModel(path, sourceMgr, context);
-  if (failed(loaded)) {
-    ADD_FAILURE() << "cannot load " << path << ":\n" << os.str();
-    return {};
-  }
-  graph::GraphBuildTrainingOptions training;
-  training.accumSteps = accumSteps;
-  graph::GraphAssignPrecisionOptions precision;
-  precision.mode = mode.mode;
-  graph::GraphInsertLossScalingOptions scaling;
-  scaling.mode = mode.lossScaling;
-  if (failed(buildTraining(loaded->model, training)) ||
-      failed(assignPrecision(loaded->model, precision, &scaling))) {
-    ADD_FAILURE() << "pipeline failed for " << path << ":\n" << os.str();
-    return {};
-  }
-  mlir::PassManager pm(&context, graph::ModelOp::getOperationName());
-  pm.addPass(graph::createGraphFuse());
-  if (failed(pm.run(loaded->model))) {
-    ADD_FAILURE() << "graph-fuse failed for " << path << ":\n" << os.str();
-    return {};
-  }
-  return generateKernels(loaded->model);
-}
-
-/// Writes \p text to a temporary model file and generates its kernels.
-std::vector<GeneratedKernel> generateForText(const std::string &text, const PrecisionCase &mode,
-                                             int accumSteps = 1) {
-  std::string path = test_support::uniqueTempPath("ampc_codegen_model");
-  std::ofstream(path) << text;
-  auto kernels = generateForFile(path, mode, accumSteps);
-  std::remove(path.c_str());
-  return kernels;
-}
 
 std::vector<std::string> nvrtcOptions() {
   std::vector<std::string> options = cuda::cudaIncludeOptions();
@@ -204,16 +152,6 @@ graph.model @chain {
   }
 }
 )";
-
-const GeneratedKernel *findKernel(const std::vector<GeneratedKernel> &kernels,
-                                  const std::string &kind, const std::string &op) {
-  for (const GeneratedKernel &kernel : kernels)
-    if (kernel.kind == kind)
-      for (const std::string &fused : kernel.fusedOps)
-        if (fused.rfind(op + " at ", 0) == 0)
-          return &kernel;
-  return nullptr;
-}
 
 TEST(CudaCodegen, HeaderListsFusedOpsWithLocations) {
   auto kernels = generateForText(kChainModel, kPrecisions[0]);

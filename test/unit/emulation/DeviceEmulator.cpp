@@ -1,7 +1,10 @@
 //===- DeviceEmulator.cpp - CUDA threads as fibers, warp collectives --------===//
 //
-// One block at a time: each of its threads is a ucontext fiber with its own stack, resumed in
-// turn by a scheduler on the calling thread. A fiber runs until it waits at a barrier (block
+// One block at a time: each of its threads is a fiber with its own stack, resumed in turn by a
+// scheduler on the calling thread. A fiber's stack is set up by makecontext and entered once
+// with swapcontext; every later switch is _setjmp/_longjmp, which (unlike swapcontext) saves no
+// signal mask and so makes no system call: a block of 1024 threads passing a few hundred
+// barriers is that many million switches. A fiber runs until it waits at a barrier (block
 // or warp) or returns. Barriers count live threads, so threads that returned early count as
 // arrived (as on the GPU). If a full round of resumptions makes no progress (no arrival, no
 // thread finishing) every live thread waits for a barrier that cannot complete: the launch
@@ -9,8 +12,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+// _longjmp between fibers jumps to another stack, which glibc's fortified longjmp refuses.
+#undef _FORTIFY_SOURCE
 #include "DeviceEmulator.h"
 
+#include <setjmp.h>
 #include <ucontext.h>
 
 #include <array>
@@ -32,7 +38,9 @@ struct Barrier {
 };
 
 struct Fiber {
-  ucontext_t context;
+  ucontext_t context; ///< the first entry only
+  jmp_buf resume;     ///< where the fiber continues
+  bool started = false;
   std::unique_ptr<char[]> stack;
   Dim3 thread;
   unsigned linear = 0;
@@ -42,7 +50,8 @@ struct Fiber {
 struct BlockRun {
   Dim3 grid, block, blockIndex;
   const std::function<void()> *kernel = nullptr;
-  ucontext_t scheduler;
+  ucontext_t scheduler;  ///< only for the swapcontext that first enters a fiber
+  jmp_buf schedulerJump; ///< where a fiber that yields or ends returns to
   std::vector<Fiber> fibers;
   Fiber *current = nullptr;
   Barrier blockBarrier;
@@ -61,7 +70,8 @@ BlockRun &run() {
 
 void yieldToScheduler() {
   BlockRun &block = run();
-  swapcontext(&block.current->context, &block.scheduler);
+  if (_setjmp(block.current->resume) == 0)
+    _longjmp(block.schedulerJump, 1);
 }
 
 void arrive(Barrier &barrier) {
@@ -91,15 +101,20 @@ Barrier &warpBarrier() {
   return block.warpBarriers[block.current->linear / 32];
 }
 
+/// A fiber runs the kernel once per block of the launch: after each run it parks here until
+/// the scheduler starts the next block (so stacks and contexts are made once per launch).
 void fiberEntry() {
-  BlockRun &block = run();
-  (*block.kernel)();
-  Fiber &self = *block.current;
-  self.done = true;
-  ++block.progress;
-  leave(block.blockBarrier);
-  leave(block.warpBarriers[self.linear / 32]);
-  // uc_link returns to the scheduler.
+  for (;;) {
+    BlockRun &block = run();
+    (*block.kernel)();
+    Fiber &self = *block.current;
+    self.done = true;
+    ++block.progress;
+    leave(block.blockBarrier);
+    leave(block.warpBarriers[self.linear / 32]);
+    if (_setjmp(self.resume) == 0)
+      _longjmp(block.schedulerJump, 2);
+  }
 }
 
 std::string describe(const Dim3 &index) {
@@ -115,32 +130,37 @@ void launch(Dim3 grid, Dim3 block, const std::function<void()> &kernel) {
   const unsigned threads = block.x * block.y * block.z;
   if (threads == 0 || threads > 1024)
     throw std::invalid_argument("a block has 1 to 1024 threads");
+  // The fibers, made once; each block resets their state and the barriers.
+  BlockRun state;
+  state.grid = grid;
+  state.block = block;
+  state.kernel = &kernel;
+  state.fibers.resize(threads);
+  state.warpBarriers.resize((threads + 31) / 32);
+  state.exchange.resize(threads);
+  for (unsigned t = 0; t < threads; ++t) {
+    Fiber &fiber = state.fibers[t];
+    fiber.linear = t;
+    fiber.thread = Dim3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+    fiber.stack = std::make_unique<char[]>(kStackBytes);
+    getcontext(&fiber.context);
+    fiber.context.uc_stack.ss_sp = fiber.stack.get();
+    fiber.context.uc_stack.ss_size = kStackBytes;
+    fiber.context.uc_link = nullptr; // fiberEntry never returns
+    makecontext(&fiber.context, fiberEntry, 0);
+  }
+  active = &state;
   for (unsigned bz = 0; bz < grid.z; ++bz)
     for (unsigned by = 0; by < grid.y; ++by)
       for (unsigned bx = 0; bx < grid.x; ++bx) {
-        BlockRun state;
-        state.grid = grid;
-        state.block = block;
         state.blockIndex = Dim3{bx, by, bz};
-        state.kernel = &kernel;
-        state.fibers.resize(threads);
-        state.blockBarrier.live = threads;
-        state.warpBarriers.resize((threads + 31) / 32);
+        state.blockBarrier = Barrier{threads, 0, 0};
+        for (Barrier &warp : state.warpBarriers)
+          warp = Barrier{};
         for (unsigned t = 0; t < threads; ++t)
           ++state.warpBarriers[t / 32].live;
-        state.exchange.resize(threads);
-        for (unsigned t = 0; t < threads; ++t) {
-          Fiber &fiber = state.fibers[t];
-          fiber.linear = t;
-          fiber.thread = Dim3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
-          fiber.stack = std::make_unique<char[]>(kStackBytes);
-          getcontext(&fiber.context);
-          fiber.context.uc_stack.ss_sp = fiber.stack.get();
-          fiber.context.uc_stack.ss_size = kStackBytes;
-          fiber.context.uc_link = &state.scheduler;
-          makecontext(&fiber.context, fiberEntry, 0);
-        }
-        active = &state;
+        for (Fiber &fiber : state.fibers)
+          fiber.done = false;
         unsigned remaining = threads;
         while (remaining > 0) {
           const uint64_t before = state.progress;
@@ -148,7 +168,14 @@ void launch(Dim3 grid, Dim3 block, const std::function<void()> &kernel) {
             if (fiber.done)
               continue;
             state.current = &fiber;
-            swapcontext(&state.scheduler, &fiber.context);
+            if (_setjmp(state.schedulerJump) == 0) {
+              if (!fiber.started) {
+                fiber.started = true;
+                swapcontext(&state.scheduler, &fiber.context);
+              } else {
+                _longjmp(fiber.resume, 1);
+              }
+            }
             if (fiber.done)
               --remaining;
           }
@@ -159,8 +186,8 @@ void launch(Dim3 grid, Dim3 block, const std::function<void()> &kernel) {
                                      " threads wait at barriers that cannot complete");
           }
         }
-        active = nullptr;
       }
+  active = nullptr;
 }
 
 const Dim3 &threadIndex() { return run().current->thread; }

@@ -1,0 +1,431 @@
+//===- EmulatedKernelsTest.cpp - Generated kernels run in the device emulator -===//
+//
+// The kernels graph-fuse's groups become (compiler/cuda) are CUDA C++ that only a GPU runs.
+// This test compiles a generated kernel's source as host C++ (test/unit/emulation's
+// DeviceEmulator.h first) into a shared library with an entry that unpacks a cuLaunchKernel-
+// style argument array, launches it in the emulator with the grid and block the device
+// program gives it (kernelShape), and compares what it writes with references computed here
+// in double. Row kernels (layer norm forward and backward, the norm gradient's column sums,
+// softmax cross-entropy) are covered with row lengths that are not multiples of a warp, and
+// with more rows than blocks so the grid-stride loops run.
+//
+// The host compiler ($CXX, else c++) runs once per kernel; the libraries live in a temporary
+// directory removed at the end.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CodegenHelpers.h"
+#include "compiler/cuda/DeviceProgramBuilder.h"
+#include "runtime/numerics/Float16.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace ampc;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A generated kernel compiled for the host.
+class HostKernel {
+public:
+  using Entry = void (*)(unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void **);
+
+  /// Compiles \p kernel into \p directory; ok() is false (with the compiler's output in
+  /// error()) when that fails.
+  HostKernel(const GeneratedKernel &kernel, const fs::path &directory) {
+    const fs::path source = directory / (kernel.name + ".cpp");
+    const fs::path library = directory / (kernel.name + ".so");
+    const fs::path log = directory / (kernel.name + ".log");
+    std::ofstream(source) << kernel.source << "\n"
+                          << "#include <utility>\n"
+                          << "namespace {\n"
+                          << "template <typename... P, std::size_t... I>\n"
+                          << "void ampcCallAt(void (*f)(P...), void **args, "
+                             "std::index_sequence<I...>) {\n"
+                          << "  f(*static_cast<P *>(args[I])...);\n"
+                          << "}\n"
+                          << "template <typename... P> void ampcCall(void (*f)(P...), void **args) "
+                             "{\n"
+                          << "  ampcCallAt(f, args, std::index_sequence_for<P...>{});\n"
+                          << "}\n"
+                          << "} // namespace\n"
+                          << "extern \"C\" void ampc_emulated_launch(unsigned gx, unsigned gy, "
+                             "unsigned gz, unsigned bx, unsigned by, unsigned bz, void **args) {\n"
+                          << "  ::ampc::emu::launch({gx, gy, gz}, {bx, by, bz}, [&] { ampcCall(&"
+                          << kernel.name << ", args); });\n"
+                          << "}\n";
+    const char *compiler = std::getenv("CXX");
+    const std::string command =
+        std::string(compiler && *compiler ? compiler : "c++") +
+        " -std=c++17 -O1 -fPIC -shared -w -include " AMPC_SOURCE_DIR
+        "/test/unit/emulation/DeviceEmulator.h -I" AMPC_SOURCE_DIR " " +
+        source.string() + " " AMPC_DEVICE_EMULATOR_LIBRARY " -o " + library.string() + " > " +
+        log.string() + " 2>&1";
+    if (std::system(command.c_str()) != 0) {
+      std::ifstream in(log);
+      compileError = command + "\n" + std::string(std::istreambuf_iterator<char>(in), {});
+      return;
+    }
+    handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      compileError = dlerror();
+      return;
+    }
+    entry = reinterpret_cast<Entry>(dlsym(handle, "ampc_emulated_launch"));
+  }
+  ~HostKernel() {
+    if (handle)
+      dlclose(handle);
+  }
+  bool ok() const { return entry != nullptr; }
+  const std::string &error() const { return compileError; }
+  /// Runs the kernel with the launch shape the device program gives it.
+  void run(const KernelLaunch &launch, std::vector<void *> &arguments) const {
+    const KernelShape shape = kernelShape(launch);
+    entry(static_cast<unsigned>(shape.grid), 1, 1, shape.block[0], shape.block[1], 1,
+          arguments.data());
+  }
+
+private:
+  void *handle = nullptr;
+  Entry entry = nullptr;
+  std::string compileError;
+};
+
+/// A temporary directory removed with this object.
+struct TemporaryDirectory {
+  fs::path path;
+  TemporaryDirectory() {
+    path = fs::temp_directory_path() /
+           ("ampc_emulated_kernels_" + std::to_string(getpid()) + "_" +
+            std::to_string(reinterpret_cast<uintptr_t>(this)));
+    fs::create_directories(path);
+  }
+  ~TemporaryDirectory() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+};
+
+size_t elementBytes(const std::string &type) {
+  return type == "i64" || type == "u64" ? 8 : type == "bf16" || type == "f16" ? 2 : 4;
+}
+
+double readElement(const std::vector<char> &bytes, const std::string &type, size_t i) {
+  if (type == "f32") {
+    float value;
+    std::memcpy(&value, bytes.data() + 4 * i, 4);
+    return value;
+  }
+  if (type == "bf16" || type == "f16") {
+    uint16_t bits;
+    std::memcpy(&bits, bytes.data() + 2 * i, 2);
+    return type == "bf16" ? numerics::bf16BitsToFloat(bits) : numerics::f16BitsToFloat(bits);
+  }
+  if (type == "i32") {
+    int32_t value;
+    std::memcpy(&value, bytes.data() + 4 * i, 4);
+    return value;
+  }
+  int64_t value;
+  std::memcpy(&value, bytes.data() + 8 * i, 8);
+  return static_cast<double>(value);
+}
+
+void writeElement(std::vector<char> &bytes, const std::string &type, size_t i, double value) {
+  if (type == "f32") {
+    const float f = static_cast<float>(value);
+    std::memcpy(bytes.data() + 4 * i, &f, 4);
+  } else if (type == "bf16" || type == "f16") {
+    const float f = static_cast<float>(value);
+    const uint16_t bits = type == "bf16" ? numerics::floatToBF16Bits(f) : numerics::floatToF16Bits(f);
+    std::memcpy(bytes.data() + 2 * i, &bits, 2);
+  } else if (type == "i32") {
+    const int32_t v = static_cast<int32_t>(value);
+    std::memcpy(bytes.data() + 4 * i, &v, 4);
+  } else {
+    const int64_t v = static_cast<int64_t>(value);
+    std::memcpy(bytes.data() + 8 * i, &v, 8);
+  }
+}
+
+/// A generated kernel's arguments as host memory: one buffer per tensor, scratch, table or
+/// error record argument (inputs filled by the test, outputs poisoned with NaN bytes), and the
+/// scalar sizes from its launch.
+struct Arguments {
+  const GeneratedKernel &kernel;
+  std::map<std::string, std::vector<char>> buffers; ///< by parameter name
+  std::vector<void *> pointers;                     ///< one per parameter, as cuLaunchKernel's
+  std::vector<void *> addresses;
+  std::vector<long long> scalars;
+
+  explicit Arguments(const GeneratedKernel &k) : kernel(k) {
+    for (const KernelParam &param : kernel.params) {
+      if (param.role == KernelParam::Role::Scalar)
+        continue;
+      int64_t elements = 1;
+      for (int64_t size : param.shape)
+        elements *= size;
+      const size_t bytes = param.role == KernelParam::Role::ErrorRecord
+                               ? 32
+                               : static_cast<size_t>(elements) * elementBytes(param.elementType);
+      buffers[param.name] = std::vector<char>(std::max<size_t>(bytes, 16), '\xff');
+    }
+  }
+
+  std::vector<char> &operator[](const std::string &name) { return buffers.at(name); }
+  const KernelParam &param(const std::string &name) const {
+    for (const KernelParam &param : kernel.params)
+      if (param.name == name)
+        return param;
+    throw std::runtime_error("no parameter " + name + " in " + kernel.name);
+  }
+  /// The parameter whose binding is \p value ("@x", "%3", ...).
+  const KernelParam &bound(const std::string &value) const {
+    for (const KernelParam &param : kernel.params)
+      if (param.value == value)
+        return param;
+    throw std::runtime_error("no parameter bound to " + value + " in " + kernel.name);
+  }
+
+  std::vector<void *> &bind() {
+    const KernelLaunch &launch = kernel.launch;
+    pointers.clear();
+    addresses.assign(kernel.params.size(), nullptr);
+    scalars.assign(kernel.params.size(), 0);
+    for (size_t i = 0; i < kernel.params.size(); ++i) {
+      const KernelParam &param = kernel.params[i];
+      if (param.role != KernelParam::Role::Scalar) {
+        addresses[i] = buffers.at(param.name).data();
+        pointers.push_back(&addresses[i]);
+        continue;
+      }
+      long long value = 0;
+      if (param.value == "elements")
+        value = launch.elements;
+      else if (param.value == "rows")
+        value = launch.rows;
+      else if (param.value == "row_length")
+        value = launch.rowLength;
+      scalars[i] = value;
+      pointers.push_back(&scalars[i]);
+    }
+    return pointers;
+  }
+};
+
+/// Fills \p bytes (a tensor of \p type) with N(0, 1) values rounded to the type; returns them.
+std::vector<double> fillRandom(std::vector<char> &bytes, const std::string &type,
+                               std::mt19937 &generator, double mean = 0) {
+  std::normal_distribution<double> normal(mean, 1.0);
+  const size_t count = bytes.size() / elementBytes(type);
+  std::vector<double> values(count);
+  for (size_t i = 0; i < count; ++i) {
+    writeElement(bytes, type, i, normal(generator));
+    values[i] = readElement(bytes, type, i);
+  }
+  return values;
+}
+
+std::vector<double> readAll(const std::vector<char> &bytes, const std::string &type, size_t count) {
+  std::vector<double> values(count);
+  for (size_t i = 0; i < count; ++i)
+    values[i] = readElement(bytes, type, i);
+  return values;
+}
+
+/// ||actual - expected|| / ||expected||.
+double relativeError(const std::vector<double> &actual, const std::vector<double> &expected) {
+  double difference = 0, reference = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    difference += (actual[i] - expected[i]) * (actual[i] - expected[i]);
+    reference += expected[i] * expected[i];
+  }
+  return reference == 0 ? std::sqrt(difference) : std::sqrt(difference / reference);
+}
+
+/// A layer norm over rows of length L, trained against an MSE target: its forward is a row
+/// kernel, its backward a row kernel (dx) and a column kernel (dgamma, dbeta).
+std::string layerNormModel(int rows, int length, const std::string &type) {
+  const std::string x = "tensor<" + std::to_string(rows) + "x" + std::to_string(length) + "x" +
+                        type + ">";
+  const std::string v = "tensor<" + std::to_string(length) + "x" + type + ">";
+  return "graph.model @ln {\n"
+         "  graph.param @g : " + v + " init #graph.normal<std = 0.5>\n"
+         "  graph.param @b : " + v + " init #graph.normal<std = 0.5>\n"
+         "  graph.input @x : " + x + "\n"
+         "  graph.input @t : " + x + "\n"
+         "  func.func @forward() {\n"
+         "    %g = graph.get_param @g : " + v + "\n"
+         "    %b = graph.get_param @b : " + v + "\n"
+         "    %x = graph.get_input @x : " + x + "\n"
+         "    %t = graph.get_input @t : " + x + "\n"
+         "    %y = graph.layernorm %x, %g, %b : " + x + ", " + v + ", " + v + "\n"
+         "    %l = graph.mse_loss %y, %t : " + x + "\n"
+         "    graph.loss %l : tensor<f32>\n"
+         "    return\n"
+         "  }\n"
+         "}\n";
+}
+
+const GeneratedKernel *kernelWith(const std::vector<GeneratedKernel> &kernels,
+                                  KernelLaunch::Space space, const std::string &op) {
+  for (const GeneratedKernel &kernel : kernels)
+    if (kernel.launch.space == space)
+      for (const std::string &fused : kernel.fusedOps)
+        if (fused.rfind(op + " at ", 0) == 0)
+          return &kernel;
+  return nullptr;
+}
+
+struct LayerNormCase {
+  int rows, length;
+};
+
+class EmulatedLayerNorm : public ::testing::TestWithParam<LayerNormCase> {};
+
+TEST_P(EmulatedLayerNorm, RowAndColumnKernelsMatchADoubleReference) {
+  const LayerNormCase c = GetParam();
+  // fp32 storage: the kernels' own arithmetic is what is compared.
+  const std::vector<GeneratedKernel> kernels =
+      generateForText(layerNormModel(c.rows, c.length, "f32"), kPrecisions[2]);
+  const GeneratedKernel *forward = kernelWith(kernels, KernelLaunch::Space::Rows, "graph.layernorm");
+  const GeneratedKernel *backward =
+      kernelWith(kernels, KernelLaunch::Space::Rows, "graph.layernorm_grad");
+  const GeneratedKernel *columns =
+      kernelWith(kernels, KernelLaunch::Space::Columns, "graph.layernorm_grad");
+  ASSERT_TRUE(forward && backward && columns);
+  TemporaryDirectory directory;
+  std::mt19937 generator(5);
+  const size_t n = static_cast<size_t>(c.rows) * c.length;
+  const double eps = 1e-5;
+
+  // Forward: y = (x - mean) rstd g + b.
+  HostKernel forwardKernel(*forward, directory.path);
+  ASSERT_TRUE(forwardKernel.ok()) << forwardKernel.error() << "\n" << forward->source;
+  Arguments fa(*forward);
+  const std::vector<double> x = fillRandom(fa[fa.bound("@x").name], "f32", generator, 3.0);
+  const std::vector<double> g = fillRandom(fa[fa.bound("@g").name], "f32", generator);
+  const std::vector<double> b = fillRandom(fa[fa.bound("@b").name], "f32", generator);
+  forwardKernel.run(forward->launch, fa.bind());
+  std::vector<double> mean(c.rows), rstd(c.rows), xhat(n), y(n);
+  for (int r = 0; r < c.rows; ++r) {
+    double sum = 0, squares = 0;
+    for (int j = 0; j < c.length; ++j)
+      sum += x[r * c.length + j];
+    mean[r] = sum / c.length;
+    for (int j = 0; j < c.length; ++j)
+      squares += (x[r * c.length + j] - mean[r]) * (x[r * c.length + j] - mean[r]);
+    rstd[r] = 1 / std::sqrt(squares / c.length + eps);
+    for (int j = 0; j < c.length; ++j) {
+      xhat[r * c.length + j] = (x[r * c.length + j] - mean[r]) * rstd[r];
+      y[r * c.length + j] = xhat[r * c.length + j] * g[j] + b[j];
+    }
+  }
+  // The forward's outputs: y, and whatever else it writes is checked by the backward.
+  bool sawY = false;
+  for (const KernelParam &param : forward->params)
+    if (param.role == KernelParam::Role::Output && param.shape.size() == 2) {
+      EXPECT_LT(relativeError(readAll(fa[param.name], "f32", n), y), 1e-6) << param.name;
+      sawY = true;
+    }
+  EXPECT_TRUE(sawY);
+
+  // Backward. The loss's gradient is fused into the norm gradient's row kernel as its producer:
+  // dy = (y - t) c, with c the mean's scale. The row kernel leaves (mean, rstd) per row in
+  // scratch (x is an input, so no dx is stored); the column kernel computes dgamma = sum dy xhat
+  // and dbeta = sum dy from the same inputs and those statistics.
+  HostKernel rowKernel(*backward, directory.path), columnKernel(*columns, directory.path);
+  ASSERT_TRUE(rowKernel.ok()) << rowKernel.error() << "\n" << backward->source;
+  ASSERT_TRUE(columnKernel.ok()) << columnKernel.error() << "\n" << columns->source;
+  for (const GeneratedKernel *kernel : {backward, columns}) {
+    std::string ops;
+    for (const std::string &fused : kernel->fusedOps)
+      ops += fused.substr(0, fused.find(" at ")) + " ";
+    ASSERT_EQ(ops, "graph.sub graph.mul graph.layernorm_grad ")
+        << "the fusion changed; update the reference\n" << kernel->source;
+  }
+  // The inputs both kernels read, by what they are bound to.
+  const double scale = 0.37;
+  std::vector<char> tBytes(n * 4), cBytes(16), yBytes(n * 4);
+  const std::vector<double> t = fillRandom(tBytes, "f32", generator);
+  writeElement(cBytes, "f32", 0, scale);
+  for (size_t i = 0; i < n; ++i)
+    writeElement(yBytes, "f32", i, y[i]);
+  auto bindInputs = [&](Arguments &arguments, const GeneratedKernel &kernel) {
+    for (const KernelParam &param : kernel.params) {
+      if (param.role != KernelParam::Role::Input)
+        continue;
+      if (param.value == "@x")
+        arguments[param.name] = fa[fa.bound("@x").name];
+      else if (param.value == "@g")
+        arguments[param.name] = fa[fa.bound("@g").name];
+      else if (param.value == "@t")
+        arguments[param.name] = tBytes;
+      else if (param.shape.empty())
+        arguments[param.name] = cBytes;
+      else
+        arguments[param.name] = yBytes; // the forward's result, as the backward reads it
+    }
+  };
+  Arguments ra(*backward);
+  bindInputs(ra, *backward);
+  rowKernel.run(backward->launch, ra.bind());
+  std::vector<double> stats;
+  for (const KernelParam &param : backward->params)
+    if (param.role == KernelParam::Role::Scratch)
+      stats = readAll(ra[param.name], "f32", 2 * static_cast<size_t>(c.rows));
+  ASSERT_EQ(stats.size(), 2u * c.rows) << backward->source;
+  for (int r = 0; r < c.rows; ++r) {
+    EXPECT_NEAR(stats[2 * r], mean[r], 1e-5 * (1 + std::abs(mean[r]))) << "row " << r;
+    EXPECT_NEAR(stats[2 * r + 1], rstd[r], 1e-5 * rstd[r]) << "row " << r;
+  }
+
+  Arguments ca(*columns);
+  bindInputs(ca, *columns);
+  for (const KernelParam &param : columns->params)
+    if (param.role == KernelParam::Role::Scratch)
+      for (const KernelParam &rowParam : backward->params)
+        if (rowParam.role == KernelParam::Role::Scratch)
+          ca[param.name] = ra[rowParam.name];
+  columnKernel.run(columns->launch, ca.bind());
+  std::vector<double> dgamma(c.length, 0), dbeta(c.length, 0);
+  for (int r = 0; r < c.rows; ++r)
+    for (int j = 0; j < c.length; ++j) {
+      const size_t i = static_cast<size_t>(r) * c.length + j;
+      const double dy = (y[i] - t[i]) * scale;
+      dgamma[j] += dy * xhat[i];
+      dbeta[j] += dy;
+    }
+  std::vector<std::vector<double>> sums;
+  for (const KernelParam &param : columns->params)
+    if (param.role == KernelParam::Role::Output || param.role == KernelParam::Role::State)
+      sums.push_back(readAll(ca[param.name], "f32", c.length));
+  ASSERT_EQ(sums.size(), 2u) << columns->source;
+  EXPECT_LT(std::min(relativeError(sums[0], dgamma), relativeError(sums[1], dgamma)), 1e-5);
+  EXPECT_LT(std::min(relativeError(sums[0], dbeta), relativeError(sums[1], dbeta)), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, EmulatedLayerNorm,
+                         ::testing::Values(LayerNormCase{5, 48}, LayerNormCase{40, 100},
+                                           LayerNormCase{3, 1030}),
+                         [](const ::testing::TestParamInfo<LayerNormCase> &info) {
+                           return std::to_string(info.param.rows) + "x" +
+                                  std::to_string(info.param.length);
+                         });
+
+} // namespace
