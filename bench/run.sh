@@ -7,7 +7,8 @@
 # Phases (default: all, in this order):
 #   tests      every GPU test binary (gtest JSON in RESULTS_DIR/tests)
 #   attention  the flash-attention kernels (fp32-FMA and tensor-core) timed at
-#              GPT-124M's shapes, and their outputs compared at that size
+#              GPT-124M's shapes, their outputs compared at that size, and PyTorch's
+#              scaled_dot_product_attention timed at the same shapes
 #   agree      the example models trained on the GPU against the CPU backend's
 #              loss curves from the same seed (bench/agree.py), the end-to-end
 #              tiny GPT, and fp16 loss scaling under injected overflows
@@ -159,6 +160,10 @@ phase_attention() {
   "$here/tests/ampc_attention_bench" --json "$results/attention.json" \
     >"$results/attention.txt" 2>&1
   local status=$?
+  # PyTorch's SDPA at the same shapes, beside it (the floor the kernels are measured against).
+  echo "--- PyTorch scaled_dot_product_attention, same shapes" >>"$results/attention.txt"
+  "$python" "$here/bench/attention_torch.py" --json "$results/attention_torch.json" \
+    >>"$results/attention.txt" 2>&1 || echo "(PyTorch side failed)" >>"$results/attention.txt"
   if [ $status -eq 0 ]; then note attention ok "attention.txt (kernels timed at GPT shapes)"
   else note attention FAIL "exit $status (attention.txt)"; fi
 }

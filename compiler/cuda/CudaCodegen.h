@@ -62,7 +62,7 @@ struct KernelParam {
 struct KernelLaunch {
   enum class Space {
     Elements, ///< a grid-stride loop over `elements` (divided by `vectorWidth` when vectorised)
-    Rows,     ///< one block per row (grid-stride over `rows`), threads over `rowLength`
+    Rows,     ///< one block (or warp: rowsPerBlock) per row, grid-stride over `rows`
     Columns,  ///< ceil(rowLength / 32) blocks of (32 columns, 8 row slices) summing over `rows`
     Single,   ///< one block (tiny scalar kernels and second reduction stages)
     Tensors,  ///< `elements` blocks over a table of tensors (multi-tensor kernels)
@@ -77,6 +77,11 @@ struct KernelLaunch {
   /// (blockSize / blockRows, blockRows) = (32, 8).
   int blockSize = 256;
   int blockRows = 1;
+  /// Columns: the chunks of rows the grid's y dimension splits the sums into.
+  int chunks = 1;
+  /// Rows: the rows one block covers (one per warp when > 1; the grid is then
+  /// ceil(rows / rowsPerBlock) blocks, capped, with a grid-stride loop over the rest).
+  int rowsPerBlock = 1;
   /// Elements per 16-byte access in the vectorised loop (1: scalar loop only).
   int vectorWidth = 1;
 };

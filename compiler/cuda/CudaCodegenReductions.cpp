@@ -20,69 +20,93 @@ namespace ampc {
 namespace cudagen {
 
 //===----------------------------------------------------------------------===//
-// Row kernels: norms, softmax and their gradients (one block per row)
+// Row kernels: norms, softmax and their gradients (one warp or one block per row)
 //===----------------------------------------------------------------------===//
 
 namespace {
 
+/// Who works on one row: a warp (rows up to kWarpRowLimit long; 8 rows per 256-thread block,
+/// the row statistics are warp shuffles, no barrier) or the whole block (longer rows; block
+/// sums through shared memory).
+struct RowSpan {
+  bool warp = true;
+  /// The first column a thread takes and the stride between its columns.
+  const char *first() const { return warp ? "lane" : "threadIdx.x"; }
+  const char *stride() const { return warp ? "32" : "blockDim.x"; }
+  /// The row's total of a per-thread partial, in every thread of the row.
+  std::string sum(const std::string &value) const {
+    return warp ? "warpSum(" + value + ")" : "blockSum(" + value + ", reduceScratch)";
+  }
+  std::string max(const std::string &value) const {
+    return warp ? "warpMax(" + value + ")" : "blockMax(" + value + ", reduceScratch)";
+  }
+  /// The one thread of the row that writes per-row values.
+  const char *leader() const { return warp ? "lane == 0" : "threadIdx.x == 0"; }
+};
+
+/// Rows up to this long get a warp each (each lane then takes at most 64 elements a pass).
+constexpr int64_t kWarpRowLimit = 2048;
+/// Threads of a warp-per-row kernel's block: 8 warps, 8 rows.
+constexpr int kWarpRowBlock = 256;
+
 /// Emits `for (j ...) { const long long i = row * L + j; <body> }` with a fresh scope.
 template <typename F>
-/// The block's threads stride over the row's first `limit` elements; `j` is the column (what
-/// gamma and beta are indexed by) and `i = row * L + j` the flat element index, so every
-/// operand of the row is addressed as the contiguous slice [row * L, row * L + L).
-std::string rowLoop(KernelWriter &writer, F body, const std::string &limit = "L") {
+/// The row's threads stride over its first `limit` elements; `j` is the column (what gamma
+/// and beta are indexed by) and `i = row * L + j` the flat element index, so every operand of
+/// the row is addressed as the contiguous slice [row * L, row * L + L).
+std::string rowLoop(const RowSpan &span, F body, const std::string &limit = "L") {
   Scope scope;
   scope.indent = "      ";
   body(scope);
-  (void)writer;
-  return "    for (long long j = threadIdx.x; j < " + limit +
-         "; j += blockDim.x) {\n      const long long i = row * L + j;\n" + scope.text.str() +
-         "    }\n";
+  return std::string("    for (long long j = ") + span.first() + "; j < " + limit +
+         "; j += " + span.stride() + ") {\n      const long long i = row * L + j;\n" +
+         scope.text.str() + "    }\n";
 }
 
 /// Emits the layer-norm statistics of the current row: `mean` and `rstd` = 1 / sqrt(var + eps),
 /// the biased variance taken around the mean in a second pass (f32 block sums).
-std::string layerNormStatistics(KernelWriter &writer, Value input, const std::string &eps) {
+std::string layerNormStatistics(const RowSpan &span, KernelWriter &writer, Value input,
+                                const std::string &eps) {
   // Two passes (sum, then sum of squared deviations) rather than E[x^2] - E[x]^2: the CPU
   // backend computes the variance around the mean, and the one-pass form loses precision to
   // cancellation when |mean| is large against the deviation.
   // One statement per loop: the element reads name their temporaries in emission order.
   std::string text = "    float sum = 0.0f;\n";
   text +=
-      rowLoop(writer, [&](Scope &s) { s.line("sum += " + writer.element(input, "i", s) + ";"); });
-  // blockSum combines the threads' partial sums through reduceScratch and hands every thread
-  // the row total, so all threads can use the statistic in the next loop.
-  text += "    const float mean = blockSum(sum, reduceScratch) / static_cast<float>(L);\n"
+      rowLoop(span, [&](Scope &s) { s.line("sum += " + writer.element(input, "i", s) + ";"); });
+  // The row sum combines the threads' partial sums and hands every thread of the row the
+  // total, so all of them can use the statistic in the next loop.
+  text += "    const float mean = " + span.sum("sum") + " / static_cast<float>(L);\n" +
           "    float squares = 0.0f;\n";
-  text += rowLoop(writer, [&](Scope &s) {
+  text += rowLoop(span, [&](Scope &s) {
     s.line("const float centred = " + writer.element(input, "i", s) + " - mean;");
     s.line("squares += centred * centred;");
   });
-  text += "    const float rstd = 1.0f / sqrtf(blockSum(squares, reduceScratch) / "
-          "static_cast<float>(L) + " +
-          eps + ");\n";
+  text += "    const float rstd = 1.0f / sqrtf(" + span.sum("squares") +
+          " / static_cast<float>(L) + " + eps + ");\n";
   return text;
 }
 
 /// Emits the RMS-norm statistic of the current row: `r` = 1 / sqrt(mean(x^2) + eps).
-std::string rmsNormStatistic(KernelWriter &writer, Value input, const std::string &eps) {
+std::string rmsNormStatistic(const RowSpan &span, KernelWriter &writer, Value input,
+                             const std::string &eps) {
   std::string text = "    float squares = 0.0f;\n";
-  text += rowLoop(writer, [&](Scope &s) {
+  text += rowLoop(span, [&](Scope &s) {
     std::string xv = writer.element(input, "i", s);
     s.line("squares += " + xv + " * " + xv + ";");
   });
-  text += "    const float r = 1.0f / sqrtf(blockSum(squares, reduceScratch) / "
-          "static_cast<float>(L) + " +
-          eps + ");\n";
+  text += "    const float r = 1.0f / sqrtf(" + span.sum("squares") +
+          " / static_cast<float>(L) + " + eps + ");\n";
   return text;
 }
 
 } // namespace
 
-/// Emits the one-block-per-row kernel of a norm, a softmax or one of their gradients, with
-/// the group's fused elementwise producers (read through `writer.element`) and consumers
-/// (stored from the anchor's bound result). The row is the last axis; every kernel reads its
-/// row once per pass and relies on L1/L2 to keep it resident between passes.
+/// Emits the row kernel of a norm, a softmax or one of their gradients (a warp per row, or a
+/// block per row for rows longer than kWarpRowLimit), with the group's fused elementwise
+/// producers (read through `writer.element`) and consumers (stored from the anchor's bound
+/// result). The row is the last axis; every kernel reads its row once per pass and relies on
+/// L1/L2 to keep it resident between passes.
 void Generator::rowKernel(Operation *anchor) {
   KernelWriter writer(opIndex, members);
   Value input = anchor->getOperand(0);
@@ -91,6 +115,8 @@ void Generator::rowKernel(Operation *anchor) {
   // Everything before the last axis is flattened into rows; an empty shape (scalar) is one row of
   // one.
   const int64_t rows = numElements(shape) / std::max<int64_t>(length, 1);
+  RowSpan span;
+  span.warp = length <= kWarpRowLimit;
   Value primary = anchor->getResult(0);
   // Outputs computed in row space (those of a norm gradient's dgamma/dbeta come later).
   std::vector<Value> outputs;
@@ -121,10 +147,19 @@ void Generator::rowKernel(Operation *anchor) {
   if (llvm::isa<LayerNormGradOp, RmsNormGradOp>(anchor))
     statsScratch = writer.scratchParam("rowStats", {rows, 2});
 
-  // reduceScratch holds one partial per warp: 32 warps is the most a 1024-thread block has.
-  // Blocks stride over rows, so a grid smaller than the row count still covers them all.
-  body << "  __shared__ float reduceScratch[32];\n"
-       << "  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n";
+  if (span.warp) {
+    // Warp w of block b takes rows 8 b + w, then strides by the grid's warps, so a grid smaller
+    // than the row count still covers them all. A warp's lanes never wait for other warps.
+    body << "  const int lane = threadIdx.x % 32;\n"
+         << "  const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x / 32);\n"
+         << "  for (long long row = static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + "
+            "threadIdx.x / 32; row < rows; row += warps) {\n";
+  } else {
+    // reduceScratch holds one partial per warp: 32 warps is the most a 1024-thread block has.
+    // Blocks stride over rows, so a grid smaller than the row count still covers them all.
+    body << "  __shared__ float reduceScratch[32];\n"
+         << "  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n";
+  }
   if (auto norm = llvm::dyn_cast<LayerNormOp>(anchor)) {
     stem = "layernorm";
     const std::string eps = floatLiteral(norm.getEpsilon().convertToDouble());
@@ -135,7 +170,7 @@ void Generator::rowKernel(Operation *anchor) {
            "Memory: x read three times (the row stays in L1/L2), gamma/beta, outputs written "
            "once.";
     std::string x;
-    body << layerNormStatistics(writer, input, eps) << rowLoop(writer, [&](Scope &s) {
+    body << layerNormStatistics(span, writer, input, eps) << rowLoop(span, [&](Scope &s) {
       std::string xv = writer.element(input, "i", s);
       std::string g = writer.element(norm.getGamma(), "j", s);
       std::string b = writer.element(norm.getBeta(), "j", s);
@@ -149,7 +184,7 @@ void Generator::rowKernel(Operation *anchor) {
     // RMS norm: one statistic pass (sum of squares), then the scaled row; no centring, no beta.
     math = "y = x * r * gamma per row of L, r = 1 / sqrt(mean(x^2) + eps) in f32; then the\n"
            "fused consumers of y. Memory: x read twice, outputs written once.";
-    body << rmsNormStatistic(writer, input, eps) << rowLoop(writer, [&](Scope &s) {
+    body << rmsNormStatistic(span, writer, input, eps) << rowLoop(span, [&](Scope &s) {
       std::string xv = writer.element(input, "i", s);
       std::string g = writer.element(norm.getGamma(), "j", s);
       s.line("const float y = " + rounded(xv + " * r * " + g) + ";");
@@ -177,24 +212,24 @@ void Generator::rowKernel(Operation *anchor) {
     // 0x7f800000 is +inf's bit pattern: the maximum starts at -inf.
     body << "    float maximum = -__int_as_float(0x7f800000);\n"
          << rowLoop(
-                writer,
+                span,
                 [&](Scope &s) {
                   std::string xv = writer.element(input, "i", s);
                   s.line("maximum = maximum < " + xv + " ? " + xv + " : maximum;");
                 },
                 "valid")
-         << "    maximum = blockMax(maximum, reduceScratch);\n"
+         << "    maximum = " << span.max("maximum") << ";\n"
          << "    // A row of -inf subtracts 0 instead, giving NaN as the CPU backend does.\n"
          << "    if (maximum == -__int_as_float(0x7f800000)) maximum = 0.0f;\n"
          << "    float total = 0.0f;\n"
          << rowLoop(
-                writer,
+                span,
                 [&](Scope &s) {
                   s.line("total += expf(" + writer.element(input, "i", s) + " - maximum);");
                 },
                 "valid")
-         << "    total = blockSum(total, reduceScratch);\n"
-         << rowLoop(writer, [&](Scope &s) {
+         << "    total = " << span.sum("total") << ";\n"
+         << rowLoop(span, [&](Scope &s) {
               std::string xv = writer.element(input, "i", s);
               s.line("const float y = " +
                      rounded("j < valid ? expf(" + xv + " - maximum) / total : 0.0f") + ";");
@@ -208,13 +243,13 @@ void Generator::rowKernel(Operation *anchor) {
     math = "dx = y * (dy - sum(dy * y)) per row, the sum in f32.\n"
            "Memory: y and dy read twice, dx written once.";
     body << "    float dot = 0.0f;\n"
-         << rowLoop(writer,
+         << rowLoop(span,
                     [&](Scope &s) {
                       s.line("dot += " + writer.element(grad.getGrad(), "i", s) + " * " +
                              writer.element(grad.getResultValue(), "i", s) + ";");
                     })
-         << "    dot = blockSum(dot, reduceScratch);\n"
-         << rowLoop(writer, [&](Scope &s) {
+         << "    dot = " << span.sum("dot") << ";\n"
+         << rowLoop(span, [&](Scope &s) {
               std::string y = writer.element(grad.getResultValue(), "i", s);
               std::string dy = writer.element(grad.getGrad(), "i", s);
               s.line("const float dx = " + rounded(y + " * (" + dy + " - dot)") + ";");
@@ -231,13 +266,13 @@ void Generator::rowKernel(Operation *anchor) {
            "dx = rstd * (g - mean(g) - xhat * mean(g * xhat)); then the fused consumers of dx.\n"
            "Row statistics (mean, rstd) go to rowStats for the dgamma/dbeta column kernel.\n"
            "Memory: x read four times and dy twice per row (L1/L2-resident), dx written once.";
-    body << layerNormStatistics(writer, input, eps)
-         // One thread per row writes the statistics; every thread has the same values after
-         // blockSum.
-         << "    if (threadIdx.x == 0) {\n      rowStats[2 * row] = mean;\n"
+    body << layerNormStatistics(span, writer, input, eps)
+         // One thread per row writes the statistics; every thread of the row has the same
+         // values after the row sums.
+         << "    if (" << span.leader() << ") {\n      rowStats[2 * row] = mean;\n"
          << "      rowStats[2 * row + 1] = rstd;\n    }\n"
          << "    float sumG = 0.0f, sumGXhat = 0.0f;\n"
-         << rowLoop(writer,
+         << rowLoop(span,
                     [&](Scope &s) {
                       std::string xv = writer.element(input, "i", s);
                       std::string dy = writer.element(grad.getGrad(), "i", s);
@@ -246,10 +281,9 @@ void Generator::rowKernel(Operation *anchor) {
                       s.line("sumG += gj;");
                       s.line("sumGXhat += gj * ((" + xv + " - mean) * rstd);");
                     })
-         << "    const float meanG = blockSum(sumG, reduceScratch) / static_cast<float>(L);\n"
-         << "    const float meanGXhat = blockSum(sumGXhat, reduceScratch) / "
-            "static_cast<float>(L);\n"
-         << rowLoop(writer, [&](Scope &s) {
+         << "    const float meanG = " << span.sum("sumG") << " / static_cast<float>(L);\n"
+         << "    const float meanGXhat = " << span.sum("sumGXhat") << " / static_cast<float>(L);\n"
+         << rowLoop(span, [&](Scope &s) {
               std::string xv = writer.element(input, "i", s);
               std::string dy = writer.element(grad.getGrad(), "i", s);
               std::string g = writer.element(grad.getGamma(), "j", s);
@@ -267,20 +301,20 @@ void Generator::rowKernel(Operation *anchor) {
     math = "Per row: r = 1 / sqrt(mean(x^2) + eps), g = dy * gamma;\n"
            "dx = r * g - x * r^3 * mean(g * x); then the fused consumers of dx. r goes to\n"
            "rowStats for the dgamma column kernel. Memory: x read three times, dy twice.";
-    body << rmsNormStatistic(writer, input, eps)
+    body << rmsNormStatistic(span, writer, input, eps)
          // A zero "mean" makes the column kernel's xhat = x * r, RMS norm's normalised input.
-         << "    if (threadIdx.x == 0) {\n      rowStats[2 * row] = 0.0f;\n"
+         << "    if (" << span.leader() << ") {\n      rowStats[2 * row] = 0.0f;\n"
          << "      rowStats[2 * row + 1] = r;\n    }\n"
          << "    float sumGX = 0.0f;\n"
-         << rowLoop(writer,
+         << rowLoop(span,
                     [&](Scope &s) {
                       std::string xv = writer.element(input, "i", s);
                       std::string dy = writer.element(grad.getGrad(), "i", s);
                       std::string g = writer.element(grad.getGamma(), "j", s);
                       s.line("sumGX += " + dy + " * " + g + " * " + xv + ";");
                     })
-         << "    const float meanGX = blockSum(sumGX, reduceScratch) / static_cast<float>(L);\n"
-         << rowLoop(writer, [&](Scope &s) {
+         << "    const float meanGX = " << span.sum("sumGX") << " / static_cast<float>(L);\n"
+         << rowLoop(span, [&](Scope &s) {
               std::string xv = writer.element(input, "i", s);
               std::string dy = writer.element(grad.getGrad(), "i", s);
               std::string g = writer.element(grad.getGamma(), "j", s);
@@ -298,49 +332,142 @@ void Generator::rowKernel(Operation *anchor) {
   launch.space = KernelLaunch::Space::Rows;
   launch.rows = rows;
   launch.rowLength = length;
-  // A size-dependent choice, superseded by the fixed block size below.
-  launch.blockSize = length >= 1024 ? 1024 : length >= 256 ? 256 : 128;
-  // The block size is compiled into __launch_bounds__; 1024 serves every row length.
-  launch.blockSize = 1024;
+  // The block size is compiled into __launch_bounds__. A warp per row: 8 rows per block of 256;
+  // a block per row: 1024 threads serve every longer row.
+  launch.blockSize = span.warp ? kWarpRowBlock : 1024;
+  launch.rowsPerBlock = span.warp ? kWarpRowBlock / 32 : 1;
   finish(writer, "reduction", stem, math, body.str(), launch);
 }
 
-/// dgamma (and dbeta) of a norm gradient: column sums over the rows, 32 columns per block and
-/// 8 row slices, reading the row statistics the row kernel left.
+/// Blocks the first stage of a column sum aims at: about 8 per multiprocessor of an H100 (132),
+/// so that reading the rows keeps the memory system busy even when L is a few hundred columns.
+constexpr int64_t kColumnSumBlocks = 1024;
+
+/// Column sums over a [rows, L] iteration space, in two kernels. One block per 32 columns (the
+/// whole sum in one block) left most of the GPU idle when L is a few hundred (24 blocks for
+/// L = 768) while each thread looped over thousands of rows; instead:
+///   `<stem>_partial`: grid (ceil(L / 32), chunks), block (32 columns, 8 row slices); block
+///       (x, c) sums rows [c * ceil(rows / chunks), ...) of its columns, the 8 slices meet in
+///       shared memory, and the f32 partial goes to scratch columnPartials[s][c][column];
+///   `<stem>`: one thread per column adds its chunks' partials in chunk order (so the result
+///       does not depend on the grid) and runs the store code (the group's fused consumers).
+/// chunks is compiled in: ceil(kColumnSumBlocks / column blocks), at most one chunk per 64 rows.
+void Generator::columnSumKernels(KernelWriter &sumWriter, const std::string &sumCode,
+                                 KernelWriter &storeWriter, const std::string &storeCode, int sums,
+                                 int64_t rows, int64_t length, const std::string &kind,
+                                 const std::string &stem, const std::string &math) {
+  const int64_t columnBlocks = std::max<int64_t>(1, (length + 31) / 32);
+  const int64_t chunks =
+      std::clamp<int64_t>((kColumnSumBlocks + columnBlocks - 1) / columnBlocks, 1,
+                          std::max<int64_t>(1, rows / 64));
+  sumWriter.scratchParam("columnPartials", {sums, chunks, length});
+  sumWriter.scalarParam("rows", "i64", "rows");
+  sumWriter.scalarParam("L", "i64", "row_length");
+  std::ostringstream partial;
+  partial << "  __shared__ float partial[" << sums << "][8][33];\n"
+          << "  const long long column = static_cast<long long>(blockIdx.x) * 32 + threadIdx.x;\n"
+          << "  // This block's chunk of rows: [first, last).\n"
+          << "  const long long chunkRows = (rows + gridDim.y - 1) / gridDim.y;\n"
+          << "  const long long first = static_cast<long long>(blockIdx.y) * chunkRows;\n"
+          << "  const long long last = min(rows, first + chunkRows);\n"
+          << "  float sum0 = 0.0f, sum1 = 0.0f;\n"
+          << "  if (column < L) {\n"
+          << "    for (long long row = first + threadIdx.y; row < last; row += blockDim.y) {\n"
+          << "      const long long i = row * L + column;\n"
+          << sumCode << "    }\n  }\n"
+          << "  (void)sum1;\n"
+          << "  partial[0][threadIdx.y][threadIdx.x] = sum0;\n";
+  if (sums == 2)
+    partial << "  partial[1][threadIdx.y][threadIdx.x] = sum1;\n";
+  partial << "  __syncthreads();\n"
+          << "  if (threadIdx.y == 0 && column < L) {\n"
+          << "    for (int s = 0; s < " << sums << "; ++s) {\n"
+          << "      float total = 0.0f;\n"
+          << "      for (int y = 0; y < 8; ++y)\n"
+          << "        total += partial[s][y][threadIdx.x];\n"
+          << "      columnPartials[(static_cast<long long>(s) * gridDim.y + blockIdx.y) * L + "
+             "column] = total;\n"
+          << "    }\n  }\n";
+  KernelLaunch first;
+  first.space = KernelLaunch::Space::Columns;
+  first.rows = rows;
+  first.rowLength = length;
+  first.blockSize = 256;
+  first.blockRows = 8; // (32 columns, 8 row slices)
+  first.chunks = static_cast<int>(chunks);
+  finish(sumWriter, kind, stem + "_partial",
+         math + "\nStage 1 of 2: grid (ceil(L / 32), " + std::to_string(chunks) +
+             " row chunks), block (32 columns, 8 row\nslices); f32 partial sums to "
+             "columnPartials. Memory: the inputs read once, coalesced.",
+         partial.str(), first);
+
+  storeWriter.scratchParam("columnPartials", {sums, chunks, length});
+  storeWriter.scalarParam("L", "i64", "row_length");
+  std::ostringstream total;
+  total << "  for (long long column = static_cast<long long>(blockIdx.x) * blockDim.x + "
+           "threadIdx.x; column < L;\n"
+        << "       column += static_cast<long long>(gridDim.x) * blockDim.x) {\n"
+        << "    float total0 = 0.0f, total1 = 0.0f;\n"
+        << "    for (long long c = 0; c < " << chunks << "ll; ++c) {\n"
+        << "      total0 += columnPartials[c * L + column];\n";
+  if (sums == 2)
+    total << "      total1 += columnPartials[(" << chunks << "ll + c) * L + column];\n";
+  total << "    }\n"
+        << "    (void)total1;\n"
+        << "    const long long i = column;\n"
+        << storeCode << "  }\n";
+  KernelLaunch second;
+  second.space = KernelLaunch::Space::Elements;
+  second.elements = length;
+  second.rows = 1;
+  second.rowLength = length;
+  second.blockSize = 256;
+  finish(storeWriter, kind, stem,
+         math + "\nStage 2 of 2: one thread per column adds the " + std::to_string(chunks) +
+             " chunks' partials in order, then\nthe fused consumers. Memory: the partials read "
+             "once, the outputs written once.",
+         total.str(), second);
+}
+
+/// dgamma (and dbeta) of a norm gradient: column sums over the rows (columnSumKernels),
+/// reading the row statistics the row kernel left.
 void Generator::normGradColumns(Operation *anchor) {
-  KernelWriter writer(opIndex, members);
   Value input = anchor->getOperand(0), dyValue = anchor->getOperand(2);
   const Shape shape = shapeOf(input);
   const int64_t length = shape.back(), rows = numElements(shape) / length;
-  // Results 1 and 2 of the norm gradient (dgamma, dbeta; RMS norm has only dgamma) and what
-  // the group computes from them are this kernel's outputs; the row kernel took the rest.
   const bool layer = llvm::isa<LayerNormGradOp>(anchor);
-  std::vector<Value> outputs;
-  for (Value output : groupOutputs(writer))
-    for (unsigned r = 1; r < anchor->getNumResults(); ++r)
-      if (writer.dependsOn(output, anchor->getResult(r))) {
-        outputs.push_back(output);
-        break;
-      }
-  // The same scratch slice the row kernel wrote, bound by name; this kernel is launched after the
-  // row kernel.
-  writer.scratchParam("rowStats", {rows, 2});
+  // The sums read x, dy and the same scratch slice the row kernel wrote (bound by name; these
+  // kernels are launched after the row kernel).
+  KernelWriter sumWriter(opIndex, members);
+  sumWriter.scratchParam("rowStats", {rows, 2});
   Scope sumScope;
   sumScope.indent = "      ";
-  std::string xv = writer.element(input, "i", sumScope);
-  std::string dy = writer.element(dyValue, "i", sumScope);
+  std::string xv = sumWriter.element(input, "i", sumScope);
+  std::string dy = sumWriter.element(dyValue, "i", sumScope);
   // dgamma[j] = sum_rows dy * xhat and dbeta[j] = sum_rows dy: the gradient of y = xhat * gamma
   // + beta with respect to the per-column parameters.
   sumScope.line("const float xhat = (" + xv + " - rowStats[2 * row]) * rowStats[2 * row + 1];");
-  sumScope.line("dgamma += " + dy + " * xhat;");
+  sumScope.line("sum0 += " + dy + " * xhat;");
   if (layer)
-    sumScope.line("dbeta += " + dy + ";");
+    sumScope.line("sum1 += " + dy + ";");
+
+  // Results 1 and 2 of the norm gradient (dgamma, dbeta; RMS norm has only dgamma) and what
+  // the group computes from them are the stores; the row kernel took the rest.
+  KernelWriter storeWriter(opIndex, members);
+  std::vector<Value> outputs;
+  for (Value output : groupOutputs(storeWriter))
+    for (unsigned r = 1; r < anchor->getNumResults(); ++r)
+      if (storeWriter.dependsOn(output, anchor->getResult(r))) {
+        outputs.push_back(output);
+        break;
+      }
   Scope storeScope;
-  storeScope.indent = "      ";
+  storeScope.indent = "    ";
   for (unsigned r = 1; r < anchor->getNumResults(); ++r) {
     Value result = anchor->getResult(r);
-    // Result 1 is dgamma, result 2 dbeta; each is rounded where its op would have stored it.
-    std::string total = r == 1 ? "totalGamma" : "totalBeta";
+    // Result 1 is dgamma (total0), result 2 dbeta (total1); each is rounded where its op
+    // would have stored it.
+    std::string total = r == 1 ? "total0" : "total1";
     std::string value = isReducedFloat(elementOf(result))
                             ? "roundAs<" + cType(elementOf(result)) + ">(" + total + ")"
                             : total;
@@ -348,52 +475,13 @@ void Generator::normGradColumns(Operation *anchor) {
     KernelWriter::bind(storeScope, result, "i", "result" + std::to_string(r));
   }
   for (Value output : outputs)
-    writer.store(output, "i", writer.element(output, "i", storeScope), storeScope);
-
-  // RMS norm has no dbeta: the kernel's (void) casts of dbeta and totalBeta keep NVRTC quiet.
-  std::ostringstream body;
-  // Block (32, 8): threadIdx.x picks one of the block's 32 columns, so a warp reads 32
-  // consecutive elements of a row (coalesced); threadIdx.y is one of 8 row slices striding over
-  // the rows. The 8 partial sums of a column meet in shared memory (rows of 33 floats, the usual
-  // padding against bank conflicts) and the y = 0 threads add them up and store.
-  body << "  __shared__ float partialGamma[8][33], partialBeta[8][33];\n"
-       << "  const long long column = static_cast<long long>(blockIdx.x) * 32 + threadIdx.x;\n"
-       << "  float dgamma = 0.0f, dbeta = 0.0f;\n"
-       << "  if (column < L) {\n"
-       << "    for (long long row = threadIdx.y; row < rows; row += blockDim.y) {\n"
-       << "      const long long i = row * L + column;\n"
-       << sumScope.text.str() << "    }\n  }\n"
-       << "  (void)dbeta;\n"
-       << "  partialGamma[threadIdx.y][threadIdx.x] = dgamma;\n"
-       << "  partialBeta[threadIdx.y][threadIdx.x] = dbeta;\n"
-       << "  __syncthreads();\n"
-       << "  if (threadIdx.y == 0 && column < L) {\n"
-       << "    float totalGamma = 0.0f, totalBeta = 0.0f;\n"
-       << "    for (int y = 0; y < 8; ++y) {\n"
-       << "      totalGamma += partialGamma[y][threadIdx.x];\n"
-       << "      totalBeta += partialBeta[y][threadIdx.x];\n    }\n"
-       << "    (void)totalBeta;\n"
-       << "    const long long i = column;\n"
-       << storeScope.text.str() << "  }\n";
-  writer.scalarParam("rows", "i64", "rows");
-  writer.scalarParam("L", "i64", "row_length");
-  KernelLaunch launch;
-  launch.space = KernelLaunch::Space::Columns;
-  launch.rows = rows;
-  launch.rowLength = length;
-  launch.blockSize = 256;
-  launch.blockRows = 8; // (32 columns, 8 row slices)
-  finish(writer, "reduction", layer ? "layernorm_grad_params" : "rmsnorm_grad_params",
-         std::string(layer ? "dgamma[j] = sum over rows of dy * xhat, dbeta[j] = sum of dy"
-                           : "dgamma[j] = sum over rows of dy * x * r") +
-             ", in f32; block (32, 8):\n32 columns per block, 8 row slices summed in shared "
-             "memory. Memory: x and dy read once,\ncoalesced along the columns.",
-         body.str(), launch);
+    storeWriter.store(output, "i", storeWriter.element(output, "i", storeScope), storeScope);
+  columnSumKernels(sumWriter, sumScope.text.str(), storeWriter, storeScope.text.str(),
+                   layer ? 2 : 1, rows, length, "reduction",
+                   layer ? "layernorm_grad_params" : "rmsnorm_grad_params",
+                   layer ? "dgamma[j] = sum over rows of dy * xhat, dbeta[j] = sum of dy, in f32."
+                         : "dgamma[j] = sum over rows of dy * x * r, in f32.");
 }
-
-//===----------------------------------------------------------------------===//
-// sum / mean / max over arbitrary axes, and the bias gradient
-//===----------------------------------------------------------------------===//
 
 namespace {
 
@@ -464,45 +552,26 @@ void Generator::reduceKernel(Operation *anchor) {
       outputs.push_back(output);
   std::ostringstream body;
   KernelLaunch launch;
-  // The input is viewed as [rows = reduced, L = outCount]: output j sums column j. Same
-  // block (32 columns, 8 row slices) and shared-memory combine as the norm-gradient columns.
+  // The input is viewed as [rows = reduced, L = outCount]: output j sums column j, in the two
+  // kernels of columnSumKernels, as the norm-gradient columns.
   if (leading) {
+    KernelWriter sumWriter(opIndex, members);
     Scope sumScope;
     sumScope.indent = "      ";
-    sumScope.line("total += " + writer.element(input, "i", sumScope) + ";");
+    sumScope.line("sum0 += " + sumWriter.element(input, "i", sumScope) + ";");
+    KernelWriter storeWriter(opIndex, members);
     Scope storeScope;
-    storeScope.indent = "      ";
+    storeScope.indent = "    ";
+    storeScope.line("const float total = total0;");
     storeScope.line("const float result = " + finalValue + ";");
     KernelWriter::bind(storeScope, result, "i", "result");
     for (Value output : outputs)
-      writer.store(output, "i", writer.element(output, "i", storeScope), storeScope);
-    body << "  __shared__ float partial[8][33];\n"
-         << "  const long long column = static_cast<long long>(blockIdx.x) * 32 + threadIdx.x;\n"
-         << "  float total = 0.0f;\n"
-         << "  if (column < L) {\n"
-         << "    for (long long row = threadIdx.y; row < rows; row += blockDim.y) {\n"
-         << "      const long long i = row * L + column;\n"
-         << sumScope.text.str() << "    }\n  }\n"
-         << "  partial[threadIdx.y][threadIdx.x] = total;\n"
-         << "  __syncthreads();\n"
-         << "  if (threadIdx.y == 0 && column < L) {\n"
-         << "    total = 0.0f;\n"
-         << "    for (int y = 0; y < 8; ++y)\n      total += partial[y][threadIdx.x];\n"
-         << "    const long long i = column;\n"
-         << storeScope.text.str() << "  }\n";
-    writer.scalarParam("rows", "i64", "rows");
-    writer.scalarParam("L", "i64", "row_length");
-    launch.space = KernelLaunch::Space::Columns;
-    launch.rows = reduced;
-    launch.rowLength = outCount;
-    launch.blockSize = 256;
-    launch.blockRows = 8; // (32 columns, 8 row slices)
-    finish(writer, group->kind == "bias_grad" ? "bias_grad" : "reduction", stem + "_columns",
-           std::string(isMean ? "out[j] = mean" : "out[j] = sum") +
-               " over the leading dimensions of x[row, j] (a column sum), in f32;\n"
-               "block (32, 8): 32 columns per block, 8 row slices summed in shared memory.\n"
-               "Memory: x read once, coalesced along the columns; out written once.",
-           body.str(), launch);
+      storeWriter.store(output, "i", storeWriter.element(output, "i", storeScope), storeScope);
+    columnSumKernels(sumWriter, sumScope.text.str(), storeWriter, storeScope.text.str(), 1,
+                     reduced, outCount, group->kind == "bias_grad" ? "bias_grad" : "reduction",
+                     stem + "_columns",
+                     std::string(isMean ? "out[j] = mean" : "out[j] = sum") +
+                         " over the leading dimensions of x[row, j] (a column sum), in f32.");
     return;
   }
   // General: one block per output element, threads over its reduced elements. The input index
@@ -765,6 +834,8 @@ void Generator::crossEntropyKernels() {
   // Each row, one block: read the label's logit, then the stable log-sum-exp (row max, then the
   // sum of exp(x - max)); loss_row = logsumexp - x[label].
   const std::string errors = writer.errorParam(loss);
+  // A block per row: classifier rows are vocabulary-long.
+  const RowSpan blockSpan{false};
   body << "  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n"
        << "    const long long label = static_cast<long long>(" << labels << "[row]);\n"
        << "    const bool ignored = label == " << ignore << ";\n"
@@ -783,14 +854,14 @@ void Generator::crossEntropyKernels() {
          << labelScope.text.str() << "      labelLogit = " << x << ";\n    }\n";
   }
   body << "    float maximum = -__int_as_float(0x7f800000);\n"
-       << rowLoop(writer,
+       << rowLoop(blockSpan,
                   [&](Scope &s) {
                     std::string x = writer.element(logits, "i", s);
                     s.line("maximum = maximum < " + x + " ? " + x + " : maximum;");
                   })
        << "    maximum = blockMax(maximum, reduceScratch);\n"
        << "    float total = 0.0f;\n"
-       << rowLoop(writer,
+       << rowLoop(blockSpan,
                   [&](Scope &s) {
                     s.line("total += expf(" + writer.element(logits, "i", s) + " - maximum);");
                   })
@@ -806,7 +877,7 @@ void Generator::crossEntropyKernels() {
        << "        atomicAdd(" << lossOut << ", (logSumExp - labelLogit)"
        << (mean ? " / count" : "") << ");\n      }\n    }\n";
   if (grad) {
-    body << rowLoop(writer, [&](Scope &s) {
+    body << rowLoop(blockSpan, [&](Scope &s) {
       std::string x = writer.element(logits, "i", s);
       // softmax_j - [j == label], scaled by dloss (/ count): the gradient of the row's loss.
       std::string value = "ignored ? 0.0f : outside ? __int_as_float(0x7fffffff) : (expf(" + x +

@@ -297,6 +297,7 @@ plan::LaunchStep Builder::launchStep(const GeneratedKernel &kernel, GroupScratch
     throw DeviceProgramUnsupported("kernel " + kernel.name + " needs " +
                                    std::to_string(shape.grid) + " blocks, more than a CUDA grid has");
   step.grid[0] = static_cast<uint32_t>(shape.grid);
+  step.grid[1] = shape.gridY;
   step.block[0] = shape.block[0];
   step.block[1] = shape.block[1];
 
@@ -867,12 +868,17 @@ KernelShape kernelShape(const KernelLaunch &launch) {
     shape.grid =
         blocksFor((launch.elements + launch.vectorWidth - 1) / std::max(1, launch.vectorWidth));
     break;
-  case KernelLaunch::Space::Rows:
-    shape.grid = std::clamp<int64_t>(launch.rows, 1, deviceprogram::kMaxGridStrideBlocks);
+  case KernelLaunch::Space::Rows: {
+    const int64_t perBlock = std::max(1, launch.rowsPerBlock);
+    shape.grid = std::clamp<int64_t>((launch.rows + perBlock - 1) / perBlock, 1,
+                                     deviceprogram::kMaxGridStrideBlocks);
     break;
+  }
   case KernelLaunch::Space::Columns:
-    // One block per 32 columns, no grid-stride loop: every column needs its block.
+    // One block per 32 columns and row chunk, no grid-stride loop: every column needs its
+    // blocks.
     shape.grid = std::max<int64_t>(1, (launch.rowLength + 31) / 32);
+    shape.gridY = static_cast<uint32_t>(std::max(1, launch.chunks));
     break;
   case KernelLaunch::Space::Single:
     shape.grid = 1;

@@ -58,6 +58,7 @@ DeviceProgramSources buildDeviceProgram(graph::ModelOp model, const plan::Plan &
 /// The grid (x) and block of a generated kernel's launch, from its iteration space.
 struct KernelShape {
   int64_t grid = 1;
+  uint32_t gridY = 1; ///< a columns kernel's row chunks
   uint32_t block[2] = {1, 1};
 };
 KernelShape kernelShape(const KernelLaunch &launch);

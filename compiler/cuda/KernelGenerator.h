@@ -299,6 +299,14 @@ private:
   void copyKernel();
   void rowKernel(Operation *anchor);
   void normGradColumns(Operation *anchor);
+  /// Column sums over [rows, L] in two kernels (see the definition): \p emitSum adds element i
+  /// (row `row`, column `column`) to `sum0` (and `sum1` when \p sums is 2) with \p sumWriter's
+  /// params; \p emitStore stores from `total0` (`total1`) at `i` = the column with
+  /// \p storeWriter's.
+  void columnSumKernels(KernelWriter &sumWriter, const std::string &sumCode,
+                        KernelWriter &storeWriter, const std::string &storeCode, int sums,
+                        int64_t rows, int64_t length, const std::string &kind,
+                        const std::string &stem, const std::string &math);
   void reduceKernel(Operation *anchor);
   void maxGradKernel(MaxGradOp anchor);
   void embeddingGradKernels(EmbeddingGradOp anchor);

@@ -5,9 +5,10 @@
 // DeviceEmulator.h first) into a shared library with an entry that unpacks a cuLaunchKernel-
 // style argument array, launches it in the emulator with the grid and block the device
 // program gives it (kernelShape), and compares what it writes with references computed here
-// in double. Row kernels (layer norm forward and backward, the norm gradient's column sums,
-// softmax cross-entropy) are covered with row lengths that are not multiples of a warp, and
-// with more rows than blocks so the grid-stride loops run.
+// in double. Softmax's row kernels (forward, causal or not, and gradient) and layer norm's
+// row kernels (forward, the gradient's statistics) and the gradient's two-stage column sums are
+// covered with row lengths that are not multiples of a warp, rows short enough for a warp each
+// and longer ones for a block each, more rows than a block covers, and several row chunks.
 //
 // The host compiler ($CXX, else c++) runs once per kernel; the libraries live in a temporary
 // directory removed at the end.
@@ -96,7 +97,7 @@ public:
   /// Runs the kernel with the launch shape the device program gives it.
   void run(const KernelLaunch &launch, std::vector<void *> &arguments) const {
     const KernelShape shape = kernelShape(launch);
-    entry(static_cast<unsigned>(shape.grid), 1, 1, shape.block[0], shape.block[1], 1,
+    entry(static_cast<unsigned>(shape.grid), shape.gridY, 1, shape.block[0], shape.block[1], 1,
           arguments.data());
   }
 
@@ -308,7 +309,13 @@ TEST_P(EmulatedLayerNorm, RowAndColumnKernelsMatchADoubleReference) {
       kernelWith(kernels, KernelLaunch::Space::Rows, "graph.layernorm_grad");
   const GeneratedKernel *columns =
       kernelWith(kernels, KernelLaunch::Space::Columns, "graph.layernorm_grad");
-  ASSERT_TRUE(forward && backward && columns);
+  const GeneratedKernel *totals =
+      kernelWith(kernels, KernelLaunch::Space::Elements, "graph.layernorm_grad");
+  ASSERT_TRUE(forward && backward && columns && totals);
+  // Rows up to 2048 long get a warp each, longer ones a block.
+  for (const GeneratedKernel *kernel : {forward, backward})
+    EXPECT_EQ(kernel->source.find("warpSum(") != std::string::npos, c.length <= 2048)
+        << kernel->source;
   TemporaryDirectory directory;
   std::mt19937 generator(5);
   const size_t n = static_cast<size_t>(c.rows) * c.length;
@@ -349,10 +356,12 @@ TEST_P(EmulatedLayerNorm, RowAndColumnKernelsMatchADoubleReference) {
   // dy = (y - t) c, with c the mean's scale. The row kernel leaves (mean, rstd) per row in
   // scratch (x is an input, so no dx is stored); the column kernel computes dgamma = sum dy xhat
   // and dbeta = sum dy from the same inputs and those statistics.
-  HostKernel rowKernel(*backward, directory.path), columnKernel(*columns, directory.path);
+  HostKernel rowKernel(*backward, directory.path), columnKernel(*columns, directory.path),
+      totalKernel(*totals, directory.path);
   ASSERT_TRUE(rowKernel.ok()) << rowKernel.error() << "\n" << backward->source;
   ASSERT_TRUE(columnKernel.ok()) << columnKernel.error() << "\n" << columns->source;
-  for (const GeneratedKernel *kernel : {backward, columns}) {
+  ASSERT_TRUE(totalKernel.ok()) << totalKernel.error() << "\n" << totals->source;
+  for (const GeneratedKernel *kernel : {backward, columns, totals}) {
     std::string ops;
     for (const std::string &fused : kernel->fusedOps)
       ops += fused.substr(0, fused.find(" at ")) + " ";
@@ -397,12 +406,19 @@ TEST_P(EmulatedLayerNorm, RowAndColumnKernelsMatchADoubleReference) {
 
   Arguments ca(*columns);
   bindInputs(ca, *columns);
+  // Scratch slices are shared by name within a group: the row statistics.
   for (const KernelParam &param : columns->params)
     if (param.role == KernelParam::Role::Scratch)
       for (const KernelParam &rowParam : backward->params)
-        if (rowParam.role == KernelParam::Role::Scratch)
+        if (rowParam.role == KernelParam::Role::Scratch && rowParam.name == param.name)
           ca[param.name] = ra[rowParam.name];
   columnKernel.run(columns->launch, ca.bind());
+  // The second stage adds the chunks' partial sums and stores dgamma and dbeta.
+  Arguments ta(*totals);
+  for (const KernelParam &param : totals->params)
+    if (param.role == KernelParam::Role::Scratch)
+      ta[param.name] = ca[param.name];
+  totalKernel.run(totals->launch, ta.bind());
   std::vector<double> dgamma(c.length, 0), dbeta(c.length, 0);
   for (int r = 0; r < c.rows; ++r)
     for (int j = 0; j < c.length; ++j) {
@@ -412,20 +428,142 @@ TEST_P(EmulatedLayerNorm, RowAndColumnKernelsMatchADoubleReference) {
       dbeta[j] += dy;
     }
   std::vector<std::vector<double>> sums;
-  for (const KernelParam &param : columns->params)
+  for (const KernelParam &param : totals->params)
     if (param.role == KernelParam::Role::Output || param.role == KernelParam::Role::State)
-      sums.push_back(readAll(ca[param.name], "f32", c.length));
-  ASSERT_EQ(sums.size(), 2u) << columns->source;
+      sums.push_back(readAll(ta[param.name], "f32", c.length));
+  ASSERT_EQ(sums.size(), 2u) << totals->source;
   EXPECT_LT(std::min(relativeError(sums[0], dgamma), relativeError(sums[1], dgamma)), 1e-5);
   EXPECT_LT(std::min(relativeError(sums[0], dbeta), relativeError(sums[1], dbeta)), 1e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, EmulatedLayerNorm,
                          ::testing::Values(LayerNormCase{5, 48}, LayerNormCase{40, 100},
-                                           LayerNormCase{3, 1030}),
+                                           LayerNormCase{3, 1030}, LayerNormCase{2, 3000},
+                                           LayerNormCase{300, 40}),
                          [](const ::testing::TestParamInfo<LayerNormCase> &info) {
                            return std::to_string(info.param.rows) + "x" +
                                   std::to_string(info.param.length);
+                         });
+
+/// A softmax over [batch, T, S] rows (causal: row t sees keys j <= t + S - T), trained against
+/// an MSE target: forward and gradient are both row kernels.
+std::string softmaxModel(int batch, int queries, int keys, bool causal) {
+  const std::string x = "tensor<" + std::to_string(batch) + "x" + std::to_string(queries) + "x" +
+                        std::to_string(keys) + "xf32>";
+  return "graph.model @sm {\n"
+         "  graph.param @w : " + x + " init #graph.normal<std = 1.0>\n"
+         "  graph.input @t : " + x + "\n"
+         "  func.func @forward() {\n"
+         "    %w = graph.get_param @w : " + x + "\n"
+         "    %t = graph.get_input @t : " + x + "\n"
+         "    %y = graph.softmax %w" + (causal ? " causal" : "") + " : " + x + "\n"
+         "    %l = graph.mse_loss %y, %t : " + x + "\n"
+         "    graph.loss %l : tensor<f32>\n"
+         "    return\n"
+         "  }\n"
+         "}\n";
+}
+
+struct SoftmaxCase {
+  int batch, queries, keys;
+  bool causal;
+};
+
+class EmulatedSoftmax : public ::testing::TestWithParam<SoftmaxCase> {};
+
+TEST_P(EmulatedSoftmax, ForwardAndGradientRowKernelsMatchADoubleReference) {
+  const SoftmaxCase c = GetParam();
+  const std::vector<GeneratedKernel> kernels =
+      generateForText(softmaxModel(c.batch, c.queries, c.keys, c.causal), kPrecisions[2]);
+  const GeneratedKernel *forward = kernelWith(kernels, KernelLaunch::Space::Rows, "graph.softmax");
+  const GeneratedKernel *backward =
+      kernelWith(kernels, KernelLaunch::Space::Rows, "graph.softmax_grad");
+  std::string all;
+  for (const GeneratedKernel &kernel : kernels)
+    for (const std::string &fused : kernel.fusedOps)
+      all += kernel.name + ": " + fused + "\n";
+  ASSERT_TRUE(forward && backward) << all;
+  TemporaryDirectory directory;
+  std::mt19937 generator(11);
+  const int rows = c.batch * c.queries, L = c.keys;
+  const size_t n = static_cast<size_t>(rows) * L;
+
+  HostKernel forwardKernel(*forward, directory.path);
+  ASSERT_TRUE(forwardKernel.ok()) << forwardKernel.error() << "\n" << forward->source;
+  Arguments fa(*forward);
+  const std::vector<double> x = fillRandom(fa[fa.bound("@w").name], "f32", generator);
+  forwardKernel.run(forward->launch, fa.bind());
+  std::vector<double> y(n, 0.0);
+  for (int r = 0; r < rows; ++r) {
+    const int valid = c.causal ? std::min(L, r % c.queries + 1 + (L - c.queries)) : L;
+    double maximum = -INFINITY, total = 0;
+    for (int j = 0; j < valid; ++j)
+      maximum = std::max(maximum, x[static_cast<size_t>(r) * L + j]);
+    for (int j = 0; j < valid; ++j)
+      total += std::exp(x[static_cast<size_t>(r) * L + j] - maximum);
+    for (int j = 0; j < valid; ++j)
+      y[static_cast<size_t>(r) * L + j] = std::exp(x[static_cast<size_t>(r) * L + j] - maximum) /
+                                          total;
+  }
+  std::string yName;
+  for (const KernelParam &param : forward->params)
+    if (param.role == KernelParam::Role::Output)
+      yName = param.name;
+  ASSERT_FALSE(yName.empty()) << forward->source;
+  EXPECT_LT(relativeError(readAll(fa[yName], "f32", n), y), 1e-6);
+
+  // The gradient with the loss's gradient fused in: dy = (y - t) c, dx = y (dy - sum(dy y)).
+  HostKernel backwardKernel(*backward, directory.path);
+  ASSERT_TRUE(backwardKernel.ok()) << backwardKernel.error() << "\n" << backward->source;
+  Arguments ba(*backward);
+  const double scale = 0.61;
+  std::vector<char> yBytes(n * 4), cBytes(16);
+  for (size_t i = 0; i < n; ++i)
+    writeElement(yBytes, "f32", i, y[i]);
+  writeElement(cBytes, "f32", 0, scale);
+  std::vector<double> t;
+  for (const KernelParam &param : backward->params) {
+    if (param.role != KernelParam::Role::Input)
+      continue;
+    if (param.value == "@t")
+      t = fillRandom(ba[param.name], "f32", generator);
+    else if (param.shape.empty())
+      ba[param.name] = cBytes;
+    else
+      ba[param.name] = yBytes;
+  }
+  ASSERT_EQ(t.size(), n) << backward->source;
+  backwardKernel.run(backward->launch, ba.bind());
+  std::vector<double> dx(n);
+  for (int r = 0; r < rows; ++r) {
+    double dot = 0;
+    for (int j = 0; j < L; ++j) {
+      const size_t i = static_cast<size_t>(r) * L + j;
+      dot += (y[i] - t[i]) * scale * y[i];
+    }
+    for (int j = 0; j < L; ++j) {
+      const size_t i = static_cast<size_t>(r) * L + j;
+      dx[i] = y[i] * ((y[i] - t[i]) * scale - dot);
+    }
+  }
+  size_t outputs = 0;
+  for (const KernelParam &param : backward->params)
+    if (param.role == KernelParam::Role::Output && param.shape.size() == 3) {
+      EXPECT_LT(relativeError(readAll(ba[param.name], "f32", n), dx), 1e-5) << param.name;
+      ++outputs;
+    }
+  EXPECT_EQ(outputs, 1u) << backward->source;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, EmulatedSoftmax,
+                         ::testing::Values(SoftmaxCase{2, 9, 40, false},
+                                           SoftmaxCase{3, 7, 11, true},
+                                           SoftmaxCase{1, 5, 2100, true}),
+                         [](const ::testing::TestParamInfo<SoftmaxCase> &info) {
+                           return std::to_string(info.param.batch) + "x" +
+                                  std::to_string(info.param.queries) + "x" +
+                                  std::to_string(info.param.keys) +
+                                  (info.param.causal ? "_causal" : "");
                          });
 
 } // namespace

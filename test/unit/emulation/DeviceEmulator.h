@@ -124,6 +124,13 @@ inline unsigned __float_as_uint(float value) {
   std::memcpy(&bits, &value, 4);
   return bits;
 }
+/// CUDA's integer min and max (its overloads for mixed operand types convert as these do).
+template <typename A, typename B> std::common_type_t<A, B> min(A a, B b) {
+  return a < b ? a : b;
+}
+template <typename A, typename B> std::common_type_t<A, B> max(A a, B b) {
+  return a < b ? b : a;
+}
 /// Fibers of one launch never run at the same time: a plain read-modify-write is atomic.
 inline float atomicAdd(float *address, float value) {
   const float old = *address;
