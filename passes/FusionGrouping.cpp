@@ -60,6 +60,8 @@ const char *fusionKindName(FusionKind kind) {
     return "accumulate";
   case FusionKind::Optimizer:
     return "optimizer";
+  case FusionKind::MatMulAccumulate:
+    return "matmul_accumulate";
   }
   return "none";
 }
@@ -422,6 +424,21 @@ void Planner::groupAccumulations() {
     const FusionOp &accumulate = graph.ops[op];
     if (accumulate.opClass != FusionOpClass::Accumulate || accumulate.operands.empty())
       continue;
+    // A gradient that is one matmul's product, read by nothing else: the matmul adds it into
+    // the accumulator (beta = 1), so it is never written out and no kernel adds it. The
+    // matmul is plain or carries a bias gradient's column sum (which keeps its kind).
+    const int producer = accumulate.operands[0].value.op;
+    if (accumulate.addsUnchanged && producer >= 0 &&
+        graph.ops[producer].opClass == FusionOpClass::MatMul &&
+        graph.ops[producer].results.size() == 1 && readers[producer][0].size() == 1) {
+      const int root = find(producer);
+      const bool plain = members[root].size() == 1 && kind[root] == FusionKind::MatMul;
+      if ((plain || kind[root] == FusionKind::BiasGrad) && merge(producer, op)) {
+        if (plain)
+          claim(producer, FusionKind::MatMulAccumulate);
+        continue;
+      }
+    }
     claim(op, FusionKind::Accumulate);
     absorbProducers(op, numElements(accumulate.operands[0].shape));
   }

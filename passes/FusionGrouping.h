@@ -18,8 +18,13 @@
 //      matmul also reads (through reshapes, and widening casts on the sum's side), when the
 //      matmul contracts that operand over its rows (cuBLASLt's BGRADA / BGRADB epilogues): the
 //      sum, and its widening casts read by nothing else, join the matmul.
-//   4. accumulate: an accumulate_grad with the elementwise ops (a cast, the sum of a tied
-//      parameter's gradients) producing its gradient that nothing else reads.
+//   4. matmul_accumulate: an accumulate_grad that adds its f32 gradient unchanged (no loss-scale
+//      division), when that gradient is the result of a matmul read by nothing else: the matmul
+//      writes into the accumulator itself (cuBLASLt's D = A B + 1 * C with C == D), and the
+//      gradient is never stored. A bias_grad group takes the accumulate_grad of its matmul the
+//      same way and keeps its kind.
+//      accumulate: every other accumulate_grad, with the elementwise ops (a cast, the sum of a
+//      tied parameter's gradients) producing its gradient that nothing else reads.
 //   5. optimizer: every optimizer update of the function, as one multi-tensor kernel.
 //   6. reduction: a reduction-like op (norms, softmax, losses, sum/mean/max, embedding and their
 //      gradients) with the elementwise ops producing its largest operands that nothing else
@@ -119,6 +124,9 @@ struct FusionOp {
   bool transposeRhs = false;
   /// Sum: the reduced dimensions, increasing.
   std::vector<int64_t> axes;
+  /// Accumulate: adds its gradient as it is (f32, not divided by a loss scale), which a matmul
+  /// producing the gradient can do itself with beta = 1.
+  bool addsUnchanged = false;
 };
 
 /// A function's ops in program order: operands name results of earlier ops only.
@@ -133,22 +141,23 @@ struct FusionGraph {
 
 /// What a group runs as.
 enum class FusionKind {
-  None,           ///< no kernel (reads a parameter, marks the loss, returns, ...)
-  View,           ///< a reshape: no kernel, its result aliases its input
-  Elementwise,    ///< a loop over one iteration space
-  Copy,           ///< a data-movement kernel
-  Reduction,      ///< a reduction-like op with its elementwise producers and consumers
-  CrossEntropy,   ///< the fused classifier: loss, its gradient and the casts around them
-  MatMul,         ///< a cuBLASLt matmul
-  MatMulEpilogue, ///< a cuBLASLt matmul with a bias (and gelu) epilogue
-  BiasGrad,       ///< a cuBLASLt matmul whose epilogue sums an operand into a bias gradient
-  Attention,      ///< a fused attention kernel
-  Accumulate,     ///< a gradient added into its accumulator
-  Optimizer,      ///< every optimizer update of the step
+  None,             ///< no kernel (reads a parameter, marks the loss, returns, ...)
+  View,             ///< a reshape: no kernel, its result aliases its input
+  Elementwise,      ///< a loop over one iteration space
+  Copy,             ///< a data-movement kernel
+  Reduction,        ///< a reduction-like op with its elementwise producers and consumers
+  CrossEntropy,     ///< the fused classifier: loss, its gradient and the casts around them
+  MatMul,           ///< a cuBLASLt matmul
+  MatMulEpilogue,   ///< a cuBLASLt matmul with a bias (and gelu) epilogue
+  BiasGrad,         ///< a cuBLASLt matmul whose epilogue sums an operand into a bias gradient
+  Attention,        ///< a fused attention kernel
+  Accumulate,       ///< a gradient added into its accumulator
+  Optimizer,        ///< every optimizer update of the step
+  MatMulAccumulate, ///< a cuBLASLt matmul adding its product into an accumulator (beta = 1)
 };
 
 /// "none", "view", "elementwise", "copy", "reduction", "cross_entropy", "matmul",
-/// "matmul_epilogue", "bias_grad", "attention", "accumulate", "optimizer".
+/// "matmul_epilogue", "bias_grad", "attention", "accumulate", "optimizer", "matmul_accumulate".
 const char *fusionKindName(FusionKind kind);
 
 struct FusionGroup {

@@ -154,6 +154,11 @@ FusionGraph buildFusionGraph(Block &block, std::vector<Operation *> &ops) {
     }
     if (auto sum = llvm::dyn_cast<SumOp>(op))
       node.axes.assign(sum.getAxes().begin(), sum.getAxes().end());
+    // Unscaling divides by the loss scale the device holds and raises the non-finite flag
+    // from the gradient itself: a matmul writing into the accumulator does neither.
+    if (auto accumulate = llvm::dyn_cast<AccumulateGradOp>(op))
+      node.addsUnchanged =
+          !accumulate.getUnscale() && getElementTypeOrSelf(accumulate.getGrad().getType()).isF32();
 
     // Order edges: a read after the last write, a write after the last write and every read
     // since.

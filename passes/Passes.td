@@ -373,7 +373,11 @@ def GraphFuse : Pass<"graph-fuse", "::ampc::graph::ModelOp"> {
       then optionally a tanh gelu (cuBLASLt's BIAS / GELU_AUX_BIAS epilogues);
     - `bias_grad`: a sum over the rows of a value a 2-D matmul contracts over its rows (the bias
       gradient of a weight-gradient matmul: cuBLASLt's BGRADA / BGRADB);
-    - `accumulate`: an accumulate_grad with the elementwise ops producing its gradient;
+    - `matmul_accumulate`: an accumulate_grad adding, unchanged (no `unscale`), the f32 result
+      of a matmul that nothing else reads: the matmul adds its product into the accumulator
+      itself (cuBLASLt with C = D = the accumulator, beta = 1), so the gradient is never stored
+      and no kernel adds it; a `bias_grad` group takes its matmul's accumulate_grad the same way;
+    - `accumulate`: any other accumulate_grad, with the elementwise ops producing its gradient;
     - `optimizer`: every optimizer update of the step, as one kernel;
     - `reduction`: a reduction-like op (norms, softmax, losses, sum/mean/max, embedding and their
       gradients) with its elementwise producers that nothing else reads and its elementwise
@@ -405,6 +409,18 @@ def GraphFuse : Pass<"graph-fuse", "::ampc::graph::ModelOp"> {
     %h = graph.matmul %x, %w {graph.fusion = #graph.fusion<group = 3, kind = matmul_epilogue>}
     %b = graph.add %h, %bias {graph.fusion = #graph.fusion<group = 3, kind = matmul_epilogue>}
     %g = graph.gelu tanh %b {graph.fusion = #graph.fusion<group = 3, kind = matmul_epilogue>}
+    ```
+    A weight gradient, before:
+    ```mlir
+    %dw = graph.matmul %x, %dy transpose_lhs : tensor<64x384xbf16>, tensor<64x1536xbf16> -> f32
+    graph.accumulate_grad %dw into @w.grad : tensor<384x1536xf32>
+    ```
+    After:
+    ```mlir
+    %dw = graph.matmul %x, %dy transpose_lhs
+        {graph.fusion = #graph.fusion<group = 41, kind = matmul_accumulate>} ... -> f32
+    graph.accumulate_grad %dw into @w.grad
+        {graph.fusion = #graph.fusion<group = 41, kind = matmul_accumulate>} : tensor<384x1536xf32>
     ```
   }];
 }

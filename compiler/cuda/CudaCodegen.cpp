@@ -488,6 +488,14 @@ void Generator::generate(const Group &g) {
                                " in a matmul epilogue cuBLASLt cannot apply");
     return;
   }
+  if (g.kind == "matmul_accumulate") {
+    // cuBLASLt adds the product into the accumulator (beta = 1): no kernel.
+    if (Operation *extra = findOp(
+            [](Operation *op) { return !llvm::isa<MatmulOp, AccumulateGradOp, ReshapeOp>(op); }))
+      throw std::runtime_error("CUDA codegen: " + describeOp(extra) +
+                               " in a matmul that accumulates into its gradient");
+    return;
+  }
   if (g.kind == "attention")
     return attentionStub();
   if (g.kind == "elementwise")

@@ -404,7 +404,9 @@ plan::LaunchStep Builder::launchStep(const GeneratedKernel &kernel, GroupScratch
 /// Maps a graph matmul onto one cuBLASLt call: D = op(A) op(B) with row-major [M, K] x [K, N]
 /// per batch, either with the batch dims folded into M or as a strided batch. A
 /// matmul_epilogue group adds the bias (and a tanh gelu) in cuBLASLt's epilogue; a bias_grad
-/// group's matmul is plain, its bias sum a generated kernel.
+/// group's matmul is plain, its bias sum a generated kernel. A matmul_accumulate group, and a
+/// bias_grad group holding its product's accumulate_grad, add the product into the gradient
+/// accumulator: C = D = the accumulator, beta = 1.
 plan::MatmulStep Builder::matmulStep(const FusedGroup &group) {
   MatmulOp matmul;
   AddOp add;
@@ -467,6 +469,20 @@ plan::MatmulStep Builder::matmulStep(const FusedGroup &group) {
       step.strideA = step.strideB = step.strideD = 0;
   }
   step.d = bufferOf(matmul.getResult());
+  // A weight gradient's matmul (matmul_accumulate, or a bias_grad group) may add its product
+  // into the accumulator itself: D = A B + 1 * D on the f32 state, the product never stored.
+  for (Operation *op : group.ops) {
+    auto accumulate = llvm::dyn_cast<AccumulateGradOp>(op);
+    if (!accumulate)
+      continue;
+    if (accumulate.getGrad() != matmul.getResult() || accumulate.getUnscale() ||
+        !getElementTypeOrSelf(matmul.getType()).isF32())
+      throw std::runtime_error("device program: the accumulate_grad in " +
+                               describeGroup(function, group.id, group.kind) +
+                               " does not add the matmul's f32 product unchanged");
+    step.d = step.c = symbolBuffer(accumulate.getAccumulator().str(), where);
+    step.beta = 1.0f;
+  }
   if (group.kind != "matmul_epilogue")
     return step;
 
@@ -594,7 +610,8 @@ void Builder::buildGroup(const FusedGroup &group, plan::DeviceGroup &out, GroupS
     auto it = kernelsOfGroup.find({function.getName().str(), group.id});
     return it == kernelsOfGroup.end() ? none : it->second;
   };
-  if (kind == "matmul" || kind == "matmul_epilogue" || kind == "bias_grad")
+  if (kind == "matmul" || kind == "matmul_epilogue" || kind == "bias_grad" ||
+      kind == "matmul_accumulate")
     out.steps.push_back(matmulStep(group));
   if (kind == "attention") {
     for (Operation *op : group.ops)

@@ -231,7 +231,8 @@ def Graph_GroupKind : I32EnumAttr<"GroupKind", "what a fused group becomes on th
       I32EnumAttrCase<"bias_grad", 8>,
       I32EnumAttrCase<"attention", 9>,
       I32EnumAttrCase<"accumulate", 10>,
-      I32EnumAttrCase<"optimizer", 11>
+      I32EnumAttrCase<"optimizer", 11>,
+      I32EnumAttrCase<"matmul_accumulate", 12>
     ]> {
   let cppNamespace = "::ampc::graph";
   let genSpecializedAttr = 0;

@@ -294,7 +294,7 @@ TEST(DeviceProgram, EveryExampleModelIsCompleteAndConsistent) {
     EXPECT_TRUE(epilogues.count(epilogue)) << "no matmul with epilogue " << epilogue;
   for (const char *kind :
        {"elementwise", "copy", "reduction", "cross_entropy", "matmul", "matmul_epilogue",
-        "bias_grad", "attention", "accumulate", "optimizer", "none"})
+        "bias_grad", "attention", "accumulate", "optimizer", "none", "matmul_accumulate"})
     EXPECT_TRUE(groupKinds.count(kind)) << "no step group of kind " << kind;
   std::printf("[ device   ] 5 models x 3 precisions in %.2f s\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -386,6 +386,61 @@ TEST(DeviceProgram, GptStepsReadTheRightBuffers) {
           EXPECT_NE(compiled.moduleSources[m].find(kernel.entry + "("), std::string::npos);
         }
   EXPECT_EQ(flashEntries, 4u);
+}
+
+TEST(DeviceProgram, WeightGradientsAccumulateInTheirMatmuls) {
+  // Each weight matrix's gradient (x^T dy, an f32 product) is added into its accumulator by its
+  // matmul: C = D = the accumulator, beta 1, and the product has no memory on the device. Under
+  // fp16 loss scaling every gradient is unscaled by an accumulate kernel instead.
+  for (const PrecisionCase &mode : kPrecisions) {
+    DeviceCompiled compiled = compileDevice(test_support::examplePath("gpt/tiny.mlir"), mode);
+    ASSERT_EQ(compiled.error, "") << mode.mode;
+    const plan::Plan &plan = compiled.plan;
+    std::set<uint32_t> placed;
+    for (const plan::ArenaPlacement &placement : plan.device.microStep.placements)
+      placed.insert(placement.buffer);
+    size_t accumulating = 0, kernels = 0;
+    for (const plan::DeviceGroup &group : plan.device.microStep.groups) {
+      const plan::Instruction *product = nullptr, *accumulate = nullptr;
+      for (uint32_t index : group.instructions) {
+        const plan::Instruction &instruction = plan.instructions[index];
+        if (instruction.op == plan::OpCode::MatMul)
+          product = &instruction;
+        if (instruction.op == plan::OpCode::Accumulate)
+          accumulate = &instruction;
+      }
+      if (!accumulate)
+        continue;
+      if (!product) {
+        ++kernels;
+        EXPECT_EQ(group.kind, "accumulate");
+        continue;
+      }
+      ++accumulating;
+      EXPECT_TRUE(group.kind == "matmul_accumulate" || group.kind == "bias_grad") << group.kind;
+      // The accumulate adds the product itself, and the product is never stored.
+      EXPECT_EQ(accumulate->operands[1], product->results[0]);
+      EXPECT_EQ(placed.count(product->results[0]), 0u);
+      const auto *matmul = std::get_if<plan::MatmulStep>(&group.steps[0]);
+      ASSERT_NE(matmul, nullptr) << group.kind;
+      const uint32_t accumulator = accumulate->operands[0];
+      EXPECT_EQ(plan.buffers[accumulator].role, plan::BufferRole::State);
+      EXPECT_EQ(matmul->d, accumulator);
+      EXPECT_EQ(matmul->c, accumulator);
+      EXPECT_EQ(matmul->alpha, 1.0f);
+      EXPECT_EQ(matmul->beta, 1.0f);
+    }
+    const bool scaled = std::string(mode.mode) == "fp16";
+    // tiny: 2 layers x 4 weight matrices; the tied embedding's gradient is a sum (a kernel).
+    EXPECT_EQ(accumulating, scaled ? 0u : 8u) << mode.mode;
+    EXPECT_EQ(kernels, scaled ? plan.parameters.size() : plan.parameters.size() - 8) << mode.mode;
+    // Every other matmul writes its product (beta 0).
+    for (const plan::DeviceGroup &group : plan.device.microStep.groups)
+      for (const plan::DeviceStep &step : group.steps)
+        if (const auto *matmul = std::get_if<plan::MatmulStep>(&step);
+            matmul && matmul->c == plan::kNoBuffer)
+          EXPECT_EQ(matmul->beta, 0.0f);
+  }
 }
 
 TEST(DeviceProgram, ClassifierAndEmbeddingsReportBadIds) {

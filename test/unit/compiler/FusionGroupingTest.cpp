@@ -387,6 +387,62 @@ TEST(FusionGrouping, AccumulateTakesTheCastProducingTheGradient) {
   EXPECT_NE(p.groupOf[grad], p.groupOf[accumulate]);
 }
 
+TEST(FusionGrouping, MatmulAccumulatesAnUnchangedGradientItself) {
+  GraphBuilder b;
+  int x = b.source({8, 4});
+  int dy = b.source({8, 16});
+  auto accumulateOf = [&](int grad, bool unchanged) {
+    int index =
+        b.op("graph.accumulate_grad", FusionOpClass::Accumulate, FusionRole::None, {grad}, {});
+    b.graph.ops[index].addsUnchanged = unchanged;
+    return index;
+  };
+  // dw = x^T dy, added into its accumulator as it is: one cuBLASLt call with beta = 1.
+  int dw = b.matmul(x, dy, {4, 16}, true, false);
+  int accumulate = accumulateOf(dw, true);
+  // Divided by a loss scale as it is added: a kernel of its own.
+  int scaled = b.matmul(x, dy, {4, 16}, true, false);
+  int unscale = accumulateOf(scaled, false);
+  // A product read by something else besides its accumulation is written out.
+  int shared = b.matmul(x, dy, {4, 16}, true, false);
+  int accumulateShared = accumulateOf(shared, true);
+  int reader = b.elementwise("graph.exp", {shared});
+  b.ret({reader});
+  FusionPlan p = plan(b.graph);
+  const FusionGroup &group = groupOf(p, dw);
+  EXPECT_EQ(group.kind, FusionKind::MatMulAccumulate);
+  EXPECT_EQ(group.anchor, dw);
+  EXPECT_EQ(group.ops, (std::vector<int>{dw, accumulate}));
+  EXPECT_TRUE(group.outputs.empty()) << "the product is never written out";
+  EXPECT_EQ(groupOf(p, unscale).kind, FusionKind::Accumulate);
+  EXPECT_EQ(groupOf(p, scaled).kind, FusionKind::MatMul);
+  EXPECT_EQ(groupOf(p, accumulateShared).kind, FusionKind::Accumulate);
+  EXPECT_EQ(groupOf(p, shared).kind, FusionKind::MatMul);
+}
+
+TEST(FusionGrouping, BiasGradientMatmulAccumulatesToo) {
+  GraphBuilder b;
+  int x = b.source({8, 4});
+  int dy = b.elementwise("graph.neg", {b.source({8, 16})});
+  int db = b.sum(dy, {0}, {16});
+  int accumulateBias =
+      b.op("graph.accumulate_grad", FusionOpClass::Accumulate, FusionRole::None, {db}, {});
+  int dw = b.matmul(x, dy, {4, 16}, true, false);
+  int accumulate =
+      b.op("graph.accumulate_grad", FusionOpClass::Accumulate, FusionRole::None, {dw}, {});
+  b.graph.ops[accumulate].addsUnchanged = true;
+  b.graph.ops[accumulateBias].addsUnchanged = true;
+  b.ret({});
+  FusionPlan p = plan(b.graph);
+  const FusionGroup &group = groupOf(p, dw);
+  EXPECT_EQ(group.kind, FusionKind::BiasGrad);
+  EXPECT_EQ(group.anchor, dw);
+  EXPECT_EQ(group.ops, (std::vector<int>{db, dw, accumulate}));
+  EXPECT_EQ(group.outputs, values({db}));
+  // A sum's result is no matmul product: its accumulate_grad is a kernel.
+  EXPECT_EQ(groupOf(p, accumulateBias).kind, FusionKind::Accumulate);
+}
+
 TEST(FusionGrouping, EveryOptimizerUpdateIsOneKernel) {
   GraphBuilder b;
   int norm = b.op("graph.global_norm", FusionOpClass::Other, FusionRole::None, {}, {{}});

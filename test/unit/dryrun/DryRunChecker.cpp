@@ -523,6 +523,18 @@ void Checker::checkMatmul(const Event &event, const ExpectedOp &op) {
             " (batch " + std::to_string(call.d.batch) +
             "), not the plan's n x m = " + std::to_string(step.n) + "x" + std::to_string(step.m) +
             " (batch " + std::to_string(step.batch) + ")");
+  if (call.alpha != step.alpha || call.beta != step.beta)
+    add("matmul-scale", "cuBLASLt ran with alpha " + std::to_string(call.alpha) + " and beta " +
+                            std::to_string(call.beta) + ", the plan has " +
+                            std::to_string(step.alpha) + " and " + std::to_string(step.beta));
+  if (step.c != kNoBuffer && step.c == step.d) {
+    ++report.accumulatingMatmuls;
+    const MatrixLayout &c = call.c, &d = call.d;
+    if (call.pointerC != call.pointerD || c.type != d.type || c.rows != d.rows ||
+        c.cols != d.cols || c.ld != d.ld || c.batch != d.batch || c.batchStride != d.batchStride)
+      add("matmul-scale", "the matmul accumulates into D (" + describeBuffer(plan, step.d) +
+                              "), but cuBLASLt's C is not D: another address or layout");
+  }
   struct Operand {
     const char *name;
     uint32_t buffer;
@@ -678,13 +690,13 @@ std::string DryRunViolation::text() const {
 }
 
 std::string DryRunReport::summary() const {
-  std::string text = "function runs " + std::to_string(functionRuns) + ", launches " +
-                     std::to_string(launches) + ", matmuls " + std::to_string(matmuls) +
-                     ", memsets " + std::to_string(memsets) + ", graphs captured " +
-                     std::to_string(graphsCaptured) + ", graph replays " +
-                     std::to_string(graphReplays) + " (" + std::to_string(replayedSteps) +
-                     " device operations), device-to-host copies " + std::to_string(metricReads) +
-                     ", violations " + std::to_string(violations.size());
+  std::string text =
+      "function runs " + std::to_string(functionRuns) + ", launches " + std::to_string(launches) +
+      ", matmuls " + std::to_string(matmuls) + " (" + std::to_string(accumulatingMatmuls) +
+      " accumulating)" + ", memsets " + std::to_string(memsets) + ", graphs captured " +
+      std::to_string(graphsCaptured) + ", graph replays " + std::to_string(graphReplays) + " (" +
+      std::to_string(replayedSteps) + " device operations), device-to-host copies " +
+      std::to_string(metricReads) + ", violations " + std::to_string(violations.size());
   for (const DryRunViolation &violation : violations)
     text += "\n  " + violation.text();
   return text;

@@ -24,6 +24,10 @@
 //               each cuBLASLt layout (rows x cols x ld x element size over
 //               the batch) fits in the plan's buffer, not just in the
 //               allocation, and D is the plan's n x m;
+//   matmul-scale  a cuBLASLt matmul ran with the plan's alpha and beta; one
+//               that accumulates (C == D, beta 1: a weight gradient added
+//               into its accumulator) passes C at D's address with D's
+//               layout, as cuBLASLt's in-place form requires;
 //   binding     a buffer is at one address wherever it is used; literals,
 //               the step, the seed and the step count are the run's;
 //   launch-shape  grid and block are the plan's;
@@ -80,14 +84,15 @@ struct DryRunViolation {
 
 struct DryRunReport {
   std::vector<DryRunViolation> violations;
-  uint64_t functionRuns = 0;   ///< complete runs matched
-  uint64_t launches = 0;       ///< kernel launches checked
-  uint64_t matmuls = 0;        ///< cuBLASLt matmuls checked
-  uint64_t memsets = 0;        ///< memset steps checked
-  uint64_t graphsCaptured = 0; ///< captures that made a graph
-  uint64_t graphReplays = 0;   ///< cuGraphLaunch calls
-  uint64_t replayedSteps = 0;  ///< device steps run by graph replays
-  uint64_t metricReads = 0;    ///< device-to-host copies
+  uint64_t functionRuns = 0;        ///< complete runs matched
+  uint64_t launches = 0;            ///< kernel launches checked
+  uint64_t matmuls = 0;             ///< cuBLASLt matmuls checked
+  uint64_t accumulatingMatmuls = 0; ///< of them, adding into D in place (C == D, beta 1)
+  uint64_t memsets = 0;             ///< memset steps checked
+  uint64_t graphsCaptured = 0;      ///< captures that made a graph
+  uint64_t graphReplays = 0;        ///< cuGraphLaunch calls
+  uint64_t replayedSteps = 0;       ///< device steps run by graph replays
+  uint64_t metricReads = 0;         ///< device-to-host copies
 
   /// "launches 581, matmuls 189, ..." and every violation, one a line.
   std::string summary() const;

@@ -16,7 +16,8 @@
 //    limits or other than the plan's, dynamic shared memory without opting
 //    in, a sync or an allocation while a graph is captured, a cuBLASLt
 //    layout over its buffer, a misaligned or missing matmul pointer;
-//  * in the trace: a launch that never happened.
+//  * in the trace: a launch that never happened, a weight-gradient matmul
+//    that overwrote its accumulator (beta 0) or read C from elsewhere.
 //
 // Each test checks that its check fires and that the message names the
 // function, the group and the op's source location in tiny.mlir; where the
@@ -395,6 +396,40 @@ TEST(DryRunDefect, MatmulEpilogueWithoutItsBias) {
   plant.occurrence = occurrence;
   const DryRunViolation violation = expectViolation(dryRun(plant), "cublaslt-epilogue");
   EXPECT_NE(violation.message.find("needs a bias pointer"), std::string::npos) << violation.text();
+}
+
+/// The trace of a clean run with \p change applied to the first matmul that
+/// adds into its accumulator (beta 1), checked again.
+InProcessRun withAccumulatingMatmulChanged(const std::function<void(MatmulCall &)> &change) {
+  InProcessRun run = dryRun(tinyPlan(), recordingLibraryInProcess().h100());
+  EXPECT_GT(run.report.accumulatingMatmuls, 0u) << run.report.summary();
+  bool changed = false;
+  for (Event &event : run.trace)
+    if (event.kind == EventKind::Matmul && event.matmul.beta == 1.0f && !changed) {
+      change(event.matmul);
+      changed = true;
+    }
+  EXPECT_TRUE(changed) << "no matmul ran with beta 1";
+  run.report = checkDryRun(tinyPlan(), run.trace, {kOptimizerSteps, 0});
+  return run;
+}
+
+TEST(DryRunDefect, AccumulatingMatmulThatOverwrites) {
+  // A runtime that dropped beta: the micro step's weight gradient would
+  // replace the accumulated one instead of adding to it.
+  const InProcessRun run =
+      withAccumulatingMatmulChanged([](MatmulCall &call) { call.beta = 0.0f; });
+  const DryRunViolation violation = expectViolation(run, "matmul-scale");
+  EXPECT_NE(violation.message.find("beta 0.000000, the plan has 1.000000 and 1.000000"),
+            std::string::npos)
+      << violation.text();
+}
+
+TEST(DryRunDefect, AccumulatingMatmulReadsCElsewhere) {
+  const InProcessRun run =
+      withAccumulatingMatmulChanged([](MatmulCall &call) { call.pointerC += 256; });
+  const DryRunViolation violation = expectViolation(run, "matmul-scale");
+  EXPECT_NE(violation.message.find("cuBLASLt's C is not D"), std::string::npos) << violation.text();
 }
 
 //===----------------------------------------------------------------------===//

@@ -73,6 +73,28 @@ TEST_P(DryRun, TrainsOverTheRecordingDriverWithoutViolations) {
   EXPECT_GE(report.graphsCaptured, 2u) << report.summary();
   EXPECT_GT(report.replayedSteps, 0u) << report.summary();
   EXPECT_GE(report.metricReads, uint64_t(kOptimizerSteps)) << report.summary();
+
+  // Weight gradients are added into their f32 accumulators by the matmuls that compute them
+  // (C == D == the accumulator, beta 1), in every micro step; with loss scaling the unscaling
+  // accumulate kernels stay. The state starts at zero and the optimizer step zeroes it again.
+  uint64_t accumulating = 0;
+  for (const plan::DeviceGroup &group : plan.device.microStep.groups)
+    for (const plan::DeviceStep &step : group.steps)
+      if (const auto *matmul = std::get_if<plan::MatmulStep>(&step);
+          matmul && matmul->c == matmul->d && matmul->c != plan::kNoBuffer) {
+        ++accumulating;
+        EXPECT_EQ(plan.buffers[matmul->d].role, plan::BufferRole::State);
+        EXPECT_EQ(plan.buffers[matmul->d].dtype, plan::DType::F32);
+        EXPECT_EQ(matmul->beta, 1.0f);
+        EXPECT_EQ(matmul->alpha, 1.0f);
+      }
+  if (config.precision == "fp16")
+    EXPECT_EQ(accumulating, 0u);
+  else
+    EXPECT_GT(accumulating, 0u);
+  EXPECT_EQ(report.accumulatingMatmuls,
+            accumulating * uint64_t(kOptimizerSteps) * kAccumulationSteps)
+      << report.summary();
 }
 
 // The CUDA backend's side of a run's lifecycle: weights set from a file
