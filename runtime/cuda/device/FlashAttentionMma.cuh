@@ -20,8 +20,9 @@
 //   forward  S = q k^T (D/16 x Bn/8 mma), online softmax, o += P v (Bn/16 x D/8 mma)
 //   dq       S = q k^T, dP = dO v^T, dS = P (dP - delta), dq += dS k          (3 products)
 //   dk/dv    S^T = k q^T, dP^T = v dO^T, dv += P^T dO, dk += dS^T q           (4 products)
-// Tile sizes: forward 64 keys; dq 64 keys (32 at D = 128); dk/dv 64 queries (16 at D = 128);
-// k and v of the dk/dv block stay in shared memory and are re-read by ldmatrix per product.
+// Tile sizes: forward and dq 64 keys (32 at D = 128), double-buffered: the next tile is copied
+// by cp.async while the current one is used; dk/dv 64 queries (16 at D = 128), single-buffered,
+// with k and v of the block kept in shared memory and re-read by ldmatrix per product.
 //
 // Numerics differ from the fp32 kernels only where the tensor cores need 16-bit operands: P
 // and dS are rounded to the storage type before their products (the row sums use the unrounded
@@ -42,17 +43,14 @@ namespace flash {
 constexpr int kMmaBlockRows = 64;
 constexpr int kMmaWarpRows = 16;
 
-template <class E> struct IsBf16 {
-  static constexpr bool value = false;
-};
-template <> struct IsBf16<Bf16> {
-  static constexpr bool value = true;
-};
+template <class E> struct IsBf16 { static constexpr bool value = false; };
+template <> struct IsBf16<Bf16> { static constexpr bool value = true; };
 
 template <int D> struct MmaTileShape {
   static_assert(D == 16 || D == 32 || D == 64 || D == 128, "head dim must be 16, 32, 64 or 128");
   static constexpr int stride = D + 8; ///< shared row length in elements (16 bytes of padding)
-  static constexpr int fwdKeys = 64;
+  /// Forward and dq stream double-buffered key tiles (two of k and v in shared memory).
+  static constexpr int fwdKeys = D == 128 ? 32 : 64;
   static constexpr int dqKeys = D == 128 ? 32 : 64;
   static constexpr int dkvQueries = D == 128 ? 16 : 64;
 };
@@ -68,8 +66,52 @@ __device__ __forceinline__ void stageTile(unsigned short (*tile)[Stride], const 
     tc::Chunk16 value = {{0u, 0u, 0u, 0u}};
     if (first + r < count)
       value = *reinterpret_cast<const tc::Chunk16 *>(src + static_cast<long long>(first + r) * D +
-                                                      c * 8);
+                                                     c * 8);
     *reinterpret_cast<tc::Chunk16 *>(&tile[r][c * 8]) = value;
+  }
+}
+
+/// stageTile with cp.async: the copies are in flight until waitAsyncCopies (zero-filled rows
+/// past count), so the next tile loads while this one is used.
+template <int D, int Rows, int Stride>
+__device__ __forceinline__ void stageTileAsync(unsigned short (*tile)[Stride],
+                                               const unsigned short *src, int first, int count) {
+  constexpr int chunks = D / 8;
+  for (int i = threadIdx.x; i < Rows * chunks; i += kThreads) {
+    const int r = i / chunks, c = i % chunks;
+    const bool inside = first + r < count;
+    tc::copyAsync16(&tile[r][c * 8],
+                    inside ? src + static_cast<long long>(first + r) * D + c * 8 : src, inside);
+  }
+}
+
+/// Key tiles of a block, double-buffered. Tiles 0 .. tiles - 1 of BN keys of k and v go
+/// through the two buffers of \p kTiles and \p vTiles: while \p use(firstKey, kTile, vTile)
+/// works on tile t (every thread of the block calls it), tile t + 1 is copied by cp.async
+/// into the other buffer. One barrier before each tile (it has arrived for every warp) and one
+/// after (every warp is done with the buffer the next copy overwrites).
+template <int D, int BN, int Stride, class Use>
+__device__ __forceinline__ void
+streamKeyTiles(unsigned short (*kTiles)[BN][Stride], unsigned short (*vTiles)[BN][Stride],
+               const unsigned short *k, const unsigned short *v, int keys, int tiles, Use use) {
+  if (tiles > 0) {
+    stageTileAsync<D, BN>(kTiles[0], k, 0, keys);
+    stageTileAsync<D, BN>(vTiles[0], v, 0, keys);
+  }
+  tc::commitAsyncCopies();
+  for (int tile = 0; tile < tiles; ++tile) {
+    const int firstKey = tile * BN, buffer = tile & 1;
+    if (tile + 1 < tiles) {
+      stageTileAsync<D, BN>(kTiles[buffer ^ 1], k, firstKey + BN, keys);
+      stageTileAsync<D, BN>(vTiles[buffer ^ 1], v, firstKey + BN, keys);
+      tc::commitAsyncCopies();
+      tc::waitAsyncCopies<1>();
+    } else {
+      tc::waitAsyncCopies<0>();
+    }
+    __syncthreads();
+    use(firstKey, kTiles[buffer], vTiles[buffer]);
+    __syncthreads();
   }
 }
 
@@ -86,17 +128,19 @@ __device__ __forceinline__ void loadRowFragments(unsigned (&frag)[D / 16][4],
     for (int r = 0; r < 4; ++r) {
       const int row = rows[r & 1];
       const int column = 16 * kk + 2 * t + (r & 2 ? 8 : 0);
-      frag[kk][r] = row < count ? *reinterpret_cast<const unsigned *>(
-                                      src + static_cast<long long>(row) * D + column)
-                                : 0u;
+      frag[kk][r] =
+          row < count
+              ? *reinterpret_cast<const unsigned *>(src + static_cast<long long>(row) * D + column)
+              : 0u;
     }
 }
 
 /// acc[n] (16 x 8 tiles over N = 8 Ntiles columns) += A (16 x K, fragments a[K/16]) times the
 /// transpose of a shared [N, K] tile's rows firstRow.. (B[k][n] = tile[firstRow + n][k]).
 template <bool kBf16, int K, int Ntiles, int Stride>
-__device__ __forceinline__ void mmaRowsTimesTileT(float (&acc)[Ntiles][4], const unsigned (&a)[K / 16][4],
-                                                  const unsigned short (*tile)[Stride], int firstRow) {
+__device__ __forceinline__ void
+mmaRowsTimesTileT(float (&acc)[Ntiles][4], const unsigned (&a)[K / 16][4],
+                  const unsigned short (*tile)[Stride], int firstRow) {
   const int lane = threadIdx.x % 32;
   // ldmatrix x4: matrix i = lane / 8 is rows (n) 8 (i / 2) .. +7, columns (k) 8 (i % 2) .. +7.
   const int rowInPair = (lane / 16) * 8 + lane % 8, columnHalf = ((lane / 8) % 2) * 8;
@@ -115,8 +159,9 @@ __device__ __forceinline__ void mmaRowsTimesTileT(float (&acc)[Ntiles][4], const
 /// acc[n] (16 x 8 tiles over D = 8 Ntiles columns) += A (16 x K, fragments a[K/16]) times a
 /// shared [K, D] tile's rows firstRow.. (B[k][n] = tile[firstRow + k][n]): ldmatrix .trans.
 template <bool kBf16, int K, int Ntiles, int Stride>
-__device__ __forceinline__ void mmaRowsTimesTile(float (&acc)[Ntiles][4], const unsigned (&a)[K / 16][4],
-                                                 const unsigned short (*tile)[Stride], int firstRow) {
+__device__ __forceinline__ void
+mmaRowsTimesTile(float (&acc)[Ntiles][4], const unsigned (&a)[K / 16][4],
+                 const unsigned short (*tile)[Stride], int firstRow) {
   const int lane = threadIdx.x % 32;
   // ldmatrix x4 .trans: matrix i = lane / 8 is rows (k) 8 (i % 2) .. +7, columns (n)
   // 8 (i / 2) .. +7 of this pair of n-tiles.
@@ -135,9 +180,8 @@ __device__ __forceinline__ void mmaRowsTimesTile(float (&acc)[Ntiles][4], const 
 
 /// The A fragments of 16 rows of a shared [.., K] tile (rows firstRow..firstRow + 15).
 template <int K, int Stride>
-__device__ __forceinline__ void tileRowFragments(unsigned (&frag)[K / 16][4],
-                                                 const unsigned short (*tile)[Stride],
-                                                 int firstRow) {
+__device__ __forceinline__ void
+tileRowFragments(unsigned (&frag)[K / 16][4], const unsigned short (*tile)[Stride], int firstRow) {
   const int lane = threadIdx.x % 32;
   // ldmatrix x4: matrix i = lane / 8 is rows 8 (i % 2) .. +7, columns 8 (i / 2) .. +7, which
   // are a0..a3 of the A layout.
@@ -191,18 +235,68 @@ __device__ __forceinline__ void storeRows(unsigned short *dst, const float (&acc
 // Forward
 //===----------------------------------------------------------------------===//
 
+/// One key tile of the forward for one warp: S = q k^T (scaled to base 2, masked), the online
+/// softmax update of the running max and sum, acc = acc * correction + P v.
+template <bool kBf16, int D, int BN, bool kCausal, int Stride>
+__device__ __forceinline__ void
+forwardTile(const unsigned (&qa)[D / 16][4], float (&acc)[D / 8][4], float (&runningMax)[2],
+            float (&runningSum)[2], const unsigned short (*kTile)[Stride],
+            const unsigned short (*vTile)[Stride], int row0, int firstKey, int keys,
+            int causalOffset, float scaleLog2) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  float s[BN / 8][4];
+  zero(s);
+  mmaRowsTimesTileT<kBf16, D, BN / 8>(s, qa, kTile, 0);
+  float tileMax[2] = {negativeInfinity(), negativeInfinity()};
+#pragma unroll
+  for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = row0 + g + (e >= 2 ? 8 : 0), key = firstKey + 8 * n + 2 * t + (e & 1);
+      const bool seen = key < keys && visible<kCausal>(row, key, causalOffset);
+      s[n][e] = seen ? s[n][e] * scaleLog2 : negativeInfinity();
+      tileMax[e >> 1] = fmaxf(tileMax[e >> 1], s[n][e]);
+    }
+  float correction[2], base[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float newMax = fmaxf(runningMax[h], rowMax(tileMax[h]));
+    base[h] = newMax == negativeInfinity() ? 0.0f : newMax;
+    correction[h] = exp2f(runningMax[h] - base[h]);
+    runningMax[h] = newMax;
+  }
+  float tileSum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[n][e] = exp2f(s[n][e] - base[e >> 1]);
+      tileSum[e >> 1] += s[n][e];
+    }
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+    runningSum[h] = runningSum[h] * correction[h] + rowSum(tileSum[h]);
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      acc[n][e] *= correction[e >> 1];
+
+  unsigned p[BN / 16][4];
+  packAsA<kBf16, BN / 8>(p, s);
+  mmaRowsTimesTile<kBf16, BN, D / 8>(acc, p, vTile, 0);
+}
+
 template <class E, int D, bool kCausal>
-__device__ __forceinline__ void mmaAttentionForward(const unsigned short *__restrict__ q,
-                                                    const unsigned short *__restrict__ k,
-                                                    const unsigned short *__restrict__ v,
-                                                    unsigned short *__restrict__ o,
-                                                    float *__restrict__ lse, int queries, int keys,
-                                                    float scale) {
+__device__ __forceinline__ void
+mmaAttentionForward(const unsigned short *__restrict__ q, const unsigned short *__restrict__ k,
+                    const unsigned short *__restrict__ v, unsigned short *__restrict__ o,
+                    float *__restrict__ lse, int queries, int keys, float scale) {
   constexpr bool kBf16 = IsBf16<E>::value;
   constexpr int BN = MmaTileShape<D>::fwdKeys, Stride = MmaTileShape<D>::stride;
   struct alignas(16) Tiles {
-    unsigned short k[BN][Stride];
-    unsigned short v[BN][Stride];
+    unsigned short k[2][BN][Stride];
+    unsigned short v[2][BN][Stride];
   };
   __shared__ Tiles smem;
 
@@ -225,57 +319,14 @@ __device__ __forceinline__ void mmaAttentionForward(const unsigned short *__rest
 
   const int end = keyEnd<kCausal>(firstQuery, kMmaBlockRows, queries, keys);
   const int warpEnd = keyEnd<kCausal>(row0, kMmaWarpRows, queries, keys);
-  for (int firstKey = 0; firstKey < end; firstKey += BN) {
-    __syncthreads();
-    stageTile<D, BN>(smem.k, k, firstKey, keys);
-    stageTile<D, BN>(smem.v, v, firstKey, keys);
-    __syncthreads();
-    if (firstKey >= warpEnd) // every key of the tile is masked for this warp's rows
-      continue;
-
-    float s[BN / 8][4];
-    zero(s);
-    mmaRowsTimesTileT<kBf16, D, BN / 8>(s, qa, smem.k, 0);
-
-    float tileMax[2] = {negativeInfinity(), negativeInfinity()};
-#pragma unroll
-    for (int n = 0; n < BN / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int row = row0 + g + (e >= 2 ? 8 : 0), key = firstKey + 8 * n + 2 * t + (e & 1);
-        const bool seen = key < keys && visible<kCausal>(row, key, causalOffset);
-        s[n][e] = seen ? s[n][e] * scaleLog2 : negativeInfinity();
-        tileMax[e >> 1] = fmaxf(tileMax[e >> 1], s[n][e]);
-      }
-    float correction[2], base[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float newMax = fmaxf(runningMax[h], rowMax(tileMax[h]));
-      base[h] = newMax == negativeInfinity() ? 0.0f : newMax;
-      correction[h] = exp2f(runningMax[h] - base[h]);
-      runningMax[h] = newMax;
-    }
-    float tileSum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int n = 0; n < BN / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[n][e] = exp2f(s[n][e] - base[e >> 1]);
-        tileSum[e >> 1] += s[n][e];
-      }
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      runningSum[h] = runningSum[h] * correction[h] + rowSum(tileSum[h]);
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        acc[n][e] *= correction[e >> 1];
-
-    unsigned p[BN / 16][4];
-    packAsA<kBf16, BN / 8>(p, s);
-    mmaRowsTimesTile<kBf16, BN, D / 8>(acc, p, smem.v, 0);
-  }
+  streamKeyTiles<D, BN>(smem.k, smem.v, k, v, keys, (end + BN - 1) / BN,
+                        [&](int firstKey, const unsigned short(*kTile)[Stride],
+                            const unsigned short(*vTile)[Stride]) {
+                          if (firstKey < warpEnd) // else every key is masked for this warp
+                            forwardTile<kBf16, D, BN, kCausal>(qa, acc, runningMax, runningSum,
+                                                               kTile, vTile, row0, firstKey, keys,
+                                                               causalOffset, scaleLog2);
+                        });
 
   storeRows<kBf16, D>(o, acc, row0, queries, runningSum[0] > 0.0f ? 1.0f / runningSum[0] : 0.0f,
                       runningSum[1] > 0.0f ? 1.0f / runningSum[1] : 0.0f);
@@ -293,6 +344,35 @@ __device__ __forceinline__ void mmaAttentionForward(const unsigned short *__rest
 // Backward: dq
 //===----------------------------------------------------------------------===//
 
+/// One key tile of dq for one warp: S = q k^T, dP = dO v^T, dS = P (dP - delta) with
+/// P = exp(S scale - lse), dq += dS k (unscaled; the caller applies the scale).
+template <bool kBf16, int D, int BN, bool kCausal, int Stride>
+__device__ __forceinline__ void
+dqTile(const unsigned (&qa)[D / 16][4], const unsigned (&dOa)[D / 16][4], float (&acc)[D / 8][4],
+       const float (&rowLse2)[2], const float (&rowDelta)[2], const unsigned short (*kTile)[Stride],
+       const unsigned short (*vTile)[Stride], int row0, int firstKey, int queries, int keys,
+       int causalOffset, float scaleLog2) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  float s[BN / 8][4], dP[BN / 8][4];
+  zero(s);
+  zero(dP);
+  mmaRowsTimesTileT<kBf16, D, BN / 8>(s, qa, kTile, 0);
+  mmaRowsTimesTileT<kBf16, D, BN / 8>(dP, dOa, vTile, 0);
+#pragma unroll
+  for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int h = e >> 1;
+      const int row = row0 + g + 8 * h, key = firstKey + 8 * n + 2 * t + (e & 1);
+      const bool seen = row < queries && key < keys && visible<kCausal>(row, key, causalOffset);
+      const float p = exp2f(s[n][e] * scaleLog2 - rowLse2[h]);
+      s[n][e] = seen ? p * (dP[n][e] - rowDelta[h]) : 0.0f; // dS
+    }
+  unsigned dS[BN / 16][4];
+  packAsA<kBf16, BN / 8>(dS, s);
+  mmaRowsTimesTile<kBf16, BN, D / 8>(acc, dS, kTile, 0);
+}
+
 template <class E, int D, bool kCausal>
 __device__ __forceinline__ void
 mmaAttentionBackwardDq(const unsigned short *__restrict__ q, const unsigned short *__restrict__ k,
@@ -302,8 +382,8 @@ mmaAttentionBackwardDq(const unsigned short *__restrict__ q, const unsigned shor
   constexpr bool kBf16 = IsBf16<E>::value;
   constexpr int BN = MmaTileShape<D>::dqKeys, Stride = MmaTileShape<D>::stride;
   struct alignas(16) Tiles {
-    unsigned short k[BN][Stride];
-    unsigned short v[BN][Stride];
+    unsigned short k[2][BN][Stride];
+    unsigned short v[2][BN][Stride];
   };
   __shared__ Tiles smem;
 
@@ -335,33 +415,14 @@ mmaAttentionBackwardDq(const unsigned short *__restrict__ q, const unsigned shor
 
   const int end = keyEnd<kCausal>(firstQuery, kMmaBlockRows, queries, keys);
   const int warpEnd = keyEnd<kCausal>(row0, kMmaWarpRows, queries, keys);
-  for (int firstKey = 0; firstKey < end; firstKey += BN) {
-    __syncthreads();
-    stageTile<D, BN>(smem.k, k, firstKey, keys);
-    stageTile<D, BN>(smem.v, v, firstKey, keys);
-    __syncthreads();
-    if (firstKey >= warpEnd)
-      continue;
-
-    float s[BN / 8][4], dP[BN / 8][4];
-    zero(s);
-    zero(dP);
-    mmaRowsTimesTileT<kBf16, D, BN / 8>(s, qa, smem.k, 0);
-    mmaRowsTimesTileT<kBf16, D, BN / 8>(dP, dOa, smem.v, 0);
-#pragma unroll
-    for (int n = 0; n < BN / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e >> 1;
-        const int row = row0 + g + 8 * h, key = firstKey + 8 * n + 2 * t + (e & 1);
-        const bool seen = row < queries && key < keys && visible<kCausal>(row, key, causalOffset);
-        const float p = exp2f(s[n][e] * scaleLog2 - rowLse2[h]);
-        s[n][e] = seen ? p * (dP[n][e] - rowDelta[h]) : 0.0f; // dS
-      }
-    unsigned dS[BN / 16][4];
-    packAsA<kBf16, BN / 8>(dS, s);
-    mmaRowsTimesTile<kBf16, BN, D / 8>(acc, dS, smem.k, 0);
-  }
+  streamKeyTiles<D, BN>(smem.k, smem.v, k, v, keys, (end + BN - 1) / BN,
+                        [&](int firstKey, const unsigned short(*kTile)[Stride],
+                            const unsigned short(*vTile)[Stride]) {
+                          if (firstKey < warpEnd)
+                            dqTile<kBf16, D, BN, kCausal>(qa, dOa, acc, rowLse2, rowDelta, kTile,
+                                                          vTile, row0, firstKey, queries, keys,
+                                                          causalOffset, scaleLog2);
+                        });
   storeRows<kBf16, D>(dq, acc, row0, queries, scale, scale);
 }
 
@@ -372,10 +433,10 @@ mmaAttentionBackwardDq(const unsigned short *__restrict__ q, const unsigned shor
 template <class E, int D, bool kCausal>
 __device__ __forceinline__ void
 mmaAttentionBackwardDkDv(const unsigned short *__restrict__ q, const unsigned short *__restrict__ k,
-                         const unsigned short *__restrict__ v, const unsigned short *__restrict__ dO,
-                         const float *__restrict__ lse, const float *__restrict__ delta,
-                         unsigned short *__restrict__ dk, unsigned short *__restrict__ dv,
-                         int queries, int keys, float scale) {
+                         const unsigned short *__restrict__ v,
+                         const unsigned short *__restrict__ dO, const float *__restrict__ lse,
+                         const float *__restrict__ delta, unsigned short *__restrict__ dk,
+                         unsigned short *__restrict__ dv, int queries, int keys, float scale) {
   constexpr bool kBf16 = IsBf16<E>::value;
   constexpr int BM = MmaTileShape<D>::dkvQueries, Stride = MmaTileShape<D>::stride;
   struct alignas(16) Tiles {
@@ -450,7 +511,8 @@ mmaAttentionBackwardDkDv(const unsigned short *__restrict__ q, const unsigned sh
       for (int e = 0; e < 4; ++e) {
         const int column = 8 * n + 2 * t + (e & 1);
         const int key = key0 + g + (e >= 2 ? 8 : 0), query = firstQuery + column;
-        const bool seen = query < queries && key < keys && visible<kCausal>(query, key, causalOffset);
+        const bool seen =
+            query < queries && key < keys && visible<kCausal>(query, key, causalOffset);
         const float p = seen ? exp2f(sT[n][e] * scaleLog2 - smem.lse2[column]) : 0.0f;
         sT[n][e] = p;
         dPT[n][e] = p * (dPT[n][e] - smem.delta[column]); // dS^T
@@ -506,9 +568,8 @@ mmaAttentionBackwardDkDv(const unsigned short *__restrict__ q, const unsigned sh
   AMPC_FLASH_ATTENTION_MMA_CAUSAL_VARIANTS(NAME, ELEMENT, D, , false)                              \
   AMPC_FLASH_ATTENTION_MMA_CAUSAL_VARIANTS(NAME, ELEMENT, D, _causal, true)                        \
   extern "C" __global__ void __launch_bounds__(ampc::flash::kThreads)                              \
-      ampc_flash_attention_bwd_delta_##NAME##_d##D(const ELEMENT::Storage *o,                      \
-                                                   const ELEMENT::Storage *dO, float *delta,       \
-                                                   long long rows) {                               \
+      ampc_flash_attention_bwd_delta_##NAME##_d##D(                                                \
+          const ELEMENT::Storage *o, const ELEMENT::Storage *dO, float *delta, long long rows) {   \
     ampc::flash::flashAttentionBackwardDelta<ELEMENT, D>(o, dO, delta, rows);                      \
   }
 

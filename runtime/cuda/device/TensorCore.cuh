@@ -16,6 +16,8 @@
 //                              matrix i; r[i] of lane l = matrix i, row l/4, cols 2(l%4)..+1.
 //   ldmatrixX4Trans(r, row)    the same with .trans: r[i] = matrix i, rows 2(l%4)..+1, col l/4.
 //   packPair<kBf16>(lo, hi)    two f32 rounded to nearest even into one 32-bit operand.
+//   copyAsync16(dst, src, ok)  cp.async.cg of 16 bytes global -> shared (zero-filled when !ok),
+//                              with commitAsyncCopies / waitAsyncCopies<N> (sm_80).
 //
 // The accumulator layout of one m16n8 product equals the A-operand layout of a k16 step when
 // two adjacent n-tiles are packed (d of tile 2j -> a0, a1; tile 2j+1 -> a2, a3), so a product's
@@ -104,6 +106,34 @@ __device__ __forceinline__ void ldmatrixX4Trans(unsigned (&r)[4], const void *ro
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(sharedAddress(row)));
+#endif
+}
+
+/// cp.async.cg.shared.global: copies 16 bytes from global \p src to shared \p dst
+/// asynchronously, or (\p valid false) zero-fills them; visible after waitAsyncCopies and a
+/// barrier. An emulated copy happens at once.
+__device__ __forceinline__ void copyAsync16(void *dst, const void *src, bool valid) {
+#if defined(AMPC_DEVICE_EMULATION)
+  const Chunk16 zero = {{0u, 0u, 0u, 0u}};
+  *static_cast<Chunk16 *>(dst) = valid ? *static_cast<const Chunk16 *>(src) : zero;
+#else
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+               :
+               : "r"(sharedAddress(dst)), "l"(src), "r"(valid ? 16 : 0));
+#endif
+}
+
+/// Closes the group of copies issued since the last commit.
+__device__ __forceinline__ void commitAsyncCopies() {
+#if !defined(AMPC_DEVICE_EMULATION)
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+/// Waits until at most \p Pending committed groups are still in flight.
+template <int Pending> __device__ __forceinline__ void waitAsyncCopies() {
+#if !defined(AMPC_DEVICE_EMULATION)
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
 #endif
 }
 

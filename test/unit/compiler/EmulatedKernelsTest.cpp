@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../runtime/AttentionReference.h"
 #include "CodegenHelpers.h"
 #include "compiler/cuda/DeviceProgramBuilder.h"
 #include "runtime/numerics/Float16.h"
@@ -36,6 +37,7 @@
 #include <vector>
 
 using namespace ampc;
+using ampc::test::relativeError;
 namespace fs = std::filesystem;
 
 namespace {
@@ -247,16 +249,6 @@ std::vector<double> readAll(const std::vector<char> &bytes, const std::string &t
   for (size_t i = 0; i < count; ++i)
     values[i] = readElement(bytes, type, i);
   return values;
-}
-
-/// ||actual - expected|| / ||expected||.
-double relativeError(const std::vector<double> &actual, const std::vector<double> &expected) {
-  double difference = 0, reference = 0;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    difference += (actual[i] - expected[i]) * (actual[i] - expected[i]);
-    reference += expected[i] * expected[i];
-  }
-  return reference == 0 ? std::sqrt(difference) : std::sqrt(difference / reference);
 }
 
 /// A layer norm over rows of length L, trained against an MSE target: its forward is a row

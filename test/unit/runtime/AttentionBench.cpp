@@ -56,16 +56,6 @@ constexpr Shape kShapes[] = {{"gpt124m", 16, 12, 1024, 64, true},
                              {"gpt124m-noncausal", 16, 12, 1024, 64, false},
                              {"d128", 16, 6, 1024, 128, true}};
 
-std::string kernelIncludeDirectory() {
-  if (const char *fromEnvironment = std::getenv("AMPC_KERNEL_INCLUDE");
-      fromEnvironment && *fromEnvironment)
-    return fromEnvironment;
-  char path[PATH_MAX];
-  const ssize_t length = readlink("/proc/self/exe", path, sizeof(path) - 1);
-  const std::string self = length > 0 ? std::string(path, length) : std::string();
-  return self.substr(0, self.rfind('/') + 1) + "kernel-include";
-}
-
 /// One module with the bf16 entry points of head dims 64 and 128, from either header.
 std::unique_ptr<cuda::Module> compileModule(cuda::Device &device, bool tensorCores) {
   std::string source = tensorCores ? "#include \"runtime/cuda/device/FlashAttentionMma.cuh\"\n"

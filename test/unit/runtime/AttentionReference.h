@@ -3,7 +3,8 @@
 // What the flash-attention kernel tests share, whether the kernels run on a GPU
 // (FlashAttentionGpuTest) or in the device emulator (FlashAttentionEmulatedTest): element
 // encodings, random inputs already rounded to the storage type, the relative-norm error, and
-// the log-sum-exp reference (o, dq, dk, dv come from the CPU backend's kernels in double).
+// the log-sum-exp reference (o, dq, dk, dv come from the CPU backend's kernels in double), and
+// where the GPU binaries find the kernel headers.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,7 +13,12 @@
 
 #include "runtime/numerics/Float16.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <string>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -82,7 +88,8 @@ inline std::vector<double> randomInputs(size_t count, Storage storage, std::mt19
   return decode(encode(values, storage), storage);
 }
 
-/// ||actual - expected|| / ||expected|| (NaN if any element is NaN).
+/// ||actual - expected|| / ||expected|| (||actual - expected|| when expected is all zeros; NaN
+/// if any element is NaN).
 inline double relativeError(const std::vector<double> &actual,
                             const std::vector<double> &expected) {
   double difference = 0, reference = 0;
@@ -90,7 +97,7 @@ inline double relativeError(const std::vector<double> &actual,
     difference += (actual[i] - expected[i]) * (actual[i] - expected[i]);
     reference += expected[i] * expected[i];
   }
-  return std::sqrt(difference / reference);
+  return reference == 0 ? std::sqrt(difference) : std::sqrt(difference / reference);
 }
 
 /// lse[bh, t] = log sum_s exp(scale q[t] . k[s]) over the visible keys, for \p slices slices
@@ -118,6 +125,18 @@ inline std::vector<double> referenceLse(const std::vector<double> &q, const std:
       lse[static_cast<size_t>(bh) * queries + t] = maximum + std::log(sum);
     }
   return lse;
+}
+
+/// Where the GPU binaries find the device headers they compile with NVRTC:
+/// $AMPC_KERNEL_INCLUDE, else kernel-include/ beside the executable (a GPU bundle carries it).
+inline std::string kernelIncludeDirectory() {
+  if (const char *fromEnvironment = std::getenv("AMPC_KERNEL_INCLUDE");
+      fromEnvironment && *fromEnvironment)
+    return fromEnvironment;
+  char path[PATH_MAX];
+  const ssize_t length = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  const std::string self = length > 0 ? std::string(path, length) : std::string();
+  return self.substr(0, self.rfind('/') + 1) + "kernel-include";
 }
 
 } // namespace ampc::test

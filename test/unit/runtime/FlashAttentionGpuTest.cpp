@@ -126,17 +126,6 @@ struct DeviceBuffer {
   }
 };
 
-/// $AMPC_KERNEL_INCLUDE, else kernel-include/ beside this executable.
-std::string kernelIncludeDirectory() {
-  if (const char *fromEnvironment = std::getenv("AMPC_KERNEL_INCLUDE");
-      fromEnvironment && *fromEnvironment)
-    return fromEnvironment;
-  char path[PATH_MAX];
-  const ssize_t length = readlink("/proc/self/exe", path, sizeof(path) - 1);
-  const std::string self = length > 0 ? std::string(path, length) : std::string();
-  return self.substr(0, self.rfind('/') + 1) + "kernel-include";
-}
-
 struct Case {
   Storage storage;
   bool tensorCores;
