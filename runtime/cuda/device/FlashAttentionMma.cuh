@@ -21,8 +21,9 @@
 //   dq       S = q k^T, dP = dO v^T, dS = P (dP - delta), dq += dS k          (3 products)
 //   dk/dv    S^T = k q^T, dP^T = v dO^T, dv += P^T dO, dk += dS^T q           (4 products)
 // Tile sizes: forward and dq 64 keys (32 at D = 128), double-buffered: the next tile is copied
-// by cp.async while the current one is used; dk/dv 64 queries (16 at D = 128), single-buffered,
-// with k and v of the block kept in shared memory and re-read by ldmatrix per product.
+// by cp.async while the current one is used; dk/dv 64 queries, double-buffered, with the warp's
+// k and v rows in registers (D <= 64), or 16 queries single-buffered with the block's k and v in
+// shared memory, re-read by ldmatrix per product (D = 128).
 //
 // Numerics differ from the fp32 kernels only where the tensor cores need 16-bit operands: P
 // and dS are rounded to the storage type before their products (the row sums use the unrounded
@@ -85,35 +86,49 @@ __device__ __forceinline__ void stageTileAsync(unsigned short (*tile)[Stride],
   }
 }
 
-/// Key tiles of a block, double-buffered. Tiles 0 .. tiles - 1 of BN keys of k and v go
-/// through the two buffers of \p kTiles and \p vTiles: while \p use(firstKey, kTile, vTile)
-/// works on tile t (every thread of the block calls it), tile t + 1 is copied by cp.async
-/// into the other buffer. One barrier before each tile (it has arrived for every warp) and one
-/// after (every warp is done with the buffer the next copy overwrites).
-template <int D, int BN, int Stride, class Use>
+/// The tiles a block streams through shared memory: tile t holds rows begin + t BN .. of the
+/// two row-major [count, D] matrices \p a and \p b (k and v, or q and dO). With two buffers,
+/// tile t + 1 is copied by cp.async (with \p stageExtra(firstRow, buffer) staging whatever else
+/// the tile needs by plain stores) while \p use(firstRow, buffer) works on tile t; with one,
+/// each tile is loaded, then used. Every thread of the block calls both; a barrier before each
+/// use (the tile has arrived for every warp) and one after (every warp is done with the buffer
+/// the next copy overwrites).
+template <int D, int BN, int Buffers, int Stride, class StageExtra, class Use>
 __device__ __forceinline__ void
-streamKeyTiles(unsigned short (*kTiles)[BN][Stride], unsigned short (*vTiles)[BN][Stride],
-               const unsigned short *k, const unsigned short *v, int keys, int tiles, Use use) {
-  if (tiles > 0) {
-    stageTileAsync<D, BN>(kTiles[0], k, 0, keys);
-    stageTileAsync<D, BN>(vTiles[0], v, 0, keys);
-  }
-  tc::commitAsyncCopies();
+streamTiles(unsigned short (*aTiles)[BN][Stride], unsigned short (*bTiles)[BN][Stride],
+            const unsigned short *a, const unsigned short *b, int count, int begin, int tiles,
+            StageExtra stageExtra, Use use) {
+  static_assert(Buffers == 1 || Buffers == 2, "one or two buffers");
+  auto stage = [&](int tile, int buffer) {
+    const int first = begin + tile * BN;
+    stageTileAsync<D, BN>(aTiles[buffer], a, first, count);
+    stageTileAsync<D, BN>(bTiles[buffer], b, first, count);
+    stageExtra(first, buffer);
+    tc::commitAsyncCopies();
+  };
+  if (Buffers == 2 && tiles > 0)
+    stage(0, 0);
   for (int tile = 0; tile < tiles; ++tile) {
-    const int firstKey = tile * BN, buffer = tile & 1;
-    if (tile + 1 < tiles) {
-      stageTileAsync<D, BN>(kTiles[buffer ^ 1], k, firstKey + BN, keys);
-      stageTileAsync<D, BN>(vTiles[buffer ^ 1], v, firstKey + BN, keys);
-      tc::commitAsyncCopies();
+    const int buffer = Buffers == 2 ? tile & 1 : 0;
+    if (Buffers == 1) {
+      stage(tile, 0);
+      tc::waitAsyncCopies<0>();
+    } else if (tile + 1 < tiles) {
+      stage(tile + 1, buffer ^ 1);
       tc::waitAsyncCopies<1>();
     } else {
       tc::waitAsyncCopies<0>();
     }
     __syncthreads();
-    use(firstKey, kTiles[buffer], vTiles[buffer]);
+    use(begin + tile * BN, buffer);
     __syncthreads();
   }
 }
+
+/// No extra staging.
+struct NothingExtra {
+  __device__ __forceinline__ void operator()(int, int) const {}
+};
 
 /// The A fragments of 16 rows (first row \p row0) of a row-major [count, D] matrix in global
 /// memory: frag[kk] covers columns 16 kk .. 16 kk + 15; rows past count are zeros.
@@ -319,13 +334,12 @@ mmaAttentionForward(const unsigned short *__restrict__ q, const unsigned short *
 
   const int end = keyEnd<kCausal>(firstQuery, kMmaBlockRows, queries, keys);
   const int warpEnd = keyEnd<kCausal>(row0, kMmaWarpRows, queries, keys);
-  streamKeyTiles<D, BN>(smem.k, smem.v, k, v, keys, (end + BN - 1) / BN,
-                        [&](int firstKey, const unsigned short(*kTile)[Stride],
-                            const unsigned short(*vTile)[Stride]) {
+  streamTiles<D, BN, 2>(smem.k, smem.v, k, v, keys, 0, (end + BN - 1) / BN, NothingExtra(),
+                        [&](int firstKey, int buffer) {
                           if (firstKey < warpEnd) // else every key is masked for this warp
-                            forwardTile<kBf16, D, BN, kCausal>(qa, acc, runningMax, runningSum,
-                                                               kTile, vTile, row0, firstKey, keys,
-                                                               causalOffset, scaleLog2);
+                            forwardTile<kBf16, D, BN, kCausal>(
+                                qa, acc, runningMax, runningSum, smem.k[buffer], smem.v[buffer],
+                                row0, firstKey, keys, causalOffset, scaleLog2);
                         });
 
   storeRows<kBf16, D>(o, acc, row0, queries, runningSum[0] > 0.0f ? 1.0f / runningSum[0] : 0.0f,
@@ -415,13 +429,12 @@ mmaAttentionBackwardDq(const unsigned short *__restrict__ q, const unsigned shor
 
   const int end = keyEnd<kCausal>(firstQuery, kMmaBlockRows, queries, keys);
   const int warpEnd = keyEnd<kCausal>(row0, kMmaWarpRows, queries, keys);
-  streamKeyTiles<D, BN>(smem.k, smem.v, k, v, keys, (end + BN - 1) / BN,
-                        [&](int firstKey, const unsigned short(*kTile)[Stride],
-                            const unsigned short(*vTile)[Stride]) {
+  streamTiles<D, BN, 2>(smem.k, smem.v, k, v, keys, 0, (end + BN - 1) / BN, NothingExtra(),
+                        [&](int firstKey, int buffer) {
                           if (firstKey < warpEnd)
-                            dqTile<kBf16, D, BN, kCausal>(qa, dOa, acc, rowLse2, rowDelta, kTile,
-                                                          vTile, row0, firstKey, queries, keys,
-                                                          causalOffset, scaleLog2);
+                            dqTile<kBf16, D, BN, kCausal>(
+                                qa, dOa, acc, rowLse2, rowDelta, smem.k[buffer], smem.v[buffer],
+                                row0, firstKey, queries, keys, causalOffset, scaleLog2);
                         });
   storeRows<kBf16, D>(dq, acc, row0, queries, scale, scale);
 }
@@ -439,13 +452,18 @@ mmaAttentionBackwardDkDv(const unsigned short *__restrict__ q, const unsigned sh
                          unsigned short *__restrict__ dv, int queries, int keys, float scale) {
   constexpr bool kBf16 = IsBf16<E>::value;
   constexpr int BM = MmaTileShape<D>::dkvQueries, Stride = MmaTileShape<D>::stride;
+  // Head dims up to 64: the warp's k and v rows live in registers as A fragments and the query
+  // tiles are double-buffered. 128: k and v stay in shared memory (re-read by ldmatrix), which
+  // leaves room for one query tile only.
+  constexpr bool kFragments = D <= 64;
+  constexpr int Buffers = kFragments ? 2 : 1, KeyRows = kFragments ? 1 : kMmaBlockRows;
   struct alignas(16) Tiles {
-    unsigned short k[kMmaBlockRows][Stride];
-    unsigned short v[kMmaBlockRows][Stride];
-    unsigned short q[BM][Stride];
-    unsigned short dO[BM][Stride];
-    float lse2[BM];
-    float delta[BM];
+    unsigned short k[KeyRows][Stride];
+    unsigned short v[KeyRows][Stride];
+    unsigned short q[Buffers][BM][Stride];
+    unsigned short dO[Buffers][BM][Stride];
+    float lse2[Buffers][BM];
+    float delta[Buffers][BM];
   };
   __shared__ Tiles smem;
 
@@ -464,8 +482,15 @@ mmaAttentionBackwardDkDv(const unsigned short *__restrict__ q, const unsigned sh
   const int causalOffset = keys - queries;
   const float scaleLog2 = scale * kLog2e;
 
-  stageTile<D, kMmaBlockRows>(smem.k, k, firstKey, keys);
-  stageTile<D, kMmaBlockRows>(smem.v, v, firstKey, keys);
+  unsigned ka[D / 16][4], va[D / 16][4]; // unused (and optimised away) at D = 128
+  if constexpr (kFragments) {
+    loadRowFragments<D>(ka, k, key0, keys);
+    loadRowFragments<D>(va, v, key0, keys);
+  } else {
+    // Visible to every warp after the first tile's barrier.
+    stageTile<D, KeyRows>(smem.k, k, firstKey, keys);
+    stageTile<D, KeyRows>(smem.v, v, firstKey, keys);
+  }
   float dkAcc[D / 8][4], dvAcc[D / 8][4];
   zero(dkAcc);
   zero(dvAcc);
@@ -478,51 +503,51 @@ mmaAttentionBackwardDkDv(const unsigned short *__restrict__ q, const unsigned sh
     begin = begin < 0 ? 0 : begin - begin % BM;
     warpBegin = key0 - causalOffset;
   }
-  for (int firstQuery = begin; firstQuery < queries; firstQuery += BM) {
-    __syncthreads();
-    stageTile<D, BM>(smem.q, q, firstQuery, queries);
-    stageTile<D, BM>(smem.dO, dO, firstQuery, queries);
+  const int tiles = begin < queries ? (queries - begin + BM - 1) / BM : 0;
+  auto stageRowStatistics = [&](int firstQuery, int buffer) {
     for (int r = threadIdx.x; r < BM; r += kThreads) {
       const bool inside = firstQuery + r < queries;
-      smem.lse2[r] = inside ? lse[firstQuery + r] * kLog2e : 0.0f;
-      smem.delta[r] = inside ? delta[firstQuery + r] : 0.0f;
+      smem.lse2[buffer][r] = inside ? lse[firstQuery + r] * kLog2e : 0.0f;
+      smem.delta[buffer][r] = inside ? delta[firstQuery + r] : 0.0f;
     }
-    __syncthreads();
-    if (kCausal && firstQuery + BM <= warpBegin) // no query of the tile sees this warp's keys
-      continue;
-
-    // S^T = k q^T and dP^T = v dO^T: rows are this warp's 16 keys, columns the BM queries.
-    float sT[BM / 8][4], dPT[BM / 8][4];
-    zero(sT);
-    zero(dPT);
-    {
-      unsigned ka[D / 16][4];
-      tileRowFragments<D>(ka, smem.k, warpRow);
-      mmaRowsTimesTileT<kBf16, D, BM / 8>(sT, ka, smem.q, 0);
-    }
-    {
-      unsigned va[D / 16][4];
-      tileRowFragments<D>(va, smem.v, warpRow);
-      mmaRowsTimesTileT<kBf16, D, BM / 8>(dPT, va, smem.dO, 0);
-    }
+  };
+  streamTiles<D, BM, Buffers>(
+      smem.q, smem.dO, q, dO, queries, begin, tiles, stageRowStatistics,
+      [&](int firstQuery, int buffer) {
+        if (kCausal && firstQuery + BM <= warpBegin) // no query of the tile sees these keys
+          return;
+        // S^T = k q^T and dP^T = v dO^T: rows are this warp's 16 keys, columns the BM queries.
+        float sT[BM / 8][4], dPT[BM / 8][4];
+        zero(sT);
+        zero(dPT);
+        if constexpr (kFragments) {
+          mmaRowsTimesTileT<kBf16, D, BM / 8>(sT, ka, smem.q[buffer], 0);
+          mmaRowsTimesTileT<kBf16, D, BM / 8>(dPT, va, smem.dO[buffer], 0);
+        } else {
+          unsigned rows[D / 16][4];
+          tileRowFragments<D>(rows, smem.k, warpRow);
+          mmaRowsTimesTileT<kBf16, D, BM / 8>(sT, rows, smem.q[buffer], 0);
+          tileRowFragments<D>(rows, smem.v, warpRow);
+          mmaRowsTimesTileT<kBf16, D, BM / 8>(dPT, rows, smem.dO[buffer], 0);
+        }
 #pragma unroll
-    for (int n = 0; n < BM / 8; ++n)
+        for (int n = 0; n < BM / 8; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int column = 8 * n + 2 * t + (e & 1);
-        const int key = key0 + g + (e >= 2 ? 8 : 0), query = firstQuery + column;
-        const bool seen =
-            query < queries && key < keys && visible<kCausal>(query, key, causalOffset);
-        const float p = seen ? exp2f(sT[n][e] * scaleLog2 - smem.lse2[column]) : 0.0f;
-        sT[n][e] = p;
-        dPT[n][e] = p * (dPT[n][e] - smem.delta[column]); // dS^T
-      }
-    unsigned pa[BM / 16][4], dSa[BM / 16][4];
-    packAsA<kBf16, BM / 8>(pa, sT);
-    packAsA<kBf16, BM / 8>(dSa, dPT);
-    mmaRowsTimesTile<kBf16, BM, D / 8>(dvAcc, pa, smem.dO, 0);
-    mmaRowsTimesTile<kBf16, BM, D / 8>(dkAcc, dSa, smem.q, 0);
-  }
+          for (int e = 0; e < 4; ++e) {
+            const int column = 8 * n + 2 * t + (e & 1);
+            const int key = key0 + g + (e >= 2 ? 8 : 0), query = firstQuery + column;
+            const bool seen =
+                query < queries && key < keys && visible<kCausal>(query, key, causalOffset);
+            const float p = seen ? exp2f(sT[n][e] * scaleLog2 - smem.lse2[buffer][column]) : 0.0f;
+            sT[n][e] = p;
+            dPT[n][e] = p * (dPT[n][e] - smem.delta[buffer][column]); // dS^T
+          }
+        unsigned pa[BM / 16][4], dSa[BM / 16][4];
+        packAsA<kBf16, BM / 8>(pa, sT);
+        packAsA<kBf16, BM / 8>(dSa, dPT);
+        mmaRowsTimesTile<kBf16, BM, D / 8>(dvAcc, pa, smem.dO[buffer], 0);
+        mmaRowsTimesTile<kBf16, BM, D / 8>(dkAcc, dSa, smem.q[buffer], 0);
+      });
   storeRows<kBf16, D>(dk, dkAcc, key0, keys, scale, scale);
   storeRows<kBf16, D>(dv, dvAcc, key0, keys, 1.0f, 1.0f);
 }
