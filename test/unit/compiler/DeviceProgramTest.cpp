@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -382,6 +383,27 @@ TEST(DeviceProgram, GptStepsReadTheRightBuffers) {
               std::string::npos)
         << error.what();
   }
+  // A backward reads both the saved o and lse or neither, and with them runs no forward kernel.
+  auto expectInvalidBackward = [&](const std::function<void(plan::AttentionStep &)> &tamper,
+                                   const std::string &message) {
+    plan::Plan changed = plan;
+    for (plan::DeviceGroup &group : changed.device.microStep.groups)
+      for (plan::DeviceStep &step : group.steps)
+        if (auto *attention = std::get_if<plan::AttentionStep>(&step);
+            attention && attention->pass == plan::AttentionPass::Backward)
+          tamper(*attention);
+    try {
+      plan::validatePlan(changed);
+      ADD_FAILURE() << "passed validation; expected: " << message;
+    } catch (const std::exception &error) {
+      EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << error.what();
+    }
+  };
+  expectInvalidBackward([](plan::AttentionStep &step) { step.lse = plan::kNoBuffer; },
+                        "a backward step reads both the saved o and lse, or neither");
+  expectInvalidBackward(
+      [&](plan::AttentionStep &step) { step.forwardKernel = step.dqKernel; },
+      "a backward step with a saved o and lse runs no forward kernel");
   // The classifier's gradient takes over the bytes of its logits.
   size_t reuses = 0;
   for (const plan::ArenaPlacement &placement : plan.device.microStep.placements)
