@@ -294,7 +294,7 @@ GradientBuilder::operandGradients(Operation *op, llvm::ArrayRef<Value> resultGra
           .Case([&](AttentionOp attention) {
             auto grad = b.create<AttentionGradOp>(
                 loc, attention.getQuery(), attention.getKey(), attention.getValue(), g,
-                attention.getCausalAttr(), attention.getScaleAttr());
+                /*saved=*/ValueRange{}, attention.getCausalAttr(), attention.getScaleAttr());
             grads[0] = grad.getQueryGrad();
             grads[1] = grad.getKeyGrad();
             grads[2] = grad.getValueGrad();

@@ -160,8 +160,10 @@ void GraphAssignPrecisionPass::assignOp(Operation *op, PrecisionRule rule,
       (llvm::isa<CrossEntropyOp>(op) || !policy.storesFp32(op->getName().stripDialect().str()));
   for (OpOperand &operand : op->getOpOperands()) {
     // The f32 scalar gradient of cross_entropy_grad is typed f32 by the op itself.
+    // So is the saved row log-sum-exp of attention_grad (operand 5).
     if (!isFloat(operand.get()) ||
         (llvm::isa<CrossEntropyGradOp>(op) && operand.getOperandNumber() == 2) ||
+        (llvm::isa<AttentionGradOp>(op) && operand.getOperandNumber() == 5) ||
         (readsReducedLogits && operand.getOperandNumber() == 0))
       continue;
     operand.set(convert(operand.get(), compute));
@@ -173,7 +175,8 @@ void GraphAssignPrecisionPass::assignOp(Operation *op, PrecisionRule rule,
   OpBuilder b(op->getContext());
   b.setInsertionPointAfter(op);
   for (auto [index, result] : llvm::enumerate(op->getResults())) {
-    if (!isFloat(result))
+    // Attention's row log-sum-exp is f32 whatever the compute type.
+    if (!isFloat(result) || (llvm::isa<AttentionOp>(op) && index == 1))
       continue;
     if (!keepsResultTypes)
       result.setType(RankedTensorType::get(tensorType(result).getShape(),

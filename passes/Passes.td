@@ -466,6 +466,37 @@ def GraphPlanMemory : Pass<"graph-plan-memory", "::ampc::graph::ModelOp"> {
   ];
 }
 
+def GraphSaveAttentionLse : Pass<"graph-save-attention-lse", "::ampc::graph::ModelOp"> {
+  let summary = "Keep each attention's output and row log-sum-exp for its gradient";
+  let description = [{
+    Runs after graph-build-training (and graph-assign-precision, graph-insert-loss-scaling).
+    The gradient of attention needs P = softmax(scale q k^T) and rowsum(dy * o): a flash kernel
+    gets both from the forward's output o and its f32 row log-sum-exp lse (B x H x T values,
+    4 bytes each) instead of computing the forward again. For every `graph.attention_grad` of
+    the micro step without saved values whose q, k, v, `causal` and `scale` are those of a
+    `graph.attention` of the step, the forward gets `with_lse` (a second result, lse) and the
+    gradient reads `saved(o, lse)`. Both are then ordinary values of the step: the memory
+    planner keeps them until the gradient, and remat may recompute the forward (the clone
+    provides both) or keep them. The gradients are the same; only the work changes.
+
+    Before:
+    ```mlir
+    %o = graph.attention %q, %k, %v causal : tensor<2x4x8x16xbf16>, ...
+    ...
+    %dq, %dk, %dv = graph.attention_grad %q, %k, %v, %dy causal
+        : tensor<2x4x8x16xbf16>, ..., tensor<2x4x8x16xbf16>
+    ```
+    After:
+    ```mlir
+    %o, %lse = graph.attention %q, %k, %v causal with_lse : tensor<2x4x8x16xbf16>, ...
+    ...
+    %dq, %dk, %dv = graph.attention_grad %q, %k, %v, %dy causal
+        saved(%o, %lse : tensor<2x4x8x16xbf16>, tensor<2x4x8xf32>)
+        : tensor<2x4x8x16xbf16>, ..., tensor<2x4x8x16xbf16>
+    ```
+  }];
+}
+
 def GraphPlanRemat : Pass<"graph-plan-remat", "::ampc::graph::ModelOp"> {
   let summary = "Recompute forward values in the backward pass so the training step fits a memory budget";
   let description = [{

@@ -21,6 +21,7 @@ void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineConfig
     model.addPass(createGraphChunkClassifier(config.classifier));
     model.addPass(createGraphAssignPrecision(config.precision));
     model.addPass(createGraphInsertLossScaling(config.scaling));
+    model.addPass(createGraphSaveAttentionLse());
   }
   if (part == PipelinePart::TrainingStep)
     return;

@@ -543,8 +543,15 @@ plan::AttentionStep Builder::attentionStep(Operation *op, GroupScratch &scratch)
     throw DeviceProgramUnsupported(where + " has head dim " + std::to_string(headDim) +
                                    "; the flash kernels have 16, 32, 64 and 128");
   const std::string dtype = floatName(getElementTypeOrSelf(q.getType()));
+  // Every tensor but the f32 row log-sum-exp has q's element type.
+  Value lse;
+  if (auto forward = llvm::dyn_cast<AttentionOp>(op))
+    lse = forward.getLse();
+  else
+    lse = llvm::cast<AttentionGradOp>(op).getSavedLse();
   std::vector<Value> all(op->getOperands().begin(), op->getOperands().end());
   all.insert(all.end(), op->getResults().begin(), op->getResults().end());
+  llvm::erase(all, lse);
   for (Value value : all)
     if (floatName(getElementTypeOrSelf(value.getType())) != dtype || dtype.empty())
       throw DeviceProgramUnsupported(where + " mixes element types; the flash kernels read and "
@@ -564,6 +571,10 @@ plan::AttentionStep Builder::attentionStep(Operation *op, GroupScratch &scratch)
     causal = forward.getCausal();
     scale = forward.getEffectiveScale();
     step.out = bufferOf(forward.getResult());
+    // An lse nothing reads (its gradient reads a recomputed forward's) has no place in the
+    // arena: the kernel writes it into scratch.
+    if (lse && !lse.use_empty())
+      step.lse = bufferOf(lse);
   } else {
     auto grad = llvm::cast<AttentionGradOp>(op);
     causal = grad.getCausal();
@@ -572,6 +583,10 @@ plan::AttentionStep Builder::attentionStep(Operation *op, GroupScratch &scratch)
     step.dq = bufferOf(grad.getQueryGrad());
     step.dk = bufferOf(grad.getKeyGrad());
     step.dv = bufferOf(grad.getValueGrad());
+    if (lse) {
+      step.out = bufferOf(grad.getSavedOutput());
+      step.lse = bufferOf(lse);
+    }
   }
   step.causal = causal;
   step.scale = static_cast<float>(scale);
@@ -580,21 +595,26 @@ plan::AttentionStep Builder::attentionStep(Operation *op, GroupScratch &scratch)
   step.blockRows = flashUsesTensorCores(dtype) ? 64 : 32;
   const std::string suffix = dtype + "_d" + std::to_string(headDim);
   const std::string causality = causal ? "_causal" : "";
-  step.forwardKernel =
-      internFlash(dtype, headDim, "ampc_flash_attention_fwd_" + suffix + causality);
   const uint64_t rows = static_cast<uint64_t>(step.batch * step.heads * step.queries);
-  // lse: the f32 log-sum-exp of every query row. The forward writes it; the backward runs the
-  // forward kernel again (attention keeps no activations) to recompute the output into the
-  // "out" scratch and lse, then delta = rowsum(dO * O) per row, then dq and dk/dv.
-  step.lseOffset = scratch.slice("lse", rows * 4);
+  // lse: the f32 log-sum-exp of every query row. The forward writes it into its lse result, or
+  // into scratch when the plan keeps none. A backward with the forward's saved o and lse runs
+  // delta = rowsum(dO * O) per row (into scratch), then dq and dk/dv; without them it first
+  // runs the forward kernel again to recompute o and lse into scratch.
+  if (!step.readsSavedForward())
+    step.forwardKernel =
+        internFlash(dtype, headDim, "ampc_flash_attention_fwd_" + suffix + causality);
+  if (step.lse == plan::kNoBuffer)
+    step.lseOffset = scratch.slice("lse", rows * 4);
   if (backward) {
     step.deltaKernel = internFlash(dtype, headDim, "ampc_flash_attention_bwd_delta_" + suffix);
     step.dqKernel =
         internFlash(dtype, headDim, "ampc_flash_attention_bwd_dq_" + suffix + causality);
     step.dkdvKernel =
         internFlash(dtype, headDim, "ampc_flash_attention_bwd_dkdv_" + suffix + causality);
-    const uint64_t elementBytes = dtype == "f32" ? 4 : 2;
-    step.outOffset = scratch.slice("out", rows * headDim * elementBytes);
+    if (!step.readsSavedForward()) {
+      const uint64_t elementBytes = dtype == "f32" ? 4 : 2;
+      step.outOffset = scratch.slice("out", rows * headDim * elementBytes);
+    }
     step.deltaOffset = scratch.slice("delta", rows * 4);
   }
   return step;

@@ -300,7 +300,7 @@ LogicalResult Emitter::emitOp(Operation *op) {
       // backends never recompute the default.
       .Case([&](AttentionOp attention) {
         return addInstruction(
-            op, OpCode::Attention, op->getOperands(), attention.getResult(),
+            op, OpCode::Attention, op->getOperands(), op->getResults(),
             {{"causal", flag(attention.getCausal())}, {"scale", attention.getEffectiveScale()}});
       })
       .Case([&](DropoutOp dropout) {

@@ -494,9 +494,17 @@ static LogicalResult inferAttention(std::optional<Location> loc, llvm::StringRef
 
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
-  return inferAttention(loc, "graph.attention",
-                        {adaptor.getQuery(), adaptor.getKey(), adaptor.getValue()},
-                        adaptor.getCausal(), adaptor.getScale(), results);
+  if (failed(inferAttention(loc, "graph.attention",
+                            {adaptor.getQuery(), adaptor.getKey(), adaptor.getValue()},
+                            adaptor.getCausal(), adaptor.getScale(), results)))
+    return failure();
+  // with_lse: the f32 log-sum-exp of each query row, [..., T].
+  if (adaptor.getWithLse()) {
+    plan::Shape rows = *staticShape(adaptor.getQuery().getType());
+    rows.pop_back();
+    results.push_back(tensorOf(rows, Float32Type::get(adaptor.getQuery().getContext())));
+  }
+  return success();
 }
 
 double AttentionOp::getEffectiveScale() {
@@ -644,6 +652,32 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *ctx, std::optional<
   results.push_back(adaptor.getQuery().getType());
   results.push_back(adaptor.getKey().getType());
   results.push_back(adaptor.getValue().getType());
+  return success();
+}
+
+/// The saved forward values, when present: the output with the forward result's shape and the
+/// query's element type (what the kernels read), and the f32 row log-sum-exp [..., T].
+LogicalResult AttentionGradOp::verify() {
+  if (getSaved().empty())
+    return success();
+  if (getSaved().size() != 2)
+    return emitOpError("saves the forward's output and log-sum-exp: 'saved' takes 2 values, got ")
+           << getSaved().size();
+  llvm::SmallVector<Type> forward;
+  if (failed(inferAttention(getLoc(), "graph.attention_grad", {getQuery(), getKey(), getValue()},
+                            getCausal(), getScale(), forward)))
+    return failure();
+  auto expected = llvm::cast<RankedTensorType>(forward[0]);
+  auto output = llvm::cast<RankedTensorType>(getSavedOutput().getType());
+  if (output != expected)
+    return emitOpError("saved output has type ")
+           << output << " but the forward's result is " << expected;
+  plan::Shape rows = toVector(expected.getShape());
+  rows.pop_back();
+  auto lse = llvm::cast<RankedTensorType>(getSavedLse().getType());
+  auto expectedLse = tensorOf(rows, Float32Type::get(getContext()));
+  if (lse != expectedLse)
+    return emitOpError("saved log-sum-exp has type ") << lse << ", expected " << expectedLse;
   return success();
 }
 

@@ -484,15 +484,31 @@ def Graph_AttentionOp : Graph_Op<"attention", [Graph_ReducedPrecision, Graph_Att
     %o = graph.attention %q, %k, %v causal scale 0.125
         : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>
     ```
+    With `with_lse` the op has a second result, the f32 natural log-sum-exp of each query row's
+    scaled, masked scores, [..., T] (a row that sees no key has -inf or NaN). The training step
+    keeps it, with the output, for graph.attention_grad (graph-save-attention-lse), so that the
+    backward does not compute the forward again.
+    ```mlir
+    %o, %lse = graph.attention %q, %k, %v causal with_lse
+        : tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>
+    // %lse : tensor<2x4x8xf32>
+    ```
   }];
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
                        Graph_FloatTensor:$value, UnitAttr:$causal,
-                       OptionalAttr<F64Attr>:$scale);
-  let results = (outs Graph_FloatTensor:$result);
+                       OptionalAttr<F64Attr>:$scale, UnitAttr:$with_lse);
+  let results = (outs Graph_FloatTensor:$result, Optional<Graph_F32Tensor>:$lse);
   let assemblyFormat = [{
-    $query `,` $key `,` $value (`causal` $causal^)? (`scale` $scale^)? attr-dict
-    `:` type($query) `,` type($key) `,` type($value)
+    $query `,` $key `,` $value (`causal` $causal^)? (`scale` $scale^)? (`with_lse` $with_lse^)?
+    attr-dict `:` type($query) `,` type($key) `,` type($value)
   }];
+  let builders = [
+    // The one-result attention.
+    OpBuilder<(ins "::mlir::Value":$query, "::mlir::Value":$key, "::mlir::Value":$value,
+                   "::mlir::UnitAttr":$causal, "::mlir::FloatAttr":$scale), [{
+      build($_builder, $_state, query, key, value, causal, scale, ::mlir::UnitAttr());
+    }]>
+  ];
   let extraClassDeclaration = [{
     /// The scale applied to q k^T: the attribute, or 1 / sqrt(head dimension).
     double getEffectiveScale();

@@ -162,26 +162,41 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Graph_ReducedPrecision,
     Graph_AttentionKernel, Pure, InferTypeOpAdaptor]> {
   let summary = "gradients of graph.attention";
   let description = [{
-    Recomputes P = softmax(scale * q k^T, causal) and returns dq, dk, dv for the gradient dy of
-    the attention's result: dv = P^T dy, dS = P * (dy v^T - rowsum(dy v^T * P)),
+    Returns dq, dk, dv for the gradient dy of the attention's result, with
+    P = softmax(scale * q k^T, causal): dv = P^T dy, dS = P * (dy v^T - rowsum(dy v^T * P)),
     dq = scale * dS k, dk = scale * dS^T q. `scale` is the forward's (default 1 / sqrt(Dh)).
     ```mlir
     %dq, %dk, %dv = graph.attention_grad %q, %k, %v, %dy causal
         : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>
     ```
+    Optionally `saved(%o, %lse)`: the forward's output (the type of dy) and its f32 row
+    log-sum-exp [..., T] (graph.attention `with_lse`). A backend then takes P = exp(scale q k^T -
+    lse) and rowsum(dy v^T * P) = rowsum(dy * o) from them instead of running the forward again;
+    the gradients are the same.
+    ```mlir
+    %dq, %dk, %dv = graph.attention_grad %q, %k, %v, %dy causal saved(%o, %lse
+        : tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+        : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>
+    ```
   }];
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
-                       Graph_FloatTensor:$value, Graph_FloatTensor:$grad, UnitAttr:$causal,
+                       Graph_FloatTensor:$value, Graph_FloatTensor:$grad,
+                       Variadic<Graph_FloatTensor>:$saved, UnitAttr:$causal,
                        OptionalAttr<F64Attr>:$scale);
   let results = (outs Graph_FloatTensor:$query_grad, Graph_FloatTensor:$key_grad,
                       Graph_FloatTensor:$value_grad);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $grad (`causal` $causal^)? (`scale` $scale^)? attr-dict
+    $query `,` $key `,` $value `,` $grad (`causal` $causal^)? (`scale` $scale^)?
+    (`saved` `(` $saved^ `:` type($saved) `)`)? attr-dict
     `:` type($query) `,` type($key) `,` type($value) `,` type($grad)
   }];
+  let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// The scale applied to q k^T: the attribute, or 1 / sqrt(head dimension).
     double getEffectiveScale();
+    /// The forward's saved output and row log-sum-exp, or null without `saved`.
+    ::mlir::Value getSavedOutput() { return getSaved().empty() ? nullptr : getSaved()[0]; }
+    ::mlir::Value getSavedLse() { return getSaved().size() < 2 ? nullptr : getSaved()[1]; }
   }];
 }
 

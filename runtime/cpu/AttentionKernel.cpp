@@ -1,7 +1,9 @@
 //===- AttentionKernel.cpp - Scaled dot-product attention, row by row -----===//
 //
 // out[b, i, :] = sum_j p[i, j] v[b, j, :] with p[i, :] = softmax_j(scale *
-// q[b, i, :] . k[b, j, :]), causal rows seeing only j <= i + (S - T).
+// q[b, i, :] . k[b, j, :]), causal rows seeing only j <= i + (S - T); and,
+// when asked for, lse[b, i] = log sum_j exp(scale q[b, i, :] . k[b, j, :])
+// over the visible keys (what a flash backward rebuilds p from).
 //
 // Work items are (batch entry, block of query rows). Each item copies k[b]
 // transposed into a per-thread [headDim x keys] scratch so the score loop
@@ -22,7 +24,8 @@ namespace ampc::cpu::kernels {
 
 template <typename T>
 void attention(const T *q, const T *k, const T *v, int64_t batch, int64_t queries, int64_t keys,
-               int64_t headDim, int64_t valueDim, double scale, bool causal, T *out) {
+               int64_t headDim, int64_t valueDim, double scale, bool causal, T *out,
+               T *lse) {
   constexpr int64_t kQueryBlock = 32;
   const int64_t blocksPerEntry = (queries + kQueryBlock - 1) / kQueryBlock;
   const T scaleT = static_cast<T>(scale);
@@ -57,7 +60,8 @@ void attention(const T *q, const T *k, const T *v, int64_t batch, int64_t querie
         }
         for (int64_t j = 0; j < valid; ++j)
           scores[j] *= scaleT;
-        softmaxRow(scores.data(), valid, valid, scores.data());
+        softmaxRow(scores.data(), valid, valid, scores.data(),
+                   lse ? lse + b * queries + i : nullptr);
         // out_i = sum_j p_ij v_j over the visible keys.
         std::fill(outRow, outRow + valueDim, T(0));
         for (int64_t j = 0; j < valid; ++j) {
@@ -72,8 +76,8 @@ void attention(const T *q, const T *k, const T *v, int64_t batch, int64_t querie
 }
 
 template void attention<float>(const float *, const float *, const float *, int64_t, int64_t,
-                               int64_t, int64_t, int64_t, double, bool, float *);
+                               int64_t, int64_t, int64_t, double, bool, float *, float *);
 template void attention<double>(const double *, const double *, const double *, int64_t, int64_t,
-                                int64_t, int64_t, int64_t, double, bool, double *);
+                                int64_t, int64_t, int64_t, double, bool, double *, double *);
 
 } // namespace ampc::cpu::kernels

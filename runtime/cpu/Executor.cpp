@@ -228,7 +228,8 @@ void TypedExecutor<T>::execute(const Instruction &instruction, const RunOptions 
     kernels::attention(real(operands[0]), real(operands[1]), real(operands[2]), batch,
                        q[q.size() - 2], k[k.size() - 2], q.back(), v.back(),
                        plan::realAttr(instruction, "scale"),
-                       plan::intAttr(instruction, "causal") != 0, out);
+                       plan::intAttr(instruction, "causal") != 0, out,
+                       instruction.results.size() == 2 ? realResult(instruction, 1) : nullptr);
     return;
   }
   case OpCode::Dropout: {

@@ -155,8 +155,10 @@ template <typename T>
 void rmsNorm(const T *x, int64_t rows, int64_t width, const T *gamma, double epsilon, T *y);
 
 /// Softmax of one row of \p width entries over its first \p valid ones; the
-/// rest are masked (probability 0).
-template <typename T> void softmaxRow(const T *x, int64_t width, int64_t valid, T *y);
+/// rest are masked (probability 0). With \p logSumExp, also stores the row's
+/// log-sum-exp over the valid entries there (x may be y).
+template <typename T>
+void softmaxRow(const T *x, int64_t width, int64_t valid, T *y, T *logSumExp = nullptr);
 
 /// Softmax over the last dim. When causal, with T = shape[-2] and S =
 /// shape[-1], element [..., i, j] is masked (0) when j > i + (S - T).
@@ -167,10 +169,13 @@ template <typename T> void softmax(const T *x, const Shape &shape, bool causal, 
 //===----------------------------------------------------------------------===//
 
 /// out[b] = softmax(scale * q[b] k[b]^T, causal) v[b] for each of \p batch
-/// slices, q [queries, headDim], k [keys, headDim], v [keys, valueDim].
+/// slices, q [queries, headDim], k [keys, headDim], v [keys, valueDim]. With
+/// \p lse ([batch, queries]), also each query row's natural log-sum-exp of
+/// its scaled, visible scores.
 template <typename T>
 void attention(const T *q, const T *k, const T *v, int64_t batch, int64_t queries, int64_t keys,
-               int64_t headDim, int64_t valueDim, double scale, bool causal, T *out);
+               int64_t headDim, int64_t valueDim, double scale, bool causal, T *out,
+               T *lse = nullptr);
 
 //===----------------------------------------------------------------------===//
 // Losses (LossKernels.cpp)

@@ -16,8 +16,10 @@
 
 namespace ampc::cpu::kernels {
 
-// y[j] = exp(x[j] - max) / sum_k exp(x[k] - max) for j < valid, 0 beyond.
-template <typename T> void softmaxRow(const T *x, int64_t width, int64_t valid, T *y) {
+// y[j] = exp(x[j] - max) / sum_k exp(x[k] - max) for j < valid, 0 beyond;
+// *logSumExp = max + log(sum_k exp(x[k] - max)) when asked for.
+template <typename T>
+void softmaxRow(const T *x, int64_t width, int64_t valid, T *y, T *logSumExp) {
   T maximum = rowMaximum(x, valid);
   // A row of -inf would give exp(nan); subtract 0 instead so it yields NaN
   // only through 0/0, as PyTorch does.
@@ -28,6 +30,8 @@ template <typename T> void softmaxRow(const T *x, int64_t width, int64_t valid, 
     y[j] = std::exp(x[j] - maximum);
     sum += y[j];
   }
+  if (logSumExp)
+    *logSumExp = maximum + std::log(sum);
   // Divide rather than multiply by 1/sum: one rounding instead of two.
   for (int64_t j = 0; j < valid; ++j)
     y[j] /= sum;
@@ -92,7 +96,7 @@ template void rmsNorm<double>(const double *, int64_t, int64_t, const double *, 
 template void softmax<float>(const float *, const Shape &, bool, float *);
 template void softmax<double>(const double *, const Shape &, bool, double *);
 
-template void softmaxRow<float>(const float *, int64_t, int64_t, float *);
-template void softmaxRow<double>(const double *, int64_t, int64_t, double *);
+template void softmaxRow<float>(const float *, int64_t, int64_t, float *, float *);
+template void softmaxRow<double>(const double *, int64_t, int64_t, double *, double *);
 
 } // namespace ampc::cpu::kernels

@@ -184,7 +184,10 @@ void Executor::Impl::runAttention(const plan::AttentionStep &step) {
   const unsigned queryTiles =
       static_cast<unsigned>((step.queries + rowsPerBlock - 1) / rowsPerBlock);
   CUdeviceptr q = address(step.q), k = address(step.k), v = address(step.v);
-  CUdeviceptr lse = scratch.pointer() + step.lseOffset;
+  // The row log-sum-exp: the forward's lse buffer (written by a forward, read by a backward that
+  // uses the saved forward), or scratch.
+  CUdeviceptr lse =
+      step.lse != plan::kNoBuffer ? address(step.lse) : scratch.pointer() + step.lseOffset;
   LaunchConfig tiles;
   tiles.block[0] = 128;
   tiles.grid[0] = queryTiles;
@@ -194,11 +197,14 @@ void Executor::Impl::runAttention(const plan::AttentionStep &step) {
     kernelAt(step.forwardKernel).launch(tiles, {&q, &k, &v, &o, &lse, &queries, &keys, &scale});
     return;
   }
-  CUdeviceptr o = scratch.pointer() + step.outOffset;
+  // The saved forward output, or o and lse recomputed into scratch by the forward kernel.
+  const bool saved = step.readsSavedForward();
+  CUdeviceptr o = saved ? address(step.out) : scratch.pointer() + step.outOffset;
   CUdeviceptr delta = scratch.pointer() + step.deltaOffset;
   CUdeviceptr dO = address(step.dOut), dq = address(step.dq), dk = address(step.dk),
               dv = address(step.dv);
-  kernelAt(step.forwardKernel).launch(tiles, {&q, &k, &v, &o, &lse, &queries, &keys, &scale});
+  if (!saved)
+    kernelAt(step.forwardKernel).launch(tiles, {&q, &k, &v, &o, &lse, &queries, &keys, &scale});
   long long rows = static_cast<long long>(slices) * step.queries;
   kernelAt(step.deltaKernel)
       .launch(LaunchConfig::linear(static_cast<unsigned>((rows + 3) / 4), 128),

@@ -30,7 +30,9 @@ struct GroupCost {
   /// a view counts as its own buffer).
   uint64_t bytes = 0;
   /// 2 m n k per matmul; attention forward 4 B H Tq Tk D, backward 2.5x
-  /// that (halved when causal). Elementwise arithmetic is not counted.
+  /// that (halved when causal; FlashAttention-2's count of the gradient's
+  /// work, which a backward reading the saved o and lse does without a
+  /// forward). Elementwise arithmetic is not counted.
   double flops = 0;
 };
 GroupCost groupCost(const plan::Plan &plan, const plan::DeviceGroup &group);

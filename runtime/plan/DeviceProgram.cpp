@@ -102,7 +102,10 @@ std::vector<uint32_t> writtenBuffers(const DeviceGroup &group) {
       if (matmul->epilogue == Epilogue::BGradB)
         addUnique(ids, matmul->bias);
     } else if (const auto *attention = std::get_if<AttentionStep>(&step)) {
-      addUnique(ids, attention->out);
+      if (attention->pass == AttentionPass::Forward) {
+        addUnique(ids, attention->out);
+        addUnique(ids, attention->lse);
+      }
       addUnique(ids, attention->dq);
       addUnique(ids, attention->dk);
       addUnique(ids, attention->dv);
@@ -137,6 +140,10 @@ std::vector<uint32_t> readBuffers(const DeviceGroup &group) {
       addUnique(ids, attention->k);
       addUnique(ids, attention->v);
       addUnique(ids, attention->dOut);
+      if (attention->pass == AttentionPass::Backward) {
+        addUnique(ids, attention->out);
+        addUnique(ids, attention->lse);
+      }
     }
   }
   return ids;

@@ -165,30 +165,40 @@ enum class AttentionPass : uint8_t { Forward = 0, Backward = 1 };
 
 /// Flash attention (runtime/cuda/device/FlashAttention.cuh, FlashAttentionMma.cuh) over
 /// batch x heads slices of q [T, D], k [S, D], v [S, D], all one dtype.
-/// Forward: o = softmax(scale q k^T, causal) v, with the row log-sum-exp in
-/// scratch. Backward: recomputes the forward into scratch (o and lse), then
-/// delta, dq and dk/dv: the plan's attention_grad reads only q, k, v, dO.
+/// Forward: o = softmax(scale q k^T, causal) v and the f32 row log-sum-exp, into the lse
+/// buffer (the plan's attention with two results) or scratch. Backward with a saved o and lse
+/// (the plan's attention_grad with six operands): delta = rowsum(dO * o) into scratch, then dq
+/// and dk/dv. Backward without them (four operands): the forward kernel first recomputes o and
+/// lse into scratch.
 struct AttentionStep {
   AttentionPass pass = AttentionPass::Forward;
   uint32_t q = 0, k = 0, v = 0;
-  uint32_t out = kNoBuffer;                                ///< forward: o (written)
-  uint32_t dOut = kNoBuffer;                               ///< backward: dO (read)
+  uint32_t out = kNoBuffer;  ///< forward: o (written); backward: the saved o (read) or none
+  uint32_t dOut = kNoBuffer; ///< backward: dO (read)
   uint32_t dq = kNoBuffer, dk = kNoBuffer, dv = kNoBuffer; ///< backward: written
+  /// f32 [batch*heads*T]: forward: written (or kNoBuffer: lse goes to scratch); backward: the
+  /// saved lse (read, with `out`) or kNoBuffer.
+  uint32_t lse = kNoBuffer;
   int64_t batch = 1, heads = 1, queries = 0, keys = 0, headDim = 0;
   bool causal = false;
   float scale = 1;
-  /// Kernel indices: forward, delta, dq, dk/dv (kNoKernel for the three
-  /// backward kernels in a forward step).
+  /// Kernel indices: forward, delta, dq, dk/dv (kNoKernel for the three backward kernels in a
+  /// forward step, and for the forward kernel in a backward step with a saved o and lse).
   uint32_t forwardKernel = kNoKernel, deltaKernel = kNoKernel, dqKernel = kNoKernel,
            dkdvKernel = kNoKernel;
-  /// Scratch offsets (bytes): lse, f32 [batch*heads*T]; backward also the
-  /// recomputed o (the dtype of q, [batch*heads*T*D]) and delta (f32
-  /// [batch*heads*T]). Unused offsets are 0.
+  /// Scratch offsets (bytes): lse, f32 [batch*heads*T], where no lse buffer holds it; a
+  /// backward without a saved o also the recomputed o (the dtype of q, [batch*heads*T*D]); every
+  /// backward delta (f32 [batch*heads*T]). Unused offsets are 0.
   uint64_t lseOffset = 0, outOffset = 0, deltaOffset = 0;
   /// Rows per 128-thread block: of q for the forward and dq kernels, of k for dk/dv (the
   /// grids are ceil(T / blockRows) and ceil(S / blockRows) by batch x heads). 32 for the
   /// fp32-FMA kernels (FlashAttention.cuh), 64 for the tensor-core ones (FlashAttentionMma.cuh).
   uint32_t blockRows = 32;
+
+  /// Whether a backward step reads the forward's saved o and lse instead of recomputing them.
+  bool readsSavedForward() const {
+    return pass == AttentionPass::Backward && out != kNoBuffer && lse != kNoBuffer;
+  }
 };
 
 /// Zero every byte of a buffer.

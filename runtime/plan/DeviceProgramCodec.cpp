@@ -96,7 +96,7 @@ void encodeStep(const DeviceStep &step, ByteWriter &out) {
   } else if (const auto *attention = std::get_if<AttentionStep>(&step)) {
     out.u8(static_cast<uint8_t>(attention->pass));
     for (uint32_t id : {attention->q, attention->k, attention->v, attention->out, attention->dOut,
-                        attention->dq, attention->dk, attention->dv})
+                        attention->dq, attention->dk, attention->dv, attention->lse})
       out.u32(id);
     for (int64_t value : {attention->batch, attention->heads, attention->queries, attention->keys,
                           attention->headDim})
@@ -264,7 +264,7 @@ DeviceStep decodeStep(ByteReader &in) {
     AttentionStep attention;
     attention.pass = decodeEnum<AttentionPass>(in, in.u8("attention pass"), 2, "attention pass");
     for (uint32_t *id : {&attention.q, &attention.k, &attention.v, &attention.out, &attention.dOut,
-                         &attention.dq, &attention.dk, &attention.dv})
+                         &attention.dq, &attention.dk, &attention.dv, &attention.lse})
       *id = in.u32("attention buffer");
     for (int64_t *value : {&attention.batch, &attention.heads, &attention.queries, &attention.keys,
                            &attention.headDim})

@@ -11,7 +11,10 @@
 // the CUDA backend runs instead of the instructions; version 5 stores its
 // kernel binaries zlib-compressed; version 6 the given initialiser (values
 // embedded in the plan: a model imported with its trained or exported weights); version 7
-// the rows per block of an attention step (the tensor-core kernels cover 64).
+// the rows per block of an attention step (the tensor-core kernels cover 64); version 8
+// attention's optional row log-sum-exp result, attention_grad's optional saved (o, lse)
+// operands, and the attention step's lse buffer (a backward with saved o and lse runs no
+// forward kernel).
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,7 +36,7 @@
 namespace ampc::plan {
 
 /// The binary format version this runtime writes and reads.
-inline constexpr uint32_t kFormatVersion = 7;
+inline constexpr uint32_t kFormatVersion = 8;
 
 /// Element type of a buffer. The numeric values are the on-disk codes.
 enum class DType : uint8_t { F32 = 0, BF16 = 1, F16 = 2, I32 = 3, I64 = 4 };

@@ -158,9 +158,18 @@ void InstructionChecker::checkAttention() {
     floatOperand(i);
   floatResult();
   std::string error;
-  resultShape(checked(attentionShape(operand(0).shape, operand(1).shape, operand(2).shape,
+  Shape out = checked(attentionShape(operand(0).shape, operand(1).shape, operand(2).shape,
                                      flagAttr("causal"), error),
-                      error));
+                      error);
+  resultShape(out);
+  // The optional row log-sum-exp: f32 [..., T].
+  if (instruction.results.size() == 2) {
+    if (result(1).dtype != DType::F32)
+      fail(resultName(1) + " (the row log-sum-exp) must be f32, is " +
+           std::string(dtypeName(result(1).dtype)));
+    out.pop_back();
+    resultShape(out, 1);
+  }
   realAttr("scale");
 }
 
@@ -267,11 +276,14 @@ namespace {
 /// How many results \p instruction writes: the table's count, plus one for
 /// the optional operands of accumulate, adamw and sgd that add a result:
 /// accumulate with (scale, found) also writes found; adamw and sgd with a
-/// parameter copy also write it.
+/// parameter copy also write it. attention writes its output, and with a
+/// second result the row log-sum-exp: both counts are accepted.
 size_t resultCount(const Instruction &instruction) {
   const size_t operands = instruction.operands.size();
   const size_t results = static_cast<size_t>(opInfo(instruction.op).results);
   switch (instruction.op) {
+  case OpCode::Attention:
+    return instruction.results.size() == 2 ? 2 : results;
   case OpCode::Accumulate:
     return operands == 4 ? results + 1 : results;
   case OpCode::AdamW: // (param, grad, m, v, lr, norm[, found, applied][, copy])

@@ -448,13 +448,17 @@ void FunctionChecker::checkAttention(const AttentionStep &attention) {
              " is not one the flash kernels have (32, 64)");
   const uint32_t kernels[] = {attention.forwardKernel, attention.deltaKernel, attention.dqKernel,
                               attention.dkdvKernel};
+  if (backward && (attention.out == kNoBuffer) != (attention.lse == kNoBuffer))
+    failStep("a backward step reads both the saved o and lse, or neither");
+  const bool saved = attention.readsSavedForward();
   for (int i = 0; i < 4; ++i) {
-    const bool needed = i == 0 || backward;
+    const bool needed = backward ? i > 0 || !saved : i == 0;
     if (needed && kernels[i] >= plan.device.kernels.size())
       failStep("kernel " + std::to_string(kernels[i]) + " is out of range (the program has " +
                std::to_string(plan.device.kernels.size()) + " kernels)");
     if (!needed && kernels[i] != kNoKernel)
-      failStep("a forward step names backward kernels");
+      failStep(backward ? "a backward step with a saved o and lse runs no forward kernel"
+                        : "a forward step names backward kernels");
   }
   const int64_t slices = attention.batch * attention.heads;
   const int64_t queryElements = slices * attention.queries * attention.headDim;
@@ -465,8 +469,11 @@ void FunctionChecker::checkAttention(const AttentionStep &attention) {
   std::vector<std::pair<uint32_t, int64_t>> sized = {
       {attention.q, queryElements}, {attention.k, keyElements}, {attention.v, keyElements}};
   if (backward) {
-    if (attention.out != kNoBuffer)
-      failStep("a backward step writes no forward output");
+    if (saved) {
+      use(attention.out, Access::Read, "o");
+      use(attention.lse, Access::Read, "lse");
+      sized.push_back({attention.out, queryElements});
+    }
     use(attention.dOut, Access::Read, "dO");
     use(attention.dq, Access::Write, "dq");
     use(attention.dk, Access::Write, "dk");
@@ -481,6 +488,8 @@ void FunctionChecker::checkAttention(const AttentionStep &attention) {
         failStep("a forward step has no gradient buffers");
     use(attention.out, Access::Write, "o");
     sized.push_back({attention.out, queryElements});
+    if (attention.lse != kNoBuffer)
+      use(attention.lse, Access::Write, "lse");
   }
   const DType dtype = buffer(attention.q).dtype;
   for (auto [id, elements] : sized) {
@@ -491,12 +500,19 @@ void FunctionChecker::checkAttention(const AttentionStep &attention) {
       failStep(describe(id) + " must have q's float dtype");
   }
   const uint64_t rows = static_cast<uint64_t>(slices * attention.queries);
-  scratch(attention.lseOffset, rows * 4, "the row log-sum-exp");
-  if (backward) {
+  if (attention.lse != kNoBuffer) {
+    if (numElements(buffer(attention.lse)) != static_cast<int64_t>(rows) ||
+        buffer(attention.lse).dtype != DType::F32)
+      failStep(describe(attention.lse) + " (lse) must be f32 with " + std::to_string(rows) +
+               " elements (batch x heads x rows)");
+  } else {
+    scratch(attention.lseOffset, rows * 4, "the row log-sum-exp");
+  }
+  if (backward && !saved)
     scratch(attention.outOffset, static_cast<uint64_t>(queryElements) * dtypeBytes(dtype),
             "the recomputed output");
+  if (backward)
     scratch(attention.deltaOffset, rows * 4, "delta");
-  }
 }
 
 void FunctionChecker::checkLiveness() {

@@ -81,8 +81,12 @@ void InstructionChecker::checkNormGrad() {
 }
 
 void InstructionChecker::checkAttentionGrad() {
-  // (q, k, v, dy) -> (dq, dk, dv).
-  for (size_t i = 0; i < 4; ++i)
+  // (q, k, v, dy[, o, lse]) -> (dq, dk, dv).
+  const size_t operands = instruction.operands.size();
+  if (operands != 4 && operands != 6)
+    fail("must have 4 operands (q, k, v, dy) or 6 (q, k, v, dy, o, lse), has " +
+         std::to_string(operands));
+  for (size_t i = 0; i < operands; ++i)
     floatOperand(i);
   std::string error;
   Shape out = checked(attentionShape(operand(0).shape, operand(1).shape, operand(2).shape,
@@ -90,6 +94,16 @@ void InstructionChecker::checkAttentionGrad() {
                       error);
   if (operand(3).shape != out)
     fail(operandName(3) + " must have the attention output's shape " + shapeToString(out));
+  if (operands == 6) {
+    // The forward's saved output (q's dtype) and f32 row log-sum-exp [..., T].
+    if (operand(4).shape != out || operand(4).dtype != operand(0).dtype)
+      fail(operandName(4) + " (the saved output) must be " + dtypeName(operand(0).dtype) + " " +
+           shapeToString(out));
+    Shape rows = out;
+    rows.pop_back();
+    if (operand(5).shape != rows || operand(5).dtype != DType::F32)
+      fail(operandName(5) + " (the saved log-sum-exp) must be f32 " + shapeToString(rows));
+  }
   for (size_t i = 0; i < 3; ++i) {
     floatResult(i);
     resultShape(operand(i).shape, i);

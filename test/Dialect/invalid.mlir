@@ -1456,6 +1456,36 @@ graph.model @attention_zero_scale {
 
 // -----
 
+// with_lse: the second result is the f32 row log-sum-exp [.., T].
+graph.model @attention_lse_shape {
+  graph.input @q : tensor<2x8x16xf32>
+  func.func @forward() {
+    %q = graph.get_input @q : tensor<2x8x16xf32>
+    // expected-error @+2 {{'graph.attention' op inferred type(s) 'tensor<2x8x16xf32>', 'tensor<2x8xf32>' are incompatible with return type(s) of operation 'tensor<2x8x16xf32>', 'tensor<2x8x16xf32>'}}
+    // expected-error @+1 {{'graph.attention' op failed to infer returned types}}
+    %o:2 = "graph.attention"(%q, %q, %q) <{with_lse}> : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+    %l = graph.mse_loss %q, %q : tensor<2x8x16xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @attention_lse_element_type {
+  graph.input @q : tensor<2x8x16xf32>
+  func.func @forward() {
+    %q = graph.get_input @q : tensor<2x8x16xf32>
+    // expected-error @+1 {{'graph.attention' op result #1 must be statically shaped tensor of 32-bit float values, but got 'tensor<2x8xbf16>'}}
+    %o:2 = "graph.attention"(%q, %q, %q) <{with_lse}> : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8xbf16>)
+    %l = graph.mse_loss %q, %q : tensor<2x8x16xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
 graph.model @attention_negative_scale {
   graph.input @q : tensor<2x8x16xf32>
   func.func @forward() {

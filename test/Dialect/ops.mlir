@@ -627,6 +627,30 @@ graph.model @attention {
 
 // -----
 
+// with_lse: a second result, the f32 row log-sum-exp [.., T].
+// CHECK-LABEL: graph.model @attention_with_lse {
+// CHECK: %[[Q:.+]] = graph.get_input @q : tensor<2x4x8x16xbf16>
+// CHECK: %[[O:.+]], %[[LSE:.+]] = graph.attention %[[Q]], %[[Q]], %[[Q]] causal with_lse : tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>
+// CHECK: %[[P:.+]], %[[M:.+]] = graph.attention %[[Q]], %[[Q]], %[[Q]] scale 2.500000e-01 with_lse : tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>
+// CHECK: graph.sum %[[LSE]] axes [0, 1, 2] : tensor<2x4x8xf32>
+
+// GENERIC-LABEL: "graph.model"() <{sym_name = "attention_with_lse"}>
+// GENERIC: "graph.attention"(%{{.+}}, %{{.+}}, %{{.+}}) <{causal, with_lse}> : (tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>) -> (tensor<2x4x8x16xbf16>, tensor<2x4x8xf32>)
+// GENERIC: "graph.attention"(%{{.+}}, %{{.+}}, %{{.+}}) <{scale = 2.500000e-01 : f64, with_lse}> : (tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>) -> (tensor<2x4x8x16xbf16>, tensor<2x4x8xf32>)
+graph.model @attention_with_lse {
+  graph.input @q : tensor<2x4x8x16xbf16>
+  func.func @forward() {
+    %q = graph.get_input @q : tensor<2x4x8x16xbf16>
+    %o, %lse = graph.attention %q, %q, %q causal with_lse : tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>
+    %p, %m = graph.attention %q, %q, %q scale 0.25 with_lse : tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>
+    %l = graph.sum %lse axes [0, 1, 2] : tensor<2x4x8xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
 // Default ignore_index (-100) and reduction (mean) are not printed; explicit values are.
 // CHECK-LABEL: graph.model @losses {
 // CHECK: %[[LOGITS:.+]] = graph.get_input @logits : tensor<2x4x16xf32>

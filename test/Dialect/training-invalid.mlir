@@ -511,6 +511,52 @@ graph.model @attention_grad_rank {
 
 // -----
 
+graph.model @attention_grad_saved_count {
+  graph.input @q : tensor<2x8x16xf32>
+  func.func @forward() {
+    %q = graph.get_input @q : tensor<2x8x16xf32>
+    // expected-error @+1 {{'graph.attention_grad' op saves the forward's output and log-sum-exp: 'saved' takes 2 values, got 1}}
+    %dq:3 = graph.attention_grad %q, %q, %q, %q saved(%q : tensor<2x8x16xf32>) : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>
+    %l = graph.mse_loss %q, %q : tensor<2x8x16xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @attention_grad_saved_output {
+  graph.input @q : tensor<2x8x16xf32>
+  graph.input @o : tensor<2x8x16xbf16>
+  graph.input @lse : tensor<2x8xf32>
+  func.func @forward() {
+    %q = graph.get_input @q : tensor<2x8x16xf32>
+    %o = graph.get_input @o : tensor<2x8x16xbf16>
+    %lse = graph.get_input @lse : tensor<2x8xf32>
+    // expected-error @+1 {{'graph.attention_grad' op saved output has type 'tensor<2x8x16xbf16>' but the forward's result is 'tensor<2x8x16xf32>'}}
+    %dq:3 = graph.attention_grad %q, %q, %q, %q saved(%o, %lse : tensor<2x8x16xbf16>, tensor<2x8xf32>) : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>
+    %l = graph.mse_loss %q, %q : tensor<2x8x16xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @attention_grad_saved_lse {
+  graph.input @q : tensor<2x8x16xf32>
+  func.func @forward() {
+    %q = graph.get_input @q : tensor<2x8x16xf32>
+    // expected-error @+1 {{'graph.attention_grad' op saved log-sum-exp has type 'tensor<2x8x16xf32>', expected 'tensor<2x8xf32>'}}
+    %dq:3 = graph.attention_grad %q, %q, %q, %q saved(%q, %q : tensor<2x8x16xf32>, tensor<2x8x16xf32>) : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>
+    %l = graph.mse_loss %q, %q : tensor<2x8x16xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
 graph.model @attention_grad_leading_dimensions {
   graph.input @q : tensor<2x8x16xf32>
   graph.input @k : tensor<3x8x16xf32>

@@ -270,6 +270,33 @@ graph.model @attention_grad {
 
 // -----
 
+// saved(o, lse): the forward's output and f32 row log-sum-exp [.., T].
+// CHECK-LABEL: graph.model @attention_grad_saved {
+// CHECK: %[[O:.+]], %[[LSE:.+]] = graph.attention %[[Q:.+]], %[[K:.+]], %[[V:.+]] causal with_lse
+// CHECK: %{{.+}}, %{{.+}}, %{{.+}} = graph.attention_grad %[[Q]], %[[K]], %[[V]], %[[DY:.+]] causal saved(%[[O]], %[[LSE]] : tensor<2x4x8x32xf32>, tensor<2x4x8xf32>) : tensor<2x4x8x16xf32>, tensor<2x4x12x16xf32>, tensor<2x4x12x32xf32>, tensor<2x4x8x32xf32>
+
+// GENERIC-LABEL: "graph.model"() <{sym_name = "attention_grad_saved"}>
+// GENERIC: "graph.attention_grad"(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) <{causal}> : (tensor<2x4x8x16xf32>, tensor<2x4x12x16xf32>, tensor<2x4x12x32xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x12x16xf32>, tensor<2x4x12x32xf32>)
+graph.model @attention_grad_saved {
+  graph.input @q : tensor<2x4x8x16xf32>
+  graph.input @k : tensor<2x4x12x16xf32>
+  graph.input @v : tensor<2x4x12x32xf32>
+  graph.input @dy : tensor<2x4x8x32xf32>
+  func.func @forward() {
+    %q = graph.get_input @q : tensor<2x4x8x16xf32>
+    %k = graph.get_input @k : tensor<2x4x12x16xf32>
+    %v = graph.get_input @v : tensor<2x4x12x32xf32>
+    %dy = graph.get_input @dy : tensor<2x4x8x32xf32>
+    %o, %lse = graph.attention %q, %k, %v causal with_lse : tensor<2x4x8x16xf32>, tensor<2x4x12x16xf32>, tensor<2x4x12x32xf32>
+    %g:3 = graph.attention_grad %q, %k, %v, %dy causal saved(%o, %lse : tensor<2x4x8x32xf32>, tensor<2x4x8xf32>) : tensor<2x4x8x16xf32>, tensor<2x4x12x16xf32>, tensor<2x4x12x32xf32>, tensor<2x4x8x32xf32>
+    %l = graph.mse_loss %g#0, %q : tensor<2x4x8x16xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
 // The incoming gradient is always an f32 scalar, so the custom form does not spell its type.
 // Default ignore_index (-100) and reduction (mean) are not printed; explicit values are.
 // CHECK-LABEL: graph.model @cross_entropy_grad {

@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -136,9 +137,13 @@ std::vector<std::pair<uint32_t, plan::Access>> accesses(const plan::DeviceStep &
     add(matmul->d, Access::Write);
     add(matmul->aux, Access::Write);
   } else if (const auto *attention = std::get_if<plan::AttentionStep>(&step)) {
+    const bool backward = attention->pass == plan::AttentionPass::Backward;
     for (uint32_t id : {attention->q, attention->k, attention->v, attention->dOut})
       add(id, Access::Read);
-    for (uint32_t id : {attention->out, attention->dq, attention->dk, attention->dv})
+    // o and lse: written by the forward, read by the backward that saved them.
+    for (uint32_t id : {attention->out, attention->lse})
+      add(id, backward ? Access::Read : Access::Write);
+    for (uint32_t id : {attention->dq, attention->dk, attention->dv})
       add(id, Access::Write);
   } else {
     add(std::get<plan::MemsetStep>(step).buffer, Access::Write);
@@ -306,6 +311,7 @@ TEST(DeviceProgram, GptStepsReadTheRightBuffers) {
   ASSERT_EQ(compiled.error, "");
   const plan::Plan &plan = compiled.plan;
   size_t forward = 0, backward = 0, auxEpilogues = 0;
+  std::set<std::pair<uint32_t, uint32_t>> forwardOutputs;
   for (const plan::DeviceGroup &group : plan.device.microStep.groups)
     for (const plan::DeviceStep &step : group.steps) {
       if (const auto *attention = std::get_if<plan::AttentionStep>(&step)) {
@@ -318,14 +324,24 @@ TEST(DeviceProgram, GptStepsReadTheRightBuffers) {
         EXPECT_TRUE(attention->causal);
         EXPECT_FLOAT_EQ(attention->scale, 0.25f);
         EXPECT_EQ(attention->blockRows, 64u); // bf16: the tensor-core kernels
-        const std::string fwd = plan.device.kernels[attention->forwardKernel].entry;
-        EXPECT_EQ(fwd, "ampc_flash_attention_fwd_bf16_d16_causal");
+        // The forward writes o and its f32 row log-sum-exp into buffers the backward reads;
+        // the backward runs no forward kernel.
+        EXPECT_EQ(plan.buffers[attention->out].shape, (std::vector<int64_t>{4, 4, 32, 16}));
+        ASSERT_NE(attention->lse, plan::kNoBuffer);
+        EXPECT_EQ(plan.buffers[attention->lse].shape, (std::vector<int64_t>{4, 4, 32}));
+        EXPECT_EQ(plan.buffers[attention->lse].dtype, plan::DType::F32);
         if (attention->pass == plan::AttentionPass::Forward) {
           ++forward;
+          const std::string fwd = plan.device.kernels[attention->forwardKernel].entry;
+          EXPECT_EQ(fwd, "ampc_flash_attention_fwd_bf16_d16_causal");
           EXPECT_EQ(attention->dqKernel, plan::kNoKernel);
-          EXPECT_EQ(plan.buffers[attention->out].shape, (std::vector<int64_t>{4, 4, 32, 16}));
+          forwardOutputs.insert({attention->out, attention->lse});
         } else {
           ++backward;
+          EXPECT_EQ(attention->forwardKernel, plan::kNoKernel);
+          EXPECT_TRUE(attention->readsSavedForward());
+          EXPECT_TRUE(forwardOutputs.count({attention->out, attention->lse}))
+              << "the backward reads the o and lse of a forward";
           EXPECT_EQ(plan.device.kernels[attention->dkdvKernel].entry,
                     "ampc_flash_attention_bwd_dkdv_bf16_d16_causal");
           EXPECT_EQ(plan.device.kernels[attention->deltaKernel].entry,
@@ -367,6 +383,27 @@ TEST(DeviceProgram, GptStepsReadTheRightBuffers) {
               std::string::npos)
         << error.what();
   }
+  // A backward reads both the saved o and lse or neither, and with them runs no forward kernel.
+  auto expectInvalidBackward = [&](const std::function<void(plan::AttentionStep &)> &tamper,
+                                   const std::string &message) {
+    plan::Plan changed = plan;
+    for (plan::DeviceGroup &group : changed.device.microStep.groups)
+      for (plan::DeviceStep &step : group.steps)
+        if (auto *attention = std::get_if<plan::AttentionStep>(&step);
+            attention && attention->pass == plan::AttentionPass::Backward)
+          tamper(*attention);
+    try {
+      plan::validatePlan(changed);
+      ADD_FAILURE() << "passed validation; expected: " << message;
+    } catch (const std::exception &error) {
+      EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << error.what();
+    }
+  };
+  expectInvalidBackward([](plan::AttentionStep &step) { step.lse = plan::kNoBuffer; },
+                        "a backward step reads both the saved o and lse, or neither");
+  expectInvalidBackward(
+      [&](plan::AttentionStep &step) { step.forwardKernel = step.dqKernel; },
+      "a backward step with a saved o and lse runs no forward kernel");
   // The classifier's gradient takes over the bytes of its logits.
   size_t reuses = 0;
   for (const plan::ArenaPlacement &placement : plan.device.microStep.placements)

@@ -153,9 +153,13 @@ std::vector<BoundArg> attentionArgs(const plan::Plan &plan, const plan::Attentio
   const uint64_t outputBytes =
       rows * static_cast<uint64_t>(step.headDim) * plan::dtypeBytes(plan.buffers.at(step.q).dtype);
   const bool forward = step.pass == plan::AttentionPass::Forward;
-  const BoundArg lse = scratchArg("lse", rows * 4);
+  // o and lse: the forward's buffers (written by a forward, read by a backward that saved them),
+  // else scratch.
+  const BoundArg lse =
+      step.lse != plan::kNoBuffer ? bufferArg(plan, "lse", step.lse) : scratchArg("lse", rows * 4);
   const BoundArg delta = scratchArg("delta", rows * 4);
-  const BoundArg output = forward ? bufferArg(plan, "o", step.out) : scratchArg("o", outputBytes);
+  const BoundArg output = forward || step.readsSavedForward() ? bufferArg(plan, "o", step.out)
+                                                              : scratchArg("o", outputBytes);
   uint32_t scaleBits = 0;
   std::memcpy(&scaleBits, &step.scale, 4);
   const std::vector<BoundArg> scalars = {
@@ -229,6 +233,9 @@ std::vector<ExpectedOp> expectedOps(const plan::Plan &plan, bool optimizer) {
         static const char *const parts[] = {"forward", "delta", "dq", "dk/dv"};
         const uint32_t kernels[] = {attention->forwardKernel, attention->deltaKernel,
                                     attention->dqKernel, attention->dkdvKernel};
+        // A forward runs part 0; a backward parts 1-3, after part 0 only when it recomputes the
+        // forward (no saved o and lse).
+        const int first = attention->readsSavedForward() ? 1 : 0;
         const int count = attention->pass == plan::AttentionPass::Forward ? 1 : 4;
         const uint32_t slices = static_cast<uint32_t>(attention->batch * attention->heads);
         const uint64_t rowsPerBlock = attention->blockRows;
@@ -238,7 +245,7 @@ std::vector<ExpectedOp> expectedOps(const plan::Plan &plan, bool optimizer) {
             {static_cast<uint32_t>((deltaRows + 3) / 4), 1},
             {static_cast<uint32_t>((attention->queries + rowsPerBlock - 1) / rowsPerBlock), slices},
             {static_cast<uint32_t>((attention->keys + rowsPerBlock - 1) / rowsPerBlock), slices}};
-        for (int part = 0; part < count; ++part) {
+        for (int part = first; part < count; ++part) {
           op.part = part;
           op.grid[0] = grids[part][0];
           op.grid[1] = grids[part][1];

@@ -7,8 +7,8 @@
 // for both implementations: the fp32-FMA kernels (FlashAttention.cuh) and the tensor-core
 // ones (FlashAttentionMma.cuh). Each kernel is launched N times (default 20) after 3 warm-up
 // launches, each launch between two CUDA events; the table has the median. Forward = the fwd
-// kernel; backward = delta + dq + dk/dv as the executor launches them (without the forward it
-// re-runs today). TFLOP/s use FlashAttention's counts: forward 4 B H T S D, backward
+// kernel; backward = delta + dq + dk/dv as the executor launches them (reading the forward's
+// saved o and lse). TFLOP/s use FlashAttention's counts: forward 4 B H T S D, backward
 // 10 B H T S D (its five products), halved when causal; this backward computes seven
 // products, so its rate on its own work is 7/5 of the figure shown. Both implementations run
 // on the same inputs and the tensor-core outputs are compared with the fp32-FMA ones

@@ -431,6 +431,29 @@ TEST(CpuGradFiniteDifferences, Attention) {
       expectRelativeClose(grads[which],
                           numericGradient(OpCode::Attention, {q, k, v}, which, out, attrs, dy));
     }
+    // The forward with its row log-sum-exp: the same output, lse = log sum_j exp(scale q.k_j)
+    // over the visible keys; the gradient reading the saved (o, lse) is the same.
+    const Shape rows = {2, 2, 3};
+    auto forward = evaluate(OpCode::Attention, {q, k, v},
+                            {{DType::F32, out}, {DType::F32, rows}}, attrs);
+    EXPECT_EQ(forward[0], evaluateOne(OpCode::Attention, {q, k, v}, out, attrs));
+    for (int64_t slice = 0; slice < 4; ++slice)
+      for (int64_t t = 0; t < 3; ++t) {
+        const int64_t visible = causal ? t + (5 - 3) + 1 : 5;
+        double total = 0;
+        for (int64_t s = 0; s < visible; ++s) {
+          double dot = 0;
+          for (int64_t d = 0; d < 4; ++d)
+            dot += q.values[(slice * 3 + t) * 4 + d] * k.values[(slice * 5 + s) * 4 + d];
+          total += std::exp(0.7 * dot);
+        }
+        EXPECT_NEAR(forward[1][slice * 3 + t], std::log(total), 1e-12);
+      }
+    auto saved = evaluate(
+        OpCode::AttentionGrad,
+        {q, k, v, {DType::F32, out, dy}, {DType::F32, out, forward[0]}, {DType::F32, rows, forward[1]}},
+        {{DType::F32, q.shape}, {DType::F32, k.shape}, {DType::F32, v.shape}}, attrs);
+    EXPECT_EQ(saved, grads);
   }
 }
 

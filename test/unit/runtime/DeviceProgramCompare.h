@@ -66,10 +66,11 @@ inline bool sameStep(const plan::DeviceStep &x, const plan::DeviceStep &y) {
   if (const auto *a = std::get_if<plan::AttentionStep>(&x)) {
     const auto &b = std::get<plan::AttentionStep>(y);
     return std::make_tuple(a->pass, a->q, a->k, a->v, a->out, a->dOut, a->dq, a->dk, a->dv,
-                           a->batch, a->heads, a->queries, a->keys, a->headDim, a->causal, a->scale,
+                           a->lse, a->batch, a->heads, a->queries, a->keys, a->headDim, a->causal, a->scale,
                            a->forwardKernel, a->deltaKernel, a->dqKernel, a->dkdvKernel,
                            a->lseOffset, a->outOffset, a->deltaOffset, a->blockRows) ==
-           std::make_tuple(b.pass, b.q, b.k, b.v, b.out, b.dOut, b.dq, b.dk, b.dv, b.batch, b.heads,
+           std::make_tuple(b.pass, b.q, b.k, b.v, b.out, b.dOut, b.dq, b.dk, b.dv, b.lse, b.batch,
+                           b.heads,
                            b.queries, b.keys, b.headDim, b.causal, b.scale, b.forwardKernel,
                            b.deltaKernel, b.dqKernel, b.dkdvKernel, b.lseOffset, b.outOffset,
                            b.deltaOffset, b.blockRows);

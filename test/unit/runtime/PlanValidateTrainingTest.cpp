@@ -181,6 +181,39 @@ TEST(PlanValidateTraining, GradientOpcodeShapes) {
   EXPECT_NO_THROW(plan::validatePlan(attention.plan));
   attention.plan.buffers[dv].shape = {2, 5, 4};
   expectInvalid(attention.plan, {"result 2", "must have shape [2, 5, 6]"});
+  attention.plan.buffers[dv].shape = {2, 5, 6};
+
+  // The forward's saved output and row log-sum-exp: q's dtype with the output's shape, and
+  // f32 [..., T]; 4 or 6 operands.
+  uint32_t o = attention.input("o", DType::F32, {2, 3, 6});
+  uint32_t lse = attention.input("lse", DType::F32, {2, 3});
+  plan::Instruction &grad = attention.plan.instructions[0];
+  grad.operands = {q, k, v, g, o, lse};
+  EXPECT_NO_THROW(plan::validatePlan(attention.plan));
+  attention.plan.buffers[lse].dtype = DType::BF16;
+  expectInvalid(attention.plan, {"operand 5", "(the saved log-sum-exp) must be f32 [2, 3]"});
+  attention.plan.buffers[lse].dtype = DType::F32;
+  attention.plan.buffers[o].shape = {2, 3, 4};
+  expectInvalid(attention.plan, {"operand 4", "(the saved output) must be f32 [2, 3, 6]"});
+  attention.plan.buffers[o].shape = {2, 3, 6};
+  grad.operands = {q, k, v, g, o};
+  expectInvalid(attention.plan, {"must have 4 operands (q, k, v, dy) or 6"});
+
+  // The forward with its log-sum-exp: a second f32 result [..., T].
+  PlanBuilder forward;
+  uint32_t fq = forward.input("q", DType::F32, {2, 3, 4});
+  uint32_t fout = forward.buffer("o", DType::F32, {2, 3, 4});
+  uint32_t flse = forward.buffer("lse", DType::F32, {2, 3});
+  forward.instruction(OpCode::Attention, {fq, fq, fq}, {fout, flse},
+                      {{"causal", int64_t(0)}, {"scale", 0.5}});
+  forward.plan.loss = forward.op(OpCode::Sum, {flse}, DType::F32, {},
+                                 {{"axes", V{0, 1}}, {"keepdims", int64_t(0)}});
+  EXPECT_NO_THROW(plan::validatePlan(forward.plan));
+  forward.plan.buffers[flse].shape = {2, 3, 1};
+  expectInvalid(forward.plan, {"result 1", "must have shape [2, 3]"});
+  forward.plan.buffers[flse].shape = {2, 3};
+  forward.plan.buffers[flse].dtype = DType::BF16;
+  expectInvalid(forward.plan, {"result 1", "(the row log-sum-exp) must be f32, is bf16"});
 
   PlanBuilder max;
   x = max.input("x", DType::F32, {2, 3});
