@@ -99,7 +99,8 @@ for f in "$out"/train/* "$out"/tests/*_gpu_tests; do
 done
 size=$(du -sm "$out" | cut -f1)
 echo "gpu-bundle: $out, $size MiB"
-if [ "$size" -gt 48 ]; then
-  echo "gpu-bundle: the bundle is over its 48 MiB limit" >&2
+# Carried to a GPU machine whose transfer limit is 64 MiB: keep 8 MiB of room.
+if [ "$size" -gt 56 ]; then
+  echo "gpu-bundle: the bundle is over its 56 MiB limit" >&2
   exit 1
 fi
