@@ -222,11 +222,20 @@ namespace {
 /// The walk goes from an output back through each data-movement op, rewriting the flat index
 /// in the op's output into the flat index in its input (compiled-in constants); the first
 /// value from outside the group is loaded raw, so no conversion ever happens.
+///
+/// With \p width > 1, `name` is a Pack<type, width> and receives elements index .. index +
+/// width - 1, which packable() has shown to be consecutive in the external value: one 16-byte
+/// load.
 void gatherElement(KernelWriter &writer, Value value, const std::string &index,
-                   const std::string &name, const std::string &type, Scope &scope) {
+                   const std::string &name, const std::string &type, Scope &scope,
+                   int64_t width = 1) {
   Operation *op = value.getDefiningOp();
   if (!writer.inGroup(op)) {
-    scope.line(name + " = " + writer.rawLoad(value, index) + ";");
+    if (width > 1)
+      scope.line(name + " = *reinterpret_cast<const Pack<" + type + ", " + std::to_string(width) +
+                 "> *>(&" + writer.rawLoad(value, index) + ");");
+    else
+      scope.line(name + " = " + writer.rawLoad(value, index) + ";");
     return;
   }
   const Shape out = shapeOf(value);
@@ -261,11 +270,11 @@ void gatherElement(KernelWriter &writer, Value value, const std::string &index,
   // A reshape keeps the row-major order: same flat index. A broadcast maps to the input's index
   // by dropping the coordinates of broadcast dimensions.
   if (auto reshape = llvm::dyn_cast<ReshapeOp>(op))
-    return gatherElement(writer, reshape.getInput(), index, name, type, scope);
+    return gatherElement(writer, reshape.getInput(), index, name, type, scope, width);
   if (auto broadcast = llvm::dyn_cast<BroadcastOp>(op))
     return gatherElement(writer, broadcast.getInput(),
                          broadcastIndex(index, shapeOf(broadcast.getInput()), out), name, type,
-                         scope);
+                         scope, width);
   if (auto transpose = llvm::dyn_cast<TransposeOp>(op)) {
     // out[c] = in[c'] with c'[perm[d]] = c[d]
     std::vector<std::string> c = coordinates(stem);
@@ -273,8 +282,8 @@ void gatherElement(KernelWriter &writer, Value value, const std::string &index,
     std::vector<std::string> inCoords(c.size());
     for (size_t d = 0; d < c.size(); ++d)
       inCoords[transpose.getPermutation()[d]] = c[d];
-    return gatherElement(writer, transpose.getInput(), linear(inCoords, inShape), name, type,
-                         scope);
+    return gatherElement(writer, transpose.getInput(), linear(inCoords, inShape), name, type, scope,
+                         width);
   }
   // in[c + starts]: the slice's extent is its result's shape, so no bound check is needed.
   if (auto slice = llvm::dyn_cast<SliceOp>(op)) {
@@ -283,7 +292,7 @@ void gatherElement(KernelWriter &writer, Value value, const std::string &index,
       if (slice.getStarts()[d] != 0)
         c[d] = "(" + c[d] + " + " + std::to_string(slice.getStarts()[d]) + "ll)";
     return gatherElement(writer, slice.getInput(), linear(c, shapeOf(slice.getInput())), name, type,
-                         scope);
+                         scope, width);
   }
   // Piece k of a split is a slice starting at the sum of the earlier pieces' sizes on the axis.
   if (auto split = llvm::dyn_cast<SplitOp>(op)) {
@@ -296,7 +305,7 @@ void gatherElement(KernelWriter &writer, Value value, const std::string &index,
     if (offset)
       c[axis] = "(" + c[axis] + " + " + std::to_string(offset) + "ll)";
     return gatherElement(writer, split.getInput(), linear(c, shapeOf(split.getInput())), name, type,
-                         scope);
+                         scope, width);
   }
   if (auto pad = llvm::dyn_cast<PadOp>(op)) {
     // Zero outside [low, low + in) along every dimension.
@@ -312,11 +321,11 @@ void gatherElement(KernelWriter &writer, Value value, const std::string &index,
                   std::to_string(inShape[d]) + "ll";
     }
     if (inside.empty())
-      return gatherElement(writer, pad.getInput(), linear(c, inShape), name, type, scope);
+      return gatherElement(writer, pad.getInput(), linear(c, inShape), name, type, scope, width);
     // Emitted as if/else: the input is only read at coordinates inside it.
     scope.line("if (" + inside + ") {");
     scope.indent += "  ";
-    gatherElement(writer, pad.getInput(), linear(c, inShape), name, type, scope);
+    gatherElement(writer, pad.getInput(), linear(c, inShape), name, type, scope, width);
     scope.indent.resize(scope.indent.size() - 2);
     scope.line("} else {");
     scope.line("  " + name + " = fromFloat<" + type + ">(0.0f);");
@@ -344,7 +353,7 @@ void gatherElement(KernelWriter &writer, Value value, const std::string &index,
         scope.line("} else {");
       if (inputs.size() > 1)
         scope.indent += "  ";
-      gatherElement(writer, inputs[k], linear(pc, partShape), name, type, scope);
+      gatherElement(writer, inputs[k], linear(pc, partShape), name, type, scope, width);
       if (inputs.size() > 1)
         scope.indent.resize(scope.indent.size() - 2);
       offset += partShape[axis];
@@ -354,6 +363,47 @@ void gatherElement(KernelWriter &writer, Value value, const std::string &index,
     return;
   }
   throw std::runtime_error("CUDA codegen: " + describeOp(op) + " in a copy kernel");
+}
+
+/// Whether elements i .. i + width - 1 of \p value, for every i that is a multiple of width,
+/// come from consecutive elements of one group-external value starting at a multiple of width,
+/// so that a copy can move them as one aligned 16-byte pack: on the way back every shape's
+/// innermost dimension is a multiple of width, and no op reorders, offsets or broadcasts the
+/// innermost dimension except by whole packs (a pad never qualifies).
+bool packable(const KernelWriter &writer, Value value, int64_t width) {
+  const Shape out = shapeOf(value);
+  if (out.empty() || out.back() % width != 0)
+    return false;
+  Operation *op = value.getDefiningOp();
+  if (!writer.inGroup(op))
+    return true;
+  const size_t last = out.size() - 1;
+  if (auto reshape = llvm::dyn_cast<ReshapeOp>(op))
+    return packable(writer, reshape.getInput(), width);
+  if (auto broadcast = llvm::dyn_cast<BroadcastOp>(op)) {
+    const Shape in = shapeOf(broadcast.getInput());
+    return !in.empty() && in.back() == out.back() && packable(writer, broadcast.getInput(), width);
+  }
+  if (auto transpose = llvm::dyn_cast<TransposeOp>(op))
+    return transpose.getPermutation()[last] == static_cast<int64_t>(last) &&
+           packable(writer, transpose.getInput(), width);
+  if (auto slice = llvm::dyn_cast<SliceOp>(op))
+    return slice.getStarts()[last] % width == 0 && packable(writer, slice.getInput(), width);
+  if (auto split = llvm::dyn_cast<SplitOp>(op)) {
+    if (split.getAxis() == static_cast<int64_t>(last))
+      for (int64_t size : split.getSizes())
+        if (size % width != 0)
+          return false;
+    return packable(writer, split.getInput(), width);
+  }
+  if (auto concat = llvm::dyn_cast<ConcatOp>(op)) {
+    for (Value input : concat.getInputs())
+      if ((concat.getAxis() == static_cast<int64_t>(last) && shapeOf(input).back() % width != 0) ||
+          !packable(writer, input, width))
+        return false;
+    return true;
+  }
+  return false;
 }
 
 } // namespace
@@ -367,27 +417,65 @@ void Generator::copyKernel() {
   int64_t space = 0;
   for (Value output : outputs)
     space = std::max(space, numElements(shapeOf(output)));
-  std::ostringstream body;
-  body << "  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;\n"
-       << "  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; "
-          "i < n;\n       i += stride) {\n";
+  // 16-byte packs when every output's element is the same size and each pack of it comes from
+  // one pack of an input (a transpose or split that keeps the innermost dimension, as the
+  // attention head layouts do): one load and one store per pack instead of one per element.
+  int64_t elementBytes = 0;
+  bool vectorise = !outputs.empty();
   for (Value output : outputs) {
-    Scope scope;
-    scope.indent = "      ";
-    const std::string type = cType(elementOf(output));
-    std::string value = writer.temp("v");
-    scope.line(type + " " + value + ";");
-    gatherElement(writer, output, "i", value, type, scope);
-    std::string param = writer.tensorParam(output, Role::Output);
-    const int64_t count = numElements(shapeOf(output));
-    // Outputs smaller than the space are guarded: one loop serves outputs of different sizes.
-    body << "    if (i < " << count << "ll) {\n"
-         << scope.text.str() << "      " << param << "[i] = " << value << ";\n    }\n";
+    const int64_t bytes = elementOf(output).getIntOrFloatBitWidth() / 8;
+    vectorise = vectorise && bytes > 0 && (elementBytes == 0 || bytes == elementBytes);
+    elementBytes = bytes;
   }
-  body << "  }\n";
+  const int64_t width = vectorise ? 16 / elementBytes : 1;
+  for (Value output : outputs)
+    vectorise = vectorise && width > 1 && numElements(shapeOf(output)) % width == 0 &&
+                packable(writer, output, width);
+  std::ostringstream body;
+  if (vectorise) {
+    body << "  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;\n"
+         << "  for (long long p = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; "
+            "p < n / "
+         << width << "ll;\n       p += stride) {\n"
+         << "    const long long i = p * " << width << "ll;\n";
+    for (Value output : outputs) {
+      Scope scope;
+      scope.indent = "      ";
+      const std::string type = cType(elementOf(output));
+      const std::string pack = "Pack<" + type + ", " + std::to_string(width) + ">";
+      std::string value = writer.temp("v");
+      scope.line(pack + " " + value + ";");
+      gatherElement(writer, output, "i", value, type, scope, width);
+      std::string param = writer.tensorParam(output, Role::Output);
+      const int64_t count = numElements(shapeOf(output));
+      body << "    if (i < " << count << "ll) {\n"
+           << scope.text.str() << "      *reinterpret_cast<" << pack << " *>(&" << param
+           << "[i]) = " << value << ";\n    }\n";
+    }
+    body << "  }\n";
+  } else {
+    body << "  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;\n"
+         << "  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; "
+            "i < n;\n       i += stride) {\n";
+    for (Value output : outputs) {
+      Scope scope;
+      scope.indent = "      ";
+      const std::string type = cType(elementOf(output));
+      std::string value = writer.temp("v");
+      scope.line(type + " " + value + ";");
+      gatherElement(writer, output, "i", value, type, scope);
+      std::string param = writer.tensorParam(output, Role::Output);
+      const int64_t count = numElements(shapeOf(output));
+      // Outputs smaller than the space are guarded: one loop serves outputs of different sizes.
+      body << "    if (i < " << count << "ll) {\n"
+           << scope.text.str() << "      " << param << "[i] = " << value << ";\n    }\n";
+    }
+    body << "  }\n";
+  }
   writer.scalarParam("n", "i64", "elements");
   KernelLaunch launch;
   launch.elements = space;
+  launch.vectorWidth = static_cast<int>(width);
   std::string stem;
   for (Operation *op : group->ops) {
     std::string name = op->getName().stripDialect().str();
@@ -395,8 +483,9 @@ void Generator::copyKernel() {
       stem += (stem.empty() ? "" : "_") + name;
   }
   finish(writer, "copy", stem,
-         "out[i] = the element of the input that the data-movement chain maps to i (bits\n"
-         "copied unchanged). Memory: one read and one write per output element.",
+         std::string("out[i] = the element of the input that the data-movement chain maps to i "
+                     "(bits\ncopied unchanged). Memory: one read and one write per output ") +
+             (vectorise ? "element, in 16-byte packs." : "element."),
          body.str(), launch);
 }
 

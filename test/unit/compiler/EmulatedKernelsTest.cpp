@@ -8,7 +8,8 @@
 // in double. Softmax's row kernels (forward, causal or not, and gradient) and layer norm's
 // row kernels (forward, the gradient's statistics) and the gradient's two-stage column sums are
 // covered with row lengths that are not multiples of a warp, rows short enough for a warp each
-// and longer ones for a block each, more rows than a block covers, and several row chunks.
+// and longer ones for a block each, more rows than a block covers, and several row chunks; a
+// copy kernel of the attention head layout, moved in 16-byte packs.
 //
 // The host compiler ($CXX, else c++) runs once per kernel; the libraries live in a temporary
 // directory removed at the end.
@@ -557,5 +558,61 @@ INSTANTIATE_TEST_SUITE_P(Shapes, EmulatedSoftmax,
                                   std::to_string(info.param.keys) +
                                   (info.param.causal ? "_causal" : "");
                          });
+
+/// The attention head layout in miniature: w [2, 5, 48] split into three [2, 5, 16] pieces, the
+/// first viewed as [2, 5, 2, 8] and transposed to [2, 2, 5, 8] (heads before tokens), trained
+/// against an MSE target: the forward's copy kernel moves whole 16-byte packs.
+const char *kHeadLayoutModel = R"(
+graph.model @heads {
+  graph.param @w : tensor<2x5x48xf32> init #graph.normal<std = 1.0>
+  graph.input @t : tensor<2x2x5x8xf32>
+  func.func @forward() {
+    %w = graph.get_param @w : tensor<2x5x48xf32>
+    %t = graph.get_input @t : tensor<2x2x5x8xf32>
+    %q0, %k0, %v0 = graph.split %w axis 2 sizes [16, 16, 16] : tensor<2x5x48xf32>
+    %q1 = graph.reshape %q0 : tensor<2x5x16xf32> -> tensor<2x5x2x8xf32>
+    %q = graph.transpose %q1 [0, 2, 1, 3] : tensor<2x5x2x8xf32>
+    %l = graph.mse_loss %q, %t : tensor<2x2x5x8xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+)";
+
+TEST(EmulatedCopy, HeadLayoutCopyMovesPacksAndMatchesTheGather) {
+  const std::vector<GeneratedKernel> kernels = generateForText(kHeadLayoutModel, kPrecisions[2]);
+  const GeneratedKernel *copy = nullptr;
+  for (const GeneratedKernel &kernel : kernels)
+    if (kernel.kind == "copy" && kernel.function == "micro_step" && !copy)
+      for (const KernelParam &param : kernel.params)
+        if (param.value == "@w")
+          copy = &kernel;
+  ASSERT_NE(copy, nullptr);
+  // f32: 4 elements a pack.
+  EXPECT_EQ(copy->launch.vectorWidth, 4) << copy->source;
+  EXPECT_NE(copy->source.find("Pack<float, 4>"), std::string::npos) << copy->source;
+  TemporaryDirectory directory;
+  HostKernel kernel(*copy, directory.path);
+  ASSERT_TRUE(kernel.ok()) << kernel.error() << "\n" << copy->source;
+  Arguments arguments(*copy);
+  std::mt19937 generator(3);
+  const std::vector<double> w = fillRandom(arguments[arguments.bound("@w").name], "f32", generator);
+  kernel.run(copy->launch, arguments.bind());
+  size_t checked = 0;
+  for (const KernelParam &param : copy->params) {
+    if (param.role != KernelParam::Role::Output)
+      continue;
+    ASSERT_EQ(param.shape, (std::vector<int64_t>{2, 2, 5, 8})) << copy->source;
+    const std::vector<double> q = readAll(arguments[param.name], "f32", 160);
+    for (int b = 0; b < 2; ++b)
+      for (int h = 0; h < 2; ++h)
+        for (int t = 0; t < 5; ++t)
+          for (int d = 0; d < 8; ++d)
+            EXPECT_EQ(q[((b * 2 + h) * 5 + t) * 8 + d], w[(b * 5 + t) * 48 + h * 8 + d])
+                << "b " << b << " h " << h << " t " << t << " d " << d;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 1u) << copy->source;
+}
 
 } // namespace
