@@ -2,6 +2,7 @@
 
 #include "runtime/cuda/Device.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace ampc::cuda {
@@ -247,6 +248,29 @@ void Event::record() {
 void Event::synchronize() {
   checkDriver(device->api(), device->api().cuEventSynchronize(event), "cuEventSynchronize",
               "waiting for a timing event");
+}
+
+double measureCopyBandwidth(Device &device) {
+  // Up to 256 MiB each way, less when the GPU has less free (a copy of a few MiB already
+  // streams at full bandwidth).
+  uint64_t bytes = 256ull << 20;
+  while (bytes > (8ull << 20) && 2 * bytes + (64ull << 20) > device.memoryInfo().freeBytes)
+    bytes /= 2;
+  DeviceAllocation source = device.allocate(bytes, "the bandwidth probe's source");
+  DeviceAllocation target = device.allocate(bytes, "the bandwidth probe's target");
+  device.memsetAsync(source.pointer(), 0, bytes);
+  Event start(device), end(device);
+  double best = 0;
+  for (int run = 0; run < 6; ++run) {
+    start.record();
+    device.copyOnDeviceAsync(target.pointer(), source.pointer(), bytes);
+    end.record();
+    end.synchronize();
+    const double seconds = Event::elapsedMilliseconds(start, end) / 1e3;
+    if (run > 0 && seconds > 0) // the first copy warms up
+      best = std::max(best, 2.0 * static_cast<double>(bytes) / seconds);
+  }
+  return best;
 }
 
 float Event::elapsedMilliseconds(const Event &start, const Event &end) {

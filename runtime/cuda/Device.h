@@ -193,6 +193,12 @@ private:
   CUstream deviceStream = nullptr;
 };
 
+/// The device's memory bandwidth as a device-to-device copy reaches it, in bytes per second
+/// (read plus written): the best of 5 timed copies of up to 256 MiB, between two buffers
+/// allocated for it and freed after. The floor a memory-bound kernel is compared with
+/// (`--profile`); 0 when the copy could not be timed.
+double measureCopyBandwidth(Device &device);
+
 /// A CUDA event on the device's stream, for timing: record() two of them
 /// around some work, synchronize() the second, elapsedMilliseconds().
 class Event {

@@ -122,7 +122,7 @@ std::vector<ProfileRow> profileRows(const plan::Plan &plan, const std::vector<Gr
 }
 
 std::string formatProfile(const plan::Plan &plan, const std::vector<ProfileRow> &rows, size_t top,
-                          uint64_t profiledSteps, double stepMilliseconds) {
+                          uint64_t profiledSteps, double stepMilliseconds, double copyBandwidth) {
   double total = 0;
   for (const ProfileRow &row : rows)
     total += row.milliseconds;
@@ -133,10 +133,22 @@ std::string formatProfile(const plan::Plan &plan, const std::vector<ProfileRow> 
   if (stepMilliseconds >= 0)
     text += format(" (a step measured without profiling: %.2f ms)", stepMilliseconds);
   text += "\n";
+  const bool floor = copyBandwidth > 0;
+  if (floor)
+    text += "bandwidth floor: a device-to-device copy on this GPU moves " +
+            format("%.2f", copyBandwidth / 1e12) +
+            " TB/s (read + written); \"%floor\" is a memory-bound group's share of it\n";
+  // Variant indices: 1 = MatmulStep, 2 = AttentionStep; anything else is bound by memory.
+  auto boundBy = [&](const ProfileRow &row) {
+    const plan::DeviceFunction &program =
+        row.function == PlanFunction::MicroStep ? plan.device.microStep : plan.device.optimizerStep;
+    const plan::DeviceGroup &group = program.groups[row.firstGroup];
+    return hasStep(group, 2) ? 1 : hasStep(group, 1) ? 0 : 2;
+  };
   char line[512];
-  std::snprintf(line, sizeof(line), "%9s %6s  %-16s %-14s %4s %8s %6s %9s %7s  %s\n", "ms/step",
-                "share", "kind", "function", "n", "GB", "TB/s", "GFLOP", "TFLOP/s",
-                "where (call sites aside)");
+  std::snprintf(line, sizeof(line), "%9s %6s  %-16s %-14s %4s %8s %6s %s%9s %7s  %s\n", "ms/step",
+                "share", "kind", "function", "n", "GB", "TB/s", floor ? "%floor " : "", "GFLOP",
+                "TFLOP/s", "where (call sites aside)");
   text += line;
   for (size_t i = 0; i < rows.size() && i < top; ++i) {
     const ProfileRow &row = rows[i];
@@ -144,11 +156,16 @@ std::string formatProfile(const plan::Plan &plan, const std::vector<ProfileRow> 
     const std::string tflops = row.flops > 0 && seconds > 0
                                    ? format("%7.1f", row.flops / seconds / 1e12)
                                    : std::string(7 - 1, ' ') + "-";
-    std::snprintf(line, sizeof(line), "%9.3f %5.1f%%  %-16s %-14s %4zu %8.3f %6.2f %9.1f %s  %s\n",
+    std::string share;
+    if (floor)
+      share = boundBy(row) == 2 && seconds > 0
+                  ? format("%5.0f%% ", 100 * row.bytes / seconds / copyBandwidth)
+                  : std::string("     - ");
+    std::snprintf(line, sizeof(line), "%9.3f %5.1f%%  %-16s %-14s %4zu %8.3f %6.2f %s%9.1f %s  %s\n",
                   row.milliseconds, total > 0 ? 100 * row.milliseconds / total : 0.0,
                   row.kind.c_str(), planFunctionName(row.function), row.instances, row.bytes / 1e9,
-                  seconds > 0 ? row.bytes / seconds / 1e12 : 0.0, row.flops / 1e9, tflops.c_str(),
-                  row.locations.c_str());
+                  seconds > 0 ? row.bytes / seconds / 1e12 : 0.0, share.c_str(), row.flops / 1e9,
+                  tflops.c_str(), row.locations.c_str());
     text += line;
   }
   // Totals by what bounds a group: matmuls, attention, the rest (memory).
@@ -156,11 +173,7 @@ std::string formatProfile(const plan::Plan &plan, const std::vector<ProfileRow> 
   double ms[3] = {0, 0, 0}, flops[3] = {0, 0, 0}, bytes[3] = {0, 0, 0};
   size_t groups[3] = {0, 0, 0};
   for (const ProfileRow &row : rows) {
-    const plan::DeviceFunction &program =
-        row.function == PlanFunction::MicroStep ? plan.device.microStep : plan.device.optimizerStep;
-    const plan::DeviceGroup &group = program.groups[row.firstGroup];
-    // Variant indices: 1 = MatmulStep, 2 = AttentionStep.
-    const int which = hasStep(group, 2) ? 1 : hasStep(group, 1) ? 0 : 2;
+    const int which = boundBy(row);
     ms[which] += row.milliseconds;
     flops[which] += row.flops;
     bytes[which] += static_cast<double>(row.bytes);
@@ -176,8 +189,10 @@ std::string formatProfile(const plan::Plan &plan, const std::vector<ProfileRow> 
     if (i < 2 && seconds > 0)
       text += format(", %.1f TFLOP/s", flops[i] / seconds / 1e12);
     else if (seconds > 0)
-      text +=
-          format(", %.2f GB", bytes[i] / 1e9) + format(" at %.2f TB/s", bytes[i] / seconds / 1e12);
+      text += format(", %.2f GB", bytes[i] / 1e9) +
+              format(" at %.2f TB/s", bytes[i] / seconds / 1e12) +
+              (floor ? format(" (%.0f%% of the floor)", 100 * bytes[i] / seconds / copyBandwidth)
+                     : std::string());
     text += "\n";
   }
   return text;

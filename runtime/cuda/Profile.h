@@ -60,9 +60,12 @@ std::vector<ProfileRow> profileRows(const plan::Plan &plan, const std::vector<Gr
 /// The report: the top \p top rows with time, share of the profiled step,
 /// kind, GB moved, TB/s, GFLOP, TFLOP/s, instances and locations, then the
 /// totals. \p stepMilliseconds is the whole step's time measured without
-/// profiling (graphs), for comparison (negative: unknown).
+/// profiling (graphs), for comparison (negative: unknown). With
+/// \p copyBandwidth (bytes/s, measureCopyBandwidth; 0: unknown), every
+/// memory-bound row also says its share of that floor ("% floor").
 std::string formatProfile(const plan::Plan &plan, const std::vector<ProfileRow> &rows, size_t top,
-                          uint64_t profiledSteps, double stepMilliseconds);
+                          uint64_t profiledSteps, double stepMilliseconds,
+                          double copyBandwidth = 0);
 
 } // namespace ampc::cuda
 

@@ -104,11 +104,16 @@ public:
     return memory;
   }
   bool canProfile() const override { return true; }
-  void startProfiling() override { executor.setProfiling(true); }
+  void startProfiling() override {
+    // The floor memory-bound groups are reported against, measured before the profiled steps
+    // (eagerly, outside any graph).
+    copyBandwidth = cuda::measureCopyBandwidth(*gpu);
+    executor.setProfiling(true);
+  }
   std::string profileReport(size_t top, uint64_t steps, double stepMilliseconds) const override {
     const plan::Plan &plan = executor.plan();
     return cuda::formatProfile(plan, cuda::profileRows(plan, executor.groupTimes()), top, steps,
-                               stepMilliseconds);
+                               stepMilliseconds, copyBandwidth);
   }
 
 private:
@@ -118,6 +123,8 @@ private:
   // Data parallel: the communicator and the bucketed exchange over it.
   std::unique_ptr<cuda::NcclWorld> nccl;
   std::unique_ptr<cuda::GradientExchange> exchange;
+  /// measureCopyBandwidth's result when profiling started (0: not measured).
+  double copyBandwidth = 0;
   uint64_t localMicroSteps = 0, microStepsQueued = 0;
   /// plan::forwardGroupCount, computed on the first evaluateLoss.
   size_t forwardGroups = 0;

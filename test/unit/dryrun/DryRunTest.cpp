@@ -152,6 +152,26 @@ TEST(DryRunLifecycle, WeightsValidationAndMovingAverageOnTheCudaBackend) {
       << report.summary();
 }
 
+// --profile over the recording driver: the bandwidth probe (two allocations, a memset and
+// timed copies) and the eager, event-timed groups run, and the report comes out. (The
+// recording driver's events measure no time, so there is no floor line.)
+TEST(DryRunProfile, ProfilesTheTinyGptOverTheRecordingDriver) {
+  const ModelConfig config{"gpt/tiny", "bf16", false};
+  const std::string dir = std::string(AMPC_DRYRUN_WORK_DIR) + "/profile";
+  ::mkdir(AMPC_DRYRUN_WORK_DIR, 0755);
+  ::mkdir(dir.c_str(), 0755);
+  const std::string executable = dir + "/train";
+  std::string budget;
+  const test::CommandResult compiled = compileModel(config, executable, budget);
+  ASSERT_EQ(compiled.status, 0) << compiled.output;
+  const test::CommandResult run = runOverRecordingDriver(
+      executable, dir + "/trace.txt", dir + "/metrics.jsonl", "--profile=1 --profile-top 5");
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("profile of @tiny over 1 optimizer steps"), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("memory-bound groups"), std::string::npos) << run.output;
+}
+
 std::vector<ModelConfig> everyExample() {
   std::vector<ModelConfig> configs;
   for (const char *model : {"mlp/mlp", "gpt/tiny", "gpt/gpt10m", "gpt/gpt30m", "gpt/gpt124m"})

@@ -108,6 +108,19 @@ TEST(CudaProfile, RowsSumLayersPerOptimizerStep) {
   EXPECT_EQ(text.find("m.mlir:9:1"), std::string::npos) << text;
   EXPECT_NE(text.find("matmuls"), std::string::npos) << text;
   EXPECT_NE(text.find("memory-bound groups     2 groups"), std::string::npos) << text;
+  EXPECT_EQ(text.find("floor"), std::string::npos) << text;
+
+  // With the measured copy bandwidth, memory-bound rows say their share of it: the elementwise
+  // group moves 16384 bytes in 0.5 ms, a quarter of a 131.072 MB/s floor; the matmul row has no
+  // share.
+  const std::string floored = formatProfile(plan, rows, 3, 2, 6.5, 131.072e6);
+  EXPECT_NE(floored.find("bandwidth floor: a device-to-device copy on this GPU moves 0.00 TB/s"),
+            std::string::npos)
+      << floored;
+  EXPECT_NE(floored.find("%floor"), std::string::npos) << floored;
+  EXPECT_NE(floored.find("   25% "), std::string::npos) << floored;
+  EXPECT_NE(floored.find("     - "), std::string::npos) << floored;
+  EXPECT_NE(floored.find("of the floor)"), std::string::npos) << floored;
 }
 
 } // namespace
