@@ -69,6 +69,39 @@ struct Scope {
   void line(const std::string &statement) { text << indent << statement << "\n"; }
 };
 
+/// Who works on one row: a warp (rows up to kWarpRowLimit long; 8 rows per 256-thread block,
+/// the row statistics are warp shuffles, no barrier) or the whole block (longer rows; block
+/// sums through shared memory).
+struct RowSpan {
+  bool warp = true;
+  /// The first column a thread takes and the stride between its columns.
+  const char *first() const { return warp ? "lane" : "threadIdx.x"; }
+  const char *stride() const { return warp ? "32" : "blockDim.x"; }
+  /// The row's total of a per-thread partial, in every thread of the row.
+  std::string sum(const std::string &value) const {
+    return warp ? "warpSum(" + value + ")" : "blockSum(" + value + ", reduceScratch)";
+  }
+  std::string max(const std::string &value) const {
+    return warp ? "warpMax(" + value + ")" : "blockMax(" + value + ", reduceScratch)";
+  }
+  /// The one thread of the row that writes per-row values.
+  const char *leader() const { return warp ? "lane == 0" : "threadIdx.x == 0"; }
+};
+
+/// Emits `for (j ...) { const long long i = row * L + j; <body> }` with a fresh scope.
+/// The row's threads stride over its first `limit` elements; `j` is the column (what gamma
+/// and beta are indexed by) and `i = row * L + j` the flat element index, so every operand of
+/// the row is addressed as the contiguous slice [row * L, row * L + L).
+template <typename F>
+inline std::string rowLoop(const RowSpan &span, F body, const std::string &limit = "L") {
+  Scope scope;
+  scope.indent = "      ";
+  body(scope);
+  return std::string("    for (long long j = ") + span.first() + "; j < " + limit +
+         "; j += " + span.stride() + ") {\n      const long long i = row * L + j;\n" +
+         scope.text.str() + "    }\n";
+}
+
 class KernelWriter {
 public:
   KernelWriter(const llvm::DenseMap<Operation *, int> &opIndex,

@@ -253,8 +253,9 @@ void Event::synchronize() {
 double measureCopyBandwidth(Device &device) {
   // Up to 256 MiB each way, less when the GPU has less free (a copy of a few MiB already
   // streams at full bandwidth).
+  const uint64_t freeBytes = device.memoryInfo().freeBytes;
   uint64_t bytes = 256ull << 20;
-  while (bytes > (8ull << 20) && 2 * bytes + (64ull << 20) > device.memoryInfo().freeBytes)
+  while (bytes > (8ull << 20) && 2 * bytes + (64ull << 20) > freeBytes)
     bytes /= 2;
   DeviceAllocation source = device.allocate(bytes, "the bandwidth probe's source");
   DeviceAllocation target = device.allocate(bytes, "the bandwidth probe's target");

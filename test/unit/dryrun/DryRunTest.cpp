@@ -97,20 +97,28 @@ TEST_P(DryRun, TrainsOverTheRecordingDriverWithoutViolations) {
       << report.summary();
 }
 
+/// Compiles the tiny GPT (bf16) to \p dir/train, \p dir being folder \p name of the dry-run
+/// work folder; the compiler's output when it fails, else empty.
+std::string compileTinyGpt(const std::string &name, std::string &dir) {
+  dir = std::string(AMPC_DRYRUN_WORK_DIR) + "/" + name;
+  ::mkdir(AMPC_DRYRUN_WORK_DIR, 0755);
+  ::mkdir(dir.c_str(), 0755);
+  std::string budget;
+  const test::CommandResult compiled =
+      compileModel(ModelConfig{"gpt/tiny", "bf16", false}, dir + "/train", budget);
+  return compiled.status == 0 ? std::string()
+                              : "exit " + std::to_string(compiled.status) + ": " + compiled.output;
+}
+
 // The CUDA backend's side of a run's lifecycle: weights set from a file
 // (--init-from: parameters and their bf16 copies uploaded), read back every
 // step for the moving average and at the end (--export-weights), and the
 // validation loss from the micro step's forward groups alone (--val-data),
 // run eagerly between optimizer steps.
 TEST(DryRunLifecycle, WeightsValidationAndMovingAverageOnTheCudaBackend) {
-  const ModelConfig config{"gpt/tiny", "bf16", false};
-  const std::string dir = std::string(AMPC_DRYRUN_WORK_DIR) + "/lifecycle";
-  ::mkdir(AMPC_DRYRUN_WORK_DIR, 0755);
-  ::mkdir(dir.c_str(), 0755);
+  std::string dir;
+  ASSERT_EQ(compileTinyGpt("lifecycle", dir), "");
   const std::string executable = dir + "/train";
-  std::string budget;
-  const test::CommandResult compiled = compileModel(config, executable, budget);
-  ASSERT_EQ(compiled.status, 0) << compiled.output;
   const plan::Plan plan = train::readEmbeddedPlan(executable);
   // Weights to start from, written by a CPU run; held-out tokens.
   const test::CommandResult cpu =
@@ -156,14 +164,9 @@ TEST(DryRunLifecycle, WeightsValidationAndMovingAverageOnTheCudaBackend) {
 // timed copies) and the eager, event-timed groups run, and the report comes out. (The
 // recording driver's events measure no time, so there is no floor line.)
 TEST(DryRunProfile, ProfilesTheTinyGptOverTheRecordingDriver) {
-  const ModelConfig config{"gpt/tiny", "bf16", false};
-  const std::string dir = std::string(AMPC_DRYRUN_WORK_DIR) + "/profile";
-  ::mkdir(AMPC_DRYRUN_WORK_DIR, 0755);
-  ::mkdir(dir.c_str(), 0755);
+  std::string dir;
+  ASSERT_EQ(compileTinyGpt("profile", dir), "");
   const std::string executable = dir + "/train";
-  std::string budget;
-  const test::CommandResult compiled = compileModel(config, executable, budget);
-  ASSERT_EQ(compiled.status, 0) << compiled.output;
   const test::CommandResult run = runOverRecordingDriver(
       executable, dir + "/trace.txt", dir + "/metrics.jsonl", "--profile=1 --profile-top 5");
   ASSERT_EQ(run.status, 0) << run.output;

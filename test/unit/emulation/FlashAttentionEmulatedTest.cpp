@@ -14,7 +14,6 @@
 #include "runtime/cuda/device/FlashAttentionMma.cuh"
 
 #include "../runtime/AttentionReference.h"
-#include "runtime/cpu/Kernels.h"
 
 #include <gtest/gtest.h>
 
@@ -66,10 +65,9 @@ void runKernels(Buffers &b, int queries, int keys, float scale) {
   namespace f = ampc::flash;
   const int rowsPerBlock = kMma ? f::kMmaBlockRows : f::kRowsPerBlock;
   const Dim3 block{f::kThreads, 1, 1};
-  const Dim3 queryGrid{static_cast<unsigned>((queries + rowsPerBlock - 1) / rowsPerBlock),
-                       kSlices, 1};
-  const Dim3 keyGrid{static_cast<unsigned>((keys + rowsPerBlock - 1) / rowsPerBlock), kSlices,
-                     1};
+  const Dim3 queryGrid{static_cast<unsigned>((queries + rowsPerBlock - 1) / rowsPerBlock), kSlices,
+                       1};
+  const Dim3 keyGrid{static_cast<unsigned>((keys + rowsPerBlock - 1) / rowsPerBlock), kSlices, 1};
   const auto *q = in<E>(b.q), *k = in<E>(b.k), *v = in<E>(b.v), *dO = in<E>(b.dO);
   auto *o = out<E>(b.o), *dq = out<E>(b.dq), *dk = out<E>(b.dk), *dv = out<E>(b.dv);
   float *lse = b.lse.data(), *delta = b.delta.data();
@@ -80,23 +78,21 @@ void runKernels(Buffers &b, int queries, int keys, float scale) {
       f::flashAttentionForward<E, D, kCausal>(q, k, v, o, lse, queries, keys, scale);
   });
   const long long rows = static_cast<long long>(kSlices) * queries;
-  ampc::emu::launch(Dim3{static_cast<unsigned>((rows + 3) / 4), 1, 1}, block, [&] {
-    f::flashAttentionBackwardDelta<E, D>(o, dO, delta, rows);
-  });
+  ampc::emu::launch(Dim3{static_cast<unsigned>((rows + 3) / 4), 1, 1}, block,
+                    [&] { f::flashAttentionBackwardDelta<E, D>(o, dO, delta, rows); });
   ampc::emu::launch(queryGrid, block, [&] {
     if constexpr (kMma)
       f::mmaAttentionBackwardDq<E, D, kCausal>(q, k, v, dO, lse, delta, dq, queries, keys, scale);
     else
-      f::flashAttentionBackwardDq<E, D, kCausal>(q, k, v, dO, lse, delta, dq, queries, keys,
-                                                 scale);
+      f::flashAttentionBackwardDq<E, D, kCausal>(q, k, v, dO, lse, delta, dq, queries, keys, scale);
   });
   ampc::emu::launch(keyGrid, block, [&] {
     if constexpr (kMma)
       f::mmaAttentionBackwardDkDv<E, D, kCausal>(q, k, v, dO, lse, delta, dk, dv, queries, keys,
                                                  scale);
     else
-      f::flashAttentionBackwardDkDv<E, D, kCausal>(q, k, v, dO, lse, delta, dk, dv, queries,
-                                                   keys, scale);
+      f::flashAttentionBackwardDkDv<E, D, kCausal>(q, k, v, dO, lse, delta, dk, dv, queries, keys,
+                                                   scale);
   });
 }
 
@@ -160,37 +156,31 @@ TEST_P(FlashAttentionEmulated, ForwardAndBackwardMatchTheCpuReference) {
   b.delta.assign(static_cast<size_t>(kSlices) * T, NAN);
   dispatch(c, b, static_cast<float>(scale));
 
-  std::vector<double> oRef(qCount), dqRef(qCount), dkRef(kCount), dvRef(kCount);
-  ampc::cpu::kernels::attention<double>(q.data(), k.data(), v.data(), kSlices, T, S, D, D, scale,
-                                        c.causal, oRef.data());
-  ampc::cpu::kernels::attentionGrad<double>(q.data(), k.data(), v.data(), dy.data(), kSlices, T, S,
-                                            D, D, scale, c.causal, dqRef.data(), dkRef.data(),
-                                            dvRef.data());
-  const std::vector<double> lseRef = referenceLse(q, k, kSlices, T, S, D, scale, c.causal);
+  const AttentionExpected expected =
+      referenceAttention(q, k, v, dy, kSlices, T, S, D, scale, c.causal);
   const std::vector<double> lse(b.lse.begin(), b.lse.end());
 
   const double tolerance = c.storage == Storage::F32 ? 1e-4 : 2e-2;
-  EXPECT_LT(relativeError(decode(b.o, c.storage), oRef), tolerance) << "o";
-  EXPECT_LT(relativeError(lse, lseRef), 1e-5) << "lse";
-  EXPECT_LT(relativeError(decode(b.dq, c.storage), dqRef), tolerance) << "dq";
-  EXPECT_LT(relativeError(decode(b.dk, c.storage), dkRef), tolerance) << "dk";
-  EXPECT_LT(relativeError(decode(b.dv, c.storage), dvRef), tolerance) << "dv";
+  EXPECT_LT(relativeError(decode(b.o, c.storage), expected.o), tolerance) << "o";
+  EXPECT_LT(relativeError(lse, expected.lse), 1e-5) << "lse";
+  EXPECT_LT(relativeError(decode(b.dq, c.storage), expected.dq), tolerance) << "dq";
+  EXPECT_LT(relativeError(decode(b.dk, c.storage), expected.dk), tolerance) << "dk";
+  EXPECT_LT(relativeError(decode(b.dv, c.storage), expected.dv), tolerance) << "dv";
 }
 
 // The tensor-core kernels in every head dim, both masks, one and several tiles per slice; the
 // fp32-FMA kernels (the only ones for f32 storage) as the GPU test runs them.
-INSTANTIATE_TEST_SUITE_P(
-    TensorCores, FlashAttentionEmulated,
-    ::testing::Values(Case{Storage::Bf16, true, 64, false, 70, 70},
-                      Case{Storage::Bf16, true, 64, true, 37, 70},
-                      Case{Storage::Bf16, true, 64, true, 130, 130},
-                      Case{Storage::F16, true, 64, false, 70, 70},
-                      Case{Storage::F16, true, 64, true, 37, 70},
-                      Case{Storage::Bf16, true, 128, true, 100, 100},
-                      Case{Storage::F16, true, 128, false, 40, 90},
-                      Case{Storage::Bf16, true, 32, true, 70, 70},
-                      Case{Storage::F16, true, 16, false, 33, 20}),
-    caseName);
+INSTANTIATE_TEST_SUITE_P(TensorCores, FlashAttentionEmulated,
+                         ::testing::Values(Case{Storage::Bf16, true, 64, false, 70, 70},
+                                           Case{Storage::Bf16, true, 64, true, 37, 70},
+                                           Case{Storage::Bf16, true, 64, true, 130, 130},
+                                           Case{Storage::F16, true, 64, false, 70, 70},
+                                           Case{Storage::F16, true, 64, true, 37, 70},
+                                           Case{Storage::Bf16, true, 128, true, 100, 100},
+                                           Case{Storage::F16, true, 128, false, 40, 90},
+                                           Case{Storage::Bf16, true, 32, true, 70, 70},
+                                           Case{Storage::F16, true, 16, false, 33, 20}),
+                         caseName);
 INSTANTIATE_TEST_SUITE_P(Fma, FlashAttentionEmulated,
                          ::testing::Values(Case{Storage::F32, false, 64, false, 70, 70},
                                            Case{Storage::F32, false, 64, true, 37, 70},

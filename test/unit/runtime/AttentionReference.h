@@ -3,7 +3,8 @@
 // What the flash-attention kernel tests share, whether the kernels run on a GPU
 // (FlashAttentionGpuTest) or in the device emulator (FlashAttentionEmulatedTest): element
 // encodings, random inputs already rounded to the storage type, the relative-norm error, and
-// the log-sum-exp reference (o, dq, dk, dv come from the CPU backend's kernels in double), and
+// the expected outputs (o, dq, dk, dv from the CPU backend's kernels in double, and the
+// log-sum-exp), and
 // where the GPU binaries find the kernel headers.
 //
 //===----------------------------------------------------------------------===//
@@ -11,19 +12,20 @@
 #ifndef AMPC_TEST_UNIT_RUNTIME_ATTENTIONREFERENCE_H
 #define AMPC_TEST_UNIT_RUNTIME_ATTENTIONREFERENCE_H
 
+#include "runtime/cpu/Kernels.h"
 #include "runtime/numerics/Float16.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
-#include <string>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace ampc::test {
@@ -125,6 +127,33 @@ inline std::vector<double> referenceLse(const std::vector<double> &q, const std:
       lse[static_cast<size_t>(bh) * queries + t] = maximum + std::log(sum);
     }
   return lse;
+}
+
+/// What attention and its gradient must give for one set of inputs.
+struct AttentionExpected {
+  std::vector<double> o, lse, dq, dk, dv;
+};
+
+/// The CPU backend's attention and attention gradient in double (and referenceLse) for
+/// \p slices slices of q, dy [T, D] and k, v [S, D]: the reference every kernel test compares
+/// with.
+inline AttentionExpected referenceAttention(const std::vector<double> &q,
+                                            const std::vector<double> &k,
+                                            const std::vector<double> &v,
+                                            const std::vector<double> &dy, int slices, int queries,
+                                            int keys, int headDim, double scale, bool causal) {
+  AttentionExpected expected;
+  expected.o.resize(q.size());
+  expected.dq.resize(q.size());
+  expected.dk.resize(k.size());
+  expected.dv.resize(k.size());
+  cpu::kernels::attention<double>(q.data(), k.data(), v.data(), slices, queries, keys, headDim,
+                                  headDim, scale, causal, expected.o.data());
+  cpu::kernels::attentionGrad<double>(q.data(), k.data(), v.data(), dy.data(), slices, queries,
+                                      keys, headDim, headDim, scale, causal, expected.dq.data(),
+                                      expected.dk.data(), expected.dv.data());
+  expected.lse = referenceLse(q, k, slices, queries, keys, headDim, scale, causal);
+  return expected;
 }
 
 /// Where the GPU binaries find the device headers they compile with NVRTC:

@@ -19,7 +19,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "AttentionReference.h"
-#include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/Nvrtc.h"
 #include "runtime/numerics/Float16.h"
 
@@ -136,8 +135,8 @@ struct Case {
 
 std::string caseName(const ::testing::TestParamInfo<Case> &info) {
   return std::string(storageName(info.param.storage)) + (info.param.tensorCores ? "_mma" : "") +
-         (info.param.causal ? "_causal_T" : "_T") +
-         std::to_string(info.param.queries) + "_S" + std::to_string(info.param.keys);
+         (info.param.causal ? "_causal_T" : "_T") + std::to_string(info.param.queries) + "_S" +
+         std::to_string(info.param.keys);
 }
 
 class FlashAttentionGpu : public ::testing::TestWithParam<Case> {
@@ -356,37 +355,31 @@ TEST_P(FlashAttentionGpu, ForwardAndBackwardMatchTheCpuReference) {
   CU_ASSERT(cu.ctxSynchronize());
 
   // The reference, in double on the same rounded inputs.
-  std::vector<double> oRef(qCount), dqRef(qCount), dkRef(kCount), dvRef(kCount);
-  ampc::cpu::kernels::attention<double>(q.data(), k.data(), v.data(), kSlices, T, S, D, D, scale,
-                                        c.causal, oRef.data());
-  ampc::cpu::kernels::attentionGrad<double>(q.data(), k.data(), v.data(), dy.data(), kSlices, T, S,
-                                            D, D, scale, c.causal, dqRef.data(), dkRef.data(),
-                                            dvRef.data());
-  const std::vector<double> lseRef = referenceLse(q, k, kSlices, T, S, D, scale, c.causal);
+  const AttentionExpected expected =
+      referenceAttention(q, k, v, dy, kSlices, T, S, D, scale, c.causal);
 
   // bf16 / f16 storage rounds every output (and o, which feeds delta) to 8
   // or 11 significant bits; f32 storage leaves only fp32 arithmetic.
   const double tolerance = c.storage == Storage::F32 ? 1e-4 : 2e-2;
-  EXPECT_LT(relativeError(decode(download(oBuf), c.storage), oRef), tolerance) << "o";
-  EXPECT_LT(relativeError(downloadFloats(lseBuf), lseRef), 1e-5) << "lse";
-  EXPECT_LT(relativeError(decode(download(dqBuf), c.storage), dqRef), tolerance) << "dq";
-  EXPECT_LT(relativeError(decode(download(dkBuf), c.storage), dkRef), tolerance) << "dk";
-  EXPECT_LT(relativeError(decode(download(dvBuf), c.storage), dvRef), tolerance) << "dv";
+  EXPECT_LT(relativeError(decode(download(oBuf), c.storage), expected.o), tolerance) << "o";
+  EXPECT_LT(relativeError(downloadFloats(lseBuf), expected.lse), 1e-5) << "lse";
+  EXPECT_LT(relativeError(decode(download(dqBuf), c.storage), expected.dq), tolerance) << "dq";
+  EXPECT_LT(relativeError(decode(download(dkBuf), c.storage), expected.dk), tolerance) << "dk";
+  EXPECT_LT(relativeError(decode(download(dvBuf), c.storage), expected.dv), tolerance) << "dv";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Cases, FlashAttentionGpu,
-    ::testing::Values(Case{Storage::Bf16, false, false, 70, 70},
-                      Case{Storage::Bf16, false, true, 37, 70},
-                      Case{Storage::F16, false, false, 70, 70},
-                      Case{Storage::F16, false, true, 37, 70},
-                      Case{Storage::F32, false, false, 70, 70},
-                      Case{Storage::F32, false, true, 37, 70},
-                      Case{Storage::Bf16, true, false, 70, 70},
-                      Case{Storage::Bf16, true, true, 37, 70},
-                      Case{Storage::Bf16, true, true, 200, 200},
-                      Case{Storage::F16, true, false, 70, 70},
-                      Case{Storage::F16, true, true, 37, 70}),
-    caseName);
+INSTANTIATE_TEST_SUITE_P(Cases, FlashAttentionGpu,
+                         ::testing::Values(Case{Storage::Bf16, false, false, 70, 70},
+                                           Case{Storage::Bf16, false, true, 37, 70},
+                                           Case{Storage::F16, false, false, 70, 70},
+                                           Case{Storage::F16, false, true, 37, 70},
+                                           Case{Storage::F32, false, false, 70, 70},
+                                           Case{Storage::F32, false, true, 37, 70},
+                                           Case{Storage::Bf16, true, false, 70, 70},
+                                           Case{Storage::Bf16, true, true, 37, 70},
+                                           Case{Storage::Bf16, true, true, 200, 200},
+                                           Case{Storage::F16, true, false, 70, 70},
+                                           Case{Storage::F16, true, true, 37, 70}),
+                         caseName);
 
 } // namespace

@@ -1,0 +1,450 @@
+//===- CudaCodegenRows.cpp - Row kernels and two-stage column sums --------===//
+//
+// The row kernels of norms, softmax and their gradients (a warp per row, or a block for long
+// rows), and column sums in two stages (the norm gradients' dgamma/dbeta here; the bias
+// gradients and leading-axis sums of reduceKernel call the same columnSumKernels).
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/cuda/KernelGenerator.h"
+
+#include <algorithm>
+#include <sstream>
+
+using namespace mlir;
+using namespace ampc::graph;
+
+namespace ampc {
+namespace cudagen {
+
+//===----------------------------------------------------------------------===//
+// Row kernels: norms, softmax and their gradients (one warp or one block per row)
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Rows up to this long get a warp each (each lane then takes at most 64 elements a pass).
+constexpr int64_t kWarpRowLimit = 2048;
+/// Threads of a warp-per-row kernel's block: 8 warps, 8 rows.
+constexpr int kWarpRowBlock = 256;
+
+/// Emits the layer-norm statistics of the current row: `mean` and `rstd` = 1 / sqrt(var + eps),
+/// the biased variance taken around the mean in a second pass (f32 block sums).
+std::string layerNormStatistics(const RowSpan &span, KernelWriter &writer, Value input,
+                                const std::string &eps) {
+  // Two passes (sum, then sum of squared deviations) rather than E[x^2] - E[x]^2: the CPU
+  // backend computes the variance around the mean, and the one-pass form loses precision to
+  // cancellation when |mean| is large against the deviation.
+  // One statement per loop: the element reads name their temporaries in emission order.
+  std::string text = "    float sum = 0.0f;\n";
+  text += rowLoop(span, [&](Scope &s) { s.line("sum += " + writer.element(input, "i", s) + ";"); });
+  // The row sum combines the threads' partial sums and hands every thread of the row the
+  // total, so all of them can use the statistic in the next loop.
+  text += "    const float mean = " + span.sum("sum") + " / static_cast<float>(L);\n" +
+          "    float squares = 0.0f;\n";
+  text += rowLoop(span, [&](Scope &s) {
+    s.line("const float centred = " + writer.element(input, "i", s) + " - mean;");
+    s.line("squares += centred * centred;");
+  });
+  text += "    const float rstd = 1.0f / sqrtf(" + span.sum("squares") +
+          " / static_cast<float>(L) + " + eps + ");\n";
+  return text;
+}
+
+/// Emits the RMS-norm statistic of the current row: `r` = 1 / sqrt(mean(x^2) + eps).
+std::string rmsNormStatistic(const RowSpan &span, KernelWriter &writer, Value input,
+                             const std::string &eps) {
+  std::string text = "    float squares = 0.0f;\n";
+  text += rowLoop(span, [&](Scope &s) {
+    std::string xv = writer.element(input, "i", s);
+    s.line("squares += " + xv + " * " + xv + ";");
+  });
+  text += "    const float r = 1.0f / sqrtf(" + span.sum("squares") +
+          " / static_cast<float>(L) + " + eps + ");\n";
+  return text;
+}
+
+} // namespace
+
+/// Emits the row kernel of a norm, a softmax or one of their gradients (a warp per row, or a
+/// block per row for rows longer than kWarpRowLimit), with the group's fused elementwise
+/// producers (read through `writer.element`) and consumers (stored from the anchor's bound
+/// result). The row is the last axis; every kernel reads its row once per pass and relies on
+/// L1/L2 to keep it resident between passes.
+void Generator::rowKernel(Operation *anchor) {
+  KernelWriter writer(opIndex, members);
+  Value input = anchor->getOperand(0);
+  const Shape shape = shapeOf(input);
+  const int64_t length = shape.empty() ? 1 : shape.back();
+  // Everything before the last axis is flattened into rows; an empty shape (scalar) is one row of
+  // one.
+  const int64_t rows = numElements(shape) / std::max<int64_t>(length, 1);
+  RowSpan span;
+  span.warp = length <= kWarpRowLimit;
+  Value primary = anchor->getResult(0);
+  // Outputs computed in row space (those of a norm gradient's dgamma/dbeta come later).
+  std::vector<Value> outputs;
+  for (Value output : groupOutputs(writer)) {
+    bool columns = false;
+    for (unsigned r = 1; r < anchor->getNumResults(); ++r)
+      columns = columns || writer.dependsOn(output, anchor->getResult(r));
+    if (!columns)
+      outputs.push_back(output);
+  }
+  // Each row-space output is recomputed from the bound anchor value at element i and stored.
+  auto storeOutputs = [&](Scope &scope) {
+    for (Value output : outputs)
+      writer.store(output, "i", writer.element(output, "i", scope), scope);
+  };
+  const std::string resultType = cType(elementOf(primary));
+  // The anchor's value is rounded to its reduced type where the unfused op would have stored
+  // it, so fused consumers see exactly what the CPU reference reads back.
+  auto rounded = [&](const std::string &expression) {
+    return isReducedFloat(elementOf(primary)) ? "roundAs<" + resultType + ">(" + expression + ")"
+                                              : expression;
+  };
+  std::ostringstream body;
+  std::string math, stem;
+  std::string statsScratch;
+  // The norm gradients leave two floats per row for the column kernel: (mean, rstd) for layer
+  // norm, (0, r) for RMS norm, so that kernel computes xhat = (x - s0) * s1 for both.
+  if (llvm::isa<LayerNormGradOp, RmsNormGradOp>(anchor))
+    statsScratch = writer.scratchParam("rowStats", {rows, 2});
+
+  if (span.warp) {
+    // Warp w of block b takes rows 8 b + w, then strides by the grid's warps, so a grid smaller
+    // than the row count still covers them all. A warp's lanes never wait for other warps.
+    body << "  const int lane = threadIdx.x % 32;\n"
+         << "  const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x / 32);\n"
+         << "  for (long long row = static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + "
+            "threadIdx.x / 32; row < rows; row += warps) {\n";
+  } else {
+    // reduceScratch holds one partial per warp: 32 warps is the most a 1024-thread block has.
+    // Blocks stride over rows, so a grid smaller than the row count still covers them all.
+    body << "  __shared__ float reduceScratch[32];\n"
+         << "  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n";
+  }
+  if (auto norm = llvm::dyn_cast<LayerNormOp>(anchor)) {
+    stem = "layernorm";
+    const std::string eps = floatLiteral(norm.getEpsilon().convertToDouble());
+    // Layer norm: three passes over the row (sum, squared deviations, normalise), gamma and beta
+    // indexed by the column j since they have the row's length.
+    math = "y = (x - mean) * rstd * gamma + beta per row of L, mean and biased variance in f32\n"
+           "(two passes), rstd = 1 / sqrt(var + eps); then the fused consumers of y.\n"
+           "Memory: x read three times (the row stays in L1/L2), gamma/beta, outputs written "
+           "once.";
+    std::string x;
+    body << layerNormStatistics(span, writer, input, eps) << rowLoop(span, [&](Scope &s) {
+      std::string xv = writer.element(input, "i", s);
+      std::string g = writer.element(norm.getGamma(), "j", s);
+      std::string b = writer.element(norm.getBeta(), "j", s);
+      s.line("const float y = " + rounded("(" + xv + " - mean) * rstd * " + g + " + " + b) + ";");
+      KernelWriter::bind(s, primary, "i", "y");
+      storeOutputs(s);
+    });
+  } else if (auto norm = llvm::dyn_cast<RmsNormOp>(anchor)) {
+    stem = "rmsnorm";
+    const std::string eps = floatLiteral(norm.getEpsilon().convertToDouble());
+    // RMS norm: one statistic pass (sum of squares), then the scaled row; no centring, no beta.
+    math = "y = x * r * gamma per row of L, r = 1 / sqrt(mean(x^2) + eps) in f32; then the\n"
+           "fused consumers of y. Memory: x read twice, outputs written once.";
+    body << rmsNormStatistic(span, writer, input, eps) << rowLoop(span, [&](Scope &s) {
+      std::string xv = writer.element(input, "i", s);
+      std::string g = writer.element(norm.getGamma(), "j", s);
+      s.line("const float y = " + rounded(xv + " * r * " + g) + ";");
+      KernelWriter::bind(s, primary, "i", "y");
+      storeOutputs(s);
+    });
+  } else if (auto softmax = llvm::dyn_cast<SoftmaxOp>(anchor)) {
+    // Softmax, the numerically stable form: subtract the row maximum before exp so no term
+    // overflows. The causal form masks key j > i + (S - T) of query row i (T queries, S = L
+    // keys, the queries aligned with the last T keys); masked entries take no part in the
+    // statistics and are written as 0.
+    stem = softmax.getCausal() ? "softmax_causal" : "softmax";
+    math = "y = exp(x - max) / sum(exp(x - max)) over the row's first `valid` entries, 0\n"
+           "beyond (causal: valid = i + 1 + S - T for query row i); f32 statistics.\n"
+           "Memory: x read three times, y written once.";
+    if (softmax.getCausal()) {
+      // row % T is the query index within the row's [T, S] attention block.
+      const int64_t queries = shape[shape.size() - 2];
+      body << "    // Causal: row i of each [T, S] block sees keys j <= i + (S - T).\n"
+           << "    const long long valid = min(L, row % " << queries << "ll + 1 + (L - " << queries
+           << "ll));\n";
+    } else {
+      body << "    const long long valid = L;\n";
+    }
+    // 0x7f800000 is +inf's bit pattern: the maximum starts at -inf.
+    body << "    float maximum = -__int_as_float(0x7f800000);\n"
+         << rowLoop(
+                span,
+                [&](Scope &s) {
+                  std::string xv = writer.element(input, "i", s);
+                  s.line("maximum = maximum < " + xv + " ? " + xv + " : maximum;");
+                },
+                "valid")
+         << "    maximum = " << span.max("maximum") << ";\n"
+         << "    // A row of -inf subtracts 0 instead, giving NaN as the CPU backend does.\n"
+         << "    if (maximum == -__int_as_float(0x7f800000)) maximum = 0.0f;\n"
+         << "    float total = 0.0f;\n"
+         << rowLoop(
+                span,
+                [&](Scope &s) {
+                  s.line("total += expf(" + writer.element(input, "i", s) + " - maximum);");
+                },
+                "valid")
+         << "    total = " << span.sum("total") << ";\n"
+         << rowLoop(span, [&](Scope &s) {
+              std::string xv = writer.element(input, "i", s);
+              s.line("const float y = " +
+                     rounded("j < valid ? expf(" + xv + " - maximum) / total : 0.0f") + ";");
+              KernelWriter::bind(s, primary, "i", "y");
+              storeOutputs(s);
+            });
+  } else if (auto grad = llvm::dyn_cast<SoftmaxGradOp>(anchor)) {
+    // Softmax gradient from its output y: dx = y * (dy - <dy, y>), one dot product per row
+    // (a block sum), then the elementwise pass.
+    stem = "softmax_grad";
+    math = "dx = y * (dy - sum(dy * y)) per row, the sum in f32.\n"
+           "Memory: y and dy read twice, dx written once.";
+    body << "    float dot = 0.0f;\n"
+         << rowLoop(span,
+                    [&](Scope &s) {
+                      s.line("dot += " + writer.element(grad.getGrad(), "i", s) + " * " +
+                             writer.element(grad.getResultValue(), "i", s) + ";");
+                    })
+         << "    dot = " << span.sum("dot") << ";\n"
+         << rowLoop(span, [&](Scope &s) {
+              std::string y = writer.element(grad.getResultValue(), "i", s);
+              std::string dy = writer.element(grad.getGrad(), "i", s);
+              s.line("const float dx = " + rounded(y + " * (" + dy + " - dot)") + ";");
+              KernelWriter::bind(s, primary, "i", "dx");
+              storeOutputs(s);
+            });
+  } else if (auto grad = llvm::dyn_cast<LayerNormGradOp>(anchor)) {
+    // Layer-norm gradient: recompute mean and rstd (cheaper than storing them in the forward),
+    // save them for the column kernel, take the two row means of g = dy * gamma and of g * xhat,
+    // then dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
+    stem = "layernorm_grad";
+    const std::string eps = floatLiteral(grad.getEpsilon().convertToDouble());
+    math = "Per row: mean, rstd as the forward; g = dy * gamma, xhat = (x - mean) * rstd;\n"
+           "dx = rstd * (g - mean(g) - xhat * mean(g * xhat)); then the fused consumers of dx.\n"
+           "Row statistics (mean, rstd) go to rowStats for the dgamma/dbeta column kernel.\n"
+           "Memory: x read four times and dy twice per row (L1/L2-resident), dx written once.";
+    body << layerNormStatistics(span, writer, input, eps)
+         // One thread per row writes the statistics; every thread of the row has the same
+         // values after the row sums.
+         << "    if (" << span.leader() << ") {\n      rowStats[2 * row] = mean;\n"
+         << "      rowStats[2 * row + 1] = rstd;\n    }\n"
+         << "    float sumG = 0.0f, sumGXhat = 0.0f;\n"
+         << rowLoop(span,
+                    [&](Scope &s) {
+                      std::string xv = writer.element(input, "i", s);
+                      std::string dy = writer.element(grad.getGrad(), "i", s);
+                      std::string g = writer.element(grad.getGamma(), "j", s);
+                      s.line("const float gj = " + dy + " * " + g + ";");
+                      s.line("sumG += gj;");
+                      s.line("sumGXhat += gj * ((" + xv + " - mean) * rstd);");
+                    })
+         << "    const float meanG = " << span.sum("sumG") << " / static_cast<float>(L);\n"
+         << "    const float meanGXhat = " << span.sum("sumGXhat") << " / static_cast<float>(L);\n"
+         << rowLoop(span, [&](Scope &s) {
+              std::string xv = writer.element(input, "i", s);
+              std::string dy = writer.element(grad.getGrad(), "i", s);
+              std::string g = writer.element(grad.getGamma(), "j", s);
+              s.line("const float xhat = (" + xv + " - mean) * rstd;");
+              s.line("const float dx = " +
+                     rounded("rstd * (" + dy + " * " + g + " - meanG - xhat * meanGXhat)") + ";");
+              KernelWriter::bind(s, primary, "i", "dx");
+              storeOutputs(s);
+            });
+  } else if (auto grad = llvm::dyn_cast<RmsNormGradOp>(anchor)) {
+    // RMS-norm gradient: with y = x * r * gamma and r = (mean(x^2) + eps)^-1/2,
+    // dx = r * g - x * r^3 * mean(g * x), g = dy * gamma; one statistic pass, one dot pass.
+    stem = "rmsnorm_grad";
+    const std::string eps = floatLiteral(grad.getEpsilon().convertToDouble());
+    math = "Per row: r = 1 / sqrt(mean(x^2) + eps), g = dy * gamma;\n"
+           "dx = r * g - x * r^3 * mean(g * x); then the fused consumers of dx. r goes to\n"
+           "rowStats for the dgamma column kernel. Memory: x read three times, dy twice.";
+    body << rmsNormStatistic(span, writer, input, eps)
+         // A zero "mean" makes the column kernel's xhat = x * r, RMS norm's normalised input.
+         << "    if (" << span.leader() << ") {\n      rowStats[2 * row] = 0.0f;\n"
+         << "      rowStats[2 * row + 1] = r;\n    }\n"
+         << "    float sumGX = 0.0f;\n"
+         << rowLoop(span,
+                    [&](Scope &s) {
+                      std::string xv = writer.element(input, "i", s);
+                      std::string dy = writer.element(grad.getGrad(), "i", s);
+                      std::string g = writer.element(grad.getGamma(), "j", s);
+                      s.line("sumGX += " + dy + " * " + g + " * " + xv + ";");
+                    })
+         << "    const float meanGX = " << span.sum("sumGX") << " / static_cast<float>(L);\n"
+         << rowLoop(span, [&](Scope &s) {
+              std::string xv = writer.element(input, "i", s);
+              std::string dy = writer.element(grad.getGrad(), "i", s);
+              std::string g = writer.element(grad.getGamma(), "j", s);
+              s.line("const float dx = " +
+                     rounded("r * (" + dy + " * " + g + ") - " + xv + " * r * r * r * meanGX") +
+                     ";");
+              KernelWriter::bind(s, primary, "i", "dx");
+              storeOutputs(s);
+            });
+  }
+  body << "  }\n";
+  writer.scalarParam("rows", "i64", "rows");
+  writer.scalarParam("L", "i64", "row_length");
+  KernelLaunch launch;
+  launch.space = KernelLaunch::Space::Rows;
+  launch.rows = rows;
+  launch.rowLength = length;
+  // The block size is compiled into __launch_bounds__. A warp per row: 8 rows per block of 256;
+  // a block per row: 1024 threads serve every longer row.
+  launch.blockSize = span.warp ? kWarpRowBlock : 1024;
+  launch.rowsPerBlock = span.warp ? kWarpRowBlock / 32 : 1;
+  finish(writer, "reduction", stem, math, body.str(), launch);
+}
+
+/// Blocks the first stage of a column sum aims at: about 8 per multiprocessor of an H100 (132),
+/// so that reading the rows keeps the memory system busy even when L is a few hundred columns.
+constexpr int64_t kColumnSumBlocks = 1024;
+
+/// Column sums over a [rows, L] iteration space, in two kernels. One block per 32 columns (the
+/// whole sum in one block) left most of the GPU idle when L is a few hundred (24 blocks for
+/// L = 768) while each thread looped over thousands of rows; instead:
+///   `<stem>_partial`: grid (ceil(L / 32), chunks), block (32 columns, 8 row slices); block
+///       (x, c) sums rows [c * ceil(rows / chunks), ...) of its columns, the 8 slices meet in
+///       shared memory, and the f32 partial goes to scratch columnPartials[s][c][column];
+///   `<stem>`: one thread per column adds its chunks' partials in chunk order (so the result
+///       does not depend on the grid) and runs the store code (the group's fused consumers).
+/// chunks is compiled in: ceil(kColumnSumBlocks / column blocks), at most one chunk per 64 rows.
+void Generator::columnSumKernels(KernelWriter &sumWriter, const std::string &sumCode,
+                                 KernelWriter &storeWriter, const std::string &storeCode, int sums,
+                                 int64_t rows, int64_t length, const std::string &kind,
+                                 const std::string &stem, const std::string &math) {
+  const int64_t columnBlocks = std::max<int64_t>(1, (length + 31) / 32);
+  const int64_t chunks = std::clamp<int64_t>((kColumnSumBlocks + columnBlocks - 1) / columnBlocks,
+                                             1, std::max<int64_t>(1, rows / 64));
+  sumWriter.scratchParam("columnPartials", {sums, chunks, length});
+  sumWriter.scalarParam("rows", "i64", "rows");
+  sumWriter.scalarParam("L", "i64", "row_length");
+  std::ostringstream partial;
+  partial << "  __shared__ float partial[" << sums << "][8][33];\n"
+          << "  const long long column = static_cast<long long>(blockIdx.x) * 32 + threadIdx.x;\n"
+          << "  // This block's chunk of rows: [first, last).\n"
+          << "  const long long chunkRows = (rows + gridDim.y - 1) / gridDim.y;\n"
+          << "  const long long first = static_cast<long long>(blockIdx.y) * chunkRows;\n"
+          << "  const long long last = min(rows, first + chunkRows);\n"
+          << "  float sum0 = 0.0f, sum1 = 0.0f;\n"
+          << "  if (column < L) {\n"
+          << "    for (long long row = first + threadIdx.y; row < last; row += blockDim.y) {\n"
+          << "      const long long i = row * L + column;\n"
+          << sumCode << "    }\n  }\n"
+          << "  (void)sum1;\n"
+          << "  partial[0][threadIdx.y][threadIdx.x] = sum0;\n";
+  if (sums == 2)
+    partial << "  partial[1][threadIdx.y][threadIdx.x] = sum1;\n";
+  partial << "  __syncthreads();\n"
+          << "  if (threadIdx.y == 0 && column < L) {\n"
+          << "    for (int s = 0; s < " << sums << "; ++s) {\n"
+          << "      float total = 0.0f;\n"
+          << "      for (int y = 0; y < 8; ++y)\n"
+          << "        total += partial[s][y][threadIdx.x];\n"
+          << "      columnPartials[(static_cast<long long>(s) * gridDim.y + blockIdx.y) * L + "
+             "column] = total;\n"
+          << "    }\n  }\n";
+  KernelLaunch first;
+  first.space = KernelLaunch::Space::Columns;
+  first.rows = rows;
+  first.rowLength = length;
+  first.blockSize = 256;
+  first.blockRows = 8; // (32 columns, 8 row slices)
+  first.chunks = static_cast<int>(chunks);
+  finish(sumWriter, kind, stem + "_partial",
+         math + "\nStage 1 of 2: grid (ceil(L / 32), " + std::to_string(chunks) +
+             " row chunks), block (32 columns, 8 row\nslices); f32 partial sums to "
+             "columnPartials. Memory: the inputs read once, coalesced.",
+         partial.str(), first);
+
+  storeWriter.scratchParam("columnPartials", {sums, chunks, length});
+  storeWriter.scalarParam("L", "i64", "row_length");
+  std::ostringstream total;
+  total << "  for (long long column = static_cast<long long>(blockIdx.x) * blockDim.x + "
+           "threadIdx.x; column < L;\n"
+        << "       column += static_cast<long long>(gridDim.x) * blockDim.x) {\n"
+        << "    float total0 = 0.0f, total1 = 0.0f;\n"
+        << "    for (long long c = 0; c < " << chunks << "ll; ++c) {\n"
+        << "      total0 += columnPartials[c * L + column];\n";
+  if (sums == 2)
+    total << "      total1 += columnPartials[(" << chunks << "ll + c) * L + column];\n";
+  total << "    }\n"
+        << "    (void)total1;\n"
+        << "    const long long i = column;\n"
+        << storeCode << "  }\n";
+  KernelLaunch second;
+  second.space = KernelLaunch::Space::Elements;
+  second.elements = length;
+  second.rows = 1;
+  second.rowLength = length;
+  second.blockSize = 256;
+  finish(storeWriter, kind, stem,
+         math + "\nStage 2 of 2: one thread per column adds the " + std::to_string(chunks) +
+             " chunks' partials in order, then\nthe fused consumers. Memory: the partials read "
+             "once, the outputs written once.",
+         total.str(), second);
+}
+
+/// dgamma (and dbeta) of a norm gradient: column sums over the rows (columnSumKernels),
+/// reading the row statistics the row kernel left.
+void Generator::normGradColumns(Operation *anchor) {
+  Value input = anchor->getOperand(0), dyValue = anchor->getOperand(2);
+  const Shape shape = shapeOf(input);
+  const int64_t length = shape.back(), rows = numElements(shape) / length;
+  const bool layer = llvm::isa<LayerNormGradOp>(anchor);
+  // The sums read x, dy and the same scratch slice the row kernel wrote (bound by name; these
+  // kernels are launched after the row kernel).
+  KernelWriter sumWriter(opIndex, members);
+  sumWriter.scratchParam("rowStats", {rows, 2});
+  Scope sumScope;
+  sumScope.indent = "      ";
+  std::string xv = sumWriter.element(input, "i", sumScope);
+  std::string dy = sumWriter.element(dyValue, "i", sumScope);
+  // dgamma[j] = sum_rows dy * xhat and dbeta[j] = sum_rows dy: the gradient of y = xhat * gamma
+  // + beta with respect to the per-column parameters.
+  sumScope.line("const float xhat = (" + xv + " - rowStats[2 * row]) * rowStats[2 * row + 1];");
+  sumScope.line("sum0 += " + dy + " * xhat;");
+  if (layer)
+    sumScope.line("sum1 += " + dy + ";");
+
+  // Results 1 and 2 of the norm gradient (dgamma, dbeta; RMS norm has only dgamma) and what
+  // the group computes from them are the stores; the row kernel took the rest.
+  KernelWriter storeWriter(opIndex, members);
+  std::vector<Value> outputs;
+  for (Value output : groupOutputs(storeWriter))
+    for (unsigned r = 1; r < anchor->getNumResults(); ++r)
+      if (storeWriter.dependsOn(output, anchor->getResult(r))) {
+        outputs.push_back(output);
+        break;
+      }
+  Scope storeScope;
+  storeScope.indent = "    ";
+  for (unsigned r = 1; r < anchor->getNumResults(); ++r) {
+    Value result = anchor->getResult(r);
+    // Result 1 is dgamma (total0), result 2 dbeta (total1); each is rounded where its op
+    // would have stored it.
+    std::string total = r == 1 ? "total0" : "total1";
+    std::string value = isReducedFloat(elementOf(result))
+                            ? "roundAs<" + cType(elementOf(result)) + ">(" + total + ")"
+                            : total;
+    storeScope.line("const float result" + std::to_string(r) + " = " + value + ";");
+    KernelWriter::bind(storeScope, result, "i", "result" + std::to_string(r));
+  }
+  for (Value output : outputs)
+    storeWriter.store(output, "i", storeWriter.element(output, "i", storeScope), storeScope);
+  columnSumKernels(sumWriter, sumScope.text.str(), storeWriter, storeScope.text.str(),
+                   layer ? 2 : 1, rows, length, "reduction",
+                   layer ? "layernorm_grad_params" : "rmsnorm_grad_params",
+                   layer ? "dgamma[j] = sum over rows of dy * xhat, dbeta[j] = sum of dy, in f32."
+                         : "dgamma[j] = sum over rows of dy * x * r, in f32.");
+}
+
+} // namespace cudagen
+} // namespace ampc
