@@ -565,6 +565,8 @@ plan::AttentionStep Builder::attentionStep(Operation *op, GroupScratch &scratch)
   step.q = bufferOf(q);
   step.k = bufferOf(k);
   step.v = bufferOf(v);
+  step.qLayout = step.oLayout = plan::AttentionLayout::contiguous(step.heads, step.queries, headDim);
+  step.kLayout = step.vLayout = plan::AttentionLayout::contiguous(step.heads, step.keys, headDim);
   bool causal;
   double scale;
   if (auto forward = llvm::dyn_cast<AttentionOp>(op)) {

@@ -163,8 +163,28 @@ struct MatmulStep {
 /// Which half of attention a step computes.
 enum class AttentionPass : uint8_t { Forward = 0, Backward = 1 };
 
+/// Where one attention operand's elements lie in its buffer: element (b, h, t, d) of its
+/// [batch, heads, rows, D] view is at byte `offset` + element size x (b batchStride +
+/// h headStride + t rowStride + d). A contiguous [batch, heads, rows, D] tensor has offset 0 and
+/// strides (heads rows D, rows D, D); q, k and v read in place from a packed [batch, rows,
+/// 3 heads D] projection have offsets 0, heads D and 2 heads D elements and strides (rows 3 heads
+/// D, D, 3 heads D).
+struct AttentionLayout {
+  uint64_t offset = 0;
+  int64_t batchStride = 0, headStride = 0, rowStride = 0;
+
+  static AttentionLayout contiguous(int64_t heads, int64_t rows, int64_t headDim) {
+    return {0, heads * rows * headDim, rows * headDim, headDim};
+  }
+  bool operator==(const AttentionLayout &other) const {
+    return offset == other.offset && batchStride == other.batchStride &&
+           headStride == other.headStride && rowStride == other.rowStride;
+  }
+};
+
 /// Flash attention (runtime/cuda/device/FlashAttention.cuh, FlashAttentionMma.cuh) over
-/// batch x heads slices of q [T, D], k [S, D], v [S, D], all one dtype.
+/// batch x heads slices of q [T, D], k [S, D], v [S, D], all one dtype, each operand where its
+/// layout says (dq, dk and dv share q's, k's and v's layouts, dO shares o's).
 /// Forward: o = softmax(scale q k^T, causal) v and the f32 row log-sum-exp, into the lse
 /// buffer (the plan's attention with two results) or scratch. Backward with a saved o and lse
 /// (the plan's attention_grad with six operands): delta = rowsum(dO * o) into scratch, then dq
@@ -194,6 +214,9 @@ struct AttentionStep {
   /// grids are ceil(T / blockRows) and ceil(S / blockRows) by batch x heads). 32 for the
   /// fp32-FMA kernels (FlashAttention.cuh), 64 for the tensor-core ones (FlashAttentionMma.cuh).
   uint32_t blockRows = 32;
+  /// Where q (and dq), k (and dk), v (and dv) and o (and dO) lie in their buffers; the f32 lse
+  /// and delta are always contiguous [batch x heads x T].
+  AttentionLayout qLayout, kLayout, vLayout, oLayout;
 
   /// Whether a backward step reads the forward's saved o and lse instead of recomputing them.
   bool readsSavedForward() const {

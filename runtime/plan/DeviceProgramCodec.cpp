@@ -110,6 +110,12 @@ void encodeStep(const DeviceStep &step, ByteWriter &out) {
     out.u64(attention->outOffset);
     out.u64(attention->deltaOffset);
     out.u32(attention->blockRows);
+    for (const AttentionLayout *layout :
+         {&attention->qLayout, &attention->kLayout, &attention->vLayout, &attention->oLayout}) {
+      out.u64(layout->offset);
+      for (int64_t stride : {layout->batchStride, layout->headStride, layout->rowStride})
+        out.i64(stride);
+    }
   } else {
     out.u32(std::get<MemsetStep>(step).buffer);
   }
@@ -278,6 +284,12 @@ DeviceStep decodeStep(ByteReader &in) {
     attention.outOffset = in.u64("output offset");
     attention.deltaOffset = in.u64("delta offset");
     attention.blockRows = in.u32("attention block rows");
+    for (AttentionLayout *layout :
+         {&attention.qLayout, &attention.kLayout, &attention.vLayout, &attention.oLayout}) {
+      layout->offset = in.u64("attention operand offset");
+      for (int64_t *stride : {&layout->batchStride, &layout->headStride, &layout->rowStride})
+        *stride = in.i64("attention operand stride");
+    }
     return attention;
   }
   case StepKind::Memset:

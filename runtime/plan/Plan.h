@@ -14,7 +14,8 @@
 // the rows per block of an attention step (the tensor-core kernels cover 64); version 8
 // attention's optional row log-sum-exp result, attention_grad's optional saved (o, lse)
 // operands, and the attention step's lse buffer (a backward with saved o and lse runs no
-// forward kernel).
+// forward kernel); version 9 where each attention operand lies in its buffer (offset and
+// strides: q, k and v read in place from a packed projection).
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,7 +37,7 @@
 namespace ampc::plan {
 
 /// The binary format version this runtime writes and reads.
-inline constexpr uint32_t kFormatVersion = 8;
+inline constexpr uint32_t kFormatVersion = 9;
 
 /// Element type of a buffer. The numeric values are the on-disk codes.
 enum class DType : uint8_t { F32 = 0, BF16 = 1, F16 = 2, I32 = 3, I64 = 4 };

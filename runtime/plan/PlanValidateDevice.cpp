@@ -63,6 +63,8 @@ private:
   void checkLaunch(const LaunchStep &launch);
   void checkMatmul(const MatmulStep &matmul);
   void checkAttention(const AttentionStep &attention);
+  void checkAttentionLayout(const AttentionStep &attention, const AttentionLayout &layout,
+                            uint32_t id, int64_t rows, const char *name);
   void checkLiveness();
 
   /// Checks that \p id names a buffer this function can reach and records
@@ -430,6 +432,33 @@ void FunctionChecker::checkMatmul(const MatmulStep &matmul) {
       failStep(describe(id) + " must have a float dtype");
 }
 
+void FunctionChecker::checkAttentionLayout(const AttentionStep &attention,
+                                           const AttentionLayout &layout, uint32_t id,
+                                           int64_t rows, const char *name) {
+  const std::string what = std::string(name) + " (" + describe(id) + ")";
+  const int64_t elementBytes = static_cast<int64_t>(dtypeBytes(buffer(id).dtype));
+  // The kernels move rows in 16-byte pieces: every row starts 16-byte aligned.
+  const int64_t align = 16 / elementBytes;
+  if (layout.offset % 16 != 0)
+    failStep(what + " starts at byte " + std::to_string(layout.offset) +
+             ", not a multiple of 16");
+  if (layout.rowStride < attention.headDim || layout.batchStride < 0 || layout.headStride < 0 ||
+      layout.rowStride % align != 0 || layout.headStride % align != 0 ||
+      layout.batchStride % align != 0)
+    failStep(what + " has strides (" + std::to_string(layout.batchStride) + ", " +
+             std::to_string(layout.headStride) + ", " + std::to_string(layout.rowStride) +
+             "): they must be multiples of 16 bytes, the row stride at least the head dim");
+  // The last element any (b, h, t, d) reaches must lie in the buffer.
+  const int64_t last = static_cast<int64_t>(layout.offset) / elementBytes +
+                       (attention.batch - 1) * layout.batchStride +
+                       (attention.heads - 1) * layout.headStride + (rows - 1) * layout.rowStride +
+                       attention.headDim;
+  if (last > numElements(buffer(id)))
+    failStep(what + " reaches element " + std::to_string(last) + " of a buffer of " +
+             std::to_string(numElements(buffer(id))) +
+             " (batch x heads x rows x head dim by its layout)");
+}
+
 void FunctionChecker::checkAttention(const AttentionStep &attention) {
   if (static_cast<uint8_t>(attention.pass) > 1)
     failStep("unknown attention pass");
@@ -462,42 +491,52 @@ void FunctionChecker::checkAttention(const AttentionStep &attention) {
   }
   const int64_t slices = attention.batch * attention.heads;
   const int64_t queryElements = slices * attention.queries * attention.headDim;
-  const int64_t keyElements = slices * attention.keys * attention.headDim;
   use(attention.q, Access::Read, "q");
   use(attention.k, Access::Read, "k");
   use(attention.v, Access::Read, "v");
-  std::vector<std::pair<uint32_t, int64_t>> sized = {
-      {attention.q, queryElements}, {attention.k, keyElements}, {attention.v, keyElements}};
+  struct Operand {
+    uint32_t id;
+    const AttentionLayout *layout;
+    int64_t rows;
+    const char *name;
+  };
+  std::vector<Operand> operands = {{attention.q, &attention.qLayout, attention.queries, "q"},
+                                   {attention.k, &attention.kLayout, attention.keys, "k"},
+                                   {attention.v, &attention.vLayout, attention.keys, "v"}};
   if (backward) {
     if (saved) {
       use(attention.out, Access::Read, "o");
       use(attention.lse, Access::Read, "lse");
-      sized.push_back({attention.out, queryElements});
+      operands.push_back({attention.out, &attention.oLayout, attention.queries, "o"});
     }
     use(attention.dOut, Access::Read, "dO");
-    use(attention.dq, Access::Write, "dq");
-    use(attention.dk, Access::Write, "dk");
-    use(attention.dv, Access::Write, "dv");
-    sized.insert(sized.end(), {{attention.dOut, queryElements},
-                               {attention.dq, queryElements},
-                               {attention.dk, keyElements},
-                               {attention.dv, keyElements}});
+    // dq, dk and dv may be windows of one buffer (the gradient of a packed projection): each
+    // kernel writes its own elements.
+    std::vector<uint32_t> written;
+    for (uint32_t id : {attention.dq, attention.dk, attention.dv})
+      if (std::find(written.begin(), written.end(), id) == written.end()) {
+        use(id, Access::Write, id == attention.dq ? "dq" : id == attention.dk ? "dk" : "dv");
+        written.push_back(id);
+      }
+    operands.insert(operands.end(),
+                    {{attention.dOut, &attention.oLayout, attention.queries, "dO"},
+                     {attention.dq, &attention.qLayout, attention.queries, "dq"},
+                     {attention.dk, &attention.kLayout, attention.keys, "dk"},
+                     {attention.dv, &attention.vLayout, attention.keys, "dv"}});
   } else {
     for (uint32_t id : {attention.dOut, attention.dq, attention.dk, attention.dv})
       if (id != kNoBuffer)
         failStep("a forward step has no gradient buffers");
     use(attention.out, Access::Write, "o");
-    sized.push_back({attention.out, queryElements});
+    operands.push_back({attention.out, &attention.oLayout, attention.queries, "o"});
     if (attention.lse != kNoBuffer)
       use(attention.lse, Access::Write, "lse");
   }
   const DType dtype = buffer(attention.q).dtype;
-  for (auto [id, elements] : sized) {
-    if (numElements(buffer(id)) != elements)
-      failStep(describe(id) + " must hold " + std::to_string(elements) +
-               " elements (batch x heads x rows x head dim)");
-    if (buffer(id).dtype != dtype || !isFloatDType(dtype))
-      failStep(describe(id) + " must have q's float dtype");
+  for (const Operand &operand : operands) {
+    if (buffer(operand.id).dtype != dtype || !isFloatDType(dtype))
+      failStep(describe(operand.id) + " must have q's float dtype");
+    checkAttentionLayout(attention, *operand.layout, operand.id, operand.rows, operand.name);
   }
   const uint64_t rows = static_cast<uint64_t>(slices * attention.queries);
   if (attention.lse != kNoBuffer) {

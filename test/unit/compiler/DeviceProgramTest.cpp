@@ -404,6 +404,16 @@ TEST(DeviceProgram, GptStepsReadTheRightBuffers) {
   expectInvalidBackward(
       [&](plan::AttentionStep &step) { step.forwardKernel = step.dqKernel; },
       "a backward step with a saved o and lse runs no forward kernel");
+  // Every operand's layout keeps its rows 16-byte aligned and inside its buffer.
+  expectInvalidBackward([](plan::AttentionStep &step) { step.kLayout.offset = 8; },
+                        "starts at byte 8, not a multiple of 16");
+  expectInvalidBackward([](plan::AttentionStep &step) { step.vLayout.rowStride = 4; },
+                        "the row stride at least the head dim");
+  expectInvalidBackward(
+      [](plan::AttentionStep &step) { step.oLayout.offset = 16; },
+      "(batch x heads x rows x head dim by its layout)");
+  expectInvalidBackward([](plan::AttentionStep &step) { step.qLayout.headStride *= 2; },
+                        "q (");
   // The classifier's gradient takes over the bytes of its logits.
   size_t reuses = 0;
   for (const plan::ArenaPlacement &placement : plan.device.microStep.placements)
