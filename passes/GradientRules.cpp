@@ -300,6 +300,12 @@ GradientBuilder::operandGradients(Operation *op, llvm::ArrayRef<Value> resultGra
             grads[2] = grad.getValueGrad();
             return success();
           })
+          .Case([&](QkvAttentionOp attention) {
+            grads[0] = b.create<QkvAttentionGradOp>(
+                loc, attention.getQkv(), g, /*saved=*/ValueRange{}, attention.getHeadsAttr(),
+                attention.getCausalAttr(), attention.getScaleAttr());
+            return success();
+          })
           .Case([&](CrossEntropyOp loss) {
             grads[0] =
                 b.create<CrossEntropyGradOp>(loc, loss.getLogits(), loss.getLabels(), g,

@@ -160,10 +160,11 @@ void GraphAssignPrecisionPass::assignOp(Operation *op, PrecisionRule rule,
       (llvm::isa<CrossEntropyOp>(op) || !policy.storesFp32(op->getName().stripDialect().str()));
   for (OpOperand &operand : op->getOpOperands()) {
     // The f32 scalar gradient of cross_entropy_grad is typed f32 by the op itself.
-    // So is the saved row log-sum-exp of attention_grad (operand 5).
+    // So is the saved row log-sum-exp of attention_grad (operand 5) and qkv_attention_grad (3).
     if (!isFloat(operand.get()) ||
         (llvm::isa<CrossEntropyGradOp>(op) && operand.getOperandNumber() == 2) ||
         (llvm::isa<AttentionGradOp>(op) && operand.getOperandNumber() == 5) ||
+        (llvm::isa<QkvAttentionGradOp>(op) && operand.getOperandNumber() == 3) ||
         (readsReducedLogits && operand.getOperandNumber() == 0))
       continue;
     operand.set(convert(operand.get(), compute));
@@ -176,7 +177,7 @@ void GraphAssignPrecisionPass::assignOp(Operation *op, PrecisionRule rule,
   b.setInsertionPointAfter(op);
   for (auto [index, result] : llvm::enumerate(op->getResults())) {
     // Attention's row log-sum-exp is f32 whatever the compute type.
-    if (!isFloat(result) || (llvm::isa<AttentionOp>(op) && index == 1))
+    if (!isFloat(result) || (llvm::isa<AttentionOp, QkvAttentionOp>(op) && index == 1))
       continue;
     if (!keepsResultTypes)
       result.setType(RankedTensorType::get(tensorType(result).getShape(),

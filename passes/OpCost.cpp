@@ -37,6 +37,17 @@ double estimateFlops(Operation *op) {
     return attentionFlops(attention.getQuery(), attention.getKey(), 4.0);
   if (auto attention = llvm::dyn_cast<AttentionGradOp>(op))
     return attentionFlops(attention.getQuery(), attention.getKey(), 10.0);
+  // Packed: each of the H heads multiplies T x T x Dh, H Dh = the packed width / 3.
+  auto packedFlops = [](Value qkv, double perProduct) {
+    auto shape = llvm::cast<RankedTensorType>(qkv.getType()).getShape();
+    const double tokens = double(shape[shape.size() - 2]), width = double(shape.back());
+    const double batch = double(elementsOf(qkv.getType())) / (tokens * width);
+    return perProduct * batch * tokens * tokens * (width / 3.0);
+  };
+  if (auto attention = llvm::dyn_cast<QkvAttentionOp>(op))
+    return packedFlops(attention.getQkv(), 4.0);
+  if (auto attention = llvm::dyn_cast<QkvAttentionGradOp>(op))
+    return packedFlops(attention.getQkv(), 10.0);
   // Reductions and losses touch every input element; everything else every output element.
   int64_t elements = 0;
   if (llvm::isa<SumOp, MeanOp, MaxOp, CrossEntropyOp, MseLossOp>(op))

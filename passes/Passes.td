@@ -100,6 +100,39 @@ def GraphRaiseFusedOps : Pass<"graph-raise-fused-ops", "::ampc::graph::ModelOp">
   }];
 }
 
+def GraphPackQkvAttention : Pass<"graph-pack-qkv-attention", "::ampc::graph::ModelOp"> {
+  let summary = "Let attention read q, k, v from the packed projection and write token-major";
+  let description = [{
+    A transformer block projects q, k and v with one matmul, [..., T, 3 H Dh], and feeds
+    `graph.attention` head-major slices: split, reshape to [..., T, H, Dh], transpose to
+    [..., H, T, Dh]; the result goes back by transpose and reshape to [..., T, H Dh]. Each
+    transpose is a copy kernel and a stored tensor on a device, forward and backward. This pass,
+    run after graph-raise-fused-ops and before graph-build-training, replaces the whole pattern
+    by one `graph.qkv_attention` of the projection: the kernels read q, k and v in place and
+    write the token-major result, and autodiff's `graph.qkv_attention_grad` writes dq, dk and
+    dv side by side into the projection's gradient (no concatenation). The values are the same
+    bit for bit. A match needs a split of the last axis into three equal parts used in order
+    as q, k and v, each reshaped and transposed as above with one H and Dh, none of them read by
+    anything else; a result read other than by transpose + reshape is rebuilt for that reader.
+
+    Before:
+    ```mlir
+    %q0, %k0, %v0 = graph.split %qkv axis 2 sizes [64, 64, 64] : tensor<2x8x192xbf16>
+    %q1 = graph.reshape %q0 : tensor<2x8x64xbf16> -> tensor<2x8x4x16xbf16>
+    %q = graph.transpose %q1 [0, 2, 1, 3] : tensor<2x8x4x16xbf16>
+    // ... %k, %v alike
+    %o = graph.attention %q, %k, %v causal
+        : tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>
+    %o1 = graph.transpose %o [0, 2, 1, 3] : tensor<2x4x8x16xbf16>
+    %y = graph.reshape %o1 : tensor<2x8x4x16xbf16> -> tensor<2x8x64xbf16>
+    ```
+    After:
+    ```mlir
+    %y = graph.qkv_attention %qkv heads 4 causal : tensor<2x8x192xbf16>
+    ```
+  }];
+}
+
 def GraphBuildTraining : Pass<"graph-build-training", "::ampc::graph::ModelOp"> {
   let summary = "Derive the backward pass and the optimizer step (reverse-mode autodiff)";
   let description = [{

@@ -108,7 +108,7 @@ FailureOr<RematGraph> buildRematGraph(ModelOp model, int64_t alignment, int64_t 
         node.bytes += alignUp(bytesOf(result.getType()), alignment);
     node.cost = node.aliasOf >= 0 ? 0 : estimateFlops(op);
     graph.stepFlops += op->hasTrait<OpTrait::IsTerminator>() ? 0 : node.cost;
-    node.isMatmul = llvm::isa<MatmulOp, AttentionOp>(op);
+    node.isMatmul = llvm::isa<MatmulOp, AttentionOp, QkvAttentionOp>(op);
     node.isRandom = llvm::isa<DropoutOp>(op);
     node.pinned = persistentData || op->getNumRegions() > 0 || (!isPure(op) && !node.isRandom);
     for (Value operand : op->getOperands()) {

@@ -17,6 +17,7 @@ void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineConfig
   if (part != PipelinePart::MemoryPlanning) {
     model.addPass(createGraphInlineCalls());
     model.addPass(createGraphRaiseFusedOps());
+    model.addPass(createGraphPackQkvAttention());
     model.addPass(createGraphBuildTraining(config.training));
     model.addPass(createGraphChunkClassifier(config.classifier));
     model.addPass(createGraphAssignPrecision(config.precision));

@@ -553,8 +553,9 @@ void Generator::attentionStub() {
   KernelWriter writer(opIndex, members);
   for (Operation *op : group->ops) {
     kernel.fusedOps.push_back(describeOp(op));
-    if (llvm::isa<AttentionOp, AttentionGradOp>(op)) {
-      kernel.name = llvm::isa<AttentionOp>(op) ? "attention_forward" : "attention_backward";
+    if (llvm::isa<AttentionOp, AttentionGradOp, QkvAttentionOp, QkvAttentionGradOp>(op)) {
+      kernel.name = llvm::isa<AttentionOp, QkvAttentionOp>(op) ? "attention_forward"
+                                                                : "attention_backward";
       for (Value operand : op->getOperands())
         writer.tensorParam(operand, Role::Input);
     }

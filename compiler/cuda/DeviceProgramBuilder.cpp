@@ -525,30 +525,57 @@ plan::MatmulStep Builder::matmulStep(const FusedGroup &group) {
   return step;
 }
 
-/// q, k, v are [..., heads, T or S, D]: the flash kernels run on batch x heads independent
-/// [T, D] x [S, D] problems, D one of the head dims they are instantiated for.
+/// The flash kernels run on batch x heads independent [T, D] x [S, D] problems, D one of the
+/// head dims they are instantiated for. attention's q, k, v are [..., heads, T or S, D], each
+/// slice contiguous; qkv_attention reads them in place from its packed [..., T, 3 heads D]
+/// operand (three windows of one buffer, rows 3 heads D apart) and writes o as [..., T, heads D],
+/// its gradient dq, dk and dv into the three windows of one packed buffer.
 plan::AttentionStep Builder::attentionStep(Operation *op, GroupScratch &scratch) {
   plan::AttentionStep step;
-  const bool backward = llvm::isa<AttentionGradOp>(op);
+  const bool backward = llvm::isa<AttentionGradOp, QkvAttentionGradOp>(op);
+  const bool packed = llvm::isa<QkvAttentionOp, QkvAttentionGradOp>(op);
   step.pass = backward ? plan::AttentionPass::Backward : plan::AttentionPass::Forward;
-  Value q = op->getOperand(0), k = op->getOperand(1), v = op->getOperand(2);
   const std::string where = "the attention at " + formatLocation(op->getLoc(), true);
-  const std::vector<int64_t> qShape = shapeOf(q), kShape = shapeOf(k), vShape = shapeOf(v);
-  const int64_t headDim = qShape.back();
-  if (vShape.back() != headDim)
-    throw DeviceProgramUnsupported(where + " has value head dim " + std::to_string(vShape.back()) +
-                                   " != query head dim " + std::to_string(headDim) +
-                                   "; the flash kernels need them equal");
+  Value first = op->getOperand(0);
+  const std::vector<int64_t> firstShape = shapeOf(first);
+  int64_t headDim;
+  if (packed) {
+    auto forward = llvm::dyn_cast<QkvAttentionOp>(op);
+    const auto heads = static_cast<int64_t>(
+        forward ? forward.getHeads() : llvm::cast<QkvAttentionGradOp>(op).getHeads());
+    const size_t lead = firstShape.size() - 1;
+    headDim = firstShape.back() / (3 * heads);
+    step.heads = heads;
+    step.queries = step.keys = firstShape[lead - 1];
+    step.batch = product(firstShape, 0, lead - 1);
+  } else {
+    const std::vector<int64_t> kShape = shapeOf(op->getOperand(1)),
+                               vShape = shapeOf(op->getOperand(2));
+    headDim = firstShape.back();
+    if (vShape.back() != headDim)
+      throw DeviceProgramUnsupported(where + " has value head dim " +
+                                     std::to_string(vShape.back()) + " != query head dim " +
+                                     std::to_string(headDim) +
+                                     "; the flash kernels need them equal");
+    const size_t lead = firstShape.size() - 2;
+    step.queries = firstShape[lead];
+    step.keys = kShape[lead];
+    step.heads = lead >= 1 ? firstShape[lead - 1] : 1;
+    step.batch = lead >= 1 ? product(firstShape, 0, lead - 1) : 1;
+  }
   if (headDim != 16 && headDim != 32 && headDim != 64 && headDim != 128)
     throw DeviceProgramUnsupported(where + " has head dim " + std::to_string(headDim) +
                                    "; the flash kernels have 16, 32, 64 and 128");
-  const std::string dtype = floatName(getElementTypeOrSelf(q.getType()));
+  step.headDim = headDim;
+  const std::string dtype = floatName(getElementTypeOrSelf(first.getType()));
   // Every tensor but the f32 row log-sum-exp has q's element type.
   Value lse;
-  if (auto forward = llvm::dyn_cast<AttentionOp>(op))
-    lse = forward.getLse();
-  else
-    lse = llvm::cast<AttentionGradOp>(op).getSavedLse();
+  if (op->getNumResults() == 2 && !backward)
+    lse = op->getResult(1);
+  else if (auto grad = llvm::dyn_cast<AttentionGradOp>(op))
+    lse = grad.getSavedLse();
+  else if (auto grad = llvm::dyn_cast<QkvAttentionGradOp>(op))
+    lse = grad.getSavedLse();
   std::vector<Value> all(op->getOperands().begin(), op->getOperands().end());
   all.insert(all.end(), op->getResults().begin(), op->getResults().end());
   llvm::erase(all, lse);
@@ -556,27 +583,49 @@ plan::AttentionStep Builder::attentionStep(Operation *op, GroupScratch &scratch)
     if (floatName(getElementTypeOrSelf(value.getType())) != dtype || dtype.empty())
       throw DeviceProgramUnsupported(where + " mixes element types; the flash kernels read and "
                                              "write one");
-  const size_t lead = qShape.size() - 2;
-  step.queries = qShape[lead];
-  step.keys = kShape[lead];
-  step.headDim = headDim;
-  step.heads = lead >= 1 ? qShape[lead - 1] : 1;
-  step.batch = lead >= 1 ? product(qShape, 0, lead - 1) : 1;
-  step.q = bufferOf(q);
-  step.k = bufferOf(k);
-  step.v = bufferOf(v);
-  step.qLayout = step.oLayout = plan::AttentionLayout::contiguous(step.heads, step.queries, headDim);
-  step.kLayout = step.vLayout = plan::AttentionLayout::contiguous(step.heads, step.keys, headDim);
+  if (packed) {
+    // Rows of 3 heads D (q, k, v side by side) and heads D (o); head h at h D in each.
+    const int64_t width = step.heads * headDim, elementBytes = dtype == "f32" ? 4 : 2;
+    const uint32_t qkv = bufferOf(first);
+    step.q = step.k = step.v = qkv;
+    step.qLayout = {0, step.queries * 3 * width, headDim, 3 * width};
+    step.kLayout = step.vLayout = step.qLayout;
+    step.kLayout.offset = static_cast<uint64_t>(width * elementBytes);
+    step.vLayout.offset = static_cast<uint64_t>(2 * width * elementBytes);
+    step.oLayout = {0, step.queries * width, headDim, width};
+  } else {
+    step.q = bufferOf(first);
+    step.k = bufferOf(op->getOperand(1));
+    step.v = bufferOf(op->getOperand(2));
+    step.qLayout = step.oLayout =
+        plan::AttentionLayout::contiguous(step.heads, step.queries, headDim);
+    step.kLayout = step.vLayout = plan::AttentionLayout::contiguous(step.heads, step.keys, headDim);
+  }
   bool causal;
   double scale;
-  if (auto forward = llvm::dyn_cast<AttentionOp>(op)) {
-    causal = forward.getCausal();
-    scale = forward.getEffectiveScale();
-    step.out = bufferOf(forward.getResult());
+  if (!backward) {
+    if (packed) {
+      causal = llvm::cast<QkvAttentionOp>(op).getCausal();
+      scale = llvm::cast<QkvAttentionOp>(op).getEffectiveScale();
+    } else {
+      causal = llvm::cast<AttentionOp>(op).getCausal();
+      scale = llvm::cast<AttentionOp>(op).getEffectiveScale();
+    }
+    step.out = bufferOf(op->getResult(0));
     // An lse nothing reads (its gradient reads a recomputed forward's) has no place in the
     // arena: the kernel writes it into scratch.
     if (lse && !lse.use_empty())
       step.lse = bufferOf(lse);
+  } else if (packed) {
+    auto grad = llvm::cast<QkvAttentionGradOp>(op);
+    causal = grad.getCausal();
+    scale = grad.getEffectiveScale();
+    step.dOut = bufferOf(grad.getGrad());
+    step.dq = step.dk = step.dv = bufferOf(grad.getQkvGrad());
+    if (lse) {
+      step.out = bufferOf(grad.getSavedOutput());
+      step.lse = bufferOf(lse);
+    }
   } else {
     auto grad = llvm::cast<AttentionGradOp>(op);
     causal = grad.getCausal();
@@ -637,7 +686,7 @@ void Builder::buildGroup(const FusedGroup &group, plan::DeviceGroup &out, GroupS
     out.steps.push_back(matmulStep(group));
   if (kind == "attention") {
     for (Operation *op : group.ops)
-      if (llvm::isa<AttentionOp, AttentionGradOp>(op))
+      if (llvm::isa<AttentionOp, AttentionGradOp, QkvAttentionOp, QkvAttentionGradOp>(op))
         out.steps.push_back(attentionStep(op, scratch));
     return;
   }

@@ -130,6 +130,7 @@ LogicalResult flattenModel(graph::ModelOp model,
   PassManager pm(model->getContext(), graph::ModelOp::getOperationName());
   pm.addPass(graph::createGraphInlineCalls());
   pm.addPass(graph::createGraphRaiseFusedOps());
+  pm.addPass(graph::createGraphPackQkvAttention());
   if (precision)
     pm.addPass(graph::createGraphAssignPrecision(*precision));
   return pm.run(model);

@@ -303,6 +303,12 @@ LogicalResult Emitter::emitOp(Operation *op) {
             op, OpCode::Attention, op->getOperands(), op->getResults(),
             {{"causal", flag(attention.getCausal())}, {"scale", attention.getEffectiveScale()}});
       })
+      .Case([&](QkvAttentionOp attention) {
+        return addInstruction(op, OpCode::QkvAttention, op->getOperands(), op->getResults(),
+                              {{"heads", static_cast<int64_t>(attention.getHeads())},
+                               {"causal", flag(attention.getCausal())},
+                               {"scale", attention.getEffectiveScale()}});
+      })
       .Case([&](DropoutOp dropout) {
         // Each dropout has its own random stream; its backward and any recomputation reuse it.
         int64_t stream = dropout.getStream() ? int64_t(*dropout.getStream()) : nextDropoutStream++;
@@ -374,6 +380,12 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
         return addInstruction(
             op, OpCode::AttentionGrad, op->getOperands(), op->getResults(),
             {{"causal", flag(attention.getCausal())}, {"scale", attention.getEffectiveScale()}});
+      })
+      .Case([&](QkvAttentionGradOp attention) {
+        return addInstruction(op, OpCode::QkvAttentionGrad, op->getOperands(), op->getResults(),
+                              {{"heads", static_cast<int64_t>(attention.getHeads())},
+                               {"causal", flag(attention.getCausal())},
+                               {"scale", attention.getEffectiveScale()}});
       })
       .Case([&](CrossEntropyGradOp loss) {
         return addInstruction(op, OpCode::CrossEntropyGrad, op->getOperands(), op->getResults(),

@@ -514,6 +514,52 @@ double AttentionOp::getEffectiveScale() {
   return 1.0 / std::sqrt(static_cast<double>(query.getShape().back()));
 }
 
+/// The result type of a qkv_attention over \p qkv (with its lse type when \p withLse).
+static LogicalResult inferQkvAttention(std::optional<Location> loc, llvm::StringRef op, Value qkv,
+                                       int64_t heads, std::optional<llvm::APFloat> scale,
+                                       bool withLse, llvm::SmallVectorImpl<Type> &results) {
+  llvm::SmallVector<plan::Shape> shapes;
+  if (failed(operandShapes(loc, op, qkv, shapes)))
+    return failure();
+  if (scale)
+    if (!std::isfinite(scale->convertToDouble()) || scale->convertToDouble() <= 0.0)
+      return emitOptionalError(loc, "'", op, "' scale must be finite and positive, got ",
+                               formatReal(scale->convertToDouble()));
+  std::string error;
+  auto result = plan::qkvAttentionShape(shapes[0], heads, error);
+  if (!result)
+    return emitOptionalError(loc, "'", op, "' ", error);
+  results.push_back(tensorOf(*result, elementType(qkv)));
+  if (withLse)
+    results.push_back(tensorOf(plan::qkvAttentionLseShape(shapes[0], heads),
+                               Float32Type::get(qkv.getContext())));
+  return success();
+}
+
+static double qkvEffectiveScale(std::optional<llvm::APFloat> scale, Value qkv, int64_t heads) {
+  if (scale)
+    return scale->convertToDouble();
+  const int64_t packed = llvm::cast<RankedTensorType>(qkv.getType()).getShape().back();
+  return 1.0 / std::sqrt(static_cast<double>(packed / (3 * heads)));
+}
+
+LogicalResult QkvAttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                               Adaptor adaptor,
+                                               llvm::SmallVectorImpl<Type> &results) {
+  return inferQkvAttention(loc, "graph.qkv_attention", adaptor.getQkv(),
+                           static_cast<int64_t>(adaptor.getHeads()), adaptor.getScale(),
+                           adaptor.getWithLse(), results);
+}
+
+int64_t QkvAttentionOp::getHeadDim() {
+  return llvm::cast<RankedTensorType>(getQkv().getType()).getShape().back() /
+         (3 * static_cast<int64_t>(getHeads()));
+}
+
+double QkvAttentionOp::getEffectiveScale() {
+  return qkvEffectiveScale(getScale(), getQkv(), static_cast<int64_t>(getHeads()));
+}
+
 LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
                                                Adaptor adaptor,
                                                llvm::SmallVectorImpl<Type> &results) {
@@ -686,6 +732,45 @@ double AttentionGradOp::getEffectiveScale() {
     return scale->convertToDouble();
   auto query = llvm::cast<RankedTensorType>(getQuery().getType());
   return 1.0 / std::sqrt(static_cast<double>(query.getShape().back()));
+}
+
+LogicalResult QkvAttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                   Adaptor adaptor,
+                                                   llvm::SmallVectorImpl<Type> &results) {
+  llvm::SmallVector<Type> forward;
+  if (failed(inferQkvAttention(loc, "graph.qkv_attention_grad", adaptor.getQkv(),
+                               static_cast<int64_t>(adaptor.getHeads()), adaptor.getScale(), false,
+                               forward)) ||
+      failed(checkGradShape(loc, "graph.qkv_attention_grad", adaptor.getQkv(), adaptor.getGrad(),
+                            *staticShape(forward[0]))))
+    return failure();
+  results.push_back(adaptor.getQkv().getType());
+  return success();
+}
+
+/// The saved forward values, when present: the forward's result type and its f32 lse.
+LogicalResult QkvAttentionGradOp::verify() {
+  if (getSaved().empty())
+    return success();
+  if (getSaved().size() != 2)
+    return emitOpError("saves the forward's output and log-sum-exp: 'saved' takes 2 values, got ")
+           << getSaved().size();
+  llvm::SmallVector<Type> forward;
+  if (failed(inferQkvAttention(getLoc(), "graph.qkv_attention_grad", getQkv(),
+                               static_cast<int64_t>(getHeads()),
+                               getScale(), true, forward)))
+    return failure();
+  if (getSavedOutput().getType() != forward[0])
+    return emitOpError("saved output has type ")
+           << getSavedOutput().getType() << " but the forward's result is " << forward[0];
+  if (getSavedLse().getType() != forward[1])
+    return emitOpError("saved log-sum-exp has type ")
+           << getSavedLse().getType() << ", expected " << forward[1];
+  return success();
+}
+
+double QkvAttentionGradOp::getEffectiveScale() {
+  return qkvEffectiveScale(getScale(), getQkv(), static_cast<int64_t>(getHeads()));
 }
 
 LogicalResult CrossEntropyGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,

@@ -515,6 +515,44 @@ def Graph_AttentionOp : Graph_Op<"attention", [Graph_ReducedPrecision, Graph_Att
   }];
 }
 
+def Graph_QkvAttentionOp : Graph_Op<"qkv_attention", [Graph_ReducedPrecision,
+    Graph_AttentionKernel, Pure, InferTypeOpAdaptor]> {
+  let summary = "multi-head self-attention over one packed q, k, v projection";
+  let description = [{
+    graph.attention for each of `heads` heads, reading q, k and v where one projection wrote
+    them side by side: %qkv is [..., T, 3 H Dh], columns [0, H Dh) q, [H Dh, 2 H Dh) k and
+    [2 H Dh, 3 H Dh) v, head h at columns h Dh .. h Dh + Dh - 1 of each. The result is
+    [..., T, H Dh], head h at columns h Dh .., which is what the output projection reads. It
+    equals splitting %qkv in three, reshaping each to [..., T, H, Dh], transposing to
+    [..., H, T, Dh], graph.attention, and transposing and reshaping back, without moving q, k, v
+    or the result between layouts (graph-pack-qkv-attention forms it from that pattern).
+    `scale` defaults to 1 / sqrt(Dh).
+    ```mlir
+    %o = graph.qkv_attention %qkv heads 4 causal : tensor<2x8x192xbf16>
+    // %o : tensor<2x8x64xbf16>, Dh = 16
+    ```
+    With `with_lse` the second result is the f32 row log-sum-exp of every head, [..., H, T],
+    as graph.attention's.
+    ```mlir
+    %o, %lse = graph.qkv_attention %qkv heads 4 causal with_lse : tensor<2x8x192xbf16>
+    // %lse : tensor<2x4x8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$qkv, ConfinedAttr<I64Attr, [IntPositive]>:$heads,
+                       UnitAttr:$causal, OptionalAttr<F64Attr>:$scale, UnitAttr:$with_lse);
+  let results = (outs Graph_FloatTensor:$result, Optional<Graph_F32Tensor>:$lse);
+  let assemblyFormat = [{
+    $qkv `heads` $heads (`causal` $causal^)? (`scale` $scale^)? (`with_lse` $with_lse^)?
+    attr-dict `:` type($qkv)
+  }];
+  let extraClassDeclaration = [{
+    /// The dimension of each head: the last dimension / (3 heads).
+    int64_t getHeadDim();
+    /// The scale applied to q k^T: the attribute, or 1 / sqrt(head dimension).
+    double getEffectiveScale();
+  }];
+}
+
 def Graph_CrossEntropyOp : Graph_Op<"cross_entropy", [Graph_Fp32Precision, Graph_StoresFp32,
     Graph_ReductionKernel, Pure, InferTypeOpAdaptor]> {
   let summary = "softmax cross-entropy against integer labels";

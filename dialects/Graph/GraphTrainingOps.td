@@ -200,6 +200,42 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Graph_ReducedPrecision,
   }];
 }
 
+def Graph_QkvAttentionGradOp : Graph_Op<"qkv_attention_grad", [Graph_ReducedPrecision,
+    Graph_AttentionKernel, Pure, InferTypeOpAdaptor]> {
+  let summary = "gradient of graph.qkv_attention with respect to its packed operand";
+  let description = [{
+    The gradients of graph.attention_grad for every head, for the gradient dy ([..., T, H Dh])
+    of a graph.qkv_attention's result, written side by side as the packed operand is: dq in
+    columns [0, H Dh), dk in [H Dh, 2 H Dh), dv in [2 H Dh, 3 H Dh).
+    ```mlir
+    %dqkv = graph.qkv_attention_grad %qkv, %dy heads 4 causal
+        : tensor<2x8x192xbf16>, tensor<2x8x64xbf16>
+    ```
+    Optionally `saved(%o, %lse)`, the forward's two results, as graph.attention_grad's.
+    ```mlir
+    %dqkv = graph.qkv_attention_grad %qkv, %dy heads 4 causal saved(%o, %lse
+        : tensor<2x8x64xbf16>, tensor<2x4x8xf32>) : tensor<2x8x192xbf16>, tensor<2x8x64xbf16>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$qkv, Graph_FloatTensor:$grad,
+                       Variadic<Graph_FloatTensor>:$saved,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$heads, UnitAttr:$causal,
+                       OptionalAttr<F64Attr>:$scale);
+  let results = (outs Graph_FloatTensor:$qkv_grad);
+  let assemblyFormat = [{
+    $qkv `,` $grad `heads` $heads (`causal` $causal^)? (`scale` $scale^)?
+    (`saved` `(` $saved^ `:` type($saved) `)`)? attr-dict `:` type($qkv) `,` type($grad)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The scale applied to q k^T: the attribute, or 1 / sqrt(head dimension).
+    double getEffectiveScale();
+    /// The forward's saved output and row log-sum-exp, or null without `saved`.
+    ::mlir::Value getSavedOutput() { return getSaved().empty() ? nullptr : getSaved()[0]; }
+    ::mlir::Value getSavedLse() { return getSaved().size() < 2 ? nullptr : getSaved()[1]; }
+  }];
+}
+
 def Graph_CrossEntropyGradOp : Graph_Op<"cross_entropy_grad", [Graph_Fp32Precision,
     Graph_ReductionKernel, Pure, InferTypeOpAdaptor]> {
   let summary = "gradient of graph.cross_entropy with respect to the logits";

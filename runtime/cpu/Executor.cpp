@@ -232,6 +232,16 @@ void TypedExecutor<T>::execute(const Instruction &instruction, const RunOptions 
                        instruction.results.size() == 2 ? realResult(instruction, 1) : nullptr);
     return;
   }
+  case OpCode::QkvAttention: {
+    const Shape &qkv = shapeOf(operands[0]);
+    const int64_t heads = plan::intAttr(instruction, "heads");
+    kernels::qkvAttention(real(operands[0]), plan::numElements(Shape(qkv.begin(), qkv.end() - 2)),
+                          qkv[qkv.size() - 2], heads, qkv.back() / (3 * heads),
+                          plan::realAttr(instruction, "scale"),
+                          plan::intAttr(instruction, "causal") != 0, realResult(instruction),
+                          instruction.results.size() == 2 ? realResult(instruction, 1) : nullptr);
+    return;
+  }
   case OpCode::Dropout: {
     T *out = realResult(instruction);
     const int64_t count = plan::numElements(outShape);

@@ -154,6 +154,17 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction, const Run
                            realResult(instruction, 1), realResult(instruction, 2));
     return;
   }
+  case OpCode::QkvAttentionGrad: {
+    // The saved o and lse (operands 2 and 3), when given, are not needed: P is recomputed.
+    const Shape &qkv = shapeOf(operands[0]);
+    const int64_t heads = plan::intAttr(instruction, "heads");
+    kernels::qkvAttentionGrad(real(operands[0]), real(operands[1]),
+                              plan::numElements(Shape(qkv.begin(), qkv.end() - 2)),
+                              qkv[qkv.size() - 2], heads, qkv.back() / (3 * heads),
+                              plan::realAttr(instruction, "scale"),
+                              plan::intAttr(instruction, "causal") != 0, realResult(instruction));
+    return;
+  }
   case OpCode::CrossEntropyGrad: {
     const Shape &logits = shapeOf(operands[0]);
     // In place (adoptOperand): the result's storage holds the logits.

@@ -177,6 +177,13 @@ void attention(const T *q, const T *k, const T *v, int64_t batch, int64_t querie
                int64_t headDim, int64_t valueDim, double scale, bool causal, T *out,
                T *lse = nullptr);
 
+/// attention() for each of \p heads heads, q, k and v read side by side from \p qkv ([batch,
+/// tokens, 3 heads headDim]) and the result written as [batch, tokens, heads headDim]; \p lse
+/// (optional) is [batch, heads, tokens] (QkvAttentionKernels.cpp).
+template <typename T>
+void qkvAttention(const T *qkv, int64_t batch, int64_t tokens, int64_t heads, int64_t headDim,
+                  double scale, bool causal, T *out, T *lse = nullptr);
+
 //===----------------------------------------------------------------------===//
 // Losses (LossKernels.cpp)
 //===----------------------------------------------------------------------===//
@@ -248,6 +255,12 @@ template <typename T>
 void attentionGrad(const T *q, const T *k, const T *v, const T *dy, int64_t batch, int64_t queries,
                    int64_t keys, int64_t headDim, int64_t valueDim, double scale, bool causal,
                    T *dq, T *dk, T *dv);
+
+/// The gradient of qkvAttention() for \p dy ([batch, tokens, heads headDim]): dq, dk and dv
+/// side by side in \p dqkv, qkv's layout (QkvAttentionKernels.cpp).
+template <typename T>
+void qkvAttentionGrad(const T *qkv, const T *dy, int64_t batch, int64_t tokens, int64_t heads,
+                      int64_t headDim, double scale, bool causal, T *dqkv);
 
 /// dlogits = dloss * (softmax(row) - onehot(label)) / count, zero rows for
 /// ignored labels; count = non-ignored rows for the mean (all zeros if

@@ -149,6 +149,7 @@ private:
   void checkNorm();
   void checkSoftmax();
   void checkAttention();
+  void checkQkvAttention();
   void checkLoss();
   void checkElementwiseGrad();
   void checkPad();
@@ -156,6 +157,7 @@ private:
   void checkEmbeddingGrad();
   void checkNormGrad();
   void checkAttentionGrad();
+  void checkQkvAttentionGrad();
   void checkCrossEntropyGrad();
   void checkGradSeed();
   void checkAccumulate();

@@ -173,6 +173,23 @@ void InstructionChecker::checkAttention() {
   realAttr("scale");
 }
 
+void InstructionChecker::checkQkvAttention() {
+  floatOperand(0);
+  floatResult();
+  const int64_t heads = intAttr("heads");
+  std::string error;
+  resultShape(checked(qkvAttentionShape(operand(0).shape, heads, error), error));
+  // The optional row log-sum-exp: f32 [..., H, T].
+  if (instruction.results.size() == 2) {
+    if (result(1).dtype != DType::F32)
+      fail(resultName(1) + " (the row log-sum-exp) must be f32, is " +
+           std::string(dtypeName(result(1).dtype)));
+    resultShape(qkvAttentionLseShape(operand(0).shape, heads), 1);
+  }
+  flagAttr("causal");
+  realAttr("scale");
+}
+
 void InstructionChecker::checkLoss() {
   floatOperand(0);
   floatResult();
@@ -230,6 +247,8 @@ void InstructionChecker::check() {
     return checkSoftmax();
   case OpCode::Attention:
     return checkAttention();
+  case OpCode::QkvAttention:
+    return checkQkvAttention();
   case OpCode::CrossEntropy:
   case OpCode::MseLoss:
     return checkLoss();
@@ -249,6 +268,8 @@ void InstructionChecker::check() {
     return checkNormGrad();
   case OpCode::AttentionGrad:
     return checkAttentionGrad();
+  case OpCode::QkvAttentionGrad:
+    return checkQkvAttentionGrad();
   case OpCode::CrossEntropyGrad:
     return checkCrossEntropyGrad();
   case OpCode::GradSeed:
@@ -276,13 +297,14 @@ namespace {
 /// How many results \p instruction writes: the table's count, plus one for
 /// the optional operands of accumulate, adamw and sgd that add a result:
 /// accumulate with (scale, found) also writes found; adamw and sgd with a
-/// parameter copy also write it. attention writes its output, and with a
+/// parameter copy also write it. attention and qkv_attention write their output, and with a
 /// second result the row log-sum-exp: both counts are accepted.
 size_t resultCount(const Instruction &instruction) {
   const size_t operands = instruction.operands.size();
   const size_t results = static_cast<size_t>(opInfo(instruction.op).results);
   switch (instruction.op) {
   case OpCode::Attention:
+  case OpCode::QkvAttention:
     return instruction.results.size() == 2 ? 2 : results;
   case OpCode::Accumulate:
     return operands == 4 ? results + 1 : results;

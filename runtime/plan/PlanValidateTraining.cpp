@@ -111,6 +111,33 @@ void InstructionChecker::checkAttentionGrad() {
   realAttr("scale");
 }
 
+void InstructionChecker::checkQkvAttentionGrad() {
+  // (qkv, dy[, o, lse]) -> dqkv.
+  const size_t operands = instruction.operands.size();
+  if (operands != 2 && operands != 4)
+    fail("must have 2 operands (qkv, dy) or 4 (qkv, dy, o, lse), has " +
+         std::to_string(operands));
+  for (size_t i = 0; i < operands; ++i)
+    floatOperand(i);
+  const int64_t heads = intAttr("heads");
+  std::string error;
+  Shape out = checked(qkvAttentionShape(operand(0).shape, heads, error), error);
+  if (operand(1).shape != out)
+    fail(operandName(1) + " must have the attention output's shape " + shapeToString(out));
+  if (operands == 4) {
+    if (operand(2).shape != out || operand(2).dtype != operand(0).dtype)
+      fail(operandName(2) + " (the saved output) must be " + dtypeName(operand(0).dtype) + " " +
+           shapeToString(out));
+    const Shape rows = qkvAttentionLseShape(operand(0).shape, heads);
+    if (operand(3).shape != rows || operand(3).dtype != DType::F32)
+      fail(operandName(3) + " (the saved log-sum-exp) must be f32 " + shapeToString(rows));
+  }
+  floatResult(0);
+  resultShape(operand(0).shape, 0);
+  flagAttr("causal");
+  realAttr("scale");
+}
+
 void InstructionChecker::checkCrossEntropyGrad() {
   // (logits, labels, dloss) -> dlogits.
   floatOperand(0);

@@ -289,6 +289,31 @@ std::optional<Shape> attentionShape(const Shape &query, const Shape &key, const 
   return result;
 }
 
+std::optional<Shape> qkvAttentionShape(const Shape &qkv, int64_t heads, std::string &error) {
+  if (qkv.size() < 2) {
+    error = "qkv_attention needs qkv [..., T, 3 x heads x head dim], got " + shapeToString(qkv);
+    return std::nullopt;
+  }
+  if (heads < 1) {
+    error = "qkv_attention needs at least one head, got " + str(heads);
+    return std::nullopt;
+  }
+  if (qkv.back() < 1 || qkv.back() % (3 * heads) != 0) {
+    error = "qkv_attention's last dimension " + str(qkv.back()) + " is not 3 x " + str(heads) +
+            " heads x a head dim";
+    return std::nullopt;
+  }
+  Shape result = qkv;
+  result.back() = qkv.back() / 3;
+  return result;
+}
+
+Shape qkvAttentionLseShape(const Shape &qkv, int64_t heads) {
+  Shape rows(qkv.begin(), qkv.end() - 1);
+  rows.insert(rows.end() - 1, heads);
+  return rows;
+}
+
 bool checkCrossEntropy(const Shape &logits, const Shape &labels, std::string &error) {
   if (logits.empty() || labels.size() + 1 != logits.size() ||
       !std::equal(labels.begin(), labels.end(), logits.begin())) {

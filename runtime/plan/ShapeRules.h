@@ -77,6 +77,12 @@ bool checkCausalScores(const Shape &scores, std::string &error);
 std::optional<Shape> attentionShape(const Shape &query, const Shape &key, const Shape &value,
                                     bool causal, std::string &error);
 
+/// qkv [..., T, 3 H Dh] (q, k, v side by side, each H heads of Dh) -> [..., T, H Dh].
+std::optional<Shape> qkvAttentionShape(const Shape &qkv, int64_t heads, std::string &error);
+
+/// The row log-sum-exp of a qkv_attention over \p qkv: [..., H, T].
+Shape qkvAttentionLseShape(const Shape &qkv, int64_t heads);
+
 /// logits [..., C], labels [...]: the leading shapes agree.
 bool checkCrossEntropy(const Shape &logits, const Shape &labels, std::string &error);
 

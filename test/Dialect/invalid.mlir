@@ -1486,6 +1486,82 @@ graph.model @attention_lse_element_type {
 
 // -----
 
+//===----------------------------------------------------------------------===//
+// graph.qkv_attention
+//===----------------------------------------------------------------------===//
+
+graph.model @qkv_attention_width {
+  graph.input @x : tensor<2x8x100xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x8x100xf32>
+    // expected-error @+1 {{'graph.qkv_attention' qkv_attention's last dimension 100 is not 3 x 4 heads x a head dim}}
+    %o = graph.qkv_attention %x heads 4 : tensor<2x8x100xf32>
+    %l = graph.mse_loss %x, %x : tensor<2x8x100xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @qkv_attention_rank {
+  graph.input @x : tensor<96xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<96xf32>
+    // expected-error @+1 {{'graph.qkv_attention' qkv_attention needs qkv [..., T, 3 x heads x head dim], got [96]}}
+    %o = graph.qkv_attention %x heads 2 : tensor<96xf32>
+    %l = graph.mse_loss %x, %x : tensor<96xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @qkv_attention_heads {
+  graph.input @x : tensor<2x8x96xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x8x96xf32>
+    // expected-error @+1 {{'graph.qkv_attention' qkv_attention needs at least one head, got 0}}
+    %o = graph.qkv_attention %x heads 0 : tensor<2x8x96xf32>
+    %l = graph.mse_loss %x, %x : tensor<2x8x96xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @qkv_attention_scale {
+  graph.input @x : tensor<2x8x96xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x8x96xf32>
+    // expected-error @+1 {{'graph.qkv_attention' scale must be finite and positive, got -1.0}}
+    %o = graph.qkv_attention %x heads 2 scale -1.0 : tensor<2x8x96xf32>
+    %l = graph.mse_loss %x, %x : tensor<2x8x96xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+// with_lse: the second result is the f32 [.., H, T].
+graph.model @qkv_attention_lse_shape {
+  graph.input @x : tensor<2x8x96xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x8x96xf32>
+    // expected-error @+2 {{'graph.qkv_attention' op inferred type(s) 'tensor<2x8x32xf32>', 'tensor<2x2x8xf32>' are incompatible with return type(s) of operation 'tensor<2x8x32xf32>', 'tensor<2x8xf32>'}}
+    // expected-error @+1 {{'graph.qkv_attention' op failed to infer returned types}}
+    %o:2 = "graph.qkv_attention"(%x) <{heads = 2 : i64, with_lse}> : (tensor<2x8x96xf32>) -> (tensor<2x8x32xf32>, tensor<2x8xf32>)
+    %l = graph.mse_loss %x, %x : tensor<2x8x96xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
 graph.model @attention_negative_scale {
   graph.input @q : tensor<2x8x16xf32>
   func.func @forward() {

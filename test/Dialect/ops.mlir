@@ -627,6 +627,34 @@ graph.model @attention {
 
 // -----
 
+// qkv [.., T = 8, 3 x 4 heads x 16] -> [.., 8, 64]; with_lse adds the f32 [.., 4, 8].
+// CHECK-LABEL: graph.model @qkv_attention {
+// CHECK: %[[X:.+]] = graph.get_input @qkv : tensor<2x8x192xbf16>
+// CHECK: %[[A:.+]] = graph.qkv_attention %[[X]] heads 4 : tensor<2x8x192xbf16>
+// CHECK: %[[B:.+]], %[[LSE:.+]] = graph.qkv_attention %[[X]] heads 4 causal scale 1.250000e-01 with_lse : tensor<2x8x192xbf16>
+// CHECK: %[[C:.+]] = graph.qkv_attention %[[X]] heads 2 causal : tensor<2x8x192xbf16>
+
+// GENERIC-LABEL: "graph.model"() <{sym_name = "qkv_attention"}>
+// GENERIC: "graph.qkv_attention"(%{{.+}}) <{heads = 4 : i64}> : (tensor<2x8x192xbf16>) -> tensor<2x8x64xbf16>
+// GENERIC: "graph.qkv_attention"(%{{.+}}) <{causal, heads = 4 : i64, scale = 1.250000e-01 : f64, with_lse}> : (tensor<2x8x192xbf16>) -> (tensor<2x8x64xbf16>, tensor<2x4x8xf32>)
+// GENERIC: "graph.qkv_attention"(%{{.+}}) <{causal, heads = 2 : i64}> : (tensor<2x8x192xbf16>) -> tensor<2x8x64xbf16>
+graph.model @qkv_attention {
+  graph.input @qkv : tensor<2x8x192xbf16>
+  func.func @forward() {
+    %x = graph.get_input @qkv : tensor<2x8x192xbf16>
+    %a = graph.qkv_attention %x heads 4 : tensor<2x8x192xbf16>
+    %b, %lse = graph.qkv_attention %x heads 4 causal scale 0.125 with_lse : tensor<2x8x192xbf16>
+    %c = graph.qkv_attention %x heads 2 causal : tensor<2x8x192xbf16>
+    %d = graph.add %a, %c : tensor<2x8x64xbf16>, tensor<2x8x64xbf16>
+    %e = graph.cast %d : tensor<2x8x64xbf16> -> tensor<2x8x64xf32>
+    %l = graph.sum %e axes [0, 1, 2] : tensor<2x8x64xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
 // with_lse: a second result, the f32 row log-sum-exp [.., T].
 // CHECK-LABEL: graph.model @attention_with_lse {
 // CHECK: %[[Q:.+]] = graph.get_input @q : tensor<2x4x8x16xbf16>

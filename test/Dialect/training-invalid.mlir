@@ -557,6 +557,96 @@ graph.model @attention_grad_saved_lse {
 
 // -----
 
+//===----------------------------------------------------------------------===//
+// graph.qkv_attention_grad
+//===----------------------------------------------------------------------===//
+
+graph.model @qkv_attention_grad_shape {
+  graph.input @x : tensor<2x8x96xf32>
+  graph.input @dy : tensor<2x8x96xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x8x96xf32>
+    %dy = graph.get_input @dy : tensor<2x8x96xf32>
+    // expected-error @+1 {{'graph.qkv_attention_grad' gradient has shape [2, 8, 96] but the forward result has shape [2, 8, 32]}}
+    %g = graph.qkv_attention_grad %x, %dy heads 2 : tensor<2x8x96xf32>, tensor<2x8x96xf32>
+    %l = graph.mse_loss %x, %x : tensor<2x8x96xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @qkv_attention_grad_width {
+  graph.input @x : tensor<2x8x100xf32>
+  graph.input @dy : tensor<2x8x32xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x8x100xf32>
+    %dy = graph.get_input @dy : tensor<2x8x32xf32>
+    // expected-error @+1 {{'graph.qkv_attention_grad' qkv_attention's last dimension 100 is not 3 x 2 heads x a head dim}}
+    %g = graph.qkv_attention_grad %x, %dy heads 2 : tensor<2x8x100xf32>, tensor<2x8x32xf32>
+    %l = graph.mse_loss %x, %x : tensor<2x8x100xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @qkv_attention_grad_saved_count {
+  graph.input @x : tensor<2x8x96xf32>
+  graph.input @dy : tensor<2x8x32xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x8x96xf32>
+    %dy = graph.get_input @dy : tensor<2x8x32xf32>
+    // expected-error @+1 {{'graph.qkv_attention_grad' op saves the forward's output and log-sum-exp: 'saved' takes 2 values, got 1}}
+    %g = graph.qkv_attention_grad %x, %dy heads 2 saved(%dy : tensor<2x8x32xf32>) : tensor<2x8x96xf32>, tensor<2x8x32xf32>
+    %l = graph.mse_loss %x, %x : tensor<2x8x96xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @qkv_attention_grad_saved_output {
+  graph.input @x : tensor<2x8x96xf32>
+  graph.input @dy : tensor<2x8x32xf32>
+  graph.input @o : tensor<2x8x32xbf16>
+  graph.input @lse : tensor<2x2x8xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x8x96xf32>
+    %dy = graph.get_input @dy : tensor<2x8x32xf32>
+    %o = graph.get_input @o : tensor<2x8x32xbf16>
+    %lse = graph.get_input @lse : tensor<2x2x8xf32>
+    // expected-error @+1 {{'graph.qkv_attention_grad' op saved output has type 'tensor<2x8x32xbf16>' but the forward's result is 'tensor<2x8x32xf32>'}}
+    %g = graph.qkv_attention_grad %x, %dy heads 2 saved(%o, %lse : tensor<2x8x32xbf16>, tensor<2x2x8xf32>) : tensor<2x8x96xf32>, tensor<2x8x32xf32>
+    %l = graph.mse_loss %x, %x : tensor<2x8x96xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @qkv_attention_grad_saved_lse {
+  graph.input @x : tensor<2x8x96xf32>
+  graph.input @dy : tensor<2x8x32xf32>
+  graph.input @lse : tensor<2x8xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x8x96xf32>
+    %dy = graph.get_input @dy : tensor<2x8x32xf32>
+    %lse = graph.get_input @lse : tensor<2x8xf32>
+    // expected-error @+1 {{'graph.qkv_attention_grad' op saved log-sum-exp has type 'tensor<2x8xf32>', expected 'tensor<2x2x8xf32>'}}
+    %g = graph.qkv_attention_grad %x, %dy heads 2 saved(%dy, %lse : tensor<2x8x32xf32>, tensor<2x8xf32>) : tensor<2x8x96xf32>, tensor<2x8x32xf32>
+    %l = graph.mse_loss %x, %x : tensor<2x8x96xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
 graph.model @attention_grad_leading_dimensions {
   graph.input @q : tensor<2x8x16xf32>
   graph.input @k : tensor<3x8x16xf32>

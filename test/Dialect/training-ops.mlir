@@ -297,6 +297,35 @@ graph.model @attention_grad_saved {
 
 // -----
 
+// qkv_attention_grad: dy [.., T, H Dh] -> the packed gradient, typed like qkv; optionally the
+// forward's o and f32 lse [.., H, T].
+// CHECK-LABEL: graph.model @qkv_attention_grad {
+// CHECK: %[[X:.+]] = graph.get_input @qkv : tensor<2x8x192xf32>
+// CHECK: %[[DY:.+]] = graph.get_input @dy : tensor<2x8x64xf32>
+// CHECK: %{{.+}} = graph.qkv_attention_grad %[[X]], %[[DY]] heads 4 : tensor<2x8x192xf32>, tensor<2x8x64xf32>
+// CHECK: %[[O:.+]], %[[LSE:.+]] = graph.qkv_attention %[[X]] heads 4 causal scale 1.250000e-01 with_lse
+// CHECK: %{{.+}} = graph.qkv_attention_grad %[[X]], %[[DY]] heads 4 causal scale 1.250000e-01 saved(%[[O]], %[[LSE]] : tensor<2x8x64xf32>, tensor<2x4x8xf32>) : tensor<2x8x192xf32>, tensor<2x8x64xf32>
+
+// GENERIC-LABEL: "graph.model"() <{sym_name = "qkv_attention_grad"}>
+// GENERIC: "graph.qkv_attention_grad"(%{{.+}}, %{{.+}}) <{heads = 4 : i64}> : (tensor<2x8x192xf32>, tensor<2x8x64xf32>) -> tensor<2x8x192xf32>
+// GENERIC: "graph.qkv_attention_grad"(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) <{causal, heads = 4 : i64, scale = 1.250000e-01 : f64}> : (tensor<2x8x192xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x4x8xf32>) -> tensor<2x8x192xf32>
+graph.model @qkv_attention_grad {
+  graph.input @qkv : tensor<2x8x192xf32>
+  graph.input @dy : tensor<2x8x64xf32>
+  func.func @forward() {
+    %x = graph.get_input @qkv : tensor<2x8x192xf32>
+    %dy = graph.get_input @dy : tensor<2x8x64xf32>
+    %a = graph.qkv_attention_grad %x, %dy heads 4 : tensor<2x8x192xf32>, tensor<2x8x64xf32>
+    %o, %lse = graph.qkv_attention %x heads 4 causal scale 0.125 with_lse : tensor<2x8x192xf32>
+    %b = graph.qkv_attention_grad %x, %dy heads 4 causal scale 0.125 saved(%o, %lse : tensor<2x8x64xf32>, tensor<2x4x8xf32>) : tensor<2x8x192xf32>, tensor<2x8x64xf32>
+    %l = graph.mse_loss %a, %b : tensor<2x8x192xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
 // The incoming gradient is always an f32 scalar, so the custom form does not spell its type.
 // Default ignore_index (-100) and reduction (mean) are not printed; explicit values are.
 // CHECK-LABEL: graph.model @cross_entropy_grad {

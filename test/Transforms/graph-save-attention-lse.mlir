@@ -58,3 +58,26 @@ graph.model @two {
     return
   }
 }
+
+// -----
+
+// A packed qkv_attention: its gradient reads o [.., T, H Dh] and lse [.., H, T].
+// CHECK-LABEL: graph.model @packed
+// CHECK: %[[O:.+]], %[[LSE:.+]] = graph.qkv_attention %[[X:.+]] heads 2 causal with_lse : tensor<2x8x96xf32>
+// CHECK: graph.qkv_attention_grad %[[X]], %{{.+}} heads 2 causal saved(%[[O]], %[[LSE]] : tensor<2x8x32xf32>, tensor<2x2x8xf32>) : tensor<2x8x96xf32>, tensor<2x8x32xf32>
+// BF16-LABEL: graph.model @packed
+// BF16: %[[O:.+]], %[[LSE:.+]] = graph.qkv_attention %[[X:.+]] heads 2 causal with_lse {graph.precision = #graph.precision<compute = bf16, accumulate = f32, storage = bf16, rule = "reduced">} : tensor<2x8x96xbf16>
+// BF16: graph.qkv_attention_grad %[[X]], %{{.+}} heads 2 causal saved(%[[O]], %[[LSE]] : tensor<2x8x32xbf16>, tensor<2x2x8xf32>) {{.*}}: tensor<2x8x96xbf16>, tensor<2x8x32xbf16>
+graph.model @packed {
+  graph.param @w : tensor<32x96xf32> init #graph.normal<std = 0.02>
+  graph.input @x : tensor<2x8x32xf32>
+  func.func @forward() {
+    %w = graph.get_param @w : tensor<32x96xf32>
+    %x = graph.get_input @x : tensor<2x8x32xf32>
+    %qkv = graph.matmul %x, %w : tensor<2x8x32xf32>, tensor<32x96xf32>
+    %o = graph.qkv_attention %qkv heads 2 causal : tensor<2x8x96xf32>
+    %l = graph.mse_loss %o, %x : tensor<2x8x32xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}

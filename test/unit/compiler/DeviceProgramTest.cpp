@@ -324,9 +324,20 @@ TEST(DeviceProgram, GptStepsReadTheRightBuffers) {
         EXPECT_TRUE(attention->causal);
         EXPECT_FLOAT_EQ(attention->scale, 0.25f);
         EXPECT_EQ(attention->blockRows, 64u); // bf16: the tensor-core kernels
+        // q, k and v are read in place from the packed projection [4, 32, 3 x 64]: three
+        // windows of one buffer, 64 bf16 (128 bytes) apart, rows 192 apart; o is written
+        // token-major, [4, 32, 64], head h at column 16 h.
+        EXPECT_EQ(attention->q, attention->k);
+        EXPECT_EQ(attention->q, attention->v);
+        EXPECT_EQ(plan.buffers[attention->q].shape, (std::vector<int64_t>{4, 32, 192}));
+        const plan::AttentionLayout packed{0, 32 * 192, 16, 192};
+        EXPECT_EQ(attention->qLayout, packed);
+        EXPECT_EQ(attention->kLayout, (plan::AttentionLayout{128, 32 * 192, 16, 192}));
+        EXPECT_EQ(attention->vLayout, (plan::AttentionLayout{256, 32 * 192, 16, 192}));
+        EXPECT_EQ(attention->oLayout, (plan::AttentionLayout{0, 32 * 64, 16, 64}));
         // The forward writes o and its f32 row log-sum-exp into buffers the backward reads;
         // the backward runs no forward kernel.
-        EXPECT_EQ(plan.buffers[attention->out].shape, (std::vector<int64_t>{4, 4, 32, 16}));
+        EXPECT_EQ(plan.buffers[attention->out].shape, (std::vector<int64_t>{4, 32, 64}));
         ASSERT_NE(attention->lse, plan::kNoBuffer);
         EXPECT_EQ(plan.buffers[attention->lse].shape, (std::vector<int64_t>{4, 4, 32}));
         EXPECT_EQ(plan.buffers[attention->lse].dtype, plan::DType::F32);
@@ -342,6 +353,11 @@ TEST(DeviceProgram, GptStepsReadTheRightBuffers) {
           EXPECT_TRUE(attention->readsSavedForward());
           EXPECT_TRUE(forwardOutputs.count({attention->out, attention->lse}))
               << "the backward reads the o and lse of a forward";
+          // dq, dk and dv: the three windows of the packed gradient.
+          EXPECT_EQ(attention->dq, attention->dk);
+          EXPECT_EQ(attention->dq, attention->dv);
+          EXPECT_EQ(plan.buffers[attention->dq].shape, (std::vector<int64_t>{4, 32, 192}));
+          EXPECT_EQ(plan.buffers[attention->dOut].shape, (std::vector<int64_t>{4, 32, 64}));
           EXPECT_EQ(plan.device.kernels[attention->dkdvKernel].entry,
                     "ampc_flash_attention_bwd_dkdv_bf16_d16_causal");
           EXPECT_EQ(plan.device.kernels[attention->deltaKernel].entry,
@@ -350,8 +366,8 @@ TEST(DeviceProgram, GptStepsReadTheRightBuffers) {
         ASSERT_EQ(group.instructions.size(), 1u);
         const plan::Instruction &instruction = plan.instructions[group.instructions[0]];
         EXPECT_EQ(instruction.op, attention->pass == plan::AttentionPass::Forward
-                                      ? plan::OpCode::Attention
-                                      : plan::OpCode::AttentionGrad);
+                                      ? plan::OpCode::QkvAttention
+                                      : plan::OpCode::QkvAttentionGrad);
         EXPECT_EQ(instruction.operands[0], attention->q);
       }
       if (const auto *matmul = std::get_if<plan::MatmulStep>(&step)) {
@@ -412,7 +428,7 @@ TEST(DeviceProgram, GptStepsReadTheRightBuffers) {
   expectInvalidBackward(
       [](plan::AttentionStep &step) { step.oLayout.offset = 16; },
       "(batch x heads x rows x head dim by its layout)");
-  expectInvalidBackward([](plan::AttentionStep &step) { step.qLayout.headStride *= 2; },
+  expectInvalidBackward([](plan::AttentionStep &step) { step.qLayout.batchStride *= 2; },
                         "q (");
   // The classifier's gradient takes over the bytes of its logits.
   size_t reuses = 0;

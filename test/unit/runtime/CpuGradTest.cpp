@@ -457,6 +457,61 @@ TEST(CpuGradFiniteDifferences, Attention) {
   }
 }
 
+TEST(CpuGradFiniteDifferences, QkvAttention) {
+  // qkv [2, T = 3, 3 x H = 2 x Dh = 4]: q, k, v side by side, heads inside each.
+  const int64_t batch = 2, tokens = 3, heads = 2, headDim = 4, width = heads * headDim;
+  const TensorSpec qkv{DType::F32, {batch, tokens, 3 * width}, randomValues(144, 40)};
+  const Shape out = {batch, tokens, width}, rows = {batch, heads, tokens};
+  const std::vector<double> dy = randomValues(48, 41);
+  // Part `part` of a packed [batch, tokens, parts x width] tensor as [batch, heads, tokens, Dh],
+  // and back.
+  auto index = [&](int64_t parts, int64_t part, int64_t b, int64_t h, int64_t t, int64_t d) {
+    return ((b * tokens + t) * parts + part) * width + h * headDim + d;
+  };
+  auto unpack = [&](const std::vector<double> &packed, int64_t parts, int64_t part) {
+    std::vector<double> slices;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t t = 0; t < tokens; ++t)
+          for (int64_t d = 0; d < headDim; ++d)
+            slices.push_back(packed[index(parts, part, b, h, t, d)]);
+    return slices;
+  };
+  const Shape sliceShape = {batch, heads, tokens, headDim};
+  const TensorSpec q{DType::F32, sliceShape, unpack(qkv.values, 3, 0)},
+      k{DType::F32, sliceShape, unpack(qkv.values, 3, 1)},
+      v{DType::F32, sliceShape, unpack(qkv.values, 3, 2)},
+      dySlices{DType::F32, sliceShape, unpack(dy, 1, 0)};
+  for (int64_t causal : {0, 1}) {
+    SCOPED_TRACE(causal);
+    const Attrs attrs = {{"heads", heads}, {"causal", causal}, {"scale", 0.6}};
+    const Attrs sliceAttrs = {{"causal", causal}, {"scale", 0.6}};
+    // The forward is attention over the head-major slices, bit for bit, lse included.
+    auto packed = evaluate(OpCode::QkvAttention, {qkv}, {{DType::F32, out}, {DType::F32, rows}},
+                           attrs);
+    auto sliced = evaluate(OpCode::Attention, {q, k, v},
+                           {{DType::F32, sliceShape}, {DType::F32, rows}}, sliceAttrs);
+    EXPECT_EQ(unpack(packed[0], 1, 0), sliced[0]);
+    EXPECT_EQ(packed[1], sliced[1]);
+    // The gradient: against finite differences, and bit for bit attention_grad's dq, dk, dv.
+    const std::vector<double> grad = evaluateOne(
+        OpCode::QkvAttentionGrad, {qkv, {DType::F32, out, dy}}, qkv.shape, attrs);
+    expectRelativeClose(grad, numericGradient(OpCode::QkvAttention, {qkv}, 0, out, attrs, dy));
+    auto slicedGrads = evaluate(
+        OpCode::AttentionGrad, {q, k, v, dySlices},
+        {{DType::F32, sliceShape}, {DType::F32, sliceShape}, {DType::F32, sliceShape}},
+        sliceAttrs);
+    for (int64_t part = 0; part < 3; ++part)
+      EXPECT_EQ(unpack(grad, 3, part), slicedGrads[part]) << "part " << part;
+    // Reading the saved o and lse changes nothing.
+    EXPECT_EQ(evaluateOne(OpCode::QkvAttentionGrad,
+                          {qkv, {DType::F32, out, dy}, {DType::F32, out, packed[0]},
+                           {DType::F32, rows, packed[1]}},
+                          qkv.shape, attrs),
+              grad);
+  }
+}
+
 TEST(CpuGradFiniteDifferences, CrossEntropy) {
   const TensorSpec logits{DType::F32, {2, 3, 5}, randomValues(30, 22, -2, 2)};
   // One ignored label (-100) among the six rows.

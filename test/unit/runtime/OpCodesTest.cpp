@@ -49,8 +49,10 @@ TEST(OpCodes, PinnedCodes) {
   EXPECT_EQ(code(OpCode::ReluGrad), 31);
   EXPECT_EQ(code(OpCode::Accumulate), 43);
   EXPECT_EQ(code(OpCode::UpdateLossScale), 48);
-  EXPECT_EQ(kNumOpCodes, 49);
-  EXPECT_EQ(code(OpCode::UpdateLossScale), kNumOpCodes - 1);
+  EXPECT_EQ(code(OpCode::QkvAttention), 49);
+  EXPECT_EQ(code(OpCode::QkvAttentionGrad), 50);
+  EXPECT_EQ(kNumOpCodes, 51);
+  EXPECT_EQ(code(OpCode::QkvAttentionGrad), kNumOpCodes - 1);
 }
 
 TEST(OpCodes, PinnedNames) {

@@ -525,8 +525,8 @@ TEST(PlanIO, RejectsBadEnumValues) {
   plan.inputs[0].use = static_cast<plan::InputUse>(3);
   EXPECT_NE(readError(encode(plan)).find("bad input use code 3"), std::string::npos);
   plan = everyOpcodePlan();
-  plan.optimizerInstructions[0].op = static_cast<plan::OpCode>(49);
-  EXPECT_NE(readError(encode(plan)).find("bad opcode code 49"), std::string::npos);
+  plan.optimizerInstructions[0].op = static_cast<plan::OpCode>(51);
+  EXPECT_NE(readError(encode(plan)).find("bad opcode code 51"), std::string::npos);
   plan = everyOpcodePlan();
   plan.lossScaling.mode = static_cast<plan::LossScaleMode>(3);
   EXPECT_NE(readError(encode(plan)).find("bad loss scale mode code 3"), std::string::npos);

@@ -171,6 +171,12 @@ plan::Plan everyOpcodePlan() {
   const uint32_t sm = b.op(OpCode::Softmax, {rn}, f32, {2, 3, 4}, {{"causal", int64_t(1)}});
   const uint32_t at = b.op(OpCode::Attention, {rn, rn, rn}, f32, {2, 3, 4},
                            {{"causal", int64_t(1)}, {"scale", 0.5}});
+  // qkv [2, 3, 12]: q, k, v of 2 heads of 2 side by side; its lse [2, 2, 3].
+  const uint32_t qkv = b.op(OpCode::Concat, {rn, rn, rn}, f32, {2, 3, 12}, {{"axis", int64_t(2)}});
+  const uint32_t packedOut = b.buffer("packed_out", f32, {2, 3, 4});
+  const uint32_t packedLse = b.buffer("packed_lse", f32, {2, 2, 3});
+  b.instruction(OpCode::QkvAttention, {qkv}, {packedOut, packedLse},
+                {{"heads", int64_t(2)}, {"causal", int64_t(1)}, {"scale", 0.5}});
   const uint32_t dr =
       b.op(OpCode::Dropout, {at}, f32, {2, 3, 4}, {{"p", 0.25}, {"stream", int64_t(7)}});
   const uint32_t logits = b.op(OpCode::Cast, {dr}, DType::BF16, {2, 3, 4});
@@ -197,6 +203,8 @@ plan::Plan everyOpcodePlan() {
   const uint32_t dv = b.buffer("dv", f32, {2, 3, 4});
   b.instruction(OpCode::AttentionGrad, {rn, rn, rn, g}, {dq, dk, dv},
                 {{"causal", int64_t(1)}, {"scale", 0.5}});
+  b.op(OpCode::QkvAttentionGrad, {qkv, g, packedOut, packedLse}, f32, {2, 3, 12},
+       {{"heads", int64_t(2)}, {"causal", int64_t(1)}, {"scale", 0.5}});
   const uint32_t dx = b.buffer("dx", f32, {2, 3, 4});
   const uint32_t dgamma = b.buffer("dgamma", f32, {4});
   const uint32_t dbeta = b.buffer("dbeta", f32, {4});

@@ -1,0 +1,156 @@
+//===- GraphPackQkvAttention.cpp - attention reads q, k, v where they were written --===//
+//
+// A transformer block computes q, k and v with one projection, [..., T, 3 H Dh], and hands
+// graph.attention head-major slices [..., H, T, Dh]: split, reshape to [..., T, H, Dh],
+// transpose. The result goes back the same way to the output projection. On a device each of
+// those transposes is a copy kernel and a stored tensor. This pass replaces the whole pattern by
+// one graph.qkv_attention, which reads the packed projection in place and writes the result
+// token-major; autodiff then gives it one graph.qkv_attention_grad writing the packed gradient,
+// so the backward has no layout copies either (no transposes, no concatenation).
+//
+// A match needs: one graph.split of the last axis into three equal parts, used in order as q,
+// k and v; each part reshaped to [..., T, H, Dh] with the same H and Dh and transposed by the
+// permutation that swaps T and H; and those values used by nothing else. A result that
+// something other than transpose + reshape reads is rebuilt for it from the packed result.
+//
+//===---------------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace ampc::graph {
+#define GEN_PASS_DEF_GRAPHPACKQKVATTENTION
+#include "passes/Passes.h.inc"
+} // namespace ampc::graph
+
+using namespace mlir;
+using namespace ampc::graph;
+
+namespace {
+
+llvm::ArrayRef<int64_t> shapeOf(Value value) {
+  return llvm::cast<RankedTensorType>(value.getType()).getShape();
+}
+
+/// The permutation of a rank-\p rank tensor that swaps its axes rank - 3 and rank - 2
+/// ([..., T, H, Dh] <-> [..., H, T, Dh]).
+llvm::SmallVector<int64_t> headSwap(int64_t rank) {
+  llvm::SmallVector<int64_t> permutation;
+  for (int64_t axis = 0; axis < rank; ++axis)
+    permutation.push_back(axis);
+  std::swap(permutation[rank - 3], permutation[rank - 2]);
+  return permutation;
+}
+
+/// One of q, k, v: the split part it came from and the head split [H, Dh], when \p value is
+/// transpose(reshape(part of a split)) of the expected form and nothing else reads the chain.
+struct Slice {
+  SplitOp split;
+  unsigned part;
+  int64_t heads, headDim;
+};
+
+std::optional<Slice> sliceOf(Value value) {
+  auto transpose = value.getDefiningOp<TransposeOp>();
+  if (!transpose || !value.hasOneUse() || shapeOf(value).size() < 3 ||
+      transpose.getPermutation() != llvm::ArrayRef(headSwap(shapeOf(value).size())))
+    return std::nullopt;
+  auto reshape = transpose.getInput().getDefiningOp<ReshapeOp>();
+  if (!reshape || !transpose.getInput().hasOneUse())
+    return std::nullopt;
+  auto part = llvm::dyn_cast<OpResult>(reshape.getInput());
+  auto split = part ? llvm::dyn_cast<SplitOp>(part.getOwner()) : nullptr;
+  if (!split || !part.hasOneUse())
+    return std::nullopt;
+  // [..., T, H Dh] -> [..., T, H, Dh]
+  llvm::ArrayRef<int64_t> flat = shapeOf(part), heads = shapeOf(reshape.getResult());
+  if (heads.size() != flat.size() + 1 || !std::equal(flat.begin(), flat.end() - 1, heads.begin()) ||
+      heads[heads.size() - 2] * heads.back() != flat.back())
+    return std::nullopt;
+  return Slice{split, part.getResultNumber(), heads[heads.size() - 2], heads.back()};
+}
+
+/// Replaces \p attention by a qkv_attention when its q, k, v are the head-major slices of one
+/// packed projection; returns whether it did.
+bool pack(AttentionOp attention) {
+  if (attention.getWithLse())
+    return false;
+  std::optional<Slice> q = sliceOf(attention.getQuery()), k = sliceOf(attention.getKey()),
+                       v = sliceOf(attention.getValue());
+  if (!q || !k || !v || q->split != k->split || q->split != v->split || q->part != 0 ||
+      k->part != 1 || v->part != 2 || k->heads != q->heads || v->heads != q->heads ||
+      k->headDim != q->headDim || v->headDim != q->headDim)
+    return false;
+  SplitOp split = q->split;
+  Value qkv = split.getInput();
+  const int64_t rank = static_cast<int64_t>(shapeOf(qkv).size());
+  if (split.getNumResults() != 3 || split.getAxis() != rank - 1)
+    return false;
+
+  OpBuilder builder(attention);
+  auto packed = builder.create<QkvAttentionOp>(
+      attention.getLoc(), qkv, builder.getI64IntegerAttr(q->heads), attention.getCausalAttr(),
+      attention.getScaleAttr(), UnitAttr());
+  // The usual reader: transpose back to [..., T, H, Dh], reshape to [..., T, H Dh]: the packed
+  // result itself.
+  Value result = attention.getResult();
+  for (Operation *user : llvm::make_early_inc_range(result.getUsers())) {
+    auto transpose = llvm::dyn_cast<TransposeOp>(user);
+    if (!transpose || transpose.getPermutation() != llvm::ArrayRef(headSwap(rank + 1)))
+      continue;
+    for (Operation *reader : llvm::make_early_inc_range(transpose.getResult().getUsers()))
+      if (auto reshape = llvm::dyn_cast<ReshapeOp>(reader);
+          reshape && reshape.getType() == packed.getResult().getType())
+        reshape.getResult().replaceAllUsesWith(packed.getResult());
+  }
+  // Anyone else gets [..., H, T, Dh] rebuilt from it.
+  if (!result.use_empty()) {
+    llvm::SmallVector<int64_t> tokenMajor(shapeOf(packed.getResult()));
+    tokenMajor.back() = q->headDim;
+    tokenMajor.insert(tokenMajor.end() - 1, q->heads);
+    auto type = RankedTensorType::get(tokenMajor, getElementTypeOrSelf(result.getType()));
+    Value unpacked = builder.create<ReshapeOp>(attention.getLoc(), type, packed.getResult());
+    Value headMajor = builder.create<TransposeOp>(attention.getLoc(), unpacked,
+                                                  builder.getDenseI64ArrayAttr(headSwap(rank + 1)));
+    result.replaceAllUsesWith(headMajor);
+  }
+  attention.erase();
+  return true;
+}
+
+/// Erases the ops of \p body nothing reads any more (the swallowed splits, reshapes and
+/// transposes), latest first, until none is left.
+void eraseUnused(Block &body) {
+  bool erased = true;
+  while (erased) {
+    erased = false;
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+      if (!op.hasTrait<OpTrait::IsTerminator>() && isOpTriviallyDead(&op)) {
+        op.erase();
+        erased = true;
+      }
+  }
+}
+
+struct GraphPackQkvAttentionPass
+    : ampc::graph::impl::GraphPackQkvAttentionBase<GraphPackQkvAttentionPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    func::FuncOp entry = getOperation().getEntryFunction();
+    if (!entry)
+      return;
+    Block &body = entry.getBody().front();
+    llvm::SmallVector<AttentionOp> candidates(body.getOps<AttentionOp>());
+    bool changed = false;
+    for (AttentionOp attention : candidates)
+      changed |= pack(attention);
+    if (changed)
+      eraseUnused(body);
+  }
+};
+
+} // namespace
