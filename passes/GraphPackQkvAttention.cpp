@@ -15,11 +15,11 @@
 //
 //===---------------------------------------------------------------------------===//
 
+#include "passes/EraseUnused.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
-#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace ampc::graph {
 #define GEN_PASS_DEF_GRAPHPACKQKVATTENTION
@@ -121,20 +121,6 @@ bool pack(AttentionOp attention) {
   return true;
 }
 
-/// Erases the ops of \p body nothing reads any more (the swallowed splits, reshapes and
-/// transposes), latest first, until none is left.
-void eraseUnused(Block &body) {
-  bool erased = true;
-  while (erased) {
-    erased = false;
-    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
-      if (!op.hasTrait<OpTrait::IsTerminator>() && isOpTriviallyDead(&op)) {
-        op.erase();
-        erased = true;
-      }
-  }
-}
-
 struct GraphPackQkvAttentionPass
     : ampc::graph::impl::GraphPackQkvAttentionBase<GraphPackQkvAttentionPass> {
   using Base::Base;
@@ -149,7 +135,7 @@ struct GraphPackQkvAttentionPass
     for (AttentionOp attention : candidates)
       changed |= pack(attention);
     if (changed)
-      eraseUnused(body);
+      eraseUnusedOps(body); // the swallowed splits, reshapes and transposes
   }
 };
 

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/EraseUnused.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -120,19 +121,7 @@ struct GraphRaiseFusedOpsPass : ampc::graph::impl::GraphRaiseFusedOpsBase<GraphR
     for (Op op : ops)
       raise(op);
     // What a match replaced goes now, so the next pattern sees single uses where there are.
-    eraseUnused(body);
-  }
-
-  static void eraseUnused(Block &body) {
-    bool erased = true;
-    while (erased) {
-      erased = false;
-      for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
-        if (op.getNumResults() && op.use_empty() && isMemoryEffectFree(&op)) {
-          op.erase();
-          erased = true;
-        }
-    }
+    eraseUnusedOps(body);
   }
 
   /// matmul(x, transpose(w) swapping the last two dimensions) -> matmul with transpose_rhs

@@ -701,30 +701,34 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *ctx, std::optional<
   return success();
 }
 
-/// The saved forward values, when present: the output with the forward result's shape and the
-/// query's element type (what the kernels read), and the f32 row log-sum-exp [..., T].
+/// The saved forward values of an attention gradient, when present: the forward's output
+/// (\p output: the result's shape and the query's element type, what the kernels read) and its
+/// f32 row log-sum-exp (\p lse).
+static LogicalResult verifySavedForward(Operation *op, ValueRange saved, Type output, Type lse) {
+  if (saved.size() != 2)
+    return op->emitOpError(
+               "saves the forward's output and log-sum-exp: 'saved' takes 2 values, got ")
+           << saved.size();
+  if (saved[0].getType() != output)
+    return op->emitOpError("saved output has type ")
+           << saved[0].getType() << " but the forward's result is " << output;
+  if (saved[1].getType() != lse)
+    return op->emitOpError("saved log-sum-exp has type ")
+           << saved[1].getType() << ", expected " << lse;
+  return success();
+}
+
 LogicalResult AttentionGradOp::verify() {
   if (getSaved().empty())
     return success();
-  if (getSaved().size() != 2)
-    return emitOpError("saves the forward's output and log-sum-exp: 'saved' takes 2 values, got ")
-           << getSaved().size();
   llvm::SmallVector<Type> forward;
   if (failed(inferAttention(getLoc(), "graph.attention_grad", {getQuery(), getKey(), getValue()},
                             getCausal(), getScale(), forward)))
     return failure();
-  auto expected = llvm::cast<RankedTensorType>(forward[0]);
-  auto output = llvm::cast<RankedTensorType>(getSavedOutput().getType());
-  if (output != expected)
-    return emitOpError("saved output has type ")
-           << output << " but the forward's result is " << expected;
-  plan::Shape rows = toVector(expected.getShape());
+  plan::Shape rows = *staticShape(forward[0]);
   rows.pop_back();
-  auto lse = llvm::cast<RankedTensorType>(getSavedLse().getType());
-  auto expectedLse = tensorOf(rows, Float32Type::get(getContext()));
-  if (lse != expectedLse)
-    return emitOpError("saved log-sum-exp has type ") << lse << ", expected " << expectedLse;
-  return success();
+  return verifySavedForward(*this, getSaved(), forward[0],
+                            tensorOf(rows, Float32Type::get(getContext())));
 }
 
 double AttentionGradOp::getEffectiveScale() {
@@ -748,25 +752,14 @@ LogicalResult QkvAttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<
   return success();
 }
 
-/// The saved forward values, when present: the forward's result type and its f32 lse.
 LogicalResult QkvAttentionGradOp::verify() {
   if (getSaved().empty())
     return success();
-  if (getSaved().size() != 2)
-    return emitOpError("saves the forward's output and log-sum-exp: 'saved' takes 2 values, got ")
-           << getSaved().size();
   llvm::SmallVector<Type> forward;
   if (failed(inferQkvAttention(getLoc(), "graph.qkv_attention_grad", getQkv(),
-                               static_cast<int64_t>(getHeads()),
-                               getScale(), true, forward)))
+                               static_cast<int64_t>(getHeads()), getScale(), true, forward)))
     return failure();
-  if (getSavedOutput().getType() != forward[0])
-    return emitOpError("saved output has type ")
-           << getSavedOutput().getType() << " but the forward's result is " << forward[0];
-  if (getSavedLse().getType() != forward[1])
-    return emitOpError("saved log-sum-exp has type ")
-           << getSavedLse().getType() << ", expected " << forward[1];
-  return success();
+  return verifySavedForward(*this, getSaved(), forward[0], forward[1]);
 }
 
 double QkvAttentionGradOp::getEffectiveScale() {
