@@ -473,6 +473,15 @@ LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *, std::optional<Location>
                    results);
 }
 
+/// An attention's explicit scale is finite and positive.
+static LogicalResult checkAttentionScale(std::optional<Location> loc, llvm::StringRef op,
+                                         std::optional<llvm::APFloat> scale) {
+  if (scale && (!std::isfinite(scale->convertToDouble()) || scale->convertToDouble() <= 0.0))
+    return emitOptionalError(loc, "'", op, "' scale must be finite and positive, got ",
+                             formatReal(scale->convertToDouble()));
+  return success();
+}
+
 /// Shared inference of attention and its gradient: the forward result type.
 static LogicalResult inferAttention(std::optional<Location> loc, llvm::StringRef op, ValueRange qkv,
                                     bool causal, std::optional<llvm::APFloat> scale,
@@ -480,10 +489,8 @@ static LogicalResult inferAttention(std::optional<Location> loc, llvm::StringRef
   llvm::SmallVector<plan::Shape> shapes;
   if (failed(operandShapes(loc, op, qkv, shapes)) || failed(sameElementType(loc, op, qkv)))
     return failure();
-  if (scale)
-    if (!std::isfinite(scale->convertToDouble()) || scale->convertToDouble() <= 0.0)
-      return emitOptionalError(loc, "'", op, "' scale must be finite and positive, got ",
-                               formatReal(scale->convertToDouble()));
+  if (failed(checkAttentionScale(loc, op, scale)))
+    return failure();
   std::string error;
   auto result = plan::attentionShape(shapes[0], shapes[1], shapes[2], causal, error);
   if (!result)
@@ -521,10 +528,8 @@ static LogicalResult inferQkvAttention(std::optional<Location> loc, llvm::String
   llvm::SmallVector<plan::Shape> shapes;
   if (failed(operandShapes(loc, op, qkv, shapes)))
     return failure();
-  if (scale)
-    if (!std::isfinite(scale->convertToDouble()) || scale->convertToDouble() <= 0.0)
-      return emitOptionalError(loc, "'", op, "' scale must be finite and positive, got ",
-                               formatReal(scale->convertToDouble()));
+  if (failed(checkAttentionScale(loc, op, scale)))
+    return failure();
   std::string error;
   auto result = plan::qkvAttentionShape(shapes[0], heads, error);
   if (!result)
