@@ -991,7 +991,8 @@ bool flashUsesTensorCores(const std::string &dtype) { return dtype == "bf16" || 
 /// The source of one flash-attention module: an `extern "C"` wrapper per entry point that
 /// instantiates the FlashAttention.cuh template (FlashAttentionMma.cuh's tensor-core one for
 /// the forward, dq and dk/dv of 16-bit storage) for the storage type, the head dim and (from
-/// the `_causal` suffix) the causal mask.
+/// the `_causal` suffix) the causal mask. Every entry point takes the operands' layout
+/// (`ampc::flash::Layout`, by value) last.
 std::string flashAttentionModuleSource(const std::string &dtype, int64_t headDim,
                                        const std::vector<std::string> &entries) {
   const std::string element = dtype == "bf16"  ? "ampc::flash::Bf16"
@@ -1018,25 +1019,26 @@ std::string flashAttentionModuleSource(const std::string &dtype, int64_t headDim
     // The entry's kind is read from its name: _fwd_, _bwd_delta_, _bwd_dq_, else _bwd_dkdv_.
     if (entry.find("_fwd_") != std::string::npos)
       source << "const Storage *q, const Storage *k, const Storage *v, Storage *o, float *lse,\n"
-             << "    int queries, int keys, float scale) {\n"
+             << "    int queries, int keys, float scale, ampc::flash::Layout layout) {\n"
              << "  ampc::flash::" << forward << "<Element, " << d << ", " << flag
-             << ">(q, k, v, o, lse, queries, keys, scale);\n}\n";
+             << ">(q, k, v, o, lse, queries, keys, scale, layout);\n}\n";
     else if (entry.find("_bwd_delta_") != std::string::npos)
-      source << "const Storage *o, const Storage *dO, float *delta, long long rows) {\n"
+      source << "const Storage *o, const Storage *dO, float *delta, long long rows,\n"
+             << "    int queries, ampc::flash::Layout layout) {\n"
              << "  ampc::flash::flashAttentionBackwardDelta<Element, " << d
-             << ">(o, dO, delta, rows);\n}\n";
+             << ">(o, dO, delta, rows, queries, layout);\n}\n";
     else if (entry.find("_bwd_dq_") != std::string::npos)
       source << "const Storage *q, const Storage *k, const Storage *v, const Storage *dO,\n"
              << "    const float *lse, const float *delta, Storage *dq, int queries, int keys,\n"
-             << "    float scale) {\n"
+             << "    float scale, ampc::flash::Layout layout) {\n"
              << "  ampc::flash::" << dqKernel << "<Element, " << d << ", " << flag
-             << ">(q, k, v, dO, lse, delta, dq, queries, keys, scale);\n}\n";
+             << ">(q, k, v, dO, lse, delta, dq, queries, keys, scale, layout);\n}\n";
     else
       source << "const Storage *q, const Storage *k, const Storage *v, const Storage *dO,\n"
              << "    const float *lse, const float *delta, Storage *dk, Storage *dv, int queries,\n"
-             << "    int keys, float scale) {\n"
+             << "    int keys, float scale, ampc::flash::Layout layout) {\n"
              << "  ampc::flash::" << dkdvKernel << "<Element, " << d << ", " << flag
-             << ">(q, k, v, dO, lse, delta, dk, dv, queries, keys, scale);\n}\n";
+             << ">(q, k, v, dO, lse, delta, dk, dv, queries, keys, scale, layout);\n}\n";
   }
   return source.str();
 }

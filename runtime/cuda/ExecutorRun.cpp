@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/ExecutorState.h"
+#include "runtime/cuda/FlashAttentionLayout.h"
 
 #include <algorithm>
 
@@ -183,7 +184,13 @@ void Executor::Impl::runAttention(const plan::AttentionStep &step) {
   const int64_t rowsPerBlock = step.blockRows;
   const unsigned queryTiles =
       static_cast<unsigned>((step.queries + rowsPerBlock - 1) / rowsPerBlock);
-  CUdeviceptr q = address(step.q), k = address(step.k), v = address(step.v);
+  // Each operand's pointer is at its first element (its layout's byte offset); the kernels
+  // find every row from the strides in the layout argument.
+  auto at = [&](uint32_t buffer, const plan::AttentionLayout &layout) -> CUdeviceptr {
+    return address(buffer) + layout.offset;
+  };
+  CUdeviceptr q = at(step.q, step.qLayout), k = at(step.k, step.kLayout),
+              v = at(step.v, step.vLayout);
   // The row log-sum-exp: the forward's lse buffer (written by a forward, read by a backward that
   // uses the saved forward), or scratch.
   CUdeviceptr lse =
@@ -193,28 +200,34 @@ void Executor::Impl::runAttention(const plan::AttentionStep &step) {
   tiles.grid[0] = queryTiles;
   tiles.grid[1] = slices;
   if (step.pass == plan::AttentionPass::Forward) {
-    CUdeviceptr o = address(step.out);
-    kernelAt(step.forwardKernel).launch(tiles, {&q, &k, &v, &o, &lse, &queries, &keys, &scale});
+    CUdeviceptr o = at(step.out, step.oLayout);
+    FlashLayout layout = FlashLayout::of(step);
+    kernelAt(step.forwardKernel)
+        .launch(tiles, {&q, &k, &v, &o, &lse, &queries, &keys, &scale, &layout});
     return;
   }
-  // The saved forward output, or o and lse recomputed into scratch by the forward kernel.
+  // The saved forward output, or o and lse recomputed into scratch by the forward kernel (o
+  // contiguous there).
   const bool saved = step.readsSavedForward();
-  CUdeviceptr o = saved ? address(step.out) : scratch.pointer() + step.outOffset;
+  CUdeviceptr o = saved ? at(step.out, step.oLayout) : scratch.pointer() + step.outOffset;
+  FlashLayout layout = FlashLayout::of(step, !saved);
   CUdeviceptr delta = scratch.pointer() + step.deltaOffset;
-  CUdeviceptr dO = address(step.dOut), dq = address(step.dq), dk = address(step.dk),
-              dv = address(step.dv);
+  CUdeviceptr dO = at(step.dOut, step.oLayout), dq = at(step.dq, step.qLayout),
+              dk = at(step.dk, step.kLayout), dv = at(step.dv, step.vLayout);
   if (!saved)
-    kernelAt(step.forwardKernel).launch(tiles, {&q, &k, &v, &o, &lse, &queries, &keys, &scale});
+    kernelAt(step.forwardKernel)
+        .launch(tiles, {&q, &k, &v, &o, &lse, &queries, &keys, &scale, &layout});
   long long rows = static_cast<long long>(slices) * step.queries;
   kernelAt(step.deltaKernel)
       .launch(LaunchConfig::linear(static_cast<unsigned>((rows + 3) / 4), 128),
-              {&o, &dO, &delta, &rows});
+              {&o, &dO, &delta, &rows, &queries, &layout});
   kernelAt(step.dqKernel)
-      .launch(tiles, {&q, &k, &v, &dO, &lse, &delta, &dq, &queries, &keys, &scale});
+      .launch(tiles, {&q, &k, &v, &dO, &lse, &delta, &dq, &queries, &keys, &scale, &layout});
   LaunchConfig keyTiles = tiles;
   keyTiles.grid[0] = static_cast<unsigned>((step.keys + rowsPerBlock - 1) / rowsPerBlock);
   kernelAt(step.dkdvKernel)
-      .launch(keyTiles, {&q, &k, &v, &dO, &lse, &delta, &dk, &dv, &queries, &keys, &scale});
+      .launch(keyTiles,
+              {&q, &k, &v, &dO, &lse, &delta, &dk, &dv, &queries, &keys, &scale, &layout});
 }
 
 void Executor::Impl::runGroupRange(FunctionState &f, size_t first, size_t last) {

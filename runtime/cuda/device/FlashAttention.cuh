@@ -1,10 +1,16 @@
 //===- FlashAttention.cuh - Fused attention forward and backward kernels --===//
 //
 // Flash-style scaled dot-product attention that never materialises the
-// T x S score matrix, as device code for NVRTC (and nvcc). Layouts, per
-// (batch x head) slice bh, all row-major and contiguous:
-//   q [BH, T, D], k [BH, S, D], v [BH, S, D], o / dO [BH, T, D],
-//   lse / delta [BH, T] (f32), dq [BH, T, D], dk / dv [BH, S, D].
+// T x S score matrix, as device code for NVRTC (and nvcc). Each (batch x
+// head) slice bh = b heads + h of q [T, D], k, v [S, D], o, dO [T, D] (and
+// dq, dk, dv, written where q, k, v are read) is a row-major matrix whose rows
+// may be strided: row t of slice (b, h) of an operand starts at element
+// b batch + h head + t row of its pointer (a Layout, passed by value: strides
+// in elements, the pointers already at the operand's first element). A
+// contiguous [BH, T, D] tensor has strides (heads T D, T D, D); q, k, v read
+// in place from a packed [B, T, 3 heads D] projection have (T 3 heads D, D,
+// 3 heads D), o written into [B, T, heads D] has (T heads D, D, heads D). The
+// f32 lse and delta are always contiguous [BH, T].
 // Semantics match the CPU reference (runtime/cpu/AttentionKernel.cpp):
 //   o[t] = sum_s softmax_s(scale q[t] . k[s]) v[s], where with causal masking
 // key s is excluded when s > t + (S - T). A query row that sees no key (only
@@ -114,6 +120,33 @@ template <int D> struct TileShape {
 };
 
 //===----------------------------------------------------------------------===//
+// Operand layouts
+//===----------------------------------------------------------------------===//
+
+/// Where one operand's rows lie, in elements: row t of slice (b, h) starts at
+/// b batch + h head + t row. Each is a multiple of 16 bytes (the plan's
+/// validation), so every row is 16-byte aligned when the pointer is.
+struct OperandStrides {
+  long long batch, head, row;
+};
+
+/// The layouts of one launch, the last parameter of every entry point (by
+/// value, in the kernel's parameter space): blockIdx.y = b heads + h, and
+/// the strides of q (and dq), k (and dk), v (and dv), o and dO. o and dO have
+/// separate strides so that a backward can recompute o into contiguous
+/// scratch while dO lies elsewhere.
+struct Layout {
+  int heads;
+  OperandStrides q, k, v, o, dO;
+};
+
+/// The first element of slice (b, h) of an operand.
+template <class T>
+__device__ __forceinline__ T *sliceBase(T *pointer, const OperandStrides &strides, int b, int h) {
+  return pointer + b * strides.batch + h * strides.head;
+}
+
+//===----------------------------------------------------------------------===//
 // Helpers
 //===----------------------------------------------------------------------===//
 
@@ -132,16 +165,15 @@ __device__ __forceinline__ float rowSum(float value) {
   return value + __shfl_xor_sync(0xffffffffu, value, 2);
 }
 
-/// tile[r][c] = src[(first + r) * D + c] as fp32 for the rows first + r <
-/// rowCount, 0 for the rest (so padding rows add nothing to any product).
-/// Reads rows x D contiguous elements, coalesced.
+/// tile[r][c] = src[(first + r) rowStride + c] as fp32 for the rows first + r
+/// < rowCount, 0 for the rest (so padding rows add nothing to any product).
+/// Reads Rows rows of D contiguous elements, coalesced.
 template <class E, int D, int Rows, int Stride>
 __device__ __forceinline__ void loadTile(float (*tile)[Stride], const typename E::Storage *src,
-                                         int first, int rowCount) {
+                                         long long rowStride, int first, int rowCount) {
   for (int i = threadIdx.x; i < Rows * D; i += kThreads) {
     const int r = i / D, c = i % D;
-    tile[r][c] =
-        first + r < rowCount ? E::load(src[static_cast<long long>(first + r) * D + c]) : 0.0f;
+    tile[r][c] = first + r < rowCount ? E::load(src[(first + r) * rowStride + c]) : 0.0f;
   }
 }
 
@@ -185,26 +217,26 @@ __device__ __forceinline__ void flashAttentionForward(const typename E::Storage 
                                                       const typename E::Storage *__restrict__ v,
                                                       typename E::Storage *__restrict__ o,
                                                       float *__restrict__ lse, int queries,
-                                                      int keys, float scale) {
+                                                      int keys, float scale, Layout layout) {
   constexpr int BM = kRowsPerBlock, BN = TileShape<D>::fwdKeys;
   __shared__ float qTile[BM][D + 1];
   __shared__ float kTile[BN][D + 1];
   __shared__ float vTile[BN][D + 1];
   __shared__ float pTile[BM][BN + 1];
 
-  const long long bh = blockIdx.y;
-  q += bh * queries * D;
-  k += bh * keys * D;
-  v += bh * keys * D;
-  o += bh * queries * D;
-  lse += bh * queries;
+  const int bh = blockIdx.y, b = bh / layout.heads, h = bh % layout.heads;
+  q = sliceBase(q, layout.q, b, h);
+  k = sliceBase(k, layout.k, b, h);
+  v = sliceBase(v, layout.v, b, h);
+  o = sliceBase(o, layout.o, b, h);
+  lse += static_cast<long long>(bh) * queries;
   const int firstQuery = blockIdx.x * BM;
   const int row = threadIdx.x / kRowThreads, part = threadIdx.x % kRowThreads;
   const int t = firstQuery + row;
   const int causalOffset = keys - queries;
   const float scaleLog2 = scale * kLog2e;
 
-  loadTile<E, D, BM>(qTile, q, firstQuery, queries);
+  loadTile<E, D, BM>(qTile, q, layout.q.row, firstQuery, queries);
 
   float acc[D / 4];
 #pragma unroll
@@ -215,8 +247,8 @@ __device__ __forceinline__ void flashAttentionForward(const typename E::Storage 
   const int end = keyEnd<kCausal>(firstQuery, BM, queries, keys);
   for (int firstKey = 0; firstKey < end; firstKey += BN) {
     __syncthreads(); // the previous tile's readers are done
-    loadTile<E, D, BN>(kTile, k, firstKey, keys);
-    loadTile<E, D, BN>(vTile, v, firstKey, keys);
+    loadTile<E, D, BN>(kTile, k, layout.k.row, firstKey, keys);
+    loadTile<E, D, BN>(vTile, v, layout.v.row, firstKey, keys);
     __syncthreads();
 
     // Scores of this thread's columns c = part + 4 j (base-2 units).
@@ -260,7 +292,7 @@ __device__ __forceinline__ void flashAttentionForward(const typename E::Storage 
     const float inverse = runningSum > 0.0f ? 1.0f / runningSum : 0.0f;
 #pragma unroll
     for (int j = 0; j < D / 4; ++j)
-      o[static_cast<long long>(t) * D + part + 4 * j] = E::store(acc[j] * inverse);
+      o[t * layout.o.row + part + 4 * j] = E::store(acc[j] * inverse);
     if (part == 0)
       lse[t] = runningSum > 0.0f ? (runningMax + log2f(runningSum)) * kLn2 : negativeInfinity();
   }
@@ -270,20 +302,26 @@ __device__ __forceinline__ void flashAttentionForward(const typename E::Storage 
 // flash_attention_backward_delta
 //===----------------------------------------------------------------------===//
 
-/// delta[r] = sum_e dO[r, e] o[r, e] over all rows r < rows (= BH x T): one
-/// warp per row, 4 rows per block. Reads dO and o once, writes delta.
+/// delta[r] = sum_e dO[r, e] o[r, e] over all rows r = bh T + t < rows (=
+/// BH x T): one warp per row, 4 rows per block. Reads dO and o once, writes
+/// delta (contiguous).
 template <class E, int D>
 __device__ __forceinline__ void
 flashAttentionBackwardDelta(const typename E::Storage *__restrict__ o,
                             const typename E::Storage *__restrict__ dO, float *__restrict__ delta,
-                            long long rows) {
+                            long long rows, int queries, Layout layout) {
   const long long r = static_cast<long long>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (r >= rows) // whole warps leave together
     return;
+  const long long bh = r / queries;
+  const int t = static_cast<int>(r - bh * queries);
+  const int b = static_cast<int>(bh / layout.heads), h = static_cast<int>(bh % layout.heads);
+  o = sliceBase(o, layout.o, b, h) + t * layout.o.row;
+  dO = sliceBase(dO, layout.dO, b, h) + t * layout.dO.row;
   float sum = 0.0f;
   for (int e = lane; e < D; e += 32)
-    sum += E::load(dO[r * D + e]) * E::load(o[r * D + e]);
+    sum += E::load(dO[e]) * E::load(o[e]);
 #pragma unroll
   for (int width = 16; width > 0; width /= 2)
     sum += __shfl_xor_sync(0xffffffffu, sum, width);
@@ -305,7 +343,7 @@ __device__ __forceinline__ void flashAttentionBackwardDq(
     const typename E::Storage *__restrict__ q, const typename E::Storage *__restrict__ k,
     const typename E::Storage *__restrict__ v, const typename E::Storage *__restrict__ dO,
     const float *__restrict__ lse, const float *__restrict__ delta,
-    typename E::Storage *__restrict__ dq, int queries, int keys, float scale) {
+    typename E::Storage *__restrict__ dq, int queries, int keys, float scale, Layout layout) {
   constexpr int BM = kRowsPerBlock, BN = TileShape<D>::dqKeys;
   __shared__ float qTile[BM][D + 1];
   __shared__ float dOTile[BM][D + 1];
@@ -313,14 +351,14 @@ __device__ __forceinline__ void flashAttentionBackwardDq(
   __shared__ float vTile[BN][D + 1];
   __shared__ float dSTile[BM][BN + 1];
 
-  const long long bh = blockIdx.y;
-  q += bh * queries * D;
-  k += bh * keys * D;
-  v += bh * keys * D;
-  dO += bh * queries * D;
-  dq += bh * queries * D;
-  lse += bh * queries;
-  delta += bh * queries;
+  const int bh = blockIdx.y, b = bh / layout.heads, h = bh % layout.heads;
+  q = sliceBase(q, layout.q, b, h);
+  k = sliceBase(k, layout.k, b, h);
+  v = sliceBase(v, layout.v, b, h);
+  dO = sliceBase(dO, layout.dO, b, h);
+  dq = sliceBase(dq, layout.q, b, h);
+  lse += static_cast<long long>(bh) * queries;
+  delta += static_cast<long long>(bh) * queries;
   const int firstQuery = blockIdx.x * BM;
   const int row = threadIdx.x / kRowThreads, part = threadIdx.x % kRowThreads;
   const int t = firstQuery + row;
@@ -330,8 +368,8 @@ __device__ __forceinline__ void flashAttentionBackwardDq(
   const float rowLse2 = t < queries ? lse[t] * kLog2e : 0.0f;
   const float rowDelta = t < queries ? delta[t] : 0.0f;
 
-  loadTile<E, D, BM>(qTile, q, firstQuery, queries);
-  loadTile<E, D, BM>(dOTile, dO, firstQuery, queries);
+  loadTile<E, D, BM>(qTile, q, layout.q.row, firstQuery, queries);
+  loadTile<E, D, BM>(dOTile, dO, layout.dO.row, firstQuery, queries);
 
   float acc[D / 4];
 #pragma unroll
@@ -341,8 +379,8 @@ __device__ __forceinline__ void flashAttentionBackwardDq(
   const int end = keyEnd<kCausal>(firstQuery, BM, queries, keys);
   for (int firstKey = 0; firstKey < end; firstKey += BN) {
     __syncthreads();
-    loadTile<E, D, BN>(kTile, k, firstKey, keys);
-    loadTile<E, D, BN>(vTile, v, firstKey, keys);
+    loadTile<E, D, BN>(kTile, k, layout.k.row, firstKey, keys);
+    loadTile<E, D, BN>(vTile, v, layout.v.row, firstKey, keys);
     __syncthreads();
 #pragma unroll
     for (int j = 0; j < BN / 4; ++j) {
@@ -367,7 +405,7 @@ __device__ __forceinline__ void flashAttentionBackwardDq(
   if (t < queries) {
 #pragma unroll
     for (int j = 0; j < D / 4; ++j)
-      dq[static_cast<long long>(t) * D + part + 4 * j] = E::store(acc[j] * scale);
+      dq[t * layout.q.row + part + 4 * j] = E::store(acc[j] * scale);
   }
 }
 
@@ -386,7 +424,7 @@ __device__ __forceinline__ void flashAttentionBackwardDkDv(
     const typename E::Storage *__restrict__ v, const typename E::Storage *__restrict__ dO,
     const float *__restrict__ lse, const float *__restrict__ delta,
     typename E::Storage *__restrict__ dk, typename E::Storage *__restrict__ dv, int queries,
-    int keys, float scale) {
+    int keys, float scale, Layout layout) {
   constexpr int BN = kRowsPerBlock, BM = TileShape<D>::dkvQueries;
   __shared__ float kTile[BN][D + 1];
   __shared__ float vTile[BN][D + 1];
@@ -397,23 +435,23 @@ __device__ __forceinline__ void flashAttentionBackwardDkDv(
   __shared__ float lseTile[BM];        // base 2
   __shared__ float deltaTile[BM];
 
-  const long long bh = blockIdx.y;
-  q += bh * queries * D;
-  k += bh * keys * D;
-  v += bh * keys * D;
-  dO += bh * queries * D;
-  dk += bh * keys * D;
-  dv += bh * keys * D;
-  lse += bh * queries;
-  delta += bh * queries;
+  const int bh = blockIdx.y, b = bh / layout.heads, h = bh % layout.heads;
+  q = sliceBase(q, layout.q, b, h);
+  k = sliceBase(k, layout.k, b, h);
+  v = sliceBase(v, layout.v, b, h);
+  dO = sliceBase(dO, layout.dO, b, h);
+  dk = sliceBase(dk, layout.k, b, h);
+  dv = sliceBase(dv, layout.v, b, h);
+  lse += static_cast<long long>(bh) * queries;
+  delta += static_cast<long long>(bh) * queries;
   const int firstKey = blockIdx.x * BN;
   const int row = threadIdx.x / kRowThreads, part = threadIdx.x % kRowThreads;
   const int s = firstKey + row;
   const int causalOffset = keys - queries;
   const float scaleLog2 = scale * kLog2e;
 
-  loadTile<E, D, BN>(kTile, k, firstKey, keys);
-  loadTile<E, D, BN>(vTile, v, firstKey, keys);
+  loadTile<E, D, BN>(kTile, k, layout.k.row, firstKey, keys);
+  loadTile<E, D, BN>(vTile, v, layout.v.row, firstKey, keys);
 
   float dkAcc[D / 4], dvAcc[D / 4];
 #pragma unroll
@@ -429,8 +467,8 @@ __device__ __forceinline__ void flashAttentionBackwardDkDv(
   }
   for (int firstQuery = begin; firstQuery < queries; firstQuery += BM) {
     __syncthreads();
-    loadTile<E, D, BM>(qTile, q, firstQuery, queries);
-    loadTile<E, D, BM>(dOTile, dO, firstQuery, queries);
+    loadTile<E, D, BM>(qTile, q, layout.q.row, firstQuery, queries);
+    loadTile<E, D, BM>(dOTile, dO, layout.dO.row, firstQuery, queries);
     for (int r = threadIdx.x; r < BM; r += kThreads) {
       const bool inside = firstQuery + r < queries;
       lseTile[r] = inside ? lse[firstQuery + r] * kLog2e : 0.0f;
@@ -463,9 +501,9 @@ __device__ __forceinline__ void flashAttentionBackwardDkDv(
   if (s < keys) {
 #pragma unroll
     for (int j = 0; j < D / 4; ++j) {
-      const long long at = static_cast<long long>(s) * D + part + 4 * j;
-      dk[at] = E::store(dkAcc[j] * scale);
-      dv[at] = E::store(dvAcc[j]);
+      const int column = part + 4 * j;
+      dk[s * layout.k.row + column] = E::store(dkAcc[j] * scale);
+      dv[s * layout.v.row + column] = E::store(dvAcc[j]);
     }
   }
 }
@@ -481,12 +519,17 @@ __device__ __forceinline__ void flashAttentionBackwardDkDv(
 // one element type and head dim (grids: blockIdx.y = bh; blockIdx.x = 32-row
 // tile of queries (fwd, dq) or keys (dkdv); delta: ceil(BH T / 4) blocks; all
 // with kThreads = 128 threads and no dynamic shared memory):
-//   ampc_flash_attention_fwd_bf16_d64[_causal](q, k, v, o, lse, T, S, scale)
-//   ampc_flash_attention_bwd_delta_bf16_d64(o, dO, delta, BH * T)
+//   ampc_flash_attention_fwd_bf16_d64[_causal](q, k, v, o, lse, T, S, scale,
+//                                              layout)
+//   ampc_flash_attention_bwd_delta_bf16_d64(o, dO, delta, BH * T, T, layout)
 //   ampc_flash_attention_bwd_dq_bf16_d64[_causal](q, k, v, dO, lse, delta,
-//                                                 dq, T, S, scale)
+//                                                 dq, T, S, scale, layout)
 //   ampc_flash_attention_bwd_dkdv_bf16_d64[_causal](q, k, v, dO, lse, delta,
-//                                                   dk, dv, T, S, scale)
+//                                                   dk, dv, T, S, scale, layout)
+// layout is an ampc::flash::Layout by value (the host passes a struct of the
+// same bytes: int heads, 4 bytes of padding, then the 3 x 8-byte strides of
+// q, k, v, o and dO; 128 bytes); each pointer is at its operand's first
+// element (element (0, 0, 0, 0) of its [B, H, rows, D] view).
 // A translation unit includes this header and expands the macro for the
 // combinations it needs; defining AMPC_FLASH_ATTENTION_ALL_ENTRY_POINTS
 // before the include expands all twelve (dtype, head dim) combinations.
@@ -495,33 +538,41 @@ __device__ __forceinline__ void flashAttentionBackwardDkDv(
   extern "C" __global__ void __launch_bounds__(ampc::flash::kThreads)                              \
       ampc_flash_attention_fwd_##NAME##_d##D##SUFFIX(                                              \
           const ELEMENT::Storage *q, const ELEMENT::Storage *k, const ELEMENT::Storage *v,         \
-          ELEMENT::Storage *o, float *lse, int queries, int keys, float scale) {                   \
-    ampc::flash::flashAttentionForward<ELEMENT, D, CAUSAL>(q, k, v, o, lse, queries, keys, scale); \
+          ELEMENT::Storage *o, float *lse, int queries, int keys, float scale,                     \
+          ampc::flash::Layout layout) {                                                            \
+    ampc::flash::flashAttentionForward<ELEMENT, D, CAUSAL>(q, k, v, o, lse, queries, keys, scale,  \
+                                                           layout);                                \
   }                                                                                                \
   extern "C" __global__ void __launch_bounds__(ampc::flash::kThreads)                              \
       ampc_flash_attention_bwd_dq_##NAME##_d##D##SUFFIX(                                           \
           const ELEMENT::Storage *q, const ELEMENT::Storage *k, const ELEMENT::Storage *v,         \
           const ELEMENT::Storage *dO, const float *lse, const float *delta, ELEMENT::Storage *dq,  \
-          int queries, int keys, float scale) {                                                    \
+          int queries, int keys, float scale, ampc::flash::Layout layout) {                        \
     ampc::flash::flashAttentionBackwardDq<ELEMENT, D, CAUSAL>(q, k, v, dO, lse, delta, dq,         \
-                                                              queries, keys, scale);               \
+                                                              queries, keys, scale, layout);       \
   }                                                                                                \
   extern "C" __global__ void __launch_bounds__(ampc::flash::kThreads)                              \
       ampc_flash_attention_bwd_dkdv_##NAME##_d##D##SUFFIX(                                         \
           const ELEMENT::Storage *q, const ELEMENT::Storage *k, const ELEMENT::Storage *v,         \
           const ELEMENT::Storage *dO, const float *lse, const float *delta, ELEMENT::Storage *dk,  \
-          ELEMENT::Storage *dv, int queries, int keys, float scale) {                              \
+          ELEMENT::Storage *dv, int queries, int keys, float scale, ampc::flash::Layout layout) {  \
     ampc::flash::flashAttentionBackwardDkDv<ELEMENT, D, CAUSAL>(q, k, v, dO, lse, delta, dk, dv,   \
-                                                                queries, keys, scale);             \
+                                                                queries, keys, scale, layout);     \
   }
 
 #define AMPC_FLASH_ATTENTION_ENTRY_POINTS(NAME, ELEMENT, D)                                        \
   AMPC_FLASH_ATTENTION_CAUSAL_VARIANTS(NAME, ELEMENT, D, , false)                                  \
   AMPC_FLASH_ATTENTION_CAUSAL_VARIANTS(NAME, ELEMENT, D, _causal, true)                            \
+  AMPC_FLASH_ATTENTION_DELTA(NAME, ELEMENT, D)
+
+/// The delta kernel's entry point, shared by the fp32 and tensor-core macros.
+#define AMPC_FLASH_ATTENTION_DELTA(NAME, ELEMENT, D)                                               \
   extern "C" __global__ void __launch_bounds__(ampc::flash::kThreads)                              \
-      ampc_flash_attention_bwd_delta_##NAME##_d##D(                                                \
-          const ELEMENT::Storage *o, const ELEMENT::Storage *dO, float *delta, long long rows) {   \
-    ampc::flash::flashAttentionBackwardDelta<ELEMENT, D>(o, dO, delta, rows);                      \
+      ampc_flash_attention_bwd_delta_##NAME##_d##D(const ELEMENT::Storage *o,                      \
+                                                   const ELEMENT::Storage *dO, float *delta,       \
+                                                   long long rows, int queries,                    \
+                                                   ampc::flash::Layout layout) {                   \
+    ampc::flash::flashAttentionBackwardDelta<ELEMENT, D>(o, dO, delta, rows, queries, layout);     \
   }
 
 #if defined(AMPC_FLASH_ATTENTION_ALL_ENTRY_POINTS)

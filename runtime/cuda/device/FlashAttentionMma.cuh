@@ -25,6 +25,11 @@
 // k and v rows in registers (D <= 64), or 16 queries single-buffered with the block's k and v in
 // shared memory, re-read by ldmatrix per product (D = 128).
 //
+// Operands lie where the layout argument says (FlashAttention.cuh, "Operand layouts"): rows are
+// addressed with each operand's row stride. The plan keeps every row 16-byte aligned, which the
+// 16-byte loads and cp.async copies need. An output's slice base is computed at the store, from
+// the parameters, rather than held in registers through the tile loop.
+//
 // Numerics differ from the fp32 kernels only where the tensor cores need 16-bit operands: P
 // and dS are rounded to the storage type before their products (the row sums use the unrounded
 // P); all sums are fp32.
@@ -56,18 +61,18 @@ template <int D> struct MmaTileShape {
   static constexpr int dkvQueries = D == 128 ? 16 : 64;
 };
 
-/// tile[r][:] = rows first + r of a row-major [count, D] matrix of 16-bit elements, zeros for
-/// rows past count; 16-byte accesses, all threads of the block.
+/// tile[r][:] = rows first + r of a [count, D] matrix of 16-bit elements whose rows are
+/// rowStride apart (16-byte aligned), zeros for rows past count; 16-byte accesses, all threads
+/// of the block.
 template <int D, int Rows, int Stride>
 __device__ __forceinline__ void stageTile(unsigned short (*tile)[Stride], const unsigned short *src,
-                                          int first, int count) {
+                                          long long rowStride, int first, int count) {
   constexpr int chunks = D / 8; // 16-byte chunks per row
   for (int i = threadIdx.x; i < Rows * chunks; i += kThreads) {
     const int r = i / chunks, c = i % chunks;
     tc::Chunk16 value = {{0u, 0u, 0u, 0u}};
     if (first + r < count)
-      value = *reinterpret_cast<const tc::Chunk16 *>(src + static_cast<long long>(first + r) * D +
-                                                     c * 8);
+      value = *reinterpret_cast<const tc::Chunk16 *>(src + (first + r) * rowStride + c * 8);
     *reinterpret_cast<tc::Chunk16 *>(&tile[r][c * 8]) = value;
   }
 }
@@ -76,33 +81,33 @@ __device__ __forceinline__ void stageTile(unsigned short (*tile)[Stride], const 
 /// past count), so the next tile loads while this one is used.
 template <int D, int Rows, int Stride>
 __device__ __forceinline__ void stageTileAsync(unsigned short (*tile)[Stride],
-                                               const unsigned short *src, int first, int count) {
+                                               const unsigned short *src, long long rowStride,
+                                               int first, int count) {
   constexpr int chunks = D / 8;
   for (int i = threadIdx.x; i < Rows * chunks; i += kThreads) {
     const int r = i / chunks, c = i % chunks;
     const bool inside = first + r < count;
-    tc::copyAsync16(&tile[r][c * 8],
-                    inside ? src + static_cast<long long>(first + r) * D + c * 8 : src, inside);
+    tc::copyAsync16(&tile[r][c * 8], inside ? src + (first + r) * rowStride + c * 8 : src, inside);
   }
 }
 
 /// The tiles a block streams through shared memory: tile t holds rows begin + t BN .. of the
-/// two row-major [count, D] matrices \p a and \p b (k and v, or q and dO). With two buffers,
-/// tile t + 1 is copied by cp.async (with \p stageExtra(firstRow, buffer) staging whatever else
-/// the tile needs by plain stores) while \p use(firstRow, buffer) works on tile t; with one,
-/// each tile is loaded, then used. Every thread of the block calls both; a barrier before each
+/// two [count, D] matrices \p a and \p b (k and v, or q and dO; rows aStride and bStride
+/// elements apart). With two buffers, tile t + 1 is copied by cp.async (with
+/// \p stageExtra(firstRow, buffer) staging whatever else the tile needs by plain stores) while
+/// \p use(firstRow, buffer) works on tile t; with one, each tile is loaded, then used. Every thread of the block calls both; a barrier before each
 /// use (the tile has arrived for every warp) and one after (every warp is done with the buffer
 /// the next copy overwrites).
 template <int D, int BN, int Buffers, int Stride, class StageExtra, class Use>
 __device__ __forceinline__ void
 streamTiles(unsigned short (*aTiles)[BN][Stride], unsigned short (*bTiles)[BN][Stride],
-            const unsigned short *a, const unsigned short *b, int count, int begin, int tiles,
-            StageExtra stageExtra, Use use) {
+            const unsigned short *a, long long aStride, const unsigned short *b, long long bStride,
+            int count, int begin, int tiles, StageExtra stageExtra, Use use) {
   static_assert(Buffers == 1 || Buffers == 2, "one or two buffers");
   auto stage = [&](int tile, int buffer) {
     const int first = begin + tile * BN;
-    stageTileAsync<D, BN>(aTiles[buffer], a, first, count);
-    stageTileAsync<D, BN>(bTiles[buffer], b, first, count);
+    stageTileAsync<D, BN>(aTiles[buffer], a, aStride, first, count);
+    stageTileAsync<D, BN>(bTiles[buffer], b, bStride, first, count);
     stageExtra(first, buffer);
     tc::commitAsyncCopies();
   };
@@ -130,11 +135,12 @@ struct NothingExtra {
   __device__ __forceinline__ void operator()(int, int) const {}
 };
 
-/// The A fragments of 16 rows (first row \p row0) of a row-major [count, D] matrix in global
-/// memory: frag[kk] covers columns 16 kk .. 16 kk + 15; rows past count are zeros.
+/// The A fragments of 16 rows (first row \p row0) of a [count, D] matrix in global memory,
+/// rows rowStride apart: frag[kk] covers columns 16 kk .. 16 kk + 15; rows past count are zeros.
 template <int D>
 __device__ __forceinline__ void loadRowFragments(unsigned (&frag)[D / 16][4],
-                                                 const unsigned short *src, int row0, int count) {
+                                                 const unsigned short *src, long long rowStride,
+                                                 int row0, int count) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int rows[2] = {row0 + g, row0 + g + 8};
 #pragma unroll
@@ -144,9 +150,7 @@ __device__ __forceinline__ void loadRowFragments(unsigned (&frag)[D / 16][4],
       const int row = rows[r & 1];
       const int column = 16 * kk + 2 * t + (r & 2 ? 8 : 0);
       frag[kk][r] =
-          row < count
-              ? *reinterpret_cast<const unsigned *>(src + static_cast<long long>(row) * D + column)
-              : 0u;
+          row < count ? *reinterpret_cast<const unsigned *>(src + row * rowStride + column) : 0u;
     }
 }
 
@@ -227,11 +231,12 @@ template <int Ntiles> __device__ __forceinline__ void zero(float (&acc)[Ntiles][
       acc[n][e] = 0.0f;
 }
 
-/// Stores 16 rows (first row0) of a 16 x D f32 fragment set, times \p scale, into a row-major
-/// [count, D] matrix of 16-bit elements (rows past count are skipped).
+/// Stores 16 rows (first row0) of a 16 x D f32 fragment set, times \p scale, into a [count, D]
+/// matrix of 16-bit elements with rows rowStride apart (rows past count are skipped).
 template <bool kBf16, int D>
-__device__ __forceinline__ void storeRows(unsigned short *dst, const float (&acc)[D / 8][4],
-                                          int row0, int count, float scale0, float scale1) {
+__device__ __forceinline__ void storeRows(unsigned short *dst, long long rowStride,
+                                          const float (&acc)[D / 8][4], int row0, int count,
+                                          float scale0, float scale1) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
@@ -241,7 +246,7 @@ __device__ __forceinline__ void storeRows(unsigned short *dst, const float (&acc
     const float scale = half ? scale1 : scale0;
 #pragma unroll
     for (int n = 0; n < D / 8; ++n)
-      *reinterpret_cast<unsigned *>(dst + static_cast<long long>(row) * D + 8 * n + 2 * t) =
+      *reinterpret_cast<unsigned *>(dst + row * rowStride + 8 * n + 2 * t) =
           tc::packPair<kBf16>(acc[n][2 * half] * scale, acc[n][2 * half + 1] * scale);
   }
 }
@@ -306,7 +311,7 @@ template <class E, int D, bool kCausal>
 __device__ __forceinline__ void
 mmaAttentionForward(const unsigned short *__restrict__ q, const unsigned short *__restrict__ k,
                     const unsigned short *__restrict__ v, unsigned short *__restrict__ o,
-                    float *__restrict__ lse, int queries, int keys, float scale) {
+                    float *__restrict__ lse, int queries, int keys, float scale, Layout layout) {
   constexpr bool kBf16 = IsBf16<E>::value;
   constexpr int BN = MmaTileShape<D>::fwdKeys, Stride = MmaTileShape<D>::stride;
   struct alignas(16) Tiles {
@@ -315,34 +320,36 @@ mmaAttentionForward(const unsigned short *__restrict__ q, const unsigned short *
   };
   __shared__ Tiles smem;
 
-  const long long bh = blockIdx.y;
-  q += bh * queries * D;
-  k += bh * keys * D;
-  v += bh * keys * D;
-  o += bh * queries * D;
-  lse += bh * queries;
+  const int bh = blockIdx.y, b = bh / layout.heads, h = bh % layout.heads;
+  q = sliceBase(q, layout.q, b, h);
+  k = sliceBase(k, layout.k, b, h);
+  v = sliceBase(v, layout.v, b, h);
+  lse += static_cast<long long>(bh) * queries;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int firstQuery = blockIdx.x * kMmaBlockRows, row0 = firstQuery + warp * kMmaWarpRows;
   const int causalOffset = keys - queries;
   const float scaleLog2 = scale * kLog2e;
 
   unsigned qa[D / 16][4];
-  loadRowFragments<D>(qa, q, row0, queries);
+  loadRowFragments<D>(qa, q, layout.q.row, row0, queries);
   float acc[D / 8][4];
   zero(acc);
   float runningMax[2] = {negativeInfinity(), negativeInfinity()}, runningSum[2] = {0.0f, 0.0f};
 
   const int end = keyEnd<kCausal>(firstQuery, kMmaBlockRows, queries, keys);
   const int warpEnd = keyEnd<kCausal>(row0, kMmaWarpRows, queries, keys);
-  streamTiles<D, BN, 2>(smem.k, smem.v, k, v, keys, 0, (end + BN - 1) / BN, NothingExtra(),
-                        [&](int firstKey, int buffer) {
+  streamTiles<D, BN, 2>(smem.k, smem.v, k, layout.k.row, v, layout.v.row, keys, 0,
+                        (end + BN - 1) / BN, NothingExtra(), [&](int firstKey, int buffer) {
                           if (firstKey < warpEnd) // else every key is masked for this warp
                             forwardTile<kBf16, D, BN, kCausal>(
                                 qa, acc, runningMax, runningSum, smem.k[buffer], smem.v[buffer],
                                 row0, firstKey, keys, causalOffset, scaleLog2);
                         });
 
-  storeRows<kBf16, D>(o, acc, row0, queries, runningSum[0] > 0.0f ? 1.0f / runningSum[0] : 0.0f,
+  // o's slice from the parameters here rather than held through the loop.
+  storeRows<kBf16, D>(sliceBase(o, layout.o, blockIdx.y / layout.heads, blockIdx.y % layout.heads),
+                      layout.o.row, acc, row0, queries,
+                      runningSum[0] > 0.0f ? 1.0f / runningSum[0] : 0.0f,
                       runningSum[1] > 0.0f ? 1.0f / runningSum[1] : 0.0f);
   if (t == 0)
 #pragma unroll
@@ -392,7 +399,8 @@ __device__ __forceinline__ void
 mmaAttentionBackwardDq(const unsigned short *__restrict__ q, const unsigned short *__restrict__ k,
                        const unsigned short *__restrict__ v, const unsigned short *__restrict__ dO,
                        const float *__restrict__ lse, const float *__restrict__ delta,
-                       unsigned short *__restrict__ dq, int queries, int keys, float scale) {
+                       unsigned short *__restrict__ dq, int queries, int keys, float scale,
+                       Layout layout) {
   constexpr bool kBf16 = IsBf16<E>::value;
   constexpr int BN = MmaTileShape<D>::dqKeys, Stride = MmaTileShape<D>::stride;
   struct alignas(16) Tiles {
@@ -401,14 +409,13 @@ mmaAttentionBackwardDq(const unsigned short *__restrict__ q, const unsigned shor
   };
   __shared__ Tiles smem;
 
-  const long long bh = blockIdx.y;
-  q += bh * queries * D;
-  k += bh * keys * D;
-  v += bh * keys * D;
-  dO += bh * queries * D;
-  dq += bh * queries * D;
-  lse += bh * queries;
-  delta += bh * queries;
+  const int bh = blockIdx.y, b = bh / layout.heads, h = bh % layout.heads;
+  q = sliceBase(q, layout.q, b, h);
+  k = sliceBase(k, layout.k, b, h);
+  v = sliceBase(v, layout.v, b, h);
+  dO = sliceBase(dO, layout.dO, b, h);
+  lse += static_cast<long long>(bh) * queries;
+  delta += static_cast<long long>(bh) * queries;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int firstQuery = blockIdx.x * kMmaBlockRows, row0 = firstQuery + warp * kMmaWarpRows;
   const int causalOffset = keys - queries;
@@ -422,21 +429,23 @@ mmaAttentionBackwardDq(const unsigned short *__restrict__ q, const unsigned shor
   }
 
   unsigned qa[D / 16][4], dOa[D / 16][4];
-  loadRowFragments<D>(qa, q, row0, queries);
-  loadRowFragments<D>(dOa, dO, row0, queries);
+  loadRowFragments<D>(qa, q, layout.q.row, row0, queries);
+  loadRowFragments<D>(dOa, dO, layout.dO.row, row0, queries);
   float acc[D / 8][4];
   zero(acc);
 
   const int end = keyEnd<kCausal>(firstQuery, kMmaBlockRows, queries, keys);
   const int warpEnd = keyEnd<kCausal>(row0, kMmaWarpRows, queries, keys);
-  streamTiles<D, BN, 2>(smem.k, smem.v, k, v, keys, 0, (end + BN - 1) / BN, NothingExtra(),
-                        [&](int firstKey, int buffer) {
+  streamTiles<D, BN, 2>(smem.k, smem.v, k, layout.k.row, v, layout.v.row, keys, 0,
+                        (end + BN - 1) / BN, NothingExtra(), [&](int firstKey, int buffer) {
                           if (firstKey < warpEnd)
                             dqTile<kBf16, D, BN, kCausal>(
                                 qa, dOa, acc, rowLse2, rowDelta, smem.k[buffer], smem.v[buffer],
                                 row0, firstKey, queries, keys, causalOffset, scaleLog2);
                         });
-  storeRows<kBf16, D>(dq, acc, row0, queries, scale, scale);
+  // dq's slice from the parameters here rather than held through the loop.
+  storeRows<kBf16, D>(sliceBase(dq, layout.q, blockIdx.y / layout.heads, blockIdx.y % layout.heads),
+                      layout.q.row, acc, row0, queries, scale, scale);
 }
 
 //===----------------------------------------------------------------------===//
@@ -449,7 +458,8 @@ mmaAttentionBackwardDkDv(const unsigned short *__restrict__ q, const unsigned sh
                          const unsigned short *__restrict__ v,
                          const unsigned short *__restrict__ dO, const float *__restrict__ lse,
                          const float *__restrict__ delta, unsigned short *__restrict__ dk,
-                         unsigned short *__restrict__ dv, int queries, int keys, float scale) {
+                         unsigned short *__restrict__ dv, int queries, int keys, float scale,
+                         Layout layout) {
   constexpr bool kBf16 = IsBf16<E>::value;
   constexpr int BM = MmaTileShape<D>::dkvQueries, Stride = MmaTileShape<D>::stride;
   // Head dims up to 64: the warp's k and v rows live in registers as A fragments and the query
@@ -467,15 +477,13 @@ mmaAttentionBackwardDkDv(const unsigned short *__restrict__ q, const unsigned sh
   };
   __shared__ Tiles smem;
 
-  const long long bh = blockIdx.y;
-  q += bh * queries * D;
-  k += bh * keys * D;
-  v += bh * keys * D;
-  dO += bh * queries * D;
-  dk += bh * keys * D;
-  dv += bh * keys * D;
-  lse += bh * queries;
-  delta += bh * queries;
+  const int bh = blockIdx.y, b = bh / layout.heads, h = bh % layout.heads;
+  q = sliceBase(q, layout.q, b, h);
+  k = sliceBase(k, layout.k, b, h);
+  v = sliceBase(v, layout.v, b, h);
+  dO = sliceBase(dO, layout.dO, b, h);
+  lse += static_cast<long long>(bh) * queries;
+  delta += static_cast<long long>(bh) * queries;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int firstKey = blockIdx.x * kMmaBlockRows, warpRow = warp * kMmaWarpRows;
   const int key0 = firstKey + warpRow;
@@ -484,12 +492,12 @@ mmaAttentionBackwardDkDv(const unsigned short *__restrict__ q, const unsigned sh
 
   unsigned ka[D / 16][4], va[D / 16][4]; // unused (and optimised away) at D = 128
   if constexpr (kFragments) {
-    loadRowFragments<D>(ka, k, key0, keys);
-    loadRowFragments<D>(va, v, key0, keys);
+    loadRowFragments<D>(ka, k, layout.k.row, key0, keys);
+    loadRowFragments<D>(va, v, layout.v.row, key0, keys);
   } else {
     // Visible to every warp after the first tile's barrier.
-    stageTile<D, KeyRows>(smem.k, k, firstKey, keys);
-    stageTile<D, KeyRows>(smem.v, v, firstKey, keys);
+    stageTile<D, KeyRows>(smem.k, k, layout.k.row, firstKey, keys);
+    stageTile<D, KeyRows>(smem.v, v, layout.v.row, firstKey, keys);
   }
   float dkAcc[D / 8][4], dvAcc[D / 8][4];
   zero(dkAcc);
@@ -512,7 +520,8 @@ mmaAttentionBackwardDkDv(const unsigned short *__restrict__ q, const unsigned sh
     }
   };
   streamTiles<D, BM, Buffers>(
-      smem.q, smem.dO, q, dO, queries, begin, tiles, stageRowStatistics,
+      smem.q, smem.dO, q, layout.q.row, dO, layout.dO.row, queries, begin, tiles,
+      stageRowStatistics,
       [&](int firstQuery, int buffer) {
         if (kCausal && firstQuery + BM <= warpBegin) // no query of the tile sees these keys
           return;
@@ -548,8 +557,12 @@ mmaAttentionBackwardDkDv(const unsigned short *__restrict__ q, const unsigned sh
         mmaRowsTimesTile<kBf16, BM, D / 8>(dvAcc, pa, smem.dO[buffer], 0);
         mmaRowsTimesTile<kBf16, BM, D / 8>(dkAcc, dSa, smem.q[buffer], 0);
       });
-  storeRows<kBf16, D>(dk, dkAcc, key0, keys, scale, scale);
-  storeRows<kBf16, D>(dv, dvAcc, key0, keys, 1.0f, 1.0f);
+  // dk's and dv's slices from the parameters here rather than held through the loop.
+  const int outB = blockIdx.y / layout.heads, outH = blockIdx.y % layout.heads;
+  storeRows<kBf16, D>(sliceBase(dk, layout.k, outB, outH), layout.k.row, dkAcc, key0, keys, scale,
+                      scale);
+  storeRows<kBf16, D>(sliceBase(dv, layout.v, outB, outH), layout.v.row, dvAcc, key0, keys, 1.0f,
+                      1.0f);
 }
 
 } // namespace flash
@@ -569,33 +582,31 @@ mmaAttentionBackwardDkDv(const unsigned short *__restrict__ q, const unsigned sh
   extern "C" __global__ void __launch_bounds__(ampc::flash::kThreads)                              \
       ampc_flash_attention_fwd_##NAME##_d##D##SUFFIX(                                              \
           const unsigned short *q, const unsigned short *k, const unsigned short *v,               \
-          unsigned short *o, float *lse, int queries, int keys, float scale) {                     \
-    ampc::flash::mmaAttentionForward<ELEMENT, D, CAUSAL>(q, k, v, o, lse, queries, keys, scale);   \
+          unsigned short *o, float *lse, int queries, int keys, float scale,                       \
+          ampc::flash::Layout layout) {                                                            \
+    ampc::flash::mmaAttentionForward<ELEMENT, D, CAUSAL>(q, k, v, o, lse, queries, keys, scale,    \
+                                                         layout);                                  \
   }                                                                                                \
   extern "C" __global__ void __launch_bounds__(ampc::flash::kThreads)                              \
       ampc_flash_attention_bwd_dq_##NAME##_d##D##SUFFIX(                                           \
           const unsigned short *q, const unsigned short *k, const unsigned short *v,               \
           const unsigned short *dO, const float *lse, const float *delta, unsigned short *dq,      \
-          int queries, int keys, float scale) {                                                    \
+          int queries, int keys, float scale, ampc::flash::Layout layout) {                        \
     ampc::flash::mmaAttentionBackwardDq<ELEMENT, D, CAUSAL>(q, k, v, dO, lse, delta, dq, queries,  \
-                                                            keys, scale);                          \
+                                                            keys, scale, layout);                  \
   }                                                                                                \
   extern "C" __global__ void __launch_bounds__(ampc::flash::kThreads)                              \
       ampc_flash_attention_bwd_dkdv_##NAME##_d##D##SUFFIX(                                         \
           const unsigned short *q, const unsigned short *k, const unsigned short *v,               \
           const unsigned short *dO, const float *lse, const float *delta, unsigned short *dk,      \
-          unsigned short *dv, int queries, int keys, float scale) {                                \
+          unsigned short *dv, int queries, int keys, float scale, ampc::flash::Layout layout) {    \
     ampc::flash::mmaAttentionBackwardDkDv<ELEMENT, D, CAUSAL>(q, k, v, dO, lse, delta, dk, dv,     \
-                                                              queries, keys, scale);               \
+                                                              queries, keys, scale, layout);       \
   }
 
 #define AMPC_FLASH_ATTENTION_MMA_ENTRY_POINTS(NAME, ELEMENT, D)                                    \
   AMPC_FLASH_ATTENTION_MMA_CAUSAL_VARIANTS(NAME, ELEMENT, D, , false)                              \
   AMPC_FLASH_ATTENTION_MMA_CAUSAL_VARIANTS(NAME, ELEMENT, D, _causal, true)                        \
-  extern "C" __global__ void __launch_bounds__(ampc::flash::kThreads)                              \
-      ampc_flash_attention_bwd_delta_##NAME##_d##D(                                                \
-          const ELEMENT::Storage *o, const ELEMENT::Storage *dO, float *delta, long long rows) {   \
-    ampc::flash::flashAttentionBackwardDelta<ELEMENT, D>(o, dO, delta, rows);                      \
-  }
+  AMPC_FLASH_ATTENTION_DELTA(NAME, ELEMENT, D)
 
 #endif // AMPC_RUNTIME_CUDA_DEVICE_FLASHATTENTIONMMA_CUH

@@ -3,6 +3,10 @@
 #include "DryRunChecker.h"
 #include "AllocationTable.h"
 
+#include "runtime/cuda/FlashAttentionLayout.h"
+
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -23,16 +27,22 @@ enum class OpKind { Launch, Matmul, Memset };
 /// One kernel argument as the plan (or, for flash attention, the runtime)
 /// binds it.
 struct BoundArg {
-  enum Kind { Pointer, Value, Dynamic } kind = Pointer;
+  enum Kind { Pointer, Value, Dynamic, Bytes } kind = Pointer;
   std::string name;
-  uint32_t size = 8; ///< bytes passed
-  /// Pointer: the bytes the kernel may touch, the buffer (if any) and how
-  /// to name it.
+  uint32_t size = 8;  ///< bytes passed
+  uint32_t align = 0; ///< the parameter's alignment (0: its size)
+  /// Pointer: the bytes the kernel may touch from the pointer, the buffer
+  /// (if any), the pointer's byte offset into it, and how to name it.
   uint64_t extent = 0;
   uint32_t buffer = kNoBuffer;
+  uint64_t offset = 0;
   std::string what;
   /// Value: the expected bits (zero-extended).
   uint64_t value = 0;
+  /// Bytes: a struct passed by value, as the recorded 8-byte words
+  /// (Event::wideArgs), and how to read them for a message.
+  std::vector<uint64_t> words;
+  std::string (*describeWords)(const std::vector<uint64_t> &) = nullptr;
   /// Dynamic: Seed, Step or TotalSteps.
   plan::ArgKind dynamic = plan::ArgKind::Seed;
 };
@@ -142,10 +152,56 @@ std::vector<BoundArg> launchArgs(const plan::Plan &plan, const plan::LaunchStep 
   return args;
 }
 
+/// Operand \p id of an attention step where its layout puts it: the pointer at the layout's
+/// byte offset, reaching the last element of its [batch, heads, rows, D] view.
+BoundArg attentionOperandArg(const plan::Plan &plan, const plan::AttentionStep &step,
+                             const std::string &name, uint32_t id,
+                             const plan::AttentionLayout &layout, int64_t rows) {
+  BoundArg arg = bufferArg(plan, name, id);
+  const int64_t elements = (step.batch - 1) * layout.batchStride +
+                           (step.heads - 1) * layout.headStride + (rows - 1) * layout.rowStride +
+                           step.headDim;
+  arg.offset = layout.offset;
+  arg.extent = static_cast<uint64_t>(elements) * plan::dtypeBytes(plan.buffers.at(id).dtype);
+  arg.what += " from byte " + std::to_string(layout.offset);
+  return arg;
+}
+
+/// "heads 12, strides (batch, head, row) q (.., .., ..) k (..) ...": a recorded
+/// ampc::flash::Layout.
+std::string describeFlashLayout(const std::vector<uint64_t> &words) {
+  if (words.size() * 8 != sizeof(cuda::FlashLayout))
+    return std::to_string(words.size() * 8) + " bytes";
+  cuda::FlashLayout layout;
+  std::memcpy(&layout, words.data(), sizeof(layout));
+  std::string text = "heads " + std::to_string(layout.heads) + ", strides (batch, head, row)";
+  const std::pair<const char *, const cuda::FlashOperandStrides *> operands[] = {
+      {"q", &layout.q}, {"k", &layout.k}, {"v", &layout.v}, {"o", &layout.o}, {"dO", &layout.dO}};
+  for (const auto &[name, strides] : operands)
+    text += std::string(" ") + name + " (" + std::to_string(strides->batch) + ", " +
+            std::to_string(strides->head) + ", " + std::to_string(strides->row) + ")";
+  return text;
+}
+
+/// The layout argument of every attention kernel (cuda::FlashLayout, passed by value).
+BoundArg flashLayoutArg(const cuda::FlashLayout &layout) {
+  BoundArg arg;
+  arg.kind = BoundArg::Bytes;
+  arg.name = "layout";
+  arg.size = sizeof(layout);
+  arg.align = alignof(cuda::FlashLayout);
+  arg.words.resize(sizeof(layout) / 8);
+  std::memcpy(arg.words.data(), &layout, sizeof(layout));
+  arg.describeWords = describeFlashLayout;
+  return arg;
+}
+
 /// The arguments Executor::Impl::runAttention passes to kernel \p part of
 /// an attention step, with the C++ types it passes them as
-/// (FlashAttention.cuh's entry points): pointers, then `int queries, int
-/// keys, float scale`, or for delta `long long rows`.
+/// (FlashAttention.cuh's entry points): pointers (each at its layout's byte
+/// offset), then `int queries, int keys, float scale`, or for delta
+/// `long long rows, int queries`, and last the layout (strides of the step's
+/// layouts; o contiguous where the backward recomputes it into scratch).
 std::vector<BoundArg> attentionArgs(const plan::Plan &plan, const plan::AttentionStep &step,
                                     int part) {
   const uint64_t slices = static_cast<uint64_t>(step.batch * step.heads);
@@ -158,8 +214,15 @@ std::vector<BoundArg> attentionArgs(const plan::Plan &plan, const plan::Attentio
   const BoundArg lse =
       step.lse != plan::kNoBuffer ? bufferArg(plan, "lse", step.lse) : scratchArg("lse", rows * 4);
   const BoundArg delta = scratchArg("delta", rows * 4);
-  const BoundArg output = forward || step.readsSavedForward() ? bufferArg(plan, "o", step.out)
-                                                              : scratchArg("o", outputBytes);
+  const bool scratchOutput = !forward && !step.readsSavedForward();
+  const BoundArg output =
+      scratchOutput ? scratchArg("o", outputBytes)
+                    : attentionOperandArg(plan, step, "o", step.out, step.oLayout, step.queries);
+  const BoundArg layout = flashLayoutArg(cuda::FlashLayout::of(step, scratchOutput));
+  auto operand = [&](const char *name, uint32_t id, const plan::AttentionLayout &operandLayout,
+                     int64_t operandRows) {
+    return attentionOperandArg(plan, step, name, id, operandLayout, operandRows);
+  };
   uint32_t scaleBits = 0;
   std::memcpy(&scaleBits, &step.scale, 4);
   const std::vector<BoundArg> scalars = {
@@ -167,18 +230,27 @@ std::vector<BoundArg> attentionArgs(const plan::Plan &plan, const plan::Attentio
       valueArg("keys", 4, static_cast<uint32_t>(step.keys)), valueArg("scale", 4, scaleBits)};
   std::vector<BoundArg> args;
   if (part == 1)
-    return {output, bufferArg(plan, "dO", step.dOut), delta, valueArg("rows", 8, rows)};
-  args = {bufferArg(plan, "q", step.q), bufferArg(plan, "k", step.k), bufferArg(plan, "v", step.v)};
+    return {output,
+            operand("dO", step.dOut, step.oLayout, step.queries),
+            delta,
+            valueArg("rows", 8, rows),
+            valueArg("queries", 4, static_cast<uint32_t>(step.queries)),
+            layout};
+  args = {operand("q", step.q, step.qLayout, step.queries),
+          operand("k", step.k, step.kLayout, step.keys),
+          operand("v", step.v, step.vLayout, step.keys)};
   if (part == 0) {
     args.insert(args.end(), {output, lse});
   } else {
-    args.insert(args.end(), {bufferArg(plan, "dO", step.dOut), lse, delta});
+    args.insert(args.end(), {operand("dO", step.dOut, step.oLayout, step.queries), lse, delta});
     if (part == 2)
-      args.push_back(bufferArg(plan, "dq", step.dq));
+      args.push_back(operand("dq", step.dq, step.qLayout, step.queries));
     else
-      args.insert(args.end(), {bufferArg(plan, "dk", step.dk), bufferArg(plan, "dv", step.dv)});
+      args.insert(args.end(), {operand("dk", step.dk, step.kLayout, step.keys),
+                               operand("dv", step.dv, step.vLayout, step.keys)});
   }
   args.insert(args.end(), scalars.begin(), scalars.end());
+  args.push_back(layout);
   return args;
 }
 
@@ -277,7 +349,8 @@ std::vector<KernelParam> layoutOf(const std::vector<BoundArg> &args) {
   std::vector<KernelParam> params;
   uint32_t offset = 0;
   for (const BoundArg &arg : args) {
-    offset = (offset + arg.size - 1) / arg.size * arg.size;
+    const uint32_t align = arg.align ? arg.align : arg.size;
+    offset = (offset + align - 1) / align * align;
     params.push_back({offset, arg.size});
     offset += arg.size;
   }
@@ -348,7 +421,8 @@ private:
   void checkLaunch(const Event &event, const ExpectedOp &op, const Run &run);
   void checkMatmul(const Event &event, const ExpectedOp &op);
   /// Pointer \p address of \p what with \p bytes, and its binding.
-  void checkPointer(const std::string &what, uint64_t address, uint64_t bytes, uint32_t buffer);
+  void checkPointer(const std::string &what, uint64_t address, uint64_t bytes, uint32_t buffer,
+                    uint64_t offset = 0);
   void add(const std::string &check, const std::string &message, const std::string &where);
   void add(const std::string &check, const std::string &message) {
     add(check, message, currentWhere);
@@ -436,8 +510,10 @@ bool Checker::match(const Event &event, Cursor &cursor) {
   return true;
 }
 
+/// \p address points \p offset bytes into \p buffer (if any) and the kernel may touch
+/// \p bytes from it.
 void Checker::checkPointer(const std::string &what, uint64_t address, uint64_t bytes,
-                           uint32_t buffer) {
+                           uint32_t buffer, uint64_t offset) {
   Check check = "";
   const std::string problem = allocations.rangeProblem(address, bytes, check);
   if (!problem.empty())
@@ -446,10 +522,16 @@ void Checker::checkPointer(const std::string &what, uint64_t address, uint64_t b
     return;
   auto source = viewSource.find(buffer);
   const uint32_t storage = source == viewSource.end() ? buffer : source->second;
-  auto [first, inserted] = bound.emplace(storage, std::make_pair(address, currentWhere));
-  if (!inserted && first->second.first != address)
-    add("binding", what + " is at " + hexAddress(address) + ", but at " +
-                       hexAddress(first->second.first) + " in " + first->second.second);
+  // The buffer's own address: every binding of it must agree.
+  const uint64_t start = address - offset;
+  auto [first, inserted] = bound.emplace(storage, std::make_pair(start, currentWhere));
+  if (!inserted && first->second.first != start)
+    add("binding", what + " is at " + hexAddress(address) +
+                       (offset ? " (byte " + std::to_string(offset) + " of a buffer at " +
+                                     hexAddress(start) + ")"
+                               : std::string()) +
+                       ", but the buffer is at " + hexAddress(first->second.first) + " in " +
+                       first->second.second);
 }
 
 void Checker::checkLaunch(const Event &event, const ExpectedOp &op, const Run &run) {
@@ -489,6 +571,7 @@ void Checker::checkLaunch(const Event &event, const ExpectedOp &op, const Run &r
                               std::to_string(event.block[1]) + "x" +
                               std::to_string(event.block[2]) + ", not the plan's");
   }
+  size_t wide = 0; // the next word of event.wideArgs
   for (size_t i = 0; i < op.args.size(); ++i) {
     const BoundArg &arg = op.args[i];
     const uint64_t value = event.args[i];
@@ -496,8 +579,19 @@ void Checker::checkLaunch(const Event &event, const ExpectedOp &op, const Run &r
         "argument " + std::to_string(i) + " '" + arg.name + "' of kernel '" + event.name + "'";
     switch (arg.kind) {
     case BoundArg::Pointer:
-      checkPointer(what + " (" + arg.what + ")", value, arg.extent, arg.buffer);
+      checkPointer(what + " (" + arg.what + ")", value, arg.extent, arg.buffer, arg.offset);
       break;
+    case BoundArg::Bytes: {
+      const size_t count = arg.words.size(), end = event.wideArgs.size();
+      const std::vector<uint64_t> words(
+          event.wideArgs.begin() + static_cast<std::ptrdiff_t>(std::min(wide, end)),
+          event.wideArgs.begin() + static_cast<std::ptrdiff_t>(std::min(wide + count, end)));
+      wide += count;
+      if (words != arg.words)
+        add("binding", what + " holds " + arg.describeWords(words) + ", but the plan binds " +
+                           arg.describeWords(arg.words));
+      break;
+    }
     case BoundArg::Value:
       if (value != arg.value)
         add("binding", what + " is " + std::to_string(value) + ", but the plan binds " +

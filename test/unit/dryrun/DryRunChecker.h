@@ -13,12 +13,15 @@
 //   signature   the kernel's parameters in the loaded cubin (count, sizes,
 //               offsets) are what the plan binds: one 8-byte value per
 //               launch argument; for flash attention, the pointers and
-//               32-bit scalars the runtime passes;
+//               32-bit scalars the runtime passes and the 128-byte layout
+//               struct passed by value;
 //   pointer, freed-memory, extent
 //               every pointer argument lies in a live allocation together
 //               with the bytes the plan says the kernel may touch: its
-//               buffer (each dtype x element), scratch bytes, table
-//               entries, the 32-byte error record; each matmul operand,
+//               buffer (each dtype x element; an attention operand from its
+//               layout's byte offset to the last element its strides
+//               reach), scratch bytes, table entries, the 32-byte error
+//               record; each matmul operand,
 //               bias and aux with its buffer's bytes;
 //   cublaslt-layout
 //               each cuBLASLt layout (rows x cols x ld x element size over
@@ -28,8 +31,11 @@
 //               that accumulates (C == D, beta 1: a weight gradient added
 //               into its accumulator) passes C at D's address with D's
 //               layout, as cuBLASLt's in-place form requires;
-//   binding     a buffer is at one address wherever it is used; literals,
-//               the step, the seed and the step count are the run's;
+//   binding     a buffer is at one address wherever it is used (an
+//               attention operand's pointer is that address plus its
+//               layout's byte offset); literals, the step, the seed and the
+//               step count are the run's; an attention kernel's layout
+//               struct holds the step's head count and strides;
 //   launch-shape  grid and block are the plan's;
 //   sequence    the device ran the plan's steps, all of them, in order;
 //   capture     every graph capture succeeded (none invalidated).

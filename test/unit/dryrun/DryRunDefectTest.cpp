@@ -12,7 +12,8 @@
 //    for the kernels;
 //  * in one call the runtime makes (AmpcRecordingPlant): a pointer argument
 //    moved out of its allocation, so its buffer runs past the end, or just
-//    elsewhere, an allocation freed before a launch uses it, a grid over the
+//    elsewhere, an attention kernel's layout with a wrong row stride, an
+//    allocation freed before a launch uses it, a grid over the
 //    limits or other than the plan's, dynamic shared memory without opting
 //    in, a sync or an allocation while a graph is captured, a cuBLASLt
 //    layout over its buffer, a misaligned or missing matmul pointer;
@@ -231,6 +232,20 @@ TEST(DryRunDefect, BufferExtentPastItsAllocation) {
         return allocation.address + allocation.bytes - bytes / 2;
       });
   EXPECT_NE(violation.message.find("bytes past the end of allocation"), std::string::npos)
+      << violation.text();
+}
+
+TEST(DryRunDefect, AttentionLayoutOtherThanThePlans) {
+  // The flash forward's layout argument (ampc::flash::Layout: word 0 the head count, then the
+  // batch, head and row strides of q, k, v, o, dO) with q's row stride 8 elements longer.
+  const InProcessRun run =
+      dryRun(planted(AMPC_PLANT_WIDE_ARGUMENT, "ampc_flash_attention_fwd_", 3, 8));
+  EXPECT_EQ(run.error, "");
+  const DryRunViolation violation = expectViolation(run, "binding");
+  EXPECT_NE(violation.message.find("argument 8 'layout' of kernel 'ampc_flash_attention_fwd_"),
+            std::string::npos)
+      << violation.text();
+  EXPECT_NE(violation.message.find("but the plan binds heads"), std::string::npos)
       << violation.text();
 }
 

@@ -63,6 +63,7 @@ enum AmpcRecordingPlantKind {
   AMPC_PLANT_MATMUL_LD,        ///< a matmul's cuBLASLt A layout ld += amount
   AMPC_PLANT_MATMUL_OFFSET,    ///< a matmul's D pointer += amount bytes
   AMPC_PLANT_MATMUL_NO_BIAS,   ///< a matmul's bias pointer = 0
+  AMPC_PLANT_WIDE_ARGUMENT,    ///< a launch's by-value struct word `argument` += amount
 };
 
 struct AmpcRecordingPlant {

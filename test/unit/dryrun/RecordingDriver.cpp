@@ -463,9 +463,17 @@ AMPC_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction handle, unsigned int grid
     node.sharedBytes = sharedBytes;
     // The driver copies each parameter with the size the binary gives it.
     for (const ampc::dryrun::KernelParam &param : f->info.params) {
+      const void *source = kernelParams[node.args.size()];
       uint64_t value = 0;
-      if (param.size <= 8)
-        std::memcpy(&value, kernelParams[node.args.size()], param.size);
+      if (param.size <= 8) {
+        std::memcpy(&value, source, param.size);
+      } else {
+        for (uint32_t at = 0; at < param.size; at += 8) {
+          uint64_t word = 0;
+          std::memcpy(&word, static_cast<const char *>(source) + at, std::min(8u, param.size - at));
+          node.wideArgs.push_back(word);
+        }
+      }
       node.args.push_back(value);
     }
     AmpcRecordingPlant plant;

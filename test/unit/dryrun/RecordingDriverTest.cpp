@@ -123,16 +123,19 @@ TEST(KernelBinaryInfo, CubinsAndPtxAgreeOnEveryKernelsParameters) {
       }
     }
   }
-  // Flash attention's entry points: (q, k, v, o, lse, int, int, float).
+  // Flash attention's entry points: (q, k, v, o, lse, int, int, float, Layout), the 128-byte
+  // layout struct by value at its 8-byte alignment.
   bool attention = false;
   for (const plan::DeviceModule &module : tinyPlan().device.modules)
     for (const KernelInfo &kernel :
          readCubinKernels(module.cubinSm90.data(), module.cubinSm90.size()))
       if (kernel.name.find("_fwd_") != std::string::npos) {
         attention = true;
-        ASSERT_EQ(kernel.params.size(), 8u);
+        ASSERT_EQ(kernel.params.size(), 9u);
         EXPECT_EQ(kernel.params[5].size, 4u);
         EXPECT_EQ(kernel.params[7].offset, 48u);
+        EXPECT_EQ(kernel.params[8].offset, 56u);
+        EXPECT_EQ(kernel.params[8].size, 128u);
         EXPECT_GT(kernel.staticShared, 0u);
         EXPECT_EQ(kernel.maxThreads, 128u);
       }

@@ -551,6 +551,10 @@ void Recorder::applyPlant(const AmpcRecordingPlant &plant, Node &node, CUstream 
     if (argument < node.args.size())
       node.args[argument] += static_cast<uint64_t>(plant.amount);
     break;
+  case AMPC_PLANT_WIDE_ARGUMENT:
+    if (argument < node.wideArgs.size())
+      node.wideArgs[argument] += static_cast<uint64_t>(plant.amount);
+    break;
   case AMPC_PLANT_FREE_ARGUMENT:
     if (argument < node.args.size())
       if (const Allocation *holder = allocations.find(node.args[argument]))

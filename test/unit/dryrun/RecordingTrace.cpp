@@ -294,6 +294,12 @@ std::string formatEvent(const Event &event) {
     for (uint64_t arg : event.args)
       args += (args.empty() ? "" : ",") + hex(arg);
     out.add("args", args.empty() ? "-" : args);
+    if (!event.wideArgs.empty()) {
+      std::string words;
+      for (uint64_t word : event.wideArgs)
+        words += (words.empty() ? "" : ",") + hex(word);
+      out.add("wide", words);
+    }
     break;
   }
   case EventKind::Matmul:
@@ -382,6 +388,8 @@ Event parseEvent(const std::string &line) {
     event.sharedBytes = static_cast<uint32_t>(in.number("shared"));
     if (in.text("args") != "-")
       event.args = in.numbers("args", 0);
+    if (in.has("wide"))
+      event.wideArgs = in.numbers("wide", 0);
   }
   if (event.kind == EventKind::Kernel)
     readKernel(in, event.kernel);

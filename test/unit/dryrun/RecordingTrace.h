@@ -121,6 +121,10 @@ struct Event {
   /// Launch: each parameter's value as read with the cubin's sizes
   /// (little-endian, zero-extended; parameters over 8 bytes read as 0).
   std::vector<uint64_t> args;
+  /// Launch: the bytes of every parameter over 8 bytes (a struct passed by
+  /// value), in parameter order, as little-endian 8-byte words, each
+  /// parameter zero-padded to whole words.
+  std::vector<uint64_t> wideArgs;
   KernelInfo kernel;
   MatmulCall matmul;
 };

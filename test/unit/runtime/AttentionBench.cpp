@@ -23,6 +23,7 @@
 #include "AttentionReference.h"
 #include "runtime/cuda/Device.h"
 #include "runtime/cuda/Errors.h"
+#include "runtime/cuda/FlashAttentionLayout.h"
 #include "runtime/cuda/Module.h"
 #include "runtime/cuda/Nvrtc.h"
 
@@ -140,6 +141,9 @@ Run runShape(cuda::Device &device, cuda::Module &module, bool tensorCores, const
   int queries = shape.tokens, keys = shape.tokens;
   float scale = 1.0f / std::sqrt(static_cast<float>(shape.headDim));
   long long deltaRows = static_cast<long long>(rows);
+  // Every operand contiguous [B, H, T, D].
+  cuda::FlashLayout layout =
+      cuda::FlashLayout::contiguous(shape.heads, shape.tokens, shape.tokens, shape.headDim);
   const unsigned rowsPerBlock = tensorCores ? 64 : 32;
   cuda::LaunchConfig tiles;
   tiles.block[0] = 128;
@@ -150,18 +154,19 @@ Run runShape(cuda::Device &device, cuda::Module &module, bool tensorCores, const
               lsep = lse.pointer(), deltap = delta.pointer();
   Run run;
   run.timing.forward = medianMilliseconds(device, iterations, [&] {
-    forward.launch(tiles, {&qp, &kp, &vp, &op, &lsep, &queries, &keys, &scale});
+    forward.launch(tiles, {&qp, &kp, &vp, &op, &lsep, &queries, &keys, &scale, &layout});
   });
   run.timing.delta = medianMilliseconds(device, iterations, [&] {
     deltaKernel.launch(cuda::LaunchConfig::linear(static_cast<unsigned>((deltaRows + 3) / 4), 128),
-                       {&op, &dyp, &deltap, &deltaRows});
+                       {&op, &dyp, &deltap, &deltaRows, &queries, &layout});
   });
   run.timing.dq = medianMilliseconds(device, iterations, [&] {
-    dqKernel.launch(tiles, {&qp, &kp, &vp, &dyp, &lsep, &deltap, &dqp, &queries, &keys, &scale});
+    dqKernel.launch(tiles,
+                    {&qp, &kp, &vp, &dyp, &lsep, &deltap, &dqp, &queries, &keys, &scale, &layout});
   });
   run.timing.dkdv = medianMilliseconds(device, iterations, [&] {
-    dkdvKernel.launch(tiles, {&qp, &kp, &vp, &dyp, &lsep, &deltap, &dkp, &dvp, &queries, &keys,
-                              &scale});
+    dkdvKernel.launch(
+        tiles, {&qp, &kp, &vp, &dyp, &lsep, &deltap, &dkp, &dvp, &queries, &keys, &scale, &layout});
   });
   device.synchronize("running the attention kernels");
   auto download = [&](const cuda::DeviceAllocation &allocation) {

@@ -4,8 +4,8 @@
 // (FlashAttentionGpuTest) or in the device emulator (FlashAttentionEmulatedTest): element
 // encodings, random inputs already rounded to the storage type, the relative-norm error, and
 // the expected outputs (o, dq, dk, dv from the CPU backend's kernels in double, and the
-// log-sum-exp), and
-// where the GPU binaries find the kernel headers.
+// log-sum-exp), where the operands lie in the tests' buffers (contiguous, or read in place from
+// a packed projection), and where the GPU binaries find the kernel headers.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +26,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ampc::test {
@@ -154,6 +155,107 @@ inline AttentionExpected referenceAttention(const std::vector<double> &q,
                                       expected.dk.data(), expected.dv.data());
   expected.lse = referenceLse(q, k, slices, queries, keys, headDim, scale, causal);
   return expected;
+}
+
+/// Where one operand of a kernel test lies in its buffer, in elements: element (b, h, t, d) of
+/// its [batch, heads, rows, D] view is at offset + b batch + h head + t row + d (the plan's
+/// AttentionLayout, in elements).
+struct Placement {
+  size_t offset = 0;
+  int64_t batch = 0, head = 0, row = 0;
+
+  size_t at(int b, int h, int t, int d) const {
+    return offset + static_cast<size_t>(b * batch + h * head + t * row + d);
+  }
+};
+
+/// Where a kernel test puts q, k, v (in one input buffer; dq, dk, dv in a gradient buffer of the
+/// same shape, at the same places) and o (dO in a buffer of the same shape, at the same place).
+/// Each buffer has kGuard unused elements before and after the operands, so a write outside its
+/// windows shows.
+struct AttentionPlacement {
+  static constexpr size_t kGuard = 64; // 128 or 256 bytes: rows stay 16-byte aligned
+  int batch = 1, heads = 1, queries = 0, keys = 0, headDim = 0;
+  Placement q, k, v, o;
+  size_t inputElements = 0, outputElements = 0;
+
+  /// q, k, v one after another in the input buffer, each contiguous [batch, heads, rows, D];
+  /// o contiguous [batch, heads, T, D].
+  static AttentionPlacement contiguous(int batch, int heads, int queries, int keys, int headDim) {
+    AttentionPlacement p{batch, heads, queries, keys, headDim};
+    const int64_t D = headDim, qElements = int64_t(batch) * heads * queries * D,
+                  kElements = int64_t(batch) * heads * keys * D;
+    p.q = {kGuard, heads * queries * D, queries * D, D};
+    p.k = {kGuard + size_t(qElements), heads * keys * D, keys * D, D};
+    p.v = {kGuard + size_t(qElements + kElements), heads * keys * D, keys * D, D};
+    p.o = p.q;
+    p.inputElements = size_t(qElements + 2 * kElements) + 2 * kGuard;
+    p.outputElements = size_t(qElements) + 2 * kGuard;
+    return p;
+  }
+
+  /// q, k, v read in place from a packed projection [batch, T, 3 heads D] (T = S): windows at
+  /// 0, heads D and 2 heads D of each row; o [batch, T, heads D]. \p padding extra elements
+  /// end every row of both (a multiple of 16 bytes), so that the rows have gaps.
+  static AttentionPlacement packed(int batch, int heads, int rows, int headDim, int padding = 0) {
+    AttentionPlacement p{batch, heads, rows, rows, headDim};
+    const int64_t D = headDim, width = heads * D;
+    const int64_t inputRow = 3 * width + padding, outputRow = width + padding;
+    p.q = {kGuard, rows * inputRow, D, inputRow};
+    p.k = {kGuard + size_t(width), rows * inputRow, D, inputRow};
+    p.v = {kGuard + size_t(2 * width), rows * inputRow, D, inputRow};
+    p.o = {kGuard, rows * outputRow, D, outputRow};
+    p.inputElements = size_t(batch * rows * inputRow) + 2 * kGuard;
+    p.outputElements = size_t(batch * rows * outputRow) + 2 * kGuard;
+    return p;
+  }
+
+  /// Writes \p values (contiguous [batch heads, rows, D]) into \p buffer where \p at says.
+  void place(std::vector<double> &buffer, const std::vector<double> &values, const Placement &at,
+             int rows) const {
+    for (int b = 0; b < batch; ++b)
+      for (int h = 0; h < heads; ++h)
+        for (int t = 0; t < rows; ++t)
+          for (int d = 0; d < headDim; ++d)
+            buffer[at.at(b, h, t, d)] = values[((size_t(b) * heads + h) * rows + t) * headDim + d];
+  }
+
+  /// The operand \p at of \p buffer as contiguous [batch heads, rows, D] values.
+  std::vector<double> gather(const std::vector<double> &buffer, const Placement &at,
+                             int rows) const {
+    std::vector<double> values(size_t(batch) * heads * rows * headDim);
+    for (int b = 0; b < batch; ++b)
+      for (int h = 0; h < heads; ++h)
+        for (int t = 0; t < rows; ++t)
+          for (int d = 0; d < headDim; ++d)
+            values[((size_t(b) * heads + h) * rows + t) * headDim + d] = buffer[at.at(b, h, t, d)];
+    return values;
+  }
+
+  /// Which elements of a buffer of \p elements the operands \p windows (with their rows)
+  /// cover.
+  std::vector<bool> covered(size_t elements,
+                            const std::vector<std::pair<Placement, int>> &windows) const {
+    std::vector<bool> mask(elements, false);
+    for (const auto &[at, rows] : windows)
+      for (int b = 0; b < batch; ++b)
+        for (int h = 0; h < heads; ++h)
+          for (int t = 0; t < rows; ++t)
+            for (int d = 0; d < headDim; ++d)
+              mask[at.at(b, h, t, d)] = true;
+    return mask;
+  }
+};
+
+/// How many elements of \p bytes (in \p storage) outside \p covered differ from \p before.
+inline size_t changedOutside(const std::vector<char> &bytes, const std::vector<char> &before,
+                             const std::vector<bool> &covered, Storage storage) {
+  const size_t size = elementBytes(storage);
+  size_t changed = 0;
+  for (size_t i = 0; i < covered.size(); ++i)
+    if (!covered[i] && std::memcmp(bytes.data() + i * size, before.data() + i * size, size) != 0)
+      ++changed;
+  return changed;
 }
 
 /// Where the GPU binaries find the device headers they compile with NVRTC:

@@ -5,10 +5,14 @@
 // NVRTC, loads it through the driver API and runs the forward and backward
 // kernels (head dim 64; bf16, f16 and f32 storage; B=2 x H=3 slices with
 // T = S = 70 unmasked and T = 37, S = 70 causal, so tiles are partial and
-// the causal offset S - T is non-zero). o, lse, dq, dk and dv are compared
-// with the CPU reference computed in double on the same (rounded) inputs by
+// the causal offset S - T is non-zero), each operand contiguous or, as the
+// compiler lays attention out, q, k, v read in place from a packed
+// [B, T, 3 H D] projection, o and dO [B, T, H D], dq, dk, dv written into one
+// packed gradient buffer. o, lse, dq, dk and dv are compared with the CPU
+// reference computed in double on the same (rounded) inputs by
 // ||gpu - ref|| / ||ref||. Outputs are poisoned with NaN bytes before each
-// launch, so an unwritten element fails the comparison.
+// launch, so an unwritten element fails the comparison, and every byte
+// outside the outputs' windows must stay as it was.
 //
 // The driver is opened at run time (dlopen of libcuda.so.1) rather than
 // linked: the toolkit's stub libcuda.so names itself libcuda.so.1, which a
@@ -19,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "AttentionReference.h"
+#include "runtime/cuda/FlashAttentionLayout.h"
 #include "runtime/cuda/Nvrtc.h"
 #include "runtime/numerics/Float16.h"
 
@@ -42,7 +47,8 @@
 namespace {
 
 constexpr int kHeadDim = 64;
-constexpr int kSlices = 2 * 3; // batch x heads
+constexpr int kBatch = 2, kHeads = 3;
+constexpr int kSlices = kBatch * kHeads;
 constexpr int kThreads = 128;
 constexpr int kRowsPerBlock = 32;    // FlashAttention.cuh's kernels
 constexpr int kMmaRowsPerBlock = 64; // FlashAttentionMma.cuh's tensor-core kernels
@@ -131,12 +137,15 @@ struct Case {
   bool causal;
   int queries;
   int keys;
+  /// q, k, v in a packed [B, T, 3 H D] projection, o and dO [B, T, H D], dq, dk, dv in one
+  /// packed gradient buffer (T = S).
+  bool packed = false;
 };
 
 std::string caseName(const ::testing::TestParamInfo<Case> &info) {
   return std::string(storageName(info.param.storage)) + (info.param.tensorCores ? "_mma" : "") +
          (info.param.causal ? "_causal_T" : "_T") + std::to_string(info.param.queries) + "_S" +
-         std::to_string(info.param.keys);
+         std::to_string(info.param.keys) + (info.param.packed ? "_packed" : "");
 }
 
 class FlashAttentionGpu : public ::testing::TestWithParam<Case> {
@@ -289,6 +298,9 @@ TEST_P(FlashAttentionGpu, ForwardAndBackwardMatchTheCpuReference) {
   ASSERT_TRUE(forward && delta && dq && dkdv);
 
   // Fresh inputs per case (seeded by the case, so a failure reproduces).
+  ASSERT_TRUE(!c.packed || T == S) << "a packed projection has as many keys as queries";
+  const AttentionPlacement p = c.packed ? AttentionPlacement::packed(kBatch, kHeads, T, D)
+                                        : AttentionPlacement::contiguous(kBatch, kHeads, T, S, D);
   std::mt19937 generator(1234u + 17u * static_cast<unsigned>(c.storage) + (c.causal ? 1u : 0u));
   const size_t qCount = static_cast<size_t>(kSlices) * T * D;
   const size_t kCount = static_cast<size_t>(kSlices) * S * D;
@@ -297,58 +309,83 @@ TEST_P(FlashAttentionGpu, ForwardAndBackwardMatchTheCpuReference) {
   const std::vector<double> v = randomInputs(kCount, c.storage, generator);
   const std::vector<double> dy = randomInputs(qCount, c.storage, generator);
 
-  DeviceBuffer qBuf, kBuf, vBuf, dyBuf, oBuf, lseBuf, deltaBuf, dqBuf, dkBuf, dvBuf;
-  upload(qBuf, encode(q, c.storage));
-  upload(kBuf, encode(k, c.storage));
-  upload(vBuf, encode(v, c.storage));
-  upload(dyBuf, encode(dy, c.storage));
+  // q, k, v in one input buffer and dO in its own, where the placement puts them; o and the
+  // gradient buffer (dq, dk, dv where q, k, v are) poisoned.
+  std::vector<double> inputs(p.inputElements, 0.0), dOValues(p.outputElements, 0.0);
+  p.place(inputs, q, p.q, T);
+  p.place(inputs, k, p.k, S);
+  p.place(inputs, v, p.v, S);
+  p.place(dOValues, dy, p.o, T);
   const size_t bytes = elementBytes(c.storage);
-  allocatePoisoned(oBuf, qCount * bytes);
+  DeviceBuffer inputBuf, dyBuf, oBuf, lseBuf, deltaBuf, gradientBuf;
+  upload(inputBuf, encode(inputs, c.storage));
+  upload(dyBuf, encode(dOValues, c.storage));
+  allocatePoisoned(oBuf, p.outputElements * bytes);
   allocatePoisoned(lseBuf, static_cast<size_t>(kSlices) * T * 4);
   allocatePoisoned(deltaBuf, static_cast<size_t>(kSlices) * T * 4);
-  allocatePoisoned(dqBuf, qCount * bytes);
-  allocatePoisoned(dkBuf, kCount * bytes);
-  allocatePoisoned(dvBuf, kCount * bytes);
+  allocatePoisoned(gradientBuf, p.inputElements * bytes);
   if (HasFatalFailure())
     return;
+  const std::vector<char> poisonedOutputs = download(oBuf),
+                          poisonedGradients = download(gradientBuf);
+
+  // Each pointer at its operand's first element; the strides go in the layout argument.
+  auto at = [&](const DeviceBuffer &buffer, const Placement &placement) -> CUdeviceptr {
+    return buffer.pointer + placement.offset * bytes;
+  };
+  auto strides = [](const Placement &placement) {
+    return ampc::cuda::FlashOperandStrides{placement.batch, placement.head, placement.row};
+  };
+  CUdeviceptr qPtr = at(inputBuf, p.q), kPtr = at(inputBuf, p.k), vPtr = at(inputBuf, p.v),
+              dyPtr = at(dyBuf, p.o), oPtr = at(oBuf, p.o), dqPtr = at(gradientBuf, p.q),
+              dkPtr = at(gradientBuf, p.k), dvPtr = at(gradientBuf, p.v);
+  ampc::cuda::FlashLayout layout;
+  layout.heads = kHeads;
+  layout.q = strides(p.q);
+  layout.k = strides(p.k);
+  layout.v = strides(p.v);
+  layout.o = layout.dO = strides(p.o);
 
   int queries = T, keys = S;
   const int rowsPerBlock = mma ? kMmaRowsPerBlock : kRowsPerBlock;
   const unsigned queryBlocks = (T + rowsPerBlock - 1) / rowsPerBlock;
   const unsigned keyBlocks = (S + rowsPerBlock - 1) / rowsPerBlock;
   {
-    void *args[] = {&qBuf.pointer,   &kBuf.pointer, &vBuf.pointer, &oBuf.pointer,
-                    &lseBuf.pointer, &queries,      &keys,         const_cast<float *>(&scaleF)};
+    void *args[] = {&qPtr,           &kPtr,    &vPtr, &oPtr,
+                    &lseBuf.pointer, &queries, &keys, const_cast<float *>(&scaleF),
+                    &layout};
     CU_ASSERT(cu.launchKernel(forward, queryBlocks, kSlices, 1, kThreads, 1, 1, 0, nullptr, args,
                               nullptr));
   }
   {
     long long rows = static_cast<long long>(kSlices) * T;
-    void *args[] = {&oBuf.pointer, &dyBuf.pointer, &deltaBuf.pointer, &rows};
+    void *args[] = {&oPtr, &dyPtr, &deltaBuf.pointer, &rows, &queries, &layout};
     const unsigned blocks = static_cast<unsigned>((rows + 3) / 4);
     CU_ASSERT(cu.launchKernel(delta, blocks, 1, 1, kThreads, 1, 1, 0, nullptr, args, nullptr));
   }
   {
-    void *args[] = {&qBuf.pointer,   &kBuf.pointer,
-                    &vBuf.pointer,   &dyBuf.pointer,
+    void *args[] = {&qPtr,           &kPtr,
+                    &vPtr,           &dyPtr,
                     &lseBuf.pointer, &deltaBuf.pointer,
-                    &dqBuf.pointer,  &queries,
-                    &keys,           const_cast<float *>(&scaleF)};
+                    &dqPtr,          &queries,
+                    &keys,           const_cast<float *>(&scaleF),
+                    &layout};
     CU_ASSERT(
         cu.launchKernel(dq, queryBlocks, kSlices, 1, kThreads, 1, 1, 0, nullptr, args, nullptr));
   }
   {
-    void *args[] = {&qBuf.pointer,
-                    &kBuf.pointer,
-                    &vBuf.pointer,
-                    &dyBuf.pointer,
+    void *args[] = {&qPtr,
+                    &kPtr,
+                    &vPtr,
+                    &dyPtr,
                     &lseBuf.pointer,
                     &deltaBuf.pointer,
-                    &dkBuf.pointer,
-                    &dvBuf.pointer,
+                    &dkPtr,
+                    &dvPtr,
                     &queries,
                     &keys,
-                    const_cast<float *>(&scaleF)};
+                    const_cast<float *>(&scaleF),
+                    &layout};
     CU_ASSERT(
         cu.launchKernel(dkdv, keyBlocks, kSlices, 1, kThreads, 1, 1, 0, nullptr, args, nullptr));
   }
@@ -361,11 +398,22 @@ TEST_P(FlashAttentionGpu, ForwardAndBackwardMatchTheCpuReference) {
   // bf16 / f16 storage rounds every output (and o, which feeds delta) to 8
   // or 11 significant bits; f32 storage leaves only fp32 arithmetic.
   const double tolerance = c.storage == Storage::F32 ? 1e-4 : 2e-2;
-  EXPECT_LT(relativeError(decode(download(oBuf), c.storage), expected.o), tolerance) << "o";
+  const std::vector<char> outputs = download(oBuf), gradientBytes = download(gradientBuf);
+  const std::vector<double> o = decode(outputs, c.storage),
+                            gradients = decode(gradientBytes, c.storage);
+  EXPECT_LT(relativeError(p.gather(o, p.o, T), expected.o), tolerance) << "o";
   EXPECT_LT(relativeError(downloadFloats(lseBuf), expected.lse), 1e-5) << "lse";
-  EXPECT_LT(relativeError(decode(download(dqBuf), c.storage), expected.dq), tolerance) << "dq";
-  EXPECT_LT(relativeError(decode(download(dkBuf), c.storage), expected.dk), tolerance) << "dk";
-  EXPECT_LT(relativeError(decode(download(dvBuf), c.storage), expected.dv), tolerance) << "dv";
+  EXPECT_LT(relativeError(p.gather(gradients, p.q, T), expected.dq), tolerance) << "dq";
+  EXPECT_LT(relativeError(p.gather(gradients, p.k, S), expected.dk), tolerance) << "dk";
+  EXPECT_LT(relativeError(p.gather(gradients, p.v, S), expected.dv), tolerance) << "dv";
+  EXPECT_EQ(
+      changedOutside(outputs, poisonedOutputs, p.covered(p.outputElements, {{p.o, T}}), c.storage),
+      0u)
+      << "o's buffer outside o";
+  EXPECT_EQ(changedOutside(gradientBytes, poisonedGradients,
+                           p.covered(p.inputElements, {{p.q, T}, {p.k, S}, {p.v, S}}), c.storage),
+            0u)
+      << "the gradient buffer outside dq, dk and dv";
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, FlashAttentionGpu,
@@ -379,7 +427,12 @@ INSTANTIATE_TEST_SUITE_P(Cases, FlashAttentionGpu,
                                            Case{Storage::Bf16, true, true, 37, 70},
                                            Case{Storage::Bf16, true, true, 200, 200},
                                            Case{Storage::F16, true, false, 70, 70},
-                                           Case{Storage::F16, true, true, 37, 70}),
+                                           Case{Storage::F16, true, true, 37, 70},
+                                           // As the compiler lays attention out: packed.
+                                           Case{Storage::Bf16, true, true, 100, 100, true},
+                                           Case{Storage::F16, true, false, 80, 80, true},
+                                           Case{Storage::F32, false, true, 100, 100, true},
+                                           Case{Storage::Bf16, false, false, 80, 80, true}),
                          caseName);
 
 } // namespace
