@@ -141,9 +141,7 @@ GraphAssignPrecisionPass::operandsReadReduced(Operation *op, PrecisionRule rule)
   llvm::SmallVector<unsigned, 2> operands;
   if (rule != PrecisionRule::Fp32 || op->hasAttr("keep_fp32"))
     return operands;
-  if (llvm::isa<CrossEntropyOp, CrossEntropyGradOp>(op))
-    operands = {0};
-  else if (llvm::isa<LayerNormOp, RmsNormOp>(op))
+  if (llvm::isa<CrossEntropyOp, CrossEntropyGradOp, LayerNormOp, RmsNormOp>(op))
     operands = {0};
   else if (llvm::isa<LayerNormGradOp, RmsNormGradOp>(op))
     operands = {0, 2};
