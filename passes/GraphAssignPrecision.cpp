@@ -65,6 +65,7 @@ private:
   /// `value` converted to `element`, sharing one cast per (value, type).
   Value convert(Value value, Type element);
   void assignOp(Operation *op, PrecisionRule rule, llvm::StringRef ruleName);
+  llvm::SmallVector<unsigned, 2> operandsReadReduced(Operation *op, PrecisionRule rule) const;
   void useParameterCopies(ModelOp model, func::FuncOp entry);
   void cleanUpCasts(func::FuncOp entry);
 
@@ -121,6 +122,42 @@ Value GraphAssignPrecisionPass::convert(Value value, Type element) {
   return cached;
 }
 
+/// The operands of an f32 op that it reads in the reduced type they are already in, converting
+/// each element to f32 as it loads it: a bf16 or f16 -> f32 conversion is exact, so the op
+/// computes the same f32 values as from a widened copy, and the copy is neither stored nor
+/// recomputed. The op's first result then takes the reduced type, which is where it is stored
+/// anyway (the op computes in f32 and rounds once as it writes), so this applies only when the
+/// policy stores that result in the reduced type.
+///   - cross_entropy and cross_entropy_grad read the logits (operand 0): a widened copy of the
+///     logits and an f32 gradient would add the two largest tensors of a language model.
+///   - layernorm and rmsnorm read x (operand 0), and their gradients x and dy (operands 0 and
+///     2, which the gradient ops require to share one type): x is the residual stream, which
+///     the forward norm and its gradient would otherwise keep as an f32 copy of every layer's
+///     input from the forward pass to the backward.
+/// None under keep_fp32, for the `fp32` rule only, and none where an operand is not already
+/// reduced (a policy that keeps the residual stream in f32 changes nothing here).
+llvm::SmallVector<unsigned, 2>
+GraphAssignPrecisionPass::operandsReadReduced(Operation *op, PrecisionRule rule) const {
+  llvm::SmallVector<unsigned, 2> operands;
+  if (rule != PrecisionRule::Fp32 || op->hasAttr("keep_fp32"))
+    return operands;
+  if (llvm::isa<CrossEntropyOp, CrossEntropyGradOp, LayerNormOp, RmsNormOp>(op))
+    operands = {0};
+  else if (llvm::isa<LayerNormGradOp, RmsNormGradOp>(op))
+    operands = {0, 2};
+  else
+    return operands;
+  // The first result is stored in the reduced type unless the policy keeps it in f32 (the
+  // scalar loss of cross_entropy keeps its own f32 type, whatever its logits).
+  std::string kind = op->getName().stripDialect().str();
+  if (!llvm::isa<CrossEntropyOp>(op) &&
+      (policy.storesFp32(kind) || isParameterGradient(op->getResult(0))))
+    operands.clear();
+  if (llvm::any_of(operands, [&](unsigned i) { return elementOf(op->getOperand(i)) != reduced; }))
+    operands.clear();
+  return operands;
+}
+
 void GraphAssignPrecisionPass::assignOp(Operation *op, PrecisionRule rule,
                                         llvm::StringRef ruleName) {
   // The compute type: fixed by the rule, or for `follow` the input type that converts the
@@ -151,13 +188,9 @@ void GraphAssignPrecisionPass::assignOp(Operation *op, PrecisionRule rule,
     if (op->getNumResults() == 1 && isParameterGradient(op->getResult(0)))
       compute = f32;
   }
-  // Cross-entropy and its gradient load reduced logits and compute in f32 inside (the widening
-  // is exact), and the gradient is stored in the reduced type anyway: a widened copy of the
-  // logits and an f32 gradient would only add the two largest tensors of a language model.
-  bool readsReducedLogits =
-      rule == PrecisionRule::Fp32 && llvm::isa<CrossEntropyOp, CrossEntropyGradOp>(op) &&
-      elementOf(op->getOperand(0)) == reduced && !op->hasAttr("keep_fp32") &&
-      (llvm::isa<CrossEntropyOp>(op) || !policy.storesFp32(op->getName().stripDialect().str()));
+  // Operands an f32 op reads in the reduced type they are stored in (readsReduced), widening
+  // each element as it loads it; its first result then takes the reduced type it is stored in.
+  llvm::SmallVector<unsigned, 2> readsReduced = operandsReadReduced(op, rule);
   for (OpOperand &operand : op->getOpOperands()) {
     // The f32 scalar gradient of cross_entropy_grad is typed f32 by the op itself.
     // So is the saved row log-sum-exp of attention_grad (operand 5) and qkv_attention_grad (3).
@@ -165,7 +198,7 @@ void GraphAssignPrecisionPass::assignOp(Operation *op, PrecisionRule rule,
         (llvm::isa<CrossEntropyGradOp>(op) && operand.getOperandNumber() == 2) ||
         (llvm::isa<AttentionGradOp>(op) && operand.getOperandNumber() == 5) ||
         (llvm::isa<QkvAttentionGradOp>(op) && operand.getOperandNumber() == 3) ||
-        (readsReducedLogits && operand.getOperandNumber() == 0))
+        llvm::is_contained(readsReduced, operand.getOperandNumber()))
       continue;
     operand.set(convert(operand.get(), compute));
   }
@@ -181,7 +214,8 @@ void GraphAssignPrecisionPass::assignOp(Operation *op, PrecisionRule rule,
       continue;
     if (!keepsResultTypes)
       result.setType(RankedTensorType::get(tensorType(result).getShape(),
-                                           readsReducedLogits ? reduced : compute));
+                                           !readsReduced.empty() && index == 0 ? reduced
+                                                                               : compute));
     // Where the result is stored: f32 for parameter gradients, scalars, kinds the policy
     // stores in f32 and ops kept in f32; the reduced type for every other activation.
     bool parameterGradient = isParameterGradient(result);

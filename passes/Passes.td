@@ -291,6 +291,12 @@ def GraphAssignPrecision : Pass<"graph-assign-precision", "::ampc::graph::ModelO
       sum, mean, max and their gradients) read f32 and compute in f32; their results are stored
       in R like every activation, except the losses, the embedding gradient and what the policy
       lists as store_fp32.
+    - Some `fp32` ops read an operand that is already in R as it is, widening each element as
+      they load it (bf16/f16 -> f32 is exact, so they compute the same f32 values), and write
+      their first result in R, the type it is stored in: cross_entropy and its gradient (the
+      logits), layernorm and rmsnorm (x) and their gradients (x and dy). So no f32 copy of the
+      logits, or of the residual stream the norms read, is stored for the backward pass. Not
+      where the policy stores that result in f32, and not for `{keep_fp32}` ops.
     - `follow` ops (elementwise and data movement) run in the type of their inputs; when the
       inputs differ, in the one that converts the fewest elements.
     - Parameter gradients (what graph.accumulate_grad reads) and scalars stay f32, as do master

@@ -428,7 +428,9 @@ def Graph_LayerNormOp : Graph_Op<"layernorm", [Graph_Fp32Precision, Graph_Reduct
   let summary = "layer normalisation over the last axis with gain and bias";
   let description = [{
     y = (x - mean) / sqrt(var + epsilon) * gamma + beta, mean and (biased) variance over the last
-    axis; gamma and beta have the shape of the last axis.
+    axis; gamma and beta have the shape of the last axis. The result has the type of x, which may
+    be bf16 or f16 with f32 gamma and beta: the op computes in its `precision` attribute's compute
+    type (f32), widening x as it reads it, and rounds once as it writes.
     ```mlir
     %y = graph.layernorm %x, %g, %b {epsilon = 1.0e-05 : f64}
         : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
@@ -446,7 +448,8 @@ def Graph_RmsNormOp : Graph_Op<"rmsnorm", [Graph_Fp32Precision, Graph_ReductionK
     InferTypeOpAdaptor]> {
   let summary = "root-mean-square normalisation over the last axis with gain";
   let description = [{
-    y = x / sqrt(mean(x^2) + epsilon) * gamma.
+    y = x / sqrt(mean(x^2) + epsilon) * gamma. The result has the type of x, as for
+    graph.layernorm.
     ```mlir
     %y = graph.rmsnorm %x, %g {epsilon = 1.0e-06 : f64} : tensor<4x8xf32>, tensor<8xf32>
     ```

@@ -108,7 +108,9 @@ def Graph_LayerNormGradOp : Graph_Op<"layernorm_grad", [Graph_Fp32Precision,
   let description = [{
     From x, gamma and dy: dx, dgamma and dbeta. With xhat = (x - mean) * rstd and
     g = dy * gamma: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), dgamma = sum of
-    dy * xhat over the rows, dbeta = sum of dy over the rows.
+    dy * xhat over the rows, dbeta = sum of dy over the rows. dx has the type of x and dy (bf16 or
+    f16 with an f32 gamma when graph-assign-precision has the op read the reduced residual
+    stream; it still computes in f32), dgamma and dbeta that of gamma.
     ```mlir
     %dx, %dg, %db = graph.layernorm_grad %x, %g, %dy {epsilon = 1.0e-05 : f64}
         : tensor<4x8xf32>, tensor<8xf32>
@@ -130,6 +132,7 @@ def Graph_RmsNormGradOp : Graph_Op<"rmsnorm_grad", [Graph_Fp32Precision, Graph_R
   let description = [{
     From x, gamma and dy: dx and dgamma. With r = 1 / sqrt(mean(x^2) + epsilon) and
     g = dy * gamma: dx = r * g - x * r^3 * mean(g * x), dgamma = sum of dy * x * r over the rows.
+    Types as for graph.layernorm_grad.
     ```mlir
     %dx, %dg = graph.rmsnorm_grad %x, %g, %dy : tensor<4x8xf32>, tensor<8xf32>
     ```

@@ -525,7 +525,8 @@ graph.model @embedding {
 
 // -----
 
-// The default epsilon (1e-5) is not printed; an explicit one is.
+// The default epsilon (1e-5) is not printed; an explicit one is. A bf16 x with f32 gains gives
+// a bf16 result (graph-assign-precision's form: f32 compute from the bf16 residual stream).
 // CHECK-LABEL: graph.model @norms {
 // CHECK: %[[G:.+]] = graph.get_param @g : tensor<8xf32>
 // CHECK: %[[B:.+]] = graph.get_param @b : tensor<8xf32>
@@ -534,6 +535,9 @@ graph.model @embedding {
 // CHECK: %[[LN2:.+]] = graph.layernorm %[[LN]], %[[G]], %[[B]] {epsilon = 9.9999999999999995E-7 : f64} : tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>
 // CHECK: %[[RMS:.+]] = graph.rmsnorm %[[LN2]], %[[G]] : tensor<2x4x8xf32>, tensor<8xf32>
 // CHECK: %[[RMS2:.+]] = graph.rmsnorm %[[RMS]], %[[G]] {epsilon = 9.9999999999999995E-7 : f64} : tensor<2x4x8xf32>, tensor<8xf32>
+// CHECK: %[[H:.+]] = graph.get_input @h : tensor<2x4x8xbf16>
+// CHECK: graph.layernorm %[[H]], %[[G]], %[[B]] : tensor<2x4x8xbf16>, tensor<8xf32>, tensor<8xf32>
+// CHECK: graph.rmsnorm %[[H]], %[[G]] : tensor<2x4x8xbf16>, tensor<8xf32>
 // CHECK: %[[L:.+]] = graph.mse_loss %[[RMS2]], %[[X]] : tensor<2x4x8xf32>
 
 // GENERIC-LABEL: "graph.model"() <{sym_name = "norms"}>
@@ -541,10 +545,13 @@ graph.model @embedding {
 // GENERIC: "graph.layernorm"(%{{.+}}, %{{.+}}, %{{.+}}) <{epsilon = 9.9999999999999995E-7 : f64}> : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
 // GENERIC: "graph.rmsnorm"(%{{.+}}, %{{.+}}) <{epsilon = 1.000000e-05 : f64}> : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
 // GENERIC: "graph.rmsnorm"(%{{.+}}, %{{.+}}) <{epsilon = 9.9999999999999995E-7 : f64}> : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+// GENERIC: "graph.layernorm"(%{{.+}}, %{{.+}}, %{{.+}}) <{epsilon = 1.000000e-05 : f64}> : (tensor<2x4x8xbf16>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xbf16>
+// GENERIC: "graph.rmsnorm"(%{{.+}}, %{{.+}}) <{epsilon = 1.000000e-05 : f64}> : (tensor<2x4x8xbf16>, tensor<8xf32>) -> tensor<2x4x8xbf16>
 graph.model @norms {
   graph.param @g : tensor<8xf32> init #graph.ones
   graph.param @b : tensor<8xf32> init #graph.zeros
   graph.input @x : tensor<2x4x8xf32>
+  graph.input @h : tensor<2x4x8xbf16>
   func.func @forward() {
     %g = graph.get_param @g : tensor<8xf32>
     %b = graph.get_param @b : tensor<8xf32>
@@ -553,6 +560,9 @@ graph.model @norms {
     %ln2 = graph.layernorm %ln, %g, %b {epsilon = 1.0e-06 : f64} : tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>
     %rms = graph.rmsnorm %ln2, %g : tensor<2x4x8xf32>, tensor<8xf32>
     %rms2 = graph.rmsnorm %rms, %g {epsilon = 1.0e-06 : f64} : tensor<2x4x8xf32>, tensor<8xf32>
+    %h = graph.get_input @h : tensor<2x4x8xbf16>
+    %hln = graph.layernorm %h, %g, %b : tensor<2x4x8xbf16>, tensor<8xf32>, tensor<8xf32>
+    %hrms = graph.rmsnorm %h, %g : tensor<2x4x8xbf16>, tensor<8xf32>
     %l = graph.mse_loss %rms2, %x : tensor<2x4x8xf32>
     graph.loss %l : tensor<f32>
     return

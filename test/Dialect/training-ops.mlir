@@ -184,7 +184,8 @@ graph.model @embedding_grad {
 
 // layernorm_grad returns dx (typed like x), dgamma and dbeta (typed like gamma); rmsnorm_grad
 // returns dx and dgamma. The printer names the results after them (%input_grad, %gamma_grad,
-// ...). The default epsilon (1e-5) is not printed; an explicit one is.
+// ...). The default epsilon (1e-5) is not printed; an explicit one is. x and dy may be bf16
+// with an f32 gamma (graph-assign-precision's form: f32 compute from the bf16 residual stream).
 // CHECK-LABEL: graph.model @norm_grads {
 // CHECK: %[[G:.+]] = graph.get_param @g : tensor<8xf32>
 // CHECK: %[[X:.+]] = graph.get_input @x : tensor<2x4x8xf32>
@@ -194,6 +195,8 @@ graph.model @embedding_grad {
 // CHECK: %[[RMS_DX:.+]], %[[RMS_DG:.+]] = graph.rmsnorm_grad %[[LN2_DX]], %[[G]], %[[DY]] : tensor<2x4x8xf32>, tensor<8xf32>{{$}}
 // CHECK: %[[RMS2_DX:.+]], %[[RMS2_DG:.+]] = graph.rmsnorm_grad %[[X]], %[[G]], %[[RMS_DX]] {epsilon = 9.9999999999999995E-7 : f64} : tensor<2x4x8xf32>, tensor<8xf32>
 // CHECK: %{{.+}}, %{{.+}}, %{{.+}} = graph.layernorm_grad %{{.+}}, %{{.+}}, %{{.+}} : tensor<4x8xbf16>, tensor<8xbf16>
+// CHECK: %{{.+}}, %{{.+}}, %{{.+}} = graph.layernorm_grad %{{.+}}, %[[G]], %{{.+}} : tensor<4x8xbf16>, tensor<8xf32>
+// CHECK: %{{.+}}, %{{.+}} = graph.rmsnorm_grad %{{.+}}, %[[G]], %{{.+}} : tensor<4x8xbf16>, tensor<8xf32>
 // CHECK: %[[DG:.+]] = graph.add %[[LN_DG]], %[[RMS2_DG]] : tensor<8xf32>, tensor<8xf32>
 // CHECK: %[[L:.+]] = graph.mse_loss %[[DG]], %[[LN2_DB]] : tensor<8xf32>
 
@@ -203,6 +206,8 @@ graph.model @embedding_grad {
 // GENERIC: "graph.rmsnorm_grad"(%{{.+}}, %{{.+}}, %{{.+}}) <{epsilon = 1.000000e-05 : f64}> : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>)
 // GENERIC: "graph.rmsnorm_grad"(%{{.+}}, %{{.+}}, %{{.+}}) <{epsilon = 9.9999999999999995E-7 : f64}> : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>)
 // GENERIC: "graph.layernorm_grad"(%{{.+}}, %{{.+}}, %{{.+}}) <{epsilon = 1.000000e-05 : f64}> : (tensor<4x8xbf16>, tensor<8xbf16>, tensor<4x8xbf16>) -> (tensor<4x8xbf16>, tensor<8xbf16>, tensor<8xbf16>)
+// GENERIC: "graph.layernorm_grad"(%{{.+}}, %{{.+}}, %{{.+}}) <{epsilon = 1.000000e-05 : f64}> : (tensor<4x8xbf16>, tensor<8xf32>, tensor<4x8xbf16>) -> (tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>)
+// GENERIC: "graph.rmsnorm_grad"(%{{.+}}, %{{.+}}, %{{.+}}) <{epsilon = 1.000000e-05 : f64}> : (tensor<4x8xbf16>, tensor<8xf32>, tensor<4x8xbf16>) -> (tensor<4x8xbf16>, tensor<8xf32>)
 graph.model @norm_grads {
   graph.param @g : tensor<8xf32> init #graph.ones
   graph.input @x : tensor<2x4x8xf32>
@@ -220,6 +225,8 @@ graph.model @norm_grads {
     %h = graph.get_input @h : tensor<4x8xbf16>
     %hg = graph.get_input @hg : tensor<8xbf16>
     %hln:3 = graph.layernorm_grad %h, %hg, %h : tensor<4x8xbf16>, tensor<8xbf16>
+    %mln:3 = graph.layernorm_grad %h, %g, %h : tensor<4x8xbf16>, tensor<8xf32>
+    %mrms:2 = graph.rmsnorm_grad %h, %g, %h : tensor<4x8xbf16>, tensor<8xf32>
     %dg = graph.add %ln#1, %rms2#1 : tensor<8xf32>, tensor<8xf32>
     %l = graph.mse_loss %dg, %ln2#2 : tensor<8xf32>
     graph.loss %l : tensor<f32>

@@ -3,10 +3,12 @@
 // RUN: ampc-opt %s -split-input-file --graph-build-training --graph-assign-precision="mode=fp32" | FileCheck %s --check-prefix=FP32
 // RUN: ampc-opt %s -split-input-file --graph-build-training --graph-assign-precision="fp32-ops=matmul store-fp32-ops=layernorm" | FileCheck %s --check-prefix=FLAGS
 // RUN: ampc-opt %s -split-input-file --graph-build-training --graph-assign-precision="policy=%S/Inputs/policy-reduced-layernorm.txt" | FileCheck %s --check-prefix=FILE
+// RUN: ampc-opt %s -split-input-file --graph-build-training --graph-assign-precision="fp32-ops=add store-fp32-ops=add" | FileCheck %s --check-prefix=F32ADD
 
 // graph-assign-precision.mlir: one case per policy rule (reduced, fp32, follow, parameter
 // gradients in f32, parameter copies), per override (the keep_fp32 attribute, the flags, a
-// policy file), per mode, and per cast-elimination rule.
+// policy file), per mode, per cast-elimination rule, and the norms reading the reduced residual
+// stream as it is.
 
 // The default bf16 policy on layernorm -> matmul -> bias add -> mse.
 // CHECK-LABEL: graph.model @block attributes {graph.precision_mode = "bf16"} {
@@ -189,6 +191,74 @@ graph.model @transposed_weight {
     %wt = graph.transpose %w [1, 0] : tensor<16x8xf32>
     %p = graph.matmul %x, %wt : tensor<4x8xf32>, tensor<8x16xf32>
     %l = graph.mse_loss %p, %y : tensor<4x16xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+// A residual stream: the add of two bf16 matmul results runs in bf16. The layernorm computes in
+// f32 but reads that bf16 sum as it is (widening each element as it loads it) and writes its
+// result in bf16, where it is stored; its gradient reads the same bf16 sum and a bf16 dy. No f32
+// copy of the residual is made, so none is kept for the backward pass.
+// CHECK-LABEL: graph.model @residual
+// CHECK: %[[H:.+]] = graph.matmul
+// CHECK: %[[F:.+]] = graph.matmul %[[H]]
+// CHECK: %[[R:.+]] = graph.add %[[H]], %[[F]] {graph.precision = #graph.precision<compute = bf16, accumulate = bf16, storage = bf16, rule = "follow">} : tensor<4x8xbf16>, tensor<4x8xbf16>
+// CHECK-NOT: graph.cast %[[R]]
+// CHECK: %[[N:.+]] = graph.layernorm %[[R]], %{{.+}}, %{{.+}} {graph.precision = #graph.precision<compute = f32, accumulate = f32, storage = bf16, rule = "fp32">} : tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>
+// CHECK-NOT: graph.cast %[[N]]
+// CHECK: graph.matmul %[[N]], %{{.+}} {{.*}} : tensor<4x8xbf16>, tensor<8x8xbf16>
+// CHECK: graph.grad_seed
+// CHECK-NOT: graph.cast %[[R]]
+// CHECK: %[[DN:.+]] = graph.matmul %{{.+}}, %{{.+}} transpose_rhs {{.*}} : tensor<4x8xbf16>, tensor<8x8xbf16>
+// CHECK-NOT: graph.cast %[[DN]]
+// CHECK: %[[DR:.+]], %{{.+}}, %{{.+}} = graph.layernorm_grad %[[R]], %{{.+}}, %[[DN]] {graph.precision = #graph.precision<compute = f32, accumulate = f32, storage = bf16, rule = "fp32">} : tensor<4x8xbf16>, tensor<8xf32>
+// CHECK-NOT: graph.cast %[[DR]]
+// CHECK: graph.add %[[DR]], %{{.+}} {{.*}} : tensor<4x8xbf16>, tensor<4x8xbf16>
+// CHECK-NOT: graph.cast %[[R]]
+// CHECK: return
+
+// FP16: graph.model @residual
+// FP16: %[[R:.+]] = graph.add {{.*}} : tensor<4x8xf16>, tensor<4x8xf16>
+// FP16: graph.layernorm %[[R]], {{.*}} : tensor<4x8xf16>, tensor<8xf32>, tensor<8xf32>
+// FP16: graph.layernorm_grad %[[R]], {{.*}} : tensor<4x8xf16>, tensor<8xf32>
+
+// FP32: graph.model @residual
+// FP32: graph.layernorm {{.*}} : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+// FP32: graph.layernorm_grad {{.*}} : tensor<4x8xf32>, tensor<8xf32>
+
+// A policy that computes and stores the residual adds in f32: the norm and its gradient read
+// the f32 residual, and write f32 results that are then stored in bf16, as before.
+// F32ADD: graph.model @residual
+// F32ADD: %[[R:.+]] = graph.add {{.*}}storage = f32, rule = "fp32">} : tensor<4x8xf32>, tensor<4x8xf32>
+// F32ADD-NEXT: %[[N:.+]] = graph.layernorm %[[R]], {{.*}} : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+// F32ADD-NEXT: graph.cast %[[N]] {{.*}} : tensor<4x8xf32> -> tensor<4x8xbf16>
+// F32ADD: %[[DR:.+]], %{{.+}}, %{{.+}} = graph.layernorm_grad %[[R]], {{.*}} : tensor<4x8xf32>, tensor<8xf32>
+// F32ADD-NEXT: graph.cast %[[DR]] {{.*}} : tensor<4x8xf32> -> tensor<4x8xbf16>
+graph.model @residual {
+  graph.param @w0 : tensor<8x8xf32> init #graph.normal<std = 0.02>
+  graph.param @w1 : tensor<8x8xf32> init #graph.normal<std = 0.02>
+  graph.param @w2 : tensor<8x8xf32> init #graph.normal<std = 0.02>
+  graph.param @g : tensor<8xf32> init #graph.ones
+  graph.param @b : tensor<8xf32> init #graph.zeros
+  graph.input @x : tensor<4x8xf32>
+  graph.input @t : tensor<4x8xf32>
+  func.func @forward() {
+    %w0 = graph.get_param @w0 : tensor<8x8xf32>
+    %w1 = graph.get_param @w1 : tensor<8x8xf32>
+    %w2 = graph.get_param @w2 : tensor<8x8xf32>
+    %g = graph.get_param @g : tensor<8xf32>
+    %b = graph.get_param @b : tensor<8xf32>
+    %x = graph.get_input @x : tensor<4x8xf32>
+    %t = graph.get_input @t : tensor<4x8xf32>
+    %h = graph.matmul %x, %w0 : tensor<4x8xf32>, tensor<8x8xf32>
+    %f = graph.matmul %h, %w1 : tensor<4x8xf32>, tensor<8x8xf32>
+    %r = graph.add %h, %f : tensor<4x8xf32>, tensor<4x8xf32>
+    %n = graph.layernorm %r, %g, %b : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+    %y = graph.matmul %n, %w2 : tensor<4x8xf32>, tensor<8x8xf32>
+    %l = graph.mse_loss %y, %t : tensor<4x8xf32>
     graph.loss %l : tensor<f32>
     return
   }

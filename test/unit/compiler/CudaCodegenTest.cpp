@@ -5,7 +5,8 @@
 // for sm_80 and sm_90 (cubin) and compute_90 (PTX). Kernels with the same code (the same op
 // structure in another layer, model or precision) compile once. Small hand-written models check
 // what the generated source says: the fused ops in its header, the vectorised loop, one AdamW
-// launch for every parameter. No GPU is needed.
+// launch for every parameter; the tiny GPT's layer norms read its residual stream in the type
+// it is stored in. No GPU is needed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -268,6 +269,44 @@ TEST(CudaCodegen, MatmulsGetNoKernelAndAttentionAStub) {
     }
   }
   EXPECT_EQ(attention, 4); // two layers, forward and backward
+}
+
+TEST(CudaCodegen, NormsReadTheResidualStreamInItsStoredType) {
+  // The tiny GPT's residual stream is [4, 32, 64]. Its layer norms and their gradients (row
+  // and column kernels) read it as it is stored: bf16 or f16 in the reduced modes, widened as
+  // each element is loaded, so the step holds no f32 copy of it.
+  const std::map<std::string, std::string> stored = {
+      {"bf16", "bf16"}, {"fp16", "f16"}, {"fp32", "f32"}};
+  for (const PrecisionCase &mode : kPrecisions) {
+    auto kernels = generateForFile(test_support::examplePath("gpt/tiny.mlir"), mode);
+    int forward = 0, backward = 0;
+    for (const GeneratedKernel &kernel : kernels) {
+      bool norm = false, grad = false;
+      for (const std::string &op : kernel.fusedOps) {
+        norm = norm || op.rfind("graph.layernorm at", 0) == 0;
+        grad = grad || op.rfind("graph.layernorm_grad at", 0) == 0;
+      }
+      if (!norm && !grad)
+        continue;
+      forward += norm;
+      backward += grad && kernel.launch.space == KernelLaunch::Space::Rows;
+      int residuals = 0;
+      for (const KernelParam &param : kernel.params)
+        if (param.role == KernelParam::Role::Input && param.shape == std::vector<int64_t>{4, 32, 64}) {
+          ++residuals;
+          EXPECT_EQ(param.elementType, stored.at(mode.mode))
+              << mode.mode << ": " << param.value << " in\n" << kernel.source;
+        }
+      if (kernel.launch.space != KernelLaunch::Space::Elements)
+        EXPECT_GE(residuals, 1) << mode.mode << "\n" << kernel.source;
+      EXPECT_NO_THROW(
+          cuda::compileToPtx(kernel.source, kernel.name + ".cu", "compute_90", nvrtcOptions()))
+          << mode.mode << " " << kernel.name;
+    }
+    // Two per layer and the final norm, forward and backward.
+    EXPECT_EQ(forward, 5) << mode.mode;
+    EXPECT_EQ(backward, 5) << mode.mode;
+  }
 }
 
 TEST(CudaCodegen, NvrtcErrorNamesTheKernel) {

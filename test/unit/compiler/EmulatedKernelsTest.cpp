@@ -8,7 +8,8 @@
 // in double. Softmax's row kernels (forward, causal or not, and gradient) and layer norm's
 // row kernels (forward, the gradient's statistics) and the gradient's two-stage column sums are
 // covered with row lengths that are not multiples of a warp, rows short enough for a warp each
-// and longer ones for a block each, more rows than a block covers, and several row chunks; a
+// and longer ones for a block each, more rows than a block covers, and several row chunks, in
+// f32 and with bf16 x and dy (which the kernels widen as they load them, computing in f32); a
 // copy kernel of the attention head layout, moved in 16-byte packs.
 //
 // The host compiler ($CXX, else c++) runs once per kernel; the libraries live in a temporary
@@ -253,11 +254,12 @@ std::vector<double> readAll(const std::vector<char> &bytes, const std::string &t
 }
 
 /// A layer norm over rows of length L, trained against an MSE target: its forward is a row
-/// kernel, its backward a row kernel (dx) and a column kernel (dgamma, dbeta).
+/// kernel, its backward a row kernel (dx) and a column kernel (dgamma, dbeta). x and the target
+/// have \p type; gamma and beta are f32.
 std::string layerNormModel(int rows, int length, const std::string &type) {
   const std::string x = "tensor<" + std::to_string(rows) + "x" + std::to_string(length) + "x" +
                         type + ">";
-  const std::string v = "tensor<" + std::to_string(length) + "x" + type + ">";
+  const std::string v = "tensor<" + std::to_string(length) + "xf32>";
   return "graph.model @ln {\n"
          "  graph.param @g : " + v + " init #graph.normal<std = 0.5>\n"
          "  graph.param @b : " + v + " init #graph.normal<std = 0.5>\n"
@@ -288,15 +290,27 @@ const GeneratedKernel *kernelWith(const std::vector<GeneratedKernel> &kernels,
 
 struct LayerNormCase {
   int rows, length;
+  /// The dtype of x, the target, y and dy: f32 (fp32 mode), or bf16 (bf16 mode), where the norm
+  /// and its gradient read the bf16 values as they are and compute in f32.
+  std::string type = "f32";
 };
+
+/// \p value as it is stored in \p type.
+double storedAs(const std::string &type, double value) {
+  std::vector<char> bytes(8);
+  writeElement(bytes, type, 0, value);
+  return readElement(bytes, type, 0);
+}
 
 class EmulatedLayerNorm : public ::testing::TestWithParam<LayerNormCase> {};
 
 TEST_P(EmulatedLayerNorm, RowAndColumnKernelsMatchADoubleReference) {
   const LayerNormCase c = GetParam();
-  // fp32 storage: the kernels' own arithmetic is what is compared.
+  // fp32 storage: the kernels' own arithmetic is what is compared. bf16: the same arithmetic
+  // from bf16 x, with y and dy rounded to bf16 where they are stored.
+  const bool bf16 = c.type == "bf16";
   const std::vector<GeneratedKernel> kernels =
-      generateForText(layerNormModel(c.rows, c.length, "f32"), kPrecisions[2]);
+      generateForText(layerNormModel(c.rows, c.length, c.type), kPrecisions[bf16 ? 0 : 2]);
   const GeneratedKernel *forward = kernelWith(kernels, KernelLaunch::Space::Rows, "graph.layernorm");
   const GeneratedKernel *backward =
       kernelWith(kernels, KernelLaunch::Space::Rows, "graph.layernorm_grad");
@@ -305,6 +319,14 @@ TEST_P(EmulatedLayerNorm, RowAndColumnKernelsMatchADoubleReference) {
   const GeneratedKernel *totals =
       kernelWith(kernels, KernelLaunch::Space::Elements, "graph.layernorm_grad");
   ASSERT_TRUE(forward && backward && columns && totals);
+  // Every kernel that reads x reads it in its own type, and no kernel reads or writes an f32
+  // tensor of x's shape in bf16 mode: no widened copy of x (or of y, t or dy) exists.
+  for (const GeneratedKernel *kernel : {forward, backward, columns})
+    EXPECT_EQ(Arguments(*kernel).bound("@x").elementType, c.type) << kernel->source;
+  for (const GeneratedKernel &kernel : kernels)
+    for (const KernelParam &param : kernel.params)
+      if (bf16 && param.shape == std::vector<int64_t>{c.rows, c.length})
+        EXPECT_EQ(param.elementType, "bf16") << param.name << " of\n" << kernel.source;
   // Rows up to 2048 long get a warp each, longer ones a block.
   for (const GeneratedKernel *kernel : {forward, backward})
     EXPECT_EQ(kernel->source.find("warpSum(") != std::string::npos, c.length <= 2048)
@@ -318,7 +340,7 @@ TEST_P(EmulatedLayerNorm, RowAndColumnKernelsMatchADoubleReference) {
   HostKernel forwardKernel(*forward, directory.path);
   ASSERT_TRUE(forwardKernel.ok()) << forwardKernel.error() << "\n" << forward->source;
   Arguments fa(*forward);
-  const std::vector<double> x = fillRandom(fa[fa.bound("@x").name], "f32", generator, 3.0);
+  const std::vector<double> x = fillRandom(fa[fa.bound("@x").name], c.type, generator, 3.0);
   const std::vector<double> g = fillRandom(fa[fa.bound("@g").name], "f32", generator);
   const std::vector<double> b = fillRandom(fa[fa.bound("@b").name], "f32", generator);
   forwardKernel.run(forward->launch, fa.bind());
@@ -336,11 +358,18 @@ TEST_P(EmulatedLayerNorm, RowAndColumnKernelsMatchADoubleReference) {
       y[r * c.length + j] = xhat[r * c.length + j] * g[j] + b[j];
     }
   }
+  // y as the forward stores it (bf16: rounded once, from f32 arithmetic; an element whose f32
+  // and double values round to neighbouring bf16 values is rare, and costs 2^-8 of it).
+  std::vector<double> ys(n);
+  for (size_t i = 0; i < n; ++i)
+    ys[i] = storedAs(c.type, y[i]);
   // The forward's outputs: y, and whatever else it writes is checked by the backward.
   bool sawY = false;
   for (const KernelParam &param : forward->params)
     if (param.role == KernelParam::Role::Output && param.shape.size() == 2) {
-      EXPECT_LT(relativeError(readAll(fa[param.name], "f32", n), y), 1e-6) << param.name;
+      EXPECT_EQ(param.elementType, c.type) << forward->source;
+      EXPECT_LT(relativeError(readAll(fa[param.name], param.elementType, n), ys), bf16 ? 1e-3 : 1e-6)
+          << param.name;
       sawY = true;
     }
   EXPECT_TRUE(sawY);
@@ -361,13 +390,15 @@ TEST_P(EmulatedLayerNorm, RowAndColumnKernelsMatchADoubleReference) {
     ASSERT_EQ(ops, "graph.sub graph.mul graph.layernorm_grad ")
         << "the fusion changed; update the reference\n" << kernel->source;
   }
-  // The inputs both kernels read, by what they are bound to.
-  const double scale = 0.37;
-  std::vector<char> tBytes(n * 4), cBytes(16), yBytes(n * 4);
-  const std::vector<double> t = fillRandom(tBytes, "f32", generator);
-  writeElement(cBytes, "f32", 0, scale);
+  // The inputs both kernels read, by what they are bound to. The scale is a scalar of the
+  // backward's type (bf16 in bf16 mode).
+  const double scale = storedAs(c.type, 0.37);
+  const size_t bytes = n * (bf16 ? 2 : 4);
+  std::vector<char> tBytes(bytes), cBytes(16), yBytes(bytes);
+  const std::vector<double> t = fillRandom(tBytes, c.type, generator);
+  writeElement(cBytes, c.type, 0, scale);
   for (size_t i = 0; i < n; ++i)
-    writeElement(yBytes, "f32", i, y[i]);
+    writeElement(yBytes, c.type, i, ys[i]);
   auto bindInputs = [&](Arguments &arguments, const GeneratedKernel &kernel) {
     for (const KernelParam &param : kernel.params) {
       if (param.role != KernelParam::Role::Input)
@@ -416,7 +447,8 @@ TEST_P(EmulatedLayerNorm, RowAndColumnKernelsMatchADoubleReference) {
   for (int r = 0; r < c.rows; ++r)
     for (int j = 0; j < c.length; ++j) {
       const size_t i = static_cast<size_t>(r) * c.length + j;
-      const double dy = (y[i] - t[i]) * scale;
+      // dy = (y - t) * scale, each step rounded where the unfused ops store it.
+      const double dy = storedAs(c.type, storedAs(c.type, ys[i] - t[i]) * scale);
       dgamma[j] += dy * xhat[i];
       dbeta[j] += dy;
     }
@@ -432,10 +464,13 @@ TEST_P(EmulatedLayerNorm, RowAndColumnKernelsMatchADoubleReference) {
 INSTANTIATE_TEST_SUITE_P(Shapes, EmulatedLayerNorm,
                          ::testing::Values(LayerNormCase{5, 48}, LayerNormCase{40, 100},
                                            LayerNormCase{3, 1030}, LayerNormCase{2, 3000},
-                                           LayerNormCase{300, 40}),
+                                           LayerNormCase{300, 40}, LayerNormCase{5, 48, "bf16"},
+                                           LayerNormCase{3, 1030, "bf16"},
+                                           LayerNormCase{300, 40, "bf16"}),
                          [](const ::testing::TestParamInfo<LayerNormCase> &info) {
                            return std::to_string(info.param.rows) + "x" +
-                                  std::to_string(info.param.length);
+                                  std::to_string(info.param.length) +
+                                  (info.param.type == "f32" ? "" : "_" + info.param.type);
                          });
 
 /// A softmax over [batch, T, S] rows (causal: row t sees keys j <= t + S - T), trained against

@@ -687,13 +687,15 @@ TEST(FusionGrouping, TinyGptTrainingStep) {
     EXPECT_EQ(nextGroup, numGroups);
     if (std::string(name) == "micro_step") {
       // Two layers: four matmuls with a bias epilogue each, a bias gradient per bias, one
-      // fused classifier, an accumulation per parameter, and far fewer groups than ops.
+      // fused classifier, an accumulation per parameter, and far fewer groups than ops (123
+      // for 201; the norms read the f16 residual stream without casts, which left the groups
+      // as they were and took 20 ops away).
       EXPECT_EQ(kinds["matmul_epilogue"], 8);
       EXPECT_EQ(kinds["bias_grad"], 8);
       EXPECT_EQ(kinds["cross_entropy"], 1);
       EXPECT_EQ(kinds["accumulate"], 28);
       EXPECT_EQ(kinds["attention"], 4);
-      EXPECT_LT(numGroups * 10, numOps * 6) << numGroups << " groups for " << numOps << " ops";
+      EXPECT_LT(numGroups * 3, numOps * 2) << numGroups << " groups for " << numOps << " ops";
     } else {
       // global_norm, lr_schedule, the updates, update_loss_scale, return.
       EXPECT_EQ(kinds["optimizer"], 1);

@@ -13,7 +13,12 @@
 // products, so its rate on its own work is 7/5 of the figure shown. Both implementations run
 // on the same inputs and the tensor-core outputs are compared with the fp32-FMA ones
 // (relative-norm difference), a check at full size that the emulator's small shapes cannot
-// give. Exit status 0, or 1 when a difference exceeds 2e-2; 2 without a GPU.
+// give. The tensor-core kernels run a third time on the layout a compiled GPT gives them
+// (graph.qkv_attention): q, k, v read in place from one packed [B, T, 3 H D] buffer, o and dO
+// token-major [B, T, H D], dq, dk, dv written into one packed gradient; the same arithmetic on
+// the same values, so its outputs must equal the contiguous run's bit for bit, and its times
+// show what the strided rows cost. Exit status 0, or 1 when a difference exceeds 2e-2 or the
+// packed outputs differ at all; 2 without a GPU.
 //
 // The kernels are compiled with NVRTC from the headers in kernel-include/ beside this
 // executable (or $AMPC_KERNEL_INCLUDE), as the GPU tests do.
@@ -108,13 +113,35 @@ struct Outputs {
   std::vector<char> o, dq, dk, dv;
 };
 
+/// Copies the 2-byte elements of a head-major [B, H, T, D] tensor into part \p part of a
+/// token-major [B, T, parts H D] one (\p toTokenMajor), or back.
+void relayout(const Shape &shape, int parts, int part, const std::vector<char> &from,
+              std::vector<char> &to, bool toTokenMajor) {
+  const size_t width = static_cast<size_t>(shape.heads) * shape.headDim;
+  const size_t rowBytes = 2 * static_cast<size_t>(shape.headDim);
+  for (int b = 0; b < shape.batch; ++b)
+    for (int h = 0; h < shape.heads; ++h)
+      for (int t = 0; t < shape.tokens; ++t) {
+        const size_t token = ((static_cast<size_t>(b) * shape.tokens + t) * parts + part) * width +
+                             static_cast<size_t>(h) * shape.headDim;
+        const size_t head =
+            ((static_cast<size_t>(b) * shape.heads + h) * shape.tokens + t) * shape.headDim;
+        const size_t source = toTokenMajor ? head : token, target = toTokenMajor ? token : head;
+        std::memcpy(to.data() + 2 * target, from.data() + 2 * source, rowBytes);
+      }
+}
+
 struct Run {
   Timing timing;
   Outputs outputs;
 };
 
-Run runShape(cuda::Device &device, cuda::Module &module, bool tensorCores, const Shape &shape,
-             const std::vector<char> &qBytes, const std::vector<char> &kBytes,
+/// Times the kernels of \p module on \p shape. The inputs are head-major [B, H, T, D]; with
+/// \p packed the kernels get them as a compiled GPT lays them out (q, k, v side by side in one
+/// [B, T, 3 H D] buffer, dO and o [B, T, H D], dq, dk, dv side by side), and the outputs come
+/// back head-major either way.
+Run runShape(cuda::Device &device, cuda::Module &module, bool tensorCores, bool packed,
+             const Shape &shape, const std::vector<char> &qBytes, const std::vector<char> &kBytes,
              const std::vector<char> &vBytes, const std::vector<char> &dyBytes, int iterations) {
   const size_t elements = qBytes.size() / 2;
   const size_t rows = elements / shape.headDim;
@@ -123,10 +150,20 @@ Run runShape(cuda::Device &device, cuda::Module &module, bool tensorCores, const
     device.copyToDevice(allocation.pointer(), bytes.data(), bytes.size());
     return allocation;
   };
-  cuda::DeviceAllocation q = upload(qBytes, "q"), k = upload(kBytes, "k"),
-                         v = upload(vBytes, "v"), dy = upload(dyBytes, "dO");
+  // Head-major: one buffer per operand. Packed: q, k, v (and dq, dk, dv) in the first buffer,
+  // H D elements apart; the other two unused.
+  std::vector<char> first = qBytes, dyLaid = dyBytes;
+  if (packed) {
+    first.assign(3 * qBytes.size(), 0);
+    const std::vector<char> *parts[] = {&qBytes, &kBytes, &vBytes};
+    for (int part = 0; part < 3; ++part)
+      relayout(shape, 3, part, *parts[part], first, true);
+    relayout(shape, 1, 0, dyBytes, dyLaid, true);
+  }
+  cuda::DeviceAllocation q = upload(first, "q"), k = upload(packed ? dyLaid : kBytes, "k"),
+                         v = upload(packed ? dyLaid : vBytes, "v"), dy = upload(dyLaid, "dO");
   cuda::DeviceAllocation o = device.allocate(elements * 2, "o"),
-                         dq = device.allocate(elements * 2, "dq"),
+                         dq = device.allocate(first.size(), "dq"),
                          dk = device.allocate(elements * 2, "dk"),
                          dv = device.allocate(elements * 2, "dv"),
                          lse = device.allocate(rows * 4, "lse"),
@@ -141,9 +178,14 @@ Run runShape(cuda::Device &device, cuda::Module &module, bool tensorCores, const
   int queries = shape.tokens, keys = shape.tokens;
   float scale = 1.0f / std::sqrt(static_cast<float>(shape.headDim));
   long long deltaRows = static_cast<long long>(rows);
-  // Every operand contiguous [B, H, T, D].
+  // Every operand contiguous [B, H, T, D], or packed as above.
   cuda::FlashLayout layout =
       cuda::FlashLayout::contiguous(shape.heads, shape.tokens, shape.tokens, shape.headDim);
+  const int64_t width = static_cast<int64_t>(shape.heads) * shape.headDim;
+  if (packed) {
+    layout.q = layout.k = layout.v = {shape.tokens * 3 * width, shape.headDim, 3 * width};
+    layout.o = layout.dO = {shape.tokens * width, shape.headDim, width};
+  }
   const unsigned rowsPerBlock = tensorCores ? 64 : 32;
   cuda::LaunchConfig tiles;
   tiles.block[0] = 128;
@@ -152,6 +194,12 @@ Run runShape(cuda::Device &device, cuda::Module &module, bool tensorCores, const
   CUdeviceptr qp = q.pointer(), kp = k.pointer(), vp = v.pointer(), dyp = dy.pointer(),
               op = o.pointer(), dqp = dq.pointer(), dkp = dk.pointer(), dvp = dv.pointer(),
               lsep = lse.pointer(), deltap = delta.pointer();
+  if (packed) {
+    kp = qp + 2 * width;
+    vp = qp + 4 * width;
+    dkp = dqp + 2 * width;
+    dvp = dqp + 4 * width;
+  }
   Run run;
   run.timing.forward = medianMilliseconds(device, iterations, [&] {
     forward.launch(tiles, {&qp, &kp, &vp, &op, &lsep, &queries, &keys, &scale, &layout});
@@ -174,7 +222,17 @@ Run runShape(cuda::Device &device, cuda::Module &module, bool tensorCores, const
     device.copyToHost(bytes.data(), allocation.pointer(), bytes.size());
     return bytes;
   };
-  run.outputs = {download(o), download(dq), download(dk), download(dv)};
+  if (!packed) {
+    run.outputs = {download(o), download(dq), download(dk), download(dv)};
+    return run;
+  }
+  std::vector<char> oLaid = download(o), dqkv = download(dq);
+  run.outputs = {std::vector<char>(elements * 2), std::vector<char>(elements * 2),
+                 std::vector<char>(elements * 2), std::vector<char>(elements * 2)};
+  relayout(shape, 1, 0, oLaid, run.outputs.o, false);
+  relayout(shape, 3, 0, dqkv, run.outputs.dq, false);
+  relayout(shape, 3, 1, dqkv, run.outputs.dk, false);
+  relayout(shape, 3, 2, dqkv, run.outputs.dv, false);
   return run;
 }
 
@@ -229,19 +287,21 @@ int main(int argc, char **argv) {
                                           Storage::Bf16);
       const double pairs = static_cast<double>(shape.batch) * shape.heads * shape.tokens *
                            shape.tokens * shape.headDim * (shape.causal ? 0.5 : 1.0);
-      Run runs[2];
-      for (int which = 0; which < 2; ++which) {
-        const bool tensorCores = which == 1;
-        runs[which] = runShape(*device, tensorCores ? *mma : *fma, tensorCores, shape, q, k, v,
-                               dy, iterations);
+      Run runs[3];
+      for (int which = 0; which < 3; ++which) {
+        // fp32 FMA, tensor cores, tensor cores on the packed layout.
+        const bool tensorCores = which >= 1, packed = which == 2;
+        runs[which] = runShape(*device, tensorCores ? *mma : *fma, tensorCores, packed, shape, q,
+                               k, v, dy, iterations);
         const Timing &t = runs[which].timing;
         const double forwardRate = 4 * pairs / (t.forward * 1e-3) / 1e12;
         const double backwardRate = 10 * pairs / (t.backward() * 1e-3) / 1e12;
-        const char *name = tensorCores ? "tensor cores" : "fp32 FMA";
+        const char *name = packed ? "mma packed" : tensorCores ? "tensor cores" : "fp32 FMA";
         std::printf("%-18s %-12s %9.3f %9.3f %9.3f %9.3f %9.3f %9.1f %9.1f\n", shape.label, name,
                     t.forward, t.delta, t.dq, t.dkdv, t.backward(), forwardRate, backwardRate);
         json << (firstResult ? "" : ", ") << "{\"shape\": \"" << shape.label
-             << "\", \"kernels\": \"" << (tensorCores ? "mma" : "fma") << "\", \"batch\": "
+             << "\", \"kernels\": \"" << (packed ? "mma_packed" : tensorCores ? "mma" : "fma")
+             << "\", \"batch\": "
              << shape.batch << ", \"heads\": " << shape.heads << ", \"tokens\": " << shape.tokens
              << ", \"head_dim\": " << shape.headDim
              << ", \"causal\": " << (shape.causal ? "true" : "false")
@@ -264,13 +324,22 @@ int main(int argc, char **argv) {
         agree = agree && difference < 2e-2;
       }
       std::printf("\n");
+      const std::vector<char> *packedOut[] = {&runs[2].outputs.o, &runs[2].outputs.dq,
+                                              &runs[2].outputs.dk, &runs[2].outputs.dv};
+      std::printf("%-18s packed layout vs contiguous, tensor cores:", shape.label);
+      for (int i = 0; i < 4; ++i) {
+        const bool same = *packedOut[i] == *mmaOut[i];
+        std::printf(" %s %s", names[i], same ? "identical" : "DIFFERENT");
+        agree = agree && same;
+      }
+      std::printf("\n");
     }
     json << "]}\n";
     if (!jsonPath.empty())
       std::ofstream(jsonPath) << json.str();
     if (!agree)
       std::printf("FAIL: the tensor-core kernels differ from the fp32-FMA ones by more than "
-                  "2e-2\n");
+                  "2e-2, or their packed-layout outputs from the contiguous ones\n");
     return agree ? 0 : 1;
   } catch (const std::exception &error) {
     std::cerr << "ampc_attention_bench: " << error.what() << "\n";
