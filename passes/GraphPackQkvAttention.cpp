@@ -10,7 +10,8 @@
 //
 // A match needs: one graph.split of the last axis into three equal parts, used in order as q,
 // k and v; each part reshaped to [..., T, H, Dh] with the same H and Dh and transposed by the
-// permutation that swaps T and H; and those values used by nothing else. A result that
+// permutation that swaps T and H (and possibly reshaped to [B H, T, Dh], the heads merged into
+// the batch as exports of bmm-based attention have it); and those values used by nothing else. A result that
 // something other than transpose + reshape reads is rebuilt for it from the packed result.
 //
 //===---------------------------------------------------------------------------===//
@@ -73,13 +74,34 @@ std::optional<Slice> sliceOf(Value value) {
   return Slice{split, part.getResultNumber(), heads[heads.size() - 2], heads.back()};
 }
 
+/// The head-major [..., H, T, Dh] value that \p value, an attention operand, is: the value
+/// itself, or what a reshape merging its leading dimensions into one ([B H, T, Dh], as exporters
+/// that batch the heads of a bmm write it) reads, when that reshape has no other reader.
+Value headMajorOf(Value value) {
+  auto merge = value.getDefiningOp<ReshapeOp>();
+  if (!merge || !value.hasOneUse())
+    return value;
+  llvm::ArrayRef<int64_t> from = shapeOf(merge.getInput()), to = shapeOf(value);
+  if (to.size() != 3 || from.size() < 4 || from.take_back(2) != to.take_back(2))
+    return value;
+  return merge.getInput();
+}
+
+/// Erases \p op if nothing reads it any more.
+void eraseIfUnused(Operation *op) {
+  if (op->use_empty())
+    op->erase();
+}
+
 /// Replaces \p attention by a qkv_attention when its q, k, v are the head-major slices of one
 /// packed projection; returns whether it did.
 bool pack(AttentionOp attention) {
   if (attention.getWithLse())
     return false;
-  std::optional<Slice> q = sliceOf(attention.getQuery()), k = sliceOf(attention.getKey()),
-                       v = sliceOf(attention.getValue());
+  const Value query = headMajorOf(attention.getQuery());
+  const bool merged = query != attention.getQuery();
+  std::optional<Slice> q = sliceOf(query), k = sliceOf(headMajorOf(attention.getKey())),
+                       v = sliceOf(headMajorOf(attention.getValue()));
   if (!q || !k || !v || q->split != k->split || q->split != v->split || q->part != 0 ||
       k->part != 1 || v->part != 2 || k->heads != q->heads || v->heads != q->heads ||
       k->headDim != q->headDim || v->headDim != q->headDim)
@@ -94,19 +116,33 @@ bool pack(AttentionOp attention) {
   auto packed = builder.create<QkvAttentionOp>(
       attention.getLoc(), qkv, builder.getI64IntegerAttr(q->heads), attention.getCausalAttr(),
       attention.getScaleAttr(), UnitAttr());
-  // The usual reader: transpose back to [..., T, H, Dh], reshape to [..., T, H Dh]: the packed
-  // result itself.
+  // The usual reader: (a reshape back to [..., H, T, Dh] when the heads were merged,) a
+  // transpose back to [..., T, H, Dh], a reshape to [..., T, H Dh]: the packed result itself.
   Value result = attention.getResult();
-  for (Operation *user : llvm::make_early_inc_range(result.getUsers())) {
-    auto transpose = llvm::dyn_cast<TransposeOp>(user);
-    if (!transpose || transpose.getPermutation() != llvm::ArrayRef(headSwap(rank + 1)))
-      continue;
-    for (Operation *reader : llvm::make_early_inc_range(transpose.getResult().getUsers()))
-      if (auto reshape = llvm::dyn_cast<ReshapeOp>(reader);
-          reshape && reshape.getType() == packed.getResult().getType())
-        reshape.getResult().replaceAllUsesWith(packed.getResult());
-  }
-  // Anyone else gets [..., H, T, Dh] rebuilt from it.
+  const Type headMajorType = query.getType();
+  auto replaceTokenMajorReaders = [&](Value headMajor) {
+    for (Operation *user : llvm::make_early_inc_range(headMajor.getUsers())) {
+      auto transpose = llvm::dyn_cast<TransposeOp>(user);
+      if (!transpose || transpose.getPermutation() != llvm::ArrayRef(headSwap(rank + 1)))
+        continue;
+      for (Operation *reader : llvm::make_early_inc_range(transpose.getResult().getUsers()))
+        if (auto reshape = llvm::dyn_cast<ReshapeOp>(reader);
+            reshape && reshape.getType() == packed.getResult().getType()) {
+          reshape.getResult().replaceAllUsesWith(packed.getResult());
+          reshape.erase();
+        }
+      eraseIfUnused(transpose);
+    }
+  };
+  if (!merged)
+    replaceTokenMajorReaders(result);
+  else
+    for (Operation *user : llvm::make_early_inc_range(result.getUsers()))
+      if (auto split = llvm::dyn_cast<ReshapeOp>(user); split && split.getType() == headMajorType) {
+        replaceTokenMajorReaders(split.getResult());
+        eraseIfUnused(split);
+      }
+  // Anyone else gets the result's layout rebuilt from it: [..., H, T, Dh] ([B H, T, Dh]).
   if (!result.use_empty()) {
     llvm::SmallVector<int64_t> tokenMajor(shapeOf(packed.getResult()));
     tokenMajor.back() = q->headDim;
@@ -115,6 +151,8 @@ bool pack(AttentionOp attention) {
     Value unpacked = builder.create<ReshapeOp>(attention.getLoc(), type, packed.getResult());
     Value headMajor = builder.create<TransposeOp>(attention.getLoc(), unpacked,
                                                   builder.getDenseI64ArrayAttr(headSwap(rank + 1)));
+    if (merged)
+      headMajor = builder.create<ReshapeOp>(attention.getLoc(), result.getType(), headMajor);
     result.replaceAllUsesWith(headMajor);
   }
   attention.erase();

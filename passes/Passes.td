@@ -112,8 +112,11 @@ def GraphPackQkvAttention : Pass<"graph-pack-qkv-attention", "::ampc::graph::Mod
     write the token-major result, and autodiff's `graph.qkv_attention_grad` writes dq, dk and
     dv side by side into the projection's gradient (no concatenation). The values are the same
     bit for bit. A match needs a split of the last axis into three equal parts used in order
-    as q, k and v, each reshaped and transposed as above with one H and Dh, none of them read by
-    anything else; a result read other than by transpose + reshape is rebuilt for that reader.
+    as q, k and v, each reshaped and transposed as above with one H and Dh (and possibly
+    reshaped to [B H, T, Dh], the heads merged into the batch as exports of bmm-based attention
+    have it), none of them read by anything else; a result read other than by transpose +
+    reshape is rebuilt for that reader. Models that project q, k and v separately (LLaMA-style,
+    rotary embeddings between) keep graph.attention.
 
     Before:
     ```mlir

@@ -86,6 +86,43 @@ graph.model @head_major_reader {
 
 // -----
 
+// The heads merged into the batch ([B H, T, Dh], as exports of bmm-based attention have it):
+// the merging reshapes go too, and so does the one that splits the result again.
+// CHECK-LABEL: graph.model @merged_heads
+// CHECK-NOT: graph.transpose
+// CHECK: %[[Y:.+]] = graph.qkv_attention %{{.+}} heads 2 causal : tensor<2x8x96xf32>
+// CHECK-NOT: graph.reshape
+// CHECK-NOT: graph.transpose
+// CHECK: graph.mse_loss %[[Y]], %{{.+}} : tensor<2x8x32xf32>
+graph.model @merged_heads {
+  graph.param @w : tensor<32x96xf32> init #graph.normal<std = 0.02>
+  graph.input @x : tensor<2x8x32xf32>
+  func.func @forward() {
+    %w = graph.get_param @w : tensor<32x96xf32>
+    %x = graph.get_input @x : tensor<2x8x32xf32>
+    %qkv = graph.matmul %x, %w : tensor<2x8x32xf32>, tensor<32x96xf32>
+    %q0, %k0, %v0 = graph.split %qkv axis 2 sizes [32, 32, 32] : tensor<2x8x96xf32>
+    %q1 = graph.reshape %q0 : tensor<2x8x32xf32> -> tensor<2x8x2x16xf32>
+    %q2 = graph.transpose %q1 [0, 2, 1, 3] : tensor<2x8x2x16xf32>
+    %q = graph.reshape %q2 : tensor<2x2x8x16xf32> -> tensor<4x8x16xf32>
+    %k1 = graph.reshape %k0 : tensor<2x8x32xf32> -> tensor<2x8x2x16xf32>
+    %k2 = graph.transpose %k1 [0, 2, 1, 3] : tensor<2x8x2x16xf32>
+    %k = graph.reshape %k2 : tensor<2x2x8x16xf32> -> tensor<4x8x16xf32>
+    %v1 = graph.reshape %v0 : tensor<2x8x32xf32> -> tensor<2x8x2x16xf32>
+    %v2 = graph.transpose %v1 [0, 2, 1, 3] : tensor<2x8x2x16xf32>
+    %v = graph.reshape %v2 : tensor<2x2x8x16xf32> -> tensor<4x8x16xf32>
+    %o = graph.attention %q, %k, %v causal : tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>
+    %o1 = graph.reshape %o : tensor<4x8x16xf32> -> tensor<2x2x8x16xf32>
+    %o2 = graph.transpose %o1 [0, 2, 1, 3] : tensor<2x2x8x16xf32>
+    %o3 = graph.reshape %o2 : tensor<2x8x2x16xf32> -> tensor<2x8x32xf32>
+    %l = graph.mse_loss %o3, %x : tensor<2x8x32xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
 // No match: k is read by something else too (moving it into the packed op would not remove its
 // copy), and a split whose parts are used out of order (k first) is not q, k, v.
 // CHECK-LABEL: graph.model @shared_key
