@@ -359,8 +359,8 @@ void Generator::finish(KernelWriter &writer, const std::string &kind, const std:
   // A dropout mask evaluated anywhere in the kernel (a row kernel's fused consumers included)
   // needs the run's seed and step; the elementwise skeleton adds them before its size.
   if (writer.usesRandom) {
-    writer.scalarParam("seed", "u64", "seed");
-    writer.scalarParam("step", "u64", "step");
+    writer.runScalar("seed");
+    writer.runScalar("step");
   }
   std::ostringstream code;
   code << "#include \"runtime/cuda/device/KernelSupport.h\"\n";
@@ -377,8 +377,10 @@ void Generator::finish(KernelWriter &writer, const std::string &kind, const std:
   code << preamble;
   code << "extern \"C\" __global__ void __launch_bounds__(" << launch.blockSize
        << ") KERNEL_NAME(\n"
-       << writer.signature() << ") {\n"
-       << body << "}\n";
+       << writer.signature() << ") {\n";
+  for (const std::string &read : writer.prologue)
+    code << "  " << read << "\n";
+  code << body << "}\n";
   std::string text = code.str();
   // A short hash keeps names readable and mostly distinct; kernels are told apart by their full
   // source (DeviceProgramBuilder), never by this name.
@@ -412,7 +414,8 @@ void Generator::finish(KernelWriter &writer, const std::string &kind, const std:
     header << "// " << line << "\n";
   header << "//\n// Arguments:\n";
   for (const KernelParam &param : kernel.params) {
-    static const char *roles[] = {"in", "out", "state", "scalar", "scratch", "table", "errors"};
+    static const char *roles[] = {"in",      "out",   "state",  "scalar",
+                                  "scratch", "table", "errors", "run_scalars"};
     header << "//   " << param.name << " (" << roles[static_cast<int>(param.role)] << ", "
            << param.elementType;
     if (param.role != Role::Scalar && param.role != Role::ErrorRecord) {

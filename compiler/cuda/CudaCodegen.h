@@ -32,12 +32,15 @@ struct KernelParam {
     Input,   ///< a tensor the kernel reads
     Output,  ///< a tensor the kernel writes
     State,   ///< training state read and written in place (accumulator, moment, scaler field)
-    Scalar,  ///< a host value passed by value (a size, the seed, the step)
+    Scalar,  ///< a host value passed by value (a size, an error site)
     Scratch, ///< kernel-private device memory of `shape` elements (row statistics, partials)
     Table,   ///< a device table of per-tensor entries (the optimizer and global norm kernels)
     /// The runtime's device error record (plan::DeviceErrorRecord): where a kernel reports bad
     /// data the CPU backend would stop on (a label or an embedding id out of range).
     ErrorRecord,
+    /// The runtime's run scalars (plan::RunScalarBlock): the seed, the step and the total
+    /// steps, read from device memory because a replayed CUDA graph keeps its arguments.
+    RunScalars,
   };
   Role role = Role::Input;
   /// The C name in the kernel's signature.
@@ -48,9 +51,9 @@ struct KernelParam {
   std::vector<int64_t> shape;
   /// What the argument is bound to: "@symbol" for parameters, inputs and state, "%N" for the
   /// result of the function's op number N (with "#k" for result k > 0), a size expression
-  /// ("elements", "rows", "row_length", "table_entries", "table_blocks"), "seed" / "step" /
-  /// "total_steps", "instruction %N" (the plan index of op N's instruction, where a kernel
-  /// reports an error), "scratch", "table" or "error_record".
+  /// ("elements", "rows", "row_length", "table_entries", "table_blocks"), "instruction %N" (the
+  /// plan index of op N's instruction, where a kernel reports an error), "scratch", "table",
+  /// "error_record" or "run_scalars".
   std::string value;
   /// Outputs: the input argument this output may share memory with (the kernel reads every
   /// element of the input before it writes that element of the output, so the two need not be

@@ -93,8 +93,8 @@ void Generator::elementwiseKernel(const std::string &kind, const std::string &) 
     }
   // Dropout masks are keyed by (seed, step, stream, element), as on the CPU backend.
   if (writer.usesRandom) {
-    writer.scalarParam("seed", "u64", "seed");
-    writer.scalarParam("step", "u64", "step");
+    writer.runScalar("seed");
+    writer.runScalar("step");
   }
   writer.scalarParam("n", "i64", "elements");
 

@@ -147,7 +147,7 @@ void Generator::optimizerKernel() {
     found = writer.stateParam(scaler + ".found_nonfinite", "f32", {});
     applied = writer.stateParam(scaler + ".applied_steps", "f32", {});
   } else {
-    writer.scalarParam("step", "u64", "step");
+    writer.runScalar("step");
   }
 
   std::ostringstream body;
@@ -264,12 +264,13 @@ void Generator::gradSeedKernel(GradSeedOp op) {
 }
 
 /// Emits the learning-rate schedule as a one-thread kernel, so the rate never round-trips
-/// through the host: the settings are compiled in, the step and run length are arguments.
+/// through the host: the settings are compiled in, the step and run length are read from the
+/// run scalars.
 void Generator::lrScheduleKernel(LrScheduleOp op) {
   KernelWriter writer(opIndex, members);
   std::string out = writer.tensorParam(op.getResult(), Role::Output);
-  writer.scalarParam("step", "u64", "step");
-  writer.scalarParam("totalSteps", "u64", "total_steps");
+  writer.runScalar("step");
+  writer.runScalar("totalSteps");
   const bool cosine = op.getKind() == LrSchedule::cosine;
   std::ostringstream body;
   // Linear warmup over the first `warmup` steps, reaching lr at step warmup - 1; then constant,

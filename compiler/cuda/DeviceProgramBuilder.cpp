@@ -321,32 +321,28 @@ plan::LaunchStep Builder::launchStep(const GeneratedKernel &kernel, GroupScratch
                    : param.role == KernelParam::Role::Output ? plan::Access::Write
                                                              : plan::Access::ReadWrite;
       break;
-    // Scalars are bound by meaning: the seed, step and run length are supplied by the runtime at
-    // each launch; sizes are the literal figures of the launch; "instruction %N" is an error site.
+    // Scalars are bound by meaning: sizes are the literal figures of the launch; "instruction %N"
+    // is an error site. The seed, step and run length are not scalars: kernels read them from
+    // the runtime's run-scalar block.
     case KernelParam::Role::Scalar:
-      if (param.value == "seed") {
-        arg.kind = plan::ArgKind::Seed;
-      } else if (param.value == "step") {
-        arg.kind = plan::ArgKind::Step;
-      } else if (param.value == "total_steps") {
-        arg.kind = plan::ArgKind::TotalSteps;
-      } else {
-        arg.kind = plan::ArgKind::Int64;
-        if (param.value == "elements" || param.value == "table_blocks")
-          arg.value = launch.elements;
-        else if (param.value == "rows")
-          arg.value = launch.rows;
-        else if (param.value == "row_length")
-          arg.value = launch.rowLength;
-        else if (param.value == "table_entries")
-          arg.value = static_cast<int64_t>(kernel.table.size());
-        else if (param.value.rfind("instruction %", 0) == 0)
-          arg.value = bindingInstruction(param.value, kernel);
-        else
-          throw std::runtime_error("device program: kernel " + kernel.name + " has a scalar '" +
-                                   param.name + "' bound to '" + param.value +
-                                   "', which the device program cannot supply");
-      }
+      arg.kind = plan::ArgKind::Int64;
+      if (param.value == "elements" || param.value == "table_blocks")
+        arg.value = launch.elements;
+      else if (param.value == "rows")
+        arg.value = launch.rows;
+      else if (param.value == "row_length")
+        arg.value = launch.rowLength;
+      else if (param.value == "table_entries")
+        arg.value = static_cast<int64_t>(kernel.table.size());
+      else if (param.value.rfind("instruction %", 0) == 0)
+        arg.value = bindingInstruction(param.value, kernel);
+      else
+        throw std::runtime_error("device program: kernel " + kernel.name + " has a scalar '" +
+                                 param.name + "' bound to '" + param.value +
+                                 "', which the device program cannot supply");
+      break;
+    case KernelParam::Role::RunScalars:
+      arg.kind = plan::ArgKind::RunScalars;
       break;
     // A scratch slice (rowStats, the norm partials, the cross-entropy count) is named per group:
     // kernels of the group using the same name share the bytes, which is how one kernel hands

@@ -19,10 +19,12 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -109,7 +111,7 @@ public:
       : opIndex(opIndex), members(members) {}
 
   std::vector<KernelParam> params;
-  /// Statements at the start of the kernel (reads of scalars).
+  /// Statements at the start of the kernel (the reads of the run scalars).
   std::vector<std::string> prologue;
 
   bool inGroup(Operation *op) const { return op && members.count(op); }
@@ -173,6 +175,29 @@ public:
     return name;
   }
 
+  /// A per-run value ("seed", "step" or "totalSteps") as a local of that name, read at the start
+  /// of the kernel from the run-scalar argument (plan::RunScalarBlock: seed, step, total steps).
+  /// A CUDA graph replays the arguments it captured, so these are never passed by value.
+  std::string runScalar(const std::string &name) {
+    static const char *const fields[] = {"seed", "step", "totalSteps"};
+    int field = -1;
+    for (int i = 0; i < 3; ++i)
+      if (name == fields[i])
+        field = i;
+    if (field < 0)
+      throw std::runtime_error("CUDA codegen: '" + name + "' is not a run scalar");
+    bool bound = false;
+    for (const KernelParam &param : params)
+      bound = bound || param.role == Role::RunScalars;
+    if (!bound)
+      params.push_back({Role::RunScalars, "runScalars", "u64", {3}, "run_scalars"});
+    const std::string read =
+        "const unsigned long long " + name + " = runScalars[" + std::to_string(field) + "];";
+    if (std::find(prologue.begin(), prologue.end(), read) == prologue.end())
+      prologue.push_back(read);
+    return name;
+  }
+
   std::string scratchParam(const std::string &name, Shape shape, const std::string &dtype = "f32") {
     params.push_back({Role::Scratch, name, dtype, std::move(shape), "scratch"});
     return name;
@@ -208,6 +233,8 @@ public:
         type = "const " + param.elementType + " *__restrict__";
       else if (param.role == Role::ErrorRecord)
         type = "ErrorRecord *__restrict__";
+      else if (param.role == Role::RunScalars)
+        type = "const unsigned long long *__restrict__";
       else {
         std::string element = param.elementType == "f32"    ? "float"
                               : param.elementType == "f64"  ? "double"

@@ -22,9 +22,11 @@
 // (through its warning callback, stderr by default) and from then on runs
 // `record` eagerly, this time included. `record` must therefore be safe to
 // call again after a failed attempt: it only enqueues work. Values that
-// change from step to step (the step number, the learning rate) must be read
-// by the kernels from device memory, not passed as launch arguments, because
-// the graph replays the arguments it captured.
+// change from step to step must be read by the kernels from device memory,
+// not passed as launch arguments, because the graph replays the arguments it
+// captured: the learning rate is a buffer the schedule kernel writes, and the
+// seed, the step and the total steps are the executor's run-scalar block,
+// which it uploads on the stream before a run, outside the capture.
 //
 //===----------------------------------------------------------------------===//
 

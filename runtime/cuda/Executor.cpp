@@ -55,7 +55,7 @@ uint64_t metricsBytes(const plan::Plan &plan) {
 PoolLayout layoutPool(const plan::Plan &plan) {
   // The one order of the pool: persistent buffers by id, then each
   // function's table arrays in launch order, then the two error records,
-  // then the metrics block. deviceMemoryNeeds and the executor's allocation
+  // then the metrics block, then the run scalars. deviceMemoryNeeds and the executor's allocation
   // both read this layout, so they cannot disagree.
   PoolLayout pool;
   BumpLayout layout;
@@ -75,6 +75,7 @@ PoolLayout layoutPool(const plan::Plan &plan) {
   tables(plan.device.optimizerStep, pool.optimizerTables);
   pool.errorRecords = layout.reserve(2 * sizeof(plan::DeviceErrorRecord), "error records");
   pool.metrics = layout.reserve(metricsBytes(plan), "metrics");
+  pool.runScalars = layout.reserve(sizeof(plan::RunScalarBlock), "run scalars");
   pool.bytes = layout.used();
   return pool;
 }
@@ -201,6 +202,8 @@ void Executor::Impl::allocate() {
   microRecord = base + poolLayout.errorRecords;
   optimizerRecord = microRecord + sizeof(plan::DeviceErrorRecord);
   metrics = base + poolLayout.metrics;
+  runScalars = base + poolLayout.runScalars;
+  addresses.runScalars = runScalars;
   pinnedMetrics = device.allocatePinned(
       metricsBytes(plan) + 2 * sizeof(plan::DeviceErrorRecord) + 64, "the metrics read-back");
   matmul = std::make_unique<Matmul>(device);
@@ -223,7 +226,7 @@ void Executor::Impl::loadModules() {
 }
 
 /// Resolves every launch of \p f, uploads its tables and cuts it into
-/// segments.
+/// segments (one, unless data parallelism cuts the micro step).
 void Executor::Impl::prepare(FunctionState &f) {
   AddressMap map = addresses;
   map.errorRecord = f.errorRecord;
@@ -245,7 +248,6 @@ void Executor::Impl::prepare(FunctionState &f) {
   const auto &groups = f.program->groups;
   f.launches.resize(groups.size());
   for (size_t g = 0; g < groups.size(); ++g) {
-    bool dynamicGroup = false;
     for (const plan::DeviceStep &step : groups[g].steps) {
       const auto *launch = std::get_if<plan::LaunchStep>(&step);
       if (!launch) {
@@ -260,23 +262,21 @@ void Executor::Impl::prepare(FunctionState &f) {
         prepared->config.block[i] = launch->block[i];
       }
       prepared->arguments = resolveArguments(*launch, map, nextTable);
-      for (ResolvedArgument &argument : prepared->arguments) {
+      for (ResolvedArgument &argument : prepared->arguments)
         prepared->pointers.push_back(&argument.value);
-        if (argument.dynamic == plan::ArgKind::Step)
-          prepared->dynamic = dynamicGroup = true;
-      }
+      for (const plan::DeviceArgument &argument : launch->args)
+        f.readsRunScalars |= argument.kind == plan::ArgKind::RunScalars;
       f.launches[g].push_back(std::move(prepared));
     }
-    // A group that takes the step is a segment of its own, run eagerly;
-    // consecutive other groups share one captured segment, up to a cut
-    // (data parallel: a gradient bucket is final after the group before).
+    // The groups share one captured segment, up to a cut (data parallel:
+    // a gradient bucket is final after the group before, and the observer
+    // queues its reduction between the segments).
     const std::vector<size_t> &cuts = options.microStepCutsAfter;
     const bool cut = f.which == PlanFunction::MicroStep && g > 0 &&
                      std::find(cuts.begin(), cuts.end(), g - 1) != cuts.end();
-    if (dynamicGroup || cut || f.segments.empty() || f.segments.back().dynamic) {
+    if (cut || f.segments.empty()) {
       Segment segment;
       segment.first = g;
-      segment.dynamic = dynamicGroup;
       f.segments.push_back(std::move(segment));
     }
     f.segments.back().last = g + 1;

@@ -5,25 +5,22 @@
 //
 //  * memory, allocated once: one persistent pool (f32 parameters, their
 //    bf16/f16 copies, inputs, constants, gradient accumulators, optimizer
-//    and loss-scale state, the optimizer/norm tables, two error records and
-//    a small metrics block), one arena of the larger function's size (the
+//    and loss-scale state, the optimizer/norm tables, two error records, a
+//    small metrics block and the run scalars), one arena of the larger function's size (the
 //    micro step and the optimizer step never run at the same time, so they
 //    share it), one scratch region of the larger size, and cuBLASLt's
 //    workspace. Before allocating, the executor checks that all of it fits
 //    in free memory and says how much is needed and how much is free;
 //  * modules: every module's cubin for the GPU's architecture, else its PTX;
 //  * a function (micro step, optimizer step) runs its groups in order on the
-//    device's stream with no host synchronisation. Scalars that change per
-//    run (the step) are launch arguments in the generated kernels, so a CUDA
-//    graph, which replays the arguments it captured, cannot hold them. The
-//    choice made here: each function is cut into *segments* at the groups
-//    that take a step argument. Those groups run eagerly every time (in the
-//    examples: the learning-rate schedule, the optimizer kernel without loss
-//    scaling, dropout kernels); every other maximal run of groups is
-//    captured once into a CUDA graph (after one eager warm-up) and replayed.
-//    The seed and the total step count are constant over a training run;
-//    when a run asks for other values the graphs are dropped and captured
-//    again;
+//    device's stream with no host synchronisation. Values that change per
+//    run (the seed, the step, the total steps) are not launch arguments: the
+//    generated kernels read them from a 24-byte run-scalar block in the
+//    pool, which the executor rewrites (a stream-ordered copy, outside any
+//    capture) before a run whose values differ. So no argument changes from
+//    run to run, and each function is captured once into one CUDA graph
+//    (after one eager warm-up) and replayed; data parallelism alone cuts the
+//    micro step into segments, between which the gradient reductions queue;
 //  * metrics stay on the device: the loss of each micro step, the gradient
 //    norm, the learning rate and the loss-scale counters before and after
 //    the optimizer step are copied (device to device) into the metrics
@@ -132,20 +129,18 @@ struct PoolLayout {
   std::vector<uint64_t> microTables, optimizerTables;
   uint64_t errorRecords = 0; ///< the micro step's, then the optimizer's
   uint64_t metrics = 0;
+  /// The run-scalar block (plan::RunScalarBlock) RunScalars arguments point to.
+  uint64_t runScalars = 0;
   uint64_t bytes = 0; ///< the pool's size, padding included
 };
 PoolLayout layoutPool(const plan::Plan &plan);
 
 /// One resolved kernel argument, as it is passed to cuLaunchKernel: every
-/// argument kind is 8 bytes (a pointer, an i64 or a u64).
+/// argument kind is 8 bytes (a pointer or an i64). None changes from run to
+/// run (the seed and the step are read from the run-scalar block), so a
+/// captured graph may replay them.
 struct ResolvedArgument {
   uint64_t value = 0;
-  /// Seed, Step or TotalSteps: value is filled in at each run.
-  plan::ArgKind dynamic = plan::ArgKind::Int64;
-  bool isDynamic() const {
-    return dynamic == plan::ArgKind::Seed || dynamic == plan::ArgKind::Step ||
-           dynamic == plan::ArgKind::TotalSteps;
-  }
 };
 
 /// The addresses argument resolution needs; pure data, so the resolution is
@@ -155,6 +150,8 @@ struct AddressMap {
   std::vector<uint64_t> buffers;
   uint64_t scratch = 0;
   uint64_t errorRecord = 0;
+  /// The run-scalar block (RunScalars arguments).
+  uint64_t runScalars = 0;
   /// Device address of each table argument's array, in the order the
   /// function's launches name them (filled by the executor).
   std::vector<uint64_t> tables;
@@ -162,7 +159,8 @@ struct AddressMap {
 
 /// Resolves the arguments of \p launch against \p addresses; \p nextTable
 /// indexes addresses.tables and advances past each table argument. Throws
-/// CudaError(InvalidArgument) for a buffer argument without storage.
+/// CudaError(InvalidArgument) for a buffer argument without storage and for
+/// a per-run value passed by value (seed, step, total steps).
 std::vector<ResolvedArgument> resolveArguments(const plan::LaunchStep &launch,
                                                const AddressMap &addresses, size_t &nextTable);
 

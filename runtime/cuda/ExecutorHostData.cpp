@@ -262,7 +262,8 @@ void Executor::Impl::runGroups(PlanFunction which, size_t first, size_t last,
                     "runGroups: groups [" + std::to_string(first) + ", " + std::to_string(last) +
                         ") are outside the " + std::to_string(f.program->groups.size()) +
                         " groups of " + planFunctionName(which));
-  bindScalars(f, run);
+  if (f.readsRunScalars)
+    uploadRunScalars(run);
   runGroupRange(f, first, last);
 }
 

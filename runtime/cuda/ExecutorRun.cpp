@@ -1,11 +1,12 @@
 //===- ExecutorRun.cpp - cuda::Executor: running a function's device steps ===//
 //
 // Argument resolution (resolveArguments) and everything that queues work on
-// the device's stream: binding the per-run scalars (seed, step, total steps)
-// into the prepared launches, running one step (a kernel launch, a cuBLASLt
-// matmul, the flash-attention kernels of a forward or backward pass, a
-// memset) with errors that name the step and the instructions it computes,
-// and running a whole function segment by segment, eagerly or through its
+// the device's stream: uploading the per-run scalars (seed, step, total
+// steps) into the run-scalar block the kernels read, running one step (a
+// kernel launch, a cuBLASLt matmul, the flash-attention kernels of a forward
+// or backward pass, a memset) with errors that name the step and the
+// instructions it computes, and running a whole function segment by segment
+// (one segment unless data parallelism cuts it), eagerly or through its
 // captured CUDA graph, with the device-to-device metrics copies around the
 // micro step and the optimizer step.
 //
@@ -38,7 +39,13 @@ std::vector<ResolvedArgument> resolveArguments(const plan::LaunchStep &launch,
     case plan::ArgKind::Seed:
     case plan::ArgKind::Step:
     case plan::ArgKind::TotalSteps:
-      value.dynamic = argument.kind;
+      // A captured graph would replay the value of its first run.
+      throw CudaError(CudaErrorKind::InvalidArgument,
+                      "argument '" + argument.name + "' passes the " +
+                          plan::argKindName(argument.kind) +
+                          " by value, which a CUDA graph cannot replay: recompile the model");
+    case plan::ArgKind::RunScalars:
+      value.value = addresses.runScalars;
       break;
     case plan::ArgKind::Scratch:
       value.value = addresses.scratch + static_cast<uint64_t>(argument.value);
@@ -95,20 +102,24 @@ std::string describeInstructions(const std::vector<plan::Instruction> &list,
 // Running
 //===----------------------------------------------------------------------===//
 
-/// Sets the per-run scalars of every launch of \p f.
-void Executor::Impl::bindScalars(FunctionState &f, const cpu::RunOptions &run) {
-  for (auto &group : f.launches)
-    for (auto &prepared : group)
-      if (prepared) {
-        for (ResolvedArgument &argument : prepared->arguments) {
-          if (argument.dynamic == plan::ArgKind::Seed)
-            argument.value = run.seed;
-          else if (argument.dynamic == plan::ArgKind::Step)
-            argument.value = run.step;
-          else if (argument.dynamic == plan::ArgKind::TotalSteps)
-            argument.value = run.totalSteps;
-        }
-      }
+/// Queues the upload of \p run's seed, step and total steps into the
+/// run-scalar block, unless the block already holds them. Pageable-memory
+/// copies return once the bytes are staged, so the next run's upload cannot
+/// overtake this one, and the copy is ordered on the stream between the
+/// previous function's graph and this one's. Never called during a capture:
+/// a capture cannot hold a copy from pageable memory, and a replayed graph
+/// would restore the captured values.
+void Executor::Impl::uploadRunScalars(const cpu::RunOptions &run) {
+  plan::RunScalarBlock wanted;
+  wanted.seed = run.seed;
+  wanted.step = run.step;
+  wanted.totalSteps = run.totalSteps;
+  if (runScalarsHeld && wanted.seed == heldRunScalars.seed && wanted.step == heldRunScalars.step &&
+      wanted.totalSteps == heldRunScalars.totalSteps)
+    return;
+  device.copyToDeviceAsync(runScalars, &wanted, sizeof(wanted));
+  heldRunScalars = wanted;
+  runScalarsHeld = true;
 }
 
 /// Queues step \p s of group \p g; any CudaError names the step, the
@@ -236,18 +247,11 @@ void Executor::Impl::runGroupRange(FunctionState &f, size_t first, size_t last) 
       runStep(f, g, s);
 }
 
-/// Runs every segment of \p f: dynamic ones eagerly, the others through
-/// their graph.
+/// Runs every segment of \p f through its graph (eagerly without graphs),
+/// after the upload of this run's scalars.
 void Executor::Impl::runFunction(FunctionState &f, const cpu::RunOptions &run) {
-  if (capturedSeed != run.seed || capturedTotalSteps != run.totalSteps) {
-    // The graphs hold the old seed and total steps in their arguments.
-    for (FunctionState *each : {&micro, &optimizer})
-      for (Segment &segment : each->segments)
-        segment.graph.reset();
-    capturedSeed = run.seed;
-    capturedTotalSteps = run.totalSteps;
-  }
-  bindScalars(f, run);
+  if (f.readsRunScalars)
+    uploadRunScalars(run);
   f.replayed = 0;
   if (profiling) {
     runProfiled(f);
@@ -259,7 +263,7 @@ void Executor::Impl::runFunction(FunctionState &f, const cpu::RunOptions &run) {
   // another stream that waits for it.
   const bool observe = f.which == PlanFunction::MicroStep && static_cast<bool>(microObserver);
   for (Segment &segment : f.segments) {
-    if (segment.dynamic || !options.useGraphs) {
+    if (!options.useGraphs) {
       runGroupRange(f, segment.first, segment.last);
       if (observe)
         microObserver(segment.last);

@@ -4,7 +4,10 @@
 // device memory a plan needs (pool, arena, scratch, metrics block), the loaded
 // modules and cuBLASLt handle, and for each plan function (micro step and
 // optimizer step) a FunctionState, its launches prepared once with resolved
-// arguments and cut into CUDA graph segments. The class is defined across
+// arguments and captured as one CUDA graph (several segments only where data
+// parallelism cuts the micro step). Kernels read the seed, the step and the
+// total steps from the run-scalar block, which is uploaded before a run that
+// changes them, so no launch argument changes from run to run. The class is defined across
 // three files by responsibility, and its methods are declared below in the
 // same groups: Executor.cpp sets it up (memory, modules, preparation),
 // ExecutorRun.cpp runs the steps (the step loop, graphs, profiling), and
@@ -46,14 +49,12 @@ struct PreparedLaunch {
   std::vector<ResolvedArgument> arguments;
   /// Pointers to each argument's value (cuLaunchKernel's kernelParams).
   std::vector<void *> pointers;
-  bool dynamic = false;
 };
 
-/// A run of groups captured as one graph, or one group run eagerly because
-/// a launch in it takes the step.
+/// A run of groups captured as one graph: the whole function, or the groups
+/// between two data-parallel cuts of the micro step.
 struct Segment {
   size_t first = 0, last = 0; ///< groups [first, last)
-  bool dynamic = false;
   std::unique_ptr<GraphCapture> graph;
 };
 
@@ -64,6 +65,8 @@ struct FunctionState {
   /// Per group, per step: the prepared launch (null for other steps).
   std::vector<std::vector<std::unique_ptr<PreparedLaunch>>> launches;
   std::vector<Segment> segments;
+  /// Whether a launch reads the run scalars (else runs upload nothing).
+  bool readsRunScalars = false;
   CUdeviceptr errorRecord = 0;
   size_t replayed = 0;
   /// Profiling: one event per group boundary (groups + 1), and each group's
@@ -93,8 +96,10 @@ public:
 
   // Running device steps (ExecutorRun.cpp).
 
-  /// Sets the per-run scalars of every launch of \p f.
-  void bindScalars(FunctionState &f, const cpu::RunOptions &run);
+  /// Queues the upload of \p run's seed, step and total steps into the
+  /// run-scalar block where it holds other values (outside any capture);
+  /// for functions that read them (FunctionState::readsRunScalars).
+  void uploadRunScalars(const cpu::RunOptions &run);
 
   /// Queues step \p s of group \p g; any CudaError names the step, the
   /// group and the instructions it computes.
@@ -114,8 +119,8 @@ public:
 
   void runGroupRange(FunctionState &f, size_t first, size_t last);
 
-  /// Runs every segment of \p f: dynamic ones eagerly, the others through
-  /// their graph.
+  /// Uploads the run scalars, then runs every segment of \p f through its
+  /// graph (eagerly when graphs are off).
   void runFunction(FunctionState &f, const cpu::RunOptions &run);
 
   /// Runs every group of \p f eagerly between CUDA events, waits for the
@@ -164,6 +169,11 @@ public:
   std::unique_ptr<DeviceArena> arena;
   DeviceAllocation scratch;
   CUdeviceptr microRecord = 0, optimizerRecord = 0, metrics = 0;
+  /// The run-scalar block, and what the last upload wrote into it (nothing
+  /// until the first run).
+  CUdeviceptr runScalars = 0;
+  plan::RunScalarBlock heldRunScalars;
+  bool runScalarsHeld = false;
   PinnedHostBuffer pinnedMetrics;
   std::unique_ptr<Matmul> matmul;
   std::vector<std::unique_ptr<Module>> modules;
@@ -174,7 +184,6 @@ public:
   std::unique_ptr<Event> stepStart, stepEnd;
   bool stepOpen = false, stepTimed = false;
   bool profiling = false;
-  uint64_t capturedSeed = ~0ull, capturedTotalSteps = ~0ull;
   uint64_t optimizerSteps = 0;
   uint64_t microStepsSinceOptimizer = 0, lossesForMean = 0, lastMicroSlot = 0;
   /// Executor::setMicroStepObserver.

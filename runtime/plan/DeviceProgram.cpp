@@ -36,6 +36,8 @@ const char *argKindName(ArgKind kind) {
     return "table";
   case ArgKind::ErrorRecord:
     return "error_record";
+  case ArgKind::RunScalars:
+    return "run_scalars";
   }
   return "unknown";
 }

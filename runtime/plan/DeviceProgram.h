@@ -61,16 +61,31 @@ enum class Access : uint8_t { Read = 0, Write = 1, ReadWrite = 2 };
 
 /// What a kernel argument is bound to. The numeric values are the on-disk
 /// codes.
+///
+/// The seed, the step and the total steps change from run to run, and a
+/// launch captured into a CUDA graph replays the argument values it was
+/// captured with, so kernels read them from device memory (RunScalars). The
+/// by-value kinds 2-4 keep their codes but the validator rejects them.
 enum class ArgKind : uint8_t {
   Buffer = 0,      ///< a pointer to the first element of `buffer`
   Int64 = 1,       ///< the literal `value`, passed as a 64-bit integer
-  Seed = 2,        ///< the run's seed (RunOptions::seed), unsigned 64-bit
-  Step = 3,        ///< RunOptions::step of this run of the function, u64
-  TotalSteps = 4,  ///< RunOptions::totalSteps, u64
+  Seed = 2,        ///< (rejected) the run's seed passed by value
+  Step = 3,        ///< (rejected) the run's step passed by value
+  TotalSteps = 4,  ///< (rejected) the run's total steps passed by value
   Scratch = 5,     ///< a pointer to `bytes` bytes at `value` in the scratch
   Table = 6,       ///< a pointer to the device array built from `table`
   ErrorRecord = 7, ///< a pointer to the runtime's 32-byte error record
+  /// A pointer to the runtime's run scalars, three u64: the seed
+  /// (RunOptions::seed), the step (RunOptions::step of this run of the
+  /// function) and the total steps (RunOptions::totalSteps).
+  RunScalars = 8,
 };
+
+/// The run scalars a RunScalars argument points to, in device memory.
+struct RunScalarBlock {
+  uint64_t seed = 0, step = 0, totalSteps = 0;
+};
+static_assert(sizeof(RunScalarBlock) == 24, "three u64, as generated kernels read them");
 
 /// The struct a table argument's device array holds.
 enum class TableKind : uint8_t {

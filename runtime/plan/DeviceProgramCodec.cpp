@@ -61,6 +61,7 @@ void encodeArgument(const DeviceArgument &arg, ByteWriter &out) {
   case ArgKind::Step:
   case ArgKind::TotalSteps:
   case ArgKind::ErrorRecord:
+  case ArgKind::RunScalars:
     break;
   }
 }
@@ -191,7 +192,7 @@ template <typename T> T decodeFlag(ByteReader &in, const char *what) {
 }
 
 void decodeArgument(ByteReader &in, DeviceArgument &arg) {
-  arg.kind = decodeEnum<ArgKind>(in, in.u8("argument kind"), 8, "argument kind");
+  arg.kind = decodeEnum<ArgKind>(in, in.u8("argument kind"), 9, "argument kind");
   arg.name = in.string("argument name");
   switch (arg.kind) {
   case ArgKind::Buffer:
@@ -225,6 +226,7 @@ void decodeArgument(ByteReader &in, DeviceArgument &arg) {
   case ArgKind::Step:
   case ArgKind::TotalSteps:
   case ArgKind::ErrorRecord:
+  case ArgKind::RunScalars:
     break;
   }
 }

@@ -361,11 +361,17 @@ void FunctionChecker::checkLaunch(const LaunchStep &launch) {
       break;
     }
     case ArgKind::Int64:
+    case ArgKind::ErrorRecord:
+    case ArgKind::RunScalars:
+      break;
+    // A graph replays the values it captured: the run's scalars are read
+    // from the run-scalar block, never passed by value.
     case ArgKind::Seed:
     case ArgKind::Step:
     case ArgKind::TotalSteps:
-    case ArgKind::ErrorRecord:
-      break;
+      failStep(what + ": argument kind " + argKindName(arg.kind) +
+               " passes a per-run value by value; kernels read it through a run_scalars "
+               "argument (recompile the model)");
     default:
       failStep(what + ": unknown argument kind");
     }

@@ -245,6 +245,37 @@ TEST(CudaCodegen, AdamWIsOneLaunchOverEveryParameter) {
   EXPECT_NO_THROW(cuda::compileToCubin(adamw.source, adamw.name + ".cu", "sm_90", nvrtcOptions()));
 }
 
+TEST(CudaCodegen, PerRunValuesAreReadFromTheRunScalars) {
+  // A CUDA graph replays the arguments it captured: the learning-rate schedule and AdamW (bf16:
+  // no loss scaling, so its bias correction takes the host's step) read the step and the run
+  // length from the run-scalar block, and no kernel takes them by value.
+  auto kernels = generateForFile(test_support::examplePath("gpt/tiny.mlir"), kPrecisions[0]);
+  size_t readers = 0;
+  for (const GeneratedKernel &kernel : kernels) {
+    for (const KernelParam &param : kernel.params)
+      if (param.role == KernelParam::Role::Scalar)
+        EXPECT_TRUE(param.name != "seed" && param.name != "step" && param.name != "totalSteps")
+            << kernel.name << " takes " << param.name << " by value";
+    if (kernel.kind != "lr_schedule" && kernel.kind != "optimizer")
+      continue;
+    ++readers;
+    EXPECT_NE(kernel.source.find("const unsigned long long *__restrict__ runScalars"),
+              std::string::npos)
+        << kernel.source;
+    EXPECT_NE(kernel.source.find("const unsigned long long step = runScalars[1];"),
+              std::string::npos)
+        << kernel.source;
+    if (kernel.kind == "lr_schedule") {
+      EXPECT_NE(kernel.source.find("const unsigned long long totalSteps = runScalars[2];"),
+                std::string::npos)
+          << kernel.source;
+      EXPECT_NO_THROW(
+          cuda::compileToCubin(kernel.source, kernel.name + ".cu", "sm_90", nvrtcOptions()));
+    }
+  }
+  EXPECT_EQ(readers, 2u);
+}
+
 TEST(CudaCodegen, AccumulateUnscalesAndRaisesTheFlagOnTheDevice) {
   auto kernels = generateForText(kChainModel, kPrecisions[1]);
   const GeneratedKernel *accumulate = findKernel(kernels, "accumulate", "graph.accumulate_grad");

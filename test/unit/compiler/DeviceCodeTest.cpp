@@ -125,14 +125,21 @@ TEST(DeviceCode, CompilesDropoutNormsAndReductions) {
     DeviceCodeResult result = attachDeviceProgram(loaded->model, *compiled, provenance);
     EXPECT_FALSE(result.unsupported) << mode << ": " << result.summary;
     EXPECT_FALSE(compiled->device.empty()) << mode;
-    // The dropout's seed and step reach every kernel that draws a mask.
-    size_t seeded = 0;
-    for (const plan::DeviceGroup &group : compiled->device.microStep.groups)
-      for (const plan::DeviceStep &step : group.steps)
-        if (const auto *launch = std::get_if<plan::LaunchStep>(&step))
-          for (const plan::DeviceArgument &arg : launch->args)
-            seeded += arg.kind == plan::ArgKind::Seed;
+    // The dropout's seed and step reach every kernel that draws a mask, through the run-scalar
+    // block: no launch takes a per-run value by value, which a replayed graph would keep.
+    size_t seeded = 0, byValue = 0;
+    for (const plan::DeviceFunction *f :
+         {&compiled->device.microStep, &compiled->device.optimizerStep})
+      for (const plan::DeviceGroup &group : f->groups)
+        for (const plan::DeviceStep &step : group.steps)
+          if (const auto *launch = std::get_if<plan::LaunchStep>(&step))
+            for (const plan::DeviceArgument &arg : launch->args) {
+              seeded += f == &compiled->device.microStep && arg.kind == plan::ArgKind::RunScalars;
+              byValue += arg.kind == plan::ArgKind::Seed || arg.kind == plan::ArgKind::Step ||
+                         arg.kind == plan::ArgKind::TotalSteps;
+            }
     EXPECT_GE(seeded, 2u) << mode; // the forward mask and the backward one
+    EXPECT_EQ(byValue, 0u) << mode;
   }
   std::remove(path.c_str());
   ::unsetenv("AMPC_KERNEL_CACHE");

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <stdexcept>
 
 namespace ampc::dryrun {
 
@@ -27,7 +28,7 @@ enum class OpKind { Launch, Matmul, Memset };
 /// One kernel argument as the plan (or, for flash attention, the runtime)
 /// binds it.
 struct BoundArg {
-  enum Kind { Pointer, Value, Dynamic, Bytes } kind = Pointer;
+  enum Kind { Pointer, Value, RunScalars, Bytes } kind = Pointer;
   std::string name;
   uint32_t size = 8;  ///< bytes passed
   uint32_t align = 0; ///< the parameter's alignment (0: its size)
@@ -43,8 +44,6 @@ struct BoundArg {
   /// (Event::wideArgs), and how to read them for a message.
   std::vector<uint64_t> words;
   std::string (*describeWords)(const std::vector<uint64_t> &) = nullptr;
-  /// Dynamic: Seed, Step or TotalSteps.
-  plan::ArgKind dynamic = plan::ArgKind::Seed;
 };
 
 /// One operation the device must run for a step.
@@ -137,16 +136,21 @@ std::vector<BoundArg> launchArgs(const plan::Plan &plan, const plan::LaunchStep 
     case plan::ArgKind::Int64:
       args.push_back(valueArg(argument.name, 8, static_cast<uint64_t>(argument.value)));
       break;
-    case plan::ArgKind::Seed:
-    case plan::ArgKind::Step:
-    case plan::ArgKind::TotalSteps: {
+    case plan::ArgKind::RunScalars: {
       BoundArg arg;
-      arg.kind = BoundArg::Dynamic;
+      arg.kind = BoundArg::RunScalars;
       arg.name = argument.name;
-      arg.dynamic = argument.kind;
+      arg.extent = sizeof(plan::RunScalarBlock);
+      arg.what = "the run scalars (24 bytes)";
       args.push_back(arg);
       break;
     }
+    case plan::ArgKind::Seed:
+    case plan::ArgKind::Step:
+    case plan::ArgKind::TotalSteps:
+      // Plan validation rejects them: a replayed graph would keep the captured value.
+      throw std::runtime_error(std::string("argument '") + argument.name + "' passes the " +
+                               plan::argKindName(argument.kind) + " by value");
     }
   }
   return args;
@@ -420,6 +424,9 @@ private:
   void checkOp(const Event &event, const ExpectedOp &op, const Run &run);
   void checkLaunch(const Event &event, const ExpectedOp &op, const Run &run);
   void checkMatmul(const Event &event, const ExpectedOp &op);
+  /// The run scalars at \p address (one address for every launch) hold
+  /// \p run's seed, step and total steps, as the recorded uploads left them.
+  void checkRunScalars(const std::string &what, uint64_t address, const Run &run);
   /// Pointer \p address of \p what with \p bytes, and its binding.
   void checkPointer(const std::string &what, uint64_t address, uint64_t bytes, uint32_t buffer,
                     uint64_t offset = 0);
@@ -440,6 +447,12 @@ private:
   std::map<uint64_t, KernelInfo> kernels;
   /// Each buffer's address and where it was first bound.
   std::map<uint32_t, std::pair<uint64_t, std::string>> bound;
+  /// The run-scalar block's address and where it was first bound.
+  std::pair<uint64_t, std::string> runScalarsBound;
+  /// Device memory as the recorded small host-to-device copies left it, by
+  /// 8-byte word (RecordingTrace.h); memsets and device copies over a word
+  /// forget it.
+  std::map<uint64_t, uint64_t> deviceWords;
   std::string currentWhere = "before the first device step";
   std::string currentRun;
   uint64_t lastOpCall = ~0ull;
@@ -597,17 +610,33 @@ void Checker::checkLaunch(const Event &event, const ExpectedOp &op, const Run &r
         add("binding", what + " is " + std::to_string(value) + ", but the plan binds " +
                            std::to_string(arg.value));
       break;
-    case BoundArg::Dynamic: {
-      const uint64_t wanted = arg.dynamic == plan::ArgKind::Step   ? run.step
-                              : arg.dynamic == plan::ArgKind::Seed ? schedule.seed
-                                                                   : schedule.steps;
-      if (value != wanted)
-        add("binding", what + " (" + plan::argKindName(arg.dynamic) + ") is " +
-                           std::to_string(value) + " in a run " + "where it is " +
-                           std::to_string(wanted));
+    case BoundArg::RunScalars:
+      checkPointer(what + " (" + arg.what + ")", value, arg.extent, kNoBuffer);
+      checkRunScalars(what, value, run);
       break;
     }
-    }
+  }
+}
+
+void Checker::checkRunScalars(const std::string &what, uint64_t address, const Run &run) {
+  if (runScalarsBound.second.empty())
+    runScalarsBound = {address, currentWhere};
+  else if (runScalarsBound.first != address)
+    add("binding", what + " (the run scalars) is " + hexAddress(address) +
+                       ", but the run scalars are at " + hexAddress(runScalarsBound.first) +
+                       " in " + runScalarsBound.second);
+  // What the kernel reads when it runs: the words the last uploads wrote.
+  const char *names[] = {"seed", "step", "total steps"};
+  const uint64_t wanted[] = {schedule.seed, run.step, schedule.steps};
+  for (int i = 0; i < 3; ++i) {
+    auto word = deviceWords.find(address + 8 * i);
+    if (word == deviceWords.end())
+      add("binding", what + " points to run scalars whose " + names[i] +
+                         " no recorded host-to-device copy wrote");
+    else if (word->second != wanted[i])
+      add("binding", what + " points to run scalars holding " + names[i] + " " +
+                         std::to_string(word->second) + " in a run where it is " +
+                         std::to_string(wanted[i]));
   }
 }
 
@@ -689,6 +718,21 @@ DryRunReport Checker::check(const std::vector<Event> &trace) {
   std::string captureWhere;
   for (size_t i = 0; i < trace.size(); ++i) {
     const Event &event = trace[i];
+    // Device memory the run scalars' check reads: what executed copies and
+    // memsets left (captured ones execute when replayed).
+    if ((event.kind == EventKind::Memcpy && event.what != "dtoh") ||
+        event.kind == EventKind::Memset) {
+      if (event.origin != Origin::Captured) {
+        const uint64_t first = event.address - event.address % 8;
+        for (auto word = deviceWords.lower_bound(first);
+             word != deviceWords.end() && word->first < event.address + event.bytes;)
+          word = deviceWords.erase(word);
+        if (event.kind == EventKind::Memcpy && event.what == "htod" && event.address % 8 == 0)
+          for (size_t w = 0; w < event.args.size() && 8 * w < event.bytes; ++w)
+            if (8 * (w + 1) <= event.bytes)
+              deviceWords[event.address + 8 * w] = event.args[w];
+      }
+    }
     switch (event.kind) {
     case EventKind::Alloc:
       allocations.add(event.address, event.bytes, event.call);

@@ -33,9 +33,13 @@
 //               layout, as cuBLASLt's in-place form requires;
 //   binding     a buffer is at one address wherever it is used (an
 //               attention operand's pointer is that address plus its
-//               layout's byte offset); literals, the step, the seed and the
-//               step count are the run's; an attention kernel's layout
-//               struct holds the step's head count and strides;
+//               layout's byte offset); literals are the plan's; the run
+//               scalars are one 24-byte block wherever they are bound, and
+//               when a launch runs (eagerly or replayed) the block holds
+//               the run's seed, step and step count, as the recorded
+//               host-to-device copies into it left it; an attention
+//               kernel's layout struct holds the step's head count and
+//               strides;
 //   launch-shape  grid and block are the plan's;
 //   sequence    the device ran the plan's steps, all of them, in order;
 //   capture     every graph capture succeeded (none invalidated).

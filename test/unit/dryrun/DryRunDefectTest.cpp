@@ -10,7 +10,8 @@
 //    the kernel's __launch_bounds__;
 //  * in the device: too few registers or too little shared memory per block
 //    for the kernels;
-//  * in one call the runtime makes (AmpcRecordingPlant): a pointer argument
+//  * in one call the runtime makes (AmpcRecordingPlant): an upload of the
+//    run scalars with another step, a pointer argument
 //    moved out of its allocation, so its buffer runs past the end, or just
 //    elsewhere, an attention kernel's layout with a wrong row stride, an
 //    allocation freed before a launch uses it, a grid over the
@@ -34,6 +35,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 
 namespace ampc::dryrun {
 namespace {
@@ -343,6 +345,94 @@ TEST(DryRunDefect, AStepThatNeverRan) {
   run.report = checkDryRun(tinyPlan(), run.trace, {kOptimizerSteps, 0});
   const DryRunViolation violation = expectViolation(run, "sequence");
   EXPECT_NE(violation.where.find(groupName(site.group)), std::string::npos) << violation.text();
+}
+
+//===----------------------------------------------------------------------===//
+// The run scalars
+//===----------------------------------------------------------------------===//
+
+/// The optimizer step's first launch that reads the run scalars, and the index of that argument.
+LaunchSite firstRunScalarsLaunch(const plan::Plan &plan) {
+  const plan::DeviceFunction &optimizer = plan.device.optimizerStep;
+  for (uint32_t g = 0; g < optimizer.groups.size(); ++g)
+    for (uint32_t s = 0; s < optimizer.groups[g].steps.size(); ++s)
+      if (const auto *launch = std::get_if<plan::LaunchStep>(&optimizer.groups[g].steps[s]))
+        for (size_t a = 0; a < launch->args.size(); ++a)
+          if (launch->args[a].kind == plan::ArgKind::RunScalars)
+            return {g, s, launch, plan.device.kernels[launch->kernel].entry, a};
+  ADD_FAILURE() << "no optimizer launch reads the run scalars";
+  return {};
+}
+
+TEST(DryRunDefect, RunScalarsHoldingAnotherStep) {
+  // The upload that the first optimizer step reads (the last copy into the run-scalar block
+  // before the first launch of its kernel, counted among the copies that reach the step's word)
+  // writes step 5 instead of 0: the learning-rate schedule would read another step.
+  const LaunchSite site = firstRunScalarsLaunch(tinyPlan());
+  const InProcessRun clean = dryRun(tinyPlan(), recordingLibraryInProcess().h100());
+  uint64_t block = 0;
+  for (const Event &event : clean.trace)
+    if (event.kind == EventKind::Launch && event.name == site.kernel) {
+      block = event.args.at(site.argument);
+      break;
+    }
+  ASSERT_NE(block, 0u);
+  int candidates = 0, occurrence = -1;
+  for (const Event &event : clean.trace) {
+    if (event.kind == EventKind::Launch && event.name == site.kernel)
+      break;
+    if (event.kind == EventKind::Memcpy && event.what == "htod" && event.args.size() > 1) {
+      if (event.address == block)
+        occurrence = candidates;
+      ++candidates;
+    }
+  }
+  ASSERT_GE(occurrence, 0) << "no upload of the run scalars before " << site.kernel;
+  AmpcRecordingPlant plant = planted(AMPC_PLANT_COPY_WORD, "", 1, 5);
+  plant.occurrence = occurrence;
+  const InProcessRun run = dryRun(plant);
+  EXPECT_EQ(run.error, "");
+  const DryRunViolation violation = firstOf(run, "binding");
+  EXPECT_NE(violation.message.find("'" + site.launch->args[site.argument].name + "' of kernel '" +
+                                   site.kernel +
+                                   "' points to run scalars holding step 5 in a "
+                                   "run where it is 0"),
+            std::string::npos)
+      << violation.text();
+  EXPECT_NE(violation.where.find("optimizer_step group " + std::to_string(site.group) + " "),
+            std::string::npos)
+      << violation.text();
+  EXPECT_NE(violation.where.find("tiny.mlir:"), std::string::npos) << violation.text();
+  EXPECT_NE(violation.firstRun.find("optimizer_step run 1 of "), std::string::npos)
+      << violation.text();
+}
+
+//===----------------------------------------------------------------------===//
+// CUDA graphs
+//===----------------------------------------------------------------------===//
+
+TEST(DryRunGraphs, EachFunctionIsOneGraphWithNoEagerLaunchAfterItsWarmUp) {
+  // No launch takes a per-run value, so each function is captured whole: one capture each, one
+  // replay per run after the warm-up (the capture's run launches its graph), and every kernel of
+  // the optimizer step runs eagerly only in the warm-up.
+  const InProcessRun run = dryRun(tinyPlan(), recordingLibraryInProcess().h100());
+  ASSERT_EQ(run.error, "");
+  EXPECT_TRUE(run.report.violations.empty()) << run.report.summary();
+  const uint64_t microRuns = uint64_t(kOptimizerSteps) * kAccumulationSteps;
+  EXPECT_EQ(run.report.graphsCaptured, 2u) << run.report.summary();
+  EXPECT_EQ(run.report.graphReplays, (microRuns - 1) + (kOptimizerSteps - 1))
+      << run.report.summary();
+  std::map<std::string, uint64_t> inPlan, eager;
+  for (const plan::DeviceGroup &group : tinyPlan().device.optimizerStep.groups)
+    for (const plan::DeviceStep &step : group.steps)
+      if (const auto *launch = std::get_if<plan::LaunchStep>(&step))
+        ++inPlan[tinyPlan().device.kernels[launch->kernel].entry];
+  ASSERT_FALSE(inPlan.empty());
+  for (const Event &event : run.trace)
+    if (event.kind == EventKind::Launch && event.origin == Origin::Eager &&
+        inPlan.count(event.name))
+      ++eager[event.name];
+  EXPECT_EQ(eager, inPlan) << "optimizer kernels launched eagerly more often than in the warm-up";
 }
 
 //===----------------------------------------------------------------------===//

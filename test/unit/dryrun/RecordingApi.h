@@ -64,6 +64,9 @@ enum AmpcRecordingPlantKind {
   AMPC_PLANT_MATMUL_OFFSET,    ///< a matmul's D pointer += amount bytes
   AMPC_PLANT_MATMUL_NO_BIAS,   ///< a matmul's bias pointer = 0
   AMPC_PLANT_WIDE_ARGUMENT,    ///< a launch's by-value struct word `argument` += amount
+  /// A small host-to-device copy (at most kRecordedCopyBytes) that reaches word `argument`:
+  /// that word of the bytes it writes += amount.
+  AMPC_PLANT_COPY_WORD,
 };
 
 struct AmpcRecordingPlant {

@@ -356,7 +356,24 @@ AMPC_EXPORT CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr destination, unsigned c
 
 AMPC_EXPORT CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr destination, const void *source,
                                                size_t bytes, CUstream stream) {
-  return copy("htod", destination, reinterpret_cast<uint64_t>(source), bytes, stream);
+  if (bytes == 0 || bytes > ampc::dryrun::kRecordedCopyBytes || !source)
+    return copy("htod", destination, reinterpret_cast<uint64_t>(source), bytes, stream);
+  // A small copy carries its bytes in the trace (and writes them from there, so a planted
+  // change is what the device gets).
+  return recorded([&](Recorder &recorder) {
+    Node node;
+    node.kind = EventKind::Memcpy;
+    node.what = "htod";
+    node.address = destination;
+    node.source = reinterpret_cast<uint64_t>(source);
+    node.bytes = bytes;
+    node.args.assign((bytes + 7) / 8, 0);
+    std::memcpy(node.args.data(), source, bytes);
+    AmpcRecordingPlant plant;
+    if (recorder.takeCopyPlant(bytes, plant))
+      recorder.applyPlant(plant, node, stream);
+    return recorder.submit(stream, node);
+  });
 }
 AMPC_EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync(void *destination, CUdeviceptr source, size_t bytes,
                                                CUstream stream) {

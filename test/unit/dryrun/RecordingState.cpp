@@ -448,8 +448,12 @@ CUresult Recorder::execute(Node &node) {
       return CUDA_SUCCESS;
     void *destination =
         node.what == "dtoh" ? reinterpret_cast<void *>(node.address) : hostOf(node.address);
-    const void *source =
-        node.what == "htod" ? reinterpret_cast<const void *>(node.source) : hostOf(node.source);
+    // A small host-to-device copy run at once writes the bytes it recorded (RecordingTrace.h);
+    // a replayed one reads its (pinned) source when the graph runs.
+    const void *source = node.what == "htod" && node.origin == Origin::Eager && !node.args.empty()
+                             ? static_cast<const void *>(node.args.data())
+                         : node.what == "htod" ? reinterpret_cast<const void *>(node.source)
+                                               : hostOf(node.source);
     std::memmove(destination, source, node.bytes);
     return CUDA_SUCCESS;
   }
@@ -534,8 +538,20 @@ bool Recorder::takePlant(const char *name, bool capturing, AmpcRecordingPlant &p
   const bool forMatmul = kind == AMPC_PLANT_MATMUL_LD || kind == AMPC_PLANT_MATMUL_OFFSET ||
                          kind == AMPC_PLANT_MATMUL_NO_BIAS;
   const bool inCapture = kind == AMPC_PLANT_SYNC_IN_CAPTURE || kind == AMPC_PLANT_ALLOC_IN_CAPTURE;
-  if (kind == AMPC_PLANT_NONE || forMatmul != (name == nullptr) || (inCapture && !capturing) ||
+  if (kind == AMPC_PLANT_NONE || kind == AMPC_PLANT_COPY_WORD || forMatmul != (name == nullptr) ||
+      (inCapture && !capturing) ||
       (name && std::string(name).find(plantedKernel) == std::string::npos))
+    return false;
+  if (plantCandidates++ != planted.occurrence)
+    return false;
+  plant = planted;
+  planted = AmpcRecordingPlant();
+  return true;
+}
+
+bool Recorder::takeCopyPlant(uint64_t bytes, AmpcRecordingPlant &plant) {
+  // Candidates: the copies that reach the planted word.
+  if (planted.kind != AMPC_PLANT_COPY_WORD || bytes <= 8 * static_cast<uint64_t>(planted.argument))
     return false;
   if (plantCandidates++ != planted.occurrence)
     return false;
@@ -547,6 +563,10 @@ bool Recorder::takePlant(const char *name, bool capturing, AmpcRecordingPlant &p
 void Recorder::applyPlant(const AmpcRecordingPlant &plant, Node &node, CUstream stream) {
   const size_t argument = static_cast<size_t>(plant.argument);
   switch (plant.kind) {
+  case AMPC_PLANT_COPY_WORD:
+    if (argument < node.args.size())
+      node.args[argument] += static_cast<uint64_t>(plant.amount);
+    break;
   case AMPC_PLANT_ARGUMENT_OFFSET:
     if (argument < node.args.size())
       node.args[argument] += static_cast<uint64_t>(plant.amount);

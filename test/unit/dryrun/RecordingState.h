@@ -149,6 +149,9 @@ public:
   /// The plant for this launch of kernel \p name (or this matmul, when
   /// \p name is null), if it is the one planted for; it is then used up.
   bool takePlant(const char *name, bool capturing, AmpcRecordingPlant &plant);
+  /// The plant for this host-to-device copy of \p bytes (recorded with its
+  /// bytes), if it is the one planted for; it is then used up.
+  bool takeCopyPlant(uint64_t bytes, AmpcRecordingPlant &plant);
   /// Applies a launch's plant to \p node, queued on \p stream.
   void applyPlant(const AmpcRecordingPlant &plant, Node &node, CUstream stream);
 

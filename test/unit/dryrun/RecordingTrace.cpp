@@ -321,6 +321,12 @@ std::string formatEvent(const Event &event) {
     out.add("address", hex(event.address));
     out.add("source", hex(event.source));
     out.add("bytes", event.bytes);
+    if (!event.args.empty()) {
+      std::string words;
+      for (uint64_t word : event.args)
+        words += (words.empty() ? "" : ",") + hex(word);
+      out.add("data", words);
+    }
     break;
   case EventKind::Sync:
     out.add("what", event.what);
@@ -391,6 +397,8 @@ Event parseEvent(const std::string &line) {
     if (in.has("wide"))
       event.wideArgs = in.numbers("wide", 0);
   }
+  if (event.kind == EventKind::Memcpy && in.has("data"))
+    event.args = in.numbers("data", 0);
   if (event.kind == EventKind::Kernel)
     readKernel(in, event.kernel);
   if (event.kind == EventKind::Matmul)

@@ -92,7 +92,7 @@ enum class EventKind : uint8_t {
   Launch,       ///< cuLaunchKernel: function, name, grid, block, shared, args
   Matmul,       ///< cublasLtMatmul: matmul
   Memset,       ///< cuMemsetD8Async: address, bytes, value
-  Memcpy,       ///< cuMemcpy*Async: what (htod|dtoh|dtod), address, source, bytes
+  Memcpy,       ///< cuMemcpy*Async: what (htod|dtoh|dtod), address, source, bytes, args
   Sync,         ///< what: stream | context | event
   CaptureBegin, ///< cuStreamBeginCapture: graph (the capture's id)
   CaptureEnd,   ///< cuStreamEndCapture: graph, what (ok | invalidated)
@@ -120,6 +120,9 @@ struct Event {
   uint32_t sharedBytes = 0;
   /// Launch: each parameter's value as read with the cubin's sizes
   /// (little-endian, zero-extended; parameters over 8 bytes read as 0).
+  /// Memcpy: for a host-to-device copy of at most kRecordedCopyBytes, the
+  /// bytes it writes as little-endian 8-byte words (the last zero-padded),
+  /// so a checker can follow small values the host sets (the run scalars).
   std::vector<uint64_t> args;
   /// Launch: the bytes of every parameter over 8 bytes (a struct passed by
   /// value), in parameter order, as little-endian 8-byte words, each
@@ -128,6 +131,9 @@ struct Event {
   KernelInfo kernel;
   MatmulCall matmul;
 };
+
+/// The largest host-to-device copy whose bytes the trace records.
+inline constexpr uint64_t kRecordedCopyBytes = 64;
 
 /// Bytes of a cudaDataType element (0 for a type the dry run does not know).
 uint32_t dataTypeBytes(int type);

@@ -38,9 +38,7 @@ TEST(CudaExecutorArguments, ResolvesEveryKind) {
   scratch.bytes = 64;
   launch.args = {in,
                  n,
-                 argument(plan::ArgKind::Seed, "seed"),
-                 argument(plan::ArgKind::Step, "step"),
-                 argument(plan::ArgKind::TotalSteps, "total_steps"),
+                 argument(plan::ArgKind::RunScalars, "runScalars"),
                  scratch,
                  argument(plan::ArgKind::Table, "table"),
                  argument(plan::ArgKind::ErrorRecord, "errors")};
@@ -48,20 +46,39 @@ TEST(CudaExecutorArguments, ResolvesEveryKind) {
   map.buffers = {0, 0x10000, 0x20000};
   map.scratch = 0x40000;
   map.errorRecord = 0x50000;
+  map.runScalars = 0x58000;
   map.tables = {0x60000, 0x70000};
   size_t nextTable = 1;
   std::vector<ResolvedArgument> resolved = resolveArguments(launch, map, nextTable);
-  ASSERT_EQ(resolved.size(), 8u);
+  ASSERT_EQ(resolved.size(), 6u);
   EXPECT_EQ(resolved[0].value, 0x10000u);
   EXPECT_EQ(static_cast<int64_t>(resolved[1].value), -7);
-  EXPECT_FALSE(resolved[1].isDynamic());
-  EXPECT_TRUE(resolved[2].isDynamic());
-  EXPECT_EQ(resolved[3].dynamic, plan::ArgKind::Step);
-  EXPECT_EQ(resolved[4].dynamic, plan::ArgKind::TotalSteps);
-  EXPECT_EQ(resolved[5].value, 0x40000u + 512);
-  EXPECT_EQ(resolved[6].value, 0x70000u);
+  EXPECT_EQ(resolved[2].value, 0x58000u);
+  EXPECT_EQ(resolved[3].value, 0x40000u + 512);
+  EXPECT_EQ(resolved[4].value, 0x70000u);
   EXPECT_EQ(nextTable, 2u);
-  EXPECT_EQ(resolved[7].value, 0x50000u);
+  EXPECT_EQ(resolved[5].value, 0x50000u);
+}
+
+TEST(CudaExecutorArguments, PerRunValuesByValueAreAnError) {
+  // A captured graph replays its arguments: the seed, the step and the total steps must come
+  // from the run-scalar block.
+  for (plan::ArgKind kind : {plan::ArgKind::Seed, plan::ArgKind::Step, plan::ArgKind::TotalSteps}) {
+    plan::LaunchStep launch;
+    launch.args = {argument(kind, "value")};
+    size_t nextTable = 0;
+    try {
+      resolveArguments(launch, AddressMap{}, nextTable);
+      ADD_FAILURE() << plan::argKindName(kind) << " was resolved";
+    } catch (const CudaError &error) {
+      EXPECT_EQ(error.kind(), CudaErrorKind::InvalidArgument);
+      EXPECT_NE(std::string(error.what())
+                    .find("argument 'value' passes the " + std::string(plan::argKindName(kind)) +
+                          " by value"),
+                std::string::npos)
+          << error.what();
+    }
+  }
 }
 
 TEST(CudaExecutorArguments, BufferWithoutMemoryIsAnError) {
@@ -223,9 +240,9 @@ TEST(CudaExecutorMemory, NeedsCountEveryRegion) {
   plan.device.optimizerStep.arenaBytes = 512;
   plan.device.microStep.scratchBytes = 100;
   const DeviceMemoryNeeds needs = deviceMemoryNeeds(plan);
-  // 4000 -> 4096, 40 -> 256, error records 64 -> 256, then the metrics'
-  // 56 bytes (the last buffer is not padded).
-  EXPECT_EQ(needs.persistent, 4096u + 256 + 256 + 56);
+  // 4000 -> 4096, 40 -> 256, error records 64 -> 256, the metrics' 56 bytes
+  // -> 256, then the 24 bytes of run scalars (the last region is not padded).
+  EXPECT_EQ(needs.persistent, 4096u + 256 + 256 + 256 + 24);
   EXPECT_EQ(needs.arena, 8192u);
   EXPECT_EQ(needs.scratch, 256u);
   EXPECT_EQ(needs.workspace, 32u << 20);
@@ -234,7 +251,7 @@ TEST(CudaExecutorMemory, NeedsCountEveryRegion) {
 
 TEST(CudaExecutorMemory, PoolLayoutHoldsEverythingItSizes) {
   // Sizing and allocation read one layout: buffers, then tables (micro step,
-  // then optimizer step), then error records and metrics, each aligned and
+  // then optimizer step), then error records, metrics and the run scalars, each aligned and
   // disjoint, all inside the size deviceMemoryNeeds reports.
   plan::Plan plan;
   plan.accumulationSteps = 3;
@@ -268,7 +285,8 @@ TEST(CudaExecutorMemory, PoolLayoutHoldsEverythingItSizes) {
       {pool.optimizerTables[0], 2 * 24},
       {pool.optimizerTables[1], 5 * 88},
       {pool.errorRecords, 2 * sizeof(plan::DeviceErrorRecord)},
-      {pool.metrics, 8 * (3 + 5)}}; // a loss per micro step + 5 slots
+      {pool.metrics, 8 * (3 + 5)}, // a loss per micro step + 5 slots
+      {pool.runScalars, sizeof(plan::RunScalarBlock)}};
   for (size_t i = 0; i < spans.size(); ++i) {
     EXPECT_EQ(spans[i].first % 256, 0u) << i;
     EXPECT_LE(spans[i].first + spans[i].second, pool.bytes) << i;

@@ -113,9 +113,7 @@ Plan devicePlan(DeviceBuffers *ids = nullptr) {
                  out,
                  n,
                  partials,
-                 argument(plan::ArgKind::Seed, "seed"),
-                 argument(plan::ArgKind::Step, "step"),
-                 argument(plan::ArgKind::TotalSteps, "totalSteps"),
+                 argument(plan::ArgKind::RunScalars, "runScalars"),
                  argument(plan::ArgKind::ErrorRecord, "errors")};
   micro.groups.push_back({"reduction", {3}, {plan::MemsetStep{d.loss}, launch}});
   micro.views.push_back({d.r, d.z});
@@ -156,7 +154,8 @@ TEST(PlanDevice, RoundTrip) {
   EXPECT_EQ(launch.args[3].kind, plan::ArgKind::Scratch);
   EXPECT_EQ(launch.args[3].value, 256);
   EXPECT_EQ(launch.args[1].access, plan::Access::ReadWrite);
-  EXPECT_EQ(launch.args[7].kind, plan::ArgKind::ErrorRecord);
+  EXPECT_EQ(launch.args[4].kind, plan::ArgKind::RunScalars);
+  EXPECT_EQ(launch.args[5].kind, plan::ArgKind::ErrorRecord);
   EXPECT_EQ(decoded.device.modules[0].cubinSm90.size(), 8u);
   EXPECT_TRUE(decoded.device.modules[0].cubinSm80.empty());
   // Identical plans give identical bytes.
@@ -206,6 +205,14 @@ TEST(PlanDevice, RejectsBadBuffersAndArguments) {
   plan = devicePlan();
   launchOf(plan).grid[1] = 0;
   expectInvalid(plan, {"grid and block sizes must be at least 1"});
+  // A per-run value passed by value would be replayed unchanged by a captured graph.
+  for (plan::ArgKind kind : {plan::ArgKind::Seed, plan::ArgKind::Step, plan::ArgKind::TotalSteps}) {
+    plan = devicePlan();
+    launchOf(plan).args[4].kind = kind;
+    const std::string message = "argument 'runScalars': argument kind " +
+                                std::string(plan::argKindName(kind)) + " passes a per-run value";
+    expectInvalid(plan, {message.c_str(), "run_scalars argument"});
+  }
 }
 
 TEST(PlanDevice, RejectsBadArenas) {
