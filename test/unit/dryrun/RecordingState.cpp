@@ -542,6 +542,10 @@ bool Recorder::takePlant(const char *name, bool capturing, AmpcRecordingPlant &p
       (inCapture && !capturing) ||
       (name && std::string(name).find(plantedKernel) == std::string::npos))
     return false;
+  return claimPlant(plant);
+}
+
+bool Recorder::claimPlant(AmpcRecordingPlant &plant) {
   if (plantCandidates++ != planted.occurrence)
     return false;
   plant = planted;
@@ -553,11 +557,7 @@ bool Recorder::takeCopyPlant(uint64_t bytes, AmpcRecordingPlant &plant) {
   // Candidates: the copies that reach the planted word.
   if (planted.kind != AMPC_PLANT_COPY_WORD || bytes <= 8 * static_cast<uint64_t>(planted.argument))
     return false;
-  if (plantCandidates++ != planted.occurrence)
-    return false;
-  plant = planted;
-  planted = AmpcRecordingPlant();
-  return true;
+  return claimPlant(plant);
 }
 
 void Recorder::applyPlant(const AmpcRecordingPlant &plant, Node &node, CUstream stream) {

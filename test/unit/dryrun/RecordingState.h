@@ -152,6 +152,8 @@ public:
   /// The plant for this host-to-device copy of \p bytes (recorded with its
   /// bytes), if it is the one planted for; it is then used up.
   bool takeCopyPlant(uint64_t bytes, AmpcRecordingPlant &plant);
+  /// Counts one candidate; the planted one (its occurrence) takes the plant, once.
+  bool claimPlant(AmpcRecordingPlant &plant);
   /// Applies a launch's plant to \p node, queued on \p stream.
   void applyPlant(const AmpcRecordingPlant &plant, Node &node, CUstream stream);
 
