@@ -531,14 +531,37 @@ plan::AttentionStep Builder::attentionStep(Operation *op, GroupScratch &scratch)
   const bool backward = llvm::isa<AttentionGradOp, QkvAttentionGradOp>(op);
   const bool packed = llvm::isa<QkvAttentionOp, QkvAttentionGradOp>(op);
   step.pass = backward ? plan::AttentionPass::Backward : plan::AttentionPass::Forward;
+  // What the four ops share, through their own accessors: the attributes, the f32 row
+  // log-sum-exp (the forward's result or the gradient's saved operand) and the saved o.
+  Value lse, savedOutput;
+  int64_t heads = 0; // the packed ops'
+  auto common = [&](auto typed) {
+    step.causal = typed.getCausal();
+    step.scale = static_cast<float>(typed.getEffectiveScale());
+  };
+  if (auto forward = llvm::dyn_cast<AttentionOp>(op)) {
+    common(forward);
+    lse = forward.getLse();
+  } else if (auto forward = llvm::dyn_cast<QkvAttentionOp>(op)) {
+    common(forward);
+    lse = forward.getLse();
+    heads = static_cast<int64_t>(forward.getHeads());
+  } else if (auto grad = llvm::dyn_cast<AttentionGradOp>(op)) {
+    common(grad);
+    lse = grad.getSavedLse();
+    savedOutput = grad.getSavedOutput();
+  } else {
+    auto packedGrad = llvm::cast<QkvAttentionGradOp>(op);
+    common(packedGrad);
+    lse = packedGrad.getSavedLse();
+    savedOutput = packedGrad.getSavedOutput();
+    heads = static_cast<int64_t>(packedGrad.getHeads());
+  }
   const std::string where = "the attention at " + formatLocation(op->getLoc(), true);
   Value first = op->getOperand(0);
   const std::vector<int64_t> firstShape = shapeOf(first);
   int64_t headDim;
   if (packed) {
-    auto forward = llvm::dyn_cast<QkvAttentionOp>(op);
-    const auto heads = static_cast<int64_t>(
-        forward ? forward.getHeads() : llvm::cast<QkvAttentionGradOp>(op).getHeads());
     const size_t lead = firstShape.size() - 1;
     headDim = firstShape.back() / (3 * heads);
     step.heads = heads;
@@ -565,13 +588,6 @@ plan::AttentionStep Builder::attentionStep(Operation *op, GroupScratch &scratch)
   step.headDim = headDim;
   const std::string dtype = floatName(getElementTypeOrSelf(first.getType()));
   // Every tensor but the f32 row log-sum-exp has q's element type.
-  Value lse;
-  if (op->getNumResults() == 2 && !backward)
-    lse = op->getResult(1);
-  else if (auto grad = llvm::dyn_cast<AttentionGradOp>(op))
-    lse = grad.getSavedLse();
-  else if (auto grad = llvm::dyn_cast<QkvAttentionGradOp>(op))
-    lse = grad.getSavedLse();
   std::vector<Value> all(op->getOperands().begin(), op->getOperands().end());
   all.insert(all.end(), op->getResults().begin(), op->getResults().end());
   llvm::erase(all, lse);
@@ -582,8 +598,7 @@ plan::AttentionStep Builder::attentionStep(Operation *op, GroupScratch &scratch)
   if (packed) {
     // Rows of 3 heads D (q, k, v side by side) and heads D (o); head h at h D in each.
     const int64_t width = step.heads * headDim, elementBytes = dtype == "f32" ? 4 : 2;
-    const uint32_t qkv = bufferOf(first);
-    step.q = step.k = step.v = qkv;
+    step.q = step.k = step.v = bufferOf(first);
     step.qLayout = {0, step.queries * 3 * width, headDim, 3 * width};
     step.kLayout = step.vLayout = step.qLayout;
     step.kLayout.offset = static_cast<uint64_t>(width * elementBytes);
@@ -597,51 +612,29 @@ plan::AttentionStep Builder::attentionStep(Operation *op, GroupScratch &scratch)
         plan::AttentionLayout::contiguous(step.heads, step.queries, headDim);
     step.kLayout = step.vLayout = plan::AttentionLayout::contiguous(step.heads, step.keys, headDim);
   }
-  bool causal;
-  double scale;
   if (!backward) {
-    if (packed) {
-      causal = llvm::cast<QkvAttentionOp>(op).getCausal();
-      scale = llvm::cast<QkvAttentionOp>(op).getEffectiveScale();
-    } else {
-      causal = llvm::cast<AttentionOp>(op).getCausal();
-      scale = llvm::cast<AttentionOp>(op).getEffectiveScale();
-    }
     step.out = bufferOf(op->getResult(0));
     // An lse nothing reads (its gradient reads a recomputed forward's) has no place in the
     // arena: the kernel writes it into scratch.
     if (lse && !lse.use_empty())
       step.lse = bufferOf(lse);
-  } else if (packed) {
-    auto grad = llvm::cast<QkvAttentionGradOp>(op);
-    causal = grad.getCausal();
-    scale = grad.getEffectiveScale();
-    step.dOut = bufferOf(grad.getGrad());
-    step.dq = step.dk = step.dv = bufferOf(grad.getQkvGrad());
-    if (lse) {
-      step.out = bufferOf(grad.getSavedOutput());
-      step.lse = bufferOf(lse);
-    }
   } else {
-    auto grad = llvm::cast<AttentionGradOp>(op);
-    causal = grad.getCausal();
-    scale = grad.getEffectiveScale();
-    step.dOut = bufferOf(grad.getGrad());
-    step.dq = bufferOf(grad.getQueryGrad());
-    step.dk = bufferOf(grad.getKeyGrad());
-    step.dv = bufferOf(grad.getValueGrad());
+    // attention_grad (q, k, v, dy) -> dq, dk, dv; qkv_attention_grad (qkv, dy) -> the packed
+    // gradient, whose three windows dq, dk and dv are.
+    step.dOut = bufferOf(op->getOperand(packed ? 1 : 3));
+    step.dq = bufferOf(op->getResult(0));
+    step.dk = bufferOf(op->getResult(packed ? 0 : 1));
+    step.dv = bufferOf(op->getResult(packed ? 0 : 2));
     if (lse) {
-      step.out = bufferOf(grad.getSavedOutput());
+      step.out = bufferOf(savedOutput);
       step.lse = bufferOf(lse);
     }
   }
-  step.causal = causal;
-  step.scale = static_cast<float>(scale);
   // bf16 and f16 run on the tensor cores (FlashAttentionMma.cuh, 64 rows a block); f32 keeps
   // the fp32-FMA kernels (32 rows a block).
   step.blockRows = flashUsesTensorCores(dtype) ? 64 : 32;
   const std::string suffix = dtype + "_d" + std::to_string(headDim);
-  const std::string causality = causal ? "_causal" : "";
+  const std::string causality = step.causal ? "_causal" : "";
   const uint64_t rows = static_cast<uint64_t>(step.batch * step.heads * step.queries);
   // lse: the f32 log-sum-exp of every query row. The forward writes it into its lse result, or
   // into scratch when the plan keeps none. A backward with the forward's saved o and lse runs

@@ -11,6 +11,7 @@
 
 #include "runtime/cpu/Kernels.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace ampc::cpu::kernels {
@@ -23,22 +24,27 @@ struct Packed {
   int64_t batch, tokens, heads, headDim;
 
   int64_t width(int64_t parts) const { return parts * heads * headDim; }
-  /// Copies part \p part of \p packed ([batch, tokens, parts x heads x headDim]) into \p slices
-  /// ([batch, heads, tokens, headDim]), or back when \p toPacked.
-  template <typename T>
-  void move(T *packed, int64_t parts, int64_t part, T *slices, bool toPacked) const {
+  /// Calls \p move(packedOffset, sliceOffset) for the first element of every head row of part
+  /// \p part of a [batch, tokens, parts x heads x headDim] tensor and of its place in the
+  /// [batch, heads, tokens, headDim] slices; each row is headDim contiguous elements in both.
+  template <typename F> void rows(int64_t parts, int64_t part, F move) const {
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t t = 0; t < tokens; ++t)
-        for (int64_t h = 0; h < heads; ++h) {
-          T *row = packed + (b * tokens + t) * width(parts) + (part * heads + h) * headDim;
-          T *slice = slices + ((b * heads + h) * tokens + t) * headDim;
-          for (int64_t d = 0; d < headDim; ++d) {
-            if (toPacked)
-              row[d] = slice[d];
-            else
-              slice[d] = row[d];
-          }
-        }
+        for (int64_t h = 0; h < heads; ++h)
+          move((b * tokens + t) * width(parts) + (part * heads + h) * headDim,
+               ((b * heads + h) * tokens + t) * headDim);
+  }
+  /// Part \p part of \p packed into \p slices.
+  template <typename T> void gather(const T *packed, int64_t parts, int64_t part, T *slices) const {
+    rows(parts, part, [&](int64_t from, int64_t to) {
+      std::copy(packed + from, packed + from + headDim, slices + to);
+    });
+  }
+  /// \p slices into part \p part of \p packed.
+  template <typename T> void scatter(const T *slices, int64_t parts, int64_t part, T *packed) const {
+    rows(parts, part, [&](int64_t to, int64_t from) {
+      std::copy(slices + from, slices + from + headDim, packed + to);
+    });
   }
   int64_t sliceElements() const { return batch * heads * tokens * headDim; }
 };
@@ -50,13 +56,12 @@ void qkvAttention(const T *qkv, int64_t batch, int64_t tokens, int64_t heads, in
                   double scale, bool causal, T *out, T *lse) {
   const Packed packed{batch, tokens, heads, headDim};
   std::vector<T> q(packed.sliceElements()), k(q.size()), v(q.size()), o(q.size());
-  T *source = const_cast<T *>(qkv); // read only: move() copies out of it
-  packed.move(source, 3, 0, q.data(), false);
-  packed.move(source, 3, 1, k.data(), false);
-  packed.move(source, 3, 2, v.data(), false);
+  packed.gather(qkv, 3, 0, q.data());
+  packed.gather(qkv, 3, 1, k.data());
+  packed.gather(qkv, 3, 2, v.data());
   attention(q.data(), k.data(), v.data(), batch * heads, tokens, tokens, headDim, headDim, scale,
             causal, o.data(), lse);
-  packed.move(out, 1, 0, o.data(), true);
+  packed.scatter(o.data(), 1, 0, out);
 }
 
 template <typename T>
@@ -65,16 +70,15 @@ void qkvAttentionGrad(const T *qkv, const T *dy, int64_t batch, int64_t tokens, 
   const Packed packed{batch, tokens, heads, headDim};
   std::vector<T> q(packed.sliceElements()), k(q.size()), v(q.size()), dO(q.size());
   std::vector<T> dq(q.size()), dk(q.size()), dv(q.size());
-  T *source = const_cast<T *>(qkv);
-  packed.move(source, 3, 0, q.data(), false);
-  packed.move(source, 3, 1, k.data(), false);
-  packed.move(source, 3, 2, v.data(), false);
-  packed.move(const_cast<T *>(dy), 1, 0, dO.data(), false);
+  packed.gather(qkv, 3, 0, q.data());
+  packed.gather(qkv, 3, 1, k.data());
+  packed.gather(qkv, 3, 2, v.data());
+  packed.gather(dy, 1, 0, dO.data());
   attentionGrad(q.data(), k.data(), v.data(), dO.data(), batch * heads, tokens, tokens, headDim,
                 headDim, scale, causal, dq.data(), dk.data(), dv.data());
-  packed.move(dqkv, 3, 0, dq.data(), true);
-  packed.move(dqkv, 3, 1, dk.data(), true);
-  packed.move(dqkv, 3, 2, dv.data(), true);
+  packed.scatter(dq.data(), 3, 0, dqkv);
+  packed.scatter(dk.data(), 3, 1, dqkv);
+  packed.scatter(dv.data(), 3, 2, dqkv);
 }
 
 template void qkvAttention<float>(const float *, int64_t, int64_t, int64_t, int64_t, double, bool,
