@@ -62,12 +62,18 @@ def tail(path, n=3):
         return " | ".join(line.strip() for line in f.readlines()[-n:])
 
 
+# ampc's variants: the executable's suffix and extra flags per variant key.
+AMPC_VARIANTS = {"bf16_heuristic": ("bf16", ["--matmul-algorithms", "heuristic"])}
+
+
 def ampc_row(a, c, name, label):
-    exe = os.path.join(a.bundle, "train", name)
+    model, _, key = name.partition("_")
+    suffix, extra = AMPC_VARIANTS.get(key, (key, []))
+    exe = os.path.join(a.bundle, "train", f"{model}_{suffix}")
     summary = os.path.join(a.out, name + ".summary.json")
     log = os.path.join(a.out, name + ".log")
     cmd = [exe, "--device", "cuda", "--steps", str(a.warmup + a.steps), "--seed", "0",
-           "--data", a.data, "--summary", summary, "--quiet"]
+           "--data", a.data, "--summary", summary, "--quiet"] + extra
     row = {"model": c.name, "impl": "ampc", "variant": label}
     if run_logged(cmd, log, a.timeout) != 0 or not os.path.exists(summary):
         row["error"] = tail(log)
@@ -137,11 +143,13 @@ def table(rows, cs):
 def bench(a, cs):
     rows = []
     plan = {"gpt10m": ["bf16", "fp16", "fp32"], "gpt30m": ["bf16"],
-            "gpt124m": ["bf16", "bf16_budget50"]}
+            "gpt124m": ["bf16", "bf16_heuristic", "bf16_budget50"]}
     for model in a.models.split(","):
         c = cs[model]
         for p in plan.get(model, ["bf16"]):
-            rows.append(ampc_row(a, c, f"{model}_{p}", p.replace("_budget50", " budget 50%")))
+            label = p.replace("_budget50", " budget 50%").replace("_heuristic",
+                                                                   " heuristic mm")
+            rows.append(ampc_row(a, c, f"{model}_{p}", label))
             print(f"bench: ampc {model} {p}: {rows[-1].get('step_ms', 'failed')}",
                   file=sys.stderr, flush=True)
         for v in a.torch_variants.split(","):

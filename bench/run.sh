@@ -169,7 +169,7 @@ phase_attention() {
 }
 
 phase_profile() {
-  timeout 600 "$here/train/gpt124m_bf16" --device cuda --steps 8 --profile=3 --profile-top 25 \
+  timeout 600 "$here/train/gpt124m_bf16" --device cuda --steps 8 --profile=3 --profile-top 80 \
     --data "$here/data/kjv_train.bin" --quiet >"$results/profile_gpt124m.txt" 2>&1
   local status=$?
   if [ $status -eq 0 ]; then note profile ok "profile_gpt124m.txt"

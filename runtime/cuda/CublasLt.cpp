@@ -3,6 +3,7 @@
 #include "runtime/cuda/CublasLt.h"
 #include "runtime/cuda/DynamicLibrary.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 
@@ -373,6 +374,8 @@ Matmul::Matmul(Device &device, const CublasLtApi *api)
 
 Matmul::~Matmul() {
   problems.clear();
+  if (timing)
+    device->api().cuStreamDestroy(timing);
   if (handle)
     api->cublasLtDestroy(handle);
 }
@@ -403,7 +406,23 @@ Matmul::Key Matmul::keyOf(const MatmulDesc &desc, const MatmulOperands &operands
              pointerAlignment(operands.bias) * 1024 + pointerAlignment(operands.aux)};
 }
 
-Matmul::CachedProblem &Matmul::problemFor(const MatmulDesc &desc, const MatmulOperands &operands) {
+const char *matmulSelectionName(MatmulSelection selection) {
+  return selection == MatmulSelection::Timed ? "timed" : "heuristic";
+}
+
+size_t fastestCandidate(const std::vector<double> &milliseconds) {
+  size_t best = 0;
+  bool found = false;
+  for (size_t i = 0; i < milliseconds.size(); ++i)
+    if (milliseconds[i] >= 0 && (!found || milliseconds[i] < milliseconds[best])) {
+      best = i;
+      found = true;
+    }
+  return best;
+}
+
+Matmul::CachedProblem &Matmul::problemFor(const MatmulDesc &desc, const MatmulOperands &operands,
+                                          MatmulSelection selection) {
   const Key key = keyOf(desc, operands);
   auto found = problems.find(key);
   if (found != problems.end())
@@ -489,18 +508,18 @@ Matmul::CachedProblem &Matmul::problemFor(const MatmulDesc &desc, const MatmulOp
                 pointerAlignment(operands.c ? operands.c : operands.d));
   setPreference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, pointerAlignment(operands.d));
 
-  cublasLtMatmulHeuristicResult_t results[4] = {};
+  // Timing only helps where nothing is being captured (a capture runs nothing to time).
+  const bool timed = selection == MatmulSelection::Timed && !device->capturing();
+  cublasLtMatmulHeuristicResult_t results[kTimedCandidates] = {};
   int returned = 0;
-  const cublasStatus_t heuristicStatus =
-      lt.cublasLtMatmulAlgoGetHeuristic(handle, entry->operation, entry->a, entry->b, entry->d,
-                                        entry->d, preference, 4, results, &returned);
-  const cublasLtMatmulHeuristicResult_t *best = nullptr;
+  const cublasStatus_t heuristicStatus = lt.cublasLtMatmulAlgoGetHeuristic(
+      handle, entry->operation, entry->a, entry->b, entry->d, entry->d, preference,
+      timed ? kTimedCandidates : 4, results, &returned);
+  std::vector<const cublasLtMatmulHeuristicResult_t *> usable;
   for (int i = 0; heuristicStatus == CUBLAS_STATUS_SUCCESS && i < returned; ++i)
-    if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= workspaceBytes) {
-      best = &results[i];
-      break;
-    }
-  if (!best) {
+    if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= workspaceBytes)
+      usable.push_back(&results[i]);
+  if (usable.empty()) {
     std::string message =
         "cuBLASLt has no algorithm for " + describeMatmul(desc) + " on " + device->info().summary();
     if (heuristicStatus != CUBLAS_STATUS_SUCCESS)
@@ -514,12 +533,69 @@ Matmul::CachedProblem &Matmul::problemFor(const MatmulDesc &desc, const MatmulOp
                     heuristicStatus != CUBLAS_STATUS_SUCCESS ? heuristicStatus
                                                              : CUBLAS_STATUS_NOT_SUPPORTED);
   }
-  entry->algorithm = best->algo;
-  entry->workspaceBytes = best->workspaceSize;
+  entry->algorithm = usable.front()->algo;
+  entry->workspaceBytes = usable.front()->workspaceSize;
+  if (timed && usable.size() > 1) {
+    // One untimed run of each candidate (a failure to launch drops it), then kTimedRuns
+    // between two events; the fastest is kept.
+    // Nothing else runs meanwhile: the device's stream is drained first.
+    device->synchronize("waiting for the GPU before timing matmul algorithms");
+    const CUstream stream = timingStream();
+    std::vector<double> milliseconds(usable.size(), -1.0);
+    Event start(*device), end(*device);
+    for (size_t i = 0; i < usable.size(); ++i) {
+      if (launch(*entry, usable[i]->algo, operands, stream) != CUBLAS_STATUS_SUCCESS)
+        continue;
+      start.record(stream);
+      bool ran = true;
+      for (int r = 0; r < kTimedRuns && ran; ++r)
+        ran = launch(*entry, usable[i]->algo, operands, stream) == CUBLAS_STATUS_SUCCESS;
+      end.record(stream);
+      end.synchronize();
+      if (ran)
+        milliseconds[i] = Event::elapsedMilliseconds(start, end) / kTimedRuns;
+    }
+    const size_t best = fastestCandidate(milliseconds);
+    if (milliseconds[best] >= 0) {
+      entry->algorithm = usable[best]->algo;
+      entry->workspaceBytes = usable[best]->workspaceSize;
+      MatmulChoice choice;
+      choice.problem = describeMatmul(desc);
+      choice.candidates = static_cast<int>(
+          std::count_if(milliseconds.begin(), milliseconds.end(), [](double t) { return t >= 0; }));
+      choice.chosen = static_cast<int>(best);
+      choice.heuristicMs = milliseconds.front();
+      choice.chosenMs = milliseconds[best];
+      timedChoices.push_back(choice);
+    }
+  }
   return *problems.emplace(key, std::move(entry)).first->second;
 }
 
-void Matmul::run(const MatmulDesc &desc, const MatmulOperands &operands) {
+CUstream Matmul::timingStream() {
+  if (!timing)
+    checkDriver(device->api(), device->api().cuStreamCreate(&timing, CU_STREAM_DEFAULT),
+                "cuStreamCreate", "creating the stream matmul algorithms are timed on");
+  return timing;
+}
+
+cublasStatus_t Matmul::launch(const CachedProblem &problem, const cublasLtMatmulAlgo_t &algorithm,
+                              const MatmulOperands &operands, CUstream stream) {
+  const CUdeviceptr c = operands.c ? operands.c : operands.d;
+  // cuBLASLt's A is our B and its B our A (see the file comment of CublasLt.h).
+  return api->cublasLtMatmul(handle, problem.operation, &operands.alpha,
+                             reinterpret_cast<const void *>(operands.b), problem.a,
+                             reinterpret_cast<const void *>(operands.a), problem.b, &operands.beta,
+                             reinterpret_cast<const void *>(c), problem.d,
+                             reinterpret_cast<void *>(operands.d), problem.d, &algorithm,
+                             reinterpret_cast<void *>(workspace.pointer()), workspace.bytes(),
+                             stream);
+}
+
+namespace {
+
+/// Throws CudaError(InvalidArgument) when \p operands lack a pointer \p desc needs.
+void requireOperands(const MatmulDesc &desc, const MatmulOperands &operands) {
   const bool needsBias = desc.epilogue != MatmulEpilogue::None;
   const bool needsAux = desc.epilogue == MatmulEpilogue::GeluAuxBias;
   if (!operands.a || !operands.b || !operands.d || (operands.beta != 0.0f && !operands.c) ||
@@ -528,6 +604,18 @@ void Matmul::run(const MatmulDesc &desc, const MatmulOperands &operands) {
                     "cannot run " + describeMatmul(desc) +
                         ": a, b and d must be set, c when beta != 0, bias "
                         "for a bias epilogue and aux for gelu_aux_bias");
+}
+
+} // namespace
+
+void Matmul::prepare(const MatmulDesc &desc, const MatmulOperands &operands,
+                     MatmulSelection selection) {
+  requireOperands(desc, operands);
+  problemFor(desc, operands, selection);
+}
+
+void Matmul::run(const MatmulDesc &desc, const MatmulOperands &operands) {
+  requireOperands(desc, operands);
   CachedProblem &problem = problemFor(desc, operands);
   const CublasLtApi &lt = *api;
   // Pointers change between calls with the same problem (other buffers of
@@ -546,18 +634,8 @@ void Matmul::run(const MatmulDesc &desc, const MatmulOperands &operands) {
                     problem.operation, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux),
                 "cublasLtMatmulDescSetAttribute", desc);
   }
-  const CUdeviceptr c = operands.c ? operands.c : operands.d;
-  // cuBLASLt's A is our B and its B our A (see the file comment of
-  // CublasLt.h).
-  checkCublas(lt,
-              lt.cublasLtMatmul(handle, problem.operation, &operands.alpha,
-                                reinterpret_cast<const void *>(operands.b), problem.a,
-                                reinterpret_cast<const void *>(operands.a), problem.b,
-                                &operands.beta, reinterpret_cast<const void *>(c), problem.d,
-                                reinterpret_cast<void *>(operands.d), problem.d, &problem.algorithm,
-                                reinterpret_cast<void *>(workspace.pointer()), workspace.bytes(),
-                                device->stream()),
-              "cublasLtMatmul", desc);
+  checkCublas(lt, launch(problem, problem.algorithm, operands, device->stream()), "cublasLtMatmul",
+              desc);
 }
 
 } // namespace ampc::cuda

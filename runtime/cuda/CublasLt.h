@@ -38,7 +38,15 @@
 // problem (shapes, types, transposes, strides, epilogue, batch and the
 // alignment of every pointer) and are cached with their descriptors; all
 // matmuls share one workspace of 32 MiB, allocated once, so a matmul never
-// allocates and can be captured into a CUDA graph.
+// allocates and can be captured into a CUDA graph. The heuristic ranks its
+// candidates by a model of the GPU, and its first is not always the
+// fastest at a given shape and epilogue: prepare() with
+// MatmulSelection::Timed runs each of the first kTimedCandidates on the
+// device and keeps the fastest (what torch.compile's max-autotune does for
+// its matmul templates), on a stream of its own after the device's has
+// drained. That writes the problem's outputs, so the executor calls it
+// while building, before any buffer holds a value (see
+// runtime/cuda/ExecutorRun.cpp, chooseMatmulAlgorithms).
 //
 //===----------------------------------------------------------------------===//
 
@@ -207,11 +215,40 @@ uint32_t pointerAlignment(CUdeviceptr address);
 // Matmul
 //===----------------------------------------------------------------------===//
 
+/// How Matmul::prepare picks a problem's algorithm.
+enum class MatmulSelection : uint8_t {
+  /// cuBLASLt's heuristic's first candidate, untimed.
+  Heuristic,
+  /// The fastest of the heuristic's first kTimedCandidates, each run on the
+  /// device (one untimed run, then kTimedRuns between CUDA events).
+  Timed,
+};
+
+/// "heuristic" or "timed".
+const char *matmulSelectionName(MatmulSelection selection);
+
+/// What timing found for one problem (the --profile report lists them).
+struct MatmulChoice {
+  std::string problem;     ///< describeMatmul
+  int candidates = 0;      ///< algorithms the heuristic offered that ran
+  int chosen = 0;          ///< the fastest's rank in the heuristic's order (0: its first)
+  double heuristicMs = 0;  ///< the heuristic's first candidate, per run
+  double chosenMs = 0;     ///< the chosen one, per run
+};
+
+/// The index of the smallest non-negative time in \p milliseconds (a
+/// negative time marks a candidate that failed to run); the earliest of
+/// equal times, so ties keep the heuristic's order; 0 when none ran. Pure.
+size_t fastestCandidate(const std::vector<double> &milliseconds);
+
 /// Runs matmuls on a device's stream. Not thread-safe: one per stream.
 class Matmul {
 public:
   /// The workspace every matmul may use.
   static constexpr size_t kWorkspaceBytes = 32u << 20;
+  /// Heuristic candidates timed per problem, and timed runs of each.
+  static constexpr int kTimedCandidates = 8;
+  static constexpr int kTimedRuns = 5;
 
   /// Creates the cuBLASLt handle and allocates the workspace. Throws
   /// CudaError(NoCublasLt) when the library is missing, OutOfMemory when
@@ -227,8 +264,21 @@ public:
   /// and the status).
   void run(const MatmulDesc &desc, const MatmulOperands &operands);
 
+  /// Chooses and caches the algorithm of the problem \p desc with
+  /// \p operands (run() then uses it for every call with the same
+  /// problem). With MatmulSelection::Timed it runs the candidates on
+  /// \p operands: they read a, b and c and overwrite d, aux and a bias
+  /// gradient, so call it only when those hold nothing yet; on a stream
+  /// under capture it takes the heuristic's first, as run() does for a
+  /// problem it was not given. Throws as run().
+  void prepare(const MatmulDesc &desc, const MatmulOperands &operands, MatmulSelection selection);
+
   /// Distinct problems seen so far (each with its cached algorithm).
   size_t cachedProblems() const { return problems.size(); }
+
+  /// One entry per problem whose algorithm was chosen by timing, in the
+  /// order they were prepared.
+  const std::vector<MatmulChoice> &choices() const { return timedChoices; }
 
 private:
   struct CachedProblem;
@@ -236,13 +286,22 @@ private:
   /// descriptors, including pointer alignments.
   using Key = std::array<int64_t, 22>;
   static Key keyOf(const MatmulDesc &desc, const MatmulOperands &operands);
-  CachedProblem &problemFor(const MatmulDesc &desc, const MatmulOperands &operands);
+  CachedProblem &problemFor(const MatmulDesc &desc, const MatmulOperands &operands,
+                            MatmulSelection selection = MatmulSelection::Heuristic);
+  /// Queues one cublasLtMatmul of \p problem with \p algorithm on \p stream.
+  cublasStatus_t launch(const CachedProblem &problem, const cublasLtMatmulAlgo_t &algorithm,
+                        const MatmulOperands &operands, CUstream stream);
+  /// The stream candidates are timed on (created on first use), so their runs are told apart
+  /// from the step's matmuls on the device's stream.
+  CUstream timingStream();
 
   Device *device;
   const CublasLtApi *api;
   cublasLtHandle_t handle = nullptr;
   DeviceAllocation workspace;
   std::map<Key, std::unique_ptr<CachedProblem>> problems;
+  std::vector<MatmulChoice> timedChoices;
+  CUstream timing = nullptr;
 };
 
 } // namespace ampc::cuda

@@ -178,6 +178,13 @@ DeviceAllocation Device::allocate(size_t bytes, const std::string &what) {
   return DeviceAllocation(this, pointer, bytes);
 }
 
+bool Device::capturing() const {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  checkDriver(*driver, driver->cuStreamIsCapturing(deviceStream, &status), "cuStreamIsCapturing",
+              "asking whether the stream is being captured");
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 PinnedHostBuffer Device::allocatePinned(size_t bytes, const std::string &what) {
   PinnedHostBuffer buffer;
   checkDriverLazy(
@@ -240,8 +247,10 @@ Event::~Event() {
     device->api().cuEventDestroy(event);
 }
 
-void Event::record() {
-  checkDriver(device->api(), device->api().cuEventRecord(event, device->stream()), "cuEventRecord",
+void Event::record() { record(device->stream()); }
+
+void Event::record(CUstream stream) {
+  checkDriver(device->api(), device->api().cuEventRecord(event, stream), "cuEventRecord",
               "recording a timing event");
 }
 

@@ -150,6 +150,9 @@ public:
 
   /// Bytes held by live DeviceAllocations of this device.
   uint64_t allocatedBytes() const { return heldBytes; }
+  /// Whether the stream is being captured into a CUDA graph now (work
+  /// queued then is recorded, not run, and may not be waited for).
+  bool capturing() const;
 
   /// Allocates \p bytes (cuMemAlloc: at least 256-byte aligned; 0 bytes
   /// gives an empty allocation whose pointer is 0). \p what names the
@@ -210,6 +213,8 @@ public:
 
   /// Records the event at the current end of the device's stream.
   void record();
+  /// Records the event at the current end of \p stream (a stream of the device's context).
+  void record(CUstream stream);
   /// Waits until the GPU reaches the recorded point.
   void synchronize();
   /// Milliseconds between two recorded and completed events.

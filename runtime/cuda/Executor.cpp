@@ -150,6 +150,8 @@ Executor::Impl::Impl(const plan::Plan &source, Device &device, const ExecutorOpt
   optimizer.errorRecord = optimizerRecord;
   prepare(micro);
   prepare(optimizer);
+  // Before anything is uploaded: timing the matmuls' algorithms writes their outputs.
+  chooseMatmulAlgorithms();
   for (const plan::Constant &constant : plan.constants)
     device.copyToDevice(addresses.buffers[constant.buffer], constant.bytes.data(),
                         constant.bytes.size());
@@ -348,6 +350,7 @@ DeviceMemoryUse Executor::memoryUse() const {
   use.deviceUsed = info.totalBytes - info.freeBytes;
   return use;
 }
+std::vector<MatmulChoice> Executor::matmulChoices() const { return impl->matmul->choices(); }
 size_t Executor::replayedSegments(PlanFunction function) const {
   return function == PlanFunction::MicroStep ? impl->micro.replayed : impl->optimizer.replayed;
 }

@@ -40,6 +40,7 @@
 #define AMPC_RUNTIME_CUDA_EXECUTOR_H
 
 #include "runtime/cpu/Executor.h"
+#include "runtime/cuda/CublasLt.h"
 #include "runtime/cuda/Device.h"
 #include "runtime/plan/Plan.h"
 
@@ -71,6 +72,9 @@ struct ExecutorOptions {
   /// graph) must end, so that work can be queued on another stream right
   /// after them (the gradient buckets' ready points, GradientBuckets.h).
   std::vector<size_t> microStepCutsAfter;
+  /// How each distinct matmul's cuBLASLt algorithm is chosen while the
+  /// executor is built (Timed: the fastest of several, run on the GPU).
+  MatmulSelection matmulSelection = MatmulSelection::Timed;
 };
 
 /// What readMetrics returns: the state after the last optimizer step.
@@ -241,6 +245,8 @@ public:
 
   /// How each module was loaded ("sm_90 cubin for compute capability 9.0").
   std::vector<std::string> moduleChoices() const;
+  /// The matmuls whose algorithm was chosen by timing, with the times.
+  std::vector<MatmulChoice> matmulChoices() const;
   /// Segments run as graph replays in the last run of \p function.
   size_t replayedSegments(PlanFunction function) const;
 

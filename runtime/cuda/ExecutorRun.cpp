@@ -154,7 +154,8 @@ std::string Executor::Impl::describeStep(const FunctionState &f, size_t g, size_
          describeInstructions(*f.instructions, group.instructions);
 }
 
-void Executor::Impl::runMatmul(const plan::MatmulStep &step) {
+std::pair<MatmulDesc, MatmulOperands>
+Executor::Impl::matmulCall(const plan::MatmulStep &step) const {
   MatmulDesc desc;
   desc.m = step.m;
   desc.n = step.n;
@@ -179,7 +180,42 @@ void Executor::Impl::runMatmul(const plan::MatmulStep &step) {
   operands.beta = step.beta;
   operands.bias = address(step.bias);
   operands.aux = address(step.aux);
+  return {desc, operands};
+}
+
+void Executor::Impl::runMatmul(const plan::MatmulStep &step) {
+  const auto [desc, operands] = matmulCall(step);
   matmul->run(desc, operands);
+}
+
+void Executor::Impl::chooseMatmulAlgorithms() {
+  // What timing may overwrite: values of the step (temporaries, rewritten before they are read)
+  // and the state, which resetState zeroes after this.
+  auto writable = [&](uint32_t buffer) {
+    if (buffer == kNoBuffer)
+      return true;
+    const plan::BufferRole role = plan.buffers[buffer].role;
+    return role == plan::BufferRole::Temporary || role == plan::BufferRole::State;
+  };
+  for (const FunctionState *f : {&micro, &optimizer})
+    for (size_t g = 0; g < f->program->groups.size(); ++g)
+      for (size_t s = 0; s < f->program->groups[g].steps.size(); ++s) {
+        const auto *mm = std::get_if<plan::MatmulStep>(&f->program->groups[g].steps[s]);
+        if (!mm)
+          continue;
+        const bool timed = options.matmulSelection == MatmulSelection::Timed &&
+                           writable(mm->d) && writable(mm->aux) &&
+                           (mm->epilogue != plan::Epilogue::BGradB || writable(mm->bias));
+        const auto [desc, operands] = matmulCall(*mm);
+        try {
+          matmul->prepare(desc, operands,
+                          timed ? MatmulSelection::Timed : MatmulSelection::Heuristic);
+        } catch (const CudaError &error) {
+          throw CudaError(error.kind(),
+                          std::string(error.what()) + " [" + describeStep(*f, g, s) + "]",
+                          error.code());
+        }
+      }
 }
 
 Kernel &Executor::Impl::kernelAt(uint32_t index) {

@@ -111,7 +111,14 @@ public:
     return buffer == kNoBuffer ? 0 : addresses.buffers.at(buffer);
   }
 
+  /// The cuBLASLt problem and pointers of \p step.
+  std::pair<MatmulDesc, MatmulOperands> matmulCall(const plan::MatmulStep &step) const;
   void runMatmul(const plan::MatmulStep &step);
+  /// Chooses every distinct matmul's algorithm (options.matmulSelection).
+  /// Timing writes the matmuls' outputs, so it runs while the executor is
+  /// built, before any buffer holds a value; a matmul writing a buffer that
+  /// could already hold one (a parameter, an input) takes the heuristic's.
+  void chooseMatmulAlgorithms();
 
   Kernel &kernelAt(uint32_t index);
 

@@ -52,6 +52,24 @@ std::string groupLocations(const plan::DeviceGroup &group,
   return text.empty() ? "-" : text;
 }
 
+/// "[16384x2304x768 bf16->bf16 gelu_aux_bias] " for each matmul of \p group (m x n x k, the
+/// input and output types, the epilogue, "+=" when it accumulates), so a slow matmul row says
+/// which problem it is.
+std::string matmulShapes(const plan::Plan &plan, const plan::DeviceGroup &group) {
+  static const char *const epilogues[] = {"", " bias", " gelu_bias", " gelu_aux_bias", " bgrad"};
+  std::string text;
+  for (const plan::DeviceStep &step : group.steps)
+    if (const auto *mm = std::get_if<plan::MatmulStep>(&step)) {
+      const auto epilogue = static_cast<size_t>(mm->epilogue);
+      text += "[" + std::to_string(mm->m) + "x" + std::to_string(mm->n) + "x" +
+              std::to_string(mm->k) + (mm->batch > 1 ? " batch " + std::to_string(mm->batch) : "") +
+              " " + plan::dtypeName(plan.buffers[mm->a].dtype) + "->" +
+              plan::dtypeName(plan.buffers[mm->d].dtype) + (mm->beta != 0 ? " +=" : "") +
+              (epilogue < 5 ? epilogues[epilogue] : " ?") + "] ";
+    }
+  return text;
+}
+
 bool hasStep(const plan::DeviceGroup &group, size_t index) {
   for (const plan::DeviceStep &step : group.steps)
     if (step.index() == index)
@@ -98,6 +116,7 @@ std::vector<ProfileRow> profileRows(const plan::Plan &plan, const std::vector<Gr
     const plan::DeviceGroup &group = program.groups[time.group];
     const GroupCost cost = groupCost(plan, group);
     const std::string locations =
+        matmulShapes(plan, group) +
         groupLocations(group, micro ? plan.instructions : plan.optimizerInstructions);
     const double perStep = micro ? static_cast<double>(plan.accumulationSteps) : 1.0;
     ProfileRow &row = rows[Key(micro ? 0 : 1, group.kind, locations, cost.bytes, cost.flops)];
@@ -195,6 +214,35 @@ std::string formatProfile(const plan::Plan &plan, const std::vector<ProfileRow> 
                      : std::string());
     text += "\n";
   }
+  return text;
+}
+
+std::string formatMatmulChoices(const std::vector<MatmulChoice> &choices) {
+  if (choices.empty())
+    return "";
+  std::vector<MatmulChoice> sorted = choices;
+  std::stable_sort(sorted.begin(), sorted.end(), [](const MatmulChoice &a, const MatmulChoice &b) {
+    return a.heuristicMs > b.heuristicMs;
+  });
+  std::string text = "matmul algorithms chosen by timing cuBLASLt's candidates (per run, each "
+                     "distinct problem once):\n";
+  char line[512];
+  std::snprintf(line, sizeof(line), "%10s %10s %7s %6s  %s\n", "first ms", "chosen ms", "gain",
+                "rank", "problem");
+  text += line;
+  double first = 0, chosen = 0;
+  for (const MatmulChoice &choice : sorted) {
+    first += choice.heuristicMs;
+    chosen += choice.chosenMs;
+    const double gain = choice.heuristicMs > 0 ? 1 - choice.chosenMs / choice.heuristicMs : 0;
+    std::snprintf(line, sizeof(line), "%10.4f %10.4f %6.1f%% %3d/%-2d  %s\n", choice.heuristicMs,
+                  choice.chosenMs, 100 * gain, choice.chosen + 1, choice.candidates,
+                  choice.problem.c_str());
+    text += line;
+  }
+  std::snprintf(line, sizeof(line), "%10.4f %10.4f %6.1f%%  total of %zu problems\n", first,
+                chosen, first > 0 ? 100 * (1 - chosen / first) : 0.0, sorted.size());
+  text += line;
   return text;
 }
 

@@ -67,6 +67,11 @@ std::string formatProfile(const plan::Plan &plan, const std::vector<ProfileRow> 
                           uint64_t profiledSteps, double stepMilliseconds,
                           double copyBandwidth = 0);
 
+/// The matmuls whose cuBLASLt algorithm was chosen by timing, slowest first: the first
+/// candidate's and the chosen one's time per run and the speed-up, then the total over the
+/// problems (each counted once, not per use). "" when there are none.
+std::string formatMatmulChoices(const std::vector<MatmulChoice> &choices);
+
 } // namespace ampc::cuda
 
 #endif // AMPC_RUNTIME_CUDA_PROFILE_H

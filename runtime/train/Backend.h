@@ -113,7 +113,10 @@ struct GpuProbe {
 /// and fills \p probe with the one-line reason (no driver, no GPU, no bf16,
 /// out of memory, no device program, no CUDA backend in this build) and
 /// whether a GPU is there at all.
-std::unique_ptr<TrainingBackend> tryMakeCudaBackend(const plan::Plan &plan, GpuProbe &probe);
+/// \p timeMatmulAlgorithms: choose each matmul's cuBLASLt algorithm by timing the
+/// heuristic's candidates (--matmul-algorithms timed) rather than taking its first.
+std::unique_ptr<TrainingBackend> tryMakeCudaBackend(const plan::Plan &plan, GpuProbe &probe,
+                                                    bool timeMatmulAlgorithms = true);
 
 /// The outcome of --device.
 struct DeviceChoice {

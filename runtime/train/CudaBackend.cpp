@@ -19,8 +19,10 @@ namespace {
 
 /// A data parallel rank's executor ends a CUDA graph segment where a
 /// gradient bucket becomes final, so its exchange can start there.
-cuda::ExecutorOptions executorOptions(const plan::Plan &plan) {
+cuda::ExecutorOptions executorOptions(const plan::Plan &plan, bool timeMatmulAlgorithms) {
   cuda::ExecutorOptions options;
+  options.matmulSelection =
+      timeMatmulAlgorithms ? cuda::MatmulSelection::Timed : cuda::MatmulSelection::Heuristic;
   if (processLaunch().dataParallel)
     options.microStepCutsAfter = cuda::GradientExchange::cutsFor(plan);
   return options;
@@ -28,8 +30,10 @@ cuda::ExecutorOptions executorOptions(const plan::Plan &plan) {
 
 class CudaBackend final : public TrainingBackend, public DeviceGradientSync {
 public:
-  CudaBackend(const plan::Plan &plan, std::unique_ptr<cuda::Device> opened)
-      : gpu(std::move(opened)), executor(plan, *gpu, executorOptions(plan)) {}
+  CudaBackend(const plan::Plan &plan, std::unique_ptr<cuda::Device> opened,
+              bool timeMatmulAlgorithms)
+      : gpu(std::move(opened)),
+        executor(plan, *gpu, executorOptions(plan, timeMatmulAlgorithms)) {}
 
   // Data parallel (DeviceGradientSync): NCCL, bucket by bucket.
   std::string newExchangeId() override {
@@ -113,7 +117,8 @@ public:
   std::string profileReport(size_t top, uint64_t steps, double stepMilliseconds) const override {
     const plan::Plan &plan = executor.plan();
     return cuda::formatProfile(plan, cuda::profileRows(plan, executor.groupTimes()), top, steps,
-                               stepMilliseconds, copyBandwidth);
+                               stepMilliseconds, copyBandwidth) +
+           cuda::formatMatmulChoices(executor.matmulChoices());
   }
 
 private:
@@ -134,7 +139,8 @@ private:
 
 bool cudaBackendBuiltIn() { return true; }
 
-std::unique_ptr<TrainingBackend> tryMakeCudaBackend(const plan::Plan &plan, GpuProbe &probe) {
+std::unique_ptr<TrainingBackend> tryMakeCudaBackend(const plan::Plan &plan, GpuProbe &probe,
+                                                    bool timeMatmulAlgorithms) {
   if (plan.device.empty()) {
     probe = {kPlanHasNoGpuCode, true};
     return nullptr;
@@ -152,7 +158,7 @@ std::unique_ptr<TrainingBackend> tryMakeCudaBackend(const plan::Plan &plan, GpuP
         options.index = processLaunch().localRank % count;
     }
     auto device = std::make_unique<cuda::Device>(options);
-    return std::make_unique<CudaBackend>(plan, std::move(device));
+    return std::make_unique<CudaBackend>(plan, std::move(device), timeMatmulAlgorithms);
   } catch (const cuda::CudaError &error) {
     // The first line: a JIT log may follow on later lines.
     const std::string what = error.what();

@@ -544,7 +544,7 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
   const DeviceChoice choice =
       chooseDevice(options.device, !plan.device.empty(), options.cpuFallback, [&]() -> GpuProbe {
         GpuProbe probe;
-        backend = tryMakeCudaBackend(plan, probe);
+        backend = tryMakeCudaBackend(plan, probe, options.matmulAlgorithms == "timed");
         return probe;
       });
   if (!choice.error.empty())

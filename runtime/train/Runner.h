@@ -74,6 +74,9 @@ struct RunnerOptions {
   /// steps (0: off) and print the top profileTop rows.
   uint64_t profileSteps = 0;
   size_t profileTop = 20;
+  /// GPU: how each matmul's cuBLASLt algorithm is chosen, "timed" (the fastest of the
+  /// heuristic's candidates, run while the executor is built) or "heuristic" (its first).
+  std::string matmulAlgorithms = "timed";
   /// --summary FILE: one JSON object at the end (losses, step times,
   /// device memory); empty for none.
   std::string summaryPath;

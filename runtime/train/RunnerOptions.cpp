@@ -156,6 +156,11 @@ RunnerOptions parseRunnerArguments(const std::vector<std::string> &args) {
       options.profileSteps = inlineValue ? parseCount(flag, *inlineValue) : 3;
       if (options.profileSteps == 0)
         throw UsageError("--profile=K needs K >= 1 (steps to profile)");
+    } else if (flag == "--matmul-algorithms") {
+      options.matmulAlgorithms = value();
+      if (options.matmulAlgorithms != "timed" && options.matmulAlgorithms != "heuristic")
+        throw UsageError("--matmul-algorithms is timed or heuristic, got '" +
+                         options.matmulAlgorithms + "'");
     } else if (flag == "--profile-top") {
       options.profileTop = static_cast<size_t>(parseCount(flag, value()));
       if (options.profileTop == 0)
@@ -345,6 +350,10 @@ options:
                        over the last K steps (default 3; they run without
                        CUDA graphs) and print where the time goes
   --profile-top N      rows of the --profile report (default 20)
+  --matmul-algorithms A
+                       GPU: timed (default) runs cuBLASLt's first 8
+                       candidates for every distinct matmul once, at start,
+                       and keeps the fastest; heuristic takes its first
   --checkpoint-dir DIR write checkpoints to DIR (created if missing) at the
                        end of the run, when stopped by SIGINT or SIGTERM, and
                        every --checkpoint-every steps

@@ -424,6 +424,7 @@ private:
   void checkOp(const Event &event, const ExpectedOp &op, const Run &run);
   void checkLaunch(const Event &event, const ExpectedOp &op, const Run &run);
   void checkMatmul(const Event &event, const ExpectedOp &op);
+  void checkTimedMatmul(const Event &event, bool settingUp);
   /// The run scalars at \p address (one address for every launch) hold
   /// \p run's seed, step and total steps, as the recorded uploads left them.
   void checkRunScalars(const std::string &what, uint64_t address, const Run &run);
@@ -475,13 +476,17 @@ void Checker::add(const std::string &check, const std::string &message, const st
   report.violations.push_back(violation);
 }
 
+/// Whether \p event is a run of a cuBLASLt candidate being timed: a matmul on a stream other
+/// than the first the program created (the device's, where every step runs).
+bool isTimedMatmul(const Event &event) { return event.kind == EventKind::Matmul && event.stream > 1; }
+
 size_t Checker::findStart(const std::vector<Event> &trace) const {
   // The first launch or matmul begins the first micro step, unless the
   // micro step begins with memsets: those are the memsets just before it.
   size_t first = trace.size();
   for (size_t i = 0; i < trace.size(); ++i)
     if ((trace[i].kind == EventKind::Launch || trace[i].kind == EventKind::Matmul) &&
-        trace[i].origin == Origin::Eager) {
+        trace[i].origin == Origin::Eager && !isTimedMatmul(trace[i])) {
       first = i;
       break;
     }
@@ -691,6 +696,28 @@ void Checker::checkMatmul(const Event &event, const ExpectedOp &op) {
   }
 }
 
+/// A run of a cuBLASLt candidate being timed (Matmul::prepare, on a stream other than the
+/// device's): it must happen while the executor is built, before any step (it overwrites its
+/// outputs), run rather than be captured, and touch only allocated memory.
+void Checker::checkTimedMatmul(const Event &event, bool settingUp) {
+  ++report.timedMatmuls;
+  const std::string what = "a matmul timed on stream " + std::to_string(event.stream);
+  if (!settingUp)
+    add("matmul-timing", what + " ran after the steps began, overwriting values they hold");
+  if (event.origin != Origin::Eager)
+    add("matmul-timing", what + " was captured into a graph instead of being run and timed");
+  const MatmulCall &call = event.matmul;
+  const std::pair<uint64_t, const MatrixLayout *> operands[] = {
+      {call.pointerA, &call.a}, {call.pointerB, &call.b}, {call.pointerC, &call.c},
+      {call.pointerD, &call.d}};
+  for (const auto &[pointer, layout] : operands) {
+    Check check = "";
+    const std::string problem = allocations.rangeProblem(pointer, layoutBytes(*layout), check);
+    if (!problem.empty())
+      add(check, what + ": " + problem);
+  }
+}
+
 void Checker::checkOp(const Event &event, const ExpectedOp &op, const Run &run) {
   switch (op.kind) {
   case OpKind::Launch:
@@ -780,6 +807,10 @@ DryRunReport Checker::check(const std::vector<Event> &trace) {
     case EventKind::Matmul:
     case EventKind::Memset: {
       lastOpCall = event.call;
+      if (isTimedMatmul(event)) {
+        checkTimedMatmul(event, i < start);
+        break;
+      }
       if (i < start) {
         currentWhere = "outside the plan's device steps (setting up)";
         break;
@@ -838,7 +869,8 @@ std::string DryRunReport::summary() const {
   std::string text =
       "function runs " + std::to_string(functionRuns) + ", launches " + std::to_string(launches) +
       ", matmuls " + std::to_string(matmuls) + " (" + std::to_string(accumulatingMatmuls) +
-      " accumulating)" + ", memsets " + std::to_string(memsets) + ", graphs captured " +
+      " accumulating; " + std::to_string(timedMatmuls) + " runs timing algorithms)" +
+      ", memsets " + std::to_string(memsets) + ", graphs captured " +
       std::to_string(graphsCaptured) + ", graph replays " + std::to_string(graphReplays) + " (" +
       std::to_string(replayedSteps) + " device operations), device-to-host copies " +
       std::to_string(metricReads) + ", violations " + std::to_string(violations.size());

@@ -31,6 +31,12 @@
 //               that accumulates (C == D, beta 1: a weight gradient added
 //               into its accumulator) passes C at D's address with D's
 //               layout, as cuBLASLt's in-place form requires;
+//   matmul-timing
+//               the runs of cuBLASLt's candidates that the executor times
+//               (matmuls on a stream other than the device's) happen while
+//               it is built, before the first step, run eagerly (never
+//               captured) and stay inside live allocations; they are not
+//               steps of the plan and are not matched to any;
 //   binding     a buffer is at one address wherever it is used (an
 //               attention operand's pointer is that address plus its
 //               layout's byte offset); literals are the plan's; the run
@@ -98,6 +104,7 @@ struct DryRunReport {
   uint64_t launches = 0;            ///< kernel launches checked
   uint64_t matmuls = 0;             ///< cuBLASLt matmuls checked
   uint64_t accumulatingMatmuls = 0; ///< of them, adding into D in place (C == D, beta 1)
+  uint64_t timedMatmuls = 0;        ///< runs of cuBLASLt candidates timed while building
   uint64_t memsets = 0;             ///< memset steps checked
   uint64_t graphsCaptured = 0;      ///< captures that made a graph
   uint64_t graphReplays = 0;        ///< cuGraphLaunch calls

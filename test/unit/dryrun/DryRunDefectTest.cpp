@@ -30,6 +30,7 @@
 #include "AllocationTable.h"
 #include "DryRunChecker.h"
 #include "DryRunTestUtils.h"
+#include "runtime/cuda/CublasLt.h"
 #include "runtime/cuda/Executor.h"
 
 #include <gtest/gtest.h>
@@ -168,6 +169,63 @@ TEST(DryRunDefect, TheUnalteredPlanHasNoViolation) {
   EXPECT_TRUE(run.report.violations.empty()) << run.report.summary();
   EXPECT_EQ(run.report.functionRuns, uint64_t(kOptimizerSteps) * (kAccumulationSteps + 1));
   EXPECT_GT(run.report.replayedSteps, 0u) << run.report.summary();
+  // Every distinct matmul had the recording heuristic's 3 candidates timed while the executor
+  // was built: one untimed run and kTimedRuns timed ones each.
+  EXPECT_GT(run.report.timedMatmuls, 0u) << run.report.summary();
+  EXPECT_EQ(run.report.timedMatmuls % (3 * (1 + cuda::Matmul::kTimedRuns)), 0u)
+      << run.report.summary();
+}
+
+//===----------------------------------------------------------------------===//
+// Timing cuBLASLt's candidates
+//===----------------------------------------------------------------------===//
+
+/// The unaltered run's trace with its first timed matmul changed by \p change (which may move
+/// it), checked again.
+InProcessRun withTimedMatmulChanged(
+    const std::function<void(std::vector<Event> &trace, size_t timed)> &change) {
+  InProcessRun run = dryRun(tinyPlan(), recordingLibraryInProcess().h100());
+  size_t timed = run.trace.size();
+  for (size_t i = 0; i < run.trace.size() && timed == run.trace.size(); ++i)
+    if (run.trace[i].kind == EventKind::Matmul && run.trace[i].stream > 1)
+      timed = i;
+  if (timed == run.trace.size()) {
+    ADD_FAILURE() << "no matmul was timed";
+    return run;
+  }
+  change(run.trace, timed);
+  run.report = checkDryRun(tinyPlan(), run.trace, {kOptimizerSteps, 0});
+  return run;
+}
+
+TEST(DryRunDefect, MatmulTimedAfterTheStepsBegan) {
+  // A runtime that timed a candidate in the middle of training would overwrite a live value.
+  const InProcessRun run = withTimedMatmulChanged([](std::vector<Event> &trace, size_t timed) {
+    const Event copy = trace[timed];
+    trace.insert(trace.end() - 1, copy);
+  });
+  const DryRunViolation violation = firstOf(run, "matmul-timing");
+  EXPECT_NE(violation.message.find("ran after the steps began"), std::string::npos)
+      << violation.text();
+  EXPECT_EQ(run.report.of("matmul-timing").size(), 1u) << run.report.summary();
+}
+
+TEST(DryRunDefect, MatmulTimingCapturedIntoAGraph) {
+  const InProcessRun run = withTimedMatmulChanged([](std::vector<Event> &trace, size_t timed) {
+    trace[timed].origin = Origin::Captured;
+  });
+  const DryRunViolation violation = firstOf(run, "matmul-timing");
+  EXPECT_NE(violation.message.find("captured into a graph"), std::string::npos)
+      << violation.text();
+}
+
+TEST(DryRunDefect, MatmulTimedOutsideItsAllocation) {
+  const InProcessRun run = withTimedMatmulChanged([](std::vector<Event> &trace, size_t timed) {
+    trace[timed].matmul.pointerD += 1ull << 40;
+  });
+  const DryRunViolation violation = firstOf(run, "pointer");
+  EXPECT_NE(violation.message.find("a matmul timed on stream"), std::string::npos)
+      << violation.text();
 }
 
 //===----------------------------------------------------------------------===//
@@ -510,7 +568,8 @@ InProcessRun withAccumulatingMatmulChanged(const std::function<void(MatmulCall &
   EXPECT_GT(run.report.accumulatingMatmuls, 0u) << run.report.summary();
   bool changed = false;
   for (Event &event : run.trace)
-    if (event.kind == EventKind::Matmul && event.matmul.beta == 1.0f && !changed) {
+    if (event.kind == EventKind::Matmul && event.stream <= 1 && event.matmul.beta == 1.0f &&
+        !changed) {
       change(event.matmul);
       changed = true;
     }

@@ -78,6 +78,9 @@ TEST_P(DryRun, TrainsOverTheRecordingDriverWithoutViolations) {
       << report.summary();
   EXPECT_GT(report.replayedSteps, 0u) << report.summary();
   EXPECT_GE(report.metricReads, uint64_t(kOptimizerSteps)) << report.summary();
+  // cuBLASLt's candidates were timed while the executor was built (the recording heuristic
+  // offers three for every problem).
+  EXPECT_GT(report.timedMatmuls, 0u) << report.summary();
 
   // Weight gradients are added into their f32 accumulators by the matmuls that compute them
   // (C == D == the accumulator, beta 1), in every micro step; with loss scaling the unscaling

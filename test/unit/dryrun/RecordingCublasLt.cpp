@@ -50,6 +50,8 @@ namespace {
 constexpr uint64_t kAlgorithmMagic = 0x616d70632d6c74ull;
 /// What an algorithm asks of the workspace (at most what was offered).
 constexpr uint64_t kAlgorithmWorkspace = 4ull << 20;
+/// Candidates a heuristic call offers (at most what it is asked for).
+constexpr int kOfferedAlgorithms = 3;
 
 struct MatmulDescriptor {
   bool transA = false, transB = false;
@@ -418,13 +420,18 @@ AMPC_EXPORT cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
     algorithm.alignC = chosen.alignC;
     algorithm.alignD = chosen.alignD;
     algorithm.workspaceBytes = std::min(chosen.maxWorkspace, kAlgorithmWorkspace);
-    results[0] = cublasLtMatmulHeuristicResult_t();
-    results[0].algo.data[0] = kAlgorithmMagic;
-    results[0].algo.data[1] = recorder.addAlgorithm(algorithm);
-    results[0].workspaceSize = algorithm.workspaceBytes;
-    results[0].state = CUBLAS_STATUS_SUCCESS;
-    results[0].wavesCount = 1.0f;
-    *returned = 1;
+    // Several candidates, as cuBLASLt offers, so that choosing among them by timing runs here
+    // too; the recording driver's events measure no time, so the first stays the choice.
+    const int offered = std::min(requested, kOfferedAlgorithms);
+    for (int i = 0; i < offered; ++i) {
+      results[i] = cublasLtMatmulHeuristicResult_t();
+      results[i].algo.data[0] = kAlgorithmMagic;
+      results[i].algo.data[1] = recorder.addAlgorithm(algorithm);
+      results[i].workspaceSize = algorithm.workspaceBytes;
+      results[i].state = CUBLAS_STATUS_SUCCESS;
+      results[i].wavesCount = 1.0f;
+    }
+    *returned = offered;
     return CUBLAS_STATUS_SUCCESS;
   });
 }
@@ -459,9 +466,12 @@ AMPC_EXPORT cublasStatus_t CUBLASWINAPI cublasLtMatmul(
       call.alignD = algorithm->alignD;
       node.value = static_cast<int>(algo->data[1]);
     }
+    // Plants go into the steps' matmuls, on the first stream the program created, not into
+    // the runs that time cuBLASLt's candidates on another.
     AmpcRecordingPlant plant;
-    if (recorder.takePlant(nullptr, recorder.capturing(reinterpret_cast<CUstream>(stream)), plant))
-      recorder.applyPlant(plant, node, reinterpret_cast<CUstream>(stream));
+    const CUstream on = reinterpret_cast<CUstream>(stream);
+    if (recorder.streamNumber(on) <= 1 && recorder.takePlant(nullptr, recorder.capturing(on), plant))
+      recorder.applyPlant(plant, node, on);
     std::string problem = structureProblem(call);
     if (problem.empty() && !algorithm)
       problem = "the algorithm did not come from cublasLtMatmulAlgoGetHeuristic";

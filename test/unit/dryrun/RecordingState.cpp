@@ -102,6 +102,7 @@ void Recorder::reset(const AmpcRecordingDevice &newDevice) {
   graphs.clear();
   executables.clear();
   streams.clear();
+  streamsCreated = 0;
   modules.clear();
   functions.clear();
   algorithms.clear();
@@ -247,7 +248,8 @@ std::string Recorder::rejectionFor(CUresult code) const {
 //===----------------------------------------------------------------------===//
 
 CUstream Recorder::createStream() {
-  streams.push_back(std::make_unique<int>(0));
+  // The int a stream handle points to is its number in creation order.
+  streams.push_back(std::make_unique<int>(++streamsCreated));
   return reinterpret_cast<CUstream>(streams.back().get());
 }
 
@@ -332,6 +334,7 @@ CUresult Recorder::submit(CUstream stream, Node node) {
   if (!knownStream(stream))
     return reject(CUDA_ERROR_INVALID_HANDLE, "stream",
                   std::string(eventKindName(node.kind)) + " on a stream that does not exist");
+  node.stream = streamNumber(stream);
   if (capturing(stream)) {
     node.origin = Origin::Captured;
     node.graph = capture.id;

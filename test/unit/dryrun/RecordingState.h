@@ -118,6 +118,11 @@ public:
   CUstream createStream();
   bool destroyStream(CUstream stream);
   bool knownStream(CUstream stream) const;
+  /// A stream's number in the order the program created its streams (1: the first; 0: the
+  /// legacy default stream).
+  uint32_t streamNumber(CUstream stream) const {
+    return stream ? static_cast<uint32_t>(*reinterpret_cast<const int *>(stream)) : 0;
+  }
   CUresult beginCapture(CUstream stream, CUstreamCaptureMode mode);
   CUresult endCapture(CUstream stream, CUgraph *graph);
   bool capturing(CUstream stream) const;
@@ -196,6 +201,7 @@ private:
   uint64_t nextGraph = 1;
   std::map<uint64_t, std::vector<Node>> graphs, executables;
   std::vector<std::unique_ptr<int>> streams;
+  int streamsCreated = 0;
 
   std::map<uint64_t, std::vector<KernelInfo>> modules;
   uint64_t nextModule = 1;

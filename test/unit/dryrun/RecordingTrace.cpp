@@ -305,6 +305,7 @@ std::string formatEvent(const Event &event) {
   case EventKind::Matmul:
     out.add("origin", originName(event.origin));
     out.add("graph", event.graph);
+    out.add("stream", static_cast<uint64_t>(event.stream));
     writeMatmul(out, event.matmul);
     break;
   case EventKind::Memset:
@@ -401,8 +402,11 @@ Event parseEvent(const std::string &line) {
     event.args = in.numbers("data", 0);
   if (event.kind == EventKind::Kernel)
     readKernel(in, event.kernel);
-  if (event.kind == EventKind::Matmul)
+  if (event.kind == EventKind::Matmul) {
+    if (in.has("stream"))
+      event.stream = static_cast<uint32_t>(in.number("stream"));
     readMatmul(in, event.matmul);
+  }
   return event;
 }
 

@@ -130,6 +130,9 @@ struct Event {
   std::vector<uint64_t> wideArgs;
   KernelInfo kernel;
   MatmulCall matmul;
+  /// Matmul: the stream it was queued on, numbered in the order the program created its
+  /// streams (1: the first; 0: the legacy default stream).
+  uint32_t stream = 0;
 };
 
 /// The largest host-to-device copy whose bytes the trace records.

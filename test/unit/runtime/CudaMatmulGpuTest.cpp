@@ -202,6 +202,34 @@ TEST_P(CudaMatmulGpu, MatchesTheReference) {
   matmul.run(desc, operands);
   device.synchronize();
   EXPECT_EQ(matmul.cachedProblems(), cached);
+
+  // The algorithm chosen by timing the heuristic's candidates computes the same product.
+  // Timing overwrites D, aux and a bias gradient: D and the bias are uploaded again after it.
+  Matmul timed(device);
+  timed.prepare(desc, operands, MatmulSelection::Timed);
+  device.synchronize();
+  ASSERT_EQ(timed.cachedProblems(), 1u);
+  for (const MatmulChoice &choice : timed.choices()) {
+    std::printf("%s: %d candidates timed, chose #%d: %.4f ms against the first's %.4f ms\n",
+                c.name.c_str(), choice.candidates, choice.chosen, choice.chosenMs,
+                choice.heuristicMs);
+    EXPECT_LE(choice.chosenMs, choice.heuristicMs);
+  }
+  DeviceAllocation dAgain = upload(device, d0, c.output, "D");
+  DeviceAllocation biasAgain = upload(device, bias, c.output, "bias");
+  device.copyOnDeviceAsync(dBuffer.pointer(), dAgain.pointer(), dAgain.bytes());
+  device.copyOnDeviceAsync(biasBuffer.pointer(), biasAgain.pointer(), biasAgain.bytes());
+  timed.run(desc, operands);
+  EXPECT_EQ(timed.cachedProblems(), 1u);
+  EXPECT_LT(relativeError(download(device, dBuffer.pointer(), dSize * c.batch, c.output),
+                          expectedD),
+            limit)
+      << describeMatmul(desc) << " with the timed choice";
+  if (!expectedBias.empty())
+    EXPECT_LT(relativeError(download(device, biasBuffer.pointer(), expectedBias.size(), c.output),
+                            expectedBias),
+              tolerance(c.output))
+        << "bias gradient with the timed choice";
 }
 
 std::vector<MatmulCase> matmulCases() {

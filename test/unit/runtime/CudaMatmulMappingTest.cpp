@@ -401,6 +401,20 @@ TEST(CudaMatmulDesc, PointerAlignmentIsTheLargestPowerOfTwoUpTo256) {
   EXPECT_EQ(pointerAlignment(0x7f0000000001ull), 1u);
 }
 
+TEST(CudaMatmulDesc, FastestCandidateIsTheEarliestSmallestTimeThatRan) {
+  EXPECT_EQ(fastestCandidate({0.30, 0.20, 0.25}), 1u);
+  // Equal times keep the heuristic's order.
+  EXPECT_EQ(fastestCandidate({0.20, 0.20, 0.25}), 0u);
+  EXPECT_EQ(fastestCandidate({0.30, 0.25, 0.25}), 1u);
+  // A negative time is a candidate that failed to run.
+  EXPECT_EQ(fastestCandidate({-1.0, 0.40, 0.35}), 2u);
+  EXPECT_EQ(fastestCandidate({0.50, -1.0, 0.60}), 0u);
+  EXPECT_EQ(fastestCandidate({-1.0, -1.0}), 0u);
+  EXPECT_EQ(fastestCandidate({}), 0u);
+  EXPECT_STREQ(matmulSelectionName(MatmulSelection::Timed), "timed");
+  EXPECT_STREQ(matmulSelectionName(MatmulSelection::Heuristic), "heuristic");
+}
+
 TEST(CudaMatmulDesc, DataTypes) {
   EXPECT_EQ(cudaDataTypeOf(DType::BF16), CUDA_R_16BF);
   EXPECT_EQ(cudaDataTypeOf(DType::F16), CUDA_R_16F);

@@ -91,7 +91,8 @@ TEST(CudaProfile, RowsSumLayersPerOptimizerStep) {
   EXPECT_EQ(rows[0].kind, "matmul");
   EXPECT_EQ(rows[0].instances, 2u);
   EXPECT_DOUBLE_EQ(rows[0].milliseconds, 5.0);
-  EXPECT_EQ(rows[0].locations, "m.mlir:5:3");
+  // A matmul row names its problem: m x n x k, the types, and the epilogue if any.
+  EXPECT_EQ(rows[0].locations, "[64x16x32 bf16->f32] m.mlir:5:3");
   EXPECT_DOUBLE_EQ(rows[0].flops, 4 * 2.0 * 64 * 16 * 32);
   EXPECT_EQ(rows[1].function, PlanFunction::OptimizerStep);
   EXPECT_DOUBLE_EQ(rows[1].milliseconds, 1.5);
@@ -121,6 +122,22 @@ TEST(CudaProfile, RowsSumLayersPerOptimizerStep) {
   EXPECT_NE(floored.find("   25% "), std::string::npos) << floored;
   EXPECT_NE(floored.find("     - "), std::string::npos) << floored;
   EXPECT_NE(floored.find("of the floor)"), std::string::npos) << floored;
+}
+
+TEST(CudaProfile, MatmulChoicesListTheSlowestProblemFirstWithTheGain) {
+  EXPECT_EQ(formatMatmulChoices({}), "");
+  MatmulChoice small{"matmul m=64 n=64 k=64 bf16 x bf16 -> bf16", 3, 0, 0.010, 0.010};
+  MatmulChoice large{"matmul m=16384 n=3072 k=768 bf16 x bf16 -> bf16", 8, 2, 0.200, 0.150};
+  const std::string text = formatMatmulChoices({small, large});
+  const size_t first = text.find("m=16384"), second = text.find("m=64 ");
+  ASSERT_NE(first, std::string::npos) << text;
+  ASSERT_NE(second, std::string::npos) << text;
+  EXPECT_LT(first, second) << text;
+  // 0.2 -> 0.15 ms is 25% less; the chosen was the third of 8 candidates.
+  EXPECT_NE(text.find("    0.2000     0.1500   25.0%   3/8   matmul m=16384"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("    0.2100     0.1600   23.8%  total of 2 problems"), std::string::npos)
+      << text;
 }
 
 } // namespace

@@ -64,6 +64,10 @@ TEST(TrainRunner, RejectsBadArguments) {
   expectUsageError({"--seed", ""}, "--seed expects a non-negative integer");
   expectUsageError({"--device", "tpu"}, "--device is auto, cpu or cuda, got 'tpu'");
   EXPECT_EQ(parse({"--device=cpu"}).device, "cpu");
+  EXPECT_EQ(parse({}).matmulAlgorithms, "timed");
+  EXPECT_EQ(parse({"--matmul-algorithms", "heuristic"}).matmulAlgorithms, "heuristic");
+  expectUsageError({"--matmul-algorithms", "fastest"},
+                   "--matmul-algorithms is timed or heuristic, got 'fastest'");
   expectUsageError({"--data-format", "csv", "--data", "x"},
                    "--data-format is tokens (uint16 .bin) or text, got 'csv'");
   expectUsageError({"--data-format", "text"}, "--data-format needs --data FILE");
