@@ -7,7 +7,8 @@ bf16, q/k/v [B, H, T, D] contiguous as ampc's kernels read them: GPT-124M (B 16,
 T 1024, D 64, causal), the same non-causal, and D 128 with H 6. For each: the forward alone
 and the backward alone (the gradient of sum(o * dO) from a retained graph), each the median of
 N runs (default 20, after 3 warm-up runs) between two CUDA events, with the backend PyTorch
-picks (flash attention on an H100) and, where it is available, with the flash backend forced.
+picks (flash attention on an H100) and, where they are available, with the flash and cuDNN
+backends forced.
 TFLOP/s use FlashAttention's counts, as ampc_attention_bench: forward 4 B H T S D, backward
 10 B H T S D, halved when causal. Exit status 2 without a GPU or PyTorch.
 """
@@ -55,6 +56,10 @@ def main():
     kernel = getattr(getattr(torch.nn, "attention", None), "SDPBackend", None)
     if kernel is not None:
         backends.append(("flash", kernel.FLASH_ATTENTION))
+        # cuDNN's fused attention (what ampc could open at run time like cuBLASLt): the
+        # measurement that decides between it and ampc's own kernels.
+        if hasattr(kernel, "CUDNN_ATTENTION"):
+            backends.append(("cudnn", kernel.CUDNN_ATTENTION))
     results = []
     print(f"{'shape':18s} {'backend':10s} {'fwd ms':>9s} {'bwd ms':>9s} {'fwd TF/s':>9s} "
           f"{'bwd TF/s':>9s}")
