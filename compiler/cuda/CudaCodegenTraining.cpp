@@ -9,6 +9,7 @@
 #include "compiler/cuda/KernelGenerator.h"
 
 #include <algorithm>
+#include <functional>
 #include <sstream>
 #include <stdexcept>
 
@@ -28,6 +29,13 @@ namespace {
 /// chunks, one block each, so a launch's grid is the sum of the chunk counts and a small
 /// tensor (a bias) costs one block rather than a launch.
 constexpr int64_t kTensorChunk = 4096;
+
+/// Threads per block of the optimizer kernel, each moving 4 consecutive f32 elements (16 bytes)
+/// per iteration: 4 iterations per chunk. A chunk starts at a multiple of 4 elements, so every
+/// 4-element pack of it is 16-byte aligned in an aligned buffer.
+constexpr int kOptimizerThreads = 256;
+static_assert(kTensorChunk % (4 * kOptimizerThreads) == 0,
+              "an optimizer block covers its chunk in whole iterations of 4-element packs");
 
 /// Device source prepended to the optimizer kernel: the table entry and the block-to-tensor
 /// search. The runtime (runtime/cuda/Executor.cpp) packs the entries byte by byte at this
@@ -173,6 +181,12 @@ void Generator::optimizerKernel() {
        << "    clipCoefficient = c < 1.0 || c != c ? c : 1.0;\n  }\n"
        << "  const float clip = static_cast<float>(clipCoefficient);\n";
   std::string math;
+  // The per-element update, written once over the names of an element's values (p and the
+  // moments are read-modify-written in place, grad is read) and used by both loops below, so the
+  // packed and the scalar elements do the same f32 operations in the same order.
+  std::function<std::string(const std::string &, const std::string &, const std::string &,
+                            const std::string &, const std::string &)>
+      update;
   if (adamw) {
     // AdamW (decoupled weight decay, torch's formulation): the bias corrections 1 - b1^t and
     // sqrt(1 - b2^t) are folded into stepSize and correction2Sqrt once per block, in double;
@@ -192,51 +206,124 @@ void Generator::optimizerKernel() {
          << "  const float stepSize = static_cast<float>(lr / (1.0 - "
             "pow(static_cast<double>(tensor.beta1), t)));\n"
          << "  const float correction2Sqrt = static_cast<float>(sqrt(1.0 - "
-            "pow(static_cast<double>(tensor.beta2), t)));\n"
-         << "  for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) {\n"
-         << "    float p = tensor.param[i];\n"
-         << "    if (!skip) {\n"
-         << "      const float g = tensor.grad[i] * clip;\n"
-         << "      p = p * decay;\n"
-         << "      const float m = beta1 * tensor.firstMoment[i] + oneMinusBeta1 * g;\n"
-         << "      const float v = beta2 * tensor.secondMoment[i] + oneMinusBeta2 * (g * g);\n"
-         << "      tensor.firstMoment[i] = m;\n      tensor.secondMoment[i] = v;\n"
-         << "      p = p - stepSize * (m / (sqrtf(v) / correction2Sqrt + tensor.eps));\n"
-         << "      tensor.param[i] = p;\n    }\n"
-         << "    tensor.grad[i] = 0.0f;\n";
+            "pow(static_cast<double>(tensor.beta2), t)));\n";
+    update = [](const std::string &indent, const std::string &p, const std::string &grad,
+                const std::string &m, const std::string &v) {
+      return indent + "const float g = " + grad + " * clip;\n" + indent + p + " = " + p +
+             " * decay;\n" + indent + m + " = beta1 * " + m + " + oneMinusBeta1 * g;\n" + indent +
+             v + " = beta2 * " + v + " + oneMinusBeta2 * (g * g);\n" + indent + p + " = " + p +
+             " - stepSize * (" + m + " / (sqrtf(" + v + ") / correction2Sqrt + eps));\n";
+    };
     math = "AdamW over every parameter in one launch: g = clip * grad; p *= 1 - lr * wd;\n"
            "m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;\n"
            "p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps); grad = 0; the bf16/f16\n"
            "copy refreshed from p. Block b updates a 4096-element chunk of the table entry\n"
-           "holding it. Memory: p, grad, m, v read and written once; the copy written once.";
+           "holding it, each thread 4 consecutive elements per iteration.\n"
+           "Memory: p, grad, m, v read and written once in 16-byte accesses; the copy written\n"
+           "once in 8-byte stores.";
   } else {
     // SGD with momentum (torch's form, no dampening or Nesterov): weight decay joins the
     // gradient, buf = momentum * buf + g, p -= lr * buf.
-    body << "  const float lrValue = static_cast<float>(lr);\n"
-         << "  for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) {\n"
-         << "    float p = tensor.param[i];\n"
-         << "    if (!skip) {\n"
-         << "      const float g = tensor.grad[i] * clip + tensor.weightDecay * p;\n"
-         << "      const float buffer = tensor.momentum * tensor.firstMoment[i] + g;\n"
-         << "      tensor.firstMoment[i] = buffer;\n"
-         << "      p = p - lrValue * buffer;\n      tensor.param[i] = p;\n    }\n"
-         << "    tensor.grad[i] = 0.0f;\n";
+    body << "  const float lrValue = static_cast<float>(lr);\n";
+    update = [](const std::string &indent, const std::string &p, const std::string &grad,
+                const std::string &buffer, const std::string &) {
+      return indent + "const float g = " + grad + " * clip + weightDecay * " + p + ";\n" + indent +
+             buffer + " = momentum * " + buffer + " + g;\n" + indent + p + " = " + p +
+             " - lrValue * " + buffer + ";\n";
+    };
     math = "SGD with momentum over every parameter in one launch: g = clip * grad + wd * p;\n"
            "buf = momentum * buf + g; p -= lr * buf; grad = 0; the bf16/f16 copy refreshed.\n"
-           "Memory: p, grad, buf read and written once; the copy written once.";
+           "Each thread updates 4 consecutive elements per iteration. Memory: p, grad, buf read\n"
+           "and written once in 16-byte accesses; the copy written once in 8-byte stores.";
   }
-  // Whether or not the step was skipped, the gradient accumulator has been zeroed above and the
+  // The state each element reads and writes besides p and grad: AdamW's two moments, SGD's
+  // momentum buffer.
+  std::vector<std::pair<std::string, std::string>> moments = {{"m", "firstMoment"}};
+  if (adamw)
+    moments.push_back({"v", "secondMoment"});
+  // The entry's pointers and per-element constants, read from the table once: as far as the
+  // compiler knows, the stores below could alias the table, so a field read inside the loops is
+  // re-read every iteration and the packed stores are split into 4-byte ones.
+  body << "  // The entry's fields in registers (stores through them could alias the table).\n"
+       << "  float *const param = tensor.param;\n"
+       << "  float *const accumulator = tensor.grad;\n";
+  for (const auto &[name, field] : moments)
+    body << "  float *const " << field << " = tensor." << field << ";\n";
+  body << "  void *const copy = tensor.copy;\n"
+       << "  const int copyType = tensor.copyType;\n";
+  if (adamw)
+    body << "  const float eps = tensor.eps;\n";
+  else
+    body << "  const float weightDecay = tensor.weightDecay, momentum = tensor.momentum;\n";
+  auto packAt = [](const std::string &type, const std::string &pointer) {
+    return "*reinterpret_cast<Pack<" + type + ", 4> *>(" + pointer + " + i)";
+  };
+  // Packed loop. Whether or not the step was skipped, the gradient accumulator is zeroed and the
   // micro step's bf16/f16 copy is rewritten from the (possibly unchanged) f32 master weight.
-  body << "    if (tensor.copyType == 1)\n"
-       << "      static_cast<bfloat16 *>(tensor.copy)[i] = fromFloat<bfloat16>(p);\n"
-       << "    else if (tensor.copyType == 2)\n"
-       << "      static_cast<half16 *>(tensor.copy)[i] = fromFloat<half16>(p);\n"
+  body << "  // 16-byte accesses: each thread takes 4 consecutive elements per iteration (a\n"
+       << "  // " << kOptimizerThreads << "-thread block covers its " << kTensorChunk
+       << "-element chunk in " << kTensorChunk / (4 * kOptimizerThreads)
+       << " iterations). Every pointer is\n"
+       << "  // 16-byte aligned: the runtime places each buffer at a 256-byte-aligned address\n"
+       << "  // (runtime/cuda/Memory.h, kBufferAlignment; docs/plan-format.md, \"Memory\"), and a\n"
+       << "  // chunk starts at a multiple of 4096 elements, so every i below starts a pack.\n"
+       << "  // Only a tensor's last chunk can end in 1-3 elements that fill no pack: the scalar\n"
+       << "  // tail.\n"
+       << "  const long long packEnd = end - (end - begin) % 4;\n"
+       << "  for (long long i = begin + 4ll * threadIdx.x; i < packEnd; i += 4ll * blockDim.x) {\n"
+       << "    Pack<float, 4> p = " << packAt("float", "param") << ";\n"
+       << "    if (!skip) {\n"
+       << "      const Pack<float, 4> grad = " << packAt("float", "accumulator") << ";\n";
+  for (const auto &[name, field] : moments)
+    body << "      Pack<float, 4> " << name << " = " << packAt("float", field) << ";\n";
+  body << "#pragma unroll\n"
+       << "      for (int k = 0; k < 4; ++k) {\n"
+       << update("        ", "p.v[k]", "grad.v[k]", "m.v[k]", "v.v[k]") << "      }\n";
+  for (const auto &[name, field] : moments)
+    body << "      " << packAt("float", field) << " = " << name << ";\n";
+  body << "      " << packAt("float", "param") << " = p;\n"
+       << "    }\n"
+       << "    " << packAt("float", "accumulator") << " = Pack<float, 4>{};\n";
+  // The copy's 4 rounded values go out as one 8-byte store of their bits, element k in bits
+  // [16 k, 16 k + 16) (little-endian); a Pack<bfloat16, 4> copied as a struct is stored as four
+  // 2-byte stores.
+  for (const auto &[code, type] : {std::pair{1, "bfloat16"}, std::pair{2, "half16"}}) {
+    const std::string t = type;
+    body << (code == 1 ? "    if" : " else if") << " (copyType == " << code << ") {\n"
+         << "      unsigned long long bits = 0;\n"
+         << "#pragma unroll\n"
+         << "      for (int k = 0; k < 4; ++k)\n"
+         << "        bits |= static_cast<unsigned long long>(fromFloat<" << t
+         << ">(p.v[k]).bits) << (16 * k);\n"
+         << "      *reinterpret_cast<unsigned long long *>(static_cast<" << t
+         << " *>(copy) + i) = bits;\n"
+         << "    }";
+  }
+  body << "\n  }\n";
+  // Scalar tail: the same update, one element per thread.
+  body << "  // Scalar tail: the elements of [packEnd, end), fewer than 4.\n"
+       << "  for (long long i = packEnd + threadIdx.x; i < end; i += blockDim.x) {\n"
+       << "    float p = param[i];\n"
+       << "    if (!skip) {\n"
+       << "      const float grad = accumulator[i];\n";
+  for (const auto &[name, field] : moments)
+    body << "      float " << name << " = " << field << "[i];\n";
+  body << update("      ", "p", "grad", "m", "v");
+  for (const auto &[name, field] : moments)
+    body << "      " << field << "[i] = " << name << ";\n";
+  body << "      param[i] = p;\n"
+       << "    }\n"
+       << "    accumulator[i] = 0.0f;\n"
+       << "    if (copyType == 1)\n"
+       << "      static_cast<bfloat16 *>(copy)[i] = fromFloat<bfloat16>(p);\n"
+       << "    else if (copyType == 2)\n"
+       << "      static_cast<half16 *>(copy)[i] = fromFloat<half16>(p);\n"
        << "  }\n";
   KernelLaunch launch;
   launch.space = KernelLaunch::Space::Tensors;
   // For Tensors launches `elements` is the block count: the grid is exactly one block per chunk.
   launch.elements = firstBlock;
-  launch.blockSize = 256;
+  launch.blockSize = kOptimizerThreads;
   finish(writer, "optimizer", adamw ? "adamw" : "sgd", math, body.str(), launch, table,
          kTensorTable);
 }

@@ -30,11 +30,12 @@ struct PrecisionCase {
 };
 inline const PrecisionCase kPrecisions[] = {{"bf16", "none"}, {"fp16", "dynamic"}, {"fp32", "none"}};
 
-/// Runs the pipeline (inline, build-training, assign-precision, insert-loss-scaling,
-/// graph-fuse) on the model file at \p path and generates its kernels. Fails the test with the
-/// diagnostics on a pipeline error.
-inline std::vector<GeneratedKernel> generateForFile(const std::string &path, const PrecisionCase &mode,
-                                             int accumSteps = 1) {
+/// Runs the pipeline (inline, build-training with \p training, assign-precision,
+/// insert-loss-scaling, graph-fuse) on the model file at \p path and generates its kernels.
+/// Fails the test with the diagnostics on a pipeline error.
+inline std::vector<GeneratedKernel>
+generateForFile(const std::string &path, const PrecisionCase &mode,
+                const graph::GraphBuildTrainingOptions &training) {
   mlir::MLIRContext context;
   registerModelDialects(context);
   llvm::SourceMgr sourceMgr;
@@ -46,8 +47,6 @@ inline std::vector<GeneratedKernel> generateForFile(const std::string &path, con
     ADD_FAILURE() << "cannot load " << path << ":\n" << os.str();
     return {};
   }
-  graph::GraphBuildTrainingOptions training;
-  training.accumSteps = accumSteps;
   graph::GraphAssignPrecisionOptions precision;
   precision.mode = mode.mode;
   graph::GraphInsertLossScalingOptions scaling;
@@ -66,14 +65,31 @@ inline std::vector<GeneratedKernel> generateForFile(const std::string &path, con
   return generateKernels(loaded->model);
 }
 
-/// Writes \p text to a temporary model file and generates its kernels.
-inline std::vector<GeneratedKernel> generateForText(const std::string &text, const PrecisionCase &mode,
-                                             int accumSteps = 1) {
+/// The same with the default training options and \p accumSteps micro steps per step.
+inline std::vector<GeneratedKernel> generateForFile(const std::string &path,
+                                                    const PrecisionCase &mode, int accumSteps = 1) {
+  graph::GraphBuildTrainingOptions training;
+  training.accumSteps = accumSteps;
+  return generateForFile(path, mode, training);
+}
+
+/// Writes \p text to a temporary model file and generates its kernels with \p training.
+inline std::vector<GeneratedKernel>
+generateForText(const std::string &text, const PrecisionCase &mode,
+                const graph::GraphBuildTrainingOptions &training) {
   std::string path = test_support::uniqueTempPath("ampc_codegen_model");
   std::ofstream(path) << text;
-  auto kernels = generateForFile(path, mode, accumSteps);
+  auto kernels = generateForFile(path, mode, training);
   std::remove(path.c_str());
   return kernels;
+}
+
+/// Writes \p text to a temporary model file and generates its kernels.
+inline std::vector<GeneratedKernel> generateForText(const std::string &text,
+                                                    const PrecisionCase &mode, int accumSteps = 1) {
+  graph::GraphBuildTrainingOptions training;
+  training.accumSteps = accumSteps;
+  return generateForText(text, mode, training);
 }
 
 inline const GeneratedKernel *findKernel(const std::vector<GeneratedKernel> &kernels,

@@ -242,6 +242,16 @@ TEST(CudaCodegen, AdamWIsOneLaunchOverEveryParameter) {
   EXPECT_NE(adamw.source.find("struct OptimizerTensor"), std::string::npos);
   EXPECT_NE(adamw.source.find("found_nonfinite"), std::string::npos);
   EXPECT_NE(adamw.source.find("fromFloat<half16>(p)"), std::string::npos);
+  // 16-byte packs of 4 f32 elements, the copy as one 8-byte store, a scalar tail.
+  EXPECT_NE(adamw.source.find("Pack<float, 4> p = *reinterpret_cast<Pack<float, 4> *>(param + i);"),
+            std::string::npos)
+      << adamw.source;
+  EXPECT_NE(adamw.source.find(
+                "*reinterpret_cast<unsigned long long *>(static_cast<half16 *>(copy) + i) = bits;"),
+            std::string::npos);
+  EXPECT_NE(adamw.source.find("for (long long i = packEnd + threadIdx.x; i < end;"),
+            std::string::npos);
+  EXPECT_EQ(adamw.launch.blockSize, 256);
   EXPECT_NO_THROW(cuda::compileToCubin(adamw.source, adamw.name + ".cu", "sm_90", nvrtcOptions()));
 }
 
