@@ -231,15 +231,16 @@ void Device::copyToHost(void *destination, CUdeviceptr source, size_t bytes) {
 
 void Device::synchronize(const std::string &doing) {
   checkDriver(*driver, driver->cuStreamSynchronize(deviceStream), "cuStreamSynchronize", doing);
+  ++completedSyncs;
 }
 
 //===----------------------------------------------------------------------===//
 // Event
 //===----------------------------------------------------------------------===//
 
-Event::Event(Device &device) : device(&device) {
-  checkDriver(device.api(), device.api().cuEventCreate(&event, CU_EVENT_DEFAULT), "cuEventCreate",
-              "creating a timing event");
+Event::Event(Device &device, unsigned flags) : device(&device) {
+  checkDriver(device.api(), device.api().cuEventCreate(&event, flags), "cuEventCreate",
+              "creating an event");
 }
 
 Event::~Event() {
@@ -254,9 +255,8 @@ void Event::record(CUstream stream) {
               "recording a timing event");
 }
 
-void Event::synchronize() {
-  checkDriver(device->api(), device->api().cuEventSynchronize(event), "cuEventSynchronize",
-              "waiting for a timing event");
+void Event::synchronize(const char *doing) {
+  checkDriver(device->api(), device->api().cuEventSynchronize(event), "cuEventSynchronize", doing);
 }
 
 double measureCopyBandwidth(Device &device) {

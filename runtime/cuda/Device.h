@@ -186,10 +186,15 @@ public:
   /// fault surfaces here. \p doing says what the work was in the error.
   void synchronize(const std::string &doing = "waiting for the GPU");
 
+  /// How many synchronize() calls have returned: work queued before the
+  /// count last changed is known complete without asking the driver.
+  uint64_t synchronizations() const { return completedSyncs; }
+
 private:
   friend class DeviceAllocation;
   const DriverApi *driver = nullptr;
   uint64_t heldBytes = 0;
+  uint64_t completedSyncs = 0;
   DeviceInfo deviceInfo;
   CUdevice handle = 0;
   CUcontext primaryContext = nullptr;
@@ -203,10 +208,12 @@ private:
 double measureCopyBandwidth(Device &device);
 
 /// A CUDA event on the device's stream, for timing: record() two of them
-/// around some work, synchronize() the second, elapsedMilliseconds().
+/// around some work, synchronize() the second, elapsedMilliseconds(). With
+/// \p flags CU_EVENT_DISABLE_TIMING it only marks a point of the stream to
+/// wait for (cheaper to record).
 class Event {
 public:
-  explicit Event(Device &device);
+  explicit Event(Device &device, unsigned flags = CU_EVENT_DEFAULT);
   ~Event();
   Event(const Event &) = delete;
   Event &operator=(const Event &) = delete;
@@ -215,8 +222,9 @@ public:
   void record();
   /// Records the event at the current end of \p stream (a stream of the device's context).
   void record(CUstream stream);
-  /// Waits until the GPU reaches the recorded point.
-  void synchronize();
+  /// Waits until the GPU reaches the recorded point; \p doing says why in
+  /// the error.
+  void synchronize(const char *doing = "waiting for a timing event");
   /// Milliseconds between two recorded and completed events.
   static float elapsedMilliseconds(const Event &start, const Event &end);
 

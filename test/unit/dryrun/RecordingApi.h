@@ -67,6 +67,11 @@ enum AmpcRecordingPlantKind {
   /// A small host-to-device copy (at most kRecordedCopyBytes) that reaches word `argument`:
   /// that word of the bytes it writes += amount.
   AMPC_PLANT_COPY_WORD,
+  /// A cuEventSynchronize (its occurrence among them) returns at once without waiting, as if
+  /// the runtime had not called it.
+  AMPC_PLANT_SKIP_EVENT_WAIT,
+  /// A cuMemAllocHost (its occurrence among them) fails with CUDA_ERROR_OUT_OF_MEMORY.
+  AMPC_PLANT_HOST_ALLOC_FAILS,
 };
 
 struct AmpcRecordingPlant {

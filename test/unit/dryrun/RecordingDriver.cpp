@@ -19,6 +19,10 @@
 //                  no allocation, or in a freed one (the launch succeeds: a
 //                  GPU would fault or corrupt memory later);
 //   extent         a memset or copy running past its allocation;
+//   pinned-reuse   pinned host memory rewritten (or freed) while a
+//                  host-to-device copy from it is pending: before the host
+//                  synchronised the stream, or an event recorded after the
+//                  copy (see RecordingState.h);
 //   capture        a synchronisation, allocation, free or pageable copy
 //                  while a stream capture forbids it (the call fails with
 //                  CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and the capture is
@@ -254,8 +258,10 @@ AMPC_EXPORT CUresult CUDAAPI cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
 
 namespace {
 
-/// Records a synchronisation; fails it when a capture forbids it.
-CUresult synchronize(const char *what, const char *call, CUstream stream) {
+/// Records a synchronisation; fails it when a capture forbids it. Once it
+/// returns, the host has seen the stream reach what \p reached says.
+template <typename Reached>
+CUresult synchronize(const char *what, const char *call, CUstream stream, Reached reached) {
   return recorded([&](Recorder &recorder) {
     ampc::dryrun::Event event;
     event.kind = EventKind::Sync;
@@ -263,21 +269,39 @@ CUresult synchronize(const char *what, const char *call, CUstream stream) {
     recorder.record(event);
     if (stream && !recorder.knownStream(stream))
       return CUDA_ERROR_INVALID_HANDLE;
-    return recorder.captureForbids(call, stream) ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
-                                                 : CUDA_SUCCESS;
+    if (recorder.captureForbids(call, stream))
+      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    reached(recorder);
+    return CUDA_SUCCESS;
   });
 }
 
 } // namespace
 
 AMPC_EXPORT CUresult CUDAAPI cuCtxSynchronize(void) {
-  return synchronize("context", "cuCtxSynchronize", nullptr);
+  return synchronize("context", "cuCtxSynchronize", nullptr, [](Recorder &recorder) {
+    recorder.streamReached(nullptr, recorder.queuedWork(), /*everyStream=*/true);
+  });
 }
 AMPC_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream stream) {
-  return synchronize("stream", "cuStreamSynchronize", stream);
+  return synchronize("stream", "cuStreamSynchronize", stream, [&](Recorder &recorder) {
+    recorder.streamReached(stream, recorder.queuedWork());
+  });
 }
-AMPC_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent) {
-  return synchronize("event", "cuEventSynchronize", nullptr);
+AMPC_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent handle) {
+  auto *event = reinterpret_cast<ampc::dryrun::RecordedEvent *>(handle);
+  {
+    // A planted defect: the runtime did not wait here.
+    Recorder &recorder = Recorder::instance();
+    auto lock = recorder.beginCall();
+    AmpcRecordingPlant plant;
+    if (recorder.takeCallPlant(AMPC_PLANT_SKIP_EVENT_WAIT, plant))
+      return CUDA_SUCCESS;
+  }
+  return synchronize("event", "cuEventSynchronize", nullptr, [&](Recorder &recorder) {
+    if (event->placed)
+      recorder.streamReached(event->stream, event->position);
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -312,6 +336,9 @@ AMPC_EXPORT CUresult CUDAAPI cuMemAllocHost(void **pointer, size_t bytes) {
   return recorded([&](Recorder &recorder) {
     if (recorder.captureForbids("cuMemAllocHost of " + std::to_string(bytes) + " bytes"))
       return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    AmpcRecordingPlant plant;
+    if (recorder.takeCallPlant(AMPC_PLANT_HOST_ALLOC_FAILS, plant))
+      return CUDA_ERROR_OUT_OF_MEMORY;
     *pointer = recorder.allocateHost(bytes);
     return *pointer ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
   });
@@ -539,17 +566,20 @@ AMPC_EXPORT CUresult CUDAAPI cuStreamIsCapturing(CUstream stream, CUstreamCaptur
 }
 
 AMPC_EXPORT CUresult CUDAAPI cuEventCreate(CUevent *event, unsigned int) {
-  *event = reinterpret_cast<CUevent>(new int(0));
+  *event = reinterpret_cast<CUevent>(new ampc::dryrun::RecordedEvent());
   return CUDA_SUCCESS;
 }
 AMPC_EXPORT CUresult CUDAAPI cuEventDestroy(CUevent event) {
-  delete reinterpret_cast<int *>(event);
+  delete reinterpret_cast<ampc::dryrun::RecordedEvent *>(event);
   return CUDA_SUCCESS;
 }
-AMPC_EXPORT CUresult CUDAAPI cuEventRecord(CUevent event, CUstream) {
-  // Recorded: from now on elapsed times may be asked of it.
-  *reinterpret_cast<int *>(event) = 1;
-  return CUDA_SUCCESS;
+AMPC_EXPORT CUresult CUDAAPI cuEventRecord(CUevent event, CUstream stream) {
+  // Recorded: from now on elapsed times may be asked of it, and
+  // synchronising it shows the host the stream's work queued before it.
+  return recorded([&](Recorder &recorder) {
+    recorder.recordEvent(*reinterpret_cast<ampc::dryrun::RecordedEvent *>(event), stream);
+    return CUDA_SUCCESS;
+  });
 }
 AMPC_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream, CUevent, unsigned int) {
   // Ordering between streams is not modelled: the work of every stream is
@@ -557,7 +587,8 @@ AMPC_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream, CUevent, unsigned int) 
   return CUDA_SUCCESS;
 }
 AMPC_EXPORT CUresult CUDAAPI cuEventElapsedTime(float *milliseconds, CUevent start, CUevent end) {
-  if (!*reinterpret_cast<int *>(start) || !*reinterpret_cast<int *>(end))
+  if (!reinterpret_cast<ampc::dryrun::RecordedEvent *>(start)->recorded ||
+      !reinterpret_cast<ampc::dryrun::RecordedEvent *>(end)->recorded)
     return CUDA_ERROR_INVALID_HANDLE; // an event never recorded, as CUDA
   *milliseconds = 0;                  // kernels take no time here
   return CUDA_SUCCESS;

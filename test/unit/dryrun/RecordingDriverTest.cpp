@@ -5,6 +5,8 @@
 // behind them: copies and memsets past an allocation or into a freed one, a
 // double free, a graph replayed after its memory was freed, work that a
 // stream capture cannot hold (a sync, an allocation, a pageable copy),
+// pinned memory rewritten or freed before the stream was seen to reach a copy
+// from it,
 // dynamic shared memory without opting in, a pointer argument in no
 // allocation, cuBLASLt matrices over their allocations, misaligned, or with
 // a bias vector too short. Kernels come from the tiny GPT's plan; their
@@ -23,6 +25,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <memory>
 
 namespace ampc::dryrun {
@@ -230,6 +233,51 @@ TEST_F(RecordingDriver, PageableCopyWhileCapturing) {
   const float pageable = 1.0f;
   captureWarning(*device, [&] { device->copyToDeviceAsync(buffer.pointer(), &pageable, 4); });
   expectViolation("capture", "cuMemcpyHtoDAsync from pageable host memory");
+}
+
+TEST_F(RecordingDriver, PinnedSourceRewrittenBeforeTheStreamReachedItsCopy) {
+  cuda::DeviceAllocation buffer = device->allocate(256, "a buffer");
+  cuda::PinnedHostBuffer pinned = device->allocatePinned(256, "pinned");
+  uint8_t *bytes = static_cast<uint8_t *>(pinned.data());
+  auto copy = [&](uint8_t value) {
+    std::memset(bytes, value, 256);
+    device->copyToDeviceAsync(buffer.pointer(), bytes, 256);
+  };
+  // Waiting on an event recorded after the copy shows the stream is past it.
+  copy(1);
+  cuda::Event copied(*device, CU_EVENT_DISABLE_TIMING);
+  copied.record();
+  copied.synchronize();
+  copy(2);
+  // So does synchronising the stream.
+  device->synchronize();
+  copy(3);
+  device->synchronize();
+  EXPECT_TRUE(violations("pinned-reuse").empty()) << recordingLibraryInProcess().trace();
+  // An event recorded before the copy does not: the rewrite is found when the stream is.
+  cuda::Event before(*device, CU_EVENT_DISABLE_TIMING);
+  before.record();
+  copy(4);
+  before.synchronize();
+  std::memset(bytes, 5, 256);
+  device->synchronize();
+  expectViolation("pinned-reuse", "256 pinned bytes");
+  EXPECT_NE(violations("pinned-reuse")[0].text.find("before synchronising, before the stream"),
+            std::string::npos);
+  // Nor does nothing: queuing the next copy from the rewritten bytes is found at once.
+  copy(6);
+  copy(7);
+  EXPECT_EQ(violations("pinned-reuse").size(), 2u);
+  device->synchronize();
+}
+
+TEST_F(RecordingDriver, PinnedMemoryFreedWhileItsCopyIsPending) {
+  cuda::DeviceAllocation buffer = device->allocate(64, "a buffer");
+  cuda::PinnedHostBuffer pinned = device->allocatePinned(64, "pinned");
+  device->copyToDeviceAsync(buffer.pointer(), pinned.data(), 64);
+  pinned.release();
+  expectViolation("pinned-reuse", "cuMemFreeHost of pinned memory that cuMemcpyHtoDAsync");
+  device->synchronize();
 }
 
 //===----------------------------------------------------------------------===//

@@ -47,6 +47,19 @@ void zero(uint8_t *host, uint64_t bytes) {
   std::memset(reinterpret_cast<void *>(lastPage), 0, begin + bytes - lastPage);
 }
 
+/// FNV-1a over \p bytes at \p data: enough to tell rewritten bytes apart.
+uint64_t digestOf(const void *data, uint64_t bytes) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  const uint8_t *at = static_cast<const uint8_t *>(data);
+  for (uint64_t i = 0; i < bytes; ++i)
+    hash = (hash ^ at[i]) * 0x100000001b3ull;
+  return hash;
+}
+
+bool overlaps(uint64_t a, uint64_t aBytes, uint64_t b, uint64_t bBytes) {
+  return a < b + bBytes && b < a + aBytes;
+}
+
 } // namespace
 
 uint32_t alignmentOf(uint64_t address) {
@@ -94,6 +107,8 @@ void Recorder::reset(const AmpcRecordingDevice &newDevice) {
   allocations = AllocationTable();
   hostBuffers.clear();
   heldBytes = 0;
+  workQueued = 0;
+  pendingCopies.clear();
   deviceInfo = newDevice;
   text.clear();
   violations = 0;
@@ -172,6 +187,17 @@ bool Recorder::freeHost(void *pointer) {
   auto found = hostBuffers.find(address);
   if (found == hostBuffers.end())
     return false;
+  for (auto copy = pendingCopies.begin(); copy != pendingCopies.end();)
+    if (overlaps(copy->source, copy->bytes, address, found->second.bytes)) {
+      violation("pinned-reuse", "cuMemFreeHost of pinned memory that cuMemcpyHtoDAsync at call " +
+                                    std::to_string(copy->call) + " copies " +
+                                    std::to_string(copy->bytes) + " bytes from at " +
+                                    hexAddress(copy->source) +
+                                    " before the stream was seen to reach that copy");
+      copy = pendingCopies.erase(copy);
+    } else {
+      ++copy;
+    }
   munmap(found->second.host, found->second.bytes ? found->second.bytes : 1);
   hostBuffers.erase(found);
   return true;
@@ -355,9 +381,68 @@ CUresult Recorder::submit(CUstream stream, Node node) {
   } else {
     node.origin = Origin::Eager;
     node.graph = 0;
+    ++workQueued;
   }
   record(node);
-  return execute(node);
+  const CUresult result = execute(node);
+  if (node.origin == Origin::Eager)
+    notePinnedCopy(stream, node);
+  return result;
+}
+
+void Recorder::notePinnedCopy(CUstream stream, const Node &node) {
+  if (node.kind != EventKind::Memcpy || node.what != "htod" || node.bytes == 0 ||
+      !isPinned(node.source, node.bytes))
+    return;
+  // Queuing a copy from bytes an earlier copy still has to read means the
+  // host has just rewritten them.
+  for (auto copy = pendingCopies.begin(); copy != pendingCopies.end();)
+    if (overlaps(copy->source, copy->bytes, node.source, node.bytes)) {
+      checkPinnedSource(*copy, "and queued another copy from them");
+      copy = pendingCopies.erase(copy);
+    } else {
+      ++copy;
+    }
+  PendingPinnedCopy copy;
+  copy.stream = stream;
+  copy.position = workQueued;
+  copy.source = node.source;
+  copy.destination = node.address;
+  copy.bytes = node.bytes;
+  // The bytes queued: what the eager small copy recorded, else the source now.
+  copy.digest = digestOf(reinterpret_cast<const void *>(node.source), node.bytes);
+  copy.call = callIndex;
+  pendingCopies.push_back(copy);
+}
+
+void Recorder::checkPinnedSource(const PendingPinnedCopy &copy, const std::string &when) {
+  if (digestOf(reinterpret_cast<const void *>(copy.source), copy.bytes) == copy.digest)
+    return;
+  violation("pinned-reuse",
+            "the host rewrote the " + std::to_string(copy.bytes) + " pinned bytes at " +
+                hexAddress(copy.source) + " that cuMemcpyHtoDAsync at call " +
+                std::to_string(copy.call) + " copies to " + hexAddress(copy.destination) + " " +
+                when +
+                ", before the stream was seen to reach that copy (no synchronisation of the "
+                "stream, or of an event recorded after the copy, in between): the GPU may copy "
+                "the new bytes");
+}
+
+void Recorder::recordEvent(RecordedEvent &event, CUstream stream) {
+  event.recorded = true;
+  event.placed = !capturing(stream);
+  event.stream = stream;
+  event.position = workQueued;
+}
+
+void Recorder::streamReached(CUstream stream, uint64_t position, bool everyStream) {
+  for (auto copy = pendingCopies.begin(); copy != pendingCopies.end();)
+    if ((everyStream || copy->stream == stream) && copy->position <= position) {
+      checkPinnedSource(*copy, "before synchronising");
+      copy = pendingCopies.erase(copy);
+    } else {
+      ++copy;
+    }
 }
 
 CUresult Recorder::instantiate(CUgraphExec *executable, CUgraph graph) {
@@ -392,8 +477,10 @@ CUresult Recorder::launchGraph(CUgraphExec executable, CUstream stream) {
     Node node = captured;
     node.origin = Origin::Replayed;
     node.graph = id;
+    ++workQueued;
     record(node);
     const CUresult nodeResult = execute(node);
+    notePinnedCopy(stream, node);
     if (result == CUDA_SUCCESS)
       result = nodeResult;
   }
@@ -541,11 +628,16 @@ bool Recorder::takePlant(const char *name, bool capturing, AmpcRecordingPlant &p
   const bool forMatmul = kind == AMPC_PLANT_MATMUL_LD || kind == AMPC_PLANT_MATMUL_OFFSET ||
                          kind == AMPC_PLANT_MATMUL_NO_BIAS;
   const bool inCapture = kind == AMPC_PLANT_SYNC_IN_CAPTURE || kind == AMPC_PLANT_ALLOC_IN_CAPTURE;
-  if (kind == AMPC_PLANT_NONE || kind == AMPC_PLANT_COPY_WORD || forMatmul != (name == nullptr) ||
-      (inCapture && !capturing) ||
+  if (kind == AMPC_PLANT_NONE || kind == AMPC_PLANT_COPY_WORD ||
+      kind == AMPC_PLANT_SKIP_EVENT_WAIT || kind == AMPC_PLANT_HOST_ALLOC_FAILS ||
+      forMatmul != (name == nullptr) || (inCapture && !capturing) ||
       (name && std::string(name).find(plantedKernel) == std::string::npos))
     return false;
   return claimPlant(plant);
+}
+
+bool Recorder::takeCallPlant(int kind, AmpcRecordingPlant &plant) {
+  return planted.kind == kind && claimPlant(plant);
 }
 
 bool Recorder::claimPlant(AmpcRecordingPlant &plant) {

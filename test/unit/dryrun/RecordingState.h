@@ -17,6 +17,13 @@
 // Kernels never run; copies and memsets do, so what the host reads back is
 // what it wrote (zeros where only kernels would have written).
 //
+// Copies run when queued, which a GPU may do much later: so a host-to-device
+// copy from pinned memory stays pending until the host has seen the stream
+// reach it (a synchronisation of its stream or context, or of an event
+// recorded on the stream after it), and its source must keep the bytes it
+// had when queued until then (pinned-reuse: checked when the copy completes,
+// when another copy from the same bytes is queued, and when they are freed).
+//
 // Every node is checked when it is queued, captured and replayed, the way a
 // GPU would reject or silently corrupt it; see RecordingDriver.cpp and
 // RecordingCublasLt.cpp for the checks. A violation is written to the trace
@@ -70,6 +77,26 @@ struct MatmulAlgorithm {
 
 /// What one piece of stream work does, with which it is replayed.
 using Node = Event;
+
+/// A CUevent: whether it was recorded, and where on which stream.
+struct RecordedEvent {
+  bool recorded = false;
+  /// Recorded outside a capture: the stream, and how much stream work had
+  /// been queued (Recorder::queuedWork) when it was.
+  bool placed = false;
+  CUstream stream = nullptr;
+  uint64_t position = 0;
+};
+
+/// A host-to-device copy from pinned memory that the stream has not been
+/// seen to reach: the host must not rewrite its source until it has.
+struct PendingPinnedCopy {
+  CUstream stream = nullptr;
+  uint64_t position = 0; ///< Recorder::queuedWork once it was queued
+  uint64_t source = 0, destination = 0, bytes = 0;
+  uint64_t digest = 0; ///< of the source bytes when queued
+  uint64_t call = 0;
+};
 
 class Recorder {
 public:
@@ -136,6 +163,14 @@ public:
   /// Returns the error a GPU's driver would (CUDA_SUCCESS for work that
   /// would run and corrupt memory: that is only recorded).
   CUresult submit(CUstream stream, Node node);
+  /// Records \p event at the current end of \p stream's work.
+  void recordEvent(RecordedEvent &event, CUstream stream);
+  /// The host has seen \p stream (null with \p everyStream: every stream)
+  /// reach work item \p position: the pinned copies queued up to there are
+  /// done, each checked for its source rewritten before (pinned-reuse).
+  void streamReached(CUstream stream, uint64_t position, bool everyStream = false);
+  /// Stream work queued so far, every stream and replayed node counted.
+  uint64_t queuedWork() const { return workQueued; }
   CUresult instantiate(CUgraphExec *executable, CUgraph graph);
   CUresult launchGraph(CUgraphExec executable, CUstream stream);
   bool destroyGraph(CUgraph graph);
@@ -157,6 +192,9 @@ public:
   /// The plant for this host-to-device copy of \p bytes (recorded with its
   /// bytes), if it is the one planted for; it is then used up.
   bool takeCopyPlant(uint64_t bytes, AmpcRecordingPlant &plant);
+  /// The plant for this cuEventSynchronize or cuMemAllocHost (\p kind), if
+  /// it is the one planted for.
+  bool takeCallPlant(int kind, AmpcRecordingPlant &plant);
   /// Counts one candidate; the planted one (its occurrence) takes the plant, once.
   bool claimPlant(AmpcRecordingPlant &plant);
   /// Applies a launch's plant to \p node, queued on \p stream.
@@ -171,6 +209,13 @@ private:
   ~Recorder();
   /// Checks \p node for \p origin and performs its copies and memsets.
   CUresult execute(Node &node);
+  /// Notes an executed host-to-device \p node from pinned memory on
+  /// \p stream as pending, after checking the pending copies its source
+  /// overlaps.
+  void notePinnedCopy(CUstream stream, const Node &node);
+  /// A pinned-reuse violation when \p copy's source no longer holds the
+  /// bytes it held when queued; \p when says what the host did meanwhile.
+  void checkPinnedSource(const PendingPinnedCopy &copy, const std::string &when);
   void closeTrace();
 
   std::mutex mutex;
@@ -182,6 +227,8 @@ private:
   std::map<uint64_t, Allocation> hostBuffers;
   uint64_t nextAddress = kDeviceBase;
   uint64_t heldBytes = 0;
+  uint64_t workQueued = 0;
+  std::vector<PendingPinnedCopy> pendingCopies;
 
   std::string text;
   std::FILE *file = nullptr;
