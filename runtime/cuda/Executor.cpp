@@ -208,6 +208,7 @@ void Executor::Impl::allocate() {
   addresses.runScalars = runScalars;
   pinnedMetrics = device.allocatePinned(
       metricsBytes(plan) + 2 * sizeof(plan::DeviceErrorRecord) + 64, "the metrics read-back");
+  allocateStaging();
   matmul = std::make_unique<Matmul>(device);
 }
 

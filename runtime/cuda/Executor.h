@@ -21,6 +21,9 @@
 //    run to run, and each function is captured once into one CUDA graph
 //    (after one eager warm-up) and replayed; data parallelism alone cuts the
 //    micro step into segments, between which the gradient reductions queue;
+//  * inputs and the run scalars are uploaded from pinned host slots, each
+//    copy queued on the stream, so the host prepares and queues the next
+//    micro step while the GPU computes the current one;
 //  * metrics stay on the device: the loss of each micro step, the gradient
 //    norm, the learning rate and the loss-scale counters before and after
 //    the optimizer step are copied (device to device) into the metrics
@@ -197,7 +200,11 @@ public:
   void initializeParameters(uint64_t seed);
   /// As cpu::Executor::randomizeInputs.
   void randomizeInputs(uint64_t seed);
-  /// As cpu::Executor::setInput (same checks and errors), then uploads.
+  /// As cpu::Executor::setInput (same checks and errors), then queues the
+  /// upload through a pinned staging slot and returns without waiting for
+  /// the GPU (unless every slot of the input still holds a copy the stream
+  /// may not have reached: see ExecutorHostData.cpp, "Staging"); \p data
+  /// may be reused at once.
   void setInput(const std::string &name, const void *data, size_t bytes);
   /// Zeroes the state; the loss scale gets its initial value.
   void resetState();

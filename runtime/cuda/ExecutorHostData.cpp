@@ -3,10 +3,10 @@
 // What crosses between the host and the device outside the steps
 // themselves: reading the metrics block and the error records once per
 // optimizer step (readMetrics), parameter initialisation and random inputs
-// computed with the CPU backend's formulas and uploaded, setInput, resetting
-// the state; and the hooks tests use to compare a step group with the CPU
-// backend (runGroups, bufferValues,
-// setBufferValues), with the value encoding they share.
+// computed with the CPU backend's formulas and uploaded, setInput and the
+// pinned staging slots its copies go through, resetting the state; and the
+// hooks tests use to compare a step group with the CPU backend (runGroups,
+// bufferValues, setBufferValues), with the value encoding they share.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +15,7 @@
 #include "runtime/numerics/Philox.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 namespace ampc::cuda {
@@ -162,6 +163,111 @@ StepMetrics Executor::Impl::readMetrics() {
   return result;
 }
 
+//===----------------------------------------------------------------------===//
+// Staging: host-to-device copies from pinned memory
+//===----------------------------------------------------------------------===//
+//
+// Every micro step uploads its inputs (setInput) and the run scalars. From
+// pageable memory the driver may hold the host until the stream has drained
+// before it takes the bytes, and then the host cannot queue the next micro
+// step's data and graph while the GPU computes. So these copies go through
+// pinned slots: the host writes a slot (a memcpy), queues cuMemcpyHtoDAsync
+// from it, records the slot's event right after the copy and returns.
+//
+// A slot is written again only once the stream is past its previous copy.
+// The host knows that without asking the driver when Device::synchronize has
+// returned since the copy was queued (readMetrics, once per optimizer step);
+// otherwise it waits on the slot's event. Each ring has a slot per micro step
+// of an optimizer step (at least two, within kStagingBytesLimit), so a
+// training loop that reads the metrics once per optimizer step never waits;
+// a caller that queues more uploads than that between synchronisations waits
+// for the copy of a ring's length ago, which bounds how far the host runs
+// ahead of the GPU without stalling it.
+
+namespace {
+
+/// The most pinned memory one ring takes; rings of larger inputs get fewer
+/// slots (never fewer than two).
+constexpr uint64_t kStagingBytesLimit = 64ull << 20;
+
+/// Slots of \p slotBytes for \p wanted copies between synchronisations.
+size_t stagingSlots(uint64_t slotBytes, uint64_t wanted) {
+  const uint64_t fit = kStagingBytesLimit / std::max<uint64_t>(slotBytes, 1);
+  return static_cast<size_t>(std::max<uint64_t>(2, std::min(wanted, fit)));
+}
+
+} // namespace
+
+StagingRing::~StagingRing() {
+  for (Slot &slot : slots)
+    if (slot.pending && device->synchronizations() == slot.syncsAtCopy) {
+      try {
+        slot.copied->synchronize();
+      } catch (const CudaError &) {
+        // A failed stream leaves nothing to wait for.
+      }
+    }
+}
+
+void Executor::Impl::allocateStaging() {
+  const uint64_t microSteps = static_cast<uint64_t>(std::max<int64_t>(plan.accumulationSteps, 1));
+  bool warned = false;
+  auto layOut = [&](StagingRing &ring, uint64_t bytes, uint64_t wanted, const std::string &what) {
+    ring.slotBytes = bytes;
+    if (bytes == 0)
+      return;
+    const uint64_t stride = alignUp(bytes);
+    const size_t slots = stagingSlots(stride, wanted);
+    try {
+      ring.memory = device.allocatePinned(stride * slots, what);
+    } catch (const CudaError &error) {
+      // Pageable copies still work; they only let the host stall.
+      if (!warned) {
+        const std::string why = error.what();
+        std::fprintf(stderr,
+                     "warning: %s; host-to-device copies go from pageable memory instead, "
+                     "which may hold the host until the GPU is idle every micro step\n",
+                     why.substr(0, why.find('\n')).c_str());
+        warned = true;
+      }
+      return;
+    }
+    ring.device = &device;
+    ring.slots.resize(slots);
+    for (size_t i = 0; i < slots; ++i) {
+      ring.slots[i].offset = i * stride;
+      ring.slots[i].copied = std::make_unique<Event>(device, CU_EVENT_DISABLE_TIMING);
+    }
+  };
+  inputStaging.resize(plan.inputs.size());
+  for (size_t i = 0; i < plan.inputs.size(); ++i)
+    layOut(inputStaging[i], bufferBytes(plan.buffers[plan.inputs[i].buffer]), microSteps,
+           "the staging slots of input '" + plan.inputs[i].name + "'");
+  // Every micro step and the optimizer step change the step.
+  layOut(runScalarStaging, sizeof(plan::RunScalarBlock), microSteps + 2,
+         "the staging slots of the run scalars");
+}
+
+void Executor::Impl::stageCopy(StagingRing &ring, CUdeviceptr destination, const void *data,
+                               size_t bytes) {
+  if (!ring.memory.data() || bytes > ring.slotBytes) {
+    device.copyToDeviceAsync(destination, data, bytes);
+    return;
+  }
+  StagingRing::Slot &slot = ring.slots[ring.next];
+  ring.next = (ring.next + 1) % ring.slots.size();
+  // The stream may not have read this slot's previous bytes yet: rewriting
+  // them now would change what that copy delivers.
+  if (slot.pending && device.synchronizations() == slot.syncsAtCopy)
+    slot.copied->synchronize("waiting for the GPU to take an earlier upload from its staging slot");
+  uint8_t *host = static_cast<uint8_t *>(ring.memory.data()) + slot.offset;
+  std::memcpy(host, data, bytes);
+  device.copyToDeviceAsync(destination, host, bytes);
+  slot.copied->record();
+  slot.syncsAtCopy = device.synchronizations();
+  slot.pending = true;
+}
+
 void Executor::Impl::requireParameters() const {
   if (!parametersSet)
     throw cpu::ExecutionError("the parameters are not initialised: call "
@@ -191,7 +297,8 @@ void Executor::Impl::randomizeInputs(uint64_t seed) {
                                 "' is an integer input without a bound, so it cannot be "
                                 "randomized: supply its data with setInput");
   // The CPU backend's formulas (docs/plan-format.md, "Random numbers").
-  for (const plan::Input &input : plan.inputs) {
+  for (size_t index = 0; index < plan.inputs.size(); ++index) {
+    const plan::Input &input = plan.inputs[index];
     const plan::Buffer &buffer = plan.buffers[input.buffer];
     const int64_t count = plan::numElements(buffer);
     const uint32_t stream = numerics::fnv1a32(input.name.data(), input.name.size()) ^ 0x9e3779b9u;
@@ -211,15 +318,19 @@ void Executor::Impl::randomizeInputs(uint64_t seed) {
       }
     }
     markStepStart();
-    upload(input.buffer, values);
+    const std::vector<uint8_t> bytes = encodeValues(values, buffer.dtype);
+    stageCopy(inputStaging[index], address(input.buffer), bytes.data(), bytes.size());
   }
 }
 
 void Executor::Impl::setInput(const std::string &name, const void *data, size_t bytes) {
   const plan::Input *found = nullptr;
-  for (const plan::Input &input : plan.inputs)
-    if (input.name == name)
-      found = &input;
+  size_t index = 0;
+  for (size_t i = 0; i < plan.inputs.size(); ++i)
+    if (plan.inputs[i].name == name) {
+      found = &plan.inputs[i];
+      index = i;
+    }
   if (!found)
     throw cpu::ExecutionError("setInput: the plan has no input named '" + name + "'");
   const plan::Buffer &buffer = plan.buffers[found->buffer];
@@ -240,9 +351,13 @@ void Executor::Impl::setInput(const std::string &name, const void *data, size_t 
                                   std::to_string(i) + ", outside its range [0, " +
                                   std::to_string(found->bound) + ")");
   }
-  // Pageable memory: the call returns once the bytes are staged.
+  // Through a pinned slot, so the call returns without waiting for the GPU
+  // and the caller may reuse \p data at once. The destination is the
+  // input's one buffer in the persistent pool: the stream orders this copy
+  // after the previous micro step's graph, which reads the buffer, so no
+  // second device buffer is needed.
   markStepStart();
-  device.copyToDeviceAsync(address(found->buffer), data, bytes);
+  stageCopy(inputStaging[index], address(found->buffer), data, bytes);
 }
 
 void Executor::Impl::resetState() {

@@ -103,12 +103,11 @@ std::string describeInstructions(const std::vector<plan::Instruction> &list,
 //===----------------------------------------------------------------------===//
 
 /// Queues the upload of \p run's seed, step and total steps into the
-/// run-scalar block, unless the block already holds them. Pageable-memory
-/// copies return once the bytes are staged, so the next run's upload cannot
-/// overtake this one, and the copy is ordered on the stream between the
-/// previous function's graph and this one's. Never called during a capture:
-/// a capture cannot hold a copy from pageable memory, and a replayed graph
-/// would restore the captured values.
+/// run-scalar block, unless the block already holds them. The bytes go
+/// through a pinned staging slot (stageCopy), so the call does not wait for
+/// the stream, and the copy is ordered on the stream between the previous
+/// function's graph and this one's. Never called during a capture: a
+/// replayed graph would restore the captured values.
 void Executor::Impl::uploadRunScalars(const cpu::RunOptions &run) {
   plan::RunScalarBlock wanted;
   wanted.seed = run.seed;
@@ -117,7 +116,7 @@ void Executor::Impl::uploadRunScalars(const cpu::RunOptions &run) {
   if (runScalarsHeld && wanted.seed == heldRunScalars.seed && wanted.step == heldRunScalars.step &&
       wanted.totalSteps == heldRunScalars.totalSteps)
     return;
-  device.copyToDeviceAsync(runScalars, &wanted, sizeof(wanted));
+  stageCopy(runScalarStaging, runScalars, &wanted, sizeof(wanted));
   heldRunScalars = wanted;
   runScalarsHeld = true;
 }

@@ -76,6 +76,35 @@ struct FunctionState {
   uint64_t profiledRuns = 0;
 };
 
+/// Pinned host memory that one kind of host-to-device copy is queued from
+/// (ExecutorHostData.cpp, "Staging"): a ring of equal slots, each with an
+/// event recorded on the stream right after the copy from it, so the host
+/// rewrites a slot only once the stream is past its previous copy.
+struct StagingRing {
+  struct Slot {
+    size_t offset = 0;
+    std::unique_ptr<Event> copied;
+    /// Device::synchronizations() when the copy was queued; a later count
+    /// means the stream drained since, so the slot is free without a wait.
+    uint64_t syncsAtCopy = 0;
+    bool pending = false;
+  };
+  StagingRing() = default;
+  StagingRing(StagingRing &&) = default;
+  StagingRing &operator=(StagingRing &&) = default;
+  /// Waits for the copies that may still read the slots before their memory
+  /// is freed (errors ignored: this runs in destructors).
+  ~StagingRing();
+
+  /// Empty when pinned memory could not be had: copies are then queued from
+  /// the caller's pageable memory.
+  PinnedHostBuffer memory;
+  Device *device = nullptr;
+  uint64_t slotBytes = 0;
+  std::vector<Slot> slots;
+  size_t next = 0;
+};
+
 class Executor::Impl {
 public:
   // Construction, memory and modules (Executor.cpp).
@@ -149,6 +178,15 @@ public:
 
   StepMetrics readMetrics();
 
+  /// Allocates the pinned staging rings of the inputs and the run scalars
+  /// (allocate() calls it).
+  void allocateStaging();
+
+  /// Queues the copy of \p bytes at \p data to \p destination through the
+  /// next slot of \p ring, waiting first only if the stream may not have
+  /// reached that slot's previous copy.
+  void stageCopy(StagingRing &ring, CUdeviceptr destination, const void *data, size_t bytes);
+
   void requireParameters() const;
 
   void upload(uint32_t buffer, const std::vector<double> &values);
@@ -182,6 +220,9 @@ public:
   plan::RunScalarBlock heldRunScalars;
   bool runScalarsHeld = false;
   PinnedHostBuffer pinnedMetrics;
+  /// Per plan input (in plan.inputs order), and for the run-scalar block.
+  std::vector<StagingRing> inputStaging;
+  StagingRing runScalarStaging;
   std::unique_ptr<Matmul> matmul;
   std::vector<std::unique_ptr<Module>> modules;
   FunctionState micro, optimizer;

@@ -753,6 +753,11 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
     log.close();
     return 0;
   }
+  // The first batch of the next optimizer step, prepared while the GPU runs
+  // this one's optimizer step (see below), and the micro step it is for.
+  std::vector<InputData> preparedBatch;
+  uint64_t preparedFor = 0;
+  bool prepared = false;
   try {
     for (uint64_t step = startStep; step < steps; ++step) {
       if (profiled && step == firstProfiled)
@@ -765,7 +770,13 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
         const uint64_t microStep =
             parallel ? parallel->globalMicroStep(step, i) : step * accumulation + i;
         if (source) {
-          for (const InputData &input : source->batch(microStep))
+          // Made on the host while the GPU runs the micro step queued last
+          // (on a GPU setInput and runMicroStep only queue work).
+          const std::vector<InputData> batch = prepared && preparedFor == microStep
+                                                   ? std::move(preparedBatch)
+                                                   : source->batch(microStep);
+          prepared = false;
+          for (const InputData &input : batch)
             backend->setInput(input.name, input.bytes.data(), input.bytes.size());
         } else if (!plan.inputs.empty()) {
           backend->randomizeInputs(inputSeed(options.seed, microStep));
@@ -797,6 +808,14 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
         parallel->prepareOptimizerStep(optimizer);
       }
       backend->runOptimizerStep(optimizer);
+      // Rather than wait idle in readMetrics, make the next step's first
+      // batch while the GPU runs this optimizer step. A batch is a function
+      // of (seed, micro step) alone, so only when it is made changes.
+      if (source && step + 1 < steps) {
+        preparedFor = parallel ? parallel->globalMicroStep(step + 1, 0) : (step + 1) * accumulation;
+        preparedBatch = source->batch(preparedFor);
+        prepared = true;
+      }
       // The step's one synchronisation on a GPU.
       BackendMetrics metrics = backend->readMetrics();
       if (parallel)

@@ -7,7 +7,9 @@
 // drives the real cuda::Executor: it must construct (allocating, loading
 // every module), launch every device step, capture and replay its CUDA
 // graphs and read its metrics, and the trace must show zero violations,
-// from the driver's checks and from DryRunChecker's against the plan.
+// from the driver's checks and from DryRunChecker's against the plan. Within
+// the loop every upload comes from pinned memory and the host synchronises
+// once per optimizer step.
 // Kernels do not run, so the losses are zeros: the GPU tests check numbers.
 //
 // Each configuration leaves its executable, output, metrics, trace and the
@@ -24,6 +26,7 @@
 
 #include <sys/stat.h>
 
+#include <map>
 #include <sstream>
 
 namespace ampc::dryrun {
@@ -81,6 +84,30 @@ TEST_P(DryRun, TrainsOverTheRecordingDriverWithoutViolations) {
   // cuBLASLt's candidates were timed while the executor was built (the recording heuristic
   // offers three for every problem).
   EXPECT_GT(report.timedMatmuls, 0u) << report.summary();
+
+  // The host never waits for the GPU inside an optimizer step: every upload of the loop (each
+  // micro step's inputs, the run scalars) is queued from pinned memory, no staging slot is
+  // waited for, and the stream is synchronised once per optimizer step (the metrics read) and
+  // once when the device closes.
+  const LoopTraffic traffic = loopTraffic(readTraceFile(tracePath));
+  EXPECT_EQ(traffic.pageableUploads, 0u);
+  EXPECT_EQ(traffic.eventSyncs, 0u);
+  EXPECT_EQ(traffic.contextSyncs, 0u);
+  EXPECT_EQ(traffic.streamSyncs, uint64_t(kOptimizerSteps) + 1);
+  std::map<uint64_t, uint64_t> perStep; // input bytes -> uploads of that size
+  for (const plan::Input &input : plan.inputs)
+    perStep[plan::numElements(plan.buffers[input.buffer]) *
+            plan::dtypeBytes(plan.buffers[input.buffer].dtype)] +=
+        uint64_t(kOptimizerSteps) * kAccumulationSteps;
+  ASSERT_FALSE(perStep.empty());
+  for (const auto &[bytes, uploads] : perStep) {
+    const uint64_t staged =
+        traffic.pinnedUploadsOfBytes.count(bytes) ? traffic.pinnedUploadsOfBytes.at(bytes) : 0;
+    if (bytes == sizeof(plan::RunScalarBlock)) // the run scalars are staged too
+      EXPECT_GE(staged, uploads) << bytes << "-byte inputs";
+    else
+      EXPECT_EQ(staged, uploads) << bytes << "-byte inputs";
+  }
 
   // Weight gradients are added into their f32 accumulators by the matmuls that compute them
   // (C == D == the accumulator, beta 1), in every micro step; with loss scaling the unscaling

@@ -80,6 +80,51 @@ std::vector<Event> readTraceFile(const std::string &path) {
   return {};
 }
 
+LoopTraffic loopTraffic(const std::vector<Event> &trace) {
+  size_t firstLaunch = trace.size();
+  for (size_t i = 0; i < trace.size(); ++i)
+    if ((trace[i].kind == EventKind::Launch || trace[i].kind == EventKind::Matmul) &&
+        trace[i].origin == Origin::Eager) {
+      firstLaunch = i;
+      break;
+    }
+  size_t begin = 0;
+  for (size_t i = firstLaunch; i-- > 0;)
+    if (trace[i].kind == EventKind::Sync) {
+      begin = i + 1;
+      break;
+    }
+  LoopTraffic traffic;
+  std::map<uint64_t, uint64_t> pinned; // live pinned buffers: address -> bytes
+  for (size_t i = 0; i < trace.size(); ++i) {
+    const Event &event = trace[i];
+    if (event.kind == EventKind::HostAlloc)
+      pinned[event.address] = event.bytes;
+    if (event.kind == EventKind::HostFree)
+      pinned.erase(event.address);
+    if (i < begin)
+      continue;
+    if (event.kind == EventKind::Sync) {
+      ++(event.what == "event"     ? traffic.eventSyncs
+         : event.what == "context" ? traffic.contextSyncs
+                                   : traffic.streamSyncs);
+    } else if (event.kind == EventKind::Memcpy && event.what == "htod" &&
+               event.origin == Origin::Eager) {
+      auto holder = pinned.upper_bound(event.source);
+      const bool fromPinned =
+          holder != pinned.begin() &&
+          event.source + event.bytes <= std::prev(holder)->first + std::prev(holder)->second;
+      if (fromPinned) {
+        ++traffic.pinnedUploads;
+        ++traffic.pinnedUploadsOfBytes[event.bytes];
+      } else {
+        ++traffic.pageableUploads;
+      }
+    }
+  }
+  return traffic;
+}
+
 const RecordingLibrary &recordingLibraryInProcess() {
   static RecordingLibrary library = [] {
     RecordingLibrary opened;

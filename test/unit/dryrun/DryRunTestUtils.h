@@ -19,8 +19,10 @@
 #include "runtime/plan/Plan.h"
 #include "test/unit/train/TrainTestUtils.h"
 
+#include <map>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace ampc::dryrun {
 
@@ -63,6 +65,21 @@ test::CommandResult runOverRecordingDriver(const std::string &path, const std::s
 /// The trace in \p path (empty and a test failure when unreadable or
 /// malformed).
 std::vector<Event> readTraceFile(const std::string &path);
+
+/// The host's traffic in the training loop of a trace: everything after the
+/// last synchronisation before the first eagerly launched kernel or matmul
+/// (the setup's uploads end with one; the first micro step's inputs are
+/// queued after it).
+struct LoopTraffic {
+  /// cuStreamSynchronize, cuEventSynchronize and cuCtxSynchronize calls.
+  uint64_t streamSyncs = 0, eventSyncs = 0, contextSyncs = 0;
+  /// Host-to-device copies queued eagerly, from pinned memory (a live
+  /// cuMemAllocHost range) or from pageable memory.
+  uint64_t pinnedUploads = 0, pageableUploads = 0;
+  /// Of the pinned uploads: how many of each size.
+  std::map<uint64_t, uint64_t> pinnedUploadsOfBytes;
+};
+LoopTraffic loopTraffic(const std::vector<Event> &trace);
 
 /// The recording library opened in this process: the driver table, and its
 /// own entry points. Opening it also points $AMPC_CUBLASLT_LIBRARY at it
