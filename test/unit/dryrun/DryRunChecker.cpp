@@ -476,10 +476,6 @@ void Checker::add(const std::string &check, const std::string &message, const st
   report.violations.push_back(violation);
 }
 
-/// Whether \p event is a run of a cuBLASLt candidate being timed: a matmul on a stream other
-/// than the first the program created (the device's, where every step runs).
-bool isTimedMatmul(const Event &event) { return event.kind == EventKind::Matmul && event.stream > 1; }
-
 size_t Checker::findStart(const std::vector<Event> &trace) const {
   // The first launch or matmul begins the first micro step, unless the
   // micro step begins with memsets: those are the memsets just before it.
@@ -707,9 +703,10 @@ void Checker::checkTimedMatmul(const Event &event, bool settingUp) {
   if (event.origin != Origin::Eager)
     add("matmul-timing", what + " was captured into a graph instead of being run and timed");
   const MatmulCall &call = event.matmul;
-  const std::pair<uint64_t, const MatrixLayout *> operands[] = {
-      {call.pointerA, &call.a}, {call.pointerB, &call.b}, {call.pointerC, &call.c},
-      {call.pointerD, &call.d}};
+  const std::pair<uint64_t, const MatrixLayout *> operands[] = {{call.pointerA, &call.a},
+                                                                {call.pointerB, &call.b},
+                                                                {call.pointerC, &call.c},
+                                                                {call.pointerD, &call.d}};
   for (const auto &[pointer, layout] : operands) {
     Check check = "";
     const std::string problem = allocations.rangeProblem(pointer, layoutBytes(*layout), check);
@@ -856,6 +853,10 @@ DryRunReport Checker::check(const std::vector<Event> &trace) {
 
 } // namespace
 
+bool isTimedMatmul(const Event &event) {
+  return event.kind == EventKind::Matmul && event.stream > 1;
+}
+
 std::string DryRunViolation::text() const {
   std::string line = check + ": " + message + " at " + where;
   if (!firstRun.empty() || times > 1)
@@ -869,11 +870,11 @@ std::string DryRunReport::summary() const {
   std::string text =
       "function runs " + std::to_string(functionRuns) + ", launches " + std::to_string(launches) +
       ", matmuls " + std::to_string(matmuls) + " (" + std::to_string(accumulatingMatmuls) +
-      " accumulating; " + std::to_string(timedMatmuls) + " runs timing algorithms)" +
-      ", memsets " + std::to_string(memsets) + ", graphs captured " +
-      std::to_string(graphsCaptured) + ", graph replays " + std::to_string(graphReplays) + " (" +
-      std::to_string(replayedSteps) + " device operations), device-to-host copies " +
-      std::to_string(metricReads) + ", violations " + std::to_string(violations.size());
+      " accumulating; " + std::to_string(timedMatmuls) + " runs timing algorithms)" + ", memsets " +
+      std::to_string(memsets) + ", graphs captured " + std::to_string(graphsCaptured) +
+      ", graph replays " + std::to_string(graphReplays) + " (" + std::to_string(replayedSteps) +
+      " device operations), device-to-host copies " + std::to_string(metricReads) +
+      ", violations " + std::to_string(violations.size());
   for (const DryRunViolation &violation : violations)
     text += "\n  " + violation.text();
   return text;

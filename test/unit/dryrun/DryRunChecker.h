@@ -117,6 +117,11 @@ struct DryRunReport {
   std::vector<DryRunViolation> of(const std::string &check) const;
 };
 
+/// Whether \p event is a run of a cuBLASLt candidate being timed while the executor is built
+/// (Matmul::prepare): a matmul on a stream other than the first the program created (the
+/// device's, where every step runs).
+bool isTimedMatmul(const Event &event);
+
 /// Checks \p trace against \p plan run as \p schedule says.
 DryRunReport checkDryRun(const plan::Plan &plan, const std::vector<Event> &trace,
                          const DryRunSchedule &schedule);

@@ -1,6 +1,7 @@
 //===- DryRunTestUtils.cpp - Models run over the recording driver ---------===//
 
 #include "DryRunTestUtils.h"
+#include "DryRunChecker.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -84,7 +85,7 @@ LoopTraffic loopTraffic(const std::vector<Event> &trace) {
   size_t firstLaunch = trace.size();
   for (size_t i = 0; i < trace.size(); ++i)
     if ((trace[i].kind == EventKind::Launch || trace[i].kind == EventKind::Matmul) &&
-        trace[i].origin == Origin::Eager) {
+        trace[i].origin == Origin::Eager && !isTimedMatmul(trace[i])) {
       firstLaunch = i;
       break;
     }
