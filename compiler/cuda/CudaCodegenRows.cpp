@@ -9,6 +9,8 @@
 #include "compiler/cuda/KernelGenerator.h"
 
 #include <algorithm>
+#include <functional>
+#include <memory>
 #include <sstream>
 
 using namespace mlir;
@@ -27,39 +29,190 @@ namespace {
 constexpr int64_t kWarpRowLimit = 2048;
 /// Threads of a warp-per-row kernel's block: 8 warps, 8 rows.
 constexpr int kWarpRowBlock = 256;
+/// The most floats a lane of a packed warp-per-row kernel holds (RowWalk): one held operand up to
+/// L = 2048, two (the gradients' x and dy) up to L = 1024. Measured with ptxas for sm_90 on the
+/// layer-norm kernels of bf16 rows: 95-127 registers at L = 768; at L = 2048 the forward uses 218
+/// and the gradient (128 held floats) 247-254 without spilling, one fused producer away from it
+/// and at one 256-thread block per multiprocessor, so longer gradients keep the unpacked walk.
+constexpr int64_t kHeldFloatsPerLane = 64;
+
+/// The C element type of a kernel parameter's dtype, for its packs.
+std::string packElement(const std::string &dtype) {
+  return dtype == "f32" ? "float" : dtype == "bf16" ? "bfloat16" : "half16";
+}
+
+/// How the passes of a row kernel walk its row.
+///
+/// Unpacked (block-per-row kernels, and warp-per-row kernels whose operands cannot be packed):
+/// rowLoop, lanes striding over the row one element at a time, every pass reading the row again
+/// (and evaluating the fused producers again) from L1/L2.
+///
+/// Packed (a warp per row, L a multiple of the pack width, every tensor operand either a row
+/// of the same length or a per-column vector of length L): the row is P = L / W packs of W
+/// elements, lane `lane` takes packs lane, lane + 32, ..., at most Q = ceil(P / 32) of them,
+/// each read with one access of W x the element size (16 bytes for bf16/f16, 32 bytes = two
+/// 16-byte accesses for an f32 operand beside them). A load pass reads each row operand once
+/// and keeps what the passes need (the norm's input; a norm gradient's x and g = dy * gamma) in
+/// fully unrolled register arrays of Q * W floats; the statistics and the final pass then work
+/// from those registers, and only per-column vectors (gamma, beta) are read again. Both walks
+/// take the same elements in the same f32 arithmetic; only the order of a lane's partial sums
+/// differs.
+class RowWalk {
+public:
+  RowWalk(const RowSpan &span, KernelWriter &writer) : span(span), writer(writer) {}
+
+  const RowSpan span;
+  KernelWriter &writer;
+  bool packed = false;
+  /// Elements a pack (packed walk).
+  int width = 1;
+  /// Packs a row, L / width, compiled in.
+  int64_t packs = 0;
+  /// Rows of the kernel: an operand with rows * L elements is a row operand, one with L a
+  /// per-column vector.
+  int64_t rows = 0;
+  /// Whether any pass read an element at another index than its own (a broadcast of another
+  /// shape) or through a gather: such reads cannot be packed.
+  bool broadcastRead = false;
+
+  /// Packs a lane takes at most.
+  int64_t perLane() const { return (packs + 31) / 32; }
+
+  /// A row value kept in the register array `array` by the load pass: element e of the lane is
+  /// `expression` at the lane's e-th element; when `value` is set, later passes read that value
+  /// from the array.
+  struct Held {
+    std::string array;
+    std::function<std::string(Scope &)> expression;
+    Value value;
+  };
+
+  /// Packed: declares the register arrays and emits the load pass that fills them. Unpacked:
+  /// nothing (each pass evaluates the row's values itself).
+  std::string load(std::vector<Held> values) {
+    if (!packed)
+      return "";
+    held = std::move(values);
+    std::string text = "    // Each lane's elements of the row, read once (16-byte packs).\n";
+    for (const Held &value : held)
+      text += "    float " + value.array + "[" + std::to_string(perLane() * width) + "];\n";
+    return text + packedLoop(
+                      [&](Scope &s) {
+                        for (const Held &value : held)
+                          s.line(value.array + "[e] = " + value.expression(s) + ";");
+                      },
+                      "L", false);
+  }
+
+  /// One pass over the row's first `limit` elements: `body` emits one element's statements (the
+  /// column `j`, the flat index `i`; packed, also the register slot `e`).
+  std::string pass(const std::function<void(Scope &)> &body, const std::string &limit = "L") {
+    if (packed)
+      return packedLoop(body, limit, true);
+    return rowLoop(
+        span,
+        [&](Scope &s) {
+          body(s);
+          broadcastRead = broadcastRead || s.broadcastRead || s.gatherRead;
+        },
+        limit);
+  }
+
+private:
+  std::vector<Held> held;
+
+  /// The index of pack p of the row in \p param: a row operand's packs follow the row's, a
+  /// per-column vector's are the same for every row.
+  std::string packIndex(const KernelParam &param) const {
+    return numElements(param.shape) == packs * width && rows != 1
+               ? "p"
+               : "row * " + std::to_string(packs) + "ll + p";
+  }
+
+  /// Emits a pass over the lane's packs: the pack loads of the inputs \p body reads, the
+  /// unrolled loop over each pack's elements (those before \p limit) around \p body, and the
+  /// pack stores of the outputs it writes. With \p readHeld, the held values are read from
+  /// their registers.
+  std::string packedLoop(const std::function<void(Scope &)> &body, const std::string &limit,
+                         bool readHeld) {
+    const std::string w = std::to_string(width);
+    Scope scope;
+    scope.vector = true;
+    scope.indent = limit == "L" ? "          " : "            ";
+    if (readHeld)
+      for (const Held &value : held)
+        if (value.value)
+          KernelWriter::bind(scope, value.value, "i", value.array + "[e]");
+    body(scope);
+    broadcastRead = broadcastRead || scope.broadcastRead || scope.gatherRead;
+    std::ostringstream text;
+    text << "#pragma unroll\n"
+         << "    for (int q = 0; q < " << perLane() << "; ++q) {\n"
+         << "      const long long p = lane + 32ll * q;\n";
+    // Every lane has Q packs when P is a multiple of 32; otherwise the last round is partial.
+    text << (packs % 32 == 0 ? "      {\n" : "      if (p < " + std::to_string(packs) + "ll) {\n");
+    for (const KernelParam &param : writer.params) {
+      const std::string pack = "Pack<" + packElement(param.elementType) + ", " + w + ">";
+      if (param.role == Role::Input && scope.packsRead.count(param.name))
+        text << "        const " << pack << " pk_" << param.name << " = reinterpret_cast<const "
+             << pack << " *>(" << param.name << ")[" << packIndex(param) << "];\n";
+      else if (param.role == Role::Output && scope.packsWritten.count(param.name))
+        text << "        " << pack << " po_" << param.name << ";\n";
+    }
+    text << "#pragma unroll\n"
+         << "        for (int k = 0; k < " << w << "; ++k) {\n"
+         << "          const int e = q * " << w << " + k;\n"
+         << "          const long long j = p * " << w << " + k;\n"
+         << "          const long long i = row * L + j;\n"
+         << "          (void)e;\n          (void)j;\n          (void)i;\n";
+    if (limit != "L")
+      text << "          if (j < " << limit << ") {\n" << scope.text.str() << "          }\n";
+    else
+      text << scope.text.str();
+    text << "        }\n";
+    for (const KernelParam &param : writer.params)
+      if (param.role == Role::Output && scope.packsWritten.count(param.name)) {
+        const std::string pack = "Pack<" + packElement(param.elementType) + ", " + w + ">";
+        text << "        reinterpret_cast<" << pack << " *>(" << param.name << ")["
+             << packIndex(param) << "] = po_" << param.name << ";\n";
+      }
+    text << "      }\n    }\n";
+    return text.str();
+  }
+};
 
 /// Emits the layer-norm statistics of the current row: `mean` and `rstd` = 1 / sqrt(var + eps),
 /// the biased variance taken around the mean in a second pass (f32 block sums).
-std::string layerNormStatistics(const RowSpan &span, KernelWriter &writer, Value input,
+std::string layerNormStatistics(RowWalk &walk, KernelWriter &writer, Value input,
                                 const std::string &eps) {
   // Two passes (sum, then sum of squared deviations) rather than E[x^2] - E[x]^2: the CPU
   // backend computes the variance around the mean, and the one-pass form loses precision to
   // cancellation when |mean| is large against the deviation.
   // One statement per loop: the element reads name their temporaries in emission order.
   std::string text = "    float sum = 0.0f;\n";
-  text += rowLoop(span, [&](Scope &s) { s.line("sum += " + writer.element(input, "i", s) + ";"); });
+  text += walk.pass([&](Scope &s) { s.line("sum += " + writer.element(input, "i", s) + ";"); });
   // The row sum combines the threads' partial sums and hands every thread of the row the
   // total, so all of them can use the statistic in the next loop.
-  text += "    const float mean = " + span.sum("sum") + " / static_cast<float>(L);\n" +
+  text += "    const float mean = " + walk.span.sum("sum") + " / static_cast<float>(L);\n" +
           "    float squares = 0.0f;\n";
-  text += rowLoop(span, [&](Scope &s) {
+  text += walk.pass([&](Scope &s) {
     s.line("const float centred = " + writer.element(input, "i", s) + " - mean;");
     s.line("squares += centred * centred;");
   });
-  text += "    const float rstd = 1.0f / sqrtf(" + span.sum("squares") +
+  text += "    const float rstd = 1.0f / sqrtf(" + walk.span.sum("squares") +
           " / static_cast<float>(L) + " + eps + ");\n";
   return text;
 }
 
 /// Emits the RMS-norm statistic of the current row: `r` = 1 / sqrt(mean(x^2) + eps).
-std::string rmsNormStatistic(const RowSpan &span, KernelWriter &writer, Value input,
+std::string rmsNormStatistic(RowWalk &walk, KernelWriter &writer, Value input,
                              const std::string &eps) {
   std::string text = "    float squares = 0.0f;\n";
-  text += rowLoop(span, [&](Scope &s) {
+  text += walk.pass([&](Scope &s) {
     std::string xv = writer.element(input, "i", s);
     s.line("squares += " + xv + " * " + xv + ";");
   });
-  text += "    const float r = 1.0f / sqrtf(" + span.sum("squares") +
+  text += "    const float r = 1.0f / sqrtf(" + walk.span.sum("squares") +
           " / static_cast<float>(L) + " + eps + ");\n";
   return text;
 }
@@ -69,10 +222,10 @@ std::string rmsNormStatistic(const RowSpan &span, KernelWriter &writer, Value in
 /// Emits the row kernel of a norm, a softmax or one of their gradients (a warp per row, or a
 /// block per row for rows longer than kWarpRowLimit), with the group's fused elementwise
 /// producers (read through `writer.element`) and consumers (stored from the anchor's bound
-/// result). The row is the last axis; every kernel reads its row once per pass and relies on
-/// L1/L2 to keep it resident between passes.
+/// result). The row is the last axis. A warp-per-row kernel whose operands allow it reads its
+/// row once, in packs, into registers (RowWalk); the others read the row once per pass and rely
+/// on L1/L2 to keep it resident between passes.
 void Generator::rowKernel(Operation *anchor) {
-  KernelWriter writer(opIndex, members);
   Value input = anchor->getOperand(0);
   const Shape shape = shapeOf(input);
   const int64_t length = shape.empty() ? 1 : shape.back();
@@ -82,20 +235,6 @@ void Generator::rowKernel(Operation *anchor) {
   RowSpan span;
   span.warp = length <= kWarpRowLimit;
   Value primary = anchor->getResult(0);
-  // Outputs computed in row space (those of a norm gradient's dgamma/dbeta come later).
-  std::vector<Value> outputs;
-  for (Value output : groupOutputs(writer)) {
-    bool columns = false;
-    for (unsigned r = 1; r < anchor->getNumResults(); ++r)
-      columns = columns || writer.dependsOn(output, anchor->getResult(r));
-    if (!columns)
-      outputs.push_back(output);
-  }
-  // Each row-space output is recomputed from the bound anchor value at element i and stored.
-  auto storeOutputs = [&](Scope &scope) {
-    for (Value output : outputs)
-      writer.store(output, "i", writer.element(output, "i", scope), scope);
-  };
   const std::string resultType = cType(elementOf(primary));
   // The anchor's value is rounded to its reduced type where the unfused op would have stored
   // it, so fused consumers see exactly what the CPU reference reads back.
@@ -103,195 +242,287 @@ void Generator::rowKernel(Operation *anchor) {
     return isReducedFloat(elementOf(primary)) ? "roundAs<" + resultType + ">(" + expression + ")"
                                               : expression;
   };
-  std::ostringstream body;
-  std::string math, stem;
-  std::string statsScratch;
-  // The norm gradients leave two floats per row for the column kernel: (mean, rstd) for layer
-  // norm, (0, r) for RMS norm, so that kernel computes xhat = (x - s0) * s1 for both.
-  if (llvm::isa<LayerNormGradOp, RmsNormGradOp>(anchor))
-    statsScratch = writer.scratchParam("rowStats", {rows, 2});
 
-  if (span.warp) {
-    // Warp w of block b takes rows 8 b + w, then strides by the grid's warps, so a grid smaller
-    // than the row count still covers them all. A warp's lanes never wait for other warps.
-    body << "  const int lane = threadIdx.x % 32;\n"
-         << "  const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x / 32);\n"
-         << "  for (long long row = static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + "
-            "threadIdx.x / 32; row < rows; row += warps) {\n";
-  } else {
-    // reduceScratch holds one partial per warp: 32 warps is the most a 1024-thread block has.
-    // Blocks stride over rows, so a grid smaller than the row count still covers them all.
-    body << "  __shared__ float reduceScratch[32];\n"
-         << "  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n";
-  }
-  if (auto norm = llvm::dyn_cast<LayerNormOp>(anchor)) {
-    stem = "layernorm";
-    const std::string eps = floatLiteral(norm.getEpsilon().convertToDouble());
-    // Layer norm: three passes over the row (sum, squared deviations, normalise), gamma and beta
-    // indexed by the column j since they have the row's length.
-    math = "y = (x - mean) * rstd * gamma + beta per row of L, mean and biased variance in f32\n"
-           "(two passes), rstd = 1 / sqrt(var + eps); then the fused consumers of y.\n"
-           "Memory: x read three times (the row stays in L1/L2), gamma/beta, outputs written "
-           "once.";
-    std::string x;
-    body << layerNormStatistics(span, writer, input, eps) << rowLoop(span, [&](Scope &s) {
-      std::string xv = writer.element(input, "i", s);
-      std::string g = writer.element(norm.getGamma(), "j", s);
-      std::string b = writer.element(norm.getBeta(), "j", s);
-      s.line("const float y = " + rounded("(" + xv + " - mean) * rstd * " + g + " + " + b) + ";");
-      KernelWriter::bind(s, primary, "i", "y");
-      storeOutputs(s);
-    });
-  } else if (auto norm = llvm::dyn_cast<RmsNormOp>(anchor)) {
-    stem = "rmsnorm";
-    const std::string eps = floatLiteral(norm.getEpsilon().convertToDouble());
-    // RMS norm: one statistic pass (sum of squares), then the scaled row; no centring, no beta.
-    math = "y = x * r * gamma per row of L, r = 1 / sqrt(mean(x^2) + eps) in f32; then the\n"
-           "fused consumers of y. Memory: x read twice, outputs written once.";
-    body << rmsNormStatistic(span, writer, input, eps) << rowLoop(span, [&](Scope &s) {
-      std::string xv = writer.element(input, "i", s);
-      std::string g = writer.element(norm.getGamma(), "j", s);
-      s.line("const float y = " + rounded(xv + " * r * " + g) + ";");
-      KernelWriter::bind(s, primary, "i", "y");
-      storeOutputs(s);
-    });
-  } else if (auto softmax = llvm::dyn_cast<SoftmaxOp>(anchor)) {
-    // Softmax, the numerically stable form: subtract the row maximum before exp so no term
-    // overflows. The causal form masks key j > i + (S - T) of query row i (T queries, S = L
-    // keys, the queries aligned with the last T keys); masked entries take no part in the
-    // statistics and are written as 0.
-    stem = softmax.getCausal() ? "softmax_causal" : "softmax";
-    math = "y = exp(x - max) / sum(exp(x - max)) over the row's first `valid` entries, 0\n"
-           "beyond (causal: valid = i + 1 + S - T for query row i); f32 statistics.\n"
-           "Memory: x read three times, y written once.";
-    if (softmax.getCausal()) {
-      // row % T is the query index within the row's [T, S] attention block.
-      const int64_t queries = shape[shape.size() - 2];
-      body << "    // Causal: row i of each [T, S] block sees keys j <= i + (S - T).\n"
-           << "    const long long valid = min(L, row % " << queries << "ll + 1 + (L - " << queries
-           << "ll));\n";
-    } else {
-      body << "    const long long valid = L;\n";
+  // Emits the kernel's body with \p walk; the math and stem of its header.
+  auto emit = [&](KernelWriter &writer, RowWalk &walk, std::string &math, std::string &stem) {
+    // Outputs computed in row space (those of a norm gradient's dgamma/dbeta come later).
+    std::vector<Value> outputs;
+    for (Value output : groupOutputs(writer)) {
+      bool columns = false;
+      for (unsigned r = 1; r < anchor->getNumResults(); ++r)
+        columns = columns || writer.dependsOn(output, anchor->getResult(r));
+      if (!columns)
+        outputs.push_back(output);
     }
-    // 0x7f800000 is +inf's bit pattern: the maximum starts at -inf.
-    body << "    float maximum = -__int_as_float(0x7f800000);\n"
-         << rowLoop(
-                span,
-                [&](Scope &s) {
-                  std::string xv = writer.element(input, "i", s);
-                  s.line("maximum = maximum < " + xv + " ? " + xv + " : maximum;");
-                },
-                "valid")
-         << "    maximum = " << span.max("maximum") << ";\n"
-         << "    // A row of -inf subtracts 0 instead, giving NaN as the CPU backend does.\n"
-         << "    if (maximum == -__int_as_float(0x7f800000)) maximum = 0.0f;\n"
-         << "    float total = 0.0f;\n"
-         << rowLoop(
-                span,
-                [&](Scope &s) {
-                  s.line("total += expf(" + writer.element(input, "i", s) + " - maximum);");
-                },
-                "valid")
-         << "    total = " << span.sum("total") << ";\n"
-         << rowLoop(span, [&](Scope &s) {
-              std::string xv = writer.element(input, "i", s);
-              s.line("const float y = " +
-                     rounded("j < valid ? expf(" + xv + " - maximum) / total : 0.0f") + ";");
-              KernelWriter::bind(s, primary, "i", "y");
-              storeOutputs(s);
-            });
-  } else if (auto grad = llvm::dyn_cast<SoftmaxGradOp>(anchor)) {
-    // Softmax gradient from its output y: dx = y * (dy - <dy, y>), one dot product per row
-    // (a block sum), then the elementwise pass.
-    stem = "softmax_grad";
-    math = "dx = y * (dy - sum(dy * y)) per row, the sum in f32.\n"
-           "Memory: y and dy read twice, dx written once.";
-    body << "    float dot = 0.0f;\n"
-         << rowLoop(span,
-                    [&](Scope &s) {
-                      s.line("dot += " + writer.element(grad.getGrad(), "i", s) + " * " +
-                             writer.element(grad.getResultValue(), "i", s) + ";");
-                    })
-         << "    dot = " << span.sum("dot") << ";\n"
-         << rowLoop(span, [&](Scope &s) {
-              std::string y = writer.element(grad.getResultValue(), "i", s);
-              std::string dy = writer.element(grad.getGrad(), "i", s);
-              s.line("const float dx = " + rounded(y + " * (" + dy + " - dot)") + ";");
-              KernelWriter::bind(s, primary, "i", "dx");
-              storeOutputs(s);
-            });
-  } else if (auto grad = llvm::dyn_cast<LayerNormGradOp>(anchor)) {
-    // Layer-norm gradient: recompute mean and rstd (cheaper than storing them in the forward),
-    // save them for the column kernel, take the two row means of g = dy * gamma and of g * xhat,
-    // then dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
-    stem = "layernorm_grad";
-    const std::string eps = floatLiteral(grad.getEpsilon().convertToDouble());
-    math = "Per row: mean, rstd as the forward; g = dy * gamma, xhat = (x - mean) * rstd;\n"
-           "dx = rstd * (g - mean(g) - xhat * mean(g * xhat)); then the fused consumers of dx.\n"
-           "Row statistics (mean, rstd) go to rowStats for the dgamma/dbeta column kernel.\n"
-           "Memory: x read four times and dy twice per row (L1/L2-resident), dx written once.";
-    body << layerNormStatistics(span, writer, input, eps)
-         // One thread per row writes the statistics; every thread of the row has the same
-         // values after the row sums.
-         << "    if (" << span.leader() << ") {\n      rowStats[2 * row] = mean;\n"
-         << "      rowStats[2 * row + 1] = rstd;\n    }\n"
-         << "    float sumG = 0.0f, sumGXhat = 0.0f;\n"
-         << rowLoop(span,
-                    [&](Scope &s) {
-                      std::string xv = writer.element(input, "i", s);
-                      std::string dy = writer.element(grad.getGrad(), "i", s);
-                      std::string g = writer.element(grad.getGamma(), "j", s);
-                      s.line("const float gj = " + dy + " * " + g + ";");
-                      s.line("sumG += gj;");
-                      s.line("sumGXhat += gj * ((" + xv + " - mean) * rstd);");
-                    })
-         << "    const float meanG = " << span.sum("sumG") << " / static_cast<float>(L);\n"
-         << "    const float meanGXhat = " << span.sum("sumGXhat") << " / static_cast<float>(L);\n"
-         << rowLoop(span, [&](Scope &s) {
-              std::string xv = writer.element(input, "i", s);
-              std::string dy = writer.element(grad.getGrad(), "i", s);
-              std::string g = writer.element(grad.getGamma(), "j", s);
-              s.line("const float xhat = (" + xv + " - mean) * rstd;");
-              s.line("const float dx = " +
-                     rounded("rstd * (" + dy + " * " + g + " - meanG - xhat * meanGXhat)") + ";");
-              KernelWriter::bind(s, primary, "i", "dx");
-              storeOutputs(s);
-            });
-  } else if (auto grad = llvm::dyn_cast<RmsNormGradOp>(anchor)) {
-    // RMS-norm gradient: with y = x * r * gamma and r = (mean(x^2) + eps)^-1/2,
-    // dx = r * g - x * r^3 * mean(g * x), g = dy * gamma; one statistic pass, one dot pass.
-    stem = "rmsnorm_grad";
-    const std::string eps = floatLiteral(grad.getEpsilon().convertToDouble());
-    math = "Per row: r = 1 / sqrt(mean(x^2) + eps), g = dy * gamma;\n"
-           "dx = r * g - x * r^3 * mean(g * x); then the fused consumers of dx. r goes to\n"
-           "rowStats for the dgamma column kernel. Memory: x read three times, dy twice.";
-    body << rmsNormStatistic(span, writer, input, eps)
-         // A zero "mean" makes the column kernel's xhat = x * r, RMS norm's normalised input.
-         << "    if (" << span.leader() << ") {\n      rowStats[2 * row] = 0.0f;\n"
-         << "      rowStats[2 * row + 1] = r;\n    }\n"
-         << "    float sumGX = 0.0f;\n"
-         << rowLoop(span,
-                    [&](Scope &s) {
-                      std::string xv = writer.element(input, "i", s);
-                      std::string dy = writer.element(grad.getGrad(), "i", s);
-                      std::string g = writer.element(grad.getGamma(), "j", s);
-                      s.line("sumGX += " + dy + " * " + g + " * " + xv + ";");
-                    })
-         << "    const float meanGX = " << span.sum("sumGX") << " / static_cast<float>(L);\n"
-         << rowLoop(span, [&](Scope &s) {
-              std::string xv = writer.element(input, "i", s);
-              std::string dy = writer.element(grad.getGrad(), "i", s);
-              std::string g = writer.element(grad.getGamma(), "j", s);
-              s.line("const float dx = " +
-                     rounded("r * (" + dy + " * " + g + ") - " + xv + " * r * r * r * meanGX") +
-                     ";");
-              KernelWriter::bind(s, primary, "i", "dx");
-              storeOutputs(s);
-            });
+    // Each row-space output is recomputed from the bound anchor value at element i and stored.
+    auto storeOutputs = [&](Scope &scope) {
+      for (Value output : outputs)
+        writer.store(output, "i", writer.element(output, "i", scope), scope);
+    };
+    // The memory line of the header.
+    auto memory = [&](const std::string &unpacked, const std::string &packedReads) {
+      return walk.packed
+                 ? "Memory: " + packedReads + " read once per row into registers, in packs of " +
+                       std::to_string(walk.width) + "; outputs written once, in packs."
+                 : "Memory: " + unpacked;
+    };
+    // The value of element i of \p value, held by the load pass.
+    auto held = [&](const std::string &array, Value value) {
+      return RowWalk::Held{
+          array, [&writer, value](Scope &s) { return writer.element(value, "i", s); }, value};
+    };
+    std::ostringstream body;
+    // The norm gradients leave two floats per row for the column kernel: (mean, rstd) for layer
+    // norm, (0, r) for RMS norm, so that kernel computes xhat = (x - s0) * s1 for both.
+    if (llvm::isa<LayerNormGradOp, RmsNormGradOp>(anchor))
+      writer.scratchParam("rowStats", {rows, 2});
+
+    if (span.warp) {
+      // Warp w of block b takes rows 8 b + w, then strides by the grid's warps, so a grid
+      // smaller than the row count still covers them all. A warp's lanes never wait for other
+      // warps.
+      body << "  const int lane = threadIdx.x % 32;\n"
+           << "  const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x / 32);\n"
+           << "  for (long long row = static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + "
+              "threadIdx.x / 32; row < rows; row += warps) {\n";
+    } else {
+      // reduceScratch holds one partial per warp: 32 warps is the most a 1024-thread block has.
+      // Blocks stride over rows, so a grid smaller than the row count still covers them all.
+      body << "  __shared__ float reduceScratch[32];\n"
+           << "  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n";
+    }
+    if (auto norm = llvm::dyn_cast<LayerNormOp>(anchor)) {
+      stem = "layernorm";
+      const std::string eps = floatLiteral(norm.getEpsilon().convertToDouble());
+      // Layer norm: three passes over the row (sum, squared deviations, normalise), gamma and
+      // beta indexed by the column j since they have the row's length.
+      math = "y = (x - mean) * rstd * gamma + beta per row of L, mean and biased variance in f32\n"
+             "(two passes), rstd = 1 / sqrt(var + eps); then the fused consumers of y.\n" +
+             memory("x read three times (the row stays in L1/L2), gamma/beta, outputs written "
+                    "once.",
+                    "x (with its fused producers evaluated once per element)");
+      body << walk.load({held("xs", input)}) << layerNormStatistics(walk, writer, input, eps)
+           << walk.pass([&](Scope &s) {
+                std::string xv = writer.element(input, "i", s);
+                std::string g = writer.element(norm.getGamma(), "j", s);
+                std::string b = writer.element(norm.getBeta(), "j", s);
+                s.line("const float y = " +
+                       rounded("(" + xv + " - mean) * rstd * " + g + " + " + b) + ";");
+                KernelWriter::bind(s, primary, "i", "y");
+                storeOutputs(s);
+              });
+    } else if (auto norm = llvm::dyn_cast<RmsNormOp>(anchor)) {
+      stem = "rmsnorm";
+      const std::string eps = floatLiteral(norm.getEpsilon().convertToDouble());
+      // RMS norm: one statistic pass (sum of squares), then the scaled row; no centring, no beta.
+      math = "y = x * r * gamma per row of L, r = 1 / sqrt(mean(x^2) + eps) in f32; then the\n"
+             "fused consumers of y. " +
+             memory("x read twice, outputs written once.", "x");
+      body << walk.load({held("xs", input)}) << rmsNormStatistic(walk, writer, input, eps)
+           << walk.pass([&](Scope &s) {
+                std::string xv = writer.element(input, "i", s);
+                std::string g = writer.element(norm.getGamma(), "j", s);
+                s.line("const float y = " + rounded(xv + " * r * " + g) + ";");
+                KernelWriter::bind(s, primary, "i", "y");
+                storeOutputs(s);
+              });
+    } else if (auto softmax = llvm::dyn_cast<SoftmaxOp>(anchor)) {
+      // Softmax, the numerically stable form: subtract the row maximum before exp so no term
+      // overflows. The causal form masks key j > i + (S - T) of query row i (T queries, S = L
+      // keys, the queries aligned with the last T keys); masked entries take no part in the
+      // statistics and are written as 0.
+      stem = softmax.getCausal() ? "softmax_causal" : "softmax";
+      math = "y = exp(x - max) / sum(exp(x - max)) over the row's first `valid` entries, 0\n"
+             "beyond (causal: valid = i + 1 + S - T for query row i); f32 statistics.\n" +
+             memory("x read three times, y written once.", "x (the whole row)");
+      if (softmax.getCausal()) {
+        // row % T is the query index within the row's [T, S] attention block.
+        const int64_t queries = shape[shape.size() - 2];
+        body << "    // Causal: row i of each [T, S] block sees keys j <= i + (S - T).\n"
+             << "    const long long valid = min(L, row % " << queries << "ll + 1 + (L - "
+             << queries << "ll));\n";
+      } else {
+        body << "    const long long valid = L;\n";
+      }
+      // 0x7f800000 is +inf's bit pattern: the maximum starts at -inf.
+      body << walk.load({held("xs", input)}) << "    float maximum = -__int_as_float(0x7f800000);\n"
+           << walk.pass(
+                  [&](Scope &s) {
+                    std::string xv = writer.element(input, "i", s);
+                    s.line("maximum = maximum < " + xv + " ? " + xv + " : maximum;");
+                  },
+                  "valid")
+           << "    maximum = " << span.max("maximum") << ";\n"
+           << "    // A row of -inf subtracts 0 instead, giving NaN as the CPU backend does.\n"
+           << "    if (maximum == -__int_as_float(0x7f800000)) maximum = 0.0f;\n"
+           << "    float total = 0.0f;\n"
+           << walk.pass(
+                  [&](Scope &s) {
+                    s.line("total += expf(" + writer.element(input, "i", s) + " - maximum);");
+                  },
+                  "valid")
+           << "    total = " << span.sum("total") << ";\n"
+           << walk.pass([&](Scope &s) {
+                std::string xv = writer.element(input, "i", s);
+                s.line("const float y = " +
+                       rounded("j < valid ? expf(" + xv + " - maximum) / total : 0.0f") + ";");
+                KernelWriter::bind(s, primary, "i", "y");
+                storeOutputs(s);
+              });
+    } else if (auto grad = llvm::dyn_cast<SoftmaxGradOp>(anchor)) {
+      // Softmax gradient from its output y: dx = y * (dy - <dy, y>), one dot product per row
+      // (a block sum), then the elementwise pass.
+      stem = "softmax_grad";
+      math = "dx = y * (dy - sum(dy * y)) per row, the sum in f32.\n" +
+             memory("y and dy read twice, dx written once.", "y and dy");
+      body << walk.load({held("dys", grad.getGrad()), held("ys", grad.getResultValue())})
+           << "    float dot = 0.0f;\n"
+           << walk.pass([&](Scope &s) {
+                s.line("dot += " + writer.element(grad.getGrad(), "i", s) + " * " +
+                       writer.element(grad.getResultValue(), "i", s) + ";");
+              })
+           << "    dot = " << span.sum("dot") << ";\n"
+           << walk.pass([&](Scope &s) {
+                std::string y = writer.element(grad.getResultValue(), "i", s);
+                std::string dy = writer.element(grad.getGrad(), "i", s);
+                s.line("const float dx = " + rounded(y + " * (" + dy + " - dot)") + ";");
+                KernelWriter::bind(s, primary, "i", "dx");
+                storeOutputs(s);
+              });
+    } else if (auto grad = llvm::dyn_cast<LayerNormGradOp>(anchor)) {
+      // Layer-norm gradient: recompute mean and rstd (cheaper than storing them in the
+      // forward), save them for the column kernel, take the two row means of g = dy * gamma and
+      // of g * xhat, then dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
+      stem = "layernorm_grad";
+      const std::string eps = floatLiteral(grad.getEpsilon().convertToDouble());
+      math = "Per row: mean, rstd as the forward; g = dy * gamma, xhat = (x - mean) * rstd;\n"
+             "dx = rstd * (g - mean(g) - xhat * mean(g * xhat)); then the fused consumers of dx.\n"
+             "Row statistics (mean, rstd) go to rowStats for the dgamma/dbeta column kernel.\n" +
+             memory("x read four times and dy twice per row (L1/L2-resident), dx written once.",
+                    "x and dy (held as g = dy * gamma)");
+      // g = dy * gamma: packed, the load pass keeps the product (gamma is then read once per
+      // row); unpacked, each pass multiplies again.
+      auto gradient = [&](Scope &s) {
+        std::string dy = writer.element(grad.getGrad(), "i", s);
+        return dy + " * " + writer.element(grad.getGamma(), "j", s);
+      };
+      body << walk.load({held("xs", input), {"gs", gradient, Value()}})
+           << layerNormStatistics(walk, writer, input, eps)
+           // One thread per row writes the statistics; every thread of the row has the same
+           // values after the row sums.
+           << "    if (" << span.leader() << ") {\n      rowStats[2 * row] = mean;\n"
+           << "      rowStats[2 * row + 1] = rstd;\n    }\n"
+           << "    float sumG = 0.0f, sumGXhat = 0.0f;\n"
+           << walk.pass([&](Scope &s) {
+                std::string xv = writer.element(input, "i", s);
+                std::string g = walk.packed ? "gs[e]" : gradient(s);
+                s.line("const float gj = " + g + ";");
+                s.line("sumG += gj;");
+                s.line("sumGXhat += gj * ((" + xv + " - mean) * rstd);");
+              })
+           << "    const float meanG = " << span.sum("sumG") << " / static_cast<float>(L);\n"
+           << "    const float meanGXhat = " << span.sum("sumGXhat")
+           << " / static_cast<float>(L);\n"
+           << walk.pass([&](Scope &s) {
+                std::string xv = writer.element(input, "i", s);
+                std::string g = walk.packed ? "gs[e]" : gradient(s);
+                s.line("const float xhat = (" + xv + " - mean) * rstd;");
+                s.line("const float dx = " +
+                       rounded("rstd * (" + g + " - meanG - xhat * meanGXhat)") + ";");
+                KernelWriter::bind(s, primary, "i", "dx");
+                storeOutputs(s);
+              });
+    } else if (auto grad = llvm::dyn_cast<RmsNormGradOp>(anchor)) {
+      // RMS-norm gradient: with y = x * r * gamma and r = (mean(x^2) + eps)^-1/2,
+      // dx = r * g - x * r^3 * mean(g * x), g = dy * gamma; one statistic pass, one dot pass.
+      stem = "rmsnorm_grad";
+      const std::string eps = floatLiteral(grad.getEpsilon().convertToDouble());
+      math = "Per row: r = 1 / sqrt(mean(x^2) + eps), g = dy * gamma;\n"
+             "dx = r * g - x * r^3 * mean(g * x); then the fused consumers of dx. r goes to\n"
+             "rowStats for the dgamma column kernel. " +
+             memory("x read three times, dy twice.", "x and dy (held as g = dy * gamma)");
+      auto gradient = [&](Scope &s) {
+        std::string dy = writer.element(grad.getGrad(), "i", s);
+        return dy + " * " + writer.element(grad.getGamma(), "j", s);
+      };
+      body << walk.load({held("xs", input), {"gs", gradient, Value()}})
+           << rmsNormStatistic(walk, writer, input, eps)
+           // A zero "mean" makes the column kernel's xhat = x * r, RMS norm's normalised input.
+           << "    if (" << span.leader() << ") {\n      rowStats[2 * row] = 0.0f;\n"
+           << "      rowStats[2 * row + 1] = r;\n    }\n"
+           << "    float sumGX = 0.0f;\n"
+           << walk.pass([&](Scope &s) {
+                std::string xv = writer.element(input, "i", s);
+                std::string g = walk.packed ? "gs[e]" : gradient(s);
+                s.line("sumGX += " + g + " * " + xv + ";");
+              })
+           << "    const float meanGX = " << span.sum("sumGX") << " / static_cast<float>(L);\n"
+           << walk.pass([&](Scope &s) {
+                std::string xv = writer.element(input, "i", s);
+                std::string g = walk.packed ? "gs[e]" : gradient(s);
+                s.line("const float dx = " +
+                       rounded("r * (" + g + ") - " + xv + " * r * r * r * meanGX") + ";");
+                KernelWriter::bind(s, primary, "i", "dx");
+                storeOutputs(s);
+              });
+    }
+    body << "  }\n";
+    writer.scalarParam("rows", "i64", "rows");
+    writer.scalarParam("L", "i64", "row_length");
+    return body.str();
+  };
+
+  // The unpacked kernel first: it tells whether every operand can be read in packs.
+  std::string math, stem;
+  auto unpackedWriter = std::make_unique<KernelWriter>(opIndex, members);
+  RowWalk unpacked(span, *unpackedWriter);
+  std::string body = emit(*unpackedWriter, unpacked, math, stem);
+  KernelWriter *writer = unpackedWriter.get();
+
+  // Packs of W = 16 bytes over the narrowest row operand: 8 elements with any bf16/f16 row
+  // operand (an f32 operand beside them is read as two 16-byte accesses a pack), else 4. Every
+  // tensor operand must be a float row of the same length (rows * L elements, read at i) or a
+  // per-column vector of L (read at j); scalars are read directly.
+  int narrowest = 4;
+  bool packable = span.warp && !unpacked.broadcastRead && rows > 0;
+  for (const KernelParam &param : unpackedWriter->params) {
+    if (param.role != Role::Input && param.role != Role::Output)
+      continue;
+    const int64_t elements = numElements(param.shape);
+    if (param.role == Role::Input && elements == 1)
+      continue;
+    if (param.elementType != "f32" && param.elementType != "bf16" && param.elementType != "f16")
+      packable = false;
+    else if (param.role == Role::Output && elements != rows * length)
+      packable = false;
+    else if (elements == rows * length)
+      narrowest = std::min(narrowest, param.elementType == "f32" ? 4 : 2);
+    else if (elements != length)
+      packable = false;
   }
-  body << "  }\n";
-  writer.scalarParam("rows", "i64", "rows");
-  writer.scalarParam("L", "i64", "row_length");
+  const int width = 16 / narrowest;
+  // The gradients hold two operands (x and g, or dy and y), the forwards one.
+  const int64_t heldOperands =
+      llvm::isa<LayerNormGradOp, RmsNormGradOp, SoftmaxGradOp>(anchor) ? 2 : 1;
+  const int64_t heldFloats = heldOperands * ((length / width + 31) / 32) * width;
+  packable = packable && length % width == 0 && heldFloats <= kHeldFloatsPerLane;
+  std::unique_ptr<KernelWriter> packedWriter;
+  if (packable) {
+    packedWriter = std::make_unique<KernelWriter>(opIndex, members);
+    RowWalk packed(span, *packedWriter);
+    packed.packed = true;
+    packed.width = width;
+    packed.packs = length / width;
+    packed.rows = rows;
+    std::string packedMath, packedStem;
+    std::string packedBody = emit(*packedWriter, packed, packedMath, packedStem);
+    if (!packed.broadcastRead) {
+      body = std::move(packedBody);
+      math = std::move(packedMath);
+      writer = packedWriter.get();
+    }
+  }
+
   KernelLaunch launch;
   launch.space = KernelLaunch::Space::Rows;
   launch.rows = rows;
@@ -300,7 +531,7 @@ void Generator::rowKernel(Operation *anchor) {
   // a block per row: 1024 threads serve every longer row.
   launch.blockSize = span.warp ? kWarpRowBlock : 1024;
   launch.rowsPerBlock = span.warp ? kWarpRowBlock / 32 : 1;
-  finish(writer, "reduction", stem, math, body.str(), launch);
+  finish(*writer, "reduction", stem, math, body, launch);
 }
 
 /// Blocks the first stage of a column sum aims at: about 8 per multiprocessor of an H100 (132),

@@ -64,6 +64,8 @@ struct Scope {
   /// Vectorised loops: externals are read from packs named after their parameter.
   bool vector = false;
   std::set<std::string> packsRead;
+  /// The outputs stored in a vectorised body (each through its pack po_<name>).
+  std::set<std::string> packsWritten;
   /// Set when an external value is read at an index other than its own element.
   bool broadcastRead = false;
   bool gatherRead = false;
@@ -285,9 +287,10 @@ public:
   void store(Value value, const std::string &index, const std::string &expression, Scope &scope) {
     std::string param = tensorParam(value, Role::Output);
     std::string type = cType(elementOf(value));
-    if (scope.vector)
+    if (scope.vector) {
+      scope.packsWritten.insert(param);
       scope.line("po_" + param + ".v[k] = fromFloat<" + type + ">(" + expression + ");");
-    else
+    } else
       scope.line(param + "[" + index + "] = fromFloat<" + type + ">(" + expression + ");");
   }
 

@@ -350,6 +350,123 @@ TEST(CudaCodegen, NormsReadTheResidualStreamInItsStoredType) {
   }
 }
 
+/// How many times \p needle occurs in \p text.
+size_t occurrences(const std::string &text, const std::string &needle) {
+  size_t count = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+    ++count;
+  return count;
+}
+
+/// A layer norm of a bf16 residual sum over rows of \p length, trained against an MSE target.
+std::string residualNormModel(int length) {
+  const std::string l = std::to_string(length);
+  const std::string x = "tensor<4x32x" + l + "xbf16>", w = "tensor<4x32x" + l + "xf32>",
+                    v = "tensor<" + l + "xf32>";
+  return "graph.model @ln {\n"
+         "  graph.param @w : " + w + " init #graph.normal<std = 1.0>\n"
+         "  graph.param @g : " + v + " init #graph.ones\n"
+         "  graph.param @b : " + v + " init #graph.zeros\n"
+         "  graph.input @a : " + x + "\n"
+         "  graph.input @t : " + x + "\n"
+         "  func.func @forward() {\n"
+         "    %w = graph.get_param @w : " + w + "\n"
+         "    %g = graph.get_param @g : " + v + "\n"
+         "    %b = graph.get_param @b : " + v + "\n"
+         "    %a = graph.get_input @a : " + x + "\n"
+         "    %t = graph.get_input @t : " + x + "\n"
+         "    %wc = graph.cast %w : " + w + " -> " + x + "\n"
+         "    %x = graph.add %a, %wc : " + x + ", " + x + "\n"
+         "    %y = graph.layernorm %x, %g, %b : " + x + ", " + v + ", " + v + "\n"
+         "    %l = graph.mse_loss %y, %t : " + x + "\n"
+         "    graph.loss %l : tensor<f32>\n"
+         "    return\n"
+         "  }\n"
+         "}\n";
+}
+
+TEST(CudaCodegen, LayerNormRowKernelsReadEachRowOnceInPacks) {
+  // GPT-124M in bf16: rows of 768 are 96 packs of 8 bf16 (16 bytes), three per lane. Each of
+  // the norm's row kernels (the forward; the gradient with its fused producers and the residual
+  // gradient's add) reads every [rows, 768] operand with one pack load in its source (the load
+  // pass, or for an operand only a consumer reads, the final pass) and never element by
+  // element; gamma and beta (f32) come as packs of 8 too (two 16-byte accesses), and the
+  // outputs are pack stores (the first layer's dx in f32, for the embeddings' gradients).
+  auto kernels = generateForFile(test_support::examplePath("gpt/gpt124m.mlir"), kPrecisions[0]);
+  int forward = 0, backward = 0;
+  for (const GeneratedKernel &kernel : kernels) {
+    if (kernel.launch.space != KernelLaunch::Space::Rows)
+      continue;
+    bool norm = false, grad = false;
+    for (const std::string &op : kernel.fusedOps) {
+      norm = norm || op.rfind("graph.layernorm at", 0) == 0;
+      grad = grad || op.rfind("graph.layernorm_grad at", 0) == 0;
+    }
+    if (!norm && !grad)
+      continue;
+    forward += norm;
+    backward += grad;
+    ASSERT_EQ(kernel.launch.rowLength, 768) << kernel.source;
+    int rowOperands = 0;
+    for (const KernelParam &param : kernel.params) {
+      if (param.role != KernelParam::Role::Input && param.role != KernelParam::Role::Output)
+        continue;
+      const std::string element = param.elementType == "f32" ? "float" : "bfloat16";
+      const std::string pack = "Pack<" + element + ", 8> *>(" + param.name + ")[";
+      if (param.role == KernelParam::Role::Input)
+        EXPECT_EQ(occurrences(kernel.source, "reinterpret_cast<const " + pack), 1u)
+            << param.name << " in\n" << kernel.source;
+      else
+        EXPECT_EQ(occurrences(kernel.source, "reinterpret_cast<" + pack), 1u)
+            << param.name << " in\n" << kernel.source;
+      // Every access goes through the pack: no element-by-element read or write.
+      EXPECT_EQ(occurrences(kernel.source, " " + param.name + "["), 0u)
+          << param.name << " in\n" << kernel.source;
+      if (param.shape.size() == 3) {
+        EXPECT_NE(kernel.source.find(param.name + ")[row * 96ll + p]"), std::string::npos)
+            << kernel.source;
+        ++rowOperands;
+      }
+    }
+    // The forward reads x and writes y; the gradient reads x and dy (or what dy is computed
+    // from) and writes dx.
+    EXPECT_GE(rowOperands, grad ? 3 : 2) << kernel.source;
+    // x is held in registers: three packs of 8 a lane.
+    EXPECT_NE(kernel.source.find("float xs[24];"), std::string::npos) << kernel.source;
+    EXPECT_NE(kernel.source.find("q < 3;"), std::string::npos) << kernel.source;
+    if (grad)
+      EXPECT_NE(kernel.source.find("float gs[24];"), std::string::npos) << kernel.source;
+  }
+  // Two per layer and the final norm, forward and backward.
+  EXPECT_EQ(forward, 25);
+  EXPECT_EQ(backward, 25);
+
+  // Rows of 770 are not whole packs of 8: the row is walked element by element, once per pass.
+  auto odd = generateForText(residualNormModel(770), kPrecisions[0]);
+  int oddKernels = 0;
+  for (const GeneratedKernel &kernel : odd)
+    if (kernel.launch.space == KernelLaunch::Space::Rows) {
+      ++oddKernels;
+      EXPECT_EQ(kernel.source.find("Pack<"), std::string::npos) << kernel.source;
+      EXPECT_NE(kernel.source.find("for (long long j = lane; j < L; j += 32)"), std::string::npos)
+          << kernel.source;
+    }
+  EXPECT_EQ(oddKernels, 2); // layernorm, layernorm_grad
+  // The same model at 768 takes the packed walk, in both row kernels.
+  auto even = generateForText(residualNormModel(768), kPrecisions[0]);
+  int evenKernels = 0;
+  for (const GeneratedKernel &kernel : even)
+    if (kernel.launch.space == KernelLaunch::Space::Rows) {
+      ++evenKernels;
+      EXPECT_NE(kernel.source.find("const Pack<bfloat16, 8> pk_"), std::string::npos)
+          << kernel.source;
+      EXPECT_NO_THROW(
+          cuda::compileToPtx(kernel.source, kernel.name + ".cu", "compute_90", nvrtcOptions()))
+          << kernel.name;
+    }
+  EXPECT_EQ(evenKernels, 2);
+}
+
 TEST(CudaCodegen, NvrtcErrorNamesTheKernel) {
   auto kernels = generateForText(kChainModel, kPrecisions[0]);
   ASSERT_FALSE(kernels.empty());
