@@ -5,12 +5,15 @@
 // DeviceEmulator.h first) into a shared library with an entry that unpacks a cuLaunchKernel-
 // style argument array, launches it in the emulator with the grid and block the device
 // program gives it (kernelShape), and compares what it writes with references computed here
-// in double. Softmax's row kernels (forward, causal or not, and gradient) and layer norm's
-// row kernels (forward, the gradient's statistics) and the gradient's two-stage column sums are
-// covered with row lengths that are not multiples of a warp, rows short enough for a warp each
-// and longer ones for a block each, more rows than a block covers, and several row chunks, in
-// f32 and with bf16 x and dy (which the kernels widen as they load them, computing in f32); a
-// copy kernel of the attention head layout, moved in 16-byte packs.
+// in double. Softmax's row kernels (forward, causal or not, and gradient), layer norm's and RMS
+// norm's row kernels (forward; the gradient's statistics and, over a residual sum with a
+// parameter, dx) and the gradients' two-stage column sums are covered with row lengths that are
+// not multiples of a warp, rows short enough for a warp each and longer ones for a block each,
+// more rows than a block covers, and several row chunks, in f32 and with bf16 or f16 x and dy
+// (which the kernels widen as they load them, computing in f32). Rows of whole packs take the
+// packed walk (the row read once, in 16-byte packs, into registers), the others the element
+// loop; each case says which it expects, and y, dx, dgamma and dbeta are checked element by
+// element. Last, a copy kernel of the attention head layout, moved in 16-byte packs.
 //
 // The host compiler ($CXX, else c++) runs once per kernel; the libraries live in a temporary
 // directory removed at the end.
