@@ -19,6 +19,8 @@
 #   profile    --profile of gpt124m: where a step's time goes
 #   bench      ampc and PyTorch side by side (bench/bench.py): the table
 #   curves     GPT-10M on real text, 2000 steps, fp32/bf16/fp16, ampc and PyTorch
+# BENCH_ARGS and CURVES_ARGS add flags to bench.py in those phases, to fit a short visit:
+#   BENCH_ARGS="--models gpt124m --torch-variants bf16-flash,bf16-compile" ./run.sh R bench
 # Logs and JSON go to RESULTS_DIR; a one-screen summary to stdout. Exit status 0
 # when every phase passed, 1 when one failed, 2 when there is no GPU.
 set -u
@@ -177,7 +179,8 @@ phase_profile() {
 }
 
 phase_bench() {
-  "$python" "$here/bench/bench.py" --bundle "$here" --out "$results/bench" \
+  # shellcheck disable=SC2086  # BENCH_ARGS is a list of flags
+  "$python" "$here/bench/bench.py" --bundle "$here" --out "$results/bench" ${BENCH_ARGS:-} \
     >"$results/bench.txt" 2>"$results/bench.log"
   local status=$?
   if [ $status -eq 0 ]; then note bench ok "bench.txt, bench/bench.json"
@@ -185,8 +188,9 @@ phase_bench() {
 }
 
 phase_curves() {
+  # shellcheck disable=SC2086  # CURVES_ARGS is a list of flags
   "$python" "$here/bench/bench.py" --bundle "$here" --out "$results/curves" --curves \
-    >"$results/curves.txt" 2>"$results/curves.log"
+    ${CURVES_ARGS:-} >"$results/curves.txt" 2>"$results/curves.log"
   local status=$?
   if [ $status -eq 0 ]; then note curves ok "curves.txt"
   else note curves FAIL "exit $status (curves.log)"; fi
