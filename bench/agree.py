@@ -6,6 +6,7 @@ data on both, step by step.
                                                               CPU runs (on the build machine)
     agree.py check --bundle DIR --out DIR [--reference DIR]   GPU runs, compared
     agree.py curves A.jsonl B.jsonl [--tolerance T]           any two loss curves, compared
+    agree.py overflows LOG.jsonl --injected 3,7,8             a run with --inject-overflow, checked
 
 Every case trains one of the bundle's executables for a few steps from seed 0 on its built-in
 synthetic task. The CPU backend is deterministic (counter-based RNG, fixed reduction order), so
@@ -14,7 +15,8 @@ agrees when every step's loss is within the case's relative tolerance of the CPU
 2% in bf16 and fp16 (their rounding differs between a fused GPU kernel and the CPU's op-by-op
 evaluation), over the steps both logged (a reference may be cut short with --limit: the CPU
 backend trains GPT-10M at about 45 s a step on two cores); with dynamic loss scaling the scale and the skipped steps must be identical, and
-an injected overflow must skip its step and halve the scale on both. The end-to-end case trains
+an injected overflow must skip its step and halve the scale on both, and on the GPU over every
+step it logged (GPT-10M in fp16 too, past its short CPU reference). The end-to-end case trains
 the tiny GPT for 50 steps on the GPU alone and asks that the loss falls.
 """
 
@@ -42,6 +44,7 @@ CASES = [
     ("gpt10m_fp32", "gpt10m_fp32", 20, [], 1e-4),
     ("gpt10m_bf16", "gpt10m_bf16", 20, [], 0.02),
     ("gpt10m_fp16", "gpt10m_fp16", 20, [], 0.02),
+    ("gpt10m_fp16_overflow", "gpt10m_fp16", 10, ["--inject-overflow", "3,7,8"], 0.02),
     ("tiny_bf16_e2e", "tiny_bf16", 50, [], None),
 ]
 
@@ -132,6 +135,27 @@ def compare(cpu, gpu, tol, require_cuda=True, labels=("the GPU", "the CPU")):
     return problems, worst
 
 
+def overflow_trajectory(log, extra):
+    """Problems of a run with --inject-overflow against GradScaler's rules, read from its own
+    log (so it holds past the steps a CPU reference has): exactly the injected steps are
+    skipped, a skipped step halves the scale, any other step keeps it or (growth) doubles it."""
+    if "--inject-overflow" not in extra:
+        return []
+    injected = {int(s) for s in extra[extra.index("--inject-overflow") + 1].split(",")}
+    problems, previous = [], None
+    for r in log:
+        step, scale, skipped = r["step"], r.get("loss_scale"), bool(r.get("skipped"))
+        if skipped != (step in injected):
+            problems.append(f"step {step}: skipped {skipped}, injected {step in injected}")
+        if previous is not None and scale is not None:
+            allowed = [previous / 2] if skipped else [previous, previous * 2]
+            if scale not in allowed:
+                problems.append(f"step {step}: scale {previous:g} -> {scale:g} "
+                                f"({'skipped' if skipped else 'applied'})")
+        previous = scale
+    return problems
+
+
 def check(a):
     os.makedirs(a.out, exist_ok=True)
     ref_dir = a.reference or os.path.join(a.bundle, "reference")
@@ -157,6 +181,7 @@ def check(a):
             cpu = read_log(os.path.join(ref_dir, name + ".jsonl"))
             gpu = read_log(log)
             problems, worst = compare(cpu, gpu, tol)
+            problems += overflow_trajectory(gpu, extra)
             record["max_rel_loss_diff"] = worst
             record["steps_compared"] = min(len(cpu), len(gpu))
             record["final_loss_cpu"] = cpu[-1]["loss"] if cpu else None
@@ -225,9 +250,11 @@ def weights(a):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["reference", "check", "curves", "weights"])
+    ap.add_argument("what", choices=["reference", "check", "curves", "weights", "overflows"])
     ap.add_argument("files", nargs="*",
-                    help="curves: REFERENCE.jsonl OTHER.jsonl; weights: two .safetensors files")
+                    help="curves: REFERENCE.jsonl OTHER.jsonl; weights: two .safetensors files; "
+                         "overflows: one .jsonl")
+    ap.add_argument("--injected", help="overflows: the steps given to --inject-overflow (3,7,8)")
     ap.add_argument("--tolerance", type=float, default=1e-4, help="curves: relative, per step")
     ap.add_argument("--bundle")
     ap.add_argument("--out")
@@ -237,6 +264,15 @@ def main():
                     help="reference: run MODEL's cases for at most STEPS steps (the CPU is slow)")
     a = ap.parse_args()
     a.limit = {k: int(v) for k, v in (x.split("=", 1) for x in a.limit)}
+    if a.what == "overflows":
+        if len(a.files) != 1 or not a.injected:
+            ap.error("overflows needs one log and --injected")
+        problems = overflow_trajectory(read_log(a.files[0]), ["--inject-overflow", a.injected])
+        print(f"{'FAIL' if problems else 'ok'}: skipped steps and loss scale follow GradScaler's "
+              f"rules for overflows injected at {a.injected}")
+        for p in problems[:5]:
+            print(f"     {p}")
+        return 1 if problems else 0
     if a.what in ("curves", "weights"):
         if len(a.files) != 2:
             ap.error(f"{a.what} needs two files")
