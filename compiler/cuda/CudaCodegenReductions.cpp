@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/cuda/KernelGenerator.h"
+#include "compiler/cuda/RowWalk.h"
 
 #include <algorithm>
 #include <sstream>
@@ -20,6 +21,9 @@ namespace ampc {
 namespace cudagen {
 
 namespace {
+
+/// Threads of the classifier's block per row (compiled into its pack walk).
+constexpr int kClassifierThreads = 1024;
 
 /// The input index of (kept index o, reduced index r) for a reduction of \p shape over \p axes.
 ///
@@ -345,107 +349,151 @@ void Generator::crossEntropyKernels() {
            "Memory: the labels read once.",
            body.str(), launch);
   }
-  // 2. One block per row: loss and gradient from the same statistics.
-  KernelWriter writer(opIndex, members);
+  // 2. One block per row: loss and gradient from the same statistics. Emitted with \p walk (one
+  // element at a time, or 16-byte packs); returns the body.
   Value logits = loss.getLogits();
-  std::string labels = writer.tensorParam(loss.getLabels(), Role::Input);
-  std::string lossOut = writer.tensorParam(loss.getResult(), Role::Output);
-  writer.scratchParam("labelled", {1});
-  std::vector<Value> gradOutputs;
-  for (Value output : groupOutputs(writer))
-    if (grad && writer.dependsOn(output, grad.getResult()))
-      gradOutputs.push_back(output);
-  std::ostringstream body;
-  body << "  __shared__ float reduceScratch[32];\n"
-       << "  const float count = labelled[0];\n";
-  if (grad) {
-    Scope dlossScope;
-    // dloss is the scalar seed of the loss's gradient, read once per block.
-    dlossScope.indent = "  ";
-    std::string dloss = writer.element(grad.getGrad(), "0", dlossScope);
-    body << dlossScope.text.str() << "  // dlogits = (softmax - onehot) * dloss / count.\n"
-         << "  const float gradScale = "
-         << (mean ? "count == 0.0f ? 0.0f : " + dloss + " / count" : dloss) << ";\n";
-  }
-  // Each row, one block: read the label's logit, then the stable log-sum-exp (row max, then the
-  // sum of exp(x - max)); loss_row = logsumexp - x[label].
-  const std::string errors = writer.errorParam(loss);
-  // A block per row: classifier rows are vocabulary-long.
+  auto emit = [&](KernelWriter &writer, RowWalk &walk) {
+    std::string labels = writer.tensorParam(loss.getLabels(), Role::Input);
+    std::string lossOut = writer.tensorParam(loss.getResult(), Role::Output);
+    writer.scratchParam("labelled", {1});
+    std::vector<Value> gradOutputs;
+    for (Value output : groupOutputs(writer))
+      if (grad && writer.dependsOn(output, grad.getResult()))
+        gradOutputs.push_back(output);
+    std::ostringstream body;
+    body << "  __shared__ float reduceScratch[32];\n"
+         << "  const float count = labelled[0];\n";
+    if (grad) {
+      Scope dlossScope;
+      // dloss is the scalar seed of the loss's gradient, read once per block.
+      dlossScope.indent = "  ";
+      std::string dloss = writer.element(grad.getGrad(), "0", dlossScope);
+      body << dlossScope.text.str() << "  // dlogits = (softmax - onehot) * dloss / count.\n"
+           << "  const float gradScale = "
+           << (mean ? "count == 0.0f ? 0.0f : " + dloss + " / count" : dloss) << ";\n";
+    }
+    // Each row, one block: read the label's logit, then the stable log-sum-exp in one pass
+    // (each thread's running maximum and its sum of exp(x - maximum), rescaled when the
+    // maximum grows; then the block's); loss_row = logsumexp - x[label].
+    const std::string errors = writer.errorParam(loss);
+    body << "  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n"
+         << "    const long long label = static_cast<long long>(" << labels << "[row]);\n"
+         << "    const bool ignored = label == " << ignore << ";\n"
+         << "    // A label outside [0, L) that is not ignore_index: the CPU backend stops with an\n"
+         << "    // error; here the loss and the row's gradient become NaN and the error record\n"
+         << "    // names the label.\n"
+         << "    const bool outside = !ignored && (label < 0 || label >= L);\n";
+    {
+      Scope labelScope;
+      labelScope.indent = "      ";
+      std::string x = writer.element(logits, "row * L + label", labelScope);
+      body << "    // The label's logit is read before the row's first barrier, so the gradient "
+              "may\n"
+           << "    // overwrite the logits in place (each element is read before it is "
+              "written).\n"
+           << "    float labelLogit = 0.0f;\n"
+           << "    if (threadIdx.x == 0 && !ignored && !outside) {\n"
+           << labelScope.text.str() << "      labelLogit = " << x << ";\n    }\n";
+    }
+    body << "    float maximum = -__int_as_float(0x7f800000), total = 0.0f;\n"
+         << walk.pass([&](Scope &s) {
+              s.line("const float x = " + writer.element(logits, "i", s) + ";");
+              s.line("if (x > maximum) {");
+              s.line("  total = total * expf(maximum - x) + 1.0f;");
+              s.line("  maximum = x;");
+              s.line("} else {");
+              s.line("  total += expf(x - maximum);");
+              s.line("}");
+            })
+         << "    // The row's maximum, and every thread's sum rescaled to it (a thread that saw\n"
+         << "    // no element adds 0).\n"
+         << "    const float rowMaximum = blockMax(maximum, reduceScratch);\n"
+         << "    total = blockSum(total == 0.0f ? 0.0f : total * expf(maximum - rowMaximum),\n"
+         << "                     reduceScratch);\n"
+         << "    maximum = rowMaximum;\n"
+         << "    const float logSumExp = maximum + logf(total);\n";
+    // Thread 0 adds the row's loss (divided by the count for a mean) into the scalar with
+    // atomicAdd; 0x7fffffff is a quiet NaN for a bad label.
+    body << "    if (threadIdx.x == 0 && !ignored) {\n"
+         << "      if (outside) {\n"
+         << "        atomicAdd(" << lossOut << ", __int_as_float(0x7fffffff));\n"
+         << "        reportError(" << errors << ", 1u, site, row, label, L);\n"
+         << "      } else {\n"
+         << "        atomicAdd(" << lossOut << ", (logSumExp - labelLogit)"
+         << (mean ? " / count" : "") << ");\n      }\n    }\n";
+    if (grad) {
+      body << walk.pass([&](Scope &s) {
+        std::string x = writer.element(logits, "i", s);
+        // softmax_j - [j == label], scaled by dloss (/ count): the gradient of the row's loss.
+        std::string value = "ignored ? 0.0f : outside ? __int_as_float(0x7fffffff) : (expf(" +
+                            x + " - maximum) / total - (j == label ? 1.0f : 0.0f)) * gradScale";
+        if (isReducedFloat(elementOf(grad.getResult())))
+          value = "roundAs<" + cType(elementOf(grad.getResult())) + ">(" + value + ")";
+        s.line("const float dlogit = " + value + ";");
+        KernelWriter::bind(s, grad.getResult(), "i", "dlogit");
+        for (Value output : gradOutputs)
+          writer.store(output, "i", writer.element(output, "i", s), s);
+      });
+    }
+    body << "  }\n";
+    // The gradient may be written over the logits it is computed from: same shape and element
+    // type, each element read (by the thread that writes it, or before the row's barriers)
+    // first.
+    for (KernelParam &output : writer.params)
+      if (output.role == Role::Output && output.shape == shape)
+        for (const KernelParam &input : writer.params)
+          if (input.role == Role::Input && input.shape == shape &&
+              input.elementType == output.elementType)
+            output.aliasOf = input.name;
+    writer.scalarParam("rows", "i64", "rows");
+    writer.scalarParam("L", "i64", "row_length");
+    return body.str();
+  };
+
+  // A block per row: classifier rows are vocabulary-long. The unpacked kernel first: it tells
+  // which operands the row's elements come from.
   const RowSpan blockSpan{false};
-  body << "  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n"
-       << "    const long long label = static_cast<long long>(" << labels << "[row]);\n"
-       << "    const bool ignored = label == " << ignore << ";\n"
-       << "    // A label outside [0, L) that is not ignore_index: the CPU backend stops with an\n"
-       << "    // error; here the loss and the row's gradient become NaN and the error record\n"
-       << "    // names the label.\n"
-       << "    const bool outside = !ignored && (label < 0 || label >= L);\n";
-  {
-    Scope labelScope;
-    labelScope.indent = "      ";
-    std::string x = writer.element(logits, "row * L + label", labelScope);
-    body << "    // The label's logit is read before the row's first barrier, so the gradient may\n"
-         << "    // overwrite the logits in place (each element is read before it is written).\n"
-         << "    float labelLogit = 0.0f;\n"
-         << "    if (threadIdx.x == 0 && !ignored && !outside) {\n"
-         << labelScope.text.str() << "      labelLogit = " << x << ";\n    }\n";
+  auto unpackedWriter = std::make_unique<KernelWriter>(opIndex, members);
+  RowWalk unpacked(blockSpan, *unpackedWriter, kClassifierThreads);
+  std::string body = emit(*unpackedWriter, unpacked);
+  KernelWriter *writer = unpackedWriter.get();
+  // Packs of 16 bytes over the narrowest of the row tensors (the logits as stored, the
+  // gradient): every one of them must be a float [rows, L] tensor, read or written at i.
+  int narrowest = 4;
+  bool packable = !unpacked.broadcastRead && rows > 0;
+  for (const KernelParam &param : unpackedWriter->params)
+    if ((param.role == Role::Input || param.role == Role::Output) &&
+        numElements(param.shape) == rows * classes) {
+      if (param.elementType != "f32" && param.elementType != "bf16" && param.elementType != "f16")
+        packable = false;
+      narrowest = std::min(narrowest, param.elementType == "f32" ? 4 : 2);
+    }
+  const int width = 16 / narrowest;
+  std::unique_ptr<KernelWriter> packedWriter;
+  if (packable && classes % width == 0) {
+    packedWriter = std::make_unique<KernelWriter>(opIndex, members);
+    RowWalk packed(blockSpan, *packedWriter, kClassifierThreads);
+    packed.packed = true;
+    packed.width = width;
+    packed.packs = classes / width;
+    packed.rows = rows;
+    std::string packedBody = emit(*packedWriter, packed);
+    if (!packed.broadcastRead && packed.packsValid) {
+      body = std::move(packedBody);
+      writer = packedWriter.get();
+    }
   }
-  body << "    float maximum = -__int_as_float(0x7f800000);\n"
-       << rowLoop(blockSpan,
-                  [&](Scope &s) {
-                    std::string x = writer.element(logits, "i", s);
-                    s.line("maximum = maximum < " + x + " ? " + x + " : maximum;");
-                  })
-       << "    maximum = blockMax(maximum, reduceScratch);\n"
-       << "    float total = 0.0f;\n"
-       << rowLoop(blockSpan,
-                  [&](Scope &s) {
-                    s.line("total += expf(" + writer.element(logits, "i", s) + " - maximum);");
-                  })
-       << "    total = blockSum(total, reduceScratch);\n"
-       << "    const float logSumExp = maximum + logf(total);\n";
-  // Thread 0 adds the row's loss (divided by the count for a mean) into the scalar with
-  // atomicAdd; 0x7fffffff is a quiet NaN for a bad label.
-  body << "    if (threadIdx.x == 0 && !ignored) {\n"
-       << "      if (outside) {\n"
-       << "        atomicAdd(" << lossOut << ", __int_as_float(0x7fffffff));\n"
-       << "        reportError(" << errors << ", 1u, site, row, label, L);\n"
-       << "      } else {\n"
-       << "        atomicAdd(" << lossOut << ", (logSumExp - labelLogit)"
-       << (mean ? " / count" : "") << ");\n      }\n    }\n";
-  if (grad) {
-    body << rowLoop(blockSpan, [&](Scope &s) {
-      std::string x = writer.element(logits, "i", s);
-      // softmax_j - [j == label], scaled by dloss (/ count): the gradient of the row's loss.
-      std::string value = "ignored ? 0.0f : outside ? __int_as_float(0x7fffffff) : (expf(" + x +
-                          " - maximum) / total - (j == label ? 1.0f : 0.0f)) * gradScale";
-      if (isReducedFloat(elementOf(grad.getResult())))
-        value = "roundAs<" + cType(elementOf(grad.getResult())) + ">(" + value + ")";
-      s.line("const float dlogit = " + value + ";");
-      KernelWriter::bind(s, grad.getResult(), "i", "dlogit");
-      for (Value output : gradOutputs)
-        writer.store(output, "i", writer.element(output, "i", s), s);
-    });
-  }
-  body << "  }\n";
-  // The gradient may be written over the logits it is computed from: same shape and element
-  // type, each element read (by the thread that writes it, or before the row's barriers) first.
-  for (KernelParam &output : writer.params)
-    if (output.role == Role::Output && output.shape == shape)
-      for (const KernelParam &input : writer.params)
-        if (input.role == Role::Input && input.shape == shape &&
-            input.elementType == output.elementType)
-          output.aliasOf = input.name;
-  writer.scalarParam("rows", "i64", "rows");
-  writer.scalarParam("L", "i64", "row_length");
+  const bool vectorised = writer == packedWriter.get();
   KernelLaunch launch;
   launch.space = KernelLaunch::Space::Rows;
   launch.rows = rows;
   // One block per row, L = the class count (the vocabulary for a language model).
   launch.rowLength = classes;
-  launch.blockSize = 1024;
-  finish(writer, "cross_entropy", "loss_grad",
-         std::string("Per row (one block): max and sum(exp(x - max)) in f32; loss += (logsumexp - "
-                     "x[label])") +
+  launch.blockSize = kClassifierThreads;
+  finish(*writer, "cross_entropy", "loss_grad",
+         std::string("Per row (one block): the maximum and sum(exp(x - max)) in f32 in one pass "
+                     "(a running\nmaximum per thread, its sum rescaled as it grows); loss += "
+                     "(logsumexp - x[label])") +
              (mean ? " / count" : "") +
              " (f32 atomicAdd), rows labelled ignore_index skipped;\n"
              "dlogits = (softmax - onehot(label)) * dloss" +
@@ -453,9 +501,11 @@ void Generator::crossEntropyKernels() {
              ", 0 on ignored rows; dlogits may overwrite the logits in place. A label\n"
              "outside [0, L) that is not ignore_index makes\n"
              "the loss and its row's gradient NaN and is reported in the error record. The\n"
-             "logits are never written in f32. Memory: the logits row read three times\n"
-             "(L2-resident), dlogits written once.",
-         body.str(), launch);
+             "logits are never written in f32. Memory: the logits row read twice (the second "
+             "time from L2)" +
+             (vectorised ? ", in packs of " + std::to_string(width) + "," : ",") +
+             " dlogits written once.",
+         body, launch);
 }
 
 } // namespace cudagen

@@ -941,6 +941,139 @@ INSTANTIATE_TEST_SUITE_P(Shapes, EmulatedSoftmax,
                                   (info.param.causal ? "_causal" : "");
                          });
 
+/// The classifier alone: logits = h W (h an input [rows, 16], W a parameter [16, classes]: in
+/// bf16 mode the logits are stored in bf16, as a language model's head writes them), labels an
+/// input; the loss is the mean cross-entropy. Its kernels are the count and the fused
+/// loss-and-gradient row kernel, which the test runs on logits it chooses.
+std::string classifierModel(int rows, int classes) {
+  const std::string x = "tensor<" + std::to_string(rows) + "x" + std::to_string(classes) + "xf32>";
+  const std::string h = "tensor<" + std::to_string(rows) + "x16xf32>";
+  const std::string w = "tensor<16x" + std::to_string(classes) + "xf32>";
+  const std::string labels = "tensor<" + std::to_string(rows) + "xi32>";
+  return "graph.model @ce {\n"
+         "  graph.param @w : " + w + " init #graph.normal<std = 1.0>\n"
+         "  graph.input @h : " + h + "\n"
+         "  graph.input @labels : " + labels + "\n"
+         "  func.func @forward() {\n"
+         "    %w = graph.get_param @w : " + w + "\n"
+         "    %h = graph.get_input @h : " + h + "\n"
+         "    %x = graph.matmul %h, %w : " + h + ", " + w + "\n"
+         "    %y = graph.get_input @labels : " + labels + "\n"
+         "    %l = graph.cross_entropy %x, %y : " + x + ", " + labels + "\n"
+         "    graph.loss %l : tensor<f32>\n"
+         "    return\n"
+         "  }\n"
+         "}\n";
+}
+
+struct ClassifierCase {
+  int rows, classes;
+  /// The precision mode: bf16 (logits read as the bf16 copy, gradient stored in bf16) or fp32.
+  std::string type;
+  /// Whether the loss-and-gradient kernel reads the logits in 16-byte packs.
+  bool packed;
+};
+
+class EmulatedClassifier : public ::testing::TestWithParam<ClassifierCase> {};
+
+TEST_P(EmulatedClassifier, LossAndGradientMatchADoubleReference) {
+  const ClassifierCase c = GetParam();
+  const std::vector<GeneratedKernel> kernels = generateForText(
+      classifierModel(c.rows, c.classes), c.type == "bf16" ? kPrecisions[0] : kPrecisions[2]);
+  const GeneratedKernel *kernel = kernelWith(kernels, KernelLaunch::Space::Rows,
+                                             "graph.cross_entropy");
+  ASSERT_TRUE(kernel);
+  EXPECT_EQ(readsPacks(*kernel), c.packed) << kernel->source;
+  TemporaryDirectory directory;
+  HostKernel host(*kernel, directory.path);
+  ASSERT_TRUE(host.ok()) << host.error() << "\n" << kernel->source;
+
+  // Labels: row 1 ignored (ignore_index -100), the others spread over the classes, the first
+  // and the last class among them.
+  const size_t rows = static_cast<size_t>(c.rows), classes = static_cast<size_t>(c.classes);
+  std::vector<long long> labels(rows);
+  for (size_t r = 0; r < rows; ++r)
+    labels[r] = r == 1 ? -100 : r == 0 ? 0 : r == 2 ? c.classes - 1 : (r * 7919) % classes;
+  const double labelled = static_cast<double>(rows - (rows > 1 ? 1 : 0));
+  Arguments arguments(*kernel);
+  std::mt19937 generator(5);
+  std::vector<double> x;
+  std::string gradName;
+  for (const KernelParam &param : kernel->params) {
+    if (param.role == KernelParam::Role::Scalar)
+      continue;
+    std::vector<char> &bytes = arguments[param.name];
+    if (param.role == KernelParam::Role::Input && param.shape.size() == 2) {
+      x = fillRandom(bytes, param.elementType, generator);
+      for (double &value : x) // logits of a few units, some rows far from zero
+        value *= 3.0;
+      for (size_t i = 0; i < x.size(); ++i)
+        writeElement(bytes, param.elementType, i, x[i] + (i / classes == 3 ? 40.0 : 0.0));
+      x = readAll(bytes, param.elementType, x.size());
+    } else if (param.role == KernelParam::Role::Input && param.shape.size() == 1) {
+      for (size_t r = 0; r < rows; ++r)
+        writeElement(bytes, param.elementType, r, static_cast<double>(labels[r]));
+    } else if (param.role == KernelParam::Role::Input) {
+      writeElement(bytes, param.elementType, 0, 1.0); // the loss's gradient seed
+    } else if (param.role == KernelParam::Role::Scratch) {
+      writeElement(bytes, "f32", 0, labelled); // the count kernel's result
+    } else if (param.role == KernelParam::Role::Output && param.shape.empty()) {
+      writeElement(bytes, param.elementType, 0, 0.0); // the count kernel zeroes the loss
+    } else if (param.role == KernelParam::Role::Output) {
+      gradName = param.name;
+    } else if (param.role == KernelParam::Role::ErrorRecord) {
+      std::fill(bytes.begin(), bytes.end(), '\0');
+    }
+  }
+  ASSERT_EQ(x.size(), rows * classes) << kernel->source;
+  ASSERT_FALSE(gradName.empty()) << kernel->source;
+  host.run(kernel->launch, arguments.bind());
+
+  double loss = 0;
+  std::vector<double> grad(rows * classes, 0.0);
+  for (size_t r = 0; r < rows; ++r) {
+    if (labels[r] == -100)
+      continue;
+    double maximum = -INFINITY, total = 0;
+    for (size_t j = 0; j < classes; ++j)
+      maximum = std::max(maximum, x[r * classes + j]);
+    for (size_t j = 0; j < classes; ++j)
+      total += std::exp(x[r * classes + j] - maximum);
+    loss += (maximum + std::log(total) - x[r * classes + labels[r]]) / labelled;
+    for (size_t j = 0; j < classes; ++j)
+      grad[r * classes + j] = (std::exp(x[r * classes + j] - maximum) / total -
+                               (static_cast<long long>(j) == labels[r] ? 1.0 : 0.0)) /
+                              labelled;
+  }
+  std::string lossName;
+  for (const KernelParam &param : kernel->params)
+    if (param.role == KernelParam::Role::Output && param.shape.empty())
+      lossName = param.name;
+  EXPECT_NEAR(readElement(arguments[lossName], "f32", 0), loss, 1e-5 * std::abs(loss));
+  const std::string gradType = arguments.param(gradName).elementType;
+  const std::vector<double> got = readAll(arguments[gradName], gradType, rows * classes);
+  expectElementsNear(got, grad, 2 * storedStep(gradType), 1e-7 / classes, "dlogits");
+  for (size_t j = 0; j < classes; ++j)
+    ASSERT_EQ(got[classes + j], 0.0) << "the ignored row's gradient, class " << j;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, EmulatedClassifier,
+                         ::testing::Values(
+                             // Classes a multiple of the pack (8 bf16, 4 f32): packed, with the
+                             // last round of packs partial (1000 / 8 = 125 packs over 1024
+                             // threads; 50304 / 8 = 6288 = 6 rounds and a partial seventh).
+                             ClassifierCase{5, 50304, "bf16", true},
+                             ClassifierCase{4, 1000, "bf16", true},
+                             ClassifierCase{4, 256, "f32", true},
+                             ClassifierCase{4, 4100, "f32", true},
+                             // Not a multiple of the pack: one element at a time.
+                             ClassifierCase{4, 250, "f32", false},
+                             ClassifierCase{3, 1001, "bf16", false}),
+                         [](const ::testing::TestParamInfo<ClassifierCase> &info) {
+                           return std::to_string(info.param.rows) + "x" +
+                                  std::to_string(info.param.classes) + "_" + info.param.type;
+                         });
+
 /// The attention head layout in miniature: w [2, 5, 48] split into three [2, 5, 16] pieces, the
 /// first viewed as [2, 5, 2, 8] and transposed to [2, 2, 5, 8] (heads before tokens), trained
 /// against an MSE target: the forward's copy kernel moves whole 16-byte packs.

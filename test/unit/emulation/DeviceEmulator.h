@@ -137,5 +137,11 @@ inline float atomicAdd(float *address, float value) {
   *address = old + value;
   return old;
 }
+inline unsigned atomicCAS(unsigned *address, unsigned compare, unsigned value) {
+  const unsigned old = *address;
+  if (old == compare)
+    *address = value;
+  return old;
+}
 
 #endif // AMPC_TEST_UNIT_EMULATION_DEVICEEMULATOR_H
