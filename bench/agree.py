@@ -74,6 +74,16 @@ def digest(path, extra, steps):
     return h.hexdigest()[:16]
 
 
+def within_steps(extra, steps):
+    """\p extra for a run cut to \p steps: overflows injected later are dropped."""
+    if "--inject-overflow" not in extra:
+        return extra
+    at = extra.index("--inject-overflow")
+    kept = [s for s in extra[at + 1].split(",") if int(s) <= steps]
+    rest = extra[:at] + extra[at + 2:]
+    return rest + (["--inject-overflow", ",".join(kept)] if kept else [])
+
+
 def reference(a):
     os.makedirs(a.out, exist_ok=True)
     if a.cache:
@@ -84,6 +94,7 @@ def reference(a):
         exe = os.path.join(a.bundle, "train", exe_name)
         target = os.path.join(a.out, name + ".jsonl")
         steps = min(steps, a.limit.get(name.split("_")[0], steps))
+        extra = within_steps(extra, steps)
         cached = None
         if a.cache:
             cached = os.path.join(a.cache, f"{name}-{digest(exe, extra, steps)}.jsonl")
