@@ -22,6 +22,7 @@
 
 #include "../runtime/AttentionReference.h"
 #include "CodegenHelpers.h"
+#include "HostKernel.h"
 #include "compiler/cuda/DeviceProgramBuilder.h"
 #include "runtime/numerics/Float16.h"
 
@@ -47,86 +48,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// A generated kernel compiled for the host.
-class HostKernel {
-public:
-  using Entry = void (*)(unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void **);
+using test::HostKernel;
 
-  /// Compiles \p kernel into \p directory; ok() is false (with the compiler's output in
-  /// error()) when that fails.
-  HostKernel(const GeneratedKernel &kernel, const fs::path &directory) {
-    const fs::path source = directory / (kernel.name + ".cpp");
-    const fs::path library = directory / (kernel.name + ".so");
-    const fs::path log = directory / (kernel.name + ".log");
-    std::ofstream(source) << kernel.source << "\n"
-                          << "#include <utility>\n"
-                          << "namespace {\n"
-                          << "template <typename... P, std::size_t... I>\n"
-                          << "void ampcCallAt(void (*f)(P...), void **args, "
-                             "std::index_sequence<I...>) {\n"
-                          << "  f(*static_cast<P *>(args[I])...);\n"
-                          << "}\n"
-                          << "template <typename... P> void ampcCall(void (*f)(P...), void **args) "
-                             "{\n"
-                          << "  ampcCallAt(f, args, std::index_sequence_for<P...>{});\n"
-                          << "}\n"
-                          << "} // namespace\n"
-                          << "extern \"C\" void ampc_emulated_launch(unsigned gx, unsigned gy, "
-                             "unsigned gz, unsigned bx, unsigned by, unsigned bz, void **args) {\n"
-                          << "  ::ampc::emu::launch({gx, gy, gz}, {bx, by, bz}, [&] { ampcCall(&"
-                          << kernel.name << ", args); });\n"
-                          << "}\n";
-    const char *compiler = std::getenv("CXX");
-    const std::string command =
-        std::string(compiler && *compiler ? compiler : "c++") +
-        " -std=c++17 -O1 -fPIC -shared -w -include " AMPC_SOURCE_DIR
-        "/test/unit/emulation/DeviceEmulator.h -I" AMPC_SOURCE_DIR " " +
-        source.string() + " " AMPC_DEVICE_EMULATOR_LIBRARY " -o " + library.string() + " > " +
-        log.string() + " 2>&1";
-    if (std::system(command.c_str()) != 0) {
-      std::ifstream in(log);
-      compileError = command + "\n" + std::string(std::istreambuf_iterator<char>(in), {});
-      return;
-    }
-    handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-      compileError = dlerror();
-      return;
-    }
-    entry = reinterpret_cast<Entry>(dlsym(handle, "ampc_emulated_launch"));
-  }
-  ~HostKernel() {
-    if (handle)
-      dlclose(handle);
-  }
-  bool ok() const { return entry != nullptr; }
-  const std::string &error() const { return compileError; }
-  /// Runs the kernel with the launch shape the device program gives it.
-  void run(const KernelLaunch &launch, std::vector<void *> &arguments) const {
-    const KernelShape shape = kernelShape(launch);
-    entry(static_cast<unsigned>(shape.grid), shape.gridY, 1, shape.block[0], shape.block[1], 1,
-          arguments.data());
-  }
-
-private:
-  void *handle = nullptr;
-  Entry entry = nullptr;
-  std::string compileError;
-};
-
-/// A temporary directory removed with this object.
-struct TemporaryDirectory {
-  fs::path path;
-  TemporaryDirectory() {
-    path = fs::temp_directory_path() /
-           ("ampc_emulated_kernels_" + std::to_string(getpid()) + "_" +
-            std::to_string(reinterpret_cast<uintptr_t>(this)));
-    fs::create_directories(path);
-  }
-  ~TemporaryDirectory() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
+/// A temporary directory for this file's kernels, removed with this object.
+struct TemporaryDirectory : test::TemporaryDirectory {
+  TemporaryDirectory() : test::TemporaryDirectory("ampc_emulated_kernels") {}
 };
 
 size_t elementBytes(const std::string &type) {
