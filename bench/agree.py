@@ -75,7 +75,7 @@ def digest(path, extra, steps):
 
 
 def within_steps(extra, steps):
-    """\p extra for a run cut to \p steps: overflows injected later are dropped."""
+    """extra for a run cut to steps: overflows injected later are dropped."""
     if "--inject-overflow" not in extra:
         return extra
     at = extra.index("--inject-overflow")

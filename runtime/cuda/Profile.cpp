@@ -29,9 +29,10 @@ double attentionFlops(const plan::AttentionStep &step) {
   return step.pass == plan::AttentionPass::Forward ? flops : 2.5 * flops;
 }
 
-/// "m.mlir:190:13 <- 243:11" -> "m.mlir:190:13".
+/// "m.mlir:190:13 <- 243:11" and "m.mlir:190:13 (called from m.mlir:243:11)" ->
+/// "m.mlir:190:13".
 std::string withoutCallSite(const std::string &location) {
-  return location.substr(0, location.find(" <- "));
+  return location.substr(0, std::min(location.find(" <- "), location.find(" (called from ")));
 }
 
 std::string groupLocations(const plan::DeviceGroup &group,

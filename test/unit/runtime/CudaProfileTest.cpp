@@ -32,7 +32,9 @@ plan::Plan profiledPlan() {
                   {"b", plan::DType::BF16, {32, 16}, plan::BufferRole::Parameter},
                   {"d", plan::DType::F32, {64, 16}, plan::BufferRole::Temporary},
                   {"e", plan::DType::F32, {64, 16}, plan::BufferRole::Temporary}};
-  plan.instructions = {at("m.mlir:5:3 <- 20:1"), at("m.mlir:5:3 <- 21:1"), at("m.mlir:9:1")};
+  // Both forms a call site takes in a location: "<- 20:1" and "(called from ...)".
+  plan.instructions = {at("m.mlir:5:3 <- 20:1"), at("m.mlir:5:3 (called from m.mlir:21:1)"),
+                       at("m.mlir:9:1")};
   plan.optimizerInstructions = {at("m.mlir:30:2")};
   plan::MatmulStep matmul;
   matmul.a = 0;
