@@ -154,7 +154,8 @@ void Generator::optimizerKernel() {
     // host's step counter.
     found = writer.stateParam(scaler + ".found_nonfinite", "f32", {});
     applied = writer.stateParam(scaler + ".applied_steps", "f32", {});
-  } else {
+  } else if (adamw) {
+    // Only AdamW's bias correction reads the step; SGD reads no run scalar.
     writer.runScalar("step");
   }
 
