@@ -324,14 +324,26 @@ void Planner::groupMatMulEpilogues() {
     const FusionShape &shape = matmul.results[0];
     if (shape.size() < 2)
       continue;
+    FusionValue product{op, 0};
+    // Or the only reader is a tanh gelu's gradient taking the product as its incoming gradient:
+    // cuBLASLt's DGELU multiplies the product by gelu'(x), x read from an aux matrix of the
+    // product's shape whose row stride must be a multiple of 8.
+    int user = readers[op][0][0];
+    const FusionOp &userOp = graph.ops[user];
+    if (userOp.role == FusionRole::TanhGeluGrad) {
+      if (userOp.operands.size() == 2 && userOp.operands[1].value == product &&
+          userOp.operands[0].value != product && userOp.operands[0].shape == shape &&
+          shape.back() % 8 == 0 && isFreeElementwise(user) && merge(op, user))
+        claim(op, FusionKind::MatMulEpilogue);
+      continue;
+    }
     // The only reader adds a bias: a 1-D operand as long as the last dimension, broadcast over
     // the rows. cuBLASLt cannot write the product before the bias, hence the only reader.
-    int add = readers[op][0][0];
-    const FusionOp &addOp = graph.ops[add];
+    int add = user;
+    const FusionOp &addOp = userOp;
     if (addOp.role != FusionRole::Add || addOp.operands.size() != 2 || addOp.results.size() != 1 ||
         addOp.results[0] != shape || !isFreeElementwise(add))
       continue;
-    FusionValue product{op, 0};
     int productSide = addOp.operands[0].value == product ? 0 : 1;
     const FusionOperand &bias = addOp.operands[1 - productSide];
     if (addOp.operands[productSide].value != product || bias.value == product ||

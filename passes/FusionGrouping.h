@@ -14,6 +14,9 @@
 //   2. matmul_epilogue: a matmul whose only reader is a bias add (a 1-D operand of the size of
 //      the result's last dimension), then optionally a tanh gelu of the sum: cuBLASLt's BIAS and
 //      GELU_BIAS epilogues. The pre-gelu sum may have other readers (GELU_AUX writes it out).
+//      Also a matmul whose only reader is a tanh gelu's gradient taking the product as its
+//      incoming gradient, the gelu's input of the product's shape with a last dimension that is
+//      a multiple of 8: cuBLASLt's DGELU epilogue (the input read as its aux matrix).
 //   3. bias_grad: a sum over every dimension but the last, of a value that one operand of a 2-D
 //      matmul also reads (through reshapes, and widening casts on the sum's side), when the
 //      matmul contracts that operand over its rows (cuBLASLt's BGRADA / BGRADB epilogues): the
@@ -79,6 +82,7 @@ enum class FusionRole {
   WideningCast, ///< a cast that loses nothing (bf16/f16 -> f32)
   Add,
   TanhGelu,
+  TanhGeluGrad, ///< operands (x, dy): the gradient of a tanh gelu
   Reshape,
   Broadcast,
   Sum,
@@ -148,7 +152,7 @@ enum class FusionKind {
   Reduction,        ///< a reduction-like op with its elementwise producers and consumers
   CrossEntropy,     ///< the fused classifier: loss, its gradient and the casts around them
   MatMul,           ///< a cuBLASLt matmul
-  MatMulEpilogue,   ///< a cuBLASLt matmul with a bias (and gelu) epilogue
+  MatMulEpilogue,   ///< a cuBLASLt matmul with a bias (and gelu) or a gelu-gradient epilogue
   BiasGrad,         ///< a cuBLASLt matmul whose epilogue sums an operand into a bias gradient
   Attention,        ///< a fused attention kernel
   Accumulate,       ///< a gradient added into its accumulator

@@ -41,6 +41,9 @@ FusionOpClass classify(Operation *op, FusionRole &role) {
   } else if (auto gelu = llvm::dyn_cast<GeluOp>(op)) {
     if (gelu.getApproximation() == GeluApproximation::tanh)
       role = FusionRole::TanhGelu;
+  } else if (auto geluGrad = llvm::dyn_cast<GeluGradOp>(op)) {
+    if (geluGrad.getApproximation() == GeluApproximation::tanh)
+      role = FusionRole::TanhGeluGrad;
   } else if (llvm::isa<ReshapeOp>(op)) {
     role = FusionRole::Reshape;
   } else if (llvm::isa<BroadcastOp>(op)) {

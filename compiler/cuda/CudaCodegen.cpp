@@ -483,10 +483,11 @@ void Generator::generate(const Group &g) {
   if (g.kind == "view" || g.kind == "matmul")
     return;
   if (g.kind == "matmul_epilogue") {
-    // cuBLASLt's BIAS / GELU_AUX_BIAS epilogues cover a matmul, a bias add and a tanh gelu;
-    // anything else would need a kernel of its own.
-    if (Operation *extra = findOp(
-            [](Operation *op) { return !llvm::isa<MatmulOp, AddOp, GeluOp, ReshapeOp>(op); }))
+    // cuBLASLt's BIAS / GELU_AUX_BIAS / DGELU epilogues cover a matmul, a bias add and a tanh
+    // gelu, or a tanh gelu's gradient; anything else would need a kernel of its own.
+    if (Operation *extra = findOp([](Operation *op) {
+          return !llvm::isa<MatmulOp, AddOp, GeluOp, GeluGradOp, ReshapeOp>(op);
+        }))
       throw std::runtime_error("CUDA codegen: " + describeOp(extra) +
                                " in a matmul epilogue cuBLASLt cannot apply");
     return;

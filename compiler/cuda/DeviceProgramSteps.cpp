@@ -212,7 +212,8 @@ plan::LaunchStep Builder::launchStep(const GeneratedKernel &kernel, GroupScratch
 
 /// Maps a graph matmul onto one cuBLASLt call: D = op(A) op(B) with row-major [M, K] x [K, N]
 /// per batch, either with the batch dims folded into M or as a strided batch. A
-/// matmul_epilogue group adds the bias (and a tanh gelu) in cuBLASLt's epilogue; a bias_grad
+/// matmul_epilogue group adds the bias (and a tanh gelu) in cuBLASLt's epilogue, or multiplies
+/// the product by a tanh gelu's derivative at an aux input (DGELU); a bias_grad
 /// group's matmul is plain, its bias sum a generated kernel. A matmul_accumulate group, and a
 /// bias_grad group holding its product's accumulate_grad, add the product into the gradient
 /// accumulator: C = D = the accumulator, beta = 1.
@@ -296,6 +297,21 @@ plan::MatmulStep Builder::matmulStep(const FusedGroup &group) {
     return step;
 
   // The epilogue: the bias add reading the product, then maybe a tanh gelu of the sum.
+  // A tanh gelu's gradient of the product: D = product * gelu'(x), x the gelu's input read as
+  // the aux matrix (the forward's GELU_AUX wrote it, or any value of D's shape and dtype).
+  for (Operation *op : group.ops)
+    if (auto geluGrad = llvm::dyn_cast<GeluGradOp>(op)) {
+      if (geluGrad.getApproximation() != GeluApproximation::tanh ||
+          geluGrad.getGrad() != matmul.getResult() || geluGrad.getInput() == matmul.getResult())
+        throw std::runtime_error("device program: the gelu_grad in " +
+                                 describeGroup(function, group.id, group.kind) +
+                                 " is not a tanh gelu's gradient of the product");
+      step.epilogue = plan::Epilogue::DGelu;
+      step.aux = bufferOf(geluGrad.getInput());
+      step.d = bufferOf(geluGrad.getResult());
+      return step;
+    }
+
   for (Operation *op : group.ops) {
     if (auto found = llvm::dyn_cast<AddOp>(op))
       add = found;

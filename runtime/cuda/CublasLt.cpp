@@ -157,6 +157,8 @@ const char *epilogueName(MatmulEpilogue epilogue) {
     return "bias_grad_b";
   case MatmulEpilogue::BiasGradientA:
     return "bias_grad_a";
+  case MatmulEpilogue::GeluGrad:
+    return "dgelu";
   }
   return "?";
 }
@@ -211,6 +213,11 @@ ColumnMajorGemm toColumnMajor(const MatmulDesc &desc) {
     gemm.auxLd = rowStride(desc.auxLd, desc.n);
     gemm.auxBatchStride = batchStride(desc.auxBatchStride, desc.m, gemm.auxLd);
     break;
+  case MatmulEpilogue::GeluGrad:
+    gemm.epilogue = CUBLASLT_EPILOGUE_DGELU;
+    gemm.auxLd = rowStride(desc.auxLd, desc.n);
+    gemm.auxBatchStride = batchStride(desc.auxBatchStride, desc.m, gemm.auxLd);
+    break;
   case MatmulEpilogue::BiasGradientB:
     // The sum over k of op(B) is the sum over k of cuBLASLt's A operand.
     gemm.epilogue = CUBLASLT_EPILOGUE_BGRADA;
@@ -257,7 +264,7 @@ std::string matmulDescProblem(const MatmulDesc &desc) {
     return "D's batch stride " + std::to_string(desc.batchStrideD) +
            " makes the outputs of different batches overlap (each needs " +
            std::to_string(desc.m * ldd) + " elements)";
-  if (desc.epilogue == MatmulEpilogue::GeluAuxBias) {
+  if (desc.epilogue == MatmulEpilogue::GeluAuxBias || desc.epilogue == MatmulEpilogue::GeluGrad) {
     const int64_t auxLd = rowStride(desc.auxLd, desc.n);
     if (auxLd < desc.n || auxLd % 8 != 0)
       return "the GELU aux matrix's row stride " + std::to_string(auxLd) +
@@ -453,7 +460,8 @@ Matmul::CachedProblem &Matmul::problemFor(const MatmulDesc &desc, const MatmulOp
   const uint32_t epilogue = gemm.epilogue;
   setAttribute(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
   entry->hasBias = gemm.biasLength > 0;
-  entry->hasAux = desc.epilogue == MatmulEpilogue::GeluAuxBias;
+  entry->hasAux =
+      desc.epilogue == MatmulEpilogue::GeluAuxBias || desc.epilogue == MatmulEpilogue::GeluGrad;
   // The heuristic reads the bias and aux pointers for their alignment.
   if (entry->hasBias) {
     const void *bias = reinterpret_cast<const void *>(operands.bias);
@@ -596,14 +604,16 @@ namespace {
 
 /// Throws CudaError(InvalidArgument) when \p operands lack a pointer \p desc needs.
 void requireOperands(const MatmulDesc &desc, const MatmulOperands &operands) {
-  const bool needsBias = desc.epilogue != MatmulEpilogue::None;
-  const bool needsAux = desc.epilogue == MatmulEpilogue::GeluAuxBias;
+  const bool needsBias =
+      desc.epilogue != MatmulEpilogue::None && desc.epilogue != MatmulEpilogue::GeluGrad;
+  const bool needsAux =
+      desc.epilogue == MatmulEpilogue::GeluAuxBias || desc.epilogue == MatmulEpilogue::GeluGrad;
   if (!operands.a || !operands.b || !operands.d || (operands.beta != 0.0f && !operands.c) ||
       (needsBias && !operands.bias) || (needsAux && !operands.aux))
     throw CudaError(CudaErrorKind::InvalidArgument,
                     "cannot run " + describeMatmul(desc) +
                         ": a, b and d must be set, c when beta != 0, bias "
-                        "for a bias epilogue and aux for gelu_aux_bias");
+                        "for a bias epilogue and aux for gelu_aux_bias and dgelu");
 }
 
 } // namespace

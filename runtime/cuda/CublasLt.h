@@ -23,6 +23,10 @@
 //                  bias gradient of y = x W + b when computing
 //                  dW = x^T . dy with dy as B
 //   BiasGradientA  D as None, and bias[i] = sum_k op(A)[i, k] (length m)
+//   GeluGrad       D = D * gelu_tanh'(aux): the gradient of a tanh GELU whose
+//                  input aux (D's shape, read) is what GeluAuxBias wrote;
+//                  cuBLASLt's DGELU, which the backward of an MLP's second
+//                  matmul uses so that its product is never stored
 //
 // cuBLASLt is column-major. A row-major matrix [r, c] with row stride ld is,
 // byte for byte, the column-major matrix [c, r] with leading dimension ld:
@@ -134,10 +138,11 @@ enum class MatmulEpilogue : uint8_t {
   GeluAuxBias,
   BiasGradientB,
   BiasGradientA,
+  GeluGrad,
 };
 
 /// "none", "bias", "gelu_bias", "gelu_aux_bias", "bias_grad_b",
-/// "bias_grad_a".
+/// "bias_grad_a", "dgelu".
 const char *epilogueName(MatmulEpilogue epilogue);
 
 /// A matmul in the plan's row-major terms (see the file comment). Strides
@@ -155,7 +160,7 @@ struct MatmulDesc {
   /// row stride). 0 for A or B reuses one matrix for every batch.
   int64_t batchStrideA = -1, batchStrideB = -1, batchStrideD = -1;
   MatmulEpilogue epilogue = MatmulEpilogue::None;
-  /// GeluAuxBias: aux is stored like D, [m, n] with this row stride
+  /// GeluAuxBias (written) and GeluGrad (read): aux is stored like D, [m, n] with this row stride
   /// (0: n; cuBLASLt needs a multiple of 8) and batch stride (-1: packed).
   int64_t auxLd = 0, auxBatchStride = -1;
 };
@@ -167,7 +172,7 @@ struct MatmulOperands {
   float alpha = 1.0f, beta = 0.0f;
   /// Read by Bias/GeluBias/GeluAuxBias, written by the bias gradients.
   CUdeviceptr bias = 0;
-  /// Written by GeluAuxBias.
+  /// Written by GeluAuxBias, read by GeluGrad.
   CUdeviceptr aux = 0;
 };
 
@@ -189,7 +194,7 @@ struct ColumnMajorGemm {
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   /// Elements of the bias (or bias gradient) vector; 0 without one.
   int64_t biasLength = 0;
-  /// The aux matrix's leading dimension and batch stride (GeluAuxBias).
+  /// The aux matrix's leading dimension and batch stride (GeluAuxBias, GeluGrad).
   int64_t auxLd = 0, auxBatchStride = 0;
 };
 

@@ -79,6 +79,8 @@ MatmulEpilogue toMatmulEpilogue(plan::Epilogue epilogue) {
     return MatmulEpilogue::GeluAuxBias;
   case plan::Epilogue::BGradB:
     return MatmulEpilogue::BiasGradientB;
+  case plan::Epilogue::DGelu:
+    return MatmulEpilogue::GeluGrad;
   }
   return MatmulEpilogue::None;
 }
@@ -189,7 +191,7 @@ void Executor::Impl::runMatmul(const plan::MatmulStep &step) {
 
 void Executor::Impl::chooseMatmulAlgorithms() {
   // What timing may overwrite: values of the step (temporaries, rewritten before they are read)
-  // and the state, which resetState zeroes after this.
+  // and the state, which resetState zeroes after this. (A dgelu epilogue only reads its aux.)
   auto writable = [&](uint32_t buffer) {
     if (buffer == kNoBuffer)
       return true;
@@ -202,8 +204,8 @@ void Executor::Impl::chooseMatmulAlgorithms() {
         const auto *mm = std::get_if<plan::MatmulStep>(&f->program->groups[g].steps[s]);
         if (!mm)
           continue;
-        const bool timed = options.matmulSelection == MatmulSelection::Timed &&
-                           writable(mm->d) && writable(mm->aux) &&
+        const bool timed = options.matmulSelection == MatmulSelection::Timed && writable(mm->d) &&
+                           (mm->epilogue == plan::Epilogue::DGelu || writable(mm->aux)) &&
                            (mm->epilogue != plan::Epilogue::BGradB || writable(mm->bias));
         const auto [desc, operands] = matmulCall(*mm);
         try {

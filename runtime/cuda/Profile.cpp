@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <set>
 #include <tuple>
@@ -57,7 +58,8 @@ std::string groupLocations(const plan::DeviceGroup &group,
 /// input and output types, the epilogue, "+=" when it accumulates), so a slow matmul row says
 /// which problem it is.
 std::string matmulShapes(const plan::Plan &plan, const plan::DeviceGroup &group) {
-  static const char *const epilogues[] = {"", " bias", " gelu_bias", " gelu_aux_bias", " bgrad"};
+  static const char *const epilogues[] = {"",       " bias", " gelu_bias", " gelu_aux_bias",
+                                          " bgrad", " dgelu"};
   std::string text;
   for (const plan::DeviceStep &step : group.steps)
     if (const auto *mm = std::get_if<plan::MatmulStep>(&step)) {
@@ -66,7 +68,7 @@ std::string matmulShapes(const plan::Plan &plan, const plan::DeviceGroup &group)
               std::to_string(mm->k) + (mm->batch > 1 ? " batch " + std::to_string(mm->batch) : "") +
               " " + plan::dtypeName(plan.buffers[mm->a].dtype) + "->" +
               plan::dtypeName(plan.buffers[mm->d].dtype) + (mm->beta != 0 ? " +=" : "") +
-              (epilogue < 5 ? epilogues[epilogue] : " ?") + "] ";
+              (epilogue < std::size(epilogues) ? epilogues[epilogue] : " ?") + "] ";
     }
   return text;
 }

@@ -54,6 +54,8 @@ const char *epilogueName(Epilogue epilogue) {
     return "gelu_aux_bias";
   case Epilogue::BGradB:
     return "bgrad";
+  case Epilogue::DGelu:
+    return "dgelu";
   }
   return "unknown";
 }
@@ -100,7 +102,8 @@ std::vector<uint32_t> writtenBuffers(const DeviceGroup &group) {
       }
     } else if (const auto *matmul = std::get_if<MatmulStep>(&step)) {
       addUnique(ids, matmul->d);
-      addUnique(ids, matmul->aux);
+      if (matmul->epilogue != Epilogue::DGelu)
+        addUnique(ids, matmul->aux);
       if (matmul->epilogue == Epilogue::BGradB)
         addUnique(ids, matmul->bias);
     } else if (const auto *attention = std::get_if<AttentionStep>(&step)) {
@@ -137,6 +140,8 @@ std::vector<uint32_t> readBuffers(const DeviceGroup &group) {
         addUnique(ids, matmul->c);
       if (matmul->epilogue != Epilogue::BGradB)
         addUnique(ids, matmul->bias);
+      if (matmul->epilogue == Epilogue::DGelu)
+        addUnique(ids, matmul->aux);
     } else if (const auto *attention = std::get_if<AttentionStep>(&step)) {
       addUnique(ids, attention->q);
       addUnique(ids, attention->k);

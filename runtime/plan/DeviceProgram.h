@@ -151,6 +151,7 @@ enum class Epilogue : uint8_t {
   GeluTanhBias = 2, ///< gelu_tanh(. + bias[j])
   GeluAuxBias = 3,  ///< gelu_tanh(. + bias[j]); aux = the value before gelu
   BGradB = 4,       ///< also bias[j] = sum over k of op(B)[k, j]
+  DGelu = 5,        ///< . * gelu_tanh'(aux): the gradient of a tanh gelu whose input is aux
 };
 
 /// A cuBLASLt matmul, described in row-major terms: for each batch b,
@@ -165,7 +166,9 @@ struct MatmulStep {
   /// beta C: kNoBuffer when beta is 0; C == D accumulates in place.
   uint32_t c = kNoBuffer;
   uint32_t bias = kNoBuffer; ///< Bias, GeluTanhBias, GeluAuxBias (read), BGradB (written)
-  uint32_t aux = kNoBuffer;  ///< GeluAuxBias: written, the shape of D
+  /// The shape of D: written by GeluAuxBias (the value before the gelu), read by DGelu (the
+  /// gelu's input).
+  uint32_t aux = kNoBuffer;
   bool transA = false, transB = false;
   int64_t m = 0, n = 0, k = 0;
   int64_t batch = 1;

@@ -263,7 +263,7 @@ DeviceStep decodeStep(ByteReader &in) {
     matmul.computeType = in.u8("compute type");
     if (matmul.computeType != 0)
       in.fail("bad compute type code " + std::to_string(matmul.computeType));
-    matmul.epilogue = decodeEnum<Epilogue>(in, in.u8("epilogue"), 5, "matmul epilogue");
+    matmul.epilogue = decodeEnum<Epilogue>(in, in.u8("epilogue"), 6, "matmul epilogue");
     matmul.alpha = in.f32("alpha");
     matmul.beta = in.f32("beta");
     return matmul;

@@ -15,7 +15,8 @@
 // attention's optional row log-sum-exp result, attention_grad's optional saved (o, lse)
 // operands, and the attention step's lse buffer (a backward with saved o and lse runs no
 // forward kernel); version 9 where each attention operand lies in its buffer (offset and
-// strides: q, k and v read in place from a packed projection).
+// strides: q, k and v read in place from a packed projection); version 10 the matmul epilogue
+// dgelu (a tanh gelu's gradient applied to the product, the gelu's input read as aux).
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,7 +38,7 @@
 namespace ampc::plan {
 
 /// The binary format version this runtime writes and reads.
-inline constexpr uint32_t kFormatVersion = 9;
+inline constexpr uint32_t kFormatVersion = 10;
 
 /// Element type of a buffer. The numeric values are the on-disk codes.
 enum class DType : uint8_t { F32 = 0, BF16 = 1, F16 = 2, I32 = 3, I64 = 4 };

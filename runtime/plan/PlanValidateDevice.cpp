@@ -382,7 +382,7 @@ void FunctionChecker::checkMatmul(const MatmulStep &matmul) {
   for (int64_t size : {matmul.m, matmul.n, matmul.k, matmul.batch})
     if (size < 1 || size > (int64_t(1) << 40))
       failStep("m, n, k and batch must be in [1, 2^40]");
-  if (static_cast<uint8_t>(matmul.epilogue) > 4)
+  if (static_cast<uint8_t>(matmul.epilogue) > 5)
     failStep("unknown epilogue");
   if (!std::isfinite(matmul.alpha) || !std::isfinite(matmul.beta))
     failStep("alpha and beta must be finite");
@@ -392,18 +392,22 @@ void FunctionChecker::checkMatmul(const MatmulStep &matmul) {
   use(matmul.b, Access::Read, "B");
   useOptional(matmul.c, Access::Read, "C");
   const bool biasWritten = matmul.epilogue == Epilogue::BGradB;
-  const bool needsBias = matmul.epilogue != Epilogue::None;
+  const bool needsBias = matmul.epilogue != Epilogue::None && matmul.epilogue != Epilogue::DGelu;
   if (needsBias != (matmul.bias != kNoBuffer))
     failStep(std::string("epilogue ") + epilogueName(matmul.epilogue) +
              (needsBias ? " needs" : " takes no") + " bias buffer");
   if (!biasWritten)
     useOptional(matmul.bias, Access::Read, "bias");
-  if ((matmul.epilogue == Epilogue::GeluAuxBias) != (matmul.aux != kNoBuffer))
-    failStep("an aux buffer goes with epilogue gelu_aux_bias, and only with it");
+  const bool auxRead = matmul.epilogue == Epilogue::DGelu;
+  if ((matmul.epilogue == Epilogue::GeluAuxBias || auxRead) != (matmul.aux != kNoBuffer))
+    failStep("an aux buffer goes with epilogues gelu_aux_bias and dgelu, and only with them");
+  if (auxRead)
+    use(matmul.aux, Access::Read, "aux");
   use(matmul.d, Access::Write, "D");
   if (biasWritten)
     use(matmul.bias, Access::Write, "bias");
-  useOptional(matmul.aux, Access::Write, "aux");
+  if (!auxRead)
+    useOptional(matmul.aux, Access::Write, "aux");
 
   // Sizes: every operand holds exactly its matrices.
   auto check = [&](uint32_t id, int64_t rows, int64_t columns, int64_t stride, const char *what) {

@@ -123,6 +123,35 @@ graph.model @epilogue {
 
 // -----
 
+// A tanh gelu's gradient joins the matmul producing its incoming gradient (cuBLASLt's DGELU
+// epilogue reads the gelu's input as its aux matrix); the product is never written. An erf
+// gelu's gradient stays out of its matmul's group (the loss takes it as a producer).
+// CHECK-LABEL: graph.model @gelu_grad_epilogue
+// CHECK: %[[D:.+]] = graph.matmul %{{.+}}, %{{.+}} transpose_rhs {graph.fusion = #graph.fusion<group = [[MM:[0-9]+]], kind = matmul_epilogue>}
+// CHECK-NEXT: %[[DX:.+]] = graph.gelu_grad tanh %{{.+}}, %[[D]] {graph.fusion = #graph.fusion<group = [[MM]], kind = {{[a-z_]+}}>}
+// CHECK-NEXT: %[[E:.+]] = graph.matmul %{{.+}}, %{{.+}} transpose_rhs {graph.fusion = #graph.fusion<group = {{[0-9]+}}, kind = matmul>}
+// CHECK-NEXT: %[[EX:.+]] = graph.gelu_grad erf %{{.+}}, %[[E]] {graph.fusion = #graph.fusion<group = [[LOSS:[0-9]+]], kind = reduction>}
+// CHECK-NEXT: graph.mse_loss %[[DX]], %[[EX]] {graph.fusion = #graph.fusion<group = [[LOSS]], kind = {{[a-z_]+}}>}
+graph.model @gelu_grad_epilogue {
+  graph.input @pre : tensor<4x16xf32>
+  graph.input @dy : tensor<4x8xf32>
+  graph.input @w : tensor<16x8xf32>
+  func.func @forward() {
+    %pre = graph.get_input @pre : tensor<4x16xf32>
+    %dy = graph.get_input @dy : tensor<4x8xf32>
+    %w = graph.get_input @w : tensor<16x8xf32>
+    %d = graph.matmul %dy, %w transpose_rhs : tensor<4x8xf32>, tensor<16x8xf32>
+    %dx = graph.gelu_grad tanh %pre, %d : tensor<4x16xf32>
+    %e = graph.matmul %dy, %w transpose_rhs : tensor<4x8xf32>, tensor<16x8xf32>
+    %ex = graph.gelu_grad erf %pre, %e : tensor<4x16xf32>
+    %l = graph.mse_loss %dx, %ex : tensor<4x16xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
 // The bias gradient (dy summed over the rows, in f32) joins the weight-gradient matmul that
 // contracts dy over the same rows (cuBLASLt's BGRADB epilogue). The input-gradient matmul
 // contracts dy over its columns and stays alone.

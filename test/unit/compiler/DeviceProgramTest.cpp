@@ -295,7 +295,7 @@ TEST(DeviceProgram, EveryExampleModelIsCompleteAndConsistent) {
     }
   for (const char *kind : {"launch", "matmul", "attention", "memset"})
     EXPECT_TRUE(stepKinds.count(kind)) << "no " << kind << " step";
-  for (const char *epilogue : {"none", "bias", "gelu_aux_bias"})
+  for (const char *epilogue : {"none", "bias", "gelu_aux_bias", "dgelu"})
     EXPECT_TRUE(epilogues.count(epilogue)) << "no matmul with epilogue " << epilogue;
   for (const char *kind :
        {"elementwise", "copy", "reduction", "cross_entropy", "matmul", "matmul_epilogue",
@@ -310,8 +310,9 @@ TEST(DeviceProgram, GptStepsReadTheRightBuffers) {
       compileDevice(test_support::examplePath("gpt/tiny.mlir"), kPrecisions[0]);
   ASSERT_EQ(compiled.error, "");
   const plan::Plan &plan = compiled.plan;
-  size_t forward = 0, backward = 0, auxEpilogues = 0;
+  size_t forward = 0, backward = 0, auxEpilogues = 0, geluGradients = 0;
   std::set<std::pair<uint32_t, uint32_t>> forwardOutputs;
+  std::set<uint32_t> preActivations;
   for (const plan::DeviceGroup &group : plan.device.microStep.groups)
     for (const plan::DeviceStep &step : group.steps) {
       if (const auto *attention = std::get_if<plan::AttentionStep>(&step)) {
@@ -379,12 +380,30 @@ TEST(DeviceProgram, GptStepsReadTheRightBuffers) {
           EXPECT_EQ(matmul->k, 64);
           EXPECT_NE(matmul->aux, plan::kNoBuffer);
           EXPECT_EQ(group.instructions.size(), 3u); // matmul, add, gelu
+          preActivations.insert(matmul->aux);
+        }
+        // Its backward: dh = dy . W2^T times gelu'(the saved sum), one matmul (DGELU) that
+        // reads the aux the forward wrote and never stores dh.
+        if (matmul->epilogue == plan::Epilogue::DGelu) {
+          ++geluGradients;
+          EXPECT_EQ(matmul->m, 128);
+          EXPECT_EQ(matmul->n, 256);
+          EXPECT_EQ(matmul->k, 64);
+          EXPECT_TRUE(matmul->transB);
+          EXPECT_EQ(matmul->bias, plan::kNoBuffer);
+          EXPECT_TRUE(preActivations.count(matmul->aux)) << "reads a forward's aux";
+          EXPECT_NE(matmul->d, matmul->aux);
+          ASSERT_EQ(group.instructions.size(), 2u); // matmul, gelu_grad
+          const plan::Instruction &geluGrad = plan.instructions[group.instructions[1]];
+          EXPECT_EQ(geluGrad.operands[0], matmul->aux);
+          EXPECT_EQ(geluGrad.results[0], matmul->d);
         }
       }
     }
   EXPECT_EQ(forward, 2u);
   EXPECT_EQ(backward, 2u);
   EXPECT_EQ(auxEpilogues, 2u);
+  EXPECT_EQ(geluGradients, 2u);
   // The rows per block are the kernels' (32 or 64); validation names any other.
   plan::Plan tampered = plan;
   for (plan::DeviceGroup &group : tampered.device.microStep.groups)

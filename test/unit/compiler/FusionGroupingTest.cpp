@@ -292,6 +292,55 @@ TEST(FusionGrouping, EpilogueStopsBeforeAnErfGelu) {
   EXPECT_EQ(groupOf(p, gelu).kind, FusionKind::Elementwise);
 }
 
+TEST(FusionGrouping, GeluGradientJoinsTheMatmulProducingItsIncomingGradient) {
+  GraphBuilder b;
+  int pre = b.source({2, 4, 16}); // the gelu's input, saved by the forward
+  int dy = b.source({2, 4, 32});
+  int w = b.source({16, 32});
+  int product = b.matmul(dy, w, {2, 4, 16}, false, true);
+  int grad = b.elementwise("graph.gelu_grad", {pre, product}, FusionRole::TanhGeluGrad);
+  int cast = b.elementwise("graph.cast", {grad}, FusionRole::WideningCast);
+  b.ret({grad, cast});
+  FusionPlan p = plan(b.graph);
+  const FusionGroup &group = groupOf(p, product);
+  EXPECT_EQ(group.kind, FusionKind::MatMulEpilogue);
+  EXPECT_EQ(group.anchor, product);
+  EXPECT_EQ(group.ops, (std::vector<int>{product, grad}));
+  // The product itself is never written: DGELU stores only the gradient.
+  EXPECT_EQ(group.outputs, values({grad}));
+  EXPECT_EQ(groupOf(p, cast).kind, FusionKind::Elementwise);
+}
+
+TEST(FusionGrouping, GeluGradientEpilogueNeedsItsShapeAndTheOnlyReader) {
+  GraphBuilder b;
+  int w = b.source({16, 32});
+  // The product read elsewhere too: cuBLASLt would have to write it before the gradient.
+  int pre = b.source({4, 16});
+  int dy = b.source({4, 32});
+  int product = b.matmul(dy, w, {4, 16}, false, true);
+  int grad = b.elementwise("graph.gelu_grad", {pre, product}, FusionRole::TanhGeluGrad);
+  int other = b.elementwise("graph.exp", {product});
+  // The product as the gelu's input rather than its incoming gradient.
+  int dy2 = b.source({4, 16});
+  int product2 = b.matmul(dy, w, {4, 16}, false, true);
+  int grad2 = b.elementwise("graph.gelu_grad", {product2, dy2}, FusionRole::TanhGeluGrad);
+  // A last dimension that is not a multiple of 8: cuBLASLt's aux row stride.
+  int pre3 = b.source({4, 12});
+  int w3 = b.source({12, 32});
+  int product3 = b.matmul(dy, w3, {4, 12}, false, true);
+  int grad3 = b.elementwise("graph.gelu_grad", {pre3, product3}, FusionRole::TanhGeluGrad);
+  // An erf gelu's gradient has no role: cuBLASLt's DGELU is the tanh form's.
+  int product4 = b.matmul(dy, w, {4, 16}, false, true);
+  int grad4 = b.elementwise("graph.gelu_grad", {pre, product4});
+  b.ret({grad, other, grad2, grad3, grad4});
+  FusionPlan p = plan(b.graph);
+  for (auto [matmul, reader] : {std::pair{product, grad}, std::pair{product2, grad2},
+                                std::pair{product3, grad3}, std::pair{product4, grad4}}) {
+    EXPECT_EQ(groupOf(p, matmul).kind, FusionKind::MatMul) << "matmul " << matmul;
+    EXPECT_NE(p.groupOf[reader], p.groupOf[matmul]) << "matmul " << matmul;
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Bias gradients
 //===----------------------------------------------------------------------===//
@@ -686,11 +735,11 @@ TEST(FusionGrouping, TinyGptTrainingStep) {
     }
     EXPECT_EQ(nextGroup, numGroups);
     if (std::string(name) == "micro_step") {
-      // Two layers: four matmuls with a bias epilogue each, a bias gradient per bias, one
-      // fused classifier, an accumulation per parameter, and far fewer groups than ops (123
-      // for 201; the norms read the f16 residual stream without casts, which left the groups
-      // as they were and took 20 ops away).
-      EXPECT_EQ(kinds["matmul_epilogue"], 8);
+      // Two layers: four matmuls with a bias epilogue each and one with the gelu's gradient
+      // (DGELU), a bias gradient per bias, one fused classifier, an accumulation per parameter,
+      // and far fewer groups than ops (123 for 201; the norms read the f16 residual stream
+      // without casts, which left the groups as they were and took 20 ops away).
+      EXPECT_EQ(kinds["matmul_epilogue"], 10);
       EXPECT_EQ(kinds["bias_grad"], 8);
       EXPECT_EQ(kinds["cross_entropy"], 1);
       EXPECT_EQ(kinds["accumulate"], 28);

@@ -715,6 +715,25 @@ TEST(DryRunDefect, MatmulEpilogueWithoutItsBias) {
   EXPECT_NE(violation.message.find("needs a bias pointer"), std::string::npos) << violation.text();
 }
 
+TEST(DryRunDefect, GeluGradientMatmulWithoutItsAux) {
+  // The first matmul of the micro step that multiplies by the gelu's derivative (DGELU), which
+  // reads the forward's pre-activation through the aux pointer.
+  int occurrence = -1, matmuls = 0;
+  for (const plan::DeviceGroup &group : tinyPlan().device.microStep.groups)
+    for (const plan::DeviceStep &step : group.steps)
+      if (const auto *matmul = std::get_if<plan::MatmulStep>(&step)) {
+        if (occurrence < 0 && matmul->epilogue == plan::Epilogue::DGelu)
+          occurrence = matmuls;
+        ++matmuls;
+      }
+  ASSERT_GE(occurrence, 0);
+  AmpcRecordingPlant plant = planted(AMPC_PLANT_MATMUL_NO_AUX);
+  plant.occurrence = occurrence;
+  const DryRunViolation violation = expectViolation(dryRun(plant), "cublaslt-epilogue");
+  EXPECT_NE(violation.message.find("needs an aux pointer"), std::string::npos) << violation.text();
+  EXPECT_NE(violation.message.find("epilogue 192"), std::string::npos) << violation.text();
+}
+
 /// The trace of a clean run with \p change applied to the first matmul that
 /// adds into its accumulator (beta 1), checked again.
 InProcessRun withAccumulatingMatmulChanged(const std::function<void(MatmulCall &)> &change) {

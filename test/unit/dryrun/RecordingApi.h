@@ -72,6 +72,7 @@ enum AmpcRecordingPlantKind {
   AMPC_PLANT_SKIP_EVENT_WAIT,
   /// A cuMemAllocHost (its occurrence among them) fails with CUDA_ERROR_OUT_OF_MEMORY.
   AMPC_PLANT_HOST_ALLOC_FAILS,
+  AMPC_PLANT_MATMUL_NO_AUX, ///< a matmul's epilogue aux pointer = 0
 };
 
 struct AmpcRecordingPlant {

@@ -626,7 +626,7 @@ void Recorder::plant(const AmpcRecordingPlant *plant) {
 bool Recorder::takePlant(const char *name, bool capturing, AmpcRecordingPlant &plant) {
   const int kind = planted.kind;
   const bool forMatmul = kind == AMPC_PLANT_MATMUL_LD || kind == AMPC_PLANT_MATMUL_OFFSET ||
-                         kind == AMPC_PLANT_MATMUL_NO_BIAS;
+                         kind == AMPC_PLANT_MATMUL_NO_BIAS || kind == AMPC_PLANT_MATMUL_NO_AUX;
   const bool inCapture = kind == AMPC_PLANT_SYNC_IN_CAPTURE || kind == AMPC_PLANT_ALLOC_IN_CAPTURE;
   if (kind == AMPC_PLANT_NONE || kind == AMPC_PLANT_COPY_WORD ||
       kind == AMPC_PLANT_SKIP_EVENT_WAIT || kind == AMPC_PLANT_HOST_ALLOC_FAILS ||
@@ -700,6 +700,9 @@ void Recorder::applyPlant(const AmpcRecordingPlant &plant, Node &node, CUstream 
     break;
   case AMPC_PLANT_MATMUL_NO_BIAS:
     node.matmul.bias = 0;
+    break;
+  case AMPC_PLANT_MATMUL_NO_AUX:
+    node.matmul.aux = 0;
     break;
   default:
     break;

@@ -5,8 +5,9 @@
 // inputs: bf16/f16/f32 inputs with same-type or f32 outputs, each transpose
 // pair, an odd shape, batches (packed and with B broadcast), in-place
 // accumulation (beta = 1), and each epilogue: bias, gelu_tanh + bias
-// against the tanh-GELU formula, gelu with its aux pre-activation, and the
-// bias gradients against column / row sums. Errors are relative norms;
+// against the tanh-GELU formula, gelu with its aux pre-activation, the
+// gelu gradient (DGELU: the product times the tanh GELU's derivative at an
+// aux input), and the bias gradients against column / row sums. Errors are relative norms;
 // tolerances follow the output precision (bf16 keeps 8 significant bits,
 // f16 11, f32 accumulates exactly enough for 1e-5). Then CUDA graphs: a
 // captured step (kernels and a matmul) replays the same results as eager
@@ -47,6 +48,13 @@ Matmul &sharedMatmul(Device &device) {
 double geluTanh(double x) {
   const double c = std::sqrt(2.0 / M_PI);
   return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
+}
+
+/// The derivative of geluTanh.
+double geluTanhDerivative(double x) {
+  const double c = std::sqrt(2.0 / M_PI);
+  const double t = std::tanh(c * (x + 0.044715 * x * x * x));
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
 }
 
 double geluErf(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
@@ -111,6 +119,10 @@ TEST_P(CudaMatmulGpu, MatchesTheReference) {
   const std::vector<double> d0 = randomValues(dSize * c.batch, c.output, generator);
   const std::vector<double> bias =
       randomValues(static_cast<size_t>(std::max(m, n)), c.output, generator);
+  // DGELU's input: the GELU's input, spread (sd 2) over where its derivative varies most.
+  const std::vector<double> auxIn = c.epilogue == MatmulEpilogue::GeluGrad
+                                        ? randomValues(dSize * c.batch, c.output, generator, 2.0)
+                                        : std::vector<double>();
 
   // The reference in double.
   auto opA = [&](int64_t p, int64_t i, int64_t l) {
@@ -135,6 +147,8 @@ TEST_P(CudaMatmulGpu, MatchesTheReference) {
           expectedAux[p * dSize + i * n + j] = value + bias[j];
           value = geluTanh(value + bias[j]);
         }
+        if (c.epilogue == MatmulEpilogue::GeluGrad)
+          value *= geluTanhDerivative(auxIn[p * dSize + i * n + j]);
         expectedD[p * dSize + i * n + j] = value;
       }
   if (c.epilogue == MatmulEpilogue::BiasGradientB)
@@ -156,8 +170,12 @@ TEST_P(CudaMatmulGpu, MatchesTheReference) {
   DeviceAllocation bBuffer = upload(device, b, c.input, "B");
   DeviceAllocation dBuffer = upload(device, d0, c.output, "D");
   DeviceAllocation biasBuffer = upload(device, bias, c.output, "bias");
-  DeviceAllocation auxBuffer = device.allocate(dSize * c.batch * elementBytes(c.output), "aux");
-  device.memsetAsync(auxBuffer.pointer(), 0xff, auxBuffer.bytes());
+  // Written by GELU_AUX (NaN bytes until then), read by DGELU.
+  DeviceAllocation auxBuffer = c.epilogue == MatmulEpilogue::GeluGrad
+                                   ? upload(device, auxIn, c.output, "aux")
+                                   : device.allocate(dSize * c.batch * elementBytes(c.output), "aux");
+  if (c.epilogue != MatmulEpilogue::GeluGrad)
+    device.memsetAsync(auxBuffer.pointer(), 0xff, auxBuffer.bytes());
 
   MatmulOperands operands;
   operands.a = aBuffer.pointer();
@@ -173,7 +191,8 @@ TEST_P(CudaMatmulGpu, MatchesTheReference) {
   const std::vector<double> d = download(device, dBuffer.pointer(), dSize * c.batch, c.output);
   const double error = relativeError(d, expectedD);
   const double limit =
-      c.epilogue == MatmulEpilogue::GeluBias || c.epilogue == MatmulEpilogue::GeluAuxBias
+      c.epilogue == MatmulEpilogue::GeluBias || c.epilogue == MatmulEpilogue::GeluAuxBias ||
+              c.epilogue == MatmulEpilogue::GeluGrad
           // cuBLASLt may evaluate tanh with the hardware approximation.
           ? std::max(tolerance(c.output), 2e-3)
           : tolerance(c.output);
@@ -283,6 +302,13 @@ std::vector<MatmulCase> matmulCases() {
   MatmulCase batchedAux{"bf16_batch2_gelu_aux_bias", bf16, bf16, false, false, E::GeluAuxBias};
   batchedAux.batch = 2;
   cases.push_back(batchedAux);
+  // The MLP's second matmul backward: dh = dy . W2^T times gelu'(the first's pre-activation).
+  for (auto [name, type] : {std::pair{"bf16_Bt_dgelu", bf16}, std::pair{"f16_Bt_dgelu", f16},
+                            std::pair{"f32_Bt_dgelu", f32}})
+    cases.push_back({name, type, type, false, true, E::GeluGrad});
+  MatmulCase batchedGeluGrad{"bf16_batch2_dgelu", bf16, bf16, false, false, E::GeluGrad};
+  batchedGeluGrad.batch = 2;
+  cases.push_back(batchedGeluGrad);
   // Gradient accumulation: D += x^T . dy in f32.
   MatmulCase accumulate{"bf16_to_f32_At_accumulate", bf16, f32, true, false};
   accumulate.beta = 1.0f;

@@ -5,7 +5,8 @@
 // implementation of cuBLASLt's documented semantics (column-major storage,
 // op() per transpose flag, leading dimensions, strided batches, bias over
 // the rows of D, BGRADA/BGRADB as sums over k of op(A)/op(B), GELU aux =
-// the pre-activation) on the very buffers the row-major matrices occupy,
+// the pre-activation, DGELU = the product times the GELU's derivative at
+// aux) on the very buffers the row-major matrices occupy,
 // and compare with the row-major definition, for every transpose pair,
 // padded rows, batches (packed and broadcast) and each epilogue. Inputs are
 // small integers, so both sides are exact and must agree exactly. Also
@@ -30,6 +31,13 @@ using ampc::plan::DType;
 double geluTanh(double x) {
   const double c = std::sqrt(2.0 / M_PI);
   return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
+}
+
+/// The derivative of geluTanh.
+double geluTanhDerivative(double x) {
+  const double c = std::sqrt(2.0 / M_PI);
+  const double t = std::tanh(c * (x + 0.044715 * x * x * x));
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
 }
 
 /// Buffers of one problem, in the row-major layout the plan gives them.
@@ -79,6 +87,9 @@ Buffers rowMajorReference(const MatmulDesc &desc, const Buffers &in) {
         case MatmulEpilogue::GeluAuxBias:
           out.aux[p * auxStride + i * auxLd + j] = value + in.bias[j];
           value = geluTanh(value + in.bias[j]);
+          break;
+        case MatmulEpilogue::GeluGrad:
+          value *= geluTanhDerivative(in.aux[p * auxStride + i * auxLd + j]);
           break;
         default:
           break;
@@ -139,6 +150,8 @@ void columnMajorGemm(const ColumnMajorGemm &g, const std::vector<double> &aBuffe
           aux[p * g.auxBatchStride + j * g.auxLd + i] = value + bias[i];
           value = geluTanh(value + bias[i]);
         }
+        if (g.epilogue == CUBLASLT_EPILOGUE_DGELU)
+          value *= geluTanhDerivative(aux[p * g.auxBatchStride + j * g.auxLd + i]);
         out = value;
       }
   if (g.epilogue == CUBLASLT_EPILOGUE_BGRADA) {
@@ -231,7 +244,11 @@ TEST_P(CudaMatmulMapping, ColumnMajorProblemComputesTheRowMajorMatmul) {
   in.b = integers(bRows * ldb * (c.broadcastB ? 1 : c.batch), 2);
   in.d = integers(desc.m * ldd * c.batch, 3);
   in.bias = integers(std::max(desc.m, desc.n), 4);
-  in.aux.assign(desc.m * auxLd * c.batch, 0.0);
+  // DGELU reads aux (the GELU's input); GELU_AUX writes it.
+  if (c.epilogue == MatmulEpilogue::GeluGrad)
+    in.aux = integers(desc.m * auxLd * c.batch, 5);
+  else
+    in.aux.assign(desc.m * auxLd * c.batch, 0.0);
   const Buffers expected = rowMajorReference(desc, in);
 
   const ColumnMajorGemm gemm = toColumnMajor(desc);
@@ -249,7 +266,8 @@ std::vector<Case> allCases() {
   std::vector<Case> cases;
   const MatmulEpilogue epilogues[] = {MatmulEpilogue::None,          MatmulEpilogue::Bias,
                                       MatmulEpilogue::GeluBias,      MatmulEpilogue::GeluAuxBias,
-                                      MatmulEpilogue::BiasGradientB, MatmulEpilogue::BiasGradientA};
+                                      MatmulEpilogue::BiasGradientB, MatmulEpilogue::BiasGradientA,
+                                      MatmulEpilogue::GeluGrad};
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (MatmulEpilogue epilogue : epilogues) {
@@ -312,7 +330,8 @@ TEST(CudaMatmulMappingShape, EpiloguesMapToCublasLtEpilogues) {
       {MatmulEpilogue::GeluBias, CUBLASLT_EPILOGUE_GELU_BIAS},
       {MatmulEpilogue::GeluAuxBias, CUBLASLT_EPILOGUE_GELU_AUX_BIAS},
       {MatmulEpilogue::BiasGradientB, CUBLASLT_EPILOGUE_BGRADA},
-      {MatmulEpilogue::BiasGradientA, CUBLASLT_EPILOGUE_BGRADB}};
+      {MatmulEpilogue::BiasGradientA, CUBLASLT_EPILOGUE_BGRADB},
+      {MatmulEpilogue::GeluGrad, CUBLASLT_EPILOGUE_DGELU}};
   for (const auto &[ours, theirs] : expected) {
     desc.epilogue = ours;
     EXPECT_EQ(toColumnMajor(desc).epilogue, theirs) << epilogueName(ours);
@@ -355,6 +374,11 @@ TEST(CudaMatmulDesc, RefusesWhatCublasLtCannotRun) {
             "at least n = 12 (pad it with auxLd)");
   bad.auxLd = 16;
   EXPECT_EQ(matmulDescProblem(bad), "");
+  bad = desc;
+  bad.epilogue = MatmulEpilogue::GeluGrad; // DGELU reads an aux matrix laid out the same way
+  EXPECT_EQ(matmulDescProblem(bad),
+            "the GELU aux matrix's row stride 12 must be a multiple of 8 and "
+            "at least n = 12 (pad it with auxLd)");
   bad = desc;
   bad.batchCount = 2;
   bad.epilogue = MatmulEpilogue::BiasGradientB;

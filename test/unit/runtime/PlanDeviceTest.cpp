@@ -310,7 +310,14 @@ TEST(PlanDevice, RejectsInconsistentMatmuls) {
   expectInvalid(plan, {"epilogue none takes no bias buffer"});
   plan = devicePlan();
   matmulOf(plan).epilogue = plan::Epilogue::GeluAuxBias;
-  expectInvalid(plan, {"an aux buffer goes with epilogue gelu_aux_bias"});
+  expectInvalid(plan, {"an aux buffer goes with epilogues gelu_aux_bias and dgelu"});
+  plan = devicePlan();
+  matmulOf(plan).epilogue = plan::Epilogue::DGelu;
+  expectInvalid(plan, {"epilogue dgelu takes no bias buffer"});
+  plan = devicePlan();
+  matmulOf(plan).epilogue = plan::Epilogue::DGelu;
+  matmulOf(plan).bias = plan::kNoBuffer;
+  expectInvalid(plan, {"an aux buffer goes with epilogues gelu_aux_bias and dgelu"});
   plan = devicePlan();
   matmulOf(plan).beta = 1;
   expectInvalid(plan, {"beta must be non-zero exactly when there is a C "
