@@ -459,9 +459,12 @@ plan::AttentionStep Builder::attentionStep(Operation *op, GroupScratch &scratch)
       step.lse = bufferOf(lse);
     }
   }
-  // bf16 and f16 run on the tensor cores (FlashAttentionMma.cuh, 64 rows a block); f32 keeps
-  // the fp32-FMA kernels (32 rows a block).
-  step.blockRows = flashUsesTensorCores(dtype) ? 64 : 32;
+  // bf16 and f16 run on the tensor cores (FlashAttentionMma.cuh, 64 rows a block; the forward
+  // 128 at head dims up to 64, kMmaForwardBlockRows); f32 keeps the fp32-FMA kernels (32 rows a
+  // block).
+  const bool tensorCores = flashUsesTensorCores(dtype);
+  step.blockRows = tensorCores ? 64 : 32;
+  step.forwardBlockRows = !tensorCores ? 32 : headDim <= 64 ? 128 : 64;
   const std::string suffix = dtype + "_d" + std::to_string(headDim);
   const std::string causality = step.causal ? "_causal" : "";
   const uint64_t rows = static_cast<uint64_t>(step.batch * step.heads * step.queries);

@@ -247,11 +247,15 @@ void Executor::Impl::runAttention(const plan::AttentionStep &step) {
   tiles.block[0] = 128;
   tiles.grid[0] = queryTiles;
   tiles.grid[1] = slices;
+  // The forward kernel's own rows per block (128 for the tensor-core kernels at D <= 64).
+  LaunchConfig forwardTiles = tiles;
+  forwardTiles.grid[0] =
+      static_cast<unsigned>((step.queries + step.forwardBlockRows - 1) / step.forwardBlockRows);
   if (step.pass == plan::AttentionPass::Forward) {
     CUdeviceptr o = at(step.out, step.oLayout);
     FlashLayout layout = FlashLayout::of(step);
     kernelAt(step.forwardKernel)
-        .launch(tiles, {&q, &k, &v, &o, &lse, &queries, &keys, &scale, &layout});
+        .launch(forwardTiles, {&q, &k, &v, &o, &lse, &queries, &keys, &scale, &layout});
     return;
   }
   // The saved forward output, or o and lse recomputed into scratch by the forward kernel (o
@@ -264,7 +268,7 @@ void Executor::Impl::runAttention(const plan::AttentionStep &step) {
               dk = at(step.dk, step.kLayout), dv = at(step.dv, step.vLayout);
   if (!saved)
     kernelAt(step.forwardKernel)
-        .launch(tiles, {&q, &k, &v, &o, &lse, &queries, &keys, &scale, &layout});
+        .launch(forwardTiles, {&q, &k, &v, &o, &lse, &queries, &keys, &scale, &layout});
   long long rows = static_cast<long long>(slices) * step.queries;
   kernelAt(step.deltaKernel)
       .launch(LaunchConfig::linear(static_cast<unsigned>((rows + 3) / 4), 128),

@@ -228,10 +228,14 @@ struct AttentionStep {
   /// backward without a saved o also the recomputed o (the dtype of q, [batch*heads*T*D]); every
   /// backward delta (f32 [batch*heads*T]). Unused offsets are 0.
   uint64_t lseOffset = 0, outOffset = 0, deltaOffset = 0;
-  /// Rows per 128-thread block: of q for the forward and dq kernels, of k for dk/dv (the
-  /// grids are ceil(T / blockRows) and ceil(S / blockRows) by batch x heads). 32 for the
-  /// fp32-FMA kernels (FlashAttention.cuh), 64 for the tensor-core ones (FlashAttentionMma.cuh).
+  /// Rows per 128-thread block: of q for the dq kernel, of k for dk/dv (the grids are
+  /// ceil(T / blockRows) and ceil(S / blockRows) by batch x heads). 32 for the fp32-FMA kernels
+  /// (FlashAttention.cuh), 64 for the tensor-core ones (FlashAttentionMma.cuh).
   uint32_t blockRows = 32;
+  /// Query rows per block of the forward kernel (also when a backward recomputes the forward):
+  /// its grid is ceil(T / forwardBlockRows) by batch x heads. 32 for the fp32-FMA kernels; 128
+  /// for the tensor-core ones at head dims up to 64 (two 16-row tiles a warp), 64 at 128.
+  uint32_t forwardBlockRows = 32;
   /// Where q (and dq), k (and dk), v (and dv) and o (and dO) lie in their buffers; the f32 lse
   /// and delta are always contiguous [batch x heads x T].
   AttentionLayout qLayout, kLayout, vLayout, oLayout;

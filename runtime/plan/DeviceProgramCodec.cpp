@@ -111,6 +111,7 @@ void encodeStep(const DeviceStep &step, ByteWriter &out) {
     out.u64(attention->outOffset);
     out.u64(attention->deltaOffset);
     out.u32(attention->blockRows);
+    out.u32(attention->forwardBlockRows);
     for (const AttentionLayout *layout :
          {&attention->qLayout, &attention->kLayout, &attention->vLayout, &attention->oLayout}) {
       out.u64(layout->offset);
@@ -286,6 +287,7 @@ DeviceStep decodeStep(ByteReader &in) {
     attention.outOffset = in.u64("output offset");
     attention.deltaOffset = in.u64("delta offset");
     attention.blockRows = in.u32("attention block rows");
+    attention.forwardBlockRows = in.u32("attention forward block rows");
     for (AttentionLayout *layout :
          {&attention.qLayout, &attention.kLayout, &attention.vLayout, &attention.oLayout}) {
       layout->offset = in.u64("attention operand offset");

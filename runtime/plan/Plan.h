@@ -16,7 +16,8 @@
 // operands, and the attention step's lse buffer (a backward with saved o and lse runs no
 // forward kernel); version 9 where each attention operand lies in its buffer (offset and
 // strides: q, k and v read in place from a packed projection); version 10 the matmul epilogue
-// dgelu (a tanh gelu's gradient applied to the product, the gelu's input read as aux).
+// dgelu (a tanh gelu's gradient applied to the product, the gelu's input read as aux) and the
+// attention step's forward rows per block (128 for the tensor-core forward at D <= 64).
 //
 //===----------------------------------------------------------------------===//
 

@@ -485,6 +485,14 @@ void FunctionChecker::checkAttention(const AttentionStep &attention) {
   if (attention.blockRows != 32 && attention.blockRows != 64)
     failStep("block rows " + std::to_string(attention.blockRows) +
              " is not one the flash kernels have (32, 64)");
+  // The forward kernels: the fp32 ones 32 rows (as their dq and dk/dv), the tensor-core ones
+  // 128 at head dims up to 64 and 64 at 128.
+  const uint32_t forwardRows = attention.blockRows == 32 ? 32 : attention.headDim <= 64 ? 128 : 64;
+  if (attention.forwardBlockRows != forwardRows)
+    failStep("forward block rows " + std::to_string(attention.forwardBlockRows) +
+             " is not the forward kernel's (" + std::to_string(forwardRows) + " at block rows " +
+             std::to_string(attention.blockRows) + " and head dim " +
+             std::to_string(attention.headDim) + ")");
   const uint32_t kernels[] = {attention.forwardKernel, attention.deltaKernel, attention.dqKernel,
                               attention.dkdvKernel};
   if (backward && (attention.out == kNoBuffer) != (attention.lse == kNoBuffer))

@@ -5,9 +5,12 @@
 // algorithm, the masking, the outputs and the entry-point signatures are FlashAttention.cuh's
 // (the delta kernel is shared); what changes is the work split:
 //
-//   4 warps per block, each owning 16 rows of the block's 64 (query rows for the forward and
-//   dq, key rows for dk/dv), so a block covers 64 rows (kMmaBlockRows) where the fp32 kernels
-//   cover 32: the caller's grid is ceil(T / 64) (ceil(S / 64) for dk/dv).
+//   4 warps per block, each owning 16 rows of the block's 64 (query rows for dq, key rows for
+//   dk/dv), so a block covers 64 rows (kMmaBlockRows) where the fp32 kernels cover 32: the
+//   caller's grid is ceil(T / 64) for dq and ceil(S / 64) for dk/dv. The forward's warps own
+//   two tiles of 16 query rows at head dims up to 64 (MmaForwardShape), so that each k and v
+//   fragment a warp reads from shared memory by ldmatrix feeds two products instead of one:
+//   128 query rows per block (kMmaForwardBlockRows), ceil(T / 128) blocks.
 //   The streamed tiles (keys for the forward and dq, queries for dk/dv) are staged in shared
 //   memory in their 16-bit storage type, rows padded by 16 bytes so that ldmatrix's 8 row
 //   reads hit distinct banks; all under 48 KB of static shared memory.
@@ -55,8 +58,8 @@ template <> struct IsBf16<Bf16> { static constexpr bool value = true; };
 template <int D> struct MmaTileShape {
   static_assert(D == 16 || D == 32 || D == 64 || D == 128, "head dim must be 16, 32, 64 or 128");
   static constexpr int stride = D + 8; ///< shared row length in elements (16 bytes of padding)
-  /// Forward and dq stream double-buffered key tiles (two of k and v in shared memory).
-  static constexpr int fwdKeys = D == 128 ? 32 : 64;
+  /// Forward and dq stream double-buffered key tiles (two of k and v in shared memory); the
+  /// forward's are MmaForwardShape's.
   static constexpr int dqKeys = D == 128 ? 32 : 64;
   static constexpr int dkvQueries = D == 128 ? 16 : 64;
 };
@@ -95,9 +98,9 @@ __device__ __forceinline__ void stageTileAsync(unsigned short (*tile)[Stride],
 /// two [count, D] matrices \p a and \p b (k and v, or q and dO; rows aStride and bStride
 /// elements apart). With two buffers, tile t + 1 is copied by cp.async (with
 /// \p stageExtra(firstRow, buffer) staging whatever else the tile needs by plain stores) while
-/// \p use(firstRow, buffer) works on tile t; with one, each tile is loaded, then used. Every thread of the block calls both; a barrier before each
-/// use (the tile has arrived for every warp) and one after (every warp is done with the buffer
-/// the next copy overwrites).
+/// \p use(firstRow, buffer) works on tile t; with one, each tile is loaded, then used. Every thread
+/// of the block calls both; a barrier before each use (the tile has arrived for every warp) and one
+/// after (every warp is done with the buffer the next copy overwrites).
 template <int D, int BN, int Buffers, int Stride, class StageExtra, class Use>
 __device__ __forceinline__ void
 streamTiles(unsigned short (*aTiles)[BN][Stride], unsigned short (*bTiles)[BN][Stride],
@@ -154,12 +157,14 @@ __device__ __forceinline__ void loadRowFragments(unsigned (&frag)[D / 16][4],
     }
 }
 
-/// acc[n] (16 x 8 tiles over N = 8 Ntiles columns) += A (16 x K, fragments a[K/16]) times the
-/// transpose of a shared [N, K] tile's rows firstRow.. (B[k][n] = tile[firstRow + n][k]).
-template <bool kBf16, int K, int Ntiles, int Stride>
+/// acc[m][n] (M row tiles of 16, each 16 x 8 tiles over N = 8 Ntiles columns) += A_m (16 x K,
+/// fragments a[m][K/16]) times the transpose of a shared [N, K] tile's rows firstRow..
+/// (B[k][n] = tile[firstRow + n][k]). Each B fragment is read from shared memory once and used
+/// by all M row tiles, so M = 2 halves the ldmatrix traffic per product.
+template <bool kBf16, int M, int K, int Ntiles, int Stride>
 __device__ __forceinline__ void
-mmaRowsTimesTileT(float (&acc)[Ntiles][4], const unsigned (&a)[K / 16][4],
-                  const unsigned short (*tile)[Stride], int firstRow) {
+mmaRowTilesTimesTileT(float (&acc)[M][Ntiles][4], const unsigned (&a)[M][K / 16][4],
+                      const unsigned short (*tile)[Stride], int firstRow) {
   const int lane = threadIdx.x % 32;
   // ldmatrix x4: matrix i = lane / 8 is rows (n) 8 (i / 2) .. +7, columns (k) 8 (i % 2) .. +7.
   const int rowInPair = (lane / 16) * 8 + lane % 8, columnHalf = ((lane / 8) % 2) * 8;
@@ -170,17 +175,32 @@ mmaRowsTimesTileT(float (&acc)[Ntiles][4], const unsigned (&a)[K / 16][4],
       unsigned b[4];
       tc::ldmatrixX4(b, &tile[firstRow + 8 * n + rowInPair][16 * kk + columnHalf]);
       const unsigned b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
-      tc::mma16816<kBf16>(acc[n], a[kk], b0);
-      tc::mma16816<kBf16>(acc[n + 1], a[kk], b1);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        tc::mma16816<kBf16>(acc[m][n], a[m][kk], b0);
+        tc::mma16816<kBf16>(acc[m][n + 1], a[m][kk], b1);
+      }
     }
 }
 
-/// acc[n] (16 x 8 tiles over D = 8 Ntiles columns) += A (16 x K, fragments a[K/16]) times a
-/// shared [K, D] tile's rows firstRow.. (B[k][n] = tile[firstRow + k][n]): ldmatrix .trans.
+/// acc[n] (16 x 8 tiles over N = 8 Ntiles columns) += A (16 x K, fragments a[K/16]) times the
+/// transpose of a shared [N, K] tile's rows firstRow.. (B[k][n] = tile[firstRow + n][k]).
 template <bool kBf16, int K, int Ntiles, int Stride>
 __device__ __forceinline__ void
-mmaRowsTimesTile(float (&acc)[Ntiles][4], const unsigned (&a)[K / 16][4],
-                 const unsigned short (*tile)[Stride], int firstRow) {
+mmaRowsTimesTileT(float (&acc)[Ntiles][4], const unsigned (&a)[K / 16][4],
+                  const unsigned short (*tile)[Stride], int firstRow) {
+  mmaRowTilesTimesTileT<kBf16, 1, K, Ntiles>(reinterpret_cast<float(&)[1][Ntiles][4]>(acc),
+                                             reinterpret_cast<const unsigned(&)[1][K / 16][4]>(a),
+                                             tile, firstRow);
+}
+
+/// acc[m][n] (M row tiles of 16, each 16 x 8 tiles over D = 8 Ntiles columns) += A_m (16 x K,
+/// fragments a[m][K/16]) times a shared [K, D] tile's rows firstRow.. (B[k][n] =
+/// tile[firstRow + k][n]): ldmatrix .trans, each B fragment shared by the M row tiles.
+template <bool kBf16, int M, int K, int Ntiles, int Stride>
+__device__ __forceinline__ void
+mmaRowTilesTimesTile(float (&acc)[M][Ntiles][4], const unsigned (&a)[M][K / 16][4],
+                     const unsigned short (*tile)[Stride], int firstRow) {
   const int lane = threadIdx.x % 32;
   // ldmatrix x4 .trans: matrix i = lane / 8 is rows (k) 8 (i % 2) .. +7, columns (n)
   // 8 (i / 2) .. +7 of this pair of n-tiles.
@@ -192,9 +212,23 @@ mmaRowsTimesTile(float (&acc)[Ntiles][4], const unsigned (&a)[K / 16][4],
       unsigned b[4];
       tc::ldmatrixX4Trans(b, &tile[firstRow + 16 * kk + row][8 * n + columnPair]);
       const unsigned b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
-      tc::mma16816<kBf16>(acc[n], a[kk], b0);
-      tc::mma16816<kBf16>(acc[n + 1], a[kk], b1);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        tc::mma16816<kBf16>(acc[m][n], a[m][kk], b0);
+        tc::mma16816<kBf16>(acc[m][n + 1], a[m][kk], b1);
+      }
     }
+}
+
+/// acc[n] (16 x 8 tiles over D = 8 Ntiles columns) += A (16 x K, fragments a[K/16]) times a
+/// shared [K, D] tile's rows firstRow.. (B[k][n] = tile[firstRow + k][n]): ldmatrix .trans.
+template <bool kBf16, int K, int Ntiles, int Stride>
+__device__ __forceinline__ void
+mmaRowsTimesTile(float (&acc)[Ntiles][4], const unsigned (&a)[K / 16][4],
+                 const unsigned short (*tile)[Stride], int firstRow) {
+  mmaRowTilesTimesTile<kBf16, 1, K, Ntiles>(reinterpret_cast<float(&)[1][Ntiles][4]>(acc),
+                                            reinterpret_cast<const unsigned(&)[1][K / 16][4]>(a),
+                                            tile, firstRow);
 }
 
 /// The A fragments of 16 rows of a shared [.., K] tile (rows firstRow..firstRow + 15).
@@ -255,65 +289,94 @@ __device__ __forceinline__ void storeRows(unsigned short *dst, long long rowStri
 // Forward
 //===----------------------------------------------------------------------===//
 
-/// One key tile of the forward for one warp: S = q k^T (scaled to base 2, masked), the online
-/// softmax update of the running max and sum, acc = acc * correction + P v.
-template <bool kBf16, int D, int BN, bool kCausal, int Stride>
-__device__ __forceinline__ void
-forwardTile(const unsigned (&qa)[D / 16][4], float (&acc)[D / 8][4], float (&runningMax)[2],
-            float (&runningSum)[2], const unsigned short (*kTile)[Stride],
-            const unsigned short (*vTile)[Stride], int row0, int firstKey, int keys,
-            int causalOffset, float scaleLog2) {
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  float s[BN / 8][4];
-  zero(s);
-  mmaRowsTimesTileT<kBf16, D, BN / 8>(s, qa, kTile, 0);
-  float tileMax[2] = {negativeInfinity(), negativeInfinity()};
-#pragma unroll
-  for (int n = 0; n < BN / 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int row = row0 + g + (e >= 2 ? 8 : 0), key = firstKey + 8 * n + 2 * t + (e & 1);
-      const bool seen = key < keys && visible<kCausal>(row, key, causalOffset);
-      s[n][e] = seen ? s[n][e] * scaleLog2 : negativeInfinity();
-      tileMax[e >> 1] = fmaxf(tileMax[e >> 1], s[n][e]);
-    }
-  float correction[2], base[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float newMax = fmaxf(runningMax[h], rowMax(tileMax[h]));
-    base[h] = newMax == negativeInfinity() ? 0.0f : newMax;
-    correction[h] = exp2f(runningMax[h] - base[h]);
-    runningMax[h] = newMax;
-  }
-  float tileSum[2] = {0.0f, 0.0f};
-#pragma unroll
-  for (int n = 0; n < BN / 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      s[n][e] = exp2f(s[n][e] - base[e >> 1]);
-      tileSum[e >> 1] += s[n][e];
-    }
-#pragma unroll
-  for (int h = 0; h < 2; ++h)
-    runningSum[h] = runningSum[h] * correction[h] + rowSum(tileSum[h]);
-#pragma unroll
-  for (int n = 0; n < D / 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      acc[n][e] *= correction[e >> 1];
+/// Row tiles of 16 query rows per warp in the forward: 2 for head dims up to 64 (a block covers
+/// 128 query rows), so that every k and v fragment read from shared memory feeds two products;
+/// 1 at 128, where two tiles' accumulators would not fit the registers.
+template <int D> struct MmaForwardShape {
+  static constexpr int rowTiles = D <= 64 ? 2 : 1;
+  static constexpr int warpRows = kMmaWarpRows * rowTiles;
+  static constexpr int blockRows = 4 * warpRows;
+};
 
-  unsigned p[BN / 16][4];
-  packAsA<kBf16, BN / 8>(p, s);
-  mmaRowsTimesTile<kBf16, BN, D / 8>(acc, p, vTile, 0);
+/// Keys per streamed tile of the forward with M row tiles a warp: 64 for one tile at head dims
+/// up to 64, else 32, where two tiles' scores, accumulators and q fragments leave no registers
+/// for 64 (ptxas: 212 registers and no spills at D = 64 on sm_80 and sm_90 against 255 and
+/// 24-148 bytes of spills with 64 keys).
+template <int D, int M> constexpr int kMmaForwardKeys = M == 1 && D <= 64 ? 64 : 32;
+
+/// The forward's query rows per block at head dim D: the grid is ceil(T / this).
+template <int D> constexpr int kMmaForwardBlockRows = MmaForwardShape<D>::blockRows;
+
+/// One key tile of the forward for one warp's M row tiles (rows row0 + 16 m ..): S = q k^T
+/// (scaled to base 2, masked when kMask), the online softmax update of each row's running max
+/// and sum, acc = acc * correction + P v. Only a tile past the last key or crossing the causal
+/// diagonal needs the mask; the caller instantiates the two forms.
+template <bool kBf16, int M, int D, int BN, bool kCausal, bool kMask, int Stride>
+__device__ __forceinline__ void
+forwardTile(const unsigned (&qa)[M][D / 16][4], float (&acc)[M][D / 8][4],
+            float (&runningMax)[M][2], float (&runningSum)[M][2],
+            const unsigned short (*kTile)[Stride], const unsigned short (*vTile)[Stride], int row0,
+            int firstKey, int keys, int causalOffset, float scaleLog2) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  float s[M][BN / 8][4];
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+    zero(s[m]);
+  mmaRowTilesTimesTileT<kBf16, M, D, BN / 8>(s, qa, kTile, 0);
+  unsigned p[M][BN / 16][4];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    float tileMax[2] = {negativeInfinity(), negativeInfinity()};
+#pragma unroll
+    for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = row0 + 16 * m + g + (e >= 2 ? 8 : 0);
+        const int key = firstKey + 8 * n + 2 * t + (e & 1);
+        const bool seen = !kMask || (key < keys && visible<kCausal>(row, key, causalOffset));
+        s[m][n][e] = seen ? s[m][n][e] * scaleLog2 : negativeInfinity();
+        tileMax[e >> 1] = fmaxf(tileMax[e >> 1], s[m][n][e]);
+      }
+    float correction[2], base[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float newMax = fmaxf(runningMax[m][h], rowMax(tileMax[h]));
+      base[h] = newMax == negativeInfinity() ? 0.0f : newMax;
+      correction[h] = exp2f(runningMax[m][h] - base[h]);
+      runningMax[m][h] = newMax;
+    }
+    float tileSum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[m][n][e] = exp2f(s[m][n][e] - base[e >> 1]);
+        tileSum[e >> 1] += s[m][n][e];
+      }
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      runningSum[m][h] = runningSum[m][h] * correction[h] + rowSum(tileSum[h]);
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        acc[m][n][e] *= correction[e >> 1];
+    packAsA<kBf16, BN / 8>(p[m], s[m]);
+  }
+  mmaRowTilesTimesTile<kBf16, M, BN, D / 8>(acc, p, vTile, 0);
 }
 
-template <class E, int D, bool kCausal>
+/// The forward of one block: BlockRows = 64 M query rows, M 16-row tiles a warp (the entry
+/// points use MmaForwardShape's; M = 1 is the kernel with one tile a warp, which the attention
+/// bench times beside it).
+template <class E, int D, bool kCausal, int M = MmaForwardShape<D>::rowTiles>
 __device__ __forceinline__ void
 mmaAttentionForward(const unsigned short *__restrict__ q, const unsigned short *__restrict__ k,
                     const unsigned short *__restrict__ v, unsigned short *__restrict__ o,
                     float *__restrict__ lse, int queries, int keys, float scale, Layout layout) {
   constexpr bool kBf16 = IsBf16<E>::value;
-  constexpr int BN = MmaTileShape<D>::fwdKeys, Stride = MmaTileShape<D>::stride;
+  constexpr int BN = kMmaForwardKeys<D, M>, Stride = MmaTileShape<D>::stride;
+  constexpr int WarpRows = kMmaWarpRows * M, BlockRows = 4 * WarpRows;
   struct alignas(16) Tiles {
     unsigned short k[2][BN][Stride];
     unsigned short v[2][BN][Stride];
@@ -326,39 +389,58 @@ mmaAttentionForward(const unsigned short *__restrict__ q, const unsigned short *
   v = sliceBase(v, layout.v, b, h);
   lse += static_cast<long long>(bh) * queries;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int firstQuery = blockIdx.x * kMmaBlockRows, row0 = firstQuery + warp * kMmaWarpRows;
+  const int firstQuery = blockIdx.x * BlockRows, row0 = firstQuery + warp * WarpRows;
   const int causalOffset = keys - queries;
   const float scaleLog2 = scale * kLog2e;
 
-  unsigned qa[D / 16][4];
-  loadRowFragments<D>(qa, q, layout.q.row, row0, queries);
-  float acc[D / 8][4];
-  zero(acc);
-  float runningMax[2] = {negativeInfinity(), negativeInfinity()}, runningSum[2] = {0.0f, 0.0f};
+  unsigned qa[M][D / 16][4];
+  float acc[M][D / 8][4];
+  float runningMax[M][2], runningSum[M][2];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    loadRowFragments<D>(qa[m], q, layout.q.row, row0 + 16 * m, queries);
+    zero(acc[m]);
+    runningMax[m][0] = runningMax[m][1] = negativeInfinity();
+    runningSum[m][0] = runningSum[m][1] = 0.0f;
+  }
 
-  const int end = keyEnd<kCausal>(firstQuery, kMmaBlockRows, queries, keys);
-  const int warpEnd = keyEnd<kCausal>(row0, kMmaWarpRows, queries, keys);
-  streamTiles<D, BN, 2>(smem.k, smem.v, k, layout.k.row, v, layout.v.row, keys, 0,
-                        (end + BN - 1) / BN, NothingExtra(), [&](int firstKey, int buffer) {
-                          if (firstKey < warpEnd) // else every key is masked for this warp
-                            forwardTile<kBf16, D, BN, kCausal>(
-                                qa, acc, runningMax, runningSum, smem.k[buffer], smem.v[buffer],
-                                row0, firstKey, keys, causalOffset, scaleLog2);
-                        });
+  const int end = keyEnd<kCausal>(firstQuery, BlockRows, queries, keys);
+  const int warpEnd = keyEnd<kCausal>(row0, WarpRows, queries, keys);
+  // The keys every row of the warp sees: below the causal diagonal of its first row (or all).
+  const int unmaskedEnd = keyEnd<kCausal>(row0, 1, queries, keys);
+  streamTiles<D, BN, 2>(
+      smem.k, smem.v, k, layout.k.row, v, layout.v.row, keys, 0, (end + BN - 1) / BN,
+      NothingExtra(), [&](int firstKey, int buffer) {
+        if (firstKey >= warpEnd) // every key is masked for this warp
+          return;
+        if (firstKey + BN <= unmaskedEnd)
+          forwardTile<kBf16, M, D, BN, kCausal, false>(qa, acc, runningMax, runningSum,
+                                                       smem.k[buffer], smem.v[buffer], row0,
+                                                       firstKey, keys, causalOffset, scaleLog2);
+        else
+          forwardTile<kBf16, M, D, BN, kCausal, true>(qa, acc, runningMax, runningSum,
+                                                      smem.k[buffer], smem.v[buffer], row0,
+                                                      firstKey, keys, causalOffset, scaleLog2);
+      });
 
   // o's slice from the parameters here rather than held through the loop.
-  storeRows<kBf16, D>(sliceBase(o, layout.o, blockIdx.y / layout.heads, blockIdx.y % layout.heads),
-                      layout.o.row, acc, row0, queries,
-                      runningSum[0] > 0.0f ? 1.0f / runningSum[0] : 0.0f,
-                      runningSum[1] > 0.0f ? 1.0f / runningSum[1] : 0.0f);
-  if (t == 0)
+  unsigned short *out =
+      sliceBase(o, layout.o, blockIdx.y / layout.heads, blockIdx.y % layout.heads);
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = row0 + g + 8 * h;
-      if (row < queries)
-        lse[row] = runningSum[h] > 0.0f ? (runningMax[h] + log2f(runningSum[h])) * kLn2
-                                        : negativeInfinity();
-    }
+  for (int m = 0; m < M; ++m) {
+    const int rowTile = row0 + 16 * m;
+    storeRows<kBf16, D>(out, layout.o.row, acc[m], rowTile, queries,
+                        runningSum[m][0] > 0.0f ? 1.0f / runningSum[m][0] : 0.0f,
+                        runningSum[m][1] > 0.0f ? 1.0f / runningSum[m][1] : 0.0f);
+    if (t == 0)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = rowTile + g + 8 * h;
+        if (row < queries)
+          lse[row] = runningSum[m][h] > 0.0f ? (runningMax[m][h] + log2f(runningSum[m][h])) * kLn2
+                                             : negativeInfinity();
+      }
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -575,7 +657,8 @@ mmaAttentionBackwardDkDv(const unsigned short *__restrict__ q, const unsigned sh
 // AMPC_FLASH_ATTENTION_MMA_ENTRY_POINTS(bf16, ampc::flash::Bf16, 64) defines the same entry
 // points, with the same parameters, as AMPC_FLASH_ATTENTION_ENTRY_POINTS (FlashAttention.cuh)
 // for a 16-bit element type, the forward, dq and dk/dv on tensor cores (grids of
-// ceil(rows / kMmaBlockRows) blocks of kThreads), the delta kernel unchanged. A translation
+// ceil(T / kMmaForwardBlockRows<D>) blocks of kThreads for the forward, ceil(rows /
+// kMmaBlockRows) for dq and dk/dv), the delta kernel unchanged. A translation
 // unit expands one of the two macros per (dtype, head dim), not both.
 
 #define AMPC_FLASH_ATTENTION_MMA_CAUSAL_VARIANTS(NAME, ELEMENT, D, SUFFIX, CAUSAL)                 \

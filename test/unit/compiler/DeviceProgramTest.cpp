@@ -25,8 +25,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <map>
 #include <functional>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -325,6 +325,8 @@ TEST(DeviceProgram, GptStepsReadTheRightBuffers) {
         EXPECT_TRUE(attention->causal);
         EXPECT_FLOAT_EQ(attention->scale, 0.25f);
         EXPECT_EQ(attention->blockRows, 64u); // bf16: the tensor-core kernels
+        // Their forward: two 16-row tiles of queries a warp at head dims up to 64.
+        EXPECT_EQ(attention->forwardBlockRows, 128u);
         // q, k and v are read in place from the packed projection [4, 32, 3 x 64]: three
         // windows of one buffer, 64 bf16 (128 bytes) apart, rows 192 apart; o is written
         // token-major, [4, 32, 64], head h at column 16 h.
@@ -415,6 +417,22 @@ TEST(DeviceProgram, GptStepsReadTheRightBuffers) {
     ADD_FAILURE() << "block rows 48 passed validation";
   } catch (const std::exception &error) {
     EXPECT_NE(std::string(error.what()).find("block rows 48 is not one the flash kernels have"),
+              std::string::npos)
+        << error.what();
+  }
+  // The forward's rows per block are its kernel's: 128 for the tensor-core kernels at D = 16.
+  tampered = plan;
+  for (plan::DeviceGroup &group : tampered.device.microStep.groups)
+    for (plan::DeviceStep &step : group.steps)
+      if (auto *attention = std::get_if<plan::AttentionStep>(&step))
+        attention->forwardBlockRows = 64;
+  try {
+    plan::validatePlan(tampered);
+    ADD_FAILURE() << "forward block rows 64 passed validation";
+  } catch (const std::exception &error) {
+    EXPECT_NE(std::string(error.what())
+                  .find("forward block rows 64 is not the forward kernel's (128 at block rows 64 "
+                        "and head dim 16)"),
               std::string::npos)
         << error.what();
   }

@@ -315,9 +315,10 @@ std::vector<ExpectedOp> expectedOps(const plan::Plan &plan, bool optimizer) {
         const int count = attention->pass == plan::AttentionPass::Forward ? 1 : 4;
         const uint32_t slices = static_cast<uint32_t>(attention->batch * attention->heads);
         const uint64_t rowsPerBlock = attention->blockRows;
+        const uint64_t forwardRows = attention->forwardBlockRows;
         const uint64_t deltaRows = static_cast<uint64_t>(slices) * attention->queries;
         const uint32_t grids[4][2] = {
-            {static_cast<uint32_t>((attention->queries + rowsPerBlock - 1) / rowsPerBlock), slices},
+            {static_cast<uint32_t>((attention->queries + forwardRows - 1) / forwardRows), slices},
             {static_cast<uint32_t>((deltaRows + 3) / 4), 1},
             {static_cast<uint32_t>((attention->queries + rowsPerBlock - 1) / rowsPerBlock), slices},
             {static_cast<uint32_t>((attention->keys + rowsPerBlock - 1) / rowsPerBlock), slices}};

@@ -17,8 +17,10 @@
 // (graph.qkv_attention): q, k, v read in place from one packed [B, T, 3 H D] buffer, o and dO
 // token-major [B, T, H D], dq, dk, dv written into one packed gradient; the same arithmetic on
 // the same values, so its outputs must equal the contiguous run's bit for bit, and its times
-// show what the strided rows cost. Exit status 0, or 1 when a difference exceeds 2e-2 or the
-// packed outputs differ at all; 2 without a GPU.
+// show what the strided rows cost. At head dim 64 the tensor-core forward (two 16-row tiles of
+// queries a warp) is timed beside the one-tile version (one tile a warp, 64 rows a block), whose
+// o and lse must be the same bits. Exit status 0, or 1 when a difference exceeds 2e-2 or the
+// packed or one-tile outputs differ at all; 2 without a GPU.
 //
 // The kernels are compiled with NVRTC from the headers in kernel-include/ beside this
 // executable (or $AMPC_KERNEL_INCLUDE), as the GPU tests do.
@@ -70,6 +72,18 @@ std::unique_ptr<cuda::Module> compileModule(cuda::Device &device, bool tensorCor
       tensorCores ? "AMPC_FLASH_ATTENTION_MMA_ENTRY_POINTS" : "AMPC_FLASH_ATTENTION_ENTRY_POINTS";
   for (int d : {64, 128})
     source += macro + "(bf16, ampc::flash::Bf16, " + std::to_string(d) + ")\n";
+  // The tensor-core forward with one 16-row tile of queries a warp (64 rows a block), as it
+  // was before two: timed beside the default at head dim 64.
+  if (tensorCores)
+    for (const char *causal : {"false", "true"})
+      source += std::string("extern \"C\" __global__ void __launch_bounds__(128) "
+                            "ampc_bench_fwd_one_tile_bf16_d64") +
+                (causal[0] == 't' ? "_causal" : "") +
+                "(const unsigned short *q, const unsigned short *k, const unsigned short *v, "
+                "unsigned short *o, float *lse, int queries, int keys, float scale, "
+                "ampc::flash::Layout layout) {\n"
+                "  ampc::flash::mmaAttentionForward<ampc::flash::Bf16, 64, " +
+                causal + ", 1>(q, k, v, o, lse, queries, keys, scale, layout);\n}\n";
   std::vector<std::string> options = cuda::cudaIncludeOptions();
   options.push_back("-I" + kernelIncludeDirectory());
   cuda::KernelBinaries binaries;
@@ -87,6 +101,8 @@ std::unique_ptr<cuda::Module> compileModule(cuda::Device &device, bool tensorCor
 }
 
 struct Timing {
+  /// The tensor-core forward with one 16-row tile a warp (head dim 64, contiguous); 0 if not run.
+  double forwardOneTile = 0;
   double forward = 0, delta = 0, dq = 0, dkdv = 0;
   double backward() const { return delta + dq + dkdv; }
 };
@@ -133,6 +149,8 @@ void relayout(const Shape &shape, int parts, int part, const std::vector<char> &
 
 struct Run {
   Timing timing;
+  /// Whether the one-tile forward's o and lse equal the default forward's bit for bit.
+  bool oneTileSame = true;
   Outputs outputs;
 };
 
@@ -191,6 +209,11 @@ Run runShape(cuda::Device &device, cuda::Module &module, bool tensorCores, bool 
   tiles.block[0] = 128;
   tiles.grid[0] = (shape.tokens + rowsPerBlock - 1) / rowsPerBlock;
   tiles.grid[1] = static_cast<unsigned>(shape.batch * shape.heads);
+  // The forward's rows per block: 128 for the tensor-core kernels at head dims up to 64 (the
+  // plan's forward rows per block).
+  const unsigned forwardRows = !tensorCores ? 32 : shape.headDim <= 64 ? 128 : 64;
+  cuda::LaunchConfig forwardTiles = tiles;
+  forwardTiles.grid[0] = (shape.tokens + forwardRows - 1) / forwardRows;
   CUdeviceptr qp = q.pointer(), kp = k.pointer(), vp = v.pointer(), dyp = dy.pointer(),
               op = o.pointer(), dqp = dq.pointer(), dkp = dk.pointer(), dvp = dv.pointer(),
               lsep = lse.pointer(), deltap = delta.pointer();
@@ -202,8 +225,27 @@ Run runShape(cuda::Device &device, cuda::Module &module, bool tensorCores, bool 
   }
   Run run;
   run.timing.forward = medianMilliseconds(device, iterations, [&] {
-    forward.launch(tiles, {&qp, &kp, &vp, &op, &lsep, &queries, &keys, &scale, &layout});
+    forward.launch(forwardTiles, {&qp, &kp, &vp, &op, &lsep, &queries, &keys, &scale, &layout});
   });
+  auto download = [&](const cuda::DeviceAllocation &allocation) {
+    std::vector<char> bytes(allocation.bytes());
+    device.copyToHost(bytes.data(), allocation.pointer(), bytes.size());
+    return bytes;
+  };
+  if (tensorCores && !packed && shape.headDim == 64) {
+    // The one-tile forward into buffers of its own: the same arithmetic per row, so the same
+    // bits.
+    cuda::DeviceAllocation oOne = device.allocate(o.bytes(), "o (one tile a warp)"),
+                           lseOne = device.allocate(lse.bytes(), "lse (one tile a warp)");
+    CUdeviceptr oOnep = oOne.pointer(), lseOnep = lseOne.pointer();
+    cuda::Kernel &oneTile = module.kernel(std::string("ampc_bench_fwd_one_tile_bf16_d64") +
+                                          (shape.causal ? "_causal" : ""));
+    run.timing.forwardOneTile = medianMilliseconds(device, iterations, [&] {
+      oneTile.launch(tiles, {&qp, &kp, &vp, &oOnep, &lseOnep, &queries, &keys, &scale, &layout});
+    });
+    device.synchronize("running the one-tile forward");
+    run.oneTileSame = download(oOne) == download(o) && download(lseOne) == download(lse);
+  }
   run.timing.delta = medianMilliseconds(device, iterations, [&] {
     deltaKernel.launch(cuda::LaunchConfig::linear(static_cast<unsigned>((deltaRows + 3) / 4), 128),
                        {&op, &dyp, &deltap, &deltaRows, &queries, &layout});
@@ -217,11 +259,6 @@ Run runShape(cuda::Device &device, cuda::Module &module, bool tensorCores, bool 
         tiles, {&qp, &kp, &vp, &dyp, &lsep, &deltap, &dkp, &dvp, &queries, &keys, &scale, &layout});
   });
   device.synchronize("running the attention kernels");
-  auto download = [&](const cuda::DeviceAllocation &allocation) {
-    std::vector<char> bytes(allocation.bytes());
-    device.copyToHost(bytes.data(), allocation.pointer(), bytes.size());
-    return bytes;
-  };
   if (!packed) {
     run.outputs = {download(o), download(dq), download(dk), download(dv)};
     return run;
@@ -310,6 +347,17 @@ int main(int argc, char **argv) {
              << ", \"backward_ms\": " << t.backward() << ", \"forward_tflops\": " << forwardRate
              << ", \"backward_tflops\": " << backwardRate << "}";
         firstResult = false;
+        if (t.forwardOneTile > 0) {
+          const double oneTileRate = 4 * pairs / (t.forwardOneTile * 1e-3) / 1e12;
+          std::printf("%-18s %-12s %9.3f %49s %9.1f   (one 16-row tile a warp; o and lse %s)\n",
+                      shape.label, "mma 1 tile", t.forwardOneTile, "", oneTileRate,
+                      runs[which].oneTileSame ? "bit-identical" : "DIFFER");
+          json << ", {\"shape\": \"" << shape.label
+               << "\", \"kernels\": \"mma_forward_one_tile\", \"forward_ms\": " << t.forwardOneTile
+               << ", \"forward_tflops\": " << oneTileRate
+               << ", \"bit_identical\": " << (runs[which].oneTileSame ? "true" : "false") << "}";
+          agree = agree && runs[which].oneTileSame;
+        }
       }
       const char *names[] = {"o", "dq", "dk", "dv"};
       const std::vector<char> *fmaOut[] = {&runs[0].outputs.o, &runs[0].outputs.dq,

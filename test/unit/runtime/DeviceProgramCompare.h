@@ -68,12 +68,12 @@ inline bool sameStep(const plan::DeviceStep &x, const plan::DeviceStep &y) {
     return std::make_tuple(a->pass, a->q, a->k, a->v, a->out, a->dOut, a->dq, a->dk, a->dv,
                            a->lse, a->batch, a->heads, a->queries, a->keys, a->headDim, a->causal, a->scale,
                            a->forwardKernel, a->deltaKernel, a->dqKernel, a->dkdvKernel,
-                           a->lseOffset, a->outOffset, a->deltaOffset, a->blockRows) ==
+                           a->lseOffset, a->outOffset, a->deltaOffset, a->blockRows,
+                           a->forwardBlockRows) ==
            std::make_tuple(b.pass, b.q, b.k, b.v, b.out, b.dOut, b.dq, b.dk, b.dv, b.lse, b.batch,
-                           b.heads,
-                           b.queries, b.keys, b.headDim, b.causal, b.scale, b.forwardKernel,
-                           b.deltaKernel, b.dqKernel, b.dkdvKernel, b.lseOffset, b.outOffset,
-                           b.deltaOffset, b.blockRows);
+                           b.heads, b.queries, b.keys, b.headDim, b.causal, b.scale,
+                           b.forwardKernel, b.deltaKernel, b.dqKernel, b.dkdvKernel, b.lseOffset,
+                           b.outOffset, b.deltaOffset, b.blockRows, b.forwardBlockRows);
   }
   return std::get<plan::MemsetStep>(x).buffer == std::get<plan::MemsetStep>(y).buffer;
 }
