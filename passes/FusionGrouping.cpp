@@ -339,25 +339,46 @@ void Planner::groupMatMulEpilogues() {
     }
     // The only reader adds a bias: a 1-D operand as long as the last dimension, broadcast over
     // the rows. cuBLASLt cannot write the product before the bias, hence the only reader.
-    int add = user;
-    const FusionOp &addOp = userOp;
-    if (addOp.role != FusionRole::Add || addOp.operands.size() != 2 || addOp.results.size() != 1 ||
-        addOp.results[0] != shape || !isFreeElementwise(add))
+    int tail = op; // the op whose value the epilogue has produced so far
+    if (userOp.role == FusionRole::Add && userOp.operands.size() == 2 &&
+        userOp.results.size() == 1 && userOp.results[0] == shape && isFreeElementwise(user)) {
+      int productSide = userOp.operands[0].value == product ? 0 : 1;
+      const FusionOperand &bias = userOp.operands[1 - productSide];
+      if (userOp.operands[productSide].value == product && bias.value != product &&
+          bias.shape.size() == 1 && bias.shape[0] == shape.back() && merge(op, user)) {
+        claim(op, FusionKind::MatMulEpilogue);
+        tail = user;
+        // Then a tanh gelu of the sum (cuBLASLt's GELU is the tanh approximation); other
+        // readers of the sum are served by writing it out as well (GELU_AUX).
+        bool gelu = false;
+        for (int reader : readers[user][0])
+          if (graph.ops[reader].role == FusionRole::TanhGelu && isFreeElementwise(reader) &&
+              merge(op, reader)) {
+            gelu = true;
+            break;
+          }
+        if (gelu)
+          continue;
+      }
+    }
+    // Then a residual: the only reader of the product (or of its biased sum) adds a value of
+    // the same shape, which cuBLASLt reads as C with beta = 1 (D = A B + bias + C): the sum
+    // before the residual is never stored.
+    if (readers[tail][0].size() != 1)
       continue;
-    int productSide = addOp.operands[0].value == product ? 0 : 1;
-    const FusionOperand &bias = addOp.operands[1 - productSide];
-    if (addOp.operands[productSide].value != product || bias.value == product ||
-        bias.shape.size() != 1 || bias.shape[0] != shape.back())
+    const int residual = readers[tail][0][0];
+    const FusionOp &residualOp = graph.ops[residual];
+    const FusionValue sum{tail, 0};
+    if (residualOp.role != FusionRole::Add || residualOp.operands.size() != 2 ||
+        residualOp.results.size() != 1 || residualOp.results[0] != shape ||
+        !isFreeElementwise(residual))
       continue;
-    if (!merge(op, add))
+    const int sumSide = residualOp.operands[0].value == sum ? 0 : 1;
+    const FusionOperand &addend = residualOp.operands[1 - sumSide];
+    if (residualOp.operands[sumSide].value != sum || addend.value == sum || addend.shape != shape)
       continue;
-    claim(op, FusionKind::MatMulEpilogue);
-    // Then a tanh gelu of the sum (cuBLASLt's GELU is the tanh approximation); other readers
-    // of the sum are served by writing it out as well (GELU_AUX).
-    for (int user : readers[add][0])
-      if (graph.ops[user].role == FusionRole::TanhGelu && isFreeElementwise(user) &&
-          merge(op, user))
-        break;
+    if (merge(op, residual))
+      claim(op, FusionKind::MatMulEpilogue);
   }
 }
 

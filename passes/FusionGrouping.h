@@ -14,6 +14,8 @@
 //   2. matmul_epilogue: a matmul whose only reader is a bias add (a 1-D operand of the size of
 //      the result's last dimension), then optionally a tanh gelu of the sum: cuBLASLt's BIAS and
 //      GELU_BIAS epilogues. The pre-gelu sum may have other readers (GELU_AUX writes it out).
+//      Without a gelu, a residual: when the product (or its biased sum) has one reader, an
+//      add of a value of the same shape, cuBLASLt's C with beta = 1 (D = A B + bias + C).
 //      Also a matmul whose only reader is a tanh gelu's gradient taking the product as its
 //      incoming gradient, the gelu's input of the product's shape with a last dimension that is
 //      a multiple of 8: cuBLASLt's DGELU epilogue (the input read as its aux matrix).
@@ -152,7 +154,7 @@ enum class FusionKind {
   Reduction,        ///< a reduction-like op with its elementwise producers and consumers
   CrossEntropy,     ///< the fused classifier: loss, its gradient and the casts around them
   MatMul,           ///< a cuBLASLt matmul
-  MatMulEpilogue,   ///< a cuBLASLt matmul with a bias (and gelu) or a gelu-gradient epilogue
+  MatMulEpilogue,   ///< a cuBLASLt matmul with a bias (and gelu, or a residual C) or DGELU
   BiasGrad,         ///< a cuBLASLt matmul whose epilogue sums an operand into a bias gradient
   Attention,        ///< a fused attention kernel
   Accumulate,       ///< a gradient added into its accumulator

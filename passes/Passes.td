@@ -412,7 +412,9 @@ def GraphFuse : Pass<"graph-fuse", "::ampc::graph::ModelOp"> {
     - `cross_entropy`: cross_entropy and cross_entropy_grad of the same logits, with the cast
       producing the logits and the casts of the gradient (the fused classifier);
     - `matmul_epilogue`: a matmul read only by a bias add (a 1-D bias over the last dimension),
-      then optionally a tanh gelu (cuBLASLt's BIAS / GELU_AUX_BIAS epilogues); or a matmul read
+      then optionally a tanh gelu (cuBLASLt's BIAS / GELU_AUX_BIAS epilogues) or, without a
+      gelu, a residual add of a value of the result's shape read as cuBLASLt's C (beta 1; also
+      after a plain product whose only reader it is); or a matmul read
       only by a tanh gelu_grad as its incoming gradient (cuBLASLt's DGELU, the gelu's input
       read as the aux matrix: an MLP's backward never stores dh);
     - `bias_grad`: a sum over the rows of a value a 2-D matmul contracts over its rows (the bias

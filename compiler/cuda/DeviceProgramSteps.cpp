@@ -212,8 +212,9 @@ plan::LaunchStep Builder::launchStep(const GeneratedKernel &kernel, GroupScratch
 
 /// Maps a graph matmul onto one cuBLASLt call: D = op(A) op(B) with row-major [M, K] x [K, N]
 /// per batch, either with the batch dims folded into M or as a strided batch. A
-/// matmul_epilogue group adds the bias (and a tanh gelu) in cuBLASLt's epilogue, or multiplies
-/// the product by a tanh gelu's derivative at an aux input (DGELU); a bias_grad
+/// matmul_epilogue group adds the bias (and a tanh gelu, or a residual read as C with beta 1) in
+/// cuBLASLt's epilogue, or multiplies the product by a tanh gelu's derivative at an aux input
+/// (DGELU); a bias_grad
 /// group's matmul is plain, its bias sum a generated kernel. A matmul_accumulate group, and a
 /// bias_grad group holding its product's accumulate_grad, add the product into the gradient
 /// accumulator: C = D = the accumulator, beta = 1.
@@ -296,7 +297,6 @@ plan::MatmulStep Builder::matmulStep(const FusedGroup &group) {
   if (group.kind != "matmul_epilogue")
     return step;
 
-  // The epilogue: the bias add reading the product, then maybe a tanh gelu of the sum.
   // A tanh gelu's gradient of the product: D = product * gelu'(x), x the gelu's input read as
   // the aux matrix (the forward's GELU_AUX wrote it, or any value of D's shape and dtype).
   for (Operation *op : group.ops)
@@ -312,24 +312,48 @@ plan::MatmulStep Builder::matmulStep(const FusedGroup &group) {
       return step;
     }
 
+  // Otherwise: the bias add reading the product, then a tanh gelu of the sum or a residual add
+  // of a value of D's shape (C, beta = 1), or only the residual add.
+  AddOp residual;
   for (Operation *op : group.ops) {
-    if (auto found = llvm::dyn_cast<AddOp>(op))
-      add = found;
+    if (auto found = llvm::dyn_cast<AddOp>(op)) {
+      const bool readsProduct =
+          found.getLhs() == matmul.getResult() || found.getRhs() == matmul.getResult();
+      Value other = found.getLhs() == matmul.getResult() ? found.getRhs() : found.getLhs();
+      if (readsProduct && shapeOf(other) == std::vector<int64_t>{n})
+        add = found;
+      else
+        residual = found;
+    }
     if (auto found = llvm::dyn_cast<GeluOp>(op))
       gelu = found;
+  }
+  if (residual) {
+    // D = A B (+ bias) + C: the residual's other operand is C, read by cuBLASLt with beta 1.
+    Value sum = add ? add.getResult() : matmul.getResult();
+    if ((residual.getLhs() != sum && residual.getRhs() != sum) || gelu)
+      throw std::runtime_error("device program: the residual add in " +
+                               describeGroup(function, group.id, group.kind) +
+                               " does not add to the product or its biased sum");
+    Value addend = residual.getLhs() == sum ? residual.getRhs() : residual.getLhs();
+    if (shapeOf(addend) != shapeOf(residual.getResult()))
+      throw std::runtime_error("device program: the residual of " + where + " is broadcast");
+    step.c = bufferOf(addend);
+    step.beta = 1.0f;
+    step.d = bufferOf(residual.getResult());
+    if (!add)
+      return step;
   }
   if (!add)
     throw std::runtime_error("device program: no bias add in " +
                              describeGroup(function, group.id, group.kind));
   // cuBLASLt's bias epilogue adds a vector of length N to every row.
   Value bias = add.getLhs() == matmul.getResult() ? add.getRhs() : add.getLhs();
-  if (shapeOf(bias) != std::vector<int64_t>{n})
-    throw std::runtime_error("device program: the bias of " + where + " is not [" +
-                             std::to_string(n) + "]");
   step.bias = bufferOf(bias);
   if (!gelu) {
     step.epilogue = plan::Epilogue::Bias;
-    step.d = bufferOf(add.getResult());
+    if (!residual)
+      step.d = bufferOf(add.getResult());
     return step;
   }
   // cuBLASLt's GELU epilogue is the tanh approximation; the erf form cannot be fused there.

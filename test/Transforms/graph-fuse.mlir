@@ -152,6 +152,48 @@ graph.model @gelu_grad_epilogue {
 
 // -----
 
+// A residual: the matmul's biased sum read only by an add of a value of its shape joins the
+// matmul (cuBLASLt's C with beta 1: D = x W + b + r); so does a plain product's. After a gelu
+// the add stays out.
+// CHECK-LABEL: graph.model @residual
+// CHECK: %[[H:.+]] = graph.matmul %{{.+}}, %{{.+}} {graph.fusion = #graph.fusion<group = [[MM:[0-9]+]], kind = matmul_epilogue>}
+// CHECK-NEXT: %[[HB:.+]] = graph.add %[[H]], %{{.+}} {graph.fusion = #graph.fusion<group = [[MM]], kind = {{[a-z_]+}}>} : tensor<4x16xf32>, tensor<16xf32>
+// CHECK-NEXT: %[[R:.+]] = graph.add %{{.+}}, %[[HB]] {graph.fusion = #graph.fusion<group = [[MM]], kind = {{[a-z_]+}}>} : tensor<4x16xf32>, tensor<4x16xf32>
+// CHECK-NEXT: %[[P:.+]] = graph.matmul %{{.+}}, %{{.+}} {graph.fusion = #graph.fusion<group = [[MM2:[0-9]+]], kind = matmul_epilogue>}
+// CHECK-NEXT: %[[R2:.+]] = graph.add %[[P]], %[[R]] {graph.fusion = #graph.fusion<group = [[MM2]], kind = {{[a-z_]+}}>}
+// CHECK-NEXT: %[[G:.+]] = graph.matmul %{{.+}}, %{{.+}} {graph.fusion = #graph.fusion<group = [[MM3:[0-9]+]], kind = matmul_epilogue>}
+// CHECK-NEXT: %[[GB:.+]] = graph.add %[[G]], %{{.+}} {graph.fusion = #graph.fusion<group = [[MM3]], kind = {{[a-z_]+}}>}
+// CHECK-NEXT: %[[GG:.+]] = graph.gelu tanh %[[GB]] {graph.fusion = #graph.fusion<group = [[MM3]], kind = {{[a-z_]+}}>}
+// CHECK-NEXT: %[[R3:.+]] = graph.add %[[GG]], %[[R2]] {graph.fusion = #graph.fusion<group = {{[0-9]+}}, kind = reduction>}
+graph.model @residual {
+  graph.input @x : tensor<4x8xf32>
+  graph.input @w : tensor<8x16xf32>
+  graph.input @b : tensor<16xf32>
+  graph.input @r : tensor<4x16xf32>
+  graph.input @y : tensor<4x16xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<4x8xf32>
+    %w = graph.get_input @w : tensor<8x16xf32>
+    %b = graph.get_input @b : tensor<16xf32>
+    %r = graph.get_input @r : tensor<4x16xf32>
+    %y = graph.get_input @y : tensor<4x16xf32>
+    %h = graph.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32>
+    %hb = graph.add %h, %b : tensor<4x16xf32>, tensor<16xf32>
+    %s = graph.add %r, %hb : tensor<4x16xf32>, tensor<4x16xf32>
+    %p = graph.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32>
+    %s2 = graph.add %p, %s : tensor<4x16xf32>, tensor<4x16xf32>
+    %g = graph.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32>
+    %gb = graph.add %g, %b : tensor<4x16xf32>, tensor<16xf32>
+    %gg = graph.gelu tanh %gb : tensor<4x16xf32>
+    %s3 = graph.add %gg, %s2 : tensor<4x16xf32>, tensor<4x16xf32>
+    %l = graph.mse_loss %s3, %y : tensor<4x16xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
 // The bias gradient (dy summed over the rows, in f32) joins the weight-gradient matmul that
 // contracts dy over the same rows (cuBLASLt's BGRADB epilogue). The input-gradient matmul
 // contracts dy over its columns and stays alone.
@@ -312,13 +354,13 @@ graph.model @matmul_accumulate {
 // -----
 
 // No cycle, several outputs: exp and neg are one loop writing both (the matmul reads the exp,
-// the add the neg). The add reads the matmul too, so fusing it into that loop would make the
+// the mul the neg). The mul reads the matmul too, so fusing it into that loop would make the
 // loop run both before and after the matmul: it starts a group of its own.
 // CHECK-LABEL: graph.model @no_cycle
 // CHECK: %[[A:.+]] = graph.exp %{{.+}} {graph.fusion = #graph.fusion<group = [[LOOP:[0-9]+]], kind = elementwise>}
 // CHECK-NEXT: %[[N:.+]] = graph.neg %[[A]] {graph.fusion = #graph.fusion<group = [[LOOP]], kind = {{[a-z_]+}}>}
 // CHECK-NEXT: %[[M:.+]] = graph.matmul %[[A]], %{{.+}} {graph.fusion = #graph.fusion<group = {{[0-9]+}}, kind = matmul>}
-// CHECK-NEXT: graph.add %[[N]], %[[M]] {graph.fusion = #graph.fusion<group = {{[0-9]+}}, kind = elementwise>}
+// CHECK-NEXT: graph.mul %[[N]], %[[M]] {graph.fusion = #graph.fusion<group = {{[0-9]+}}, kind = elementwise>}
 graph.model @no_cycle {
   graph.input @x : tensor<4x4xf32>
   graph.input @w : tensor<4x4xf32>
@@ -330,7 +372,7 @@ graph.model @no_cycle {
     %a = graph.exp %x : tensor<4x4xf32>
     %n = graph.neg %a : tensor<4x4xf32>
     %m = graph.matmul %a, %w : tensor<4x4xf32>, tensor<4x4xf32>
-    %s = graph.add %n, %m : tensor<4x4xf32>, tensor<4x4xf32>
+    %s = graph.mul %n, %m : tensor<4x4xf32>, tensor<4x4xf32>
     %p = graph.matmul %s, %w : tensor<4x4xf32>, tensor<4x4xf32>
     %l = graph.mse_loss %p, %y : tensor<4x4xf32>
     graph.loss %l : tensor<f32>

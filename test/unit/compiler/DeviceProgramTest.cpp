@@ -310,7 +310,7 @@ TEST(DeviceProgram, GptStepsReadTheRightBuffers) {
       compileDevice(test_support::examplePath("gpt/tiny.mlir"), kPrecisions[0]);
   ASSERT_EQ(compiled.error, "");
   const plan::Plan &plan = compiled.plan;
-  size_t forward = 0, backward = 0, auxEpilogues = 0, geluGradients = 0;
+  size_t forward = 0, backward = 0, auxEpilogues = 0, geluGradients = 0, residuals = 0;
   std::set<std::pair<uint32_t, uint32_t>> forwardOutputs;
   std::set<uint32_t> preActivations;
   for (const plan::DeviceGroup &group : plan.device.microStep.groups)
@@ -384,6 +384,18 @@ TEST(DeviceProgram, GptStepsReadTheRightBuffers) {
           EXPECT_EQ(group.instructions.size(), 3u); // matmul, add, gelu
           preActivations.insert(matmul->aux);
         }
+        // The attention projection and the MLP's second matmul add the bias and the residual
+        // stream in the matmul: D = A B + bias + C, beta 1, C the stream before the block.
+        if (matmul->epilogue == plan::Epilogue::Bias && matmul->beta == 1.0f) {
+          ++residuals;
+          ASSERT_NE(matmul->c, plan::kNoBuffer);
+          EXPECT_NE(matmul->c, matmul->d);
+          EXPECT_EQ(plan.buffers[matmul->c].shape, (std::vector<int64_t>{4, 32, 64}));
+          ASSERT_EQ(group.instructions.size(), 3u); // matmul, bias add, residual add
+          const plan::Instruction &residual = plan.instructions[group.instructions[2]];
+          EXPECT_EQ(residual.results[0], matmul->d);
+          EXPECT_TRUE(residual.operands[0] == matmul->c || residual.operands[1] == matmul->c);
+        }
         // Its backward: dh = dy . W2^T times gelu'(the saved sum), one matmul (DGELU) that
         // reads the aux the forward wrote and never stores dh.
         if (matmul->epilogue == plan::Epilogue::DGelu) {
@@ -406,6 +418,7 @@ TEST(DeviceProgram, GptStepsReadTheRightBuffers) {
   EXPECT_EQ(backward, 2u);
   EXPECT_EQ(auxEpilogues, 2u);
   EXPECT_EQ(geluGradients, 2u);
+  EXPECT_EQ(residuals, 4u);
   // The rows per block are the kernels' (32 or 64); validation names any other.
   plan::Plan tampered = plan;
   for (plan::DeviceGroup &group : tampered.device.microStep.groups)

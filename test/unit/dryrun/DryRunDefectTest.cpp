@@ -742,7 +742,7 @@ InProcessRun withAccumulatingMatmulChanged(const std::function<void(MatmulCall &
   bool changed = false;
   for (Event &event : run.trace)
     if (event.kind == EventKind::Matmul && event.stream <= 1 && event.matmul.beta == 1.0f &&
-        !changed) {
+        event.matmul.pointerC == event.matmul.pointerD && !changed) {
       change(event.matmul);
       changed = true;
     }
@@ -767,6 +767,23 @@ TEST(DryRunDefect, AccumulatingMatmulReadsCElsewhere) {
       withAccumulatingMatmulChanged([](MatmulCall &call) { call.pointerC += 256; });
   const DryRunViolation violation = expectViolation(run, "matmul-scale");
   EXPECT_NE(violation.message.find("cuBLASLt's C is not D"), std::string::npos) << violation.text();
+}
+
+TEST(DryRunDefect, ResidualMatmulReadsTheWrongC) {
+  // The attention projection adds the residual stream as C (beta 1, C another buffer than D):
+  // a runtime that passed another address would add the wrong values.
+  InProcessRun run = dryRun(tinyPlan(), recordingLibraryInProcess().h100());
+  bool changed = false;
+  for (Event &event : run.trace)
+    if (event.kind == EventKind::Matmul && event.stream <= 1 && event.matmul.beta == 1.0f &&
+        event.matmul.pointerC != event.matmul.pointerD && !changed) {
+      event.matmul.pointerC += 256;
+      changed = true;
+    }
+  ASSERT_TRUE(changed) << "no matmul added a residual C";
+  run.report = checkDryRun(tinyPlan(), run.trace, {kOptimizerSteps, 0});
+  const DryRunViolation violation = expectViolation(run, "binding");
+  EXPECT_NE(violation.message.find("matmul operand C"), std::string::npos) << violation.text();
 }
 
 //===----------------------------------------------------------------------===//

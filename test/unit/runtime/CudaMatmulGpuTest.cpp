@@ -4,15 +4,16 @@
 // and compared with a reference computed in double from the same (rounded)
 // inputs: bf16/f16/f32 inputs with same-type or f32 outputs, each transpose
 // pair, an odd shape, batches (packed and with B broadcast), in-place
-// accumulation (beta = 1), and each epilogue: bias, gelu_tanh + bias
-// against the tanh-GELU formula, gelu with its aux pre-activation, the
-// gelu gradient (DGELU: the product times the tanh GELU's derivative at an
-// aux input), and the bias gradients against column / row sums. Errors are relative norms;
-// tolerances follow the output precision (bf16 keeps 8 significant bits,
-// f16 11, f32 accumulates exactly enough for 1e-5). Then CUDA graphs: a
-// captured step (kernels and a matmul) replays the same results as eager
-// execution, and a step that cannot be captured falls back to eager
-// execution, saying why once. Every test skips without a driver or a GPU.
+// accumulation (beta = 1), a residual C of its own (beta = 1, C not D), and
+// each epilogue: bias, gelu_tanh + bias against the tanh-GELU formula, gelu
+// with its aux pre-activation, the gelu gradient (DGELU: the product times
+// the tanh GELU's derivative at an aux input), and the bias gradients against
+// column / row sums. Errors are relative norms; tolerances follow the output
+// precision (bf16 keeps 8 significant bits, f16 11, f32 accumulates exactly
+// enough for 1e-5). Then CUDA graphs: a captured step (kernels and a matmul)
+// replays the same results as eager execution, and a step that cannot be
+// captured falls back to eager execution, saying why once. Every test skips
+// without a driver or a GPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -81,6 +82,8 @@ struct MatmulCase {
   int64_t batch = 1;
   bool broadcastB = false;
   float beta = 0.0f; // 1: accumulate into D in place
+  /// With beta 1: C is a buffer of its own (a residual added to the product), D starts as NaNs.
+  bool separateC = false;
 };
 
 std::string caseName(const ::testing::TestParamInfo<MatmulCase> &info) { return info.param.name; }
@@ -169,6 +172,9 @@ TEST_P(CudaMatmulGpu, MatchesTheReference) {
   DeviceAllocation aBuffer = upload(device, a, c.input, "A");
   DeviceAllocation bBuffer = upload(device, b, c.input, "B");
   DeviceAllocation dBuffer = upload(device, d0, c.output, "D");
+  DeviceAllocation cBuffer = upload(device, d0, c.output, "C");
+  if (c.separateC)
+    device.memsetAsync(dBuffer.pointer(), 0xff, dBuffer.bytes());
   DeviceAllocation biasBuffer = upload(device, bias, c.output, "bias");
   // Written by GELU_AUX (NaN bytes until then), read by DGELU.
   DeviceAllocation auxBuffer = c.epilogue == MatmulEpilogue::GeluGrad
@@ -181,7 +187,7 @@ TEST_P(CudaMatmulGpu, MatchesTheReference) {
   operands.a = aBuffer.pointer();
   operands.b = bBuffer.pointer();
   operands.d = dBuffer.pointer();
-  operands.c = c.beta != 0.0f ? dBuffer.pointer() : 0;
+  operands.c = c.beta == 0.0f ? 0 : c.separateC ? cBuffer.pointer() : dBuffer.pointer();
   operands.beta = c.beta;
   operands.bias = biasBuffer.pointer();
   operands.aux = auxBuffer.pointer();
@@ -309,6 +315,15 @@ std::vector<MatmulCase> matmulCases() {
   MatmulCase batchedGeluGrad{"bf16_batch2_dgelu", bf16, bf16, false, false, E::GeluGrad};
   batchedGeluGrad.batch = 2;
   cases.push_back(batchedGeluGrad);
+  // The attention projection with the residual stream: D = x W + bias + C, C another buffer.
+  MatmulCase residual{"bf16_bias_residual", bf16, bf16, false, false, E::Bias};
+  residual.beta = 1.0f;
+  residual.separateC = true;
+  cases.push_back(residual);
+  MatmulCase residualF32{"f32_residual", f32, f32};
+  residualF32.beta = 1.0f;
+  residualF32.separateC = true;
+  cases.push_back(residualF32);
   // Gradient accumulation: D += x^T . dy in f32.
   MatmulCase accumulate{"bf16_to_f32_At_accumulate", bf16, f32, true, false};
   accumulate.beta = 1.0f;
