@@ -448,8 +448,9 @@ mmaAttentionForward(const unsigned short *__restrict__ q, const unsigned short *
 //===----------------------------------------------------------------------===//
 
 /// One key tile of dq for one warp: S = q k^T, dP = dO v^T, dS = P (dP - delta) with
-/// P = exp(S scale - lse), dq += dS k (unscaled; the caller applies the scale).
-template <bool kBf16, int D, int BN, bool kCausal, int Stride>
+/// P = exp(S scale - lse), dq += dS k (unscaled; the caller applies the scale). kMask: the tile
+/// has rows past T, keys past S or crosses the causal diagonal (else no element is tested).
+template <bool kBf16, int D, int BN, bool kCausal, bool kMask, int Stride>
 __device__ __forceinline__ void
 dqTile(const unsigned (&qa)[D / 16][4], const unsigned (&dOa)[D / 16][4], float (&acc)[D / 8][4],
        const float (&rowLse2)[2], const float (&rowDelta)[2], const unsigned short (*kTile)[Stride],
@@ -467,7 +468,8 @@ dqTile(const unsigned (&qa)[D / 16][4], const unsigned (&dOa)[D / 16][4], float 
     for (int e = 0; e < 4; ++e) {
       const int h = e >> 1;
       const int row = row0 + g + 8 * h, key = firstKey + 8 * n + 2 * t + (e & 1);
-      const bool seen = row < queries && key < keys && visible<kCausal>(row, key, causalOffset);
+      const bool seen =
+          !kMask || (row < queries && key < keys && visible<kCausal>(row, key, causalOffset));
       const float p = exp2f(s[n][e] * scaleLog2 - rowLse2[h]);
       s[n][e] = seen ? p * (dP[n][e] - rowDelta[h]) : 0.0f; // dS
     }
@@ -518,13 +520,27 @@ mmaAttentionBackwardDq(const unsigned short *__restrict__ q, const unsigned shor
 
   const int end = keyEnd<kCausal>(firstQuery, kMmaBlockRows, queries, keys);
   const int warpEnd = keyEnd<kCausal>(row0, kMmaWarpRows, queries, keys);
-  streamTiles<D, BN, 2>(smem.k, smem.v, k, layout.k.row, v, layout.v.row, keys, 0,
-                        (end + BN - 1) / BN, NothingExtra(), [&](int firstKey, int buffer) {
-                          if (firstKey < warpEnd)
-                            dqTile<kBf16, D, BN, kCausal>(
-                                qa, dOa, acc, rowLse2, rowDelta, smem.k[buffer], smem.v[buffer],
-                                row0, firstKey, queries, keys, causalOffset, scaleLog2);
-                        });
+  // Tiles every row of the warp sees whole: its rows all before T, the keys before S and below
+  // the causal diagonal of its first row.
+  const int unmaskedEnd =
+      row0 + kMmaWarpRows <= queries ? keyEnd<kCausal>(row0, 1, queries, keys) : 0;
+  streamTiles<D, BN, 2>(
+      smem.k, smem.v, k, layout.k.row, v, layout.v.row, keys, 0, (end + BN - 1) / BN,
+      NothingExtra(), [&](int firstKey, int buffer) {
+        if (firstKey >= warpEnd)
+          return;
+        // (Not at D = 128, where a second form of the tile spills registers.)
+        if constexpr (D <= 64)
+          if (firstKey + BN <= unmaskedEnd) {
+            dqTile<kBf16, D, BN, kCausal, false>(qa, dOa, acc, rowLse2, rowDelta, smem.k[buffer],
+                                                 smem.v[buffer], row0, firstKey, queries, keys,
+                                                 causalOffset, scaleLog2);
+            return;
+          }
+        dqTile<kBf16, D, BN, kCausal, true>(qa, dOa, acc, rowLse2, rowDelta, smem.k[buffer],
+                                              smem.v[buffer], row0, firstKey, queries, keys,
+                                              causalOffset, scaleLog2);
+      });
   // dq's slice from the parameters here rather than held through the loop.
   storeRows<kBf16, D>(sliceBase(dq, layout.q, blockIdx.y / layout.heads, blockIdx.y % layout.heads),
                       layout.q.row, acc, row0, queries, scale, scale);
