@@ -1,9 +1,9 @@
 //===- Profile.cpp - Where a training step's GPU time goes ----------------===//
 //
-// The cost of a step group (bytes of its distinct buffers, flops of its
-// matmuls and attention), the rows that fold groups of the same code at the
-// same source location together, and the text of the `--profile` report.
-// Needs only the plan and the times, never the device.
+// The cost of a step group (bytes of the distinct buffers it reads plus those
+// it writes, flops of its matmuls and attention), the rows that fold groups
+// of the same code at the same source location together, and the text of the
+// `--profile` report. Needs only the plan and the times, never the device.
 //
 //===----------------------------------------------------------------------===//
 
@@ -90,15 +90,20 @@ std::string format(const char *pattern, double value) {
 
 GroupCost groupCost(const plan::Plan &plan, const plan::DeviceGroup &group) {
   GroupCost cost;
-  std::set<uint32_t> buffers;
+  std::set<uint32_t> reads, writes;
   for (uint32_t id : readBuffers(group))
-    buffers.insert(id);
+    reads.insert(id);
   for (uint32_t id : writtenBuffers(group))
-    buffers.insert(id);
-  for (uint32_t id : buffers)
-    if (id < plan.buffers.size())
-      cost.bytes += static_cast<uint64_t>(plan::numElements(plan.buffers[id])) *
-                    plan::dtypeBytes(plan.buffers[id].dtype);
+    writes.insert(id);
+  // A matmul accumulating into D (C = D, beta 1) reads D too, which readBuffers leaves out.
+  for (const plan::DeviceStep &step : group.steps)
+    if (const auto *matmul = std::get_if<plan::MatmulStep>(&step); matmul && matmul->beta != 0)
+      reads.insert(matmul->c);
+  for (const std::set<uint32_t> *buffers : {&reads, &writes})
+    for (uint32_t id : *buffers)
+      if (id < plan.buffers.size())
+        cost.bytes += static_cast<uint64_t>(plan::numElements(plan.buffers[id])) *
+                      plan::dtypeBytes(plan.buffers[id].dtype);
   for (const plan::DeviceStep &step : group.steps) {
     if (const auto *matmul = std::get_if<plan::MatmulStep>(&step))
       cost.flops += 2.0 * static_cast<double>(matmul->m) * matmul->n * matmul->k * matmul->batch;

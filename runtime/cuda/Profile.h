@@ -3,7 +3,8 @@
 // `--profile` on a training executable times every step group of the device
 // program with CUDA events (cuda::Executor::setProfiling) over the last few
 // optimizer steps. This file turns those times into the report: per group
-// the bytes it must move (every buffer it reads or writes, once) and the
+// the bytes it must move (every buffer it reads, once, plus every buffer it
+// writes, once: a buffer updated in place counts twice) and the
 // floating-point operations of its matmuls and attention, so the achieved
 // TB/s or TFLOP/s sits next to the time; groups that are the same code at
 // the same source location in different layers (`a <- b` locations that
@@ -26,8 +27,11 @@ namespace ampc::cuda {
 
 /// What one run of a step group must move and compute.
 struct GroupCost {
-  /// Bytes of every distinct buffer the group reads or writes (each once;
-  /// a view counts as its own buffer).
+  /// Bytes of every distinct buffer the group reads plus those of every
+  /// distinct buffer it writes: the least it must move, what a copy's
+  /// "read + written" bandwidth is compared with. A buffer read and
+  /// written (an optimizer's parameters and moments, an accumulator, a
+  /// matmul adding into D) counts twice; a view counts as its own buffer.
   uint64_t bytes = 0;
   /// 2 m n k per matmul; attention forward 4 B H Tq Tk D, backward 2.5x
   /// that (halved when causal; FlashAttention-2's count of the gradient's

@@ -58,13 +58,24 @@ plan::Plan profiledPlan() {
   return plan;
 }
 
-TEST(CudaProfile, GroupCostCountsBuffersOnceAndMatmulFlops) {
+TEST(CudaProfile, GroupCostCountsReadsAndWritesAndMatmulFlops) {
   const plan::Plan plan = profiledPlan();
   const GroupCost matmul = groupCost(plan, plan.device.microStep.groups[0]);
   EXPECT_EQ(matmul.bytes, 64u * 32 * 2 + 32 * 16 * 2 + 64 * 16 * 4);
   EXPECT_DOUBLE_EQ(matmul.flops, 2.0 * 64 * 16 * 32);
   const GroupCost elementwise = groupCost(plan, plan.device.microStep.groups[2]);
   EXPECT_EQ(elementwise.bytes, 2u * 64 * 16 * 4);
+
+  // A buffer read and written counts twice: an in-place update (read-write argument) and a
+  // matmul adding into D (C = D, beta 1) move it both ways, as a copy's bandwidth counts.
+  plan::DeviceGroup inPlace = plan.device.microStep.groups[2];
+  std::get<plan::LaunchStep>(inPlace.steps[0]).args[1].access = plan::Access::ReadWrite;
+  EXPECT_EQ(groupCost(plan, inPlace).bytes, 3u * 64 * 16 * 4);
+  plan::DeviceGroup accumulating = plan.device.microStep.groups[0];
+  auto &product = std::get<plan::MatmulStep>(accumulating.steps[0]);
+  product.c = product.d;
+  product.beta = 1.0f;
+  EXPECT_EQ(groupCost(plan, accumulating).bytes, 64u * 32 * 2 + 32 * 16 * 2 + 2 * 64 * 16 * 4);
   EXPECT_EQ(elementwise.flops, 0);
 
   plan::AttentionStep attention;
