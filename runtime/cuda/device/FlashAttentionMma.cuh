@@ -158,22 +158,31 @@ __device__ __forceinline__ void loadRowFragments(unsigned (&frag)[D / 16][4],
 }
 
 /// acc[m][n] (M row tiles of 16, each 16 x 8 tiles over N = 8 Ntiles columns) += A_m (16 x K,
-/// fragments a[m][K/16]) times the transpose of a shared [N, K] tile's rows firstRow..
-/// (B[k][n] = tile[firstRow + n][k]). Each B fragment is read from shared memory once and used
-/// by all M row tiles, so M = 2 halves the ldmatrix traffic per product.
-template <bool kBf16, int M, int K, int Ntiles, int Stride>
-__device__ __forceinline__ void
-mmaRowTilesTimesTileT(float (&acc)[M][Ntiles][4], const unsigned (&a)[M][K / 16][4],
-                      const unsigned short (*tile)[Stride], int firstRow) {
+/// fragments a[m][K/16]) times B, a shared tile's rows from firstRow: with kTileIsBt the tile is
+/// [N, K] and B its transpose (B[k][n] = tile[firstRow + n][k]; plain ldmatrix), else the tile
+/// is [K, N] and B itself (B[k][n] = tile[firstRow + k][n]; ldmatrix .trans). Each B fragment is
+/// read from shared memory once and used by all M row tiles, so M = 2 halves the ldmatrix
+/// traffic per product.
+template <bool kBf16, bool kTileIsBt, int M, int K, int Ntiles, int Stride>
+__device__ __forceinline__ void mmaRowTilesTimesTile(float (&acc)[M][Ntiles][4],
+                                                     const unsigned (&a)[M][K / 16][4],
+                                                     const unsigned short (*tile)[Stride],
+                                                     int firstRow) {
   const int lane = threadIdx.x % 32;
-  // ldmatrix x4: matrix i = lane / 8 is rows (n) 8 (i / 2) .. +7, columns (k) 8 (i % 2) .. +7.
+  // ldmatrix x4: matrix i = lane / 8 is rows (n) 8 (i / 2) .. +7, columns (k) 8 (i % 2) .. +7
+  // of a [N, K] tile; .trans: rows (k) 8 (i % 2) .. +7, columns (n) 8 (i / 2) .. +7 of a
+  // [K, N] tile, this pair of n-tiles.
   const int rowInPair = (lane / 16) * 8 + lane % 8, columnHalf = ((lane / 8) % 2) * 8;
+  const int row = ((lane / 8) % 2) * 8 + lane % 8, columnPair = (lane / 16) * 8;
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk)
 #pragma unroll
     for (int n = 0; n < Ntiles; n += 2) {
       unsigned b[4];
-      tc::ldmatrixX4(b, &tile[firstRow + 8 * n + rowInPair][16 * kk + columnHalf]);
+      if constexpr (kTileIsBt)
+        tc::ldmatrixX4(b, &tile[firstRow + 8 * n + rowInPair][16 * kk + columnHalf]);
+      else
+        tc::ldmatrixX4Trans(b, &tile[firstRow + 16 * kk + row][8 * n + columnPair]);
       const unsigned b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
 #pragma unroll
       for (int m = 0; m < M; ++m) {
@@ -189,35 +198,9 @@ template <bool kBf16, int K, int Ntiles, int Stride>
 __device__ __forceinline__ void
 mmaRowsTimesTileT(float (&acc)[Ntiles][4], const unsigned (&a)[K / 16][4],
                   const unsigned short (*tile)[Stride], int firstRow) {
-  mmaRowTilesTimesTileT<kBf16, 1, K, Ntiles>(reinterpret_cast<float(&)[1][Ntiles][4]>(acc),
-                                             reinterpret_cast<const unsigned(&)[1][K / 16][4]>(a),
-                                             tile, firstRow);
-}
-
-/// acc[m][n] (M row tiles of 16, each 16 x 8 tiles over D = 8 Ntiles columns) += A_m (16 x K,
-/// fragments a[m][K/16]) times a shared [K, D] tile's rows firstRow.. (B[k][n] =
-/// tile[firstRow + k][n]): ldmatrix .trans, each B fragment shared by the M row tiles.
-template <bool kBf16, int M, int K, int Ntiles, int Stride>
-__device__ __forceinline__ void
-mmaRowTilesTimesTile(float (&acc)[M][Ntiles][4], const unsigned (&a)[M][K / 16][4],
-                     const unsigned short (*tile)[Stride], int firstRow) {
-  const int lane = threadIdx.x % 32;
-  // ldmatrix x4 .trans: matrix i = lane / 8 is rows (k) 8 (i % 2) .. +7, columns (n)
-  // 8 (i / 2) .. +7 of this pair of n-tiles.
-  const int row = ((lane / 8) % 2) * 8 + lane % 8, columnPair = (lane / 16) * 8;
-#pragma unroll
-  for (int kk = 0; kk < K / 16; ++kk)
-#pragma unroll
-    for (int n = 0; n < Ntiles; n += 2) {
-      unsigned b[4];
-      tc::ldmatrixX4Trans(b, &tile[firstRow + 16 * kk + row][8 * n + columnPair]);
-      const unsigned b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-        tc::mma16816<kBf16>(acc[m][n], a[m][kk], b0);
-        tc::mma16816<kBf16>(acc[m][n + 1], a[m][kk], b1);
-      }
-    }
+  mmaRowTilesTimesTile<kBf16, true, 1, K, Ntiles>(
+      reinterpret_cast<float(&)[1][Ntiles][4]>(acc),
+      reinterpret_cast<const unsigned(&)[1][K / 16][4]>(a), tile, firstRow);
 }
 
 /// acc[n] (16 x 8 tiles over D = 8 Ntiles columns) += A (16 x K, fragments a[K/16]) times a
@@ -226,9 +209,9 @@ template <bool kBf16, int K, int Ntiles, int Stride>
 __device__ __forceinline__ void
 mmaRowsTimesTile(float (&acc)[Ntiles][4], const unsigned (&a)[K / 16][4],
                  const unsigned short (*tile)[Stride], int firstRow) {
-  mmaRowTilesTimesTile<kBf16, 1, K, Ntiles>(reinterpret_cast<float(&)[1][Ntiles][4]>(acc),
-                                            reinterpret_cast<const unsigned(&)[1][K / 16][4]>(a),
-                                            tile, firstRow);
+  mmaRowTilesTimesTile<kBf16, false, 1, K, Ntiles>(
+      reinterpret_cast<float(&)[1][Ntiles][4]>(acc),
+      reinterpret_cast<const unsigned(&)[1][K / 16][4]>(a), tile, firstRow);
 }
 
 /// The A fragments of 16 rows of a shared [.., K] tile (rows firstRow..firstRow + 15).
@@ -322,7 +305,7 @@ forwardTile(const unsigned (&qa)[M][D / 16][4], float (&acc)[M][D / 8][4],
 #pragma unroll
   for (int m = 0; m < M; ++m)
     zero(s[m]);
-  mmaRowTilesTimesTileT<kBf16, M, D, BN / 8>(s, qa, kTile, 0);
+  mmaRowTilesTimesTile<kBf16, true, M, D, BN / 8>(s, qa, kTile, 0);
   unsigned p[M][BN / 16][4];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
@@ -363,7 +346,7 @@ forwardTile(const unsigned (&qa)[M][D / 16][4], float (&acc)[M][D / 8][4],
         acc[m][n][e] *= correction[e >> 1];
     packAsA<kBf16, BN / 8>(p[m], s[m]);
   }
-  mmaRowTilesTimesTile<kBf16, M, BN, D / 8>(acc, p, vTile, 0);
+  mmaRowTilesTimesTile<kBf16, false, M, BN, D / 8>(acc, p, vTile, 0);
 }
 
 /// The forward of one block: BlockRows = 64 M query rows, M 16-row tiles a warp (the entry

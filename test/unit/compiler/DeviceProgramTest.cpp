@@ -419,44 +419,16 @@ TEST(DeviceProgram, GptStepsReadTheRightBuffers) {
   EXPECT_EQ(auxEpilogues, 2u);
   EXPECT_EQ(geluGradients, 2u);
   EXPECT_EQ(residuals, 4u);
-  // The rows per block are the kernels' (32 or 64); validation names any other.
-  plan::Plan tampered = plan;
-  for (plan::DeviceGroup &group : tampered.device.microStep.groups)
-    for (plan::DeviceStep &step : group.steps)
-      if (auto *attention = std::get_if<plan::AttentionStep>(&step))
-        attention->blockRows = 48;
-  try {
-    plan::validatePlan(tampered);
-    ADD_FAILURE() << "block rows 48 passed validation";
-  } catch (const std::exception &error) {
-    EXPECT_NE(std::string(error.what()).find("block rows 48 is not one the flash kernels have"),
-              std::string::npos)
-        << error.what();
-  }
-  // The forward's rows per block are its kernel's: 128 for the tensor-core kernels at D = 16.
-  tampered = plan;
-  for (plan::DeviceGroup &group : tampered.device.microStep.groups)
-    for (plan::DeviceStep &step : group.steps)
-      if (auto *attention = std::get_if<plan::AttentionStep>(&step))
-        attention->forwardBlockRows = 64;
-  try {
-    plan::validatePlan(tampered);
-    ADD_FAILURE() << "forward block rows 64 passed validation";
-  } catch (const std::exception &error) {
-    EXPECT_NE(std::string(error.what())
-                  .find("forward block rows 64 is not the forward kernel's (128 at block rows 64 "
-                        "and head dim 16)"),
-              std::string::npos)
-        << error.what();
-  }
-  // A backward reads both the saved o and lse or neither, and with them runs no forward kernel.
-  auto expectInvalidBackward = [&](const std::function<void(plan::AttentionStep &)> &tamper,
-                                   const std::string &message) {
+  // Validation names an attention step that does not match its kernels: \p tamper changes every
+  // attention step (only the backward ones with \p backwardOnly).
+  auto expectInvalidAttention = [&](bool backwardOnly,
+                                    const std::function<void(plan::AttentionStep &)> &tamper,
+                                    const std::string &message) {
     plan::Plan changed = plan;
     for (plan::DeviceGroup &group : changed.device.microStep.groups)
       for (plan::DeviceStep &step : group.steps)
         if (auto *attention = std::get_if<plan::AttentionStep>(&step);
-            attention && attention->pass == plan::AttentionPass::Backward)
+            attention && (!backwardOnly || attention->pass == plan::AttentionPass::Backward))
           tamper(*attention);
     try {
       plan::validatePlan(changed);
@@ -465,6 +437,19 @@ TEST(DeviceProgram, GptStepsReadTheRightBuffers) {
       EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << error.what();
     }
   };
+  auto expectInvalidBackward = [&](const std::function<void(plan::AttentionStep &)> &tamper,
+                                   const std::string &message) {
+    expectInvalidAttention(true, tamper, message);
+  };
+  // The rows per block are the kernels' (32 or 64); the forward's are its kernel's, 128 for the
+  // tensor-core kernels at D = 16.
+  expectInvalidAttention(
+      false, [](plan::AttentionStep &step) { step.blockRows = 48; },
+      "block rows 48 is not one the flash kernels have");
+  expectInvalidAttention(
+      false, [](plan::AttentionStep &step) { step.forwardBlockRows = 64; },
+      "forward block rows 64 is not the forward kernel's (128 at block rows 64 and head dim 16)");
+  // A backward reads both the saved o and lse or neither, and with them runs no forward kernel.
   expectInvalidBackward([](plan::AttentionStep &step) { step.lse = plan::kNoBuffer; },
                         "a backward step reads both the saved o and lse, or neither");
   expectInvalidBackward(

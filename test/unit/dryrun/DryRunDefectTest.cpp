@@ -698,16 +698,24 @@ TEST(DryRunDefect, MatmulPointerMisaligned) {
       << violation.text();
 }
 
-TEST(DryRunDefect, MatmulEpilogueWithoutItsBias) {
-  // The first matmul of the micro step that has an epilogue.
-  int occurrence = -1, matmuls = 0;
+/// Which of the tiny GPT's micro-step matmuls (counting from 0 in program order) is the first
+/// that \p wanted picks, or -1.
+int firstMatmul(const std::function<bool(const plan::MatmulStep &)> &wanted) {
+  int matmuls = 0;
   for (const plan::DeviceGroup &group : tinyPlan().device.microStep.groups)
     for (const plan::DeviceStep &step : group.steps)
       if (const auto *matmul = std::get_if<plan::MatmulStep>(&step)) {
-        if (occurrence < 0 && matmul->epilogue != plan::Epilogue::None)
-          occurrence = matmuls;
+        if (wanted(*matmul))
+          return matmuls;
         ++matmuls;
       }
+  return -1;
+}
+
+TEST(DryRunDefect, MatmulEpilogueWithoutItsBias) {
+  // The first matmul of the micro step that has an epilogue.
+  const int occurrence = firstMatmul(
+      [](const plan::MatmulStep &matmul) { return matmul.epilogue != plan::Epilogue::None; });
   ASSERT_GE(occurrence, 0);
   AmpcRecordingPlant plant = planted(AMPC_PLANT_MATMUL_NO_BIAS);
   plant.occurrence = occurrence;
@@ -718,14 +726,8 @@ TEST(DryRunDefect, MatmulEpilogueWithoutItsBias) {
 TEST(DryRunDefect, GeluGradientMatmulWithoutItsAux) {
   // The first matmul of the micro step that multiplies by the gelu's derivative (DGELU), which
   // reads the forward's pre-activation through the aux pointer.
-  int occurrence = -1, matmuls = 0;
-  for (const plan::DeviceGroup &group : tinyPlan().device.microStep.groups)
-    for (const plan::DeviceStep &step : group.steps)
-      if (const auto *matmul = std::get_if<plan::MatmulStep>(&step)) {
-        if (occurrence < 0 && matmul->epilogue == plan::Epilogue::DGelu)
-          occurrence = matmuls;
-        ++matmuls;
-      }
+  const int occurrence = firstMatmul(
+      [](const plan::MatmulStep &matmul) { return matmul.epilogue == plan::Epilogue::DGelu; });
   ASSERT_GE(occurrence, 0);
   AmpcRecordingPlant plant = planted(AMPC_PLANT_MATMUL_NO_AUX);
   plant.occurrence = occurrence;
