@@ -16,9 +16,10 @@
 //      GELU_BIAS epilogues. The pre-gelu sum may have other readers (GELU_AUX writes it out).
 //      Without a gelu, a residual: when the product (or its biased sum) has one reader, an
 //      add of a value of the same shape, cuBLASLt's C with beta = 1 (D = A B + bias + C).
-//      Also a matmul whose only reader is a tanh gelu's gradient taking the product as its
-//      incoming gradient, the gelu's input of the product's shape with a last dimension that is
-//      a multiple of 8: cuBLASLt's DGELU epilogue (the input read as its aux matrix).
+//      Also a matmul whose only reader is a tanh gelu's gradient (bf16 or f16: the adapter gives
+//      only those the role) taking the product as its incoming gradient, the gelu's input of the
+//      product's shape with a last dimension that is a multiple of 8: cuBLASLt's DGELU epilogue
+//      (the input read as its aux matrix).
 //   3. bias_grad: a sum over every dimension but the last, of a value that one operand of a 2-D
 //      matmul also reads (through reshapes, and widening casts on the sum's side), when the
 //      matmul contracts that operand over its rows (cuBLASLt's BGRADA / BGRADB epilogues): the

@@ -42,7 +42,12 @@ FusionOpClass classify(Operation *op, FusionRole &role) {
     if (gelu.getApproximation() == GeluApproximation::tanh)
       role = FusionRole::TanhGelu;
   } else if (auto geluGrad = llvm::dyn_cast<GeluGradOp>(op)) {
-    if (geluGrad.getApproximation() == GeluApproximation::tanh)
+    // cuBLASLt's DGELU epilogue takes the tanh form; only bf16 and f16 products are known to
+    // have DGELU kernels (the reduced-precision training the epilogue exists for), so an f32
+    // gradient keeps its elementwise kernel.
+    Type element = getElementTypeOrSelf(geluGrad.getType());
+    if (geluGrad.getApproximation() == GeluApproximation::tanh &&
+        (element.isBF16() || element.isF16()))
       role = FusionRole::TanhGeluGrad;
   } else if (llvm::isa<ReshapeOp>(op)) {
     role = FusionRole::Reshape;

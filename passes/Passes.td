@@ -415,7 +415,7 @@ def GraphFuse : Pass<"graph-fuse", "::ampc::graph::ModelOp"> {
       then optionally a tanh gelu (cuBLASLt's BIAS / GELU_AUX_BIAS epilogues) or, without a
       gelu, a residual add of a value of the result's shape read as cuBLASLt's C (beta 1; also
       after a plain product whose only reader it is); or a matmul read
-      only by a tanh gelu_grad as its incoming gradient (cuBLASLt's DGELU, the gelu's input
+      only by a bf16/f16 tanh gelu_grad as its incoming gradient (cuBLASLt's DGELU, the gelu's input
       read as the aux matrix: an MLP's backward never stores dh);
     - `bias_grad`: a sum over the rows of a value a 2-D matmul contracts over its rows (the bias
       gradient of a weight-gradient matmul: cuBLASLt's BGRADA / BGRADB);

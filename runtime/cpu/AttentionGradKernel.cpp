@@ -37,7 +37,9 @@ void attentionGrad(const T *q, const T *k, const T *v, const T *dy, int64_t batc
       std::fill(dkTotal.begin(), dkTotal.end(), 0.0);
       std::fill(dvTotal.begin(), dvTotal.end(), 0.0);
       for (int64_t i = 0; i < queries; ++i) {
-        const int64_t valid = causal ? std::min(keys, i + (keys - queries) + 1) : keys;
+        // Rows before the first visible key (more queries than keys) see none: valid 0.
+        const int64_t valid =
+            causal ? std::clamp<int64_t>(i + (keys - queries) + 1, 0, keys) : keys;
         const T *qRow = qEntry + i * headDim;
         const T *dyRow = dyEntry + i * valueDim;
         T *p = probabilities.data();

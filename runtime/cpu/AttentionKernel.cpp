@@ -49,7 +49,9 @@ void attention(const T *q, const T *k, const T *v, int64_t batch, int64_t querie
       for (int64_t i = firstQuery; i < lastQuery; ++i) {
         const T *qRow = q + (b * queries + i) * headDim;
         T *outRow = out + (b * queries + i) * valueDim;
-        const int64_t valid = causal ? std::min(keys, i + (keys - queries) + 1) : keys;
+        // Rows before the first visible key (more queries than keys) see none: valid 0.
+        const int64_t valid =
+            causal ? std::clamp<int64_t>(i + (keys - queries) + 1, 0, keys) : keys;
         // scores[j] = scale * (q_i . k_j) for the visible keys.
         std::fill(scores.begin(), scores.begin() + valid, T(0));
         for (int64_t d = 0; d < headDim; ++d) {

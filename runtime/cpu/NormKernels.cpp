@@ -81,7 +81,7 @@ template <typename T> void softmax(const T *x, const Shape &shape, bool causal, 
     for (int64_t r = begin; r < end; ++r) {
       int64_t valid = width;
       if (causal)
-        valid = std::min(width, r % queries + (width - queries) + 1);
+        valid = std::clamp<int64_t>(r % queries + (width - queries) + 1, 0, width);
       softmaxRow(x + r * width, width, valid, y + r * width);
     }
   });

@@ -390,6 +390,13 @@ void FunctionChecker::checkMatmul(const MatmulStep &matmul) {
     failStep("beta must be non-zero exactly when there is a C operand");
   use(matmul.a, Access::Read, "A");
   use(matmul.b, Access::Read, "B");
+  // cuBLASLt reads C (a residual, or D itself) and the aux matrix with D's layout and type.
+  const size_t buffers = plan.buffers.size();
+  for (auto [id, what] : {std::pair<uint32_t, const char *>{matmul.c, "C"}, {matmul.aux, "aux"}})
+    if (id != kNoBuffer && id < buffers && matmul.d < buffers &&
+        buffer(id).dtype != buffer(matmul.d).dtype)
+      failStep(std::string(what) + " " + describe(id) + " must have D's dtype " +
+               dtypeName(buffer(matmul.d).dtype));
   useOptional(matmul.c, Access::Read, "C");
   const bool biasWritten = matmul.epilogue == Epilogue::BGradB;
   const bool needsBias = matmul.epilogue != Epilogue::None && matmul.epilogue != Epilogue::DGelu;
@@ -401,6 +408,8 @@ void FunctionChecker::checkMatmul(const MatmulStep &matmul) {
   const bool auxRead = matmul.epilogue == Epilogue::DGelu;
   if ((matmul.epilogue == Epilogue::GeluAuxBias || auxRead) != (matmul.aux != kNoBuffer))
     failStep("an aux buffer goes with epilogues gelu_aux_bias and dgelu, and only with them");
+  if (auxRead && matmul.aux == matmul.d)
+    failStep("dgelu reads its aux matrix while it writes D: they must be different buffers");
   if (auxRead)
     use(matmul.aux, Access::Read, "aux");
   use(matmul.d, Access::Write, "D");
@@ -440,6 +449,7 @@ void FunctionChecker::checkMatmul(const MatmulStep &matmul) {
   for (uint32_t id : {matmul.d, matmul.c, matmul.bias, matmul.aux})
     if (id != kNoBuffer && !isFloatDType(buffer(id).dtype))
       failStep(describe(id) + " must have a float dtype");
+
 }
 
 void FunctionChecker::checkAttentionLayout(const AttentionStep &attention,

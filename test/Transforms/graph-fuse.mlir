@@ -125,27 +125,40 @@ graph.model @epilogue {
 
 // A tanh gelu's gradient joins the matmul producing its incoming gradient (cuBLASLt's DGELU
 // epilogue reads the gelu's input as its aux matrix); the product is never written. An erf
-// gelu's gradient stays out of its matmul's group (the loss takes it as a producer).
+// gelu's gradient, and an f32 one, stay out of their matmuls' groups (the loss takes them as
+// producers).
 // CHECK-LABEL: graph.model @gelu_grad_epilogue
 // CHECK: %[[D:.+]] = graph.matmul %{{.+}}, %{{.+}} transpose_rhs {graph.fusion = #graph.fusion<group = [[MM:[0-9]+]], kind = matmul_epilogue>}
 // CHECK-NEXT: %[[DX:.+]] = graph.gelu_grad tanh %{{.+}}, %[[D]] {graph.fusion = #graph.fusion<group = [[MM]], kind = {{[a-z_]+}}>}
 // CHECK-NEXT: %[[E:.+]] = graph.matmul %{{.+}}, %{{.+}} transpose_rhs {graph.fusion = #graph.fusion<group = {{[0-9]+}}, kind = matmul>}
 // CHECK-NEXT: %[[EX:.+]] = graph.gelu_grad erf %{{.+}}, %[[E]] {graph.fusion = #graph.fusion<group = [[LOSS:[0-9]+]], kind = reduction>}
 // CHECK-NEXT: graph.mse_loss %[[DX]], %[[EX]] {graph.fusion = #graph.fusion<group = [[LOSS]], kind = {{[a-z_]+}}>}
+// CHECK: %[[F:.+]] = graph.matmul %{{.+}}, %{{.+}} transpose_rhs {graph.fusion = #graph.fusion<group = {{[0-9]+}}, kind = matmul>}
+// CHECK-NEXT: graph.gelu_grad tanh %{{.+}}, %[[F]] {graph.fusion = #graph.fusion<group = {{[0-9]+}}, kind = reduction>}
 graph.model @gelu_grad_epilogue {
-  graph.input @pre : tensor<4x16xf32>
-  graph.input @dy : tensor<4x8xf32>
-  graph.input @w : tensor<16x8xf32>
+  graph.input @pre : tensor<4x16xbf16>
+  graph.input @dy : tensor<4x8xbf16>
+  graph.input @w : tensor<16x8xbf16>
+  graph.input @pre32 : tensor<4x16xf32>
+  graph.input @dy32 : tensor<4x8xf32>
+  graph.input @w32 : tensor<16x8xf32>
   func.func @forward() {
-    %pre = graph.get_input @pre : tensor<4x16xf32>
-    %dy = graph.get_input @dy : tensor<4x8xf32>
-    %w = graph.get_input @w : tensor<16x8xf32>
-    %d = graph.matmul %dy, %w transpose_rhs : tensor<4x8xf32>, tensor<16x8xf32>
-    %dx = graph.gelu_grad tanh %pre, %d : tensor<4x16xf32>
-    %e = graph.matmul %dy, %w transpose_rhs : tensor<4x8xf32>, tensor<16x8xf32>
-    %ex = graph.gelu_grad erf %pre, %e : tensor<4x16xf32>
-    %l = graph.mse_loss %dx, %ex : tensor<4x16xf32>
-    graph.loss %l : tensor<f32>
+    %pre = graph.get_input @pre : tensor<4x16xbf16>
+    %dy = graph.get_input @dy : tensor<4x8xbf16>
+    %w = graph.get_input @w : tensor<16x8xbf16>
+    %d = graph.matmul %dy, %w transpose_rhs : tensor<4x8xbf16>, tensor<16x8xbf16>
+    %dx = graph.gelu_grad tanh %pre, %d : tensor<4x16xbf16>
+    %e = graph.matmul %dy, %w transpose_rhs : tensor<4x8xbf16>, tensor<16x8xbf16>
+    %ex = graph.gelu_grad erf %pre, %e : tensor<4x16xbf16>
+    %l = graph.mse_loss %dx, %ex : tensor<4x16xbf16>
+    %pre32 = graph.get_input @pre32 : tensor<4x16xf32>
+    %dy32 = graph.get_input @dy32 : tensor<4x8xf32>
+    %w32 = graph.get_input @w32 : tensor<16x8xf32>
+    %f = graph.matmul %dy32, %w32 transpose_rhs : tensor<4x8xf32>, tensor<16x8xf32>
+    %fx = graph.gelu_grad tanh %pre32, %f : tensor<4x16xf32>
+    %l32 = graph.mse_loss %fx, %pre32 : tensor<4x16xf32>
+    %sum = graph.add %l, %l32 : tensor<f32>, tensor<f32>
+    graph.loss %sum : tensor<f32>
     return
   }
 }

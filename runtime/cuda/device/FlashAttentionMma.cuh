@@ -14,7 +14,8 @@
 //   The streamed tiles (keys for the forward and dq, queries for dk/dv) are staged in shared
 //   memory in their 16-bit storage type, rows padded by 16 bytes so that ldmatrix's 8 row
 //   reads hit distinct banks; all under 48 KB of static shared memory.
-//   A warp's own 16 rows of q (and dO) live in registers as A fragments for the whole kernel.
+//   A warp's own rows of q (and dO) live in registers as A fragments for the whole kernel
+//   (16, or the forward's 32 at D <= 64).
 //   Score tiles stay in registers: S = q k^T accumulates in mma D fragments, the softmax runs
 //   on them (row statistics over the 4 lanes of a quad), and P (dS) rounded to the storage
 //   type feeds the next product as A fragments without touching shared memory (as FA2 does).
@@ -23,7 +24,8 @@
 //   forward  S = q k^T (D/16 x Bn/8 mma), online softmax, o += P v (Bn/16 x D/8 mma)
 //   dq       S = q k^T, dP = dO v^T, dS = P (dP - delta), dq += dS k          (3 products)
 //   dk/dv    S^T = k q^T, dP^T = v dO^T, dv += P^T dO, dk += dS^T q           (4 products)
-// Tile sizes: forward and dq 64 keys (32 at D = 128), double-buffered: the next tile is copied
+// Tile sizes: forward 32 keys (kMmaForwardKeys: 64 with one row tile a warp), dq 64 keys (32 at
+// D = 128), double-buffered: the next tile is copied
 // by cp.async while the current one is used; dk/dv 64 queries, double-buffered, with the warp's
 // k and v rows in registers (D <= 64), or 16 queries single-buffered with the block's k and v in
 // shared memory, re-read by ldmatrix per product (D = 128).
@@ -59,7 +61,7 @@ template <int D> struct MmaTileShape {
   static_assert(D == 16 || D == 32 || D == 64 || D == 128, "head dim must be 16, 32, 64 or 128");
   static constexpr int stride = D + 8; ///< shared row length in elements (16 bytes of padding)
   /// Forward and dq stream double-buffered key tiles (two of k and v in shared memory); the
-  /// forward's are MmaForwardShape's.
+  /// forward's are kMmaForwardKeys.
   static constexpr int dqKeys = D == 128 ? 32 : 64;
   static constexpr int dkvQueries = D == 128 ? 16 : 64;
 };

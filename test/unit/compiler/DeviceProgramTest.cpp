@@ -419,6 +419,34 @@ TEST(DeviceProgram, GptStepsReadTheRightBuffers) {
   EXPECT_EQ(auxEpilogues, 2u);
   EXPECT_EQ(geluGradients, 2u);
   EXPECT_EQ(residuals, 4u);
+  // cuBLASLt reads a residual C with D's type: validation refuses a C of another dtype.
+  {
+    plan::Plan changed = plan;
+    plan::MatmulStep *residual = nullptr;
+    for (plan::DeviceGroup &group : changed.device.microStep.groups)
+      for (plan::DeviceStep &step : group.steps)
+        if (auto *matmul = std::get_if<plan::MatmulStep>(&step);
+            matmul && !residual && matmul->beta == 1.0f && matmul->c != matmul->d)
+          residual = matmul;
+    ASSERT_NE(residual, nullptr);
+    // A placed f32 buffer of C's element count (an f32 gradient of the micro step).
+    const int64_t elements = plan::numElements(changed.buffers[residual->c]);
+    uint32_t f32Buffer = plan::kNoBuffer;
+    for (const plan::ArenaPlacement &placement : changed.device.microStep.placements)
+      if (f32Buffer == plan::kNoBuffer &&
+          changed.buffers[placement.buffer].dtype == plan::DType::F32 &&
+          plan::numElements(changed.buffers[placement.buffer]) == elements)
+        f32Buffer = placement.buffer;
+    ASSERT_NE(f32Buffer, plan::kNoBuffer);
+    residual->c = f32Buffer;
+    try {
+      plan::validatePlan(changed);
+      ADD_FAILURE() << "a residual C in f32 passed validation";
+    } catch (const std::exception &error) {
+      EXPECT_NE(std::string(error.what()).find("must have D's dtype bf16"), std::string::npos)
+          << error.what();
+    }
+  }
   // Validation names an attention step that does not match its kernels: \p tamper changes every
   // attention step (only the backward ones with \p backwardOnly).
   auto expectInvalidAttention = [&](bool backwardOnly,

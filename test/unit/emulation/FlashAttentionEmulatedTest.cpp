@@ -200,7 +200,18 @@ TEST_P(FlashAttentionEmulated, ForwardAndBackwardMatchTheCpuReference) {
 
   const double tolerance = c.storage == Storage::F32 ? 1e-4 : 2e-2;
   EXPECT_LT(relativeError(p.gather(o, p.o, T), expected.o), tolerance) << "o";
-  EXPECT_LT(relativeError(lse, expected.lse), 1e-5) << "lse";
+  // A row that sees no key (causal, more queries than keys) has lse -inf on both sides; the
+  // others are compared as numbers.
+  std::vector<double> seenLse, expectedSeenLse;
+  for (size_t r = 0; r < lse.size(); ++r) {
+    if (std::isinf(expected.lse[r]) && expected.lse[r] < 0) {
+      EXPECT_TRUE(std::isinf(lse[r]) && lse[r] < 0) << "lse of row " << r << ": " << lse[r];
+      continue;
+    }
+    seenLse.push_back(lse[r]);
+    expectedSeenLse.push_back(expected.lse[r]);
+  }
+  EXPECT_LT(relativeError(seenLse, expectedSeenLse), 1e-5) << "lse";
   EXPECT_LT(relativeError(p.gather(gradients, p.q, T), expected.dq), tolerance) << "dq";
   EXPECT_LT(relativeError(p.gather(gradients, p.k, S), expected.dk), tolerance) << "dk";
   EXPECT_LT(relativeError(p.gather(gradients, p.v, S), expected.dv), tolerance) << "dv";
@@ -221,6 +232,8 @@ INSTANTIATE_TEST_SUITE_P(TensorCores, FlashAttentionEmulated,
                          ::testing::Values(Case{Storage::Bf16, true, 64, false, 70, 70},
                                            Case{Storage::Bf16, true, 64, true, 37, 70},
                                            Case{Storage::Bf16, true, 64, true, 130, 130},
+                                           // More queries than keys: the first 60 rows see none.
+                                           Case{Storage::Bf16, true, 64, true, 130, 70},
                                            Case{Storage::F16, true, 64, false, 70, 70},
                                            Case{Storage::F16, true, 64, true, 37, 70},
                                            Case{Storage::Bf16, true, 128, true, 100, 100},

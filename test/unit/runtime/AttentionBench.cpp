@@ -18,9 +18,9 @@
 // token-major [B, T, H D], dq, dk, dv written into one packed gradient; the same arithmetic on
 // the same values, so its outputs must equal the contiguous run's bit for bit, and its times
 // show what the strided rows cost. At head dim 64 the tensor-core forward (two 16-row tiles of
-// queries a warp) is timed beside the one-tile version (one tile a warp, 64 rows a block), whose
-// o and lse must be the same bits. Exit status 0, or 1 when a difference exceeds 2e-2 or the
-// packed or one-tile outputs differ at all; 2 without a GPU.
+// queries a warp, 32-key tiles) is timed beside the one-tile version it replaced (one tile a
+// warp, 64 rows a block, 64-key tiles), whose o must agree with it to 2e-2. Exit status 0, or 1
+// when a difference exceeds 2e-2 or the packed outputs differ at all; 2 without a GPU.
 //
 // The kernels are compiled with NVRTC from the headers in kernel-include/ beside this
 // executable (or $AMPC_KERNEL_INCLUDE), as the GPU tests do.
@@ -149,8 +149,9 @@ void relayout(const Shape &shape, int parts, int part, const std::vector<char> &
 
 struct Run {
   Timing timing;
-  /// Whether the one-tile forward's o and lse equal the default forward's bit for bit.
-  bool oneTileSame = true;
+  /// The one-tile forward's o against the default forward's (relative norm): the two sum their
+  /// key tiles in different sizes (64 and 32 keys), so they differ by rounding only.
+  double oneTileDifference = 0;
   Outputs outputs;
 };
 
@@ -233,8 +234,7 @@ Run runShape(cuda::Device &device, cuda::Module &module, bool tensorCores, bool 
     return bytes;
   };
   if (tensorCores && !packed && shape.headDim == 64) {
-    // The one-tile forward into buffers of its own: the same arithmetic per row, so the same
-    // bits.
+    // The one-tile forward (64-key tiles) into buffers of its own.
     cuda::DeviceAllocation oOne = device.allocate(o.bytes(), "o (one tile a warp)"),
                            lseOne = device.allocate(lse.bytes(), "lse (one tile a warp)");
     CUdeviceptr oOnep = oOne.pointer(), lseOnep = lseOne.pointer();
@@ -244,7 +244,8 @@ Run runShape(cuda::Device &device, cuda::Module &module, bool tensorCores, bool 
       oneTile.launch(tiles, {&qp, &kp, &vp, &oOnep, &lseOnep, &queries, &keys, &scale, &layout});
     });
     device.synchronize("running the one-tile forward");
-    run.oneTileSame = download(oOne) == download(o) && download(lseOne) == download(lse);
+    run.oneTileDifference = relativeError(decode(download(oOne), Storage::Bf16),
+                                          decode(download(o), Storage::Bf16));
   }
   run.timing.delta = medianMilliseconds(device, iterations, [&] {
     deltaKernel.launch(cuda::LaunchConfig::linear(static_cast<unsigned>((deltaRows + 3) / 4), 128),
@@ -349,14 +350,14 @@ int main(int argc, char **argv) {
         firstResult = false;
         if (t.forwardOneTile > 0) {
           const double oneTileRate = 4 * pairs / (t.forwardOneTile * 1e-3) / 1e12;
-          std::printf("%-18s %-12s %9.3f %49s %9.1f   (one 16-row tile a warp; o and lse %s)\n",
+          std::printf("%-18s %-12s %9.3f %49s %9.1f   (one 16-row tile a warp; o and the default's %s)\n",
                       shape.label, "mma 1 tile", t.forwardOneTile, "", oneTileRate,
-                      runs[which].oneTileSame ? "bit-identical" : "DIFFER");
+                      runs[which].oneTileDifference < 2e-2 ? "agree" : "DIFFER");
           json << ", {\"shape\": \"" << shape.label
                << "\", \"kernels\": \"mma_forward_one_tile\", \"forward_ms\": " << t.forwardOneTile
                << ", \"forward_tflops\": " << oneTileRate
-               << ", \"bit_identical\": " << (runs[which].oneTileSame ? "true" : "false") << "}";
-          agree = agree && runs[which].oneTileSame;
+               << ", \"o_difference\": " << runs[which].oneTileDifference << "}";
+          agree = agree && runs[which].oneTileDifference < 2e-2;
         }
       }
       const char *names[] = {"o", "dq", "dk", "dv"};

@@ -1,9 +1,11 @@
 //===- CpuAttentionTest.cpp - Attention against hand values and a naive ---===//
 
 #include "CpuTestUtils.h"
+#include "runtime/cpu/Kernels.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -93,6 +95,31 @@ TEST(CpuAttention, MatchesNaiveWithoutMask) { checkAgainstNaive(false, 5, 7); }
 TEST(CpuAttention, MatchesNaiveCausal) { checkAgainstNaive(true, 40, 40); }
 
 TEST(CpuAttention, MatchesNaiveCausalWithMoreKeys) { checkAgainstNaive(true, 3, 6); }
+
+TEST(CpuAttention, KernelRowsThatSeeNoKeyAreZero) {
+  // A plan refuses causal attention with more queries than keys, but the kernel is also the
+  // device kernels' reference (FlashAttentionEmulatedTest): T = 5, S = 3, query i sees keys
+  // j <= i - 2, so queries 0 and 1 see none: their output is 0 and their lse -inf (as the CUDA
+  // kernels write them), the others are the naive result.
+  const int64_t t = 5, s = 3, d = 4, dv = 2;
+  std::vector<double> q(t * d), k(s * d), v(s * dv), out(t * dv, 7.0), lse(t, 7.0);
+  for (size_t i = 0; i < q.size(); ++i)
+    q[i] = std::sin(0.3 * static_cast<double>(i));
+  for (size_t i = 0; i < k.size(); ++i)
+    k[i] = std::cos(0.5 * static_cast<double>(i));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = 0.25 * static_cast<double>(i) - 1;
+  cpu::kernels::attention<double>(q.data(), k.data(), v.data(), 1, t, s, d, dv, 0.5, true,
+                                  out.data(), lse.data());
+  std::vector<double> expected =
+      naiveAttention(q.data(), k.data(), v.data(), t, s, d, dv, 0.5, true);
+  std::fill(expected.begin(), expected.begin() + 2 * dv, 0.0);
+  for (size_t i = 0; i < out.size(); ++i)
+    EXPECT_NEAR(out[i], expected[i], 1e-12) << i;
+  EXPECT_TRUE(std::isinf(lse[0]) && lse[0] < 0) << lse[0];
+  EXPECT_TRUE(std::isinf(lse[1]) && lse[1] < 0) << lse[1];
+  EXPECT_TRUE(std::isfinite(lse[2])) << lse[2];
+}
 
 TEST(CpuAttention, F32IsCloseToF64) {
   std::vector<double> q(2 * 6 * 4), k(2 * 6 * 4), v(2 * 6 * 4);

@@ -319,6 +319,16 @@ TEST(PlanDevice, RejectsInconsistentMatmuls) {
   matmulOf(plan).bias = plan::kNoBuffer;
   expectInvalid(plan, {"an aux buffer goes with epilogues gelu_aux_bias and dgelu"});
   plan = devicePlan();
+  matmulOf(plan).epilogue = plan::Epilogue::DGelu;
+  matmulOf(plan).bias = plan::kNoBuffer;
+  matmulOf(plan).aux = matmulOf(plan).d;
+  expectInvalid(plan, {"dgelu reads its aux matrix while it writes D"});
+  plan = devicePlan();
+  matmulOf(plan).beta = 1;
+  matmulOf(plan).c = matmulOf(plan).a; // bf16 [4, 8]: not D's element count
+  expectInvalid(plan, {"C buffer 0 'x' (bf16 [4, 8]) must have D's 64 elements"});
+
+  plan = devicePlan();
   matmulOf(plan).beta = 1;
   expectInvalid(plan, {"beta must be non-zero exactly when there is a C "
                        "operand"});
