@@ -17,6 +17,9 @@
 #              moving average, exported weights, --init-from (bf16 copies) and
 #              resuming from a checkpoint the GPU wrote
 #   profile    --profile of gpt124m: where a step's time goes
+#   kernels    Nsight Compute's counters (ncu) of the kernels furthest from their floors:
+#              the attention kernels at GPT-124M's shape and gpt124m's classifier, layer
+#              norms and AdamW (not in the default list: run it by name)
 #   bench      ampc and PyTorch side by side (bench/bench.py): the table
 #   curves     GPT-10M on real text, 2000 steps, fp32/bf16/fp16, ampc and PyTorch
 # BENCH_ARGS and CURVES_ARGS add flags to bench.py in those phases, to fit a short visit:
@@ -176,6 +179,36 @@ phase_profile() {
   local status=$?
   if [ $status -eq 0 ]; then note profile ok "profile_gpt124m.txt"
   else note profile FAIL "exit $status (profile_gpt124m.txt)"; fi
+}
+
+phase_kernels() {
+  local ncu
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null |
+    head -1)
+  if [ -z "$ncu" ]; then note kernels FAIL "no ncu on this machine"; return; fi
+  # Throughput against the chip's peaks, occupancy, where warps stall, the pipes' use and the
+  # memory traffic; the clocks left as they are (METHOD.md).
+  local sections=(--clock-control none --section SpeedOfLight --section Occupancy
+    --section LaunchStats --section WarpStateStats --section SchedulerStats
+    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section InstructionStats)
+  local status=0
+  timeout 300 "$ncu" "${sections[@]}" --launch-count 8 \
+    --kernel-name 'regex:(fwd|bwd_dq|bwd_dkdv)_bf16_d64_causal$|fwd_one_tile' \
+    "$here/tests/ampc_attention_bench" --iterations 1 >"$results/ncu_attention.txt" 2>&1 ||
+    status=1
+  # One family at a time (a launch count over all of them would spend it on the first layers):
+  # the first two launches of each, from one eager step of gpt124m.
+  : >"$results/ncu_gpt124m.txt"
+  local family
+  for family in 'cross_entropy_loss_grad' 'reduction_layernorm_[0-9a-f]+$' \
+    'layernorm_grad_[0-9a-f]+$' 'layernorm_grad_params' 'sum_columns' 'adamw'; do
+    echo "=== $family" >>"$results/ncu_gpt124m.txt"
+    timeout 150 "$ncu" "${sections[@]}" --launch-count 2 --kernel-name "regex:$family" \
+      "$here/train/gpt124m_bf16" --device cuda --steps 2 --profile=1 \
+      --data "$here/data/kjv_train.bin" --quiet >>"$results/ncu_gpt124m.txt" 2>&1 || status=1
+  done
+  if [ $status -eq 0 ]; then note kernels ok "ncu_attention.txt, ncu_gpt124m.txt"
+  else note kernels FAIL "see ncu_attention.txt, ncu_gpt124m.txt"; fi
 }
 
 phase_bench() {

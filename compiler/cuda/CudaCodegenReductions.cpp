@@ -24,6 +24,10 @@ namespace {
 
 /// Threads of the classifier's block per row (compiled into its pack walk).
 constexpr int kClassifierThreads = 1024;
+/// The most 32-bit registers a classifier thread gives to its row's held packs: a thread of a
+/// 1024-thread block has 64 registers. The 50304-long bf16 rows of a GPT-2 vocabulary hold 28;
+/// ptxas for sm_90 gives that kernel 50 registers in all, without spilling.
+constexpr int64_t kClassifierHeldRegisters = 32;
 
 /// The input index of (kept index o, reduced index r) for a reduction of \p shape over \p axes.
 ///
@@ -350,8 +354,15 @@ void Generator::crossEntropyKernels() {
            body.str(), launch);
   }
   // 2. One block per row: loss and gradient from the same statistics. Emitted with \p walk (one
-  // element at a time, or 16-byte packs); returns the body.
+  // element at a time, or 16-byte packs, held in registers or read again by each pass); returns
+  // the body.
   Value logits = loss.getLogits();
+  // e^x by exp2 where every row tensor is 16-bit (the error is far below their step), else expf.
+  const bool stored16 = isReducedFloat(elementOf(logits)) &&
+                        (!grad || isReducedFloat(elementOf(grad.getResult())));
+  auto exp = [&](const std::string &x) {
+    return std::string(stored16 ? "expForStorage16(" : "expf(") + x + ")";
+  };
   auto emit = [&](KernelWriter &writer, RowWalk &walk) {
     std::string labels = writer.tensorParam(loss.getLabels(), Role::Input);
     std::string lossOut = writer.tensorParam(loss.getResult(), Role::Output);
@@ -360,29 +371,29 @@ void Generator::crossEntropyKernels() {
     for (Value output : groupOutputs(writer))
       if (grad && writer.dependsOn(output, grad.getResult()))
         gradOutputs.push_back(output);
-    std::ostringstream body;
-    body << "  __shared__ float reduceScratch[32];\n"
+    std::ostringstream head;
+    head << "  __shared__ float reduceScratch[32];\n"
          << "  const float count = labelled[0];\n";
     if (grad) {
       Scope dlossScope;
       // dloss is the scalar seed of the loss's gradient, read once per block.
       dlossScope.indent = "  ";
       std::string dloss = writer.element(grad.getGrad(), "0", dlossScope);
-      body << dlossScope.text.str() << "  // dlogits = (softmax - onehot) * dloss / count.\n"
+      head << dlossScope.text.str() << "  // dlogits = (softmax - onehot) * dloss / count.\n"
            << "  const float gradScale = "
            << (mean ? "count == 0.0f ? 0.0f : " + dloss + " / count" : dloss) << ";\n";
     }
-    // Each row, one block: read the label's logit, then the stable log-sum-exp in one pass
-    // (each thread's running maximum and its sum of exp(x - maximum), rescaled when the
-    // maximum grows; then the block's); loss_row = logsumexp - x[label].
+    // Each row, one block: read the label's logit, then the stable log-sum-exp; loss_row =
+    // logsumexp - x[label].
     const std::string errors = writer.errorParam(loss);
-    body << "  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n"
+    head << "  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n"
          << "    const long long label = static_cast<long long>(" << labels << "[row]);\n"
          << "    const bool ignored = label == " << ignore << ";\n"
          << "    // A label outside [0, L) that is not ignore_index: the CPU backend stops with an\n"
          << "    // error; here the loss and the row's gradient become NaN and the error record\n"
          << "    // names the label.\n"
          << "    const bool outside = !ignored && (label < 0 || label >= L);\n";
+    std::ostringstream body;
     {
       Scope labelScope;
       labelScope.indent = "      ";
@@ -395,23 +406,40 @@ void Generator::crossEntropyKernels() {
            << "    if (threadIdx.x == 0 && !ignored && !outside) {\n"
            << labelScope.text.str() << "      labelLogit = " << x << ";\n    }\n";
     }
-    body << "    float maximum = -__int_as_float(0x7f800000), total = 0.0f;\n"
-         << walk.pass([&](Scope &s) {
-              s.line("const float x = " + writer.element(logits, "i", s) + ";");
-              s.line("if (x > maximum) {");
-              s.line("  total = total * expf(maximum - x) + 1.0f;");
-              s.line("  maximum = x;");
-              s.line("} else {");
-              s.line("  total += expf(x - maximum);");
-              s.line("}");
-            })
-         << "    // The row's maximum, and every thread's sum rescaled to it (a thread that saw\n"
-         << "    // no element adds 0).\n"
-         << "    const float rowMaximum = blockMax(maximum, reduceScratch);\n"
-         << "    total = blockSum(total == 0.0f ? 0.0f : total * expf(maximum - rowMaximum),\n"
-         << "                     reduceScratch);\n"
-         << "    maximum = rowMaximum;\n"
-         << "    const float logSumExp = maximum + logf(total);\n";
+    if (walk.holdPacks) {
+      // The row is in registers: the maximum in one pass (no exponential), then the sum of
+      // exp(x - maximum) in a second, every exponential independent of the others.
+      body << "    float maximum = -__int_as_float(0x7f800000);\n"
+           << walk.pass([&](Scope &s) {
+                s.line("maximum = fmaxf(maximum, " + writer.element(logits, "i", s) + ");");
+              })
+           << "    maximum = blockMax(maximum, reduceScratch);\n"
+           << "    float total = 0.0f;\n"
+           << walk.pass([&](Scope &s) {
+                s.line("total += " + exp(writer.element(logits, "i", s) + " - maximum") + ";");
+              })
+           << "    total = blockSum(total, reduceScratch);\n";
+    } else {
+      // Read from memory by each pass: one pass (each thread's running maximum and its sum of
+      // exp(x - maximum), rescaled when the maximum grows; then the block's).
+      body << "    float maximum = -__int_as_float(0x7f800000), total = 0.0f;\n"
+           << walk.pass([&](Scope &s) {
+                s.line("const float x = " + writer.element(logits, "i", s) + ";");
+                s.line("if (x > maximum) {");
+                s.line("  total = total * " + exp("maximum - x") + " + 1.0f;");
+                s.line("  maximum = x;");
+                s.line("} else {");
+                s.line("  total += " + exp("x - maximum") + ";");
+                s.line("}");
+              })
+           << "    // The row's maximum, and every thread's sum rescaled to it (a thread that saw\n"
+           << "    // no element adds 0).\n"
+           << "    const float rowMaximum = blockMax(maximum, reduceScratch);\n"
+           << "    total = blockSum(total == 0.0f ? 0.0f : total * " << exp("maximum - rowMaximum")
+           << ",\n                     reduceScratch);\n"
+           << "    maximum = rowMaximum;\n";
+    }
+    body << "    const float logSumExp = maximum + logf(total);\n";
     // Thread 0 adds the row's loss (divided by the count for a mean) into the scalar with
     // atomicAdd; 0x7fffffff is a quiet NaN for a bad label.
     body << "    if (threadIdx.x == 0 && !ignored) {\n"
@@ -422,20 +450,26 @@ void Generator::crossEntropyKernels() {
          << "        atomicAdd(" << lossOut << ", (logSumExp - labelLogit)"
          << (mean ? " / count" : "") << ");\n      }\n    }\n";
     if (grad) {
-      body << walk.pass([&](Scope &s) {
-        std::string x = writer.element(logits, "i", s);
-        // softmax_j - [j == label], scaled by dloss (/ count): the gradient of the row's loss.
-        std::string value = "ignored ? 0.0f : outside ? __int_as_float(0x7fffffff) : (expf(" +
-                            x + " - maximum) / total - (j == label ? 1.0f : 0.0f)) * gradScale";
-        if (isReducedFloat(elementOf(grad.getResult())))
-          value = "roundAs<" + cType(elementOf(grad.getResult())) + ">(" + value + ")";
-        s.line("const float dlogit = " + value + ";");
-        KernelWriter::bind(s, grad.getResult(), "i", "dlogit");
-        for (Value output : gradOutputs)
-          writer.store(output, "i", writer.element(output, "i", s), s);
-      });
+      // One division a row: softmax_j * dloss (/ count) = exp(x_j - maximum) * rowScale.
+      body << "    const float rowScale = gradScale / total;\n"
+           << walk.pass([&](Scope &s) {
+                std::string x = writer.element(logits, "i", s);
+                // softmax_j - [j == label], scaled by dloss (/ count): the gradient of the row's
+                // loss.
+                std::string value = "ignored ? 0.0f : outside ? __int_as_float(0x7fffffff) : " +
+                                    exp(x + " - maximum") +
+                                    " * rowScale - (j == label ? gradScale : 0.0f)";
+                if (isReducedFloat(elementOf(grad.getResult())))
+                  value = "roundAs<" + cType(elementOf(grad.getResult())) + ">(" + value + ")";
+                s.line("const float dlogit = " + value + ";");
+                KernelWriter::bind(s, grad.getResult(), "i", "dlogit");
+                for (Value output : gradOutputs)
+                  writer.store(output, "i", writer.element(output, "i", s), s);
+              });
     }
     body << "  }\n";
+    // The held packs' loads come first in the row, before the label's logit and every pass.
+    const std::string text = head.str() + walk.holdLoad() + body.str();
     // The gradient may be written over the logits it is computed from: same shape and element
     // type, each element read (by the thread that writes it, or before the row's barriers)
     // first.
@@ -447,7 +481,7 @@ void Generator::crossEntropyKernels() {
             output.aliasOf = input.name;
     writer.scalarParam("rows", "i64", "rows");
     writer.scalarParam("L", "i64", "row_length");
-    return body.str();
+    return text;
   };
 
   // A block per row: classifier rows are vocabulary-long. The unpacked kernel first: it tells
@@ -469,19 +503,28 @@ void Generator::crossEntropyKernels() {
       narrowest = std::min(narrowest, param.elementType == "f32" ? 4 : 2);
     }
   const int width = 16 / narrowest;
+  // Packed, the row's packs held in registers when they fit (one read of the row), else read
+  // again by each pass.
   std::unique_ptr<KernelWriter> packedWriter;
-  if (packable && classes % width == 0) {
-    packedWriter = std::make_unique<KernelWriter>(opIndex, members);
-    RowWalk packed(blockSpan, *packedWriter, kClassifierThreads);
+  bool held = false;
+  for (bool hold : {true, false}) {
+    if (!packable || classes % width != 0 || writer != unpackedWriter.get())
+      break;
+    auto candidate = std::make_unique<KernelWriter>(opIndex, members);
+    RowWalk packed(blockSpan, *candidate, kClassifierThreads);
     packed.packed = true;
     packed.width = width;
     packed.packs = classes / width;
     packed.rows = rows;
-    std::string packedBody = emit(*packedWriter, packed);
-    if (!packed.broadcastRead && packed.packsValid) {
-      body = std::move(packedBody);
-      writer = packedWriter.get();
-    }
+    packed.holdPacks = hold;
+    std::string packedBody = emit(*candidate, packed);
+    if (packed.broadcastRead || !packed.packsValid ||
+        (hold && packed.heldRegisters() > kClassifierHeldRegisters))
+      continue;
+    body = std::move(packedBody);
+    packedWriter = std::move(candidate);
+    writer = packedWriter.get();
+    held = hold;
   }
   const bool vectorised = writer == packedWriter.get();
   KernelLaunch launch;
@@ -490,21 +533,26 @@ void Generator::crossEntropyKernels() {
   // One block per row, L = the class count (the vocabulary for a language model).
   launch.rowLength = classes;
   launch.blockSize = kClassifierThreads;
+  const std::string statistics =
+      held ? "Per row (one block): the row's packs of " + std::to_string(width) +
+                 " read once into registers; from them the maximum, then sum(exp(x - max)), in "
+                 "f32"
+           : std::string("Per row (one block): the maximum and sum(exp(x - max)) in f32 in one "
+                         "pass (a running\nmaximum per thread, its sum rescaled as it grows)");
+  const std::string memory =
+      held ? "the logits row read once (in registers for every pass)"
+           : std::string("the logits row read twice (the second time from L2)") +
+                 (vectorised ? ", in packs of " + std::to_string(width) : "");
   finish(*writer, "cross_entropy", "loss_grad",
-         std::string("Per row (one block): the maximum and sum(exp(x - max)) in f32 in one pass "
-                     "(a running\nmaximum per thread, its sum rescaled as it grows); loss += "
-                     "(logsumexp - x[label])") +
-             (mean ? " / count" : "") +
+         statistics + "; exp" + (stored16 ? " as exp2 (16-bit rows)" : "") +
+             ";\nloss += (logsumexp - x[label])" + (mean ? " / count" : "") +
              " (f32 atomicAdd), rows labelled ignore_index skipped;\n"
-             "dlogits = (softmax - onehot(label)) * dloss" +
-             (mean ? " / count" : "") +
-             ", 0 on ignored rows; dlogits may overwrite the logits in place. A label\n"
-             "outside [0, L) that is not ignore_index makes\n"
-             "the loss and its row's gradient NaN and is reported in the error record. The\n"
-             "logits are never written in f32. Memory: the logits row read twice (the second "
-             "time from L2)" +
-             (vectorised ? ", in packs of " + std::to_string(width) + "," : ",") +
-             " dlogits written once.",
+             "dlogits = (softmax - onehot(label)) * dloss" + (mean ? " / count" : "") +
+             " (one division a row), 0 on ignored rows; dlogits may overwrite the logits in "
+             "place. A label\noutside [0, L) that is not ignore_index makes the loss and its "
+             "row's gradient NaN and is\nreported in the error record. The logits are never "
+             "written in f32. Memory: " +
+             memory + ", dlogits written once.",
          body, launch);
 }
 

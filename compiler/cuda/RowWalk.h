@@ -11,6 +11,7 @@
 #include "compiler/cuda/KernelGenerator.h"
 
 #include <functional>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -40,6 +41,13 @@ inline std::string packElement(const std::string &dtype) {
 /// from those registers, and only per-column vectors (gamma, beta) are read again. Both walks
 /// take the same elements in the same f32 arithmetic; only the order of a lane's partial sums
 /// differs.
+///
+/// Held packs (packed, holdPacks): every row operand a pass reads is kept as it is stored, Q
+/// packs a thread (`hp_<name>[Q]`, 16 bytes each), filled by one load pass (holdLoad) that the
+/// caller places before the first pass; every pass then takes its packs from those registers, so
+/// the row is read from memory once however many passes there are, and all of a thread's loads
+/// are in flight together. For rows whose packs fit the registers (heldRegisters()): the
+/// classifier's 50304-long bf16 rows are 7 packs, 28 registers, a thread of 1024.
 class RowWalk {
 public:
   /// \p threads: the threads of a row (32 for a warp; a block-per-row kernel's block size,
@@ -65,8 +73,38 @@ public:
   /// elements) or a per-column vector (L), so that its packs are where packIndex says.
   bool packsValid = true;
 
+  /// Packed: keep the row operands' packs in registers (see the class comment).
+  bool holdPacks = false;
+
   /// Packs a thread takes at most.
   int64_t perLane() const { return (packs + threads - 1) / threads; }
+
+  /// The 32-bit registers a thread's held packs take (the passes emitted so far).
+  int64_t heldRegisters() const {
+    int64_t bytes = 0;
+    for (const auto &[name, pack] : heldPacks)
+      bytes += pack.bytes;
+    return perLane() * bytes / 4;
+  }
+
+  /// Held packs: the register arrays of the row operands the passes emitted so far read, and the
+  /// load pass that fills them; empty otherwise. Emitted inside the row loop, before the passes.
+  std::string holdLoad() const {
+    if (heldPacks.empty())
+      return "";
+    const std::string q = std::to_string(perLane());
+    std::string text = "    // The row's packs, read once into registers: every pass below reads them "
+                       "there.\n";
+    for (const auto &[name, pack] : heldPacks)
+      text += "    " + pack.type + " hp_" + name + "[" + q + "];\n";
+    text += "#pragma unroll\n    for (int q = 0; q < " + q + "; ++q) {\n" +
+            "      const long long p = " + span.first() + " + " + std::to_string(threads) +
+            "ll * q;\n" + guard();
+    for (const auto &[name, pack] : heldPacks)
+      text += "        hp_" + name + "[q] = reinterpret_cast<const " + pack.type + " *>(" + name +
+              ")[row * " + std::to_string(packs) + "ll + p];\n";
+    return text + "      }\n    }\n";
+  }
 
   /// A row value kept in the register array `array` by the load pass: element e of the lane is
   /// `expression` at the lane's e-th element; when `value` is set, later passes read that value
@@ -110,13 +148,30 @@ public:
 
 private:
   std::vector<Held> held;
+  /// Held packs: the row operands read so far, by parameter name.
+  struct HeldPack {
+    std::string type;
+    int64_t bytes;
+  };
+  std::map<std::string, HeldPack> heldPacks;
+
+  /// The test that pack p of the round exists (the last round is partial unless the row's
+  /// threads divide P), with its opening brace.
+  std::string guard() const {
+    return packs % threads == 0 ? "      {\n"
+                                : "      if (p < " + std::to_string(packs) + "ll) {\n";
+  }
+
+  /// Whether \p param holds rows * L elements (its pack p of the row follows the row's), not
+  /// a per-column vector of L.
+  bool rowOperand(const KernelParam &param) const {
+    return !(numElements(param.shape) == packs * width && rows != 1);
+  }
 
   /// The index of pack p of the row in \p param: a row operand's packs follow the row's, a
   /// per-column vector's are the same for every row.
   std::string packIndex(const KernelParam &param) const {
-    return numElements(param.shape) == packs * width && rows != 1
-               ? "p"
-               : "row * " + std::to_string(packs) + "ll + p";
+    return rowOperand(param) ? "row * " + std::to_string(packs) + "ll + p" : "p";
   }
 
   /// Emits a pass over the lane's packs: the pack loads of the inputs \p body reads, the
@@ -141,8 +196,7 @@ private:
          << "      const long long p = " << span.first() << " + " << threads << "ll * q;\n";
     // Every thread has Q packs when P is a multiple of the row's threads; otherwise the last
     // round is partial.
-    text << (packs % threads == 0 ? "      {\n"
-                                  : "      if (p < " + std::to_string(packs) + "ll) {\n");
+    text << guard();
     for (const KernelParam &param : writer.params) {
       const bool inPacks = (param.role == Role::Input && scope.packsRead.count(param.name)) ||
                            (param.role == Role::Output && scope.packsWritten.count(param.name));
@@ -152,7 +206,12 @@ private:
                        param.elementType != "f16")))
         packsValid = false;
       const std::string pack = "Pack<" + packElement(param.elementType) + ", " + w + ">";
-      if (param.role == Role::Input && scope.packsRead.count(param.name))
+      if (param.role == Role::Input && scope.packsRead.count(param.name) && holdPacks &&
+          rowOperand(param)) {
+        heldPacks[param.name] = {pack, width * (param.elementType == "f32" ? 4 : 2)};
+        text << "        const " << pack << " pk_" << param.name << " = hp_" << param.name
+             << "[q];\n";
+      } else if (param.role == Role::Input && scope.packsRead.count(param.name))
         text << "        const " << pack << " pk_" << param.name << " = reinterpret_cast<const "
              << pack << " *>(" << param.name << ")[" << packIndex(param) << "];\n";
       else if (param.role == Role::Output && scope.packsWritten.count(param.name))

@@ -205,10 +205,13 @@ std::string classifierModel(int rows, int classes) {
 
 struct ClassifierCase {
   int rows, classes;
-  /// The precision mode: bf16 (logits read as the bf16 copy, gradient stored in bf16) or fp32.
+  /// The precision mode: bf16 or f16 (logits read as the 16-bit copy, gradient stored in it; the
+  /// f16 mode's loss scale is the seed the test writes) or fp32.
   std::string type;
   /// Whether the loss-and-gradient kernel reads the logits in 16-byte packs.
   bool packed;
+  /// Whether it holds a thread's packs of the row in registers (read once for every pass).
+  bool held;
 };
 
 class EmulatedClassifier : public ::testing::TestWithParam<ClassifierCase> {};
@@ -216,11 +219,13 @@ class EmulatedClassifier : public ::testing::TestWithParam<ClassifierCase> {};
 TEST_P(EmulatedClassifier, LossAndGradientMatchADoubleReference) {
   const ClassifierCase c = GetParam();
   const std::vector<GeneratedKernel> kernels = generateForText(
-      classifierModel(c.rows, c.classes), c.type == "bf16" ? kPrecisions[0] : kPrecisions[2]);
+      classifierModel(c.rows, c.classes),
+      c.type == "bf16" ? kPrecisions[0] : c.type == "f16" ? kPrecisions[1] : kPrecisions[2]);
   const GeneratedKernel *kernel = kernelWith(kernels, KernelLaunch::Space::Rows,
                                              "graph.cross_entropy");
   ASSERT_TRUE(kernel);
   EXPECT_EQ(readsPacks(*kernel), c.packed) << kernel->source;
+  EXPECT_EQ(kernel->source.find(" hp_") != std::string::npos, c.held) << kernel->source;
   TemporaryDirectory directory;
   HostKernel host(*kernel, directory.path);
   ASSERT_TRUE(host.ok()) << host.error() << "\n" << kernel->source;
@@ -289,7 +294,9 @@ TEST_P(EmulatedClassifier, LossAndGradientMatchADoubleReference) {
   EXPECT_NEAR(readElement(arguments[lossName], "f32", 0), loss, 1e-5 * std::abs(loss));
   const std::string gradType = arguments.param(gradName).elementType;
   const std::vector<double> got = readAll(arguments[gradName], gradType, rows * classes);
-  expectElementsNear(got, grad, 2 * storedStep(gradType), 1e-7 / classes, "dlogits");
+  // f16 stores the smallest probabilities as subnormals, whose step is 2^-24 whatever their size.
+  expectElementsNear(got, grad, 2 * storedStep(gradType),
+                     1e-7 / classes + (gradType == "f16" ? std::ldexp(1.0, -24) : 0.0), "dlogits");
   for (size_t j = 0; j < classes; ++j)
     ASSERT_EQ(got[classes + j], 0.0) << "the ignored row's gradient, class " << j;
 }
@@ -298,14 +305,19 @@ INSTANTIATE_TEST_SUITE_P(Shapes, EmulatedClassifier,
                          ::testing::Values(
                              // Classes a multiple of the pack (8 bf16, 4 f32): packed, with the
                              // last round of packs partial (1000 / 8 = 125 packs over 1024
-                             // threads; 50304 / 8 = 6288 = 6 rounds and a partial seventh).
-                             ClassifierCase{5, 50304, "bf16", true},
-                             ClassifierCase{4, 1000, "bf16", true},
-                             ClassifierCase{4, 256, "f32", true},
-                             ClassifierCase{4, 4100, "f32", true},
+                             // threads; 50304 / 8 = 6288 = 6 rounds and a partial seventh),
+                             // held in registers up to 32 of them a thread (50304 bf16: 7 packs
+                             // of 4 registers).
+                             ClassifierCase{5, 50304, "bf16", true, true},
+                             ClassifierCase{4, 1000, "bf16", true, true},
+                             ClassifierCase{3, 8192, "f16", true, true},
+                             ClassifierCase{4, 256, "f32", true, true},
+                             ClassifierCase{4, 4100, "f32", true, true},
+                             // 40000 f32: 10 packs a thread, 40 registers: read by each pass.
+                             ClassifierCase{2, 40000, "f32", true, false},
                              // Not a multiple of the pack: one element at a time.
-                             ClassifierCase{4, 250, "f32", false},
-                             ClassifierCase{3, 1001, "bf16", false}),
+                             ClassifierCase{4, 250, "f32", false, false},
+                             ClassifierCase{3, 1001, "bf16", false, false}),
                          [](const ::testing::TestParamInfo<ClassifierCase> &info) {
                            return std::to_string(info.param.rows) + "x" +
                                   std::to_string(info.param.classes) + "_" + info.param.type;
