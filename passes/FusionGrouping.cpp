@@ -122,6 +122,7 @@ private:
   void groupAccumulations();
   void groupOptimizerUpdates();
   void groupReductions();
+  void absorbAccumulatesIntoColumnSums();
   void groupElementwiseChains();
   void absorbBroadcasts();
   void groupCopyChains();
@@ -511,6 +512,34 @@ void Planner::groupReductions() {
     absorbConsumers(find(op));
 }
 
+void Planner::absorbAccumulatesIntoColumnSums() {
+  for (int op = 0; op < numOps; ++op) {
+    const FusionOp &accumulate = graph.ops[op];
+    if (accumulate.opClass != FusionOpClass::Accumulate || !accumulate.addsUnchanged ||
+        accumulate.operands.empty() || members[find(op)].size() != 1)
+      continue;
+    // The gradient: a column sum's result read by nothing else. A sum over a leading run of
+    // axes (a bias gradient's, or a reduction's), or a norm gradient's dgamma or dbeta; the
+    // sum's second stage then adds each column's total into the accumulator itself, so the
+    // gradient is never written and no kernel of its own adds it.
+    const FusionValue grad = accumulate.operands[0].value;
+    if (grad.op < 0 || readers[grad.op][grad.result].size() != 1)
+      continue;
+    const FusionOp &producer = graph.ops[grad.op];
+    const FusionKind producerKind = kind[find(grad.op)];
+    bool leading = !producer.axes.empty();
+    for (size_t k = 0; k < producer.axes.size(); ++k)
+      leading = leading && producer.axes[k] == static_cast<int64_t>(k);
+    const bool columnSum =
+        producer.role == FusionRole::Sum && leading &&
+        (producerKind == FusionKind::BiasGrad || producerKind == FusionKind::Reduction);
+    const bool normParameters = producer.role == FusionRole::NormGrad && grad.result >= 1 &&
+                                producerKind == FusionKind::Reduction;
+    if (columnSum || normParameters)
+      merge(grad.op, op);
+  }
+}
+
 void Planner::groupElementwiseChains() {
   for (int op = 0; op < numOps; ++op) {
     const FusionOp &elementwise = graph.ops[op];
@@ -618,6 +647,7 @@ FusionPlan Planner::run() {
   groupAccumulations();
   groupOptimizerUpdates();
   groupReductions();
+  absorbAccumulatesIntoColumnSums();
   groupElementwiseChains();
   absorbBroadcasts();
   groupCopyChains();

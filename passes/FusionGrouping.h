@@ -35,6 +35,10 @@
 //   6. reduction: a reduction-like op (norms, softmax, losses, sum/mean/max, embedding and their
 //      gradients) with the elementwise ops producing its largest operands that nothing else
 //      reads (recursively), then the elementwise ops consuming its results (recursively).
+//      Then an accumulate group of rule 4 that adds a column sum's f32 result unchanged (a sum
+//      over a leading run of axes, in a bias_grad or reduction group; a norm gradient's dgamma
+//      or dbeta), read by nothing else, joins the sum's group: the sum's second stage adds
+//      each column's total into the accumulator, and the gradient is never stored.
 //   7. elementwise: elementwise ops fuse with elementwise producers into chains; then a
 //      broadcast whose readers are all in one elementwise group joins it.
 //   8. copy: data-movement ops (transpose, split, concat, slice, pad, broadcast) fuse with the
@@ -91,6 +95,7 @@ enum class FusionRole {
   Sum,
   CrossEntropy,
   CrossEntropyGrad,
+  NormGrad, ///< layernorm_grad, rmsnorm_grad: results 1 (dgamma) and 2 (dbeta) are column sums
 };
 
 using FusionShape = std::vector<int64_t>;

@@ -59,6 +59,8 @@ FusionOpClass classify(Operation *op, FusionRole &role) {
     role = FusionRole::CrossEntropy;
   } else if (llvm::isa<CrossEntropyGradOp>(op)) {
     role = FusionRole::CrossEntropyGrad;
+  } else if (llvm::isa<LayerNormGradOp, RmsNormGradOp>(op)) {
+    role = FusionRole::NormGrad;
   }
   // The class is the op's own declaration (Graph_ElementwiseKernel, ... in GraphOps.td).
   if (op->hasTrait<ElementwiseKernel>())

@@ -66,7 +66,8 @@ struct KernelLaunch {
   enum class Space {
     Elements, ///< a grid-stride loop over `elements` (divided by `vectorWidth` when vectorised)
     Rows,     ///< one block (or warp: rowsPerBlock) per row, grid-stride over `rows`
-    Columns,  ///< ceil(rowLength / 32) blocks of (32 columns, 8 row slices) summing over `rows`
+    Columns,  ///< ceil(rowLength / (32 vectorWidth)) blocks of (32 columns or packs of
+              ///< vectorWidth columns, 8 row slices) summing over `rows`
     Single,   ///< one block (tiny scalar kernels and second reduction stages)
     Tensors,  ///< `elements` blocks over a table of tensors (multi-tensor kernels)
   };
@@ -85,7 +86,8 @@ struct KernelLaunch {
   /// Rows: the rows one block covers (one per warp when > 1; the grid is then
   /// ceil(rows / rowsPerBlock) blocks, capped, with a grid-stride loop over the rest).
   int rowsPerBlock = 1;
-  /// Elements per 16-byte access in the vectorised loop (1: scalar loop only).
+  /// Elements per 16-byte access in the vectorised loop (1: scalar loop only); Columns: the
+  /// columns of a thread's pack.
   int vectorWidth = 1;
 };
 

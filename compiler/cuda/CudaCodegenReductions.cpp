@@ -99,10 +99,10 @@ void Generator::reduceKernel(Operation *anchor) {
   // The input is viewed as [rows = reduced, L = outCount]: output j sums column j, in the two
   // kernels of columnSumKernels, as the norm-gradient columns.
   if (leading) {
-    KernelWriter sumWriter(opIndex, members);
-    Scope sumScope;
-    sumScope.indent = "      ";
-    sumScope.line("sum0 += " + sumWriter.element(input, "i", sumScope) + ";");
+    auto emitSum = [&](KernelWriter &writer, Scope &scope,
+                       const std::function<std::string(int)> &accumulator) {
+      scope.line(accumulator(0) + " += " + writer.element(input, "i", scope) + ";");
+    };
     KernelWriter storeWriter(opIndex, members);
     Scope storeScope;
     storeScope.indent = "    ";
@@ -111,7 +111,8 @@ void Generator::reduceKernel(Operation *anchor) {
     KernelWriter::bind(storeScope, result, "i", "result");
     for (Value output : outputs)
       storeWriter.store(output, "i", storeWriter.element(output, "i", storeScope), storeScope);
-    columnSumKernels(sumWriter, sumScope.text.str(), storeWriter, storeScope.text.str(), 1, reduced,
+    accumulateColumnTotals(storeWriter, storeScope, result);
+    columnSumKernels(emitSum, storeWriter, storeScope.text.str(), 1, reduced,
                      outCount, group->kind == "bias_grad" ? "bias_grad" : "reduction",
                      stem + "_columns",
                      std::string(isMean ? "out[j] = mean" : "out[j] = sum") +

@@ -397,58 +397,144 @@ constexpr int64_t kColumnSumBlocks = 1024;
 /// Column sums over a [rows, L] iteration space, in two kernels. One block per 32 columns (the
 /// whole sum in one block) left most of the GPU idle when L is a few hundred (24 blocks for
 /// L = 768) while each thread looped over thousands of rows; instead:
-///   `<stem>_partial`: grid (ceil(L / 32), chunks), block (32 columns, 8 row slices); block
-///       (x, c) sums rows [c * ceil(rows / chunks), ...) of its columns, the 8 slices meet in
-///       shared memory, and the f32 partial goes to scratch columnPartials[s][c][column];
+///   `<stem>_partial`: grid (column blocks, chunks), block (32 threads across, 8 row slices);
+///       block (x, c) sums rows [c * ceil(rows / chunks), ...) of its columns, the 8 slices meet
+///       in shared memory, and the f32 partial goes to scratch columnPartials[s][c][column].
+///       Packed (L a multiple of the pack, every operand a [rows, L] float tensor read at i):
+///       a thread takes a 16-byte pack of W consecutive columns (8 bf16/f16, 4 f32; 32 bytes
+///       for an f32 operand beside 16-bit ones), so a block covers 32 W columns and a warp
+///       reads 512 contiguous bytes of a row per access, four rows in flight; otherwise a
+///       thread takes one column, one element per access;
 ///   `<stem>`: one thread per column adds its chunks' partials in chunk order (so the result
 ///       does not depend on the grid) and runs the store code (the group's fused consumers).
 /// chunks is compiled in: ceil(kColumnSumBlocks / column blocks), at most one chunk per 64 rows.
-void Generator::columnSumKernels(KernelWriter &sumWriter, const std::string &sumCode,
-                                 KernelWriter &storeWriter, const std::string &storeCode, int sums,
-                                 int64_t rows, int64_t length, const std::string &kind,
-                                 const std::string &stem, const std::string &math) {
-  const int64_t columnBlocks = std::max<int64_t>(1, (length + 31) / 32);
+void Generator::columnSumKernels(const ColumnSumEmitter &emitSum, KernelWriter &storeWriter,
+                                 const std::string &storeCode, int sums, int64_t rows,
+                                 int64_t length, const std::string &kind, const std::string &stem,
+                                 const std::string &math) {
+  // The one-column walk, which also tells what the packed one would read.
+  KernelWriter unpackedWriter(opIndex, members);
+  Scope unpackedScope;
+  unpackedScope.indent = "      ";
+  emitSum(unpackedWriter, unpackedScope, [](int s) { return "sum" + std::to_string(s); });
+  // The packed walk: every operand read in packs a float [rows, L] tensor; W from the narrowest.
+  auto packedWriter = std::make_unique<KernelWriter>(opIndex, members);
+  Scope packedScope;
+  packedScope.vector = true;
+  packedScope.indent = "        ";
+  emitSum(*packedWriter, packedScope, [](int s) { return "sum" + std::to_string(s) + "[k]"; });
+  bool packable = !unpackedScope.broadcastRead && !unpackedScope.gatherRead &&
+                  !packedScope.broadcastRead && !packedScope.gatherRead &&
+                  !packedScope.packsRead.empty() && rows > 0;
+  int narrowest = 4;
+  for (const KernelParam &param : packedWriter->params)
+    if (packedScope.packsRead.count(param.name)) {
+      packable = packable && numElements(param.shape) == rows * length &&
+                 (param.elementType == "f32" || param.elementType == "bf16" ||
+                  param.elementType == "f16");
+      narrowest = std::min(narrowest, param.elementType == "f32" ? 4 : 2);
+    }
+  const int width = 16 / narrowest;
+  const bool packed = packable && length % width == 0;
+  KernelWriter &sumWriter = packed ? *packedWriter : unpackedWriter;
+  const int64_t perBlock = packed ? 32 * width : 32;
+  const int64_t columnBlocks = std::max<int64_t>(1, (length + perBlock - 1) / perBlock);
   const int64_t chunks = std::clamp<int64_t>((kColumnSumBlocks + columnBlocks - 1) / columnBlocks,
                                              1, std::max<int64_t>(1, rows / 64));
   sumWriter.scratchParam("columnPartials", {sums, chunks, length});
   sumWriter.scalarParam("rows", "i64", "rows");
   sumWriter.scalarParam("L", "i64", "row_length");
   std::ostringstream partial;
-  partial << "  __shared__ float partial[" << sums << "][8][33];\n"
-          << "  const long long column = static_cast<long long>(blockIdx.x) * 32 + threadIdx.x;\n"
-          << "  // This block's chunk of rows: [first, last).\n"
-          << "  const long long chunkRows = (rows + gridDim.y - 1) / gridDim.y;\n"
-          << "  const long long first = static_cast<long long>(blockIdx.y) * chunkRows;\n"
-          << "  const long long last = min(rows, first + chunkRows);\n"
-          << "  float sum0 = 0.0f, sum1 = 0.0f;\n"
-          << "  if (column < L) {\n"
-          << "    for (long long row = first + threadIdx.y; row < last; row += blockDim.y) {\n"
-          << "      const long long i = row * L + column;\n"
-          << sumCode << "    }\n  }\n"
-          << "  (void)sum1;\n"
-          << "  partial[0][threadIdx.y][threadIdx.x] = sum0;\n";
-  if (sums == 2)
-    partial << "  partial[1][threadIdx.y][threadIdx.x] = sum1;\n";
-  partial << "  __syncthreads();\n"
-          << "  if (threadIdx.y == 0 && column < L) {\n"
-          << "    for (int s = 0; s < " << sums << "; ++s) {\n"
-          << "      float total = 0.0f;\n"
-          << "      for (int y = 0; y < 8; ++y)\n"
-          << "        total += partial[s][y][threadIdx.x];\n"
-          << "      columnPartials[(static_cast<long long>(s) * gridDim.y + blockIdx.y) * L + "
-             "column] = total;\n"
-          << "    }\n  }\n";
+  if (packed) {
+    const std::string w = std::to_string(width), packs = std::to_string(length / width);
+    const std::string blockColumns = std::to_string(32 * width);
+    partial << "  // Each slice's sums of the block's " << blockColumns
+            << " columns, padded a float per slice.\n"
+            << "  __shared__ float partial[" << sums << "][8][" << 32 * width + 1 << "];\n"
+            << "  // This thread's pack of " << w << " columns.\n"
+            << "  const long long p = static_cast<long long>(blockIdx.x) * 32 + threadIdx.x;\n"
+            << "  // This block's chunk of rows: [first, last).\n"
+            << "  const long long chunkRows = (rows + gridDim.y - 1) / gridDim.y;\n"
+            << "  const long long first = static_cast<long long>(blockIdx.y) * chunkRows;\n"
+            << "  const long long last = min(rows, first + chunkRows);\n"
+            << "  float sum0[" << w << "] = {}, sum1[" << w << "] = {};\n"
+            << "  if (p < " << packs << "ll) {\n"
+            << "#pragma unroll 4\n"
+            << "    for (long long row = first + threadIdx.y; row < last; row += 8) {\n";
+    for (const KernelParam &param : packedWriter->params)
+      if (packedScope.packsRead.count(param.name)) {
+        const std::string pack = "Pack<" + packElement(param.elementType) + ", " + w + ">";
+        partial << "      const " << pack << " pk_" << param.name << " = reinterpret_cast<const "
+                << pack << " *>(" << param.name << ")[row * " << packs << "ll + p];\n";
+      }
+    partial << "#pragma unroll\n"
+            << "      for (int k = 0; k < " << w << "; ++k) {\n"
+            << "        const long long i = row * L + p * " << w << " + k;\n"
+            << "        (void)i;\n"
+            << packedScope.text.str() << "      }\n    }\n  }\n"
+            << "  (void)sum1;\n"
+            << "#pragma unroll\n"
+            << "  for (int k = 0; k < " << w << "; ++k) {\n"
+            << "    partial[0][threadIdx.y][threadIdx.x * " << w << " + k] = sum0[k];\n";
+    if (sums == 2)
+      partial << "    partial[1][threadIdx.y][threadIdx.x * " << w << " + k] = sum1[k];\n";
+    partial << "  }\n"
+            << "  __syncthreads();\n"
+            << "  // The block's 256 threads add the 8 slices of one column each, in slice order.\n"
+            << "  for (int c = threadIdx.y * 32 + threadIdx.x; c < " << blockColumns
+            << "; c += 256) {\n"
+            << "    const long long column = static_cast<long long>(blockIdx.x) * "
+            << blockColumns << " + c;\n"
+            << "    if (column < L)\n"
+            << "      for (int s = 0; s < " << sums << "; ++s) {\n"
+            << "        float total = 0.0f;\n"
+            << "        for (int y = 0; y < 8; ++y)\n"
+            << "          total += partial[s][y][c];\n"
+            << "        columnPartials[(static_cast<long long>(s) * gridDim.y + blockIdx.y) * L + "
+               "column] = total;\n"
+            << "      }\n  }\n";
+  } else {
+    partial << "  __shared__ float partial[" << sums << "][8][33];\n"
+            << "  const long long column = static_cast<long long>(blockIdx.x) * 32 + "
+               "threadIdx.x;\n"
+            << "  // This block's chunk of rows: [first, last).\n"
+            << "  const long long chunkRows = (rows + gridDim.y - 1) / gridDim.y;\n"
+            << "  const long long first = static_cast<long long>(blockIdx.y) * chunkRows;\n"
+            << "  const long long last = min(rows, first + chunkRows);\n"
+            << "  float sum0 = 0.0f, sum1 = 0.0f;\n"
+            << "  if (column < L) {\n"
+            << "    for (long long row = first + threadIdx.y; row < last; row += blockDim.y) {\n"
+            << "      const long long i = row * L + column;\n"
+            << unpackedScope.text.str() << "    }\n  }\n"
+            << "  (void)sum1;\n"
+            << "  partial[0][threadIdx.y][threadIdx.x] = sum0;\n";
+    if (sums == 2)
+      partial << "  partial[1][threadIdx.y][threadIdx.x] = sum1;\n";
+    partial << "  __syncthreads();\n"
+            << "  if (threadIdx.y == 0 && column < L) {\n"
+            << "    for (int s = 0; s < " << sums << "; ++s) {\n"
+            << "      float total = 0.0f;\n"
+            << "      for (int y = 0; y < 8; ++y)\n"
+            << "        total += partial[s][y][threadIdx.x];\n"
+            << "      columnPartials[(static_cast<long long>(s) * gridDim.y + blockIdx.y) * L + "
+               "column] = total;\n"
+            << "    }\n  }\n";
+  }
   KernelLaunch first;
   first.space = KernelLaunch::Space::Columns;
   first.rows = rows;
   first.rowLength = length;
   first.blockSize = 256;
-  first.blockRows = 8; // (32 columns, 8 row slices)
+  first.blockRows = 8; // (32 threads across, 8 row slices)
   first.chunks = static_cast<int>(chunks);
+  first.vectorWidth = packed ? width : 1;
   finish(sumWriter, kind, stem + "_partial",
-         math + "\nStage 1 of 2: grid (ceil(L / 32), " + std::to_string(chunks) +
-             " row chunks), block (32 columns, 8 row\nslices); f32 partial sums to "
-             "columnPartials. Memory: the inputs read once, coalesced.",
+         math + "\nStage 1 of 2: grid (" + std::to_string(columnBlocks) + " column blocks, " +
+             std::to_string(chunks) + " row chunks), block (32 " +
+             (packed ? "packs of " + std::to_string(width) + " columns" : std::string("columns")) +
+             ", 8 row\nslices); f32 partial sums to columnPartials. Memory: the inputs read once, "
+             "coalesced" +
+             (packed ? ", in 16-byte packs." : "."),
          partial.str(), first);
 
   storeWriter.scratchParam("columnPartials", {sums, chunks, length});
@@ -479,6 +565,21 @@ void Generator::columnSumKernels(KernelWriter &sumWriter, const std::string &sum
          total.str(), second);
 }
 
+void Generator::accumulateColumnTotals(KernelWriter &writer, Scope &scope, Value root) {
+  for (Operation *op : group->ops) {
+    auto accumulate = llvm::dyn_cast<AccumulateGradOp>(op);
+    if (!accumulate || !writer.dependsOn(accumulate.getGrad(), root))
+      continue;
+    if (accumulate.getUnscale() || !elementOf(accumulate.getGrad()).isF32())
+      throw std::runtime_error("CUDA codegen: " + describeOp(op) +
+                               " does not add an f32 column total unchanged");
+    const std::string acc = writer.stateParam(accumulate.getAccumulator().str(), "f32",
+                                              shapeOf(accumulate.getGrad()));
+    scope.line(acc + "[i] += " + writer.element(accumulate.getGrad(), "i", scope) +
+               "; // accumulate_grad");
+  }
+}
+
 /// dgamma (and dbeta) of a norm gradient: column sums over the rows (columnSumKernels),
 /// reading the row statistics the row kernel left.
 void Generator::normGradColumns(Operation *anchor) {
@@ -488,18 +589,18 @@ void Generator::normGradColumns(Operation *anchor) {
   const bool layer = llvm::isa<LayerNormGradOp>(anchor);
   // The sums read x, dy and the same scratch slice the row kernel wrote (bound by name; these
   // kernels are launched after the row kernel).
-  KernelWriter sumWriter(opIndex, members);
-  sumWriter.scratchParam("rowStats", {rows, 2});
-  Scope sumScope;
-  sumScope.indent = "      ";
-  std::string xv = sumWriter.element(input, "i", sumScope);
-  std::string dy = sumWriter.element(dyValue, "i", sumScope);
-  // dgamma[j] = sum_rows dy * xhat and dbeta[j] = sum_rows dy: the gradient of y = xhat * gamma
-  // + beta with respect to the per-column parameters.
-  sumScope.line("const float xhat = (" + xv + " - rowStats[2 * row]) * rowStats[2 * row + 1];");
-  sumScope.line("sum0 += " + dy + " * xhat;");
-  if (layer)
-    sumScope.line("sum1 += " + dy + ";");
+  auto emitSum = [&](KernelWriter &writer, Scope &scope,
+                     const std::function<std::string(int)> &accumulator) {
+    writer.scratchParam("rowStats", {rows, 2});
+    std::string xv = writer.element(input, "i", scope);
+    std::string dy = writer.element(dyValue, "i", scope);
+    // dgamma[j] = sum_rows dy * xhat and dbeta[j] = sum_rows dy: the gradient of y = xhat *
+    // gamma + beta with respect to the per-column parameters.
+    scope.line("const float xhat = (" + xv + " - rowStats[2 * row]) * rowStats[2 * row + 1];");
+    scope.line(accumulator(0) + " += " + dy + " * xhat;");
+    if (layer)
+      scope.line(accumulator(1) + " += " + dy + ";");
+  };
 
   // Results 1 and 2 of the norm gradient (dgamma, dbeta; RMS norm has only dgamma) and what
   // the group computes from them are the stores; the row kernel took the rest.
@@ -526,7 +627,9 @@ void Generator::normGradColumns(Operation *anchor) {
   }
   for (Value output : outputs)
     storeWriter.store(output, "i", storeWriter.element(output, "i", storeScope), storeScope);
-  columnSumKernels(sumWriter, sumScope.text.str(), storeWriter, storeScope.text.str(),
+  for (unsigned r = 1; r < anchor->getNumResults(); ++r)
+    accumulateColumnTotals(storeWriter, storeScope, anchor->getResult(r));
+  columnSumKernels(emitSum, storeWriter, storeScope.text.str(),
                    layer ? 2 : 1, rows, length, "reduction",
                    layer ? "layernorm_grad_params" : "rmsnorm_grad_params",
                    layer ? "dgamma[j] = sum over rows of dy * xhat, dbeta[j] = sum of dy, in f32."

@@ -261,7 +261,9 @@ KernelShape kernelShape(const KernelLaunch &launch) {
   case KernelLaunch::Space::Columns:
     // One block per 32 columns and row chunk, no grid-stride loop: every column needs its
     // blocks.
-    shape.grid = std::max<int64_t>(1, (launch.rowLength + 31) / 32);
+    // (32 packs of vectorWidth columns when packed).
+    shape.grid = std::max<int64_t>(1, (launch.rowLength + 32 * launch.vectorWidth - 1) /
+                                          (32 * std::max(1, launch.vectorWidth)));
     shape.gridY = static_cast<uint32_t>(std::max(1, launch.chunks));
     break;
   case KernelLaunch::Space::Single:

@@ -217,7 +217,8 @@ plan::LaunchStep Builder::launchStep(const GeneratedKernel &kernel, GroupScratch
 /// (DGELU); a bias_grad
 /// group's matmul is plain, its bias sum a generated kernel. A matmul_accumulate group, and a
 /// bias_grad group holding its product's accumulate_grad, add the product into the gradient
-/// accumulator: C = D = the accumulator, beta = 1.
+/// accumulator: C = D = the accumulator, beta = 1 (the bias sum's accumulate_grad, when the
+/// group holds it, is the sum kernels').
 plan::MatmulStep Builder::matmulStep(const FusedGroup &group) {
   MatmulOp matmul;
   AddOp add;
@@ -282,9 +283,13 @@ plan::MatmulStep Builder::matmulStep(const FusedGroup &group) {
   step.d = bufferOf(matmul.getResult());
   // A weight gradient's matmul (matmul_accumulate, or a bias_grad group) may add its product
   // into the accumulator itself: D = A B + 1 * D on the f32 state, the product never stored.
+  // A bias_grad group's other accumulate_grad adds the bias sum: its kernels do that.
   for (Operation *op : group.ops) {
     auto accumulate = llvm::dyn_cast<AccumulateGradOp>(op);
     if (!accumulate)
+      continue;
+    if (group.kind == "bias_grad" && accumulate.getGrad() != matmul.getResult() &&
+        llvm::isa_and_nonnull<SumOp>(accumulate.getGrad().getDefiningOp()))
       continue;
     if (accumulate.getGrad() != matmul.getResult() || accumulate.getUnscale() ||
         !getElementTypeOrSelf(matmul.getType()).isF32())

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -358,18 +359,27 @@ private:
     return outputs;
   }
 
+  /// A column sum's second stage: the statements adding element i of each of the group's
+  /// accumulate_grad gradients computed from \p root (a sum's or norm gradient's result) into
+  /// its f32 accumulator (graph-fuse merges only those that add the gradient unchanged).
+  void accumulateColumnTotals(KernelWriter &writer, Scope &scope, Value root);
+
   void elementwiseKernel(const std::string &kind, const std::string &math);
   void copyKernel();
   void rowKernel(Operation *anchor);
   void normGradColumns(Operation *anchor);
+  /// Emits, into a scope, the statements that add element i (row `row`) to the sums: sum s is
+  /// the accumulator named `accumulator(s)`. Called once per variant of the first stage, each
+  /// with a fresh writer.
+  using ColumnSumEmitter = std::function<void(
+      KernelWriter &writer, Scope &scope, const std::function<std::string(int)> &accumulator)>;
   /// Column sums over [rows, L] in two kernels (see the definition): \p emitSum adds element i
-  /// (row `row`, column `column`) to `sum0` (and `sum1` when \p sums is 2) with \p sumWriter's
-  /// params; \p emitStore stores from `total0` (`total1`) at `i` = the column with
-  /// \p storeWriter's.
-  void columnSumKernels(KernelWriter &sumWriter, const std::string &sumCode,
-                        KernelWriter &storeWriter, const std::string &storeCode, int sums,
-                        int64_t rows, int64_t length, const std::string &kind,
-                        const std::string &stem, const std::string &math);
+  /// to the sums (1 or 2: \p sums); \p storeCode stores from `total0` (`total1`) at `i` = the
+  /// column with \p storeWriter's params.
+  void columnSumKernels(const ColumnSumEmitter &emitSum, KernelWriter &storeWriter,
+                        const std::string &storeCode, int sums, int64_t rows, int64_t length,
+                        const std::string &kind, const std::string &stem,
+                        const std::string &math);
   void reduceKernel(Operation *anchor);
   void maxGradKernel(MaxGradOp anchor);
   void embeddingGradKernels(EmbeddingGradOp anchor);

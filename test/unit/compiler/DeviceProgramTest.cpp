@@ -516,8 +516,10 @@ TEST(DeviceProgram, GptStepsReadTheRightBuffers) {
 
 TEST(DeviceProgram, WeightGradientsAccumulateInTheirMatmuls) {
   // Each weight matrix's gradient (x^T dy, an f32 product) is added into its accumulator by its
-  // matmul: C = D = the accumulator, beta 1, and the product has no memory on the device. Under
-  // fp16 loss scaling every gradient is unscaled by an accumulate kernel instead.
+  // matmul: C = D = the accumulator, beta 1, and the product has no memory on the device. Each
+  // bias's and each layer norm's gamma and beta gradient (an f32 column total) is added by its
+  // column sum's second stage, and is never stored either. Under fp16 loss scaling every
+  // gradient is unscaled by an accumulate kernel instead.
   for (const PrecisionCase &mode : kPrecisions) {
     DeviceCompiled compiled = compileDevice(test_support::examplePath("gpt/tiny.mlir"), mode);
     ASSERT_EQ(compiled.error, "") << mode.mode;
@@ -525,41 +527,51 @@ TEST(DeviceProgram, WeightGradientsAccumulateInTheirMatmuls) {
     std::set<uint32_t> placed;
     for (const plan::ArenaPlacement &placement : plan.device.microStep.placements)
       placed.insert(placement.buffer);
-    size_t accumulating = 0, kernels = 0;
+    size_t accumulating = 0, columnTotals = 0, kernels = 0;
     for (const plan::DeviceGroup &group : plan.device.microStep.groups) {
-      const plan::Instruction *product = nullptr, *accumulate = nullptr;
+      const plan::Instruction *product = nullptr;
+      std::vector<const plan::Instruction *> accumulates;
       for (uint32_t index : group.instructions) {
         const plan::Instruction &instruction = plan.instructions[index];
         if (instruction.op == plan::OpCode::MatMul)
           product = &instruction;
         if (instruction.op == plan::OpCode::Accumulate)
-          accumulate = &instruction;
+          accumulates.push_back(&instruction);
       }
-      if (!accumulate)
-        continue;
-      if (!product) {
-        ++kernels;
-        EXPECT_EQ(group.kind, "accumulate");
-        continue;
+      for (const plan::Instruction *accumulate : accumulates) {
+        const uint32_t accumulator = accumulate->operands[0];
+        EXPECT_EQ(plan.buffers[accumulator].role, plan::BufferRole::State);
+        if (!product || accumulate->operands[1] != product->results[0]) {
+          if (group.kind == "accumulate") {
+            ++kernels;
+            continue;
+          }
+          // A column sum's total, added by the sum's second stage: never stored.
+          ++columnTotals;
+          EXPECT_TRUE(group.kind == "bias_grad" || group.kind == "reduction") << group.kind;
+          EXPECT_EQ(placed.count(accumulate->operands[1]), 0u);
+          continue;
+        }
+        ++accumulating;
+        EXPECT_TRUE(group.kind == "matmul_accumulate" || group.kind == "bias_grad") << group.kind;
+        // The accumulate adds the product itself, and the product is never stored.
+        EXPECT_EQ(placed.count(product->results[0]), 0u);
+        const auto *matmul = std::get_if<plan::MatmulStep>(&group.steps[0]);
+        ASSERT_NE(matmul, nullptr) << group.kind;
+        EXPECT_EQ(matmul->d, accumulator);
+        EXPECT_EQ(matmul->c, accumulator);
+        EXPECT_EQ(matmul->alpha, 1.0f);
+        EXPECT_EQ(matmul->beta, 1.0f);
       }
-      ++accumulating;
-      EXPECT_TRUE(group.kind == "matmul_accumulate" || group.kind == "bias_grad") << group.kind;
-      // The accumulate adds the product itself, and the product is never stored.
-      EXPECT_EQ(accumulate->operands[1], product->results[0]);
-      EXPECT_EQ(placed.count(product->results[0]), 0u);
-      const auto *matmul = std::get_if<plan::MatmulStep>(&group.steps[0]);
-      ASSERT_NE(matmul, nullptr) << group.kind;
-      const uint32_t accumulator = accumulate->operands[0];
-      EXPECT_EQ(plan.buffers[accumulator].role, plan::BufferRole::State);
-      EXPECT_EQ(matmul->d, accumulator);
-      EXPECT_EQ(matmul->c, accumulator);
-      EXPECT_EQ(matmul->alpha, 1.0f);
-      EXPECT_EQ(matmul->beta, 1.0f);
     }
     const bool scaled = std::string(mode.mode) == "fp16";
-    // tiny: 2 layers x 4 weight matrices; the tied embedding's gradient is a sum (a kernel).
+    // tiny: 2 layers x (4 weight matrices, 4 biases, 2 layer norms), a final layer norm, and
+    // the positions' gradient (a sum over the batch): column totals; the tied embedding's
+    // gradient (its two uses' gradients added) is an accumulate kernel.
     EXPECT_EQ(accumulating, scaled ? 0u : 8u) << mode.mode;
-    EXPECT_EQ(kernels, scaled ? plan.parameters.size() : plan.parameters.size() - 8) << mode.mode;
+    EXPECT_EQ(columnTotals, scaled ? 0u : 19u) << mode.mode;
+    EXPECT_EQ(kernels, scaled ? plan.parameters.size() : 1u) << mode.mode;
+    EXPECT_EQ(accumulating + columnTotals + kernels, plan.parameters.size()) << mode.mode;
     // Every other matmul writes its product (beta 0).
     for (const plan::DeviceGroup &group : plan.device.microStep.groups)
       for (const plan::DeviceStep &step : group.steps)

@@ -6,7 +6,7 @@
 // style argument array, launches it in the emulator with the grid and block the device
 // program gives it (kernelShape), and compares what it writes with references computed here
 // in double. Here: softmax's row kernels (forward, causal or not, and gradient, packed and
-// not), the classifier's loss-and-gradient kernel, and a copy kernel of the attention head
+// not), the two column-sum kernels, the classifier's loss-and-gradient kernel, and a copy kernel of the attention head
 // layout, moved in 16-byte packs. The norms' kernels are in EmulatedNormKernelsTest.cpp, the
 // optimizer's in EmulatedOptimizerTest.cpp; the helpers they share in EmulatedKernelSupport.h.
 //
@@ -176,6 +176,103 @@ INSTANTIATE_TEST_SUITE_P(Shapes, EmulatedSoftmax,
                                   std::to_string(info.param.queries) + "x" +
                                   std::to_string(info.param.keys) +
                                   (info.param.causal ? "_causal" : "");
+                         });
+
+/// A sum over the leading axis of an input x [rows, L] (f32 or a 16-bit type, summed in f32),
+/// fitted to a target: its forward is the two column-sum kernels (the first stage's blocks each
+/// sum a chunk of rows into scratch, the second adds the chunks), which bias gradients and norm
+/// parameter gradients use too.
+std::string columnSumModel(int rows, int length, const std::string &type) {
+  const std::string x = "tensor<" + std::to_string(rows) + "x" + std::to_string(length) + "x" +
+                        type + ">";
+  const std::string v = "tensor<" + std::to_string(length) + "xf32>";
+  const std::string cast =
+      type == "f32" ? "" : "    %xf = graph.cast %x : " + x + " -> tensor<" +
+                               std::to_string(rows) + "x" + std::to_string(length) + "xf32>\n";
+  const std::string summed = type == "f32" ? "%x" : "%xf";
+  return "graph.model @cs {\n"
+         "  graph.param @w : " + v + " init #graph.normal<std = 1.0>\n"
+         "  graph.input @x : " + x + "\n"
+         "  func.func @forward() {\n"
+         "    %w = graph.get_param @w : " + v + "\n"
+         "    %x = graph.get_input @x : " + x + "\n" + cast +
+         "    %s = graph.sum " + summed + " axes [0] : tensor<" + std::to_string(rows) + "x" +
+         std::to_string(length) + "xf32>\n"
+         "    %l = graph.mse_loss %s, %w : " + v + "\n"
+         "    graph.loss %l : tensor<f32>\n"
+         "    return\n"
+         "  }\n"
+         "}\n";
+}
+
+struct ColumnSumCase {
+  int rows, length;
+  std::string type;
+  /// Whether the first stage reads x in 16-byte packs (L a multiple of 8 bf16/f16, 4 f32).
+  bool packed;
+};
+
+class EmulatedColumnSum : public ::testing::TestWithParam<ColumnSumCase> {};
+
+TEST_P(EmulatedColumnSum, BothStagesMatchADoubleReference) {
+  const ColumnSumCase c = GetParam();
+  const std::vector<GeneratedKernel> kernels =
+      generateForText(columnSumModel(c.rows, c.length, c.type), kPrecisions[2]);
+  const GeneratedKernel *first = kernelWith(kernels, KernelLaunch::Space::Columns, "graph.sum");
+  const GeneratedKernel *second = kernelWith(kernels, KernelLaunch::Space::Elements, "graph.sum");
+  std::string all;
+  for (const GeneratedKernel &kernel : kernels)
+    for (const std::string &fused : kernel.fusedOps)
+      all += kernel.name + ": " + fused + "\n";
+  ASSERT_TRUE(first && second) << all;
+  EXPECT_EQ(readsPacks(*first), c.packed) << first->source;
+  EXPECT_GT(first->launch.chunks, c.rows >= 128 ? 1 : 0) << first->source;
+  TemporaryDirectory directory;
+  HostKernel firstKernel(*first, directory.path), secondKernel(*second, directory.path);
+  ASSERT_TRUE(firstKernel.ok()) << firstKernel.error() << "\n" << first->source;
+  ASSERT_TRUE(secondKernel.ok()) << secondKernel.error() << "\n" << second->source;
+
+  Arguments fa(*first);
+  std::mt19937 generator(17);
+  const std::vector<double> x = fillRandom(fa[fa.bound("@x").name], c.type, generator);
+  firstKernel.run(first->launch, fa.bind());
+  Arguments sa(*second);
+  for (const KernelParam &param : second->params)
+    if (param.role == KernelParam::Role::Scratch)
+      sa[param.name] = fa[param.name];
+  secondKernel.run(second->launch, sa.bind());
+
+  std::vector<double> expected(c.length, 0.0);
+  for (int r = 0; r < c.rows; ++r)
+    for (int j = 0; j < c.length; ++j)
+      expected[j] += x[static_cast<size_t>(r) * c.length + j];
+  size_t checked = 0;
+  for (const KernelParam &param : second->params)
+    if (param.role == KernelParam::Role::Output) {
+      ASSERT_EQ(param.shape, (std::vector<int64_t>{c.length})) << second->source;
+      // f32 sums of c.rows terms of a few units.
+      expectElementsNear(readAll(sa[param.name], "f32", c.length), expected, 1e-5,
+                         1e-6 * c.rows, "column sums");
+      ++checked;
+    }
+  EXPECT_EQ(checked, 1u) << second->source;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, EmulatedColumnSum,
+                         ::testing::Values(
+                             // GPT widths in bf16 over several row chunks (the last one shorter),
+                             // a partial column block (384 = 48 packs of 8 over blocks of 32),
+                             // f16 and f32 packs, and widths that are not whole packs.
+                             ColumnSumCase{200, 768, "bf16", true},
+                             ColumnSumCase{130, 3072, "bf16", true},
+                             ColumnSumCase{150, 384, "bf16", true},
+                             ColumnSumCase{129, 512, "f16", true},
+                             ColumnSumCase{300, 100, "f32", true},
+                             ColumnSumCase{70, 770, "bf16", false},
+                             ColumnSumCase{140, 42, "f32", false}),
+                         [](const ::testing::TestParamInfo<ColumnSumCase> &info) {
+                           return std::to_string(info.param.rows) + "x" +
+                                  std::to_string(info.param.length) + "_" + info.param.type;
                          });
 
 /// The classifier alone: logits = h W (h an input [rows, 16], W a parameter [16, classes]: in

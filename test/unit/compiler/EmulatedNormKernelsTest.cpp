@@ -89,7 +89,11 @@ std::string residualLayerNormModel(int rows, int length, const std::string &type
 /// arguments \p ra hold the row statistics it left in scratch; scratch slices are shared by
 /// name within a group): the first stage (\p columns, its inputs already in \p ca) writes
 /// each chunk's partial sums, the second (\p totals) adds them. Returns the second stage's
-/// arguments, which hold dgamma (and dbeta).
+/// arguments, which hold dgamma (and dbeta): as outputs, or added into gradient accumulators
+/// (state) that start at kAccumulatorStart (columnTotals reads either).
+/// What a gradient accumulator holds before the step's column totals are added.
+constexpr double kAccumulatorStart = 0.5;
+
 Arguments runColumnSums(const GeneratedKernel &backward, Arguments &ra,
                         const GeneratedKernel &columns, Arguments &ca,
                         const HostKernel &columnKernel, const GeneratedKernel &totals,
@@ -101,11 +105,30 @@ Arguments runColumnSums(const GeneratedKernel &backward, Arguments &ra,
           ca[param.name] = ra[rowParam.name];
   columnKernel.run(columns.launch, ca.bind());
   Arguments ta(totals);
-  for (const KernelParam &param : totals.params)
+  for (const KernelParam &param : totals.params) {
     if (param.role == KernelParam::Role::Scratch)
       ta[param.name] = ca[param.name];
+    if (param.role == KernelParam::Role::State)
+      for (int64_t j = 0; j < param.shape[0]; ++j)
+        writeElement(ta[param.name], "f32", static_cast<size_t>(j), kAccumulatorStart);
+  }
   totalKernel.run(totals.launch, ta.bind());
   return ta;
+}
+
+/// The column totals the second stage left: its outputs, and what it added into each
+/// accumulator.
+std::vector<std::vector<double>> columnTotals(const GeneratedKernel &totals, Arguments &ta,
+                                              int length) {
+  std::vector<std::vector<double>> result;
+  for (const KernelParam &param : totals.params)
+    if (param.role == KernelParam::Role::Output || param.role == KernelParam::Role::State) {
+      result.push_back(readAll(ta[param.name], "f32", static_cast<size_t>(length)));
+      if (param.role == KernelParam::Role::State)
+        for (double &value : result.back())
+          value -= kAccumulatorStart;
+    }
+  return result;
 }
 
 struct LayerNormCase {
@@ -141,6 +164,8 @@ TEST_P(EmulatedLayerNorm, RowAndColumnKernelsMatchADoubleReference) {
   const GeneratedKernel *totals =
       kernelWith(kernels, KernelLaunch::Space::Elements, "graph.layernorm_grad");
   ASSERT_TRUE(forward && backward && columns && totals);
+  // The column sums read x and dy in 16-byte packs when L is a multiple of the pack.
+  EXPECT_EQ(readsPacks(*columns), c.length % (c.type == "f32" ? 4 : 8) == 0) << columns->source;
   // x: the input, or the residual sum (a separate elementwise kernel's result, which the
   // forward reads as its one [rows, L] input).
   std::string xValue = "@x";
@@ -225,7 +250,10 @@ TEST_P(EmulatedLayerNorm, RowAndColumnKernelsMatchADoubleReference) {
     std::string ops;
     for (const std::string &fused : kernel->fusedOps)
       ops += fused.substr(0, fused.find(" at ")) + " ";
-    ASSERT_EQ(ops, "graph.sub graph.mul graph.layernorm_grad ")
+    // dgamma's and dbeta's accumulate_grad are the column totals' (added into the
+    // accumulators, which the test reads as the totals kernel's state).
+    ASSERT_EQ(ops, "graph.sub graph.mul graph.layernorm_grad graph.accumulate_grad "
+                   "graph.accumulate_grad ")
         << "the fusion changed; update the reference\n" << kernel->source;
   }
   // The inputs both kernels read, by what they are bound to. The scale is a scalar of the
@@ -308,10 +336,7 @@ TEST_P(EmulatedLayerNorm, RowAndColumnKernelsMatchADoubleReference) {
       dgamma[j] += dy * xhat[i];
       dbeta[j] += dy;
     }
-  std::vector<std::vector<double>> sums;
-  for (const KernelParam &param : totals->params)
-    if (param.role == KernelParam::Role::Output || param.role == KernelParam::Role::State)
-      sums.push_back(readAll(ta[param.name], "f32", c.length));
+  const std::vector<std::vector<double>> sums = columnTotals(*totals, ta, c.length);
   ASSERT_EQ(sums.size(), 2u) << totals->source;
   EXPECT_LT(std::min(relativeError(sums[0], dgamma), relativeError(sums[1], dgamma)), 1e-5);
   EXPECT_LT(std::min(relativeError(sums[0], dbeta), relativeError(sums[1], dbeta)), 1e-5);
@@ -394,11 +419,12 @@ TEST_P(EmulatedRmsNorm, RowAndColumnKernelsMatchADoubleReference) {
   ASSERT_TRUE(forward && backward && columns && totals);
   EXPECT_EQ(readsPacks(*forward), c.packedForward) << forward->source;
   EXPECT_EQ(readsPacks(*backward), c.packedBackward) << backward->source;
+  EXPECT_EQ(readsPacks(*columns), c.length % (c.type == "f32" ? 4 : 8) == 0) << columns->source;
   for (const GeneratedKernel *kernel : {backward, columns, totals}) {
     std::string ops;
     for (const std::string &fused : kernel->fusedOps)
       ops += fused.substr(0, fused.find(" at ")) + " ";
-    ASSERT_EQ(ops, "graph.sub graph.mul graph.rmsnorm_grad ")
+    ASSERT_EQ(ops, "graph.sub graph.mul graph.rmsnorm_grad graph.accumulate_grad ")
         << "the fusion changed; update the reference\n" << kernel->source;
   }
   const std::vector<int64_t> rowShape{c.rows, c.length};
@@ -508,14 +534,9 @@ TEST_P(EmulatedRmsNorm, RowAndColumnKernelsMatchADoubleReference) {
   bindInputs(ca, *columns);
   Arguments ta =
       runColumnSums(*backward, ra, *columns, ca, columnKernel, *totals, totalKernel);
-  size_t sums = 0;
-  for (const KernelParam &param : totals->params)
-    if (param.role == KernelParam::Role::Output || param.role == KernelParam::Role::State) {
-      expectElementsNear(readAll(ta[param.name], "f32", c.length), dgamma, 1e-4,
-                         1e-5 * rms(dgamma), "dgamma");
-      ++sums;
-    }
-  EXPECT_EQ(sums, 1u) << totals->source;
+  const std::vector<std::vector<double>> sums = columnTotals(*totals, ta, c.length);
+  ASSERT_EQ(sums.size(), 1u) << totals->source;
+  expectElementsNear(sums[0], dgamma, 1e-4, 1e-5 * rms(dgamma), "dgamma");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, EmulatedRmsNorm,

@@ -517,10 +517,70 @@ TEST(FusionGrouping, BiasGradientMatmulAccumulatesToo) {
   const FusionGroup &group = groupOf(p, dw);
   EXPECT_EQ(group.kind, FusionKind::BiasGrad);
   EXPECT_EQ(group.anchor, dw);
-  EXPECT_EQ(group.ops, (std::vector<int>{db, dw, accumulate}));
-  EXPECT_EQ(group.outputs, values({db}));
-  // A sum's result is no matmul product: its accumulate_grad is a kernel.
-  EXPECT_EQ(groupOf(p, accumulateBias).kind, FusionKind::Accumulate);
+  // The bias sum's accumulate_grad joins too (the sum's second stage adds into the
+  // accumulator): neither gradient is written out.
+  EXPECT_EQ(group.ops, (std::vector<int>{db, accumulateBias, dw, accumulate}));
+  EXPECT_TRUE(group.outputs.empty());
+}
+
+TEST(FusionGrouping, ColumnSumAccumulatesOnlyAnUnchangedGradientReadByNothingElse) {
+  GraphBuilder b;
+  int dy = b.elementwise("graph.neg", {b.source({8, 16})});
+  // A sum over the leading axis whose accumulate divides by a loss scale: a kernel of its own.
+  int scaled = b.sum(dy, {0}, {16});
+  int unscale =
+      b.op("graph.accumulate_grad", FusionOpClass::Accumulate, FusionRole::None, {scaled}, {});
+  // A sum read by its accumulate and something else: its result is written anyway.
+  int shared = b.sum(b.elementwise("graph.exp", {dy}), {0}, {16});
+  int accumulateShared =
+      b.op("graph.accumulate_grad", FusionOpClass::Accumulate, FusionRole::None, {shared}, {});
+  b.graph.ops[accumulateShared].addsUnchanged = true;
+  int reader = b.elementwise("graph.neg", {shared});
+  // A sum over the last axis (one block per output element, no column totals).
+  int rows = b.sum(b.elementwise("graph.tanh", {dy}), {1}, {8});
+  int accumulateRows =
+      b.op("graph.accumulate_grad", FusionOpClass::Accumulate, FusionRole::None, {rows}, {});
+  b.graph.ops[accumulateRows].addsUnchanged = true;
+  // A leading sum read only by an unchanged accumulate: one group.
+  int plainSum = b.sum(b.elementwise("graph.sin", {dy}), {0}, {16});
+  int accumulatePlain =
+      b.op("graph.accumulate_grad", FusionOpClass::Accumulate, FusionRole::None, {plainSum}, {});
+  b.graph.ops[accumulatePlain].addsUnchanged = true;
+  b.ret({reader});
+  FusionPlan p = plan(b.graph);
+  EXPECT_EQ(groupOf(p, unscale).kind, FusionKind::Accumulate);
+  EXPECT_EQ(groupOf(p, accumulateShared).kind, FusionKind::Accumulate);
+  EXPECT_EQ(groupOf(p, accumulateRows).kind, FusionKind::Accumulate);
+  EXPECT_NE(p.groupOf[scaled], p.groupOf[unscale]);
+  EXPECT_NE(p.groupOf[shared], p.groupOf[accumulateShared]);
+  EXPECT_NE(p.groupOf[rows], p.groupOf[accumulateRows]);
+  EXPECT_EQ(p.groupOf[plainSum], p.groupOf[accumulatePlain]);
+  EXPECT_EQ(groupOf(p, plainSum).kind, FusionKind::Reduction);
+  EXPECT_EQ(groupOf(p, plainSum).anchor, plainSum);
+  EXPECT_TRUE(groupOf(p, plainSum).outputs.empty());
+}
+
+TEST(FusionGrouping, NormGradientParametersAccumulateInTheirColumnSums) {
+  GraphBuilder b;
+  int x = b.source({8, 16}), gamma = b.source({16}), dy = b.source({8, 16});
+  // layernorm_grad: (dx, dgamma, dbeta).
+  int grad = b.op("graph.layernorm_grad", FusionOpClass::Reduction, FusionRole::NormGrad,
+                  {x, gamma, dy}, {{8, 16}, {16}, {16}});
+  int accumulateGamma = b.op("graph.accumulate_grad", FusionOpClass::Accumulate,
+                             FusionRole::None, {}, {});
+  b.graph.ops[accumulateGamma].operands.push_back(b.graph.operand(grad, 1));
+  int accumulateBeta = b.op("graph.accumulate_grad", FusionOpClass::Accumulate,
+                            FusionRole::None, {}, {});
+  b.graph.ops[accumulateBeta].operands.push_back(b.graph.operand(grad, 2));
+  b.graph.ops[accumulateGamma].addsUnchanged = b.graph.ops[accumulateBeta].addsUnchanged = true;
+  b.ret({grad});
+  FusionPlan p = plan(b.graph);
+  const FusionGroup &group = groupOf(p, grad);
+  EXPECT_EQ(group.kind, FusionKind::Reduction);
+  EXPECT_EQ(group.anchor, grad);
+  EXPECT_EQ(group.ops, (std::vector<int>{grad, accumulateGamma, accumulateBeta}));
+  // Only dx leaves the group.
+  EXPECT_EQ(group.outputs, (std::vector<FusionValue>{FusionValue{grad, 0}}));
 }
 
 TEST(FusionGrouping, EveryOptimizerUpdateIsOneKernel) {
