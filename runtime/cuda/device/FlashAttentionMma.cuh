@@ -463,15 +463,18 @@ dqTile(const unsigned (&qa)[D / 16][4], const unsigned (&dOa)[D / 16][4], float 
   mmaRowsTimesTile<kBf16, BN, D / 8>(acc, dS, kTile, 0);
 }
 
-template <class E, int D, bool kCausal>
+/// BN: the keys of a streamed tile (MmaTileShape's by default; the attention bench also times
+/// 32 at head dim 64).
+template <class E, int D, bool kCausal, int BN = MmaTileShape<D>::dqKeys>
 __device__ __forceinline__ void
 mmaAttentionBackwardDq(const unsigned short *__restrict__ q, const unsigned short *__restrict__ k,
                        const unsigned short *__restrict__ v, const unsigned short *__restrict__ dO,
                        const float *__restrict__ lse, const float *__restrict__ delta,
                        unsigned short *__restrict__ dq, int queries, int keys, float scale,
                        Layout layout) {
+  static_assert(BN % 16 == 0, "dq's key tiles are whole 16-key k-steps");
   constexpr bool kBf16 = IsBf16<E>::value;
-  constexpr int BN = MmaTileShape<D>::dqKeys, Stride = MmaTileShape<D>::stride;
+  constexpr int Stride = MmaTileShape<D>::stride;
   struct alignas(16) Tiles {
     unsigned short k[2][BN][Stride];
     unsigned short v[2][BN][Stride];
@@ -535,7 +538,9 @@ mmaAttentionBackwardDq(const unsigned short *__restrict__ q, const unsigned shor
 // Backward: dk and dv
 //===----------------------------------------------------------------------===//
 
-template <class E, int D, bool kCausal>
+/// BM: the queries of a streamed tile (MmaTileShape's by default; the attention bench also times
+/// 32 at head dim 64).
+template <class E, int D, bool kCausal, int BM = MmaTileShape<D>::dkvQueries>
 __device__ __forceinline__ void
 mmaAttentionBackwardDkDv(const unsigned short *__restrict__ q, const unsigned short *__restrict__ k,
                          const unsigned short *__restrict__ v,
@@ -543,8 +548,9 @@ mmaAttentionBackwardDkDv(const unsigned short *__restrict__ q, const unsigned sh
                          const float *__restrict__ delta, unsigned short *__restrict__ dk,
                          unsigned short *__restrict__ dv, int queries, int keys, float scale,
                          Layout layout) {
+  static_assert(BM % 16 == 0, "dk/dv's query tiles are whole 16-query k-steps");
   constexpr bool kBf16 = IsBf16<E>::value;
-  constexpr int BM = MmaTileShape<D>::dkvQueries, Stride = MmaTileShape<D>::stride;
+  constexpr int Stride = MmaTileShape<D>::stride;
   // Head dims up to 64: the warp's k and v rows live in registers as A fragments and the query
   // tiles are double-buffered. 128: k and v stay in shared memory (re-read by ldmatrix), which
   // leaves room for one query tile only.

@@ -42,6 +42,9 @@ struct Case {
   /// ending each row of those buffers.
   bool packed = false;
   int rowPadding = 0;
+  /// Tensor cores at head dim 64: dq with 32-key tiles and dk/dv with 32-query tiles (the
+  /// attention bench's variants) instead of MmaTileShape's 64.
+  bool smallTiles = false;
 };
 
 std::string caseName(const ::testing::TestParamInfo<Case> &info) {
@@ -51,7 +54,8 @@ std::string caseName(const ::testing::TestParamInfo<Case> &info) {
          std::to_string(c.queries) + "_S" + std::to_string(c.keys) + "_B" +
          std::to_string(c.batch) + "_H" + std::to_string(c.heads) +
          (c.packed ? "_packed" + (c.rowPadding ? "_pad" + std::to_string(c.rowPadding) : "")
-                   : std::string());
+                   : std::string()) +
+         (c.smallTiles ? "_tiles32" : "");
 }
 
 /// Device buffers of one case: host vectors the kernels read and write. q, k, v lie in
@@ -77,7 +81,7 @@ ampc::flash::OperandStrides strides(const Placement &at) { return {at.batch, at.
 /// Forward, delta, dq and dk/dv, launched as Executor::runAttention launches them: each
 /// pointer at its operand's first element, the strides in the layout argument.
 template <class E, int D, bool kCausal, bool kMma>
-void runKernels(Buffers &b, const AttentionPlacement &p, float scale) {
+void runKernels(Buffers &b, const AttentionPlacement &p, float scale, bool smallTiles) {
   namespace f = ampc::flash;
   const int queries = p.queries, keys = p.keys, slices = p.batch * p.heads;
   const int rowsPerBlock = kMma ? f::kMmaBlockRows : f::kRowsPerBlock;
@@ -107,7 +111,14 @@ void runKernels(Buffers &b, const AttentionPlacement &p, float scale) {
     f::flashAttentionBackwardDelta<E, D>(o, dO, delta, rows, queries, layout);
   });
   ampc::emu::launch(queryGrid, block, [&] {
-    if constexpr (kMma)
+    if constexpr (kMma && D == 64) {
+      if (smallTiles)
+        f::mmaAttentionBackwardDq<E, D, kCausal, 32>(q, k, v, dO, lse, delta, dq, queries, keys,
+                                                     scale, layout);
+      else
+        f::mmaAttentionBackwardDq<E, D, kCausal>(q, k, v, dO, lse, delta, dq, queries, keys,
+                                                 scale, layout);
+    } else if constexpr (kMma)
       f::mmaAttentionBackwardDq<E, D, kCausal>(q, k, v, dO, lse, delta, dq, queries, keys, scale,
                                                layout);
     else
@@ -115,7 +126,14 @@ void runKernels(Buffers &b, const AttentionPlacement &p, float scale) {
                                                  layout);
   });
   ampc::emu::launch(keyGrid, block, [&] {
-    if constexpr (kMma)
+    if constexpr (kMma && D == 64) {
+      if (smallTiles)
+        f::mmaAttentionBackwardDkDv<E, D, kCausal, 32>(q, k, v, dO, lse, delta, dk, dv, queries,
+                                                       keys, scale, layout);
+      else
+        f::mmaAttentionBackwardDkDv<E, D, kCausal>(q, k, v, dO, lse, delta, dk, dv, queries,
+                                                   keys, scale, layout);
+    } else if constexpr (kMma)
       f::mmaAttentionBackwardDkDv<E, D, kCausal>(q, k, v, dO, lse, delta, dk, dv, queries, keys,
                                                  scale, layout);
     else
@@ -127,9 +145,9 @@ void runKernels(Buffers &b, const AttentionPlacement &p, float scale) {
 template <class E, int D, bool kMma>
 void dispatchCausal(const Case &c, Buffers &b, const AttentionPlacement &p, float scale) {
   if (c.causal)
-    runKernels<E, D, true, kMma>(b, p, scale);
+    runKernels<E, D, true, kMma>(b, p, scale, c.smallTiles);
   else
-    runKernels<E, D, false, kMma>(b, p, scale);
+    runKernels<E, D, false, kMma>(b, p, scale, c.smallTiles);
 }
 
 template <class E, bool kMma>
@@ -258,6 +276,14 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{Storage::Bf16, true, 128, false, 100, 100, 2, 2, true},
                       Case{Storage::F16, true, 128, true, 100, 100, 2, 2, true},
                       Case{Storage::Bf16, true, 64, true, 70, 70, 2, 3, true, 8}),
+    caseName);
+// The attention bench's backward variants at head dim 64 (32-row tiles for dq and dk/dv):
+// causal with S > T, non-causal with partial tiles, and on the packed layout.
+INSTANTIATE_TEST_SUITE_P(
+    SmallTiles, FlashAttentionEmulated,
+    ::testing::Values(Case{Storage::Bf16, true, 64, true, 100, 130, 1, 2, false, 0, true},
+                      Case{Storage::F16, true, 64, false, 70, 45, 1, 2, false, 0, true},
+                      Case{Storage::Bf16, true, 64, true, 80, 80, 2, 2, true, 0, true}),
     caseName);
 INSTANTIATE_TEST_SUITE_P(
     PackedFma, FlashAttentionEmulated,

@@ -1,6 +1,6 @@
 //===- AttentionBench.cpp - Time the flash-attention kernels on a GPU -------===//
 //
-// ampc_attention_bench [--iterations N] [--json FILE]
+// ampc_attention_bench [--iterations N] [--json FILE] [--source]
 //
 // Times the attention kernels the CUDA backend launches at GPT shapes (GPT-124M: B 16, H 12,
 // T = S = 1024, head dim 64, causal; the same with head dim 128 and H 6; and non-causal), bf16,
@@ -19,7 +19,9 @@
 // the same values, so its outputs must equal the contiguous run's bit for bit, and its times
 // show what the strided rows cost. At head dim 64 the tensor-core forward (two 16-row tiles of
 // queries a warp, 32-key tiles) is timed beside the one-tile version it replaced (one tile a
-// warp, 64 rows a block, 64-key tiles), whose o must agree with it to 2e-2. Exit status 0, or 1
+// warp, 64 rows a block, 64-key tiles), whose o must agree with it to 2e-2; and the backward's
+// variants (kBackwardVariants: 32-row tiles, more blocks a multiprocessor) beside the default,
+// whose dq, dk and dv must agree with it to 2e-2. Exit status 0, or 1
 // when a difference exceeds 2e-2 or the packed outputs differ at all; 2 without a GPU.
 //
 // The kernels are compiled with NVRTC from the headers in kernel-include/ beside this
@@ -64,8 +66,22 @@ constexpr Shape kShapes[] = {{"gpt124m", 16, 12, 1024, 64, true},
                              {"gpt124m-noncausal", 16, 12, 1024, 64, false},
                              {"d128", 16, 6, 1024, 128, true}};
 
-/// One module with the bf16 entry points of head dims 64 and 128, from either header.
-std::unique_ptr<cuda::Module> compileModule(cuda::Device &device, bool tensorCores) {
+/// Tensor-core backward variants at head dim 64, timed beside the default on the same inputs:
+/// dq's key tile, dk/dv's query tile, and the blocks per multiprocessor asked of ptxas
+/// (__launch_bounds__'s second argument: 3 caps a thread at 168 registers). ptxas for sm_90:
+/// the default dq 200 registers and dk/dv 255 (two blocks a multiprocessor); 32-row tiles 168
+/// and 214; with 3 blocks, 32-row tiles 168 and 168 (8 bytes of spill), 64-row tiles 28 and
+/// 120 bytes of spill.
+struct BackwardVariant {
+  const char *name;
+  int dqKeys, dkvQueries, minBlocks;
+};
+constexpr BackwardVariant kBackwardVariants[] = {
+    {"tiles32", 32, 32, 1}, {"tiles32_3blocks", 32, 32, 3}, {"3blocks", 64, 64, 3}};
+
+/// The source of one module: the bf16 entry points of head dims 64 and 128, from either
+/// header, and for the tensor cores the bench's own variants.
+std::string moduleSource(bool tensorCores) {
   std::string source = tensorCores ? "#include \"runtime/cuda/device/FlashAttentionMma.cuh\"\n"
                                    : "#include \"runtime/cuda/device/FlashAttention.cuh\"\n";
   const std::string macro =
@@ -84,6 +100,37 @@ std::unique_ptr<cuda::Module> compileModule(cuda::Device &device, bool tensorCor
                 "ampc::flash::Layout layout) {\n"
                 "  ampc::flash::mmaAttentionForward<ampc::flash::Bf16, 64, " +
                 causal + ", 1>(q, k, v, o, lse, queries, keys, scale, layout);\n}\n";
+  // The backward variants (kBackwardVariants), dq and dk/dv, causal and not.
+  if (tensorCores)
+    for (const BackwardVariant &variant : kBackwardVariants)
+      for (const char *causal : {"false", "true"}) {
+        const std::string bounds = "extern \"C\" __global__ void __launch_bounds__(128, " +
+                                   std::to_string(variant.minBlocks) + ") ampc_bench_bwd_";
+        const std::string suffix =
+            std::string("_") + variant.name + "_bf16_d64" + (causal[0] == 't' ? "_causal" : "");
+        source += bounds + "dq" + suffix +
+                  "(const unsigned short *q, const unsigned short *k, const unsigned short *v, "
+                  "const unsigned short *dO, const float *lse, const float *delta, "
+                  "unsigned short *dq, int queries, int keys, float scale, "
+                  "ampc::flash::Layout layout) {\n"
+                  "  ampc::flash::mmaAttentionBackwardDq<ampc::flash::Bf16, 64, " +
+                  causal + ", " + std::to_string(variant.dqKeys) +
+                  ">(q, k, v, dO, lse, delta, dq, queries, keys, scale, layout);\n}\n";
+        source += bounds + "dkdv" + suffix +
+                  "(const unsigned short *q, const unsigned short *k, const unsigned short *v, "
+                  "const unsigned short *dO, const float *lse, const float *delta, "
+                  "unsigned short *dk, unsigned short *dv, int queries, int keys, float scale, "
+                  "ampc::flash::Layout layout) {\n"
+                  "  ampc::flash::mmaAttentionBackwardDkDv<ampc::flash::Bf16, 64, " +
+                  causal + ", " + std::to_string(variant.dkvQueries) +
+                  ">(q, k, v, dO, lse, delta, dk, dv, queries, keys, scale, layout);\n}\n";
+      }
+  return source;
+}
+
+/// moduleSource compiled for this GPU.
+std::unique_ptr<cuda::Module> compileModule(cuda::Device &device, bool tensorCores) {
+  const std::string source = moduleSource(tensorCores);
   std::vector<std::string> options = cuda::cudaIncludeOptions();
   options.push_back("-I" + kernelIncludeDirectory());
   cuda::KernelBinaries binaries;
@@ -147,8 +194,16 @@ void relayout(const Shape &shape, int parts, int part, const std::vector<char> &
       }
 }
 
+/// A backward variant's dq and dk/dv times, and its largest relative-norm difference from the
+/// default's dq, dk and dv.
+struct VariantTiming {
+  const BackwardVariant *variant;
+  double dq = 0, dkdv = 0, difference = 0;
+};
+
 struct Run {
   Timing timing;
+  std::vector<VariantTiming> variants;
   /// The one-tile forward's o against the default forward's (relative norm): the two sum their
   /// key tiles in different sizes (64 and 32 keys), so they differ by rounding only.
   double oneTileDifference = 0;
@@ -260,6 +315,36 @@ Run runShape(cuda::Device &device, cuda::Module &module, bool tensorCores, bool 
         tiles, {&qp, &kp, &vp, &dyp, &lsep, &deltap, &dkp, &dvp, &queries, &keys, &scale, &layout});
   });
   device.synchronize("running the attention kernels");
+  if (tensorCores && !packed && shape.headDim == 64) {
+    // The backward variants into buffers of their own, against the default's outputs.
+    const std::vector<double> dqDefault = decode(download(dq), Storage::Bf16),
+                              dkDefault = decode(download(dk), Storage::Bf16),
+                              dvDefault = decode(download(dv), Storage::Bf16);
+    cuda::DeviceAllocation dqV = device.allocate(dq.bytes(), "dq (variant)"),
+                           dkV = device.allocate(dk.bytes(), "dk (variant)"),
+                           dvV = device.allocate(dv.bytes(), "dv (variant)");
+    CUdeviceptr dqVp = dqV.pointer(), dkVp = dkV.pointer(), dvVp = dvV.pointer();
+    for (const BackwardVariant &variant : kBackwardVariants) {
+      const std::string name = std::string("_") + variant.name + "_bf16_d64" + causal;
+      cuda::Kernel &dqVariant = module.kernel("ampc_bench_bwd_dq" + name);
+      cuda::Kernel &dkdvVariant = module.kernel("ampc_bench_bwd_dkdv" + name);
+      VariantTiming timing{&variant};
+      timing.dq = medianMilliseconds(device, iterations, [&] {
+        dqVariant.launch(tiles, {&qp, &kp, &vp, &dyp, &lsep, &deltap, &dqVp, &queries, &keys,
+                                 &scale, &layout});
+      });
+      timing.dkdv = medianMilliseconds(device, iterations, [&] {
+        dkdvVariant.launch(tiles, {&qp, &kp, &vp, &dyp, &lsep, &deltap, &dkVp, &dvVp, &queries,
+                                   &keys, &scale, &layout});
+      });
+      device.synchronize("running a backward variant");
+      timing.difference =
+          std::max({relativeError(decode(download(dqV), Storage::Bf16), dqDefault),
+                    relativeError(decode(download(dkV), Storage::Bf16), dkDefault),
+                    relativeError(decode(download(dvV), Storage::Bf16), dvDefault)});
+      run.variants.push_back(timing);
+    }
+  }
   if (!packed) {
     run.outputs = {download(o), download(dq), download(dk), download(dv)};
     return run;
@@ -285,8 +370,12 @@ int main(int argc, char **argv) {
       iterations = std::max(1, std::atoi(argv[++i]));
     } else if (argument == "--json" && i + 1 < argc) {
       jsonPath = argv[++i];
+    } else if (argument == "--source") {
+      // The tensor-core module's source, for ptxas or nvcc without a GPU.
+      std::cout << moduleSource(true);
+      return 0;
     } else {
-      std::cerr << "usage: ampc_attention_bench [--iterations N] [--json FILE]\n";
+      std::cerr << "usage: ampc_attention_bench [--iterations N] [--json FILE] [--source]\n";
       return 2;
     }
   }
@@ -348,6 +437,23 @@ int main(int argc, char **argv) {
              << ", \"backward_ms\": " << t.backward() << ", \"forward_tflops\": " << forwardRate
              << ", \"backward_tflops\": " << backwardRate << "}";
         firstResult = false;
+        for (const VariantTiming &variant : runs[which].variants) {
+          const double total = t.delta + variant.dq + variant.dkdv;
+          const double rate = 10 * pairs / (total * 1e-3) / 1e12;
+          std::printf("%-18s %-12s %9s %9.3f %9.3f %9.3f %9.3f %9s %9.1f   (bwd %s: dq %d-key "
+                      "tiles, dk/dv %d-query tiles, %d blocks/SM asked; dq, dk, dv and the "
+                      "default's %s)\n",
+                      shape.label, "mma bwd var", "", t.delta, variant.dq, variant.dkdv, total, "",
+                      rate, variant.variant->name, variant.variant->dqKeys,
+                      variant.variant->dkvQueries, variant.variant->minBlocks,
+                      variant.difference < 2e-2 ? "agree" : "DIFFER");
+          json << ", {\"shape\": \"" << shape.label
+               << "\", \"kernels\": \"mma_backward_" << variant.variant->name
+               << "\", \"dq_ms\": " << variant.dq << ", \"dkdv_ms\": " << variant.dkdv
+               << ", \"backward_ms\": " << total << ", \"backward_tflops\": " << rate
+               << ", \"difference\": " << variant.difference << "}";
+          agree = agree && variant.difference < 2e-2;
+        }
         if (t.forwardOneTile > 0) {
           const double oneTileRate = 4 * pairs / (t.forwardOneTile * 1e-3) / 1e12;
           std::printf("%-18s %-12s %9.3f %49s %9.1f   (one 16-row tile a warp; o and the default's %s)\n",
