@@ -376,6 +376,7 @@ void Generator::finish(KernelWriter &writer, const std::string &kind, const std:
     code << kErrorRecord;
   code << preamble;
   code << "extern \"C\" __global__ void __launch_bounds__(" << launch.blockSize
+       << (launch.minBlocks > 0 ? ", " + std::to_string(launch.minBlocks) : std::string())
        << ") KERNEL_NAME(\n"
        << writer.signature() << ") {\n";
   for (const std::string &read : writer.prologue)

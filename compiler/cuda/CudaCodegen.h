@@ -86,6 +86,8 @@ struct KernelLaunch {
   /// Rows: the rows one block covers (one per warp when > 1; the grid is then
   /// ceil(rows / rowsPerBlock) blocks, capped, with a grid-stride loop over the rest).
   int rowsPerBlock = 1;
+  /// Blocks per multiprocessor asked of ptxas (__launch_bounds__'s second argument; 0: none).
+  int minBlocks = 0;
   /// Elements per 16-byte access in the vectorised loop (1: scalar loop only); Columns: the
   /// columns of a thread's pack.
   int vectorWidth = 1;

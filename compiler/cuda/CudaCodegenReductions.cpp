@@ -22,11 +22,19 @@ namespace cudagen {
 
 namespace {
 
-/// Threads of the classifier's block per row (compiled into its pack walk).
+/// Threads of the classifier's block per row (compiled into its pack walk), at most.
 constexpr int kClassifierThreads = 1024;
+/// A packed row's block: about 4 packs a thread, between 128 and kClassifierThreads threads, so
+/// that short rows (an 8192-token vocabulary: 1024 packs, 256 threads) put several rows on a
+/// multiprocessor at once, where one 1024-thread block per row left each row's load, block
+/// reductions and stores in sequence with two rows in flight.
+int classifierThreads(int64_t packs) {
+  const int64_t threads = ((packs + 3) / 4 + 31) / 32 * 32;
+  return static_cast<int>(std::clamp<int64_t>(threads, 128, kClassifierThreads));
+}
 /// The most 32-bit registers a classifier thread gives to its row's held packs: a thread of a
 /// 1024-thread block has 64 registers. The 50304-long bf16 rows of a GPT-2 vocabulary hold 28;
-/// ptxas for sm_90 gives that kernel 50 registers in all, without spilling.
+/// ptxas for sm_90 gives that kernel 59 registers in all (62 for f16), without spilling.
 constexpr int64_t kClassifierHeldRegisters = 32;
 
 /// The input index of (kept index o, reduced index r) for a reduction of \p shape over \p axes.
@@ -508,11 +516,13 @@ void Generator::crossEntropyKernels() {
   // again by each pass.
   std::unique_ptr<KernelWriter> packedWriter;
   bool held = false;
+  int threads = kClassifierThreads;
   for (bool hold : {true, false}) {
     if (!packable || classes % width != 0 || writer != unpackedWriter.get())
       break;
     auto candidate = std::make_unique<KernelWriter>(opIndex, members);
-    RowWalk packed(blockSpan, *candidate, kClassifierThreads);
+    const int packedThreads = classifierThreads(classes / width);
+    RowWalk packed(blockSpan, *candidate, packedThreads);
     packed.packed = true;
     packed.width = width;
     packed.packs = classes / width;
@@ -526,6 +536,7 @@ void Generator::crossEntropyKernels() {
     packedWriter = std::move(candidate);
     writer = packedWriter.get();
     held = hold;
+    threads = packedThreads;
   }
   const bool vectorised = writer == packedWriter.get();
   KernelLaunch launch;
@@ -533,9 +544,13 @@ void Generator::crossEntropyKernels() {
   launch.rows = rows;
   // One block per row, L = the class count (the vocabulary for a language model).
   launch.rowLength = classes;
-  launch.blockSize = kClassifierThreads;
+  launch.blockSize = threads;
+  // Blocks of fewer threads share a multiprocessor: ptxas keeps a thread within the 64
+  // registers of a 1024-thread block, so 1024 threads' worth of rows fit (the 8192-class rows'
+  // 256-thread kernel took 79 registers, 3 blocks, without the bound; 64 with it, no spills).
+  launch.minBlocks = threads < kClassifierThreads ? kClassifierThreads / threads : 0;
   const std::string statistics =
-      held ? "Per row (one block): the row's packs of " + std::to_string(width) +
+      held ? "Per row (one block of " + std::to_string(threads) + " threads): the row's packs of " + std::to_string(width) +
                  " read once into registers; from them the maximum, then sum(exp(x - max)), in "
                  "f32"
            : std::string("Per row (one block): the maximum and sum(exp(x - max)) in f32 in one "

@@ -309,6 +309,8 @@ struct ClassifierCase {
   bool packed;
   /// Whether it holds a thread's packs of the row in registers (read once for every pass).
   bool held;
+  /// Its block's threads: about 4 packs a thread, 128 to 1024 (1024 when not packed).
+  int threads;
 };
 
 class EmulatedClassifier : public ::testing::TestWithParam<ClassifierCase> {};
@@ -323,6 +325,7 @@ TEST_P(EmulatedClassifier, LossAndGradientMatchADoubleReference) {
   ASSERT_TRUE(kernel);
   EXPECT_EQ(readsPacks(*kernel), c.packed) << kernel->source;
   EXPECT_EQ(kernel->source.find(" hp_") != std::string::npos, c.held) << kernel->source;
+  EXPECT_EQ(kernel->launch.blockSize, c.threads) << kernel->source;
   TemporaryDirectory directory;
   HostKernel host(*kernel, directory.path);
   ASSERT_TRUE(host.ok()) << host.error() << "\n" << kernel->source;
@@ -404,17 +407,17 @@ INSTANTIATE_TEST_SUITE_P(Shapes, EmulatedClassifier,
                              // last round of packs partial (1000 / 8 = 125 packs over 1024
                              // threads; 50304 / 8 = 6288 = 6 rounds and a partial seventh),
                              // held in registers up to 32 of them a thread (50304 bf16: 7 packs
-                             // of 4 registers).
-                             ClassifierCase{5, 50304, "bf16", true, true},
-                             ClassifierCase{4, 1000, "bf16", true, true},
-                             ClassifierCase{3, 8192, "f16", true, true},
-                             ClassifierCase{4, 256, "f32", true, true},
-                             ClassifierCase{4, 4100, "f32", true, true},
+                             // of 4 registers), about 4 packs a thread in blocks of 128 to 1024.
+                             ClassifierCase{5, 50304, "bf16", true, true, 1024},
+                             ClassifierCase{4, 1000, "bf16", true, true, 128},
+                             ClassifierCase{3, 8192, "f16", true, true, 256},
+                             ClassifierCase{4, 256, "f32", true, true, 128},
+                             ClassifierCase{4, 4100, "f32", true, true, 288},
                              // 40000 f32: 10 packs a thread, 40 registers: read by each pass.
-                             ClassifierCase{2, 40000, "f32", true, false},
+                             ClassifierCase{2, 40000, "f32", true, false, 1024},
                              // Not a multiple of the pack: one element at a time.
-                             ClassifierCase{4, 250, "f32", false, false},
-                             ClassifierCase{3, 1001, "bf16", false, false}),
+                             ClassifierCase{4, 250, "f32", false, false, 1024},
+                             ClassifierCase{3, 1001, "bf16", false, false, 1024}),
                          [](const ::testing::TestParamInfo<ClassifierCase> &info) {
                            return std::to_string(info.param.rows) + "x" +
                                   std::to_string(info.param.classes) + "_" + info.param.type;
