@@ -89,33 +89,30 @@ void Generator::optimizerKernel() {
   for (Operation *op : group->ops) {
     TensorTableEntry entry;
     std::optional<StringRef> copy, skip;
-    if (auto update = llvm::dyn_cast<AdamWOp>(op)) {
-      adamw = true;
+    // What AdamW and SGD updates have alike.
+    auto common = [&](auto update) {
       entry.param = update.getParam().str();
       entry.grad = update.getGrad().str();
+      entry.weightDecay = update.getWeightDecay().convertToDouble();
+      entry.clipNorm = update.getClipNorm().convertToDouble();
+      copy = update.getCopy();
+      skip = update.getSkipNonfinite();
+      lr = update.getLr();
+      norm = update.getGradNorm();
+    };
+    if (auto update = llvm::dyn_cast<AdamWOp>(op)) {
+      adamw = true;
+      common(update);
       entry.firstMoment = update.getFirstMoment().str();
       entry.secondMoment = update.getSecondMoment().str();
       entry.beta1 = update.getBeta1().convertToDouble();
       entry.beta2 = update.getBeta2().convertToDouble();
       entry.eps = update.getEps().convertToDouble();
-      entry.weightDecay = update.getWeightDecay().convertToDouble();
-      entry.clipNorm = update.getClipNorm().convertToDouble();
-      copy = update.getCopy();
-      skip = update.getSkipNonfinite();
-      lr = update.getLr();
-      norm = update.getGradNorm();
     } else if (auto update = llvm::dyn_cast<SgdOp>(op)) {
       sgd = true;
-      entry.param = update.getParam().str();
-      entry.grad = update.getGrad().str();
+      common(update);
       entry.firstMoment = update.getMomentumBuffer().str();
       entry.momentum = update.getMomentum().convertToDouble();
-      entry.weightDecay = update.getWeightDecay().convertToDouble();
-      entry.clipNorm = update.getClipNorm().convertToDouble();
-      copy = update.getCopy();
-      skip = update.getSkipNonfinite();
-      lr = update.getLr();
-      norm = update.getGradNorm();
     } else {
       continue;
     }
