@@ -91,6 +91,31 @@ std::string residualLayerNormModel(int rows, int length, const std::string &type
 /// each chunk's partial sums, the second (\p totals) adds them. Returns the second stage's
 /// arguments, which hold dgamma (and dbeta): as outputs, or added into gradient accumulators
 /// (state) that start at kAccumulatorStart (columnTotals reads either).
+/// Binds the inputs of a norm gradient's kernels: x (\p xValue) and gamma (@g) as the forward's
+/// arguments \p fa hold them, the target @t, the scalar loss scale, and the forward's result
+/// \p y: the input bound to \p yValue, or with \p yValue empty any other [rows, L] input.
+void bindNormGradientInputs(Arguments &arguments, const GeneratedKernel &kernel, Arguments &fa,
+                            const std::string &xValue, const std::vector<char> &t,
+                            const std::vector<char> &scale, const std::vector<char> &y,
+                            const std::string &yValue) {
+  for (const KernelParam &param : kernel.params) {
+    if (param.role != KernelParam::Role::Input)
+      continue;
+    if (param.value == xValue)
+      arguments[param.name] = fa[fa.bound(xValue).name];
+    else if (param.value == "@g")
+      arguments[param.name] = fa[fa.bound("@g").name];
+    else if (param.value == "@t")
+      arguments[param.name] = t;
+    else if (param.shape.empty())
+      arguments[param.name] = scale;
+    else if (yValue.empty() || param.value == yValue)
+      arguments[param.name] = y;
+    else
+      ADD_FAILURE() << "unexpected input " << param.value << " in\n" << kernel.source;
+  }
+}
+
 /// What a gradient accumulator holds before the step's column totals are added.
 constexpr double kAccumulatorStart = 0.5;
 
@@ -265,21 +290,9 @@ TEST_P(EmulatedLayerNorm, RowAndColumnKernelsMatchADoubleReference) {
   writeElement(cBytes, c.type, 0, scale);
   for (size_t i = 0; i < n; ++i)
     writeElement(yBytes, c.type, i, ys[i]);
+  // Any other [rows, L] input is the forward's result, as the backward reads it.
   auto bindInputs = [&](Arguments &arguments, const GeneratedKernel &kernel) {
-    for (const KernelParam &param : kernel.params) {
-      if (param.role != KernelParam::Role::Input)
-        continue;
-      if (param.value == xValue)
-        arguments[param.name] = fa[fa.bound(xValue).name];
-      else if (param.value == "@g")
-        arguments[param.name] = fa[fa.bound("@g").name];
-      else if (param.value == "@t")
-        arguments[param.name] = tBytes;
-      else if (param.shape.empty())
-        arguments[param.name] = cBytes;
-      else
-        arguments[param.name] = yBytes; // the forward's result, as the backward reads it
-    }
+    bindNormGradientInputs(arguments, kernel, fa, xValue, tBytes, cBytes, yBytes, "");
   };
   Arguments ra(*backward);
   bindInputs(ra, *backward);
@@ -472,22 +485,8 @@ TEST_P(EmulatedRmsNorm, RowAndColumnKernelsMatchADoubleReference) {
   const std::vector<double> t = fillRandom(tBytes, c.type, generator);
   writeElement(cBytes, c.type, 0, scale);
   auto bindInputs = [&](Arguments &arguments, const GeneratedKernel &kernel) {
-    for (const KernelParam &param : kernel.params) {
-      if (param.role != KernelParam::Role::Input)
-        continue;
-      if (param.value == xValue)
-        arguments[param.name] = fa[fa.bound(xValue).name];
-      else if (param.value == "@g")
-        arguments[param.name] = fa[fa.bound("@g").name];
-      else if (param.value == "@t")
-        arguments[param.name] = tBytes;
-      else if (param.shape.empty())
-        arguments[param.name] = cBytes;
-      else if (param.value == yValue)
-        arguments[param.name] = fa[fa.bound(yValue).name];
-      else
-        FAIL() << "unexpected input " << param.value << " in\n" << kernel.source;
-    }
+    bindNormGradientInputs(arguments, kernel, fa, xValue, tBytes, cBytes,
+                           fa[fa.bound(yValue).name], yValue);
   };
   HostKernel rowKernel(*backward, directory.path), columnKernel(*columns, directory.path),
       totalKernel(*totals, directory.path);
