@@ -42,6 +42,65 @@ uint64_t inputSeed(uint64_t seed, uint64_t microStep) {
   return seed ^ (microStep * 0x9E3779B97F4A7C15ull);
 }
 
+/// What a run reads before anything else: the training batches (none for random inputs), the
+/// validation set (--val-data) and the initial weights (--init-from).
+struct RunInputs {
+  std::unique_ptr<BatchSource> source;
+  std::optional<ValidationSet> validation;
+  ParameterValues initialWeights;
+};
+
+RunInputs readRunInputs(const plan::Plan &plan, const RunnerOptions &options, const Task &task) {
+  RunInputs inputs;
+  DataOptions dataOptions;
+  dataOptions.path = options.dataPath;
+  dataOptions.format = options.dataFormat;
+  dataOptions.seed = options.seed;
+  try {
+    inputs.source = makeBatchSource(task, dataOptions);
+    if (!options.valDataPath.empty())
+      inputs.validation.emplace(task, options.valDataPath, options.dataFormat, options.seed,
+                                options.evalBatches);
+  } catch (const DataError &error) {
+    throw TrainingFailure(error.what());
+  }
+  if (!options.initFrom.empty()) {
+    try {
+      inputs.initialWeights = readWeights(plan, options.initFrom);
+    } catch (const safetensors::Error &error) {
+      throw TrainingFailure(std::string("--init-from: ") + error.what());
+    }
+  }
+  return inputs;
+}
+
+/// Stops a diverged run after optimizer step \p step with TrainingFailure. Without loss scaling
+/// a loss or gradient norm that is not finite does; with it, overflowing gradients are expected
+/// and handled (the step was skipped), but a loss that has not been finite for more than
+/// kMaxNonFiniteLossSteps steps in a row (\p nonFiniteLosses counts them) does not come back,
+/// nor does an applied step with a gradient norm that is not finite.
+void checkDivergence(bool scaling, uint64_t step, double loss, double gradNorm, bool skipped,
+                     uint64_t &nonFiniteLosses) {
+  const std::string at = "training diverged at step " + std::to_string(step) + ": ";
+  const std::string advice = "try a lower learning rate or another seed";
+  if (!scaling) {
+    if (!std::isfinite(loss) || !std::isfinite(gradNorm))
+      throw TrainingFailure(at + "the loss is " + format("%g", loss) + " and the gradient norm " +
+                            format("%g", gradNorm) + "; " + advice);
+    return;
+  }
+  nonFiniteLosses = std::isfinite(loss) ? 0 : nonFiniteLosses + 1;
+  if (nonFiniteLosses > kMaxNonFiniteLossSteps)
+    throw TrainingFailure(at + "the loss has not been finite for " +
+                          std::to_string(nonFiniteLosses) +
+                          " consecutive steps, which loss scaling cannot fix (it only handles "
+                          "overflowing gradients); " +
+                          advice);
+  if (!skipped && !std::isfinite(gradNorm))
+    throw TrainingFailure(at + "the gradient norm is " + format("%g", gradNorm) +
+                          " but the step was applied; " + advice);
+}
+
 //===----------------------------------------------------------------------===//
 // Checkpoints and stop signals
 //===----------------------------------------------------------------------===//
@@ -96,33 +155,10 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
   // Data first (a bad file is the likeliest mistake), then the executor
   // (which validates the plan), then the log, so a failure leaves no log.
   const Task task = analyzeTask(plan);
-  DataOptions dataOptions;
-  dataOptions.path = options.dataPath;
-  dataOptions.format = options.dataFormat;
-  dataOptions.seed = options.seed;
-  std::unique_ptr<BatchSource> source;
-  try {
-    source = makeBatchSource(task, dataOptions);
-  } catch (const DataError &error) {
-    throw TrainingFailure(error.what());
-  }
-  std::optional<ValidationSet> validation;
-  if (!options.valDataPath.empty()) {
-    try {
-      validation.emplace(task, options.valDataPath, options.dataFormat, options.seed,
-                         options.evalBatches);
-    } catch (const DataError &error) {
-      throw TrainingFailure(error.what());
-    }
-  }
-  ParameterValues initialWeights;
-  if (!options.initFrom.empty()) {
-    try {
-      initialWeights = readWeights(plan, options.initFrom);
-    } catch (const safetensors::Error &error) {
-      throw TrainingFailure(std::string("--init-from: ") + error.what());
-    }
-  }
+  RunInputs inputs = readRunInputs(plan, options, task);
+  std::unique_ptr<BatchSource> source = std::move(inputs.source);
+  std::optional<ValidationSet> &validation = inputs.validation;
+  const ParameterValues &initialWeights = inputs.initialWeights;
   std::unique_ptr<TrainingBackend> backend;
   const DeviceChoice choice =
       chooseDevice(options.device, !plan.device.empty(), options.cpuFallback, [&]() -> GpuProbe {
@@ -464,29 +500,7 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
         std::fflush(streams.err);
       }
       progress.show(record);
-      if (!scaling) {
-        if (!std::isfinite(loss) || !std::isfinite(gradNorm))
-          throw TrainingFailure("training diverged at step " + std::to_string(step + 1) +
-                                ": the loss is " + format("%g", loss) + " and the gradient norm " +
-                                format("%g", gradNorm) +
-                                "; try a lower learning rate or another seed");
-      } else {
-        // With loss scaling, overflowing gradients are expected and handled
-        // (the step was skipped); a loss that is itself not finite is not.
-        nonFiniteLosses = std::isfinite(loss) ? 0 : nonFiniteLosses + 1;
-        if (nonFiniteLosses > kMaxNonFiniteLossSteps)
-          throw TrainingFailure("training diverged at step " + std::to_string(step + 1) +
-                                ": the loss has not been finite for " +
-                                std::to_string(nonFiniteLosses) +
-                                " consecutive steps, which loss scaling cannot fix (it only "
-                                "handles overflowing gradients); try a lower learning rate or "
-                                "another seed");
-        if (!status.lastStepSkipped && !std::isfinite(gradNorm))
-          throw TrainingFailure("training diverged at step " + std::to_string(step + 1) +
-                                ": the gradient norm is " + format("%g", gradNorm) +
-                                " but the step was applied; try a lower "
-                                "learning rate or another seed");
-      }
+      checkDivergence(scaling, step + 1, loss, gradNorm, status.lastStepSkipped, nonFiniteLosses);
       const uint64_t done = step + 1;
       const int signal = !parallel ? static_cast<int>(stopSignal)
                          : stopAll ? (stopSignal ? static_cast<int>(stopSignal) : SIGTERM)
