@@ -192,10 +192,12 @@ phase_kernels() {
     --section LaunchStats --section WarpStateStats --section SchedulerStats
     --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section InstructionStats)
   local status=0
-  timeout 300 "$ncu" "${sections[@]}" --launch-count 8 \
-    --kernel-name 'regex:(fwd|bwd_dq|bwd_dkdv)_bf16_d64_causal$|fwd_one_tile' \
-    "$here/tests/ampc_attention_bench" --iterations 1 >"$results/ncu_attention.txt" 2>&1 ||
-    status=1
+  # The tensor-core kernels alone at GPT-124M's causal shape (--mma-only): each launched 4 times
+  # (3 warm-up, 1 timed), every launch of the forward, dq, dk/dv and the variants profiled.
+  timeout 300 "$ncu" "${sections[@]}" --launch-count 40 \
+    --kernel-name 'regex:(fwd|bwd_dq|bwd_dkdv)_bf16_d64_causal$|ampc_bench_' \
+    "$here/tests/ampc_attention_bench" --iterations 1 --mma-only \
+    >"$results/ncu_attention.txt" 2>&1 || status=1
   # One family at a time (a launch count over all of them would spend it on the first layers):
   # the first two launches of each, from one eager step of gpt124m.
   : >"$results/ncu_gpt124m.txt"
@@ -231,7 +233,7 @@ phase_curves() {
 
 for phase in "${phases[@]}"; do
   case $phase in
-    tests|attention|agree|sanitizer|lifecycle|profile|bench|curves)
+    tests|attention|agree|sanitizer|lifecycle|profile|kernels|bench|curves)
       start=$(date +%s)
       "phase_$phase"
       echo "run.sh: $phase took $(( $(date +%s) - start )) s" >&2 ;;

@@ -32,10 +32,12 @@ int classifierThreads(int64_t packs) {
   const int64_t threads = ((packs + 3) / 4 + 31) / 32 * 32;
   return static_cast<int>(std::clamp<int64_t>(threads, 128, kClassifierThreads));
 }
-/// The most 32-bit registers a classifier thread gives to its row's held packs: a thread of a
-/// 1024-thread block has 64 registers. The 50304-long bf16 rows of a GPT-2 vocabulary hold 28;
-/// ptxas for sm_90 gives that kernel 59 registers in all (62 for f16), without spilling.
-constexpr int64_t kClassifierHeldRegisters = 32;
+/// The most 32-bit registers a classifier thread gives to its row's held packs: a thread has 64
+/// (a 1024-thread block, or the blocks __launch_bounds__ asks to fit 1024 threads). The
+/// 50304-long bf16 rows of a GPT-2 vocabulary hold 28; ptxas for sm_90 gives that kernel 59
+/// registers in all (62 for f16), without spilling. f32 logits beside a 16-bit gradient (32-byte
+/// packs) would hold 32 at 4 packs a thread: they take the two-read walk.
+constexpr int64_t kClassifierHeldRegisters = 28;
 
 /// The input index of (kept index o, reduced index r) for a reduction of \p shape over \p axes.
 ///

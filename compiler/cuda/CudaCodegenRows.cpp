@@ -407,7 +407,8 @@ constexpr int64_t kColumnSumBlocks = 1024;
 ///       thread takes one column, one element per access;
 ///   `<stem>`: one thread per column adds its chunks' partials in chunk order (so the result
 ///       does not depend on the grid) and runs the store code (the group's fused consumers).
-/// chunks is compiled in: ceil(kColumnSumBlocks / column blocks), at most one chunk per 64 rows.
+/// chunks is compiled in: ceil(kColumnSumBlocks / column blocks), at most one chunk per 64 rows
+/// (packed: half those blocks, at most one chunk per 128 rows).
 void Generator::columnSumKernels(const ColumnSumEmitter &emitSum, KernelWriter &storeWriter,
                                  const std::string &storeCode, int sums, int64_t rows,
                                  int64_t length, const std::string &kind, const std::string &stem,
@@ -439,8 +440,12 @@ void Generator::columnSumKernels(const ColumnSumEmitter &emitSum, KernelWriter &
   KernelWriter &sumWriter = packed ? *packedWriter : unpackedWriter;
   const int64_t perBlock = packed ? 32 * width : 32;
   const int64_t columnBlocks = std::max<int64_t>(1, (length + perBlock - 1) / perBlock);
-  const int64_t chunks = std::clamp<int64_t>((kColumnSumBlocks + columnBlocks - 1) / columnBlocks,
-                                             1, std::max<int64_t>(1, rows / 64));
+  // Packed blocks cover W times the columns and move W times the bytes a row: half the blocks
+  // and twice the rows a chunk keep the second stage's per-column additions few (L = 768: 3
+  // column blocks x 128 chunks).
+  const int64_t blocks = packed ? kColumnSumBlocks / 2 : kColumnSumBlocks;
+  const int64_t chunks = std::clamp<int64_t>((blocks + columnBlocks - 1) / columnBlocks, 1,
+                                             std::max<int64_t>(1, rows / (packed ? 128 : 64)));
   sumWriter.scratchParam("columnPartials", {sums, chunks, length});
   sumWriter.scalarParam("rows", "i64", "rows");
   sumWriter.scalarParam("L", "i64", "row_length");
@@ -544,6 +549,8 @@ void Generator::columnSumKernels(const ColumnSumEmitter &emitSum, KernelWriter &
            "threadIdx.x; column < L;\n"
         << "       column += static_cast<long long>(gridDim.x) * blockDim.x) {\n"
         << "    float total0 = 0.0f, total1 = 0.0f;\n"
+        << "    // In chunk order; unrolled so that many of the independent loads are in flight.\n"
+        << "#pragma unroll 16\n"
         << "    for (long long c = 0; c < " << chunks << "ll; ++c) {\n"
         << "      total0 += columnPartials[c * L + column];\n";
   if (sums == 2)

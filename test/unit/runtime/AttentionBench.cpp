@@ -1,6 +1,6 @@
 //===- AttentionBench.cpp - Time the flash-attention kernels on a GPU -------===//
 //
-// ampc_attention_bench [--iterations N] [--json FILE] [--source]
+// ampc_attention_bench [--iterations N] [--json FILE] [--mma-only] [--source]
 //
 // Times the attention kernels the CUDA backend launches at GPT shapes (GPT-124M: B 16, H 12,
 // T = S = 1024, head dim 64, causal; the same with head dim 128 and H 6; and non-causal), bf16,
@@ -23,6 +23,9 @@
 // variants (kBackwardVariants: 32-row tiles, more blocks a multiprocessor) beside the default,
 // whose dq, dk and dv must agree with it to 2e-2. Exit status 0, or 1
 // when a difference exceeds 2e-2 or the packed outputs differ at all; 2 without a GPU.
+//
+// --mma-only runs the tensor-core kernels (and their variants) at GPT-124M's causal shape only,
+// contiguous, without the comparisons: what a profiler's run needs (run.sh kernels).
 //
 // The kernels are compiled with NVRTC from the headers in kernel-include/ beside this
 // executable (or $AMPC_KERNEL_INCLUDE), as the GPU tests do.
@@ -364,18 +367,24 @@ Run runShape(cuda::Device &device, cuda::Module &module, bool tensorCores, bool 
 int main(int argc, char **argv) {
   int iterations = 20;
   std::string jsonPath;
+  // Only the tensor-core kernels at GPT-124M's causal shape (with the variants), contiguous: what
+  // a profiler run (run.sh kernels) needs; nothing is compared with the fp32-FMA kernels.
+  bool mmaOnly = false;
   for (int i = 1; i < argc; ++i) {
     const std::string argument = argv[i];
     if (argument == "--iterations" && i + 1 < argc) {
       iterations = std::max(1, std::atoi(argv[++i]));
     } else if (argument == "--json" && i + 1 < argc) {
       jsonPath = argv[++i];
+    } else if (argument == "--mma-only") {
+      mmaOnly = true;
     } else if (argument == "--source") {
       // The tensor-core module's source, for ptxas or nvcc without a GPU.
       std::cout << moduleSource(true);
       return 0;
     } else {
-      std::cerr << "usage: ampc_attention_bench [--iterations N] [--json FILE] [--source]\n";
+      std::cerr << "usage: ampc_attention_bench [--iterations N] [--json FILE] [--mma-only] "
+                   "[--source]\n";
       return 2;
     }
   }
@@ -391,7 +400,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   try {
-    std::unique_ptr<cuda::Module> fma = compileModule(*device, false);
+    std::unique_ptr<cuda::Module> fma = mmaOnly ? nullptr : compileModule(*device, false);
     std::unique_ptr<cuda::Module> mma = compileModule(*device, true);
     std::ostringstream json;
     json << "{\"device\": \"" << device->info().name << "\", \"iterations\": " << iterations
@@ -401,6 +410,8 @@ int main(int argc, char **argv) {
     bool agree = true;
     bool firstResult = true;
     for (const Shape &shape : kShapes) {
+      if (mmaOnly && &shape != &kShapes[0])
+        continue;
       std::mt19937 generator(2024);
       const size_t elements =
           static_cast<size_t>(shape.batch) * shape.heads * shape.tokens * shape.headDim;
@@ -415,7 +426,7 @@ int main(int argc, char **argv) {
       const double pairs = static_cast<double>(shape.batch) * shape.heads * shape.tokens *
                            shape.tokens * shape.headDim * (shape.causal ? 0.5 : 1.0);
       Run runs[3];
-      for (int which = 0; which < 3; ++which) {
+      for (int which = mmaOnly ? 1 : 0; which < (mmaOnly ? 2 : 3); ++which) {
         // fp32 FMA, tensor cores, tensor cores on the packed layout.
         const bool tensorCores = which >= 1, packed = which == 2;
         runs[which] = runShape(*device, tensorCores ? *mma : *fma, tensorCores, packed, shape, q,
@@ -466,6 +477,8 @@ int main(int argc, char **argv) {
           agree = agree && runs[which].oneTileDifference < 2e-2;
         }
       }
+      if (mmaOnly)
+        continue;
       const char *names[] = {"o", "dq", "dk", "dv"};
       const std::vector<char> *fmaOut[] = {&runs[0].outputs.o, &runs[0].outputs.dq,
                                            &runs[0].outputs.dk, &runs[0].outputs.dv};
