@@ -194,7 +194,7 @@ phase_kernels() {
   local status=0
   # The tensor-core kernels alone at GPT-124M's causal shape (--mma-only): each launched 4 times
   # (3 warm-up, 1 timed), every launch of the forward, dq, dk/dv and the variants profiled.
-  timeout 300 "$ncu" "${sections[@]}" --launch-count 40 \
+  timeout 240 "$ncu" "${sections[@]}" --launch-count 40 \
     --kernel-name 'regex:(fwd|bwd_dq|bwd_dkdv)_bf16_d64_causal$|ampc_bench_' \
     "$here/tests/ampc_attention_bench" --iterations 1 --mma-only \
     >"$results/ncu_attention.txt" 2>&1 || status=1
@@ -205,7 +205,7 @@ phase_kernels() {
   for family in 'cross_entropy_loss_grad' 'reduction_layernorm_[0-9a-f]+$' \
     'layernorm_grad_[0-9a-f]+$' 'layernorm_grad_params' 'sum_columns' 'adamw'; do
     echo "=== $family" >>"$results/ncu_gpt124m.txt"
-    timeout 150 "$ncu" "${sections[@]}" --launch-count 2 --kernel-name "regex:$family" \
+    timeout 90 "$ncu" "${sections[@]}" --launch-count 2 --kernel-name "regex:$family" \
       "$here/train/gpt124m_bf16" --device cuda --steps 2 --profile=1 \
       --data "$here/data/kjv_train.bin" --quiet >>"$results/ncu_gpt124m.txt" 2>&1 || status=1
   done
