@@ -80,18 +80,6 @@ template <typename T> std::vector<T> downloadRaw(Device &device, CUdeviceptr poi
   return values;
 }
 
-uint32_t bitsOf(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  return bits;
-}
-
-float floatOf(uint32_t bits) {
-  float value;
-  std::memcpy(&value, &bits, 4);
-  return value;
-}
-
 TEST(KernelSupportGpu, ConvertsAsTheCpuBackend) {
   AMPC_REQUIRE_GPU(device);
   if (!device.info().supportsBf16())
@@ -104,11 +92,11 @@ TEST(KernelSupportGpu, ConvertsAsTheCpuBackend) {
   for (uint32_t high = 0; high < 65536; ++high)
     for (uint32_t low : {0x0000u, 0x0001u, 0x0fffu, 0x1000u, 0x1001u, 0x3000u, 0x7fffu, 0x8000u,
                          0x8001u, 0xffffu})
-      x.push_back(floatOf(high << 16 | low));
+      x.push_back(numerics::bitsToFloat(high << 16 | low));
   std::mt19937 generator(3);
   std::uniform_int_distribution<uint32_t> anyBits;
   for (int i = 0; i < 1000000; ++i)
-    x.push_back(floatOf(anyBits(generator)));
+    x.push_back(numerics::bitsToFloat(anyBits(generator)));
   const size_t n = x.size();
 
   DeviceAllocation input = device.allocate(n * 4, "x");
@@ -138,15 +126,15 @@ TEST(KernelSupportGpu, ConvertsAsTheCpuBackend) {
       EXPECT_TRUE(std::isnan(numerics::bf16BitsToFloat(gotBf16[i])) &&
                   std::isnan(numerics::f16BitsToFloat(gotF16[i])) &&
                   std::isnan(gotBf16Rounded[i]) && std::isnan(gotF16Rounded[i]))
-          << "NaN " << std::hex << bitsOf(value);
+          << "NaN " << std::hex << numerics::floatToBits(value);
       continue;
     }
     const bool same = gotBf16[i] == numerics::floatToBF16Bits(value) &&
                       gotF16[i] == numerics::floatToF16Bits(value) &&
-                      bitsOf(gotBf16Rounded[i]) == bitsOf(numerics::roundToBF16(value)) &&
-                      bitsOf(gotF16Rounded[i]) == bitsOf(numerics::roundToF16(value));
+                      numerics::floatToBits(gotBf16Rounded[i]) == numerics::floatToBits(numerics::roundToBF16(value)) &&
+                      numerics::floatToBits(gotF16Rounded[i]) == numerics::floatToBits(numerics::roundToF16(value));
     if (!same && wrong++ < 5)
-      ADD_FAILURE() << "f32 0x" << std::hex << bitsOf(value) << ": bf16 0x" << gotBf16[i]
+      ADD_FAILURE() << "f32 0x" << std::hex << numerics::floatToBits(value) << ": bf16 0x" << gotBf16[i]
                     << " (CPU 0x" << numerics::floatToBF16Bits(value) << "), f16 0x" << gotF16[i]
                     << " (CPU 0x" << numerics::floatToF16Bits(value) << ")";
     // e^x for x <= 0 (what the kernels exponentiate): relative error within 2^-21 plus
@@ -177,11 +165,11 @@ TEST(KernelSupportGpu, ConvertsAsTheCpuBackend) {
     if (std::isnan(bf16))
       EXPECT_TRUE(std::isnan(wideBf16[bits])) << std::hex << bits;
     else
-      ASSERT_EQ(bitsOf(wideBf16[bits]), bitsOf(bf16)) << "bf16 0x" << std::hex << bits;
+      ASSERT_EQ(numerics::floatToBits(wideBf16[bits]), numerics::floatToBits(bf16)) << "bf16 0x" << std::hex << bits;
     if (std::isnan(f16))
       EXPECT_TRUE(std::isnan(wideF16[bits])) << std::hex << bits;
     else
-      ASSERT_EQ(bitsOf(wideF16[bits]), bitsOf(f16)) << "f16 0x" << std::hex << bits;
+      ASSERT_EQ(numerics::floatToBits(wideF16[bits]), numerics::floatToBits(f16)) << "f16 0x" << std::hex << bits;
   }
 }
 
