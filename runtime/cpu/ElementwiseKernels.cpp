@@ -8,11 +8,13 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/StridedRows.h"
 #include "runtime/cpu/ThreadPool.h"
+#include "runtime/numerics/Float16.h"
 #include "runtime/numerics/Philox.h"
 #include "runtime/plan/Plan.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace ampc::cpu::kernels {
 namespace {
@@ -148,6 +150,50 @@ void dropout(const T *x, T *y, int64_t count, double p, uint64_t seed, uint64_t 
       y[e] = u >= p ? x[e] * scale : T(0);
     }
   });
+}
+
+void roundFloatsToBF16(float *data, int64_t count) {
+  // numerics::floatToBF16Bits then bf16BitsToFloat, without branches so that
+  // the loop vectorises: a NaN keeps its top bits and is made quiet, any
+  // other value rounds to nearest even by the carry of 0x7fff plus its lsb.
+  for (int64_t i = 0; i < count; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, data + i, sizeof bits);
+    const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
+    const uint32_t rounded = nan ? (bits & 0xffff0000u) | 0x00400000u
+                                 : (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+    std::memcpy(data + i, &rounded, sizeof rounded);
+  }
+}
+
+void roundFloatsToF16(float *data, int64_t count) {
+  // A zero, or a magnitude from fp16's smallest normal 2^-14 (0x38800000) up
+  // to below the overflow threshold 65520 (0x477ff000), keeps its exponent:
+  // rounding the float's 23-bit mantissa to 10 bits in place (a carry into
+  // the exponent included) is the fp16 rounding. Blocks where every value is
+  // such run branch-free; others go value by value through Float16.h.
+  constexpr int64_t kBlock = 256;
+  for (int64_t begin = 0; begin < count; begin += kBlock) {
+    const int64_t end = std::min(count, begin + kBlock);
+    uint32_t outside = 0;
+    for (int64_t i = begin; i < end; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, data + i, sizeof bits);
+      const uint32_t magnitude = bits & 0x7fffffffu;
+      outside |= magnitude != 0 && magnitude - 0x38800000u >= 0x477ff000u - 0x38800000u;
+    }
+    if (outside) {
+      for (int64_t i = begin; i < end; ++i)
+        data[i] = numerics::roundToF16(data[i]);
+      continue;
+    }
+    for (int64_t i = begin; i < end; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, data + i, sizeof bits);
+      const uint32_t rounded = (bits + 0xfffu + ((bits >> 13) & 1u)) & 0xffffe000u;
+      std::memcpy(data + i, &rounded, sizeof rounded);
+    }
+  }
 }
 
 template void unary<float>(UnaryOp, const float *, float *, int64_t);

@@ -55,6 +55,13 @@ template <typename T>
 void binary(BinaryOp op, const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *out,
             const Shape &outShape);
 
+/// Rounds each float of data[0, count) to bf16 (f16) in place: the bits of
+/// numerics::roundToBF16 (roundToF16) element by element, in SIMD code for
+/// every value but f16's subnormals, overflows and NaNs. Single-threaded:
+/// the executor splits the work.
+void roundFloatsToBF16(float *data, int64_t count);
+void roundFloatsToF16(float *data, int64_t count);
+
 /// Training-mode dropout: y[e] = x[e] / (1 - p) if uniform01(seed, step,
 /// stream, e) >= p, else 0.
 template <typename T>
@@ -74,8 +81,19 @@ template <typename T> struct MatrixView {
 /// c[m x n] (row-major, leading dim n) = a[m x k] * b[k x n]. Each element is
 /// summed in increasing k order, exactly like a naive triple loop, whatever
 /// the blocking and thread count.
+/// The f32 version runs the widest SIMD tile the CPU has (gemmIsa()).
 template <typename T>
 void gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b, T *c);
+
+/// The f32 gemm's tiles by instruction set. Each gives the same bits.
+enum class GemmIsa { Sse2, Avx2, Avx512 };
+const char *gemmIsaName(GemmIsa isa);
+/// Whether this CPU runs \p isa, and the widest one it runs.
+bool gemmIsaSupported(GemmIsa isa);
+GemmIsa gemmIsa();
+/// gemm<float> with the tile of \p isa, which the CPU must support.
+void gemmWith(GemmIsa isa, int64_t m, int64_t n, int64_t k, MatrixView<float> a,
+              MatrixView<float> b, float *c);
 
 /// The MatMul opcode: optional transposes of the last two dims, broadcast
 /// batch dims; out is [batch..., m, n].

@@ -25,17 +25,37 @@
 namespace ampc::cpu::kernels {
 namespace {
 
-/// Register tile and cache block sizes per compute type. The tile is sized so
-/// accumulators plus one B row fit in the 16 SIMD registers of x86-64.
-template <typename T> struct Blocking;
-template <> struct Blocking<float> {
+/// Register tile and cache block sizes. The tile is sized so its
+/// accumulators plus one B row fit in the SIMD registers of the instruction
+/// set it is compiled for: 16 of x86-64's baseline SSE2 and of AVX2, 32 of
+/// AVX-512. Every variant adds the same products in the same order, so they
+/// give the same bits.
+struct SseFloat {
+  using T = float;
   static constexpr int kPanelRows = 4;       // MR
   static constexpr int kPanelCols = 8;       // NR: two 4-float SSE registers
   static constexpr int64_t kDepth = 256;     // KC: B panel of 8 KiB stays in L1
   static constexpr int64_t kRowBlock = 96;   // MC: A block of 96 KiB in L2
   static constexpr int64_t kColBlock = 2048; // NC: B block of 2 MiB in L2/L3
 };
-template <> struct Blocking<double> {
+struct Avx2Float {
+  using T = float;
+  static constexpr int kPanelRows = 6;  // 12 accumulators of 8 floats
+  static constexpr int kPanelCols = 16; // two AVX registers
+  static constexpr int64_t kDepth = 256;
+  static constexpr int64_t kRowBlock = 96;
+  static constexpr int64_t kColBlock = 2048;
+};
+struct Avx512Float {
+  using T = float;
+  static constexpr int kPanelRows = 12; // 24 accumulators of 16 floats
+  static constexpr int kPanelCols = 32; // two AVX-512 registers
+  static constexpr int64_t kDepth = 256;
+  static constexpr int64_t kRowBlock = 96;
+  static constexpr int64_t kColBlock = 2048;
+};
+struct SseDouble {
+  using T = double;
   static constexpr int kPanelRows = 4;
   static constexpr int kPanelCols = 4;
   static constexpr int64_t kDepth = 256;
@@ -46,49 +66,122 @@ template <> struct Blocking<double> {
 /// C tile [kPanelRows x kPanelCols] (leading dim ldc) += packed A panel
 /// [depth x kPanelRows] times packed B panel [depth x kPanelCols], starting
 /// from zero when \p first. All bounds are compile-time constants so the
-/// accumulators live in registers.
-template <typename T>
-inline void microKernel(int64_t depth, const T *__restrict aPanel, const T *__restrict bPanel,
-                        T *__restrict c, int64_t ldc, bool first) {
-  constexpr int MR = Blocking<T>::kPanelRows, NR = Blocking<T>::kPanelCols;
+/// accumulators live in registers. Always inlined, so that it is compiled for
+/// the instruction set of the function that calls it.
+template <typename B>
+[[gnu::always_inline]] inline void
+microKernel(int64_t depth, const typename B::T *__restrict aPanel,
+            const typename B::T *__restrict bPanel, typename B::T *__restrict c, int64_t ldc,
+            bool first) {
+  using T = typename B::T;
+  constexpr int MR = B::kPanelRows, NR = B::kPanelCols;
   T acc[MR][NR];
   // Full unrolling of the tile loops is what lets the compiler keep `acc` in
   // registers and vectorise the j loop; without it GCC vectorises across i.
-#pragma GCC unroll 16
+#pragma GCC unroll 32
   for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 16
+#pragma GCC unroll 32
     for (int j = 0; j < NR; ++j)
       acc[i][j] = first ? T(0) : c[i * ldc + j];
   for (int64_t p = 0; p < depth; ++p) {
     const T *bRow = bPanel + p * NR;
     const T *aColumn = aPanel + p * MR;
-#pragma GCC unroll 16
+#pragma GCC unroll 32
     for (int i = 0; i < MR; ++i) {
       const T aValue = aColumn[i];
-#pragma GCC unroll 16
+#pragma GCC unroll 32
       for (int j = 0; j < NR; ++j)
         acc[i][j] += aValue * bRow[j];
     }
   }
-#pragma GCC unroll 16
+#pragma GCC unroll 32
   for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 16
+#pragma GCC unroll 32
     for (int j = 0; j < NR; ++j)
       c[i * ldc + j] = acc[i][j];
 }
 
+/// The micro-kernel in explicit SIMD vectors of V (GCC's vector extension)
+/// for AVX2 and AVX-512, where GCC's own vectorisation of the scalar loops
+/// shuffles instead of broadcasting. The same products are added in the
+/// same order as microKernel's, lane by lane.
+template <typename B, typename V>
+[[gnu::always_inline]] inline void vectorKernel(int64_t depth, const float *__restrict aPanel,
+                                                const float *__restrict bPanel,
+                                                float *__restrict c, int64_t ldc, bool first) {
+  constexpr int MR = B::kPanelRows, W = sizeof(V) / sizeof(float);
+  constexpr int NV = B::kPanelCols / W;
+  static_assert(NV * W == B::kPanelCols, "a tile row is whole vectors");
+  V acc[MR][NV];
+#pragma GCC unroll 32
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      if (first)
+        acc[i][v] = V{};
+      else
+        std::memcpy(&acc[i][v], c + i * ldc + v * W, sizeof(V));
+    }
+  for (int64_t p = 0; p < depth; ++p) {
+    V bRow[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v)
+      std::memcpy(&bRow[v], bPanel + p * B::kPanelCols + v * W, sizeof(V));
+    const float *aColumn = aPanel + p * MR;
+#pragma GCC unroll 32
+    for (int i = 0; i < MR; ++i) {
+      const V aValue = V{} + aColumn[i];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v)
+        acc[i][v] += aValue * bRow[v];
+    }
+  }
+#pragma GCC unroll 32
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v)
+      std::memcpy(c + i * ldc + v * W, &acc[i][v], sizeof(V));
+}
+
+typedef float Floats8 __attribute__((vector_size(32)));
+typedef float Floats16 __attribute__((vector_size(64)));
+
+/// The micro-kernel per instruction set: a function of its own, so that the
+/// target attribute compiles the inlined tile loops for it.
+template <typename B> struct Tile {
+  static void run(int64_t depth, const typename B::T *aPanel, const typename B::T *bPanel,
+                  typename B::T *c, int64_t ldc, bool first) {
+    microKernel<B>(depth, aPanel, bPanel, c, ldc, first);
+  }
+};
+template <> struct Tile<Avx2Float> {
+  [[gnu::target("avx2")]] static void run(int64_t depth, const float *aPanel,
+                                          const float *bPanel, float *c, int64_t ldc,
+                                          bool first) {
+    vectorKernel<Avx2Float, Floats8>(depth, aPanel, bPanel, c, ldc, first);
+  }
+};
+template <> struct Tile<Avx512Float> {
+  [[gnu::target("avx512f")]] static void run(int64_t depth, const float *aPanel,
+                                             const float *bPanel, float *c, int64_t ldc,
+                                             bool first) {
+    vectorKernel<Avx512Float, Floats16>(depth, aPanel, bPanel, c, ldc, first);
+  }
+};
+
 /// The micro-kernel on a tile cut off by the edge of C: the valid
 /// [rows x cols] part goes through a full-size scratch tile.
-template <typename T>
-void edgeKernel(int64_t depth, const T *aPanel, const T *bPanel, T *c, int64_t ldc, bool first,
-                int64_t rows, int64_t cols) {
-  constexpr int MR = Blocking<T>::kPanelRows, NR = Blocking<T>::kPanelCols;
+template <typename B>
+void edgeKernel(int64_t depth, const typename B::T *aPanel, const typename B::T *bPanel,
+                typename B::T *c, int64_t ldc, bool first, int64_t rows, int64_t cols) {
+  using T = typename B::T;
+  constexpr int MR = B::kPanelRows, NR = B::kPanelCols;
   T tile[MR * NR] = {};
   if (!first)
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < cols; ++j)
         tile[i * NR + j] = c[i * ldc + j];
-  microKernel(depth, aPanel, bPanel, tile, NR, first);
+  Tile<B>::run(depth, aPanel, bPanel, tile, NR, first);
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j)
       c[i * ldc + j] = tile[i * NR + j];
@@ -96,9 +189,9 @@ void edgeKernel(int64_t depth, const T *aPanel, const T *bPanel, T *c, int64_t l
 
 /// Packs B[k0 : k0+depth, j0 : j0+cols] into column panels, zero-padding the
 /// last panel: panel q holds rows p as kPanelCols consecutive values.
-template <typename T>
+template <typename B, typename T = typename B::T>
 void packB(MatrixView<T> b, int64_t k0, int64_t depth, int64_t j0, int64_t cols, T *packed) {
-  constexpr int NR = Blocking<T>::kPanelCols;
+  constexpr int NR = B::kPanelCols;
   const int64_t panels = (cols + NR - 1) / NR;
   parallelFor(panels, 16, [&](int64_t begin, int64_t end) {
     for (int64_t q = begin; q < end; ++q) {
@@ -121,9 +214,9 @@ void packB(MatrixView<T> b, int64_t k0, int64_t depth, int64_t j0, int64_t cols,
 
 /// Packs A[i0 : i0+rows, k0 : k0+depth] into row panels, zero-padding the
 /// last panel: panel q holds columns p as kPanelRows consecutive values.
-template <typename T>
+template <typename B, typename T = typename B::T>
 void packA(MatrixView<T> a, int64_t i0, int64_t rows, int64_t k0, int64_t depth, T *packed) {
-  constexpr int MR = Blocking<T>::kPanelRows;
+  constexpr int MR = B::kPanelRows;
   for (int64_t q = 0; q * MR < rows; ++q) {
     T *out = packed + q * depth * MR;
     const int64_t height = std::min<int64_t>(MR, rows - q * MR);
@@ -148,11 +241,8 @@ template <typename T> T *threadScratch(size_t slot, size_t size) {
   return buffer.data();
 }
 
-} // namespace
-
-template <typename T>
-void gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b, T *c) {
-  using B = Blocking<T>;
+template <typename B, typename T = typename B::T>
+void blockedGemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b, T *c) {
   constexpr int MR = B::kPanelRows, NR = B::kPanelCols;
   if (m == 0 || n == 0)
     return;
@@ -169,14 +259,14 @@ void gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b, T *
       const int64_t depth = std::min(B::kDepth, k - k0);
       const bool first = k0 == 0;
       packedB.resize(colPanels * NR * depth);
-      packB(b, k0, depth, j0, cols, packedB.data());
+      packB<B>(b, k0, depth, j0, cols, packedB.data());
       const int64_t rowBlocks = (m + B::kRowBlock - 1) / B::kRowBlock;
       parallelFor(rowBlocks, 1, [&](int64_t begin, int64_t end) {
         T *packedA = threadScratch<T>(0, B::kRowBlock * depth);
         for (int64_t block = begin; block < end; ++block) {
           const int64_t i0 = block * B::kRowBlock;
           const int64_t rows = std::min(B::kRowBlock, m - i0);
-          packA(a, i0, rows, k0, depth, packedA);
+          packA<B>(a, i0, rows, k0, depth, packedA);
           for (int64_t q = 0; q < colPanels; ++q) {
             const T *bPanel = packedB.data() + q * depth * NR;
             const int64_t jc = j0 + q * NR;
@@ -186,15 +276,75 @@ void gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b, T *
               T *tile = c + (i0 + r * MR) * n + jc;
               const int64_t height = std::min<int64_t>(MR, rows - r * MR);
               if (height == MR && width == NR)
-                microKernel(depth, aPanel, bPanel, tile, n, first);
+                Tile<B>::run(depth, aPanel, bPanel, tile, n, first);
               else
-                edgeKernel(depth, aPanel, bPanel, tile, n, first, height, width);
+                edgeKernel<B>(depth, aPanel, bPanel, tile, n, first, height, width);
             }
           }
         }
       });
     }
   }
+}
+
+} // namespace
+
+const char *gemmIsaName(GemmIsa isa) {
+  switch (isa) {
+  case GemmIsa::Sse2:
+    return "sse2";
+  case GemmIsa::Avx2:
+    return "avx2";
+  case GemmIsa::Avx512:
+    return "avx512f";
+  }
+  return "?";
+}
+
+bool gemmIsaSupported(GemmIsa isa) {
+  __builtin_cpu_init();
+  switch (isa) {
+  case GemmIsa::Sse2:
+    return true;
+  case GemmIsa::Avx2:
+    return __builtin_cpu_supports("avx2");
+  case GemmIsa::Avx512:
+    return __builtin_cpu_supports("avx512f");
+  }
+  return false;
+}
+
+GemmIsa gemmIsa() {
+  // Decided once: every tile gives the same bits, so the choice only
+  // changes the speed.
+  static const GemmIsa isa = gemmIsaSupported(GemmIsa::Avx512) ? GemmIsa::Avx512
+                             : gemmIsaSupported(GemmIsa::Avx2) ? GemmIsa::Avx2
+                                                               : GemmIsa::Sse2;
+  return isa;
+}
+
+void gemmWith(GemmIsa isa, int64_t m, int64_t n, int64_t k, MatrixView<float> a,
+              MatrixView<float> b, float *c) {
+  switch (isa) {
+  case GemmIsa::Avx512:
+    return blockedGemm<Avx512Float>(m, n, k, a, b, c);
+  case GemmIsa::Avx2:
+    return blockedGemm<Avx2Float>(m, n, k, a, b, c);
+  case GemmIsa::Sse2:
+    return blockedGemm<SseFloat>(m, n, k, a, b, c);
+  }
+}
+
+template <>
+void gemm<float>(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixView<float> b,
+                 float *c) {
+  gemmWith(gemmIsa(), m, n, k, a, b, c);
+}
+
+template <>
+void gemm<double>(int64_t m, int64_t n, int64_t k, MatrixView<double> a, MatrixView<double> b,
+                  double *c) {
+  blockedGemm<SseDouble>(m, n, k, a, b, c);
 }
 
 template <typename T>
@@ -247,9 +397,6 @@ void matMul(const T *a, const Shape &aShape, bool transposeA, const T *b, const 
   }
 }
 
-template void gemm<float>(int64_t, int64_t, int64_t, MatrixView<float>, MatrixView<float>, float *);
-template void gemm<double>(int64_t, int64_t, int64_t, MatrixView<double>, MatrixView<double>,
-                           double *);
 template void matMul<float>(const float *, const Shape &, bool, const float *, const Shape &, bool,
                             float *);
 template void matMul<double>(const double *, const Shape &, bool, const double *, const Shape &,

@@ -102,8 +102,15 @@ template <typename T> void roundToStorage(T *data, int64_t count, DType dtype) {
     return; // f32: already a float in F32 mode, kept as double in F64 mode
   const bool bf16 = dtype == DType::BF16;
   parallelFor(count, kElementGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      data[i] = bf16 ? numerics::roundToBF16(data[i]) : numerics::roundToF16(data[i]);
+    if constexpr (std::is_same_v<T, float>) {
+      if (bf16)
+        kernels::roundFloatsToBF16(data + begin, end - begin);
+      else
+        kernels::roundFloatsToF16(data + begin, end - begin);
+    } else {
+      for (int64_t i = begin; i < end; ++i)
+        data[i] = bf16 ? numerics::roundToBF16(data[i]) : numerics::roundToF16(data[i]);
+    }
   });
 }
 

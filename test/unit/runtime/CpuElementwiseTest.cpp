@@ -1,6 +1,7 @@
 //===- CpuElementwiseTest.cpp - Elementwise ops, dropout, cast, rounding --===//
 
 #include "CpuTestUtils.h"
+#include "runtime/cpu/Kernels.h"
 
 #include "runtime/numerics/Float16.h"
 #include "runtime/numerics/Philox.h"
@@ -8,7 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <random>
 
 using namespace ampc;
 using namespace ampc::test;
@@ -200,6 +203,39 @@ TEST(CpuElementwise, F64DiffersFromF32AtRoundingLevel) {
   }
   EXPECT_GT(largest, 1e-9);
   EXPECT_LT(largest, 2e-7);
+}
+
+TEST(CpuStorageRounding, BulkRoundingGivesFloat16hsBits) {
+  // Every upper half of a float's bits with lower halves at bf16's and
+  // fp16's rounding boundaries (below, at and above each halfway point, with
+  // the kept lsb odd and even), then random patterns: every sign, zero,
+  // subnormal, normal, overflowing, infinite and NaN input. Blocks mix the
+  // fp16 fast and slow cases, so both paths run.
+  const uint32_t lows[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x2fff, 0x3000, 0x3001,
+                           0x7fff, 0x8000, 0x8001, 0xefff, 0xf000, 0xffff};
+  std::vector<uint32_t> patterns;
+  for (uint32_t high = 0; high < 0x10000; ++high)
+    for (uint32_t low : lows)
+      patterns.push_back(high << 16 | low);
+  std::mt19937 random(5);
+  for (int i = 0; i < 1 << 20; ++i)
+    patterns.push_back(static_cast<uint32_t>(random()));
+  // Long runs of in-range fp16 values, so the branch-free blocks run too.
+  for (int i = 0; i < 1 << 16; ++i)
+    patterns.push_back(0x38800000u + static_cast<uint32_t>(random()) % (0x477ff000u - 0x38800000u));
+  std::vector<float> values(patterns.size());
+  std::memcpy(values.data(), patterns.data(), patterns.size() * sizeof(float));
+
+  std::vector<float> bf16 = values, f16 = values;
+  cpu::kernels::roundFloatsToBF16(bf16.data(), static_cast<int64_t>(bf16.size()));
+  cpu::kernels::roundFloatsToF16(f16.data(), static_cast<int64_t>(f16.size()));
+  for (size_t i = 0; i < values.size(); ++i) {
+    ASSERT_EQ(numerics::floatToBits(bf16[i]),
+              numerics::floatToBits(numerics::roundToBF16(values[i])))
+        << "bf16 of 0x" << std::hex << patterns[i];
+    ASSERT_EQ(numerics::floatToBits(f16[i]), numerics::floatToBits(numerics::roundToF16(values[i])))
+        << "f16 of 0x" << std::hex << patterns[i];
+  }
 }
 
 } // namespace

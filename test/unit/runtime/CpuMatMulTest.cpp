@@ -1,14 +1,21 @@
 //===- CpuMatMulTest.cpp - MatMul: hand values, transposes, batches -------===//
 
 #include "CpuTestUtils.h"
+#include "runtime/cpu/Kernels.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
+#include <tuple>
 
 using namespace ampc;
 using namespace ampc::test;
 using cpu::Precision;
+using cpu::kernels::gemmIsaName;
+using cpu::kernels::gemmIsaSupported;
+using cpu::kernels::gemmWith;
+using cpu::kernels::GemmIsa;
+using cpu::kernels::MatrixView;
 
 namespace {
 
@@ -135,6 +142,45 @@ TEST(CpuMatMul, BlockedF32IsBitIdenticalToNaiveLoop) {
       }
       ASSERT_EQ(out[i * n + j], sum) << i << ", " << j;
     }
+}
+
+TEST(CpuMatMul, EverySimdTileGivesTheNaiveLoopsBits) {
+  // Each instruction set's tile (the ones this CPU runs) at sizes that cross
+  // every tile and block edge of each, from zero and from strided operands:
+  // A transposed, as the weight gradient reads it.
+  std::mt19937 random(12);
+  std::normal_distribution<float> normal;
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {13, 35, 7},
+                         {101, 67, 300}, {200, 2100, 20}}) {
+    std::vector<float> a(m * k), b(k * n);
+    for (float &v : a)
+      v = normal(random);
+    for (float &v : b)
+      v = normal(random);
+    std::vector<float> expected(m * n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        float sum = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          volatile float product = a[p * m + i] * b[p * n + j];
+          sum += product;
+        }
+        expected[i * n + j] = sum;
+      }
+    int tested = 0;
+    for (GemmIsa isa : {GemmIsa::Sse2, GemmIsa::Avx2, GemmIsa::Avx512}) {
+      if (!gemmIsaSupported(isa))
+        continue;
+      ++tested;
+      std::vector<float> c(m * n, -1.0f);
+      // a holds A^T [k x m]: element (i, p) of A is a[p * m + i].
+      gemmWith(isa, m, n, k, MatrixView<float>{a.data(), 1, m}, {b.data(), n, 1}, c.data());
+      for (int64_t e = 0; e < m * n; ++e)
+        ASSERT_EQ(c[e], expected[e]) << gemmIsaName(isa) << " " << m << "x" << n << "x" << k
+                                     << " element " << e;
+    }
+    EXPECT_GE(tested, 1);
+  }
 }
 
 TEST(CpuMatMul, Bf16OperandsAccumulateInComputeType) {

@@ -1,7 +1,8 @@
 //===- MatMulBench.cpp - Throughput of the CPU backend's matmul -----------===//
 //
 // Usage: ampc_matmul_bench [M N K [repeats]]; defaults to the GPT-10M MLP
-// shape 16384 x 384 @ 384 x 1536. Prints GFLOP/s for fp32 and fp64.
+// shape 16384 x 384 @ 384 x 1536. Prints GFLOP/s for fp32 (with each SIMD
+// tile this CPU runs) and fp64.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,22 +12,23 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 using namespace ampc::cpu;
 
-template <typename T>
-static void measure(const char *name, int64_t m, int64_t n, int64_t k, int repeats) {
+template <typename T, typename Gemm>
+static void measure(const char *name, int64_t m, int64_t n, int64_t k, int repeats, Gemm gemm) {
   std::vector<T> a(m * k), b(k * n), c(m * n);
   for (size_t i = 0; i < a.size(); ++i)
     a[i] = static_cast<T>((i * 7 % 13) - 6) / 8;
   for (size_t i = 0; i < b.size(); ++i)
     b[i] = static_cast<T>((i * 5 % 11) - 5) / 8;
-  kernels::gemm<T>(m, n, k, {a.data(), k, 1}, {b.data(), n, 1}, c.data());
+  gemm(m, n, k, {a.data(), k, 1}, {b.data(), n, 1}, c.data());
   double best = 1e30;
   for (int r = 0; r < repeats; ++r) {
     auto start = std::chrono::steady_clock::now();
-    kernels::gemm<T>(m, n, k, {a.data(), k, 1}, {b.data(), n, 1}, c.data());
+    gemm(m, n, k, {a.data(), k, 1}, {b.data(), n, 1}, c.data());
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     best = std::min(best, seconds);
@@ -46,7 +48,17 @@ int main(int argc, char **argv) {
   }
   if (argc >= 5)
     repeats = std::atoi(argv[4]);
-  measure<float>("f32", m, n, k, repeats);
-  measure<double>("f64", m, n, k, repeats);
+  for (kernels::GemmIsa isa :
+       {kernels::GemmIsa::Sse2, kernels::GemmIsa::Avx2, kernels::GemmIsa::Avx512}) {
+    if (!kernels::gemmIsaSupported(isa))
+      continue;
+    const std::string name = std::string("f32 ") + kernels::gemmIsaName(isa) +
+                             (isa == kernels::gemmIsa() ? " (used)" : "");
+    measure<float>(name.c_str(), m, n, k, repeats,
+                   [isa](int64_t m, int64_t n, int64_t k, kernels::MatrixView<float> a,
+                         kernels::MatrixView<float> b,
+                         float *c) { kernels::gemmWith(isa, m, n, k, a, b, c); });
+  }
+  measure<double>("f64", m, n, k, repeats, kernels::gemm<double>);
   return 0;
 }
