@@ -7,9 +7,12 @@
 // Dot products over the head dims are summed in the compute type in index
 // order (as the forward's scores); the sums over queries or keys (dv, dk,
 // dq, and the row sums) accumulate in double in increasing index order.
-// Batch entries are independent and run in parallel; each handles its query
-// rows one at a time with one row of probabilities (memory O(keys * headDim)
-// per thread), so results do not depend on the thread count.
+// Batch entries are independent and run in parallel; each copies its k and v
+// transposed ([dim x keys]) so that the dot products of a query row with all
+// keys run over contiguous keys (and vectorise, each still summed in dim
+// order), and handles its query rows one at a time with one row of
+// probabilities (memory O(keys * headDim) per thread), so results do not
+// depend on the thread count.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +23,31 @@
 #include <vector>
 
 namespace ampc::cpu::kernels {
+namespace {
+
+/// A [count x dim] row-major matrix transposed into [dim x count].
+template <typename T> void transposeRows(const T *rows, int64_t count, int64_t dim, T *out) {
+  for (int64_t j = 0; j < count; ++j)
+    for (int64_t d = 0; d < dim; ++d)
+      out[d * count + j] = rows[j * dim + d];
+}
+
+/// dots[j] = row . column j of \p columns ([dim x stride]) for j < valid,
+/// each summed in dim order from zero: a naive dot product's bits, computed
+/// for all j at once.
+template <typename T>
+void dotWithColumns(const T *row, const T *columns, int64_t stride, int64_t dim, int64_t valid,
+                    T *dots) {
+  std::fill(dots, dots + valid, T(0));
+  for (int64_t d = 0; d < dim; ++d) {
+    const T value = row[d];
+    const T *column = columns + d * stride;
+    for (int64_t j = 0; j < valid; ++j)
+      dots[j] += value * column[j];
+  }
+}
+
+} // namespace
 
 template <typename T>
 void attentionGrad(const T *q, const T *k, const T *v, const T *dy, int64_t batch, int64_t queries,
@@ -28,12 +56,15 @@ void attentionGrad(const T *q, const T *k, const T *v, const T *dy, int64_t batc
   const T scaleT = static_cast<T>(scale);
   parallelFor(batch, 1, [&](int64_t begin, int64_t end) {
     std::vector<T> probabilities(keys), scores(keys);
+    std::vector<T> keysTransposed(headDim * keys), valuesTransposed(valueDim * keys);
     std::vector<double> dkTotal(keys * headDim), dvTotal(keys * valueDim), dqTotal(headDim);
     for (int64_t b = begin; b < end; ++b) {
       const T *qEntry = q + b * queries * headDim;
       const T *kEntry = k + b * keys * headDim;
       const T *vEntry = v + b * keys * valueDim;
       const T *dyEntry = dy + b * queries * valueDim;
+      transposeRows(kEntry, keys, headDim, keysTransposed.data());
+      transposeRows(vEntry, keys, valueDim, valuesTransposed.data());
       std::fill(dkTotal.begin(), dkTotal.end(), 0.0);
       std::fill(dvTotal.begin(), dvTotal.end(), 0.0);
       for (int64_t i = 0; i < queries; ++i) {
@@ -45,22 +76,15 @@ void attentionGrad(const T *q, const T *k, const T *v, const T *dy, int64_t batc
         T *p = probabilities.data();
         T *dS = scores.data();
         // P: scores summed over the head dim in order, scaled, softmaxed.
-        for (int64_t j = 0; j < valid; ++j) {
-          T dot = 0;
-          for (int64_t d = 0; d < headDim; ++d)
-            dot += qRow[d] * kEntry[j * headDim + d];
-          p[j] = dot * scaleT;
-        }
+        dotWithColumns(qRow, keysTransposed.data(), keys, headDim, valid, p);
+        for (int64_t j = 0; j < valid; ++j)
+          p[j] *= scaleT;
         softmaxRow(p, keys, valid, p);
         // dP[i, j] = dy_i . v_j, then dS = P (dP - sum_j dP P).
+        dotWithColumns(dyRow, valuesTransposed.data(), keys, valueDim, valid, dS);
         double rowTotal = 0;
-        for (int64_t j = 0; j < valid; ++j) {
-          T dot = 0;
-          for (int64_t e = 0; e < valueDim; ++e)
-            dot += dyRow[e] * vEntry[j * valueDim + e];
-          dS[j] = dot;
-          rowTotal += static_cast<double>(dot * p[j]);
-        }
+        for (int64_t j = 0; j < valid; ++j)
+          rowTotal += static_cast<double>(dS[j] * p[j]);
         const T rowSum = static_cast<T>(rowTotal);
         for (int64_t j = 0; j < valid; ++j)
           dS[j] = p[j] * (dS[j] - rowSum);

@@ -31,6 +31,7 @@
 #include <map>
 #include <optional>
 #include <type_traits>
+#include <unordered_map>
 
 #include <string>
 #include <vector>
@@ -390,6 +391,7 @@ private:
       for (uint32_t id : *ids)
         if (diesAt(id, index, lastUse) && !slots[id].empty()) {
           liveTemporaryBytes -= storedBytes(id);
+          recycle(slots[id].real);
           slots[id] = Slot();
         }
   }
@@ -514,9 +516,36 @@ private:
   /// Sizes the storage of result \p i and returns it.
   T *realResult(const Instruction &instruction, size_t i = 0) {
     std::vector<T> &data = slots[instruction.results[i]].real;
-    data.resize(plan::numElements(plan.buffers[instruction.results[i]]));
+    const size_t count = plan::numElements(plan.buffers[instruction.results[i]]);
+    if (data.empty()) {
+      auto spare = spareReal.find(count);
+      if (spare != spareReal.end() && !spare->second.empty()) {
+        // Zeroed as a fresh vector would be: kernels may rely on it.
+        data = std::move(spare->second.back());
+        spare->second.pop_back();
+        spareBytes -= data.capacity() * sizeof(T);
+        std::fill(data.begin(), data.end(), T(0));
+        return data.data();
+      }
+    }
+    data.resize(count);
     return data.data();
   }
+
+  /// Keeps a dead temporary's storage for the next result of its size, up to
+  /// kSpareLimit bytes in all. Every micro step allocates the same sizes in
+  /// the same order, and taking fresh pages from the system (which clears
+  /// them) cost more than a tenth of a GPT step.
+  void recycle(std::vector<T> &data) {
+    const size_t bytes = data.capacity() * sizeof(T);
+    if (data.empty() || spareBytes + bytes > kSpareLimit)
+      return;
+    spareBytes += bytes;
+    spareReal[data.size()].push_back(std::move(data));
+  }
+  static constexpr size_t kSpareLimit = size_t(1) << 31;
+  std::unordered_map<size_t, std::vector<std::vector<T>>> spareReal;
+  size_t spareBytes = 0;
   /// In-place operand \p i's storage, for writing.
   T *mutableReal(uint32_t id) { return slots[id].real.data(); }
 
