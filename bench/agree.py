@@ -5,7 +5,10 @@ data on both, step by step.
     agree.py reference --bundle DIR --out DIR [--cache DIR] [--limit MODEL=STEPS]
                                                               CPU runs (on the build machine)
     agree.py check --bundle DIR --out DIR [--reference DIR]   GPU runs, compared
-    agree.py curves A.jsonl B.jsonl [--tolerance T]           any two loss curves, compared
+    agree.py curves A.jsonl B.jsonl [--tolerance T] [--window N]
+                                                              any two loss curves, compared
+    agree.py keep --bundle DIR                                the long CPU runs, kept in the
+                                                              repository (hours; see LONG_CASES)
     agree.py overflows LOG.jsonl --injected 3,7,8             a run with --inject-overflow, checked
 
 Every case trains one of the bundle's executables for a few steps from seed 0 on its built-in
@@ -18,6 +21,14 @@ backend trains GPT-10M at about 45 s a step on two cores); with dynamic loss sca
 an injected overflow must skip its step and halve the scale on both, and on the GPU over every
 step it logged (GPT-10M in fp16 too, past its short CPU reference). The end-to-end case trains
 the tiny GPT for 50 steps on the GPU alone and asks that the loss falls.
+
+The long cases (LONG_CASES: GPT-10M for 300 steps) take the CPU backend hours, so their curves
+are computed once with `keep` and kept in the repository (bench/reference/NAME-DIGEST.jsonl,
+DIGEST as for the cache: the plan, flags and steps). `reference` copies the one that matches
+today's plan into the bundle; with none, the GPU run is reported as not compared. Over hundreds
+of steps the bf16 rounding of two different evaluation orders moves the curves apart step by
+step, so a long case compares means over windows of steps: the curves fall together when every
+window's mean loss agrees within the tolerance and both fall.
 """
 
 import argparse
@@ -47,6 +58,12 @@ CASES = [
     ("gpt10m_fp16_overflow", "gpt10m_fp16", 10, ["--inject-overflow", "3,7,8"], 0.02),
     ("tiny_bf16_e2e", "tiny_bf16", 50, [], None),
 ]
+
+# name, executable, steps, extra flags, relative tolerance of a window's mean loss, window
+LONG_CASES = [
+    ("gpt10m_bf16_300", "gpt10m_bf16", 300, [], 0.03, 10),
+]
+KEPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference")
 
 
 def read_log(path):
@@ -107,6 +124,62 @@ def reference(a):
             sys.exit(f"agree: the CPU run of {name} failed ({status}):\n{output}")
         if cached:
             shutil.copyfile(target, cached)
+    for name, exe_name, steps, extra, _, _ in LONG_CASES:
+        exe = os.path.join(a.bundle, "train", exe_name)
+        kept = os.path.join(KEPT, f"{name}-{digest(exe, extra, steps)}.jsonl")
+        if os.path.exists(kept):
+            shutil.copyfile(kept, os.path.join(a.out, name + ".jsonl"))
+        else:
+            print(f"agree: no kept CPU curve for {name} at this plan ({os.path.basename(kept)}); "
+                  f"the GPU run will not be compared (make one with: agree.py keep)",
+                  file=sys.stderr, flush=True)
+
+
+def keep(a):
+    """The long cases' CPU runs, written into the repository under their digest."""
+    os.makedirs(KEPT, exist_ok=True)
+    for name, exe_name, steps, extra, _, _ in LONG_CASES:
+        exe = os.path.join(a.bundle, "train", exe_name)
+        kept = os.path.join(KEPT, f"{name}-{digest(exe, extra, steps)}.jsonl")
+        if os.path.exists(kept):
+            print(f"agree: {kept} is already there", file=sys.stderr)
+            continue
+        print(f"agree: CPU run {name} ({steps} steps; hours)", file=sys.stderr, flush=True)
+        status, output = run(exe, steps, extra, "cpu", kept + ".partial", None)
+        if status != 0:
+            sys.exit(f"agree: the CPU run of {name} failed ({status}):\n{output}")
+        os.replace(kept + ".partial", kept)
+
+
+def window_means(log, window):
+    """(first step, mean loss) of each whole window of steps with a loss."""
+    losses = [(r["step"], r["loss"]) for r in log if r.get("loss") is not None]
+    return [(losses[i][0], sum(l for _, l in losses[i:i + window]) / window)
+            for i in range(0, len(losses) - window + 1, window)]
+
+
+def compare_windows(cpu, gpu, tol, window, require_cuda=True):
+    """Problems of a long GPU curve against the CPU's: every window's mean loss within tol, both
+    curves falling (the last window below the first), as many steps on both; and the largest
+    relative difference of a window's mean."""
+    problems = []
+    if len(gpu) < len(cpu):
+        problems.append(f"{len(gpu)} steps logged on the GPU, {len(cpu)} on the CPU")
+    if require_cuda and any(r.get("device") != "cuda" for r in gpu):
+        problems.append("not every step ran on cuda")
+    worst = 0.0
+    cw, gw = window_means(cpu, window), window_means(gpu, window)
+    for (step, c), (_, g) in zip(cw, gw):
+        rel = abs(g - c) / max(abs(c), 1e-12)
+        worst = max(worst, rel)
+        if not rel <= tol:
+            problems.append(f"steps {step}-{step + window - 1}: mean loss {g:.5g} on the GPU, "
+                            f"{c:.5g} on the CPU (relative {rel:.2e} > {tol:g})")
+    for label, w in (("CPU", cw), ("GPU", gw)):
+        if len(w) < 2 or not w[-1][1] < w[0][1]:
+            problems.append(f"the {label} curve does not fall: window means "
+                            f"{[round(m, 4) for _, m in w[:1] + w[-1:]]}")
+    return problems, worst
 
 
 def compare(cpu, gpu, tol, require_cuda=True, labels=("the GPU", "the CPU")):
@@ -212,6 +285,38 @@ def check(a):
         print(f"{'FAIL' if problems else 'ok'} {name}: {detail}", flush=True)
         for p in problems[:5]:
             print(f"     {p}", flush=True)
+    for name, exe_name, steps, extra, tol, window in LONG_CASES:
+        record = {"case": name, "steps": steps, "tolerance": tol, "window": window}
+        cpu_log = os.path.join(ref_dir, name + ".jsonl")
+        if not os.path.exists(cpu_log):
+            record["problems"] = []
+            record["compared"] = False
+            results.append(record)
+            print(f"not compared {name}: no kept CPU curve for this plan (agree.py keep)",
+                  flush=True)
+            continue
+        log = os.path.join(a.out, name + ".jsonl")
+        try:
+            status, output = run(os.path.join(a.bundle, "train", exe_name), steps, extra,
+                                 "cuda", log, 600)
+        except subprocess.TimeoutExpired:
+            status, output = -1, "timed out after 600 s"
+        with open(os.path.join(a.out, name + ".log"), "w") as f:
+            f.write(output)
+        if status != 0:
+            problems, worst = [f"the GPU run failed ({status}): " + output.strip()[-600:]], 0.0
+        else:
+            cpu, gpu = read_log(cpu_log), read_log(log)
+            problems, worst = compare_windows(cpu, gpu, tol, window)
+            record["window_means_cpu"] = [m for _, m in window_means(cpu, window)]
+            record["window_means_gpu"] = [m for _, m in window_means(gpu, window)]
+        record.update(compared=True, max_rel_window_diff=worst, problems=problems)
+        results.append(record)
+        failed = failed or bool(problems)
+        print(f"{'FAIL' if problems else 'ok'} {name}: max relative difference of "
+              f"{window}-step mean losses {worst:.2e}", flush=True)
+        for p in problems[:5]:
+            print(f"     {p}", flush=True)
     with open(os.path.join(a.out, "agree.json"), "w") as f:
         json.dump(results, f, indent=1)
     return 1 if failed else 0
@@ -220,11 +325,18 @@ def check(a):
 def curves(a):
     """Two JSONL loss curves (an ampc executable's --log, torch_gpt.py's curve mode)."""
     reference, other = read_log(a.files[0]), read_log(a.files[1])
-    problems, worst = compare(reference, other, a.tolerance, require_cuda=False,
-                              labels=(os.path.basename(a.files[1]), os.path.basename(a.files[0])))
     steps = min(len(reference), len(other))
-    print(f"{'FAIL' if problems else 'ok'}: max relative loss difference {worst:.2e} over "
-          f"{steps} steps (tolerance {a.tolerance:g})")
+    if a.window:
+        problems, worst = compare_windows(reference, other, a.tolerance, a.window,
+                                          require_cuda=False)
+        print(f"{'FAIL' if problems else 'ok'}: max relative difference of {a.window}-step mean "
+              f"losses {worst:.2e} over {steps} steps (tolerance {a.tolerance:g})")
+    else:
+        problems, worst = compare(reference, other, a.tolerance, require_cuda=False,
+                                  labels=(os.path.basename(a.files[1]),
+                                          os.path.basename(a.files[0])))
+        print(f"{'FAIL' if problems else 'ok'}: max relative loss difference {worst:.2e} over "
+              f"{steps} steps (tolerance {a.tolerance:g})")
     for p in problems[:5]:
         print(f"     {p}")
     return 1 if problems or steps == 0 else 0
@@ -261,12 +373,17 @@ def weights(a):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["reference", "check", "curves", "weights", "overflows"])
+    ap.add_argument("what",
+                    choices=["reference", "check", "curves", "weights", "overflows", "keep"])
     ap.add_argument("files", nargs="*",
                     help="curves: REFERENCE.jsonl OTHER.jsonl; weights: two .safetensors files; "
                          "overflows: one .jsonl")
     ap.add_argument("--injected", help="overflows: the steps given to --inject-overflow (3,7,8)")
-    ap.add_argument("--tolerance", type=float, default=1e-4, help="curves: relative, per step")
+    ap.add_argument("--tolerance", type=float, default=1e-4,
+                    help="curves: relative, per step (per window with --window)")
+    ap.add_argument("--window", type=int, default=0,
+                    help="curves: compare means over windows of this many steps, and ask that "
+                         "both curves fall (the long cases' rule)")
     ap.add_argument("--bundle")
     ap.add_argument("--out")
     ap.add_argument("--cache")
@@ -288,6 +405,11 @@ def main():
         if len(a.files) != 2:
             ap.error(f"{a.what} needs two files")
         return curves(a) if a.what == "curves" else weights(a)
+    if a.what == "keep":
+        if not a.bundle:
+            ap.error("keep needs --bundle")
+        keep(a)
+        return 0
     if not a.bundle or not a.out:
         ap.error(f"{a.what} needs --bundle and --out")
     if a.what == "reference":

@@ -91,7 +91,7 @@ phase_agree() {
   local status=$?
   while IFS= read -r line; do
     summary+=("           $line")
-  done < <(grep -E '^(ok|FAIL)' "$results/agree.log" | head -n 30)
+  done < <(grep -E '^(ok|FAIL|not compared)' "$results/agree.log" | head -n 30)
   if [ $status -eq 0 ]; then note agree ok "GPU and CPU curves agree (agree.log)"
   else note agree FAIL "see agree.log"; fi
 }
