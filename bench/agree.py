@@ -7,8 +7,8 @@ data on both, step by step.
     agree.py check --bundle DIR --out DIR [--reference DIR]   GPU runs, compared
     agree.py curves A.jsonl B.jsonl [--tolerance T] [--window N]
                                                               any two loss curves, compared
-    agree.py keep --bundle DIR                                the long CPU runs, kept in the
-                                                              repository (hours; see LONG_CASES)
+    agree.py keep --bundle DIR [--case NAME]...              CPU curves kept in the repository
+                                                              (GPT-10M's take hours; LONG_CASES)
     agree.py overflows LOG.jsonl --injected 3,7,8             a run with --inject-overflow, checked
 
 Every case trains one of the bundle's executables for a few steps from seed 0 on its built-in
@@ -17,15 +17,16 @@ its curves are computed once where the bundle is made and travel in DIR/referenc
 agrees when every step's loss is within the case's relative tolerance of the CPU's: 1e-4 in fp32,
 2% in bf16 and fp16 (their rounding differs between a fused GPU kernel and the CPU's op-by-op
 evaluation), over the steps both logged (a reference may be cut short with --limit: the CPU
-backend trains GPT-10M at about 45 s a step on two cores); with dynamic loss scaling the scale and the skipped steps must be identical, and
-an injected overflow must skip its step and halve the scale on both, and on the GPU over every
-step it logged (GPT-10M in fp16 too, past its short CPU reference). The end-to-end case trains
+backend trains GPT-10M at about 25 s a step on two cores); with dynamic loss scaling the scale
+and the skipped steps must be identical, and an injected overflow must skip its step and halve
+the scale on both, and on the GPU over every step it logged (GPT-10M in fp16 too, past its short CPU reference). The end-to-end case trains
 the tiny GPT for 50 steps on the GPU alone and asks that the loss falls.
 
 The long cases (LONG_CASES: GPT-10M for 300 steps) take the CPU backend hours, so their curves
 are computed once with `keep` and kept in the repository (bench/reference/NAME-DIGEST.jsonl,
-DIGEST as for the cache: the plan, flags and steps). `reference` copies the one that matches
-today's plan into the bundle; with none, the GPU run is reported as not compared. Over hundreds
+DIGEST as for the cache: the plan, flags and steps), as can any case's. `reference` copies the
+ones that match today's plans into the bundle; a long case without one is reported as not
+compared. Over hundreds
 of steps the bf16 rounding of two different evaluation orders moves the curves apart step by
 step, so a long case compares means over windows of steps: the curves fall together when every
 window's mean loss agrees within the tolerance and both fall.
@@ -110,6 +111,10 @@ def reference(a):
             continue
         exe = os.path.join(a.bundle, "train", exe_name)
         target = os.path.join(a.out, name + ".jsonl")
+        kept = kept_path(name, exe, extra, steps)
+        if os.path.exists(kept):  # the whole curve, kept in the repository
+            shutil.copyfile(kept, target)
+            continue
         steps = min(steps, a.limit.get(name.split("_")[0], steps))
         extra = within_steps(extra, steps)
         cached = None
@@ -125,8 +130,7 @@ def reference(a):
         if cached:
             shutil.copyfile(target, cached)
     for name, exe_name, steps, extra, _, _ in LONG_CASES:
-        exe = os.path.join(a.bundle, "train", exe_name)
-        kept = os.path.join(KEPT, f"{name}-{digest(exe, extra, steps)}.jsonl")
+        kept = kept_path(name, os.path.join(a.bundle, "train", exe_name), extra, steps)
         if os.path.exists(kept):
             shutil.copyfile(kept, os.path.join(a.out, name + ".jsonl"))
         else:
@@ -135,20 +139,40 @@ def reference(a):
                   file=sys.stderr, flush=True)
 
 
+def kept_path(name, exe, extra, steps):
+    return os.path.join(KEPT, f"{name}-{digest(exe, extra, steps)}.jsonl")
+
+
 def keep(a):
-    """The long cases' CPU runs, written into the repository under their digest."""
+    """CPU curves of every compared case (long ones first), written into the repository under
+    their digest; a case whose curve is the start of a longer kept run of the same executable
+    and flags (the learning rate does not depend on --steps) takes that run's first steps."""
     os.makedirs(KEPT, exist_ok=True)
-    for name, exe_name, steps, extra, _, _ in LONG_CASES:
-        exe = os.path.join(a.bundle, "train", exe_name)
-        kept = os.path.join(KEPT, f"{name}-{digest(exe, extra, steps)}.jsonl")
-        if os.path.exists(kept):
-            print(f"agree: {kept} is already there", file=sys.stderr)
+    cases = [c[:5] for c in LONG_CASES] + [c for c in CASES if c[4] is not None]
+    done = {}  # (executable, flags) -> the longest kept log
+    for name, exe_name, steps, extra, _ in cases:
+        if a.case and name not in a.case:
             continue
-        print(f"agree: CPU run {name} ({steps} steps; hours)", file=sys.stderr, flush=True)
-        status, output = run(exe, steps, extra, "cpu", kept + ".partial", None)
-        if status != 0:
-            sys.exit(f"agree: the CPU run of {name} failed ({status}):\n{output}")
-        os.replace(kept + ".partial", kept)
+        exe = os.path.join(a.bundle, "train", exe_name)
+        kept = kept_path(name, exe, extra, steps)
+        key = (exe_name, tuple(extra))
+        if os.path.exists(kept):
+            print(f"agree: {os.path.basename(kept)} is already there", file=sys.stderr)
+        elif key in done and len(read_log(done[key])) >= steps:
+            with open(done[key]) as f:
+                lines = [line for line in f if line.strip()][:steps]
+            with open(kept, "w") as f:
+                f.writelines(lines)
+            print(f"agree: {os.path.basename(kept)}: the first {steps} steps of "
+                  f"{os.path.basename(done[key])}", file=sys.stderr)
+        else:
+            print(f"agree: CPU run {name} ({steps} steps)", file=sys.stderr, flush=True)
+            status, output = run(exe, steps, extra, "cpu", kept + ".partial", None)
+            if status != 0:
+                sys.exit(f"agree: the CPU run of {name} failed ({status}):\n{output}")
+            os.replace(kept + ".partial", kept)
+        if key not in done or len(read_log(done[key])) < steps:
+            done[key] = kept
 
 
 def window_means(log, window):
@@ -388,6 +412,8 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--cache")
     ap.add_argument("--reference")
+    ap.add_argument("--case", action="append", default=[],
+                    help="keep: only this case (repeatable)")
     ap.add_argument("--limit", action="append", default=[], metavar="MODEL=STEPS",
                     help="reference: run MODEL's cases for at most STEPS steps (the CPU is slow)")
     a = ap.parse_args()
