@@ -82,12 +82,25 @@ def run(exe, steps, extra, device, log, timeout):
 
 def digest(path, extra, steps):
     """A key of a CPU run: the plan embedded in the executable (runtime/train/Bundle.cpp: the
-    plan, then its length as 8 little-endian bytes and an 8-byte magic), the flags and steps.
-    A rebuilt runner with the same plan reuses the cached curve."""
+    plan, then its length as 8 little-endian bytes and an 8-byte magic) without its device
+    program, the flags and steps. The CPU backend reads every section but DEVP
+    (docs/plan-format.md), so a curve stays valid while the GPU code changes; a rebuilt runner
+    with the same plan reuses it too."""
     with open(path, "rb") as f:
         data = f.read()
     length = int.from_bytes(data[-16:-8], "little")
-    h = hashlib.sha256(data[-16 - length:-16] if 0 < length <= len(data) - 16 else data)
+    plan = data[-16 - length:-16] if 0 < length <= len(data) - 16 else data
+    h = hashlib.sha256()
+    if plan[:8] == b"AMPCPLAN":
+        h.update(plan[:16])  # magic, version, section count
+        at = 16
+        while at + 16 <= len(plan):
+            tag, size = plan[at:at + 4], int.from_bytes(plan[at + 8:at + 16], "little")
+            if tag != b"DEVP":
+                h.update(plan[at:at + 16 + size])
+            at += 16 + size
+    else:
+        h.update(plan)
     h.update(json.dumps([extra, steps]).encode())
     return h.hexdigest()[:16]
 
