@@ -81,18 +81,23 @@ template <typename T> struct MatrixView {
 /// c[m x n] (row-major, leading dim n) = a[m x k] * b[k x n]. Each element is
 /// summed in increasing k order, exactly like a naive triple loop, whatever
 /// the blocking and thread count.
-/// The f32 version runs the widest SIMD tile the CPU has (gemmIsa()).
+/// The f32 version runs the widest SIMD tile the CPU has (simdIsa()).
 template <typename T>
 void gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b, T *c);
 
-/// The f32 gemm's tiles by instruction set. Each gives the same bits.
-enum class GemmIsa { Sse2, Avx2, Avx512 };
-const char *gemmIsaName(GemmIsa isa);
-/// Whether this CPU runs \p isa, and the widest one it runs.
-bool gemmIsaSupported(GemmIsa isa);
-GemmIsa gemmIsa();
+/// The instruction sets the f32 kernels are compiled for (gemm's register
+/// tiles, attentionGrad). Each gives the same bits: only the speed differs.
+enum class SimdIsa { Sse2, Avx2, Avx512 };
+const char *simdIsaName(SimdIsa isa);
+/// Whether this CPU runs \p isa.
+bool simdIsaSupported(SimdIsa isa);
+/// The one the kernels use: the widest this CPU runs, unless setSimdIsa or
+/// AMPC_CPU_ISA (sse2, avx2 or avx512f) chose a narrower one.
+SimdIsa simdIsa();
+/// Makes the kernels use \p isa, which the CPU must run (tests compare them).
+void setSimdIsa(SimdIsa isa);
 /// gemm<float> with the tile of \p isa, which the CPU must support.
-void gemmWith(GemmIsa isa, int64_t m, int64_t n, int64_t k, MatrixView<float> a,
+void gemmWith(SimdIsa isa, int64_t m, int64_t n, int64_t k, MatrixView<float> a,
               MatrixView<float> b, float *c);
 
 /// The MatMul opcode: optional transposes of the last two dims, broadcast

@@ -20,7 +20,12 @@
 #include "runtime/plan/Plan.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 namespace ampc::cpu::kernels {
 namespace {
@@ -107,8 +112,8 @@ microKernel(int64_t depth, const typename B::T *__restrict aPanel,
 /// same order as microKernel's, lane by lane.
 template <typename B, typename V>
 [[gnu::always_inline]] inline void vectorKernel(int64_t depth, const float *__restrict aPanel,
-                                                const float *__restrict bPanel,
-                                                float *__restrict c, int64_t ldc, bool first) {
+                                                const float *__restrict bPanel, float *__restrict c,
+                                                int64_t ldc, bool first) {
   constexpr int MR = B::kPanelRows, W = sizeof(V) / sizeof(float);
   constexpr int NV = B::kPanelCols / W;
   static_assert(NV * W == B::kPanelCols, "a tile row is whole vectors");
@@ -155,16 +160,14 @@ template <typename B> struct Tile {
   }
 };
 template <> struct Tile<Avx2Float> {
-  [[gnu::target("avx2")]] static void run(int64_t depth, const float *aPanel,
-                                          const float *bPanel, float *c, int64_t ldc,
-                                          bool first) {
+  [[gnu::target("avx2")]] static void run(int64_t depth, const float *aPanel, const float *bPanel,
+                                          float *c, int64_t ldc, bool first) {
     vectorKernel<Avx2Float, Floats8>(depth, aPanel, bPanel, c, ldc, first);
   }
 };
 template <> struct Tile<Avx512Float> {
-  [[gnu::target("avx512f")]] static void run(int64_t depth, const float *aPanel,
-                                             const float *bPanel, float *c, int64_t ldc,
-                                             bool first) {
+  [[gnu::target("avx512f")]] static void
+  run(int64_t depth, const float *aPanel, const float *bPanel, float *c, int64_t ldc, bool first) {
     vectorKernel<Avx512Float, Floats16>(depth, aPanel, bPanel, c, ldc, first);
   }
 };
@@ -289,48 +292,69 @@ void blockedGemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T>
 
 } // namespace
 
-const char *gemmIsaName(GemmIsa isa) {
+const char *simdIsaName(SimdIsa isa) {
   switch (isa) {
-  case GemmIsa::Sse2:
+  case SimdIsa::Sse2:
     return "sse2";
-  case GemmIsa::Avx2:
+  case SimdIsa::Avx2:
     return "avx2";
-  case GemmIsa::Avx512:
+  case SimdIsa::Avx512:
     return "avx512f";
   }
   return "?";
 }
 
-bool gemmIsaSupported(GemmIsa isa) {
+bool simdIsaSupported(SimdIsa isa) {
   __builtin_cpu_init();
   switch (isa) {
-  case GemmIsa::Sse2:
+  case SimdIsa::Sse2:
     return true;
-  case GemmIsa::Avx2:
+  case SimdIsa::Avx2:
     return __builtin_cpu_supports("avx2");
-  case GemmIsa::Avx512:
+  case SimdIsa::Avx512:
     return __builtin_cpu_supports("avx512f");
   }
   return false;
 }
 
-GemmIsa gemmIsa() {
-  // Decided once: every tile gives the same bits, so the choice only
-  // changes the speed.
-  static const GemmIsa isa = gemmIsaSupported(GemmIsa::Avx512) ? GemmIsa::Avx512
-                             : gemmIsaSupported(GemmIsa::Avx2) ? GemmIsa::Avx2
-                                                               : GemmIsa::Sse2;
-  return isa;
+namespace {
+/// The widest instruction set this CPU runs, or AMPC_CPU_ISA's if it is
+/// one of those and runs here.
+SimdIsa initialSimdIsa() {
+  SimdIsa widest = simdIsaSupported(SimdIsa::Avx512) ? SimdIsa::Avx512
+                   : simdIsaSupported(SimdIsa::Avx2) ? SimdIsa::Avx2
+                                                     : SimdIsa::Sse2;
+  const char *chosen = std::getenv("AMPC_CPU_ISA");
+  if (!chosen || !*chosen)
+    return widest;
+  for (SimdIsa isa : {SimdIsa::Sse2, SimdIsa::Avx2, SimdIsa::Avx512})
+    if (std::strcmp(chosen, simdIsaName(isa)) == 0 && simdIsaSupported(isa))
+      return isa;
+  std::fprintf(stderr,
+               "warning: AMPC_CPU_ISA=%s is not sse2, avx2 or avx512f, or this CPU does not "
+               "run it; using %s\n",
+               chosen, simdIsaName(widest));
+  return widest;
+}
+std::atomic<SimdIsa> activeIsa{initialSimdIsa()};
+} // namespace
+
+SimdIsa simdIsa() { return activeIsa.load(std::memory_order_relaxed); }
+
+void setSimdIsa(SimdIsa isa) {
+  if (!simdIsaSupported(isa))
+    throw std::invalid_argument(std::string("this CPU does not run ") + simdIsaName(isa));
+  activeIsa.store(isa, std::memory_order_relaxed);
 }
 
-void gemmWith(GemmIsa isa, int64_t m, int64_t n, int64_t k, MatrixView<float> a,
+void gemmWith(SimdIsa isa, int64_t m, int64_t n, int64_t k, MatrixView<float> a,
               MatrixView<float> b, float *c) {
   switch (isa) {
-  case GemmIsa::Avx512:
+  case SimdIsa::Avx512:
     return blockedGemm<Avx512Float>(m, n, k, a, b, c);
-  case GemmIsa::Avx2:
+  case SimdIsa::Avx2:
     return blockedGemm<Avx2Float>(m, n, k, a, b, c);
-  case GemmIsa::Sse2:
+  case SimdIsa::Sse2:
     return blockedGemm<SseFloat>(m, n, k, a, b, c);
   }
 }
@@ -338,7 +362,7 @@ void gemmWith(GemmIsa isa, int64_t m, int64_t n, int64_t k, MatrixView<float> a,
 template <>
 void gemm<float>(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixView<float> b,
                  float *c) {
-  gemmWith(gemmIsa(), m, n, k, a, b, c);
+  gemmWith(simdIsa(), m, n, k, a, b, c);
 }
 
 template <>

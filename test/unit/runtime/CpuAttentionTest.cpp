@@ -137,4 +137,42 @@ TEST(CpuAttention, F32IsCloseToF64) {
   expectNear(f32, f64, 1e-6);
 }
 
+TEST(CpuAttention, GradientGivesTheSameBitsOnEveryInstructionSet) {
+  // attentionGrad's f32 code is compiled for SSE2 and, where the CPU has it,
+  // AVX-512: every sum keeps its order, so the bits must not change.
+  using cpu::kernels::SimdIsa;
+  const int64_t batch = 3, queries = 37, keys = 37, headDim = 24, valueDim = 20;
+  std::mt19937 random(21);
+  std::normal_distribution<float> normal;
+  auto fill = [&](int64_t count) {
+    std::vector<float> values(count);
+    for (float &v : values)
+      v = normal(random);
+    return values;
+  };
+  const auto q = fill(batch * queries * headDim), k = fill(batch * keys * headDim),
+             v = fill(batch * keys * valueDim), dy = fill(batch * queries * valueDim);
+  const SimdIsa original = cpu::kernels::simdIsa();
+  for (bool causal : {false, true}) {
+    std::vector<float> expected;
+    for (SimdIsa isa : {SimdIsa::Sse2, SimdIsa::Avx2, SimdIsa::Avx512}) {
+      if (!cpu::kernels::simdIsaSupported(isa))
+        continue;
+      cpu::kernels::setSimdIsa(isa);
+      std::vector<float> grads(batch * (queries + keys) * headDim + batch * keys * valueDim);
+      float *dq = grads.data(), *dk = dq + batch * queries * headDim,
+            *dv = dk + batch * keys * headDim;
+      cpu::kernels::attentionGrad(q.data(), k.data(), v.data(), dy.data(), batch, queries, keys,
+                                  headDim, valueDim, 0.2, causal, dq, dk, dv);
+      if (expected.empty()) {
+        expected = grads;
+        continue;
+      }
+      for (size_t i = 0; i < grads.size(); ++i)
+        ASSERT_EQ(grads[i], expected[i]) << cpu::kernels::simdIsaName(isa) << " element " << i;
+    }
+  }
+  cpu::kernels::setSimdIsa(original);
+}
+
 } // namespace

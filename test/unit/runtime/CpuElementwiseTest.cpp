@@ -211,8 +211,8 @@ TEST(CpuStorageRounding, BulkRoundingGivesFloat16hsBits) {
   // the kept lsb odd and even), then random patterns: every sign, zero,
   // subnormal, normal, overflowing, infinite and NaN input. Blocks mix the
   // fp16 fast and slow cases, so both paths run.
-  const uint32_t lows[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x2fff, 0x3000, 0x3001,
-                           0x7fff, 0x8000, 0x8001, 0xefff, 0xf000, 0xffff};
+  const uint32_t lows[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x2fff, 0x3000,
+                           0x3001, 0x7fff, 0x8000, 0x8001, 0xefff, 0xf000, 0xffff};
   std::vector<uint32_t> patterns;
   for (uint32_t high = 0; high < 0x10000; ++high)
     for (uint32_t low : lows)

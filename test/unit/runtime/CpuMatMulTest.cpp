@@ -11,10 +11,10 @@
 using namespace ampc;
 using namespace ampc::test;
 using cpu::Precision;
-using cpu::kernels::gemmIsaName;
-using cpu::kernels::gemmIsaSupported;
+using cpu::kernels::SimdIsa;
+using cpu::kernels::simdIsaName;
+using cpu::kernels::simdIsaSupported;
 using cpu::kernels::gemmWith;
-using cpu::kernels::GemmIsa;
 using cpu::kernels::MatrixView;
 
 namespace {
@@ -150,8 +150,10 @@ TEST(CpuMatMul, EverySimdTileGivesTheNaiveLoopsBits) {
   // A transposed, as the weight gradient reads it.
   std::mt19937 random(12);
   std::normal_distribution<float> normal;
-  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {13, 35, 7},
-                         {101, 67, 300}, {200, 2100, 20}}) {
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
+                         {13, 35, 7},
+                         {101, 67, 300},
+                         {200, 2100, 20}}) {
     std::vector<float> a(m * k), b(k * n);
     for (float &v : a)
       v = normal(random);
@@ -168,16 +170,16 @@ TEST(CpuMatMul, EverySimdTileGivesTheNaiveLoopsBits) {
         expected[i * n + j] = sum;
       }
     int tested = 0;
-    for (GemmIsa isa : {GemmIsa::Sse2, GemmIsa::Avx2, GemmIsa::Avx512}) {
-      if (!gemmIsaSupported(isa))
+    for (SimdIsa isa : {SimdIsa::Sse2, SimdIsa::Avx2, SimdIsa::Avx512}) {
+      if (!simdIsaSupported(isa))
         continue;
       ++tested;
       std::vector<float> c(m * n, -1.0f);
       // a holds A^T [k x m]: element (i, p) of A is a[p * m + i].
       gemmWith(isa, m, n, k, MatrixView<float>{a.data(), 1, m}, {b.data(), n, 1}, c.data());
       for (int64_t e = 0; e < m * n; ++e)
-        ASSERT_EQ(c[e], expected[e]) << gemmIsaName(isa) << " " << m << "x" << n << "x" << k
-                                     << " element " << e;
+        ASSERT_EQ(c[e], expected[e])
+            << simdIsaName(isa) << " " << m << "x" << n << "x" << k << " element " << e;
     }
     EXPECT_GE(tested, 1);
   }

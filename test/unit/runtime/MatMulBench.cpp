@@ -48,12 +48,12 @@ int main(int argc, char **argv) {
   }
   if (argc >= 5)
     repeats = std::atoi(argv[4]);
-  for (kernels::GemmIsa isa :
-       {kernels::GemmIsa::Sse2, kernels::GemmIsa::Avx2, kernels::GemmIsa::Avx512}) {
-    if (!kernels::gemmIsaSupported(isa))
+  for (kernels::SimdIsa isa :
+       {kernels::SimdIsa::Sse2, kernels::SimdIsa::Avx2, kernels::SimdIsa::Avx512}) {
+    if (!kernels::simdIsaSupported(isa))
       continue;
-    const std::string name = std::string("f32 ") + kernels::gemmIsaName(isa) +
-                             (isa == kernels::gemmIsa() ? " (used)" : "");
+    const std::string name = std::string("f32 ") + kernels::simdIsaName(isa) +
+                             (isa == kernels::simdIsa() ? " (used)" : "");
     measure<float>(name.c_str(), m, n, k, repeats,
                    [isa](int64_t m, int64_t n, int64_t k, kernels::MatrixView<float> a,
                          kernels::MatrixView<float> b,
