@@ -19,17 +19,18 @@ agrees when every step's loss is within the case's relative tolerance of the CPU
 evaluation), over the steps both logged (a reference may be cut short with --limit: the CPU
 backend trains GPT-10M at about 25 s a step on two cores); with dynamic loss scaling the scale
 and the skipped steps must be identical, and an injected overflow must skip its step and halve
-the scale on both, and on the GPU over every step it logged (GPT-10M in fp16 too, past its short CPU reference). The end-to-end case trains
-the tiny GPT for 50 steps on the GPU alone and asks that the loss falls.
+the scale on both, and on the GPU over every step it logged (GPT-10M in fp16 too, past its
+short CPU reference). The end-to-end case trains the tiny GPT for 50 steps on the GPU alone and
+asks that the loss falls.
 
-The long cases (LONG_CASES: GPT-10M for 300 steps) take the CPU backend hours, so their curves
-are computed once with `keep` and kept in the repository (bench/reference/NAME-DIGEST.jsonl,
-DIGEST as for the cache: the plan, flags and steps), as can any case's. `reference` copies the
-ones that match today's plans into the bundle; a long case without one is reported as not
-compared. Over hundreds
-of steps the bf16 rounding of two different evaluation orders moves the curves apart step by
-step, so a long case compares means over windows of steps: the curves fall together when every
-window's mean loss agrees within the tolerance and both fall.
+The long cases (LONG_CASES: GPT-10M in bf16 and fp16 for 300 steps) take the CPU backend hours
+each, so their curves are computed once with `keep` and kept in the repository
+(bench/reference/NAME-DIGEST.jsonl, DIGEST as for the cache: the plan without its GPU code, the
+flags and steps), as can any case's. `reference` copies the ones that match today's plans into
+the bundle; a long case without one is reported as not compared. Over hundreds of steps the
+16-bit rounding of two different evaluation orders moves the curves apart step by step, so a
+long case compares means over windows of steps: the curves fall together when every window's
+mean loss agrees within the tolerance and both fall.
 """
 
 import argparse
@@ -63,6 +64,7 @@ CASES = [
 # name, executable, steps, extra flags, relative tolerance of a window's mean loss, window
 LONG_CASES = [
     ("gpt10m_bf16_300", "gpt10m_bf16", 300, [], 0.03, 10),
+    ("gpt10m_fp16_300", "gpt10m_fp16", 300, [], 0.03, 10),
 ]
 KEPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference")
 
