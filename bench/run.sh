@@ -16,7 +16,7 @@
 #   lifecycle  a run's lifecycle on the GPU against the CPU: validation loss,
 #              moving average, exported weights, --init-from (bf16 copies) and
 #              resuming from a checkpoint the GPU wrote
-#   profile    --profile of gpt124m: where a step's time goes
+#   profile    --profile of gpt124m, and of gpt10m in bf16 and fp16: where a step's time goes
 #   kernels    Nsight Compute's counters (ncu) of the kernels furthest from their floors:
 #              the attention kernels at GPT-124M's shape and gpt124m's classifier, layer
 #              norms and AdamW (not in the default list: run it by name)
@@ -177,8 +177,16 @@ phase_profile() {
   timeout 600 "$here/train/gpt124m_bf16" --device cuda --steps 8 --profile=3 --profile-top 80 \
     --data "$here/data/kjv_train.bin" --quiet >"$results/profile_gpt124m.txt" 2>&1
   local status=$?
-  if [ $status -eq 0 ]; then note profile ok "profile_gpt124m.txt"
-  else note profile FAIL "exit $status (profile_gpt124m.txt)"; fi
+  # GPT-10M in bf16 and fp16 side by side: where fp16's extra time goes (loss scaling's
+  # unscaling accumulates, the f16 conversions, the scale's reads).
+  local precision
+  for precision in bf16 fp16; do
+    timeout 120 "$here/train/gpt10m_$precision" --device cuda --steps 8 --profile=3 \
+      --profile-top 60 --data "$here/data/kjv_train.bin" --quiet \
+      >"$results/profile_gpt10m_$precision.txt" 2>&1 || status=$?
+  done
+  if [ $status -eq 0 ]; then note profile ok "profile_gpt124m.txt, profile_gpt10m_{bf16,fp16}.txt"
+  else note profile FAIL "exit $status (profile_gpt*.txt)"; fi
 }
 
 phase_kernels() {
