@@ -66,6 +66,10 @@ LONG_CASES = [
     ("gpt10m_bf16_300", "gpt10m_bf16", 300, [], 0.03, 10),
     ("gpt10m_fp16_300", "gpt10m_fp16", 300, [], 0.03, 10),
 ]
+# The CPU backend's numerics (docs/plan-format.md, "Numerics of the CPU reference backend"), part
+# of every curve's key: raise it with any change that alters the backend's bits, so that kept
+# curves are computed again.
+CPU_NUMERICS = 1
 KEPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference")
 
 
@@ -103,7 +107,7 @@ def digest(path, extra, steps):
             at += 16 + size
     else:
         h.update(plan)
-    h.update(json.dumps([extra, steps]).encode())
+    h.update(json.dumps([extra, steps, CPU_NUMERICS]).encode())
     return h.hexdigest()[:16]
 
 
@@ -146,9 +150,12 @@ def reference(a):
             shutil.copyfile(target, cached)
     for name, exe_name, steps, extra, _, _ in LONG_CASES:
         kept = kept_path(name, os.path.join(a.bundle, "train", exe_name), extra, steps)
+        target = os.path.join(a.out, name + ".jsonl")
         if os.path.exists(kept):
-            shutil.copyfile(kept, os.path.join(a.out, name + ".jsonl"))
+            shutil.copyfile(kept, target)
         else:
+            if os.path.exists(target):  # an earlier plan's
+                os.remove(target)
             print(f"agree: no kept CPU curve for {name} at this plan ({os.path.basename(kept)}); "
                   f"the GPU run will not be compared (make one with: agree.py keep)",
                   file=sys.stderr, flush=True)
@@ -158,10 +165,18 @@ def kept_path(name, exe, extra, steps):
     return os.path.join(KEPT, f"{name}-{digest(exe, extra, steps)}.jsonl")
 
 
+def constant_schedule(exe):
+    """Whether the executable's learning rate is constant (so a run's first steps do not
+    depend on --steps, which a decaying schedule's length defaults to)."""
+    info = subprocess.run([exe, "--info"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True).stdout
+    return " schedule=constant " in info
+
+
 def keep(a):
     """CPU curves of every compared case (long ones first), written into the repository under
     their digest; a case whose curve is the start of a longer kept run of the same executable
-    and flags (the learning rate does not depend on --steps) takes that run's first steps."""
+    and flags takes that run's first steps when the learning rate is constant."""
     os.makedirs(KEPT, exist_ok=True)
     cases = [c[:5] for c in LONG_CASES] + [c for c in CASES if c[4] is not None]
     done = {}  # (executable, flags) -> the longest kept log
@@ -173,11 +188,12 @@ def keep(a):
         key = (exe_name, tuple(extra))
         if os.path.exists(kept):
             print(f"agree: {os.path.basename(kept)} is already there", file=sys.stderr)
-        elif key in done and len(read_log(done[key])) >= steps:
+        elif key in done and len(read_log(done[key])) >= steps and constant_schedule(exe):
             with open(done[key]) as f:
                 lines = [line for line in f if line.strip()][:steps]
-            with open(kept, "w") as f:
+            with open(kept + ".partial", "w") as f:
                 f.writelines(lines)
+            os.replace(kept + ".partial", kept)
             print(f"agree: {os.path.basename(kept)}: the first {steps} steps of "
                   f"{os.path.basename(done[key])}", file=sys.stderr)
         else:
@@ -191,33 +207,47 @@ def keep(a):
 
 
 def window_means(log, window):
-    """(first step, mean loss) of each whole window of steps with a loss."""
-    losses = [(r["step"], r["loss"]) for r in log if r.get("loss") is not None]
-    return [(losses[i][0], sum(l for _, l in losses[i:i + window]) / window)
-            for i in range(0, len(losses) - window + 1, window)]
+    """{first step: mean loss} of the windows [1, window], [window + 1, 2 window], ... whose
+    every step logged a finite loss (a non-finite one is logged as null)."""
+    losses = {r["step"]: r["loss"] for r in log if r.get("loss") is not None}
+    last = max((r["step"] for r in log), default=0)
+    return {first: sum(losses[s] for s in range(first, first + window)) / window
+            for first in range(1, last - window + 2, window)
+            if all(s in losses for s in range(first, first + window))}
 
 
-def compare_windows(cpu, gpu, tol, window, require_cuda=True):
-    """Problems of a long GPU curve against the CPU's: every window's mean loss within tol, both
-    curves falling (the last window below the first), as many steps on both; and the largest
-    relative difference of a window's mean."""
+def compare_windows(cpu, gpu, tol, window, require_cuda=True, labels=("the GPU", "the CPU")):
+    """Problems of a long GPU curve against the CPU's: the mean loss of every window of steps
+    within tol (a window where one side has a non-finite loss and the other not is a problem),
+    both curves falling (the last window below the first), as many steps on both; and the
+    largest relative difference of a window's mean."""
     problems = []
+    on_gpu, on_cpu = labels
     if len(gpu) < len(cpu):
-        problems.append(f"{len(gpu)} steps logged on the GPU, {len(cpu)} on the CPU")
+        problems.append(f"{len(gpu)} steps logged on {on_gpu}, {len(cpu)} on {on_cpu}")
     if require_cuda and any(r.get("device") != "cuda" for r in gpu):
         problems.append("not every step ran on cuda")
     worst = 0.0
     cw, gw = window_means(cpu, window), window_means(gpu, window)
-    for (step, c), (_, g) in zip(cw, gw):
+    last = min(max((r["step"] for r in cpu), default=0), max((r["step"] for r in gpu), default=0))
+    for first in range(1, last - window + 2, window):
+        c, g = cw.get(first), gw.get(first)
+        if c is None or g is None:
+            if (c is None) != (g is None):
+                side = on_gpu if g is None else on_cpu
+                problems.append(f"steps {first}-{first + window - 1}: a non-finite or missing "
+                                f"loss on {side} only")
+            continue
         rel = abs(g - c) / max(abs(c), 1e-12)
         worst = max(worst, rel)
         if not rel <= tol:
-            problems.append(f"steps {step}-{step + window - 1}: mean loss {g:.5g} on the GPU, "
-                            f"{c:.5g} on the CPU (relative {rel:.2e} > {tol:g})")
-    for label, w in (("CPU", cw), ("GPU", gw)):
-        if len(w) < 2 or not w[-1][1] < w[0][1]:
-            problems.append(f"the {label} curve does not fall: window means "
-                            f"{[round(m, 4) for _, m in w[:1] + w[-1:]]}")
+            problems.append(f"steps {first}-{first + window - 1}: mean loss {g:.5g} on {on_gpu}, "
+                            f"{c:.5g} on {on_cpu} (relative {rel:.2e} > {tol:g})")
+    for label, w in ((on_cpu, cw), (on_gpu, gw)):
+        means = [w[first] for first in sorted(w)]
+        if len(means) < 2 or not means[-1] < means[0]:
+            problems.append(f"the curve of {label} does not fall: window means "
+                            f"{[round(m, 4) for m in means[:1] + means[-1:]]}")
     return problems, worst
 
 
@@ -347,8 +377,8 @@ def check(a):
         else:
             cpu, gpu = read_log(cpu_log), read_log(log)
             problems, worst = compare_windows(cpu, gpu, tol, window)
-            record["window_means_cpu"] = [m for _, m in window_means(cpu, window)]
-            record["window_means_gpu"] = [m for _, m in window_means(gpu, window)]
+            record["window_means_cpu"] = window_means(cpu, window)
+            record["window_means_gpu"] = window_means(gpu, window)
         record.update(compared=True, max_rel_window_diff=worst, problems=problems)
         results.append(record)
         failed = failed or bool(problems)
@@ -367,7 +397,9 @@ def curves(a):
     steps = min(len(reference), len(other))
     if a.window:
         problems, worst = compare_windows(reference, other, a.tolerance, a.window,
-                                          require_cuda=False)
+                                          require_cuda=False,
+                                          labels=(os.path.basename(a.files[1]),
+                                                  os.path.basename(a.files[0])))
         print(f"{'FAIL' if problems else 'ok'}: max relative difference of {a.window}-step mean "
               f"losses {worst:.2e} over {steps} steps (tolerance {a.tolerance:g})")
     else:
@@ -433,6 +465,8 @@ def main():
                     help="reference: run MODEL's cases for at most STEPS steps (the CPU is slow)")
     a = ap.parse_args()
     a.limit = {k: int(v) for k, v in (x.split("=", 1) for x in a.limit)}
+    if a.window < 0:
+        ap.error("--window must be positive")
     if a.what == "overflows":
         if len(a.files) != 1 or not a.injected:
             ap.error("overflows needs one log and --injected")

@@ -136,11 +136,13 @@ void gradEntriesDefault(const GradArgs<float> &args, int64_t begin, int64_t end)
 void gradEntriesDefault(const GradArgs<double> &args, int64_t begin, int64_t end) {
   gradEntries(args, begin, end);
 }
+#if AMPC_CPU_X86
 /// The f32 version in AVX-512 where the CPU has it: the same operations in the same order.
 [[gnu::target("avx512f")]] void gradEntriesAvx512(const GradArgs<float> &args, int64_t begin,
                                                   int64_t end) {
   gradEntries(args, begin, end);
 }
+#endif
 
 } // namespace
 
@@ -150,10 +152,12 @@ void attentionGrad(const T *q, const T *k, const T *v, const T *dy, int64_t batc
                    T *dq, T *dk, T *dv) {
   const GradArgs<T> args{q, k, v, dy, queries, keys, headDim, valueDim, scale, causal, dq, dk, dv};
   parallelFor(batch, 1, [&](int64_t begin, int64_t end) {
+#if AMPC_CPU_X86
     if constexpr (std::is_same_v<T, float>) {
       if (simdIsa() == SimdIsa::Avx512)
         return gradEntriesAvx512(args, begin, end);
     }
+#endif
     gradEntriesDefault(args, begin, end);
   });
 }

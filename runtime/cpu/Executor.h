@@ -45,8 +45,9 @@ struct RunOptions {
   uint64_t totalSteps = 0;
   /// Keep every temporary after the run (for bufferValues). When false, a
   /// temporary is freed after its last reader, which bounds memory by the
-  /// live set (see peakTemporaryBytes); only the loss (and non-temporaries)
-  /// can be read afterwards.
+  /// live set (see peakTemporaryBytes) plus at most 2 GiB of freed storage
+  /// kept for the next results of the same sizes; only the loss (and
+  /// non-temporaries) can be read afterwards.
   /// Parameter and State buffers are never freed.
   bool keepTemporaries = true;
   /// When set, receives the wall-clock seconds of each instruction, indexed

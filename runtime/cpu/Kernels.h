@@ -84,6 +84,20 @@ template <typename T> struct MatrixView {
 /// The f32 version runs the widest SIMD tile the CPU has (simdIsa()).
 template <typename T>
 void gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b, T *c);
+template <>
+void gemm<float>(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixView<float> b,
+                 float *c);
+template <>
+void gemm<double>(int64_t m, int64_t n, int64_t k, MatrixView<double> a, MatrixView<double> b,
+                  double *c);
+
+/// Whether the kernels have x86-64 code for AVX2 and AVX-512F beside the
+/// baseline's (target attributes and __builtin_cpu_supports are x86's).
+#if defined(__x86_64__) && defined(__GNUC__)
+#define AMPC_CPU_X86 1
+#else
+#define AMPC_CPU_X86 0
+#endif
 
 /// The instruction sets the f32 kernels are compiled for (gemm's register
 /// tiles, attentionGrad). Each gives the same bits: only the speed differs.

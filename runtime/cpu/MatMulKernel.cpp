@@ -5,7 +5,9 @@
 // and a register-tiled micro-kernel multiplies one A panel by one B panel.
 // The micro-kernel's innermost loop runs over a fixed number of contiguous
 // columns, which the compiler turns into SIMD code for the baseline x86-64
-// (SSE2) without any intrinsics or -march flags.
+// (SSE2) without any intrinsics or -march flags. On x86-64 CPUs with AVX2 or
+// AVX-512F, wider tiles in GCC's vector extension, compiled for those
+// instruction sets by target attributes, are chosen at run time (simdIsa()).
 //
 // Each C element is accumulated in a register starting from its current value
 // (0 for the first depth block), adding a[i][k] * b[k][j] for increasing k, so
@@ -135,7 +137,9 @@ template <typename B, typename V>
     const float *aColumn = aPanel + p * MR;
 #pragma GCC unroll 32
     for (int i = 0; i < MR; ++i) {
-      const V aValue = V{} + aColumn[i];
+      // A broadcast: x - 0 is x for every x, -0 included, and folds away
+      // (x + 0 would not: -0 + 0 is +0).
+      const V aValue = aColumn[i] - V{};
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v)
         acc[i][v] += aValue * bRow[v];
@@ -159,6 +163,7 @@ template <typename B> struct Tile {
     microKernel<B>(depth, aPanel, bPanel, c, ldc, first);
   }
 };
+#if AMPC_CPU_X86
 template <> struct Tile<Avx2Float> {
   [[gnu::target("avx2")]] static void run(int64_t depth, const float *aPanel, const float *bPanel,
                                           float *c, int64_t ldc, bool first) {
@@ -171,6 +176,7 @@ template <> struct Tile<Avx512Float> {
     vectorKernel<Avx512Float, Floats16>(depth, aPanel, bPanel, c, ldc, first);
   }
 };
+#endif
 
 /// The micro-kernel on a tile cut off by the edge of C: the valid
 /// [rows x cols] part goes through a full-size scratch tile.
@@ -247,6 +253,8 @@ template <typename T> T *threadScratch(size_t slot, size_t size) {
 template <typename B, typename T = typename B::T>
 void blockedGemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b, T *c) {
   constexpr int MR = B::kPanelRows, NR = B::kPanelCols;
+  // packA fills whole row panels of a kRowBlock-row scratch.
+  static_assert(B::kRowBlock % MR == 0 && B::kColBlock % NR == 0, "blocks are whole panels");
   if (m == 0 || n == 0)
     return;
   if (k == 0) {
@@ -305,6 +313,7 @@ const char *simdIsaName(SimdIsa isa) {
 }
 
 bool simdIsaSupported(SimdIsa isa) {
+#if AMPC_CPU_X86
   __builtin_cpu_init();
   switch (isa) {
   case SimdIsa::Sse2:
@@ -315,6 +324,10 @@ bool simdIsaSupported(SimdIsa isa) {
     return __builtin_cpu_supports("avx512f");
   }
   return false;
+#else
+  // Elsewhere the generic tile (named Sse2) is the one.
+  return isa == SimdIsa::Sse2;
+#endif
 }
 
 namespace {
@@ -336,15 +349,20 @@ SimdIsa initialSimdIsa() {
                chosen, simdIsaName(widest));
   return widest;
 }
-std::atomic<SimdIsa> activeIsa{initialSimdIsa()};
+/// Initialised on first use, so no other file's static initialisation
+/// can see it unset.
+std::atomic<SimdIsa> &activeIsa() {
+  static std::atomic<SimdIsa> isa{initialSimdIsa()};
+  return isa;
+}
 } // namespace
 
-SimdIsa simdIsa() { return activeIsa.load(std::memory_order_relaxed); }
+SimdIsa simdIsa() { return activeIsa().load(std::memory_order_relaxed); }
 
 void setSimdIsa(SimdIsa isa) {
   if (!simdIsaSupported(isa))
     throw std::invalid_argument(std::string("this CPU does not run ") + simdIsaName(isa));
-  activeIsa.store(isa, std::memory_order_relaxed);
+  activeIsa().store(isa, std::memory_order_relaxed);
 }
 
 void gemmWith(SimdIsa isa, int64_t m, int64_t n, int64_t k, MatrixView<float> a,

@@ -230,6 +230,12 @@ TEST(CpuStorageRounding, BulkRoundingGivesFloat16hsBits) {
   cpu::kernels::roundFloatsToBF16(bf16.data(), static_cast<int64_t>(bf16.size()));
   cpu::kernels::roundFloatsToF16(f16.data(), static_cast<int64_t>(f16.size()));
   for (size_t i = 0; i < values.size(); ++i) {
+    // Alone, a value takes the fp16 path its own range picks (in a block, one outside value
+    // sends the whole block down the slow path): fp16's boundaries 2^-14 and 65520 included.
+    float alone = values[i];
+    cpu::kernels::roundFloatsToF16(&alone, 1);
+    ASSERT_EQ(numerics::floatToBits(alone), numerics::floatToBits(numerics::roundToF16(values[i])))
+        << "f16 of 0x" << std::hex << patterns[i] << " alone";
     ASSERT_EQ(numerics::floatToBits(bf16[i]),
               numerics::floatToBits(numerics::roundToBF16(values[i])))
         << "bf16 of 0x" << std::hex << patterns[i];

@@ -266,6 +266,30 @@ TEST(CpuExecutor, ReleasedTemporariesAreNotReadable) {
   EXPECT_EQ(executor.bufferValues(plan.loss)[0], kept);
 }
 
+TEST(CpuExecutor, RecycledStorageGivesTheSameBitsRunAfterRun) {
+  // Without kept temporaries, a dead temporary's storage is handed (zeroed) to the next result
+  // of its size, run after run. Every run must still give the bits of an executor that keeps
+  // every temporary in its own storage.
+  plan::Plan plan = everyOpcodePlan();
+  Executor recycling(plan, Precision::F32), keeping(plan, Precision::F32);
+  for (Executor *executor : {&recycling, &keeping}) {
+    executor->initializeParameters(7);
+    executor->randomizeInputs(8);
+  }
+  cpu::RunOptions options;
+  options.training = true;
+  options.seed = 3;
+  for (uint64_t step = 0; step < 3; ++step) {
+    options.step = step;
+    options.keepTemporaries = false;
+    const double recycled = recycling.run(options);
+    options.keepTemporaries = true;
+    const double kept = keeping.run(options);
+    ASSERT_TRUE(std::isfinite(kept));
+    EXPECT_EQ(recycled, kept) << "run " << step;
+  }
+}
+
 TEST(CpuExecutor, EveryOpcodePlanAgreesAcrossPrecisions) {
   plan::Plan plan = everyOpcodePlan();
   Executor f32(plan, Precision::F32), f64(plan, Precision::F64);

@@ -5,17 +5,18 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <random>
 #include <tuple>
 
 using namespace ampc;
 using namespace ampc::test;
 using cpu::Precision;
+using cpu::kernels::gemmWith;
+using cpu::kernels::MatrixView;
 using cpu::kernels::SimdIsa;
 using cpu::kernels::simdIsaName;
 using cpu::kernels::simdIsaSupported;
-using cpu::kernels::gemmWith;
-using cpu::kernels::MatrixView;
 
 namespace {
 
@@ -171,8 +172,11 @@ TEST(CpuMatMul, EverySimdTileGivesTheNaiveLoopsBits) {
       }
     int tested = 0;
     for (SimdIsa isa : {SimdIsa::Sse2, SimdIsa::Avx2, SimdIsa::Avx512}) {
-      if (!simdIsaSupported(isa))
+      if (!simdIsaSupported(isa)) {
+        std::printf("note: this CPU does not run %s; its tile is not tested here\n",
+                    simdIsaName(isa));
         continue;
+      }
       ++tested;
       std::vector<float> c(m * n, -1.0f);
       // a holds A^T [k x m]: element (i, p) of A is a[p * m + i].
@@ -181,7 +185,7 @@ TEST(CpuMatMul, EverySimdTileGivesTheNaiveLoopsBits) {
         ASSERT_EQ(c[e], expected[e])
             << simdIsaName(isa) << " " << m << "x" << n << "x" << k << " element " << e;
     }
-    EXPECT_GE(tested, 1);
+    EXPECT_GE(tested, 1); // the baseline tile always runs
   }
 }
 
