@@ -515,13 +515,15 @@ void Planner::groupReductions() {
 void Planner::absorbAccumulatesIntoColumnSums() {
   for (int op = 0; op < numOps; ++op) {
     const FusionOp &accumulate = graph.ops[op];
-    if (accumulate.opClass != FusionOpClass::Accumulate || !accumulate.addsUnchanged ||
-        accumulate.operands.empty() || members[find(op)].size() != 1)
+    if (accumulate.opClass != FusionOpClass::Accumulate ||
+        !(accumulate.addsUnchanged || accumulate.unscalesF32) || accumulate.operands.empty() ||
+        members[find(op)].size() != 1)
       continue;
     // The gradient: a column sum's result read by nothing else. A sum over a leading run of
     // axes (a bias gradient's, or a reduction's), or a norm gradient's dgamma or dbeta; the
-    // sum's second stage then adds each column's total into the accumulator itself, so the
-    // gradient is never written and no kernel of its own adds it.
+    // sum's second stage then adds each column's total (divided by the loss scale, under
+    // loss scaling) into the accumulator itself, so the gradient is never written and no
+    // kernel of its own adds it.
     const FusionValue grad = accumulate.operands[0].value;
     if (grad.op < 0 || readers[grad.op][grad.result].size() != 1)
       continue;

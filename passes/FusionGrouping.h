@@ -139,6 +139,9 @@ struct FusionOp {
   /// Accumulate: adds its gradient as it is (f32, not divided by a loss scale), which a matmul
   /// producing the gradient can do itself with beta = 1.
   bool addsUnchanged = false;
+  /// Accumulate: divides an f32 gradient by the loss scale before adding it (and raises the
+  /// non-finite flag), which a column sum's second stage can do but a matmul cannot.
+  bool unscalesF32 = false;
 };
 
 /// A function's ops in program order: operands name results of earlier ops only.

@@ -166,9 +166,11 @@ FusionGraph buildFusionGraph(Block &block, std::vector<Operation *> &ops) {
       node.axes.assign(sum.getAxes().begin(), sum.getAxes().end());
     // Unscaling divides by the loss scale the device holds and raises the non-finite flag
     // from the gradient itself: a matmul writing into the accumulator does neither.
-    if (auto accumulate = llvm::dyn_cast<AccumulateGradOp>(op))
-      node.addsUnchanged =
-          !accumulate.getUnscale() && getElementTypeOrSelf(accumulate.getGrad().getType()).isF32();
+    if (auto accumulate = llvm::dyn_cast<AccumulateGradOp>(op)) {
+      const bool f32 = getElementTypeOrSelf(accumulate.getGrad().getType()).isF32();
+      node.addsUnchanged = f32 && !accumulate.getUnscale();
+      node.unscalesF32 = f32 && accumulate.getUnscale().has_value();
+    }
 
     // Order edges: a read after the last write, a write after the last write and every read
     // since.

@@ -427,10 +427,11 @@ def GraphFuse : Pass<"graph-fuse", "::ampc::graph::ModelOp"> {
     - `optimizer`: every optimizer update of the step, as one kernel;
     - `reduction`: a reduction-like op (norms, softmax, losses, sum/mean/max, embedding and their
       gradients) with its elementwise producers that nothing else reads and its elementwise
-      consumers; then an `accumulate` group adding a column sum's f32 result unchanged (a sum
-      over leading axes in a `bias_grad` or `reduction` group, a norm gradient's dgamma or
-      dbeta) that nothing else reads joins the sum's group: its second stage adds each column's
-      total into the accumulator, and the gradient is never stored;
+      consumers; then an `accumulate` group adding a column sum's f32 result, unchanged or
+      divided by the loss scale (a sum over leading axes in a `bias_grad` or `reduction` group,
+      a norm gradient's dgamma or dbeta), that nothing else reads joins the sum's group: its
+      second stage adds each column's total (unscaled, raising the scaler's non-finite flag)
+      into the accumulator, and the gradient is never stored;
     - `elementwise`: chains of elementwise ops over the same number of elements (smaller
       operands are read broadcast), with the broadcasts only they read;
     - `copy`: chains of data movement (transpose, split, concat, slice, pad) through reshapes;

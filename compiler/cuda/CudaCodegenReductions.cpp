@@ -121,12 +121,13 @@ void Generator::reduceKernel(Operation *anchor) {
     KernelWriter::bind(storeScope, result, "i", "result");
     for (Value output : outputs)
       storeWriter.store(output, "i", storeWriter.element(output, "i", storeScope), storeScope);
-    accumulateColumnTotals(storeWriter, storeScope, result);
-    columnSumKernels(emitSum, storeWriter, storeScope.text.str(), 1, reduced,
-                     outCount, group->kind == "bias_grad" ? "bias_grad" : "reduction",
-                     stem + "_columns",
+    ColumnStoreFrame frame;
+    accumulateColumnTotals(storeWriter, storeScope, result, frame);
+    columnSumKernels(emitSum, storeWriter, storeScope.text.str(), 1, reduced, outCount,
+                     group->kind == "bias_grad" ? "bias_grad" : "reduction", stem + "_columns",
                      std::string(isMean ? "out[j] = mean" : "out[j] = sum") +
-                         " over the leading dimensions of x[row, j] (a column sum), in f32.");
+                         " over the leading dimensions of x[row, j] (a column sum), in f32.",
+                     frame);
     return;
   }
   // General: one block per output element, threads over its reduced elements. The input index
@@ -369,8 +370,8 @@ void Generator::crossEntropyKernels() {
   // the body.
   Value logits = loss.getLogits();
   // e^x by exp2 where every row tensor is 16-bit (the error is far below their step), else expf.
-  const bool stored16 = isReducedFloat(elementOf(logits)) &&
-                        (!grad || isReducedFloat(elementOf(grad.getResult())));
+  const bool stored16 =
+      isReducedFloat(elementOf(logits)) && (!grad || isReducedFloat(elementOf(grad.getResult())));
   auto exp = [&](const std::string &x) {
     return std::string(stored16 ? "expForStorage16(" : "expf(") + x + ")";
   };
@@ -397,13 +398,14 @@ void Generator::crossEntropyKernels() {
     // Each row, one block: read the label's logit, then the stable log-sum-exp; loss_row =
     // logsumexp - x[label].
     const std::string errors = writer.errorParam(loss);
-    head << "  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n"
-         << "    const long long label = static_cast<long long>(" << labels << "[row]);\n"
-         << "    const bool ignored = label == " << ignore << ";\n"
-         << "    // A label outside [0, L) that is not ignore_index: the CPU backend stops with an\n"
-         << "    // error; here the loss and the row's gradient become NaN and the error record\n"
-         << "    // names the label.\n"
-         << "    const bool outside = !ignored && (label < 0 || label >= L);\n";
+    head
+        << "  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n"
+        << "    const long long label = static_cast<long long>(" << labels << "[row]);\n"
+        << "    const bool ignored = label == " << ignore << ";\n"
+        << "    // A label outside [0, L) that is not ignore_index: the CPU backend stops with an\n"
+        << "    // error; here the loss and the row's gradient become NaN and the error record\n"
+        << "    // names the label.\n"
+        << "    const bool outside = !ignored && (label < 0 || label >= L);\n";
     std::ostringstream body;
     {
       Scope labelScope;
@@ -552,7 +554,8 @@ void Generator::crossEntropyKernels() {
   // 256-thread kernel took 79 registers, 3 blocks, without the bound; 64 with it, no spills).
   launch.minBlocks = threads < kClassifierThreads ? kClassifierThreads / threads : 0;
   const std::string statistics =
-      held ? "Per row (one block of " + std::to_string(threads) + " threads): the row's packs of " + std::to_string(width) +
+      held ? "Per row (one block of " + std::to_string(threads) + " threads): the row's packs of " +
+                 std::to_string(width) +
                  " read once into registers; from them the maximum, then sum(exp(x - max)), in "
                  "f32"
            : std::string("Per row (one block): the maximum and sum(exp(x - max)) in f32 in one "
@@ -565,7 +568,8 @@ void Generator::crossEntropyKernels() {
          statistics + "; exp" + (stored16 ? " as exp2 (16-bit rows)" : "") +
              ";\nloss += (logsumexp - x[label])" + (mean ? " / count" : "") +
              " (f32 atomicAdd), rows labelled ignore_index skipped;\n"
-             "dlogits = (softmax - onehot(label)) * dloss" + (mean ? " / count" : "") +
+             "dlogits = (softmax - onehot(label)) * dloss" +
+             (mean ? " / count" : "") +
              " (one division a row), 0 on ignored rows; dlogits may overwrite the logits in "
              "place. A label\noutside [0, L) that is not ignore_index makes the loss and its "
              "row's gradient NaN and is\nreported in the error record. The logits are never "

@@ -412,7 +412,7 @@ constexpr int64_t kColumnSumBlocks = 1024;
 void Generator::columnSumKernels(const ColumnSumEmitter &emitSum, KernelWriter &storeWriter,
                                  const std::string &storeCode, int sums, int64_t rows,
                                  int64_t length, const std::string &kind, const std::string &stem,
-                                 const std::string &math) {
+                                 const std::string &math, const ColumnStoreFrame &frame) {
   // The one-column walk, which also tells what the packed one would read.
   KernelWriter unpackedWriter(opIndex, members);
   Scope unpackedScope;
@@ -430,9 +430,9 @@ void Generator::columnSumKernels(const ColumnSumEmitter &emitSum, KernelWriter &
   int narrowest = 4;
   for (const KernelParam &param : packedWriter->params)
     if (packedScope.packsRead.count(param.name)) {
-      packable = packable && numElements(param.shape) == rows * length &&
-                 (param.elementType == "f32" || param.elementType == "bf16" ||
-                  param.elementType == "f16");
+      packable =
+          packable && numElements(param.shape) == rows * length &&
+          (param.elementType == "f32" || param.elementType == "bf16" || param.elementType == "f16");
       narrowest = std::min(narrowest, param.elementType == "f32" ? 4 : 2);
     }
   const int width = 16 / narrowest;
@@ -488,8 +488,8 @@ void Generator::columnSumKernels(const ColumnSumEmitter &emitSum, KernelWriter &
             << "  // The block's 256 threads add the 8 slices of one column each, in slice order.\n"
             << "  for (int c = threadIdx.y * 32 + threadIdx.x; c < " << blockColumns
             << "; c += 256) {\n"
-            << "    const long long column = static_cast<long long>(blockIdx.x) * "
-            << blockColumns << " + c;\n"
+            << "    const long long column = static_cast<long long>(blockIdx.x) * " << blockColumns
+            << " + c;\n"
             << "    if (column < L)\n"
             << "      for (int s = 0; s < " << sums << "; ++s) {\n"
             << "        float total = 0.0f;\n"
@@ -545,7 +545,8 @@ void Generator::columnSumKernels(const ColumnSumEmitter &emitSum, KernelWriter &
   storeWriter.scratchParam("columnPartials", {sums, chunks, length});
   storeWriter.scalarParam("L", "i64", "row_length");
   std::ostringstream total;
-  total << "  for (long long column = static_cast<long long>(blockIdx.x) * blockDim.x + "
+  total << frame.prologue
+        << "  for (long long column = static_cast<long long>(blockIdx.x) * blockDim.x + "
            "threadIdx.x; column < L;\n"
         << "       column += static_cast<long long>(gridDim.x) * blockDim.x) {\n"
         << "    float total0 = 0.0f, total1 = 0.0f;\n"
@@ -558,7 +559,8 @@ void Generator::columnSumKernels(const ColumnSumEmitter &emitSum, KernelWriter &
   total << "    }\n"
         << "    (void)total1;\n"
         << "    const long long i = column;\n"
-        << storeCode << "  }\n";
+        << storeCode << "  }\n"
+        << frame.epilogue;
   KernelLaunch second;
   second.space = KernelLaunch::Space::Elements;
   second.elements = length;
@@ -567,23 +569,45 @@ void Generator::columnSumKernels(const ColumnSumEmitter &emitSum, KernelWriter &
   second.blockSize = 256;
   finish(storeWriter, kind, stem,
          math + "\nStage 2 of 2: one thread per column adds the " + std::to_string(chunks) +
-             " chunks' partials in order, then\nthe fused consumers. Memory: the partials read "
-             "once, the outputs written once.",
+             " chunks' partials in order, then\nthe fused consumers" +
+             (frame.epilogue.empty() ? std::string()
+                                     : " (totals divided by the loss scale into their "
+                                       "accumulators, the\nnon-finite flag raised if any is "
+                                       "inf or NaN)") +
+             ". Memory: the partials read once, the outputs written once.",
          total.str(), second);
 }
 
-void Generator::accumulateColumnTotals(KernelWriter &writer, Scope &scope, Value root) {
+void Generator::accumulateColumnTotals(KernelWriter &writer, Scope &scope, Value root,
+                                       ColumnStoreFrame &frame) {
   for (Operation *op : group->ops) {
     auto accumulate = llvm::dyn_cast<AccumulateGradOp>(op);
     if (!accumulate || !writer.dependsOn(accumulate.getGrad(), root))
       continue;
-    if (accumulate.getUnscale() || !elementOf(accumulate.getGrad()).isF32())
+    if (!elementOf(accumulate.getGrad()).isF32())
       throw std::runtime_error("CUDA codegen: " + describeOp(op) +
-                               " does not add an f32 column total unchanged");
-    const std::string acc = writer.stateParam(accumulate.getAccumulator().str(), "f32",
-                                              shapeOf(accumulate.getGrad()));
-    scope.line(acc + "[i] += " + writer.element(accumulate.getGrad(), "i", scope) +
-               "; // accumulate_grad");
+                               " does not add an f32 column total");
+    const std::string acc =
+        writer.stateParam(accumulate.getAccumulator().str(), "f32", shapeOf(accumulate.getGrad()));
+    const std::string g = writer.element(accumulate.getGrad(), "i", scope);
+    auto scaler = accumulate.getUnscale();
+    if (!scaler) {
+      scope.line(acc + "[i] += " + g + "; // accumulate_grad");
+      continue;
+    }
+    // As the accumulate kernels do: divided by the scale the device holds, a non-finite
+    // quotient raising the flag once per block after the loop (every thread reaches it).
+    const std::string scalePtr = writer.stateParam(scaler->str() + ".scale", "f32", {});
+    const std::string foundPtr = writer.stateParam(scaler->str() + ".found_nonfinite", "f32", {});
+    const std::string u = writer.temp("u");
+    scope.line("const float " + u + " = " + g + " / scale; // unscaled gradient");
+    scope.line("nonFinite = nonFinite || !isFinite(" + u + ");");
+    scope.line(acc + "[i] += " + u + "; // accumulate_grad");
+    frame.prologue = "  const float scale = " + scalePtr + "[0];\n  bool nonFinite = false;\n";
+    frame.epilogue = "  // Raise the scaler's non-finite flag (the optimizer step reads it).\n"
+                     "  if (__syncthreads_or(nonFinite) && threadIdx.x == 0)\n"
+                     "    atomicExch(" +
+                     foundPtr + ", 1.0f);\n";
   }
 }
 
@@ -634,13 +658,14 @@ void Generator::normGradColumns(Operation *anchor) {
   }
   for (Value output : outputs)
     storeWriter.store(output, "i", storeWriter.element(output, "i", storeScope), storeScope);
+  ColumnStoreFrame frame;
   for (unsigned r = 1; r < anchor->getNumResults(); ++r)
-    accumulateColumnTotals(storeWriter, storeScope, anchor->getResult(r));
-  columnSumKernels(emitSum, storeWriter, storeScope.text.str(),
-                   layer ? 2 : 1, rows, length, "reduction",
-                   layer ? "layernorm_grad_params" : "rmsnorm_grad_params",
+    accumulateColumnTotals(storeWriter, storeScope, anchor->getResult(r), frame);
+  columnSumKernels(emitSum, storeWriter, storeScope.text.str(), layer ? 2 : 1, rows, length,
+                   "reduction", layer ? "layernorm_grad_params" : "rmsnorm_grad_params",
                    layer ? "dgamma[j] = sum over rows of dy * xhat, dbeta[j] = sum of dy, in f32."
-                         : "dgamma[j] = sum over rows of dy * x * r, in f32.");
+                         : "dgamma[j] = sum over rows of dy * x * r, in f32.",
+                   frame);
 }
 
 } // namespace cudagen

@@ -359,10 +359,17 @@ private:
     return outputs;
   }
 
+  /// What a column sum's second stage runs before and after its loop over the columns: under
+  /// loss scaling, reading the scale and raising the scaler's non-finite flag.
+  struct ColumnStoreFrame {
+    std::string prologue, epilogue;
+  };
   /// A column sum's second stage: the statements adding element i of each of the group's
   /// accumulate_grad gradients computed from \p root (a sum's or norm gradient's result) into
-  /// its f32 accumulator (graph-fuse merges only those that add the gradient unchanged).
-  void accumulateColumnTotals(KernelWriter &writer, Scope &scope, Value root);
+  /// its f32 accumulator, unchanged or divided by the loss scale (graph-fuse merges only f32
+  /// gradients). An unscaling one sets \p frame.
+  void accumulateColumnTotals(KernelWriter &writer, Scope &scope, Value root,
+                              ColumnStoreFrame &frame);
 
   void elementwiseKernel(const std::string &kind, const std::string &math);
   void copyKernel();
@@ -371,15 +378,15 @@ private:
   /// Emits, into a scope, the statements that add element i (row `row`) to the sums: sum s is
   /// the accumulator named `accumulator(s)`. Called once per variant of the first stage, each
   /// with a fresh writer.
-  using ColumnSumEmitter = std::function<void(
-      KernelWriter &writer, Scope &scope, const std::function<std::string(int)> &accumulator)>;
+  using ColumnSumEmitter = std::function<void(KernelWriter &writer, Scope &scope,
+                                              const std::function<std::string(int)> &accumulator)>;
   /// Column sums over [rows, L] in two kernels (see the definition): \p emitSum adds element i
   /// to the sums (1 or 2: \p sums); \p storeCode stores from `total0` (`total1`) at `i` = the
-  /// column with \p storeWriter's params.
+  /// column with \p storeWriter's params, inside \p frame.
   void columnSumKernels(const ColumnSumEmitter &emitSum, KernelWriter &storeWriter,
                         const std::string &storeCode, int sums, int64_t rows, int64_t length,
-                        const std::string &kind, const std::string &stem,
-                        const std::string &math);
+                        const std::string &kind, const std::string &stem, const std::string &math,
+                        const ColumnStoreFrame &frame = {});
   void reduceKernel(Operation *anchor);
   void maxGradKernel(MaxGradOp anchor);
   void embeddingGradKernels(EmbeddingGradOp anchor);

@@ -366,6 +366,39 @@ graph.model @matmul_accumulate {
 
 // -----
 
+// A bias gradient's column sum under loss scaling: its accumulate_grad divides by the scale, which
+// the sum's second stage does too, so it joins the sum's group; the weight gradient's does not
+// join its matmul (cuBLASLt does not divide by the device's scale) and keeps a kernel.
+// CHECK-LABEL: graph.model @unscaled_column_total
+// CHECK: %[[DB:.+]] = graph.sum %{{.+}} axes [0] {graph.fusion = #graph.fusion<group = [[BG:[0-9]+]], kind = bias_grad>}
+// CHECK-NEXT: graph.accumulate_grad %[[DB]] into @b.grad unscale @loss_scale {graph.fusion = #graph.fusion<group = [[BG]], kind = bias_grad>}
+// CHECK-NEXT: %[[DW:.+]] = graph.matmul {{.*}}{graph.fusion = #graph.fusion<group = [[BG]], kind = bias_grad>} {{.*}} -> f32
+// CHECK-NEXT: graph.accumulate_grad %[[DW]] into @w.grad unscale @loss_scale {graph.fusion = #graph.fusion<group = {{[0-9]+}}, kind = accumulate>}
+graph.model @unscaled_column_total {
+  graph.param @w : tensor<4x16xf32> init #graph.zeros
+  graph.param @b : tensor<16xf32> init #graph.zeros
+  graph.input @x : tensor<8x4xf16>
+  graph.input @dy : tensor<8x16xf16>
+  graph.state @w.grad : tensor<4x16xf32>
+  graph.state @b.grad : tensor<16xf32>
+  graph.loss_scale @loss_scale dynamic {initial_scale = 65536.0 : f64}
+  func.func @micro_step() {
+    %x = graph.get_input @x : tensor<8x4xf16>
+    %dy = graph.get_input @dy : tensor<8x16xf16>
+    %x32 = graph.cast %x : tensor<8x4xf16> -> tensor<8x4xf32>
+    %l = graph.mse_loss %x32, %x32 : tensor<8x4xf32>
+    graph.loss %l : tensor<f32>
+    %dy32 = graph.cast %dy : tensor<8x16xf16> -> tensor<8x16xf32>
+    %db = graph.sum %dy32 axes [0] : tensor<8x16xf32>
+    graph.accumulate_grad %db into @b.grad unscale @loss_scale : tensor<16xf32>
+    %dw = graph.matmul %x, %dy transpose_lhs : tensor<8x4xf16>, tensor<8x16xf16> -> f32
+    graph.accumulate_grad %dw into @w.grad unscale @loss_scale : tensor<4x16xf32>
+    return
+  }
+}
+
+// -----
+
 // No cycle, several outputs: exp and neg are one loop writing both (the matmul reads the exp,
 // the mul the neg). The mul reads the matmul too, so fusing it into that loop would make the
 // loop run both before and after the matmul: it starts a group of its own.

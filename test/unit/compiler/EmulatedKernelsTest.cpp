@@ -6,9 +6,10 @@
 // style argument array, launches it in the emulator with the grid and block the device
 // program gives it (kernelShape), and compares what it writes with references computed here
 // in double. Here: softmax's row kernels (forward, causal or not, and gradient, packed and
-// not), the two column-sum kernels, the classifier's loss-and-gradient kernel, and a copy kernel of the attention head
-// layout, moved in 16-byte packs. The norms' kernels are in EmulatedNormKernelsTest.cpp, the
-// optimizer's in EmulatedOptimizerTest.cpp; the helpers they share in EmulatedKernelSupport.h.
+// not), the two column-sum kernels, the classifier's loss-and-gradient kernel, and a copy kernel of
+// the attention head layout, moved in 16-byte packs. The norms' kernels are in
+// EmulatedNormKernelsTest.cpp, the optimizer's in EmulatedOptimizerTest.cpp; the helpers they share
+// in EmulatedKernelSupport.h.
 //
 // The host compiler ($CXX, else c++) runs once per kernel; the libraries live in a temporary
 // directory removed at the end.
@@ -50,13 +51,25 @@ std::string softmaxModel(int batch, int queries, int keys, bool causal) {
   const std::string x = "tensor<" + std::to_string(batch) + "x" + std::to_string(queries) + "x" +
                         std::to_string(keys) + "xf32>";
   return "graph.model @sm {\n"
-         "  graph.param @w : " + x + " init #graph.normal<std = 1.0>\n"
-         "  graph.input @t : " + x + "\n"
+         "  graph.param @w : " +
+         x +
+         " init #graph.normal<std = 1.0>\n"
+         "  graph.input @t : " +
+         x +
+         "\n"
          "  func.func @forward() {\n"
-         "    %w = graph.get_param @w : " + x + "\n"
-         "    %t = graph.get_input @t : " + x + "\n"
-         "    %y = graph.softmax %w" + (causal ? " causal" : "") + " : " + x + "\n"
-         "    %l = graph.mse_loss %y, %t : " + x + "\n"
+         "    %w = graph.get_param @w : " +
+         x +
+         "\n"
+         "    %t = graph.get_input @t : " +
+         x +
+         "\n"
+         "    %y = graph.softmax %w" +
+         (causal ? " causal" : "") + " : " + x +
+         "\n"
+         "    %l = graph.mse_loss %y, %t : " +
+         x +
+         "\n"
          "    graph.loss %l : tensor<f32>\n"
          "    return\n"
          "  }\n"
@@ -105,8 +118,8 @@ TEST_P(EmulatedSoftmax, ForwardAndGradientRowKernelsMatchADoubleReference) {
     for (int j = 0; j < valid; ++j)
       total += std::exp(x[static_cast<size_t>(r) * L + j] - maximum);
     for (int j = 0; j < valid; ++j)
-      y[static_cast<size_t>(r) * L + j] = std::exp(x[static_cast<size_t>(r) * L + j] - maximum) /
-                                          total;
+      y[static_cast<size_t>(r) * L + j] =
+          std::exp(x[static_cast<size_t>(r) * L + j] - maximum) / total;
   }
   std::string yName;
   for (const KernelParam &param : forward->params)
@@ -165,9 +178,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, EmulatedSoftmax,
                              // f32 rows of whole packs (4 elements) take the packed walk, up to
                              // 2048 for the forward and 1024 for the gradient (two held
                              // operands); 11, 130 and the block-per-row 2100 do not.
-                             SoftmaxCase{2, 9, 40, false, true, true},
-                             SoftmaxCase{3, 7, 11, true}, SoftmaxCase{1, 5, 2100, true},
-                             SoftmaxCase{2, 8, 64, true, true, true},
+                             SoftmaxCase{2, 9, 40, false, true, true}, SoftmaxCase{3, 7, 11, true},
+                             SoftmaxCase{1, 5, 2100, true}, SoftmaxCase{2, 8, 64, true, true, true},
                              SoftmaxCase{1, 8, 1024, true, true, true},
                              SoftmaxCase{1, 4, 2048, false, true, false},
                              SoftmaxCase{2, 4, 130, false}),
@@ -183,22 +195,32 @@ INSTANTIATE_TEST_SUITE_P(Shapes, EmulatedSoftmax,
 /// sum a chunk of rows into scratch, the second adds the chunks), which bias gradients and norm
 /// parameter gradients use too.
 std::string columnSumModel(int rows, int length, const std::string &type) {
-  const std::string x = "tensor<" + std::to_string(rows) + "x" + std::to_string(length) + "x" +
-                        type + ">";
+  const std::string x =
+      "tensor<" + std::to_string(rows) + "x" + std::to_string(length) + "x" + type + ">";
   const std::string v = "tensor<" + std::to_string(length) + "xf32>";
-  const std::string cast =
-      type == "f32" ? "" : "    %xf = graph.cast %x : " + x + " -> tensor<" +
-                               std::to_string(rows) + "x" + std::to_string(length) + "xf32>\n";
+  const std::string cast = type == "f32" ? ""
+                                         : "    %xf = graph.cast %x : " + x + " -> tensor<" +
+                                               std::to_string(rows) + "x" + std::to_string(length) +
+                                               "xf32>\n";
   const std::string summed = type == "f32" ? "%x" : "%xf";
   return "graph.model @cs {\n"
-         "  graph.param @w : " + v + " init #graph.normal<std = 1.0>\n"
-         "  graph.input @x : " + x + "\n"
+         "  graph.param @w : " +
+         v +
+         " init #graph.normal<std = 1.0>\n"
+         "  graph.input @x : " +
+         x +
+         "\n"
          "  func.func @forward() {\n"
-         "    %w = graph.get_param @w : " + v + "\n"
-         "    %x = graph.get_input @x : " + x + "\n" + cast +
-         "    %s = graph.sum " + summed + " axes [0] : tensor<" + std::to_string(rows) + "x" +
-         std::to_string(length) + "xf32>\n"
-         "    %l = graph.mse_loss %s, %w : " + v + "\n"
+         "    %w = graph.get_param @w : " +
+         v +
+         "\n"
+         "    %x = graph.get_input @x : " +
+         x + "\n" + cast + "    %s = graph.sum " + summed + " axes [0] : tensor<" +
+         std::to_string(rows) + "x" + std::to_string(length) +
+         "xf32>\n"
+         "    %l = graph.mse_loss %s, %w : " +
+         v +
+         "\n"
          "    graph.loss %l : tensor<f32>\n"
          "    return\n"
          "  }\n"
@@ -252,29 +274,157 @@ TEST_P(EmulatedColumnSum, BothStagesMatchADoubleReference) {
     if (param.role == KernelParam::Role::Output) {
       ASSERT_EQ(param.shape, (std::vector<int64_t>{c.length})) << second->source;
       // f32 sums of c.rows terms of a few units.
-      expectElementsNear(readAll(sa[param.name], "f32", c.length), expected, 1e-5,
-                         1e-6 * c.rows, "column sums");
+      expectElementsNear(readAll(sa[param.name], "f32", c.length), expected, 1e-5, 1e-6 * c.rows,
+                         "column sums");
       ++checked;
     }
   EXPECT_EQ(checked, 1u) << second->source;
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, EmulatedColumnSum,
-                         ::testing::Values(
-                             // GPT widths in bf16 over several row chunks (the last one shorter),
-                             // a partial column block (384 = 48 packs of 8 over blocks of 32),
-                             // f16 and f32 packs, and widths that are not whole packs.
-                             ColumnSumCase{400, 768, "bf16", true},
-                             ColumnSumCase{290, 3072, "bf16", true},
-                             ColumnSumCase{260, 384, "bf16", true},
-                             ColumnSumCase{300, 512, "f16", true},
-                             ColumnSumCase{300, 100, "f32", true},
-                             ColumnSumCase{70, 770, "bf16", false},
-                             ColumnSumCase{140, 42, "f32", false}),
-                         [](const ::testing::TestParamInfo<ColumnSumCase> &info) {
-                           return std::to_string(info.param.rows) + "x" +
-                                  std::to_string(info.param.length) + "_" + info.param.type;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, EmulatedColumnSum,
+    ::testing::Values(
+        // GPT widths in bf16 over several row chunks (the last one shorter),
+        // a partial column block (384 = 48 packs of 8 over blocks of 32),
+        // f16 and f32 packs, and widths that are not whole packs.
+        ColumnSumCase{400, 768, "bf16", true}, ColumnSumCase{290, 3072, "bf16", true},
+        ColumnSumCase{260, 384, "bf16", true}, ColumnSumCase{300, 512, "f16", true},
+        ColumnSumCase{300, 100, "f32", true}, ColumnSumCase{70, 770, "bf16", false},
+        ColumnSumCase{140, 42, "f32", false}),
+    [](const ::testing::TestParamInfo<ColumnSumCase> &info) {
+      return std::to_string(info.param.rows) + "x" + std::to_string(info.param.length) + "_" +
+             info.param.type;
+    });
+
+/// A bias added to an input, fitted to a target: in fp16 mode with dynamic loss scaling the
+/// bias's gradient is a column sum of the scaled dy, divided by the loss scale as the sum's
+/// second stage adds it into the accumulator.
+std::string biasModel(int rows, int length) {
+  const std::string x = "tensor<" + std::to_string(rows) + "x" + std::to_string(length) + "xf32>";
+  const std::string v = "tensor<" + std::to_string(length) + "xf32>";
+  return "graph.model @bias {\n"
+         "  graph.param @b : " +
+         v +
+         " init #graph.normal<std = 1.0>\n"
+         "  graph.input @x : " +
+         x +
+         "\n"
+         "  graph.input @t : " +
+         x +
+         "\n"
+         "  func.func @forward() {\n"
+         "    %b = graph.get_param @b : " +
+         v +
+         "\n"
+         "    %x = graph.get_input @x : " +
+         x +
+         "\n"
+         "    %t = graph.get_input @t : " +
+         x +
+         "\n"
+         "    %y = graph.add %x, %b : " +
+         x + ", " + v +
+         "\n"
+         "    %l = graph.mse_loss %y, %t : " +
+         x +
+         "\n"
+         "    graph.loss %l : tensor<f32>\n"
+         "    return\n"
+         "  }\n"
+         "}\n";
+}
+
+TEST(EmulatedColumnSum, UnscalingSecondStageDividesByTheScaleAndRaisesTheFlag) {
+  const int rows = 300, length = 512;
+  const std::vector<GeneratedKernel> kernels =
+      generateForText(biasModel(rows, length), kPrecisions[1]); // fp16, dynamic scaling
+  const GeneratedKernel *first = kernelWith(kernels, KernelLaunch::Space::Columns, "graph.sum");
+  const GeneratedKernel *second = kernelWith(kernels, KernelLaunch::Space::Elements, "graph.sum");
+  ASSERT_TRUE(first && second);
+  // The accumulate joined the sum: no kernel of its own adds the bias's gradient.
+  bool accumulates = false;
+  for (const std::string &fused : second->fusedOps)
+    accumulates = accumulates || fused.rfind("graph.accumulate_grad", 0) == 0;
+  ASSERT_TRUE(accumulates) << second->source;
+  for (const GeneratedKernel &kernel : kernels)
+    EXPECT_NE(kernel.kind, "accumulate") << kernel.source;
+  TemporaryDirectory directory;
+  HostKernel firstKernel(*first, directory.path), secondKernel(*second, directory.path);
+  ASSERT_TRUE(firstKernel.ok()) << firstKernel.error() << "\n" << first->source;
+  ASSERT_TRUE(secondKernel.ok()) << secondKernel.error() << "\n" << second->source;
+
+  const double scale = 1024.0, start = 0.5;
+  std::mt19937 generator(23);
+  for (bool overflow : {false, true}) {
+    SCOPED_TRACE(overflow ? "an inf in the gradient" : "finite");
+    // Stage 1 computes the scaled dy = (y - t) c (the mean's and the loss scale's factor c, a
+    // scalar) and sums its columns.
+    std::string ops;
+    for (const std::string &fused : first->fusedOps)
+      ops += fused.substr(0, fused.find(" at ")) + " ";
+    ASSERT_EQ(ops, "graph.sub graph.mul graph.sum graph.accumulate_grad ") << first->source;
+    Arguments fa(*first);
+    const double c = 3.0;
+    std::vector<double> y, t;
+    for (const KernelParam &param : first->params) {
+      if (param.role != KernelParam::Role::Input)
+        continue;
+      if (param.shape.empty())
+        writeElement(fa[param.name], param.elementType, 0, c);
+      else if (param.value == "@t")
+        t = fillRandom(fa[param.name], param.elementType, generator);
+      else
+        y = fillRandom(fa[param.name], param.elementType, generator);
+      if (overflow && param.value != "@t" && !param.shape.empty()) {
+        writeElement(fa[param.name], param.elementType, 7 * length + 3, INFINITY);
+        y[7 * length + 3] = INFINITY;
+      }
+    }
+    ASSERT_EQ(y.size(), static_cast<size_t>(rows) * length) << first->source;
+    ASSERT_EQ(t.size(), y.size()) << first->source;
+    std::vector<double> dy(y.size());
+    for (size_t i = 0; i < y.size(); ++i)
+      dy[i] = (y[i] - t[i]) * c;
+    firstKernel.run(first->launch, fa.bind());
+    // Stage 2: the accumulator starts at 0.5, the scaler holds its scale and a clear flag.
+    Arguments sa(*second);
+    std::string accumulator, scaleArg, found;
+    for (const KernelParam &param : second->params) {
+      if (param.role == KernelParam::Role::Scratch)
+        sa[param.name] = fa[param.name];
+      if (param.role != KernelParam::Role::State)
+        continue;
+      if (param.value.size() > 6 && param.value.substr(param.value.size() - 6) == ".scale")
+        scaleArg = param.name;
+      else if (param.value.find(".found_nonfinite") != std::string::npos)
+        found = param.name;
+      else
+        accumulator = param.name;
+    }
+    ASSERT_FALSE(accumulator.empty() || scaleArg.empty() || found.empty()) << second->source;
+    for (int j = 0; j < length; ++j)
+      writeElement(sa[accumulator], "f32", static_cast<size_t>(j), start);
+    writeElement(sa[scaleArg], "f32", 0, scale);
+    writeElement(sa[found], "f32", 0, 0.0);
+    secondKernel.run(second->launch, sa.bind());
+
+    std::vector<double> expected(length, 0.0);
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < length; ++j)
+        expected[j] += dy[static_cast<size_t>(r) * length + j];
+    std::vector<double> added = readAll(sa[accumulator], "f32", length);
+    for (int j = 0; j < length; ++j) {
+      if (overflow && j == 3) {
+        EXPECT_TRUE(std::isinf(added[j])) << added[j];
+        continue;
+      }
+      // f32 sums of 300 terms of a few units, divided by the scale.
+      EXPECT_NEAR(added[j], start + expected[j] / scale, 1e-6 * (1 + std::abs(expected[j])))
+          << "column " << j;
+    }
+    EXPECT_EQ(readAll(sa[found], "f32", 1)[0], overflow ? 1.0 : 0.0);
+  }
+}
 
 /// The classifier alone: logits = h W (h an input [rows, 16], W a parameter [16, classes]: in
 /// bf16 mode the logits are stored in bf16, as a language model's head writes them), labels an
@@ -286,15 +436,31 @@ std::string classifierModel(int rows, int classes) {
   const std::string w = "tensor<16x" + std::to_string(classes) + "xf32>";
   const std::string labels = "tensor<" + std::to_string(rows) + "xi32>";
   return "graph.model @ce {\n"
-         "  graph.param @w : " + w + " init #graph.normal<std = 1.0>\n"
-         "  graph.input @h : " + h + "\n"
-         "  graph.input @labels : " + labels + "\n"
+         "  graph.param @w : " +
+         w +
+         " init #graph.normal<std = 1.0>\n"
+         "  graph.input @h : " +
+         h +
+         "\n"
+         "  graph.input @labels : " +
+         labels +
+         "\n"
          "  func.func @forward() {\n"
-         "    %w = graph.get_param @w : " + w + "\n"
-         "    %h = graph.get_input @h : " + h + "\n"
-         "    %x = graph.matmul %h, %w : " + h + ", " + w + "\n"
-         "    %y = graph.get_input @labels : " + labels + "\n"
-         "    %l = graph.cross_entropy %x, %y : " + x + ", " + labels + "\n"
+         "    %w = graph.get_param @w : " +
+         w +
+         "\n"
+         "    %h = graph.get_input @h : " +
+         h +
+         "\n"
+         "    %x = graph.matmul %h, %w : " +
+         h + ", " + w +
+         "\n"
+         "    %y = graph.get_input @labels : " +
+         labels +
+         "\n"
+         "    %l = graph.cross_entropy %x, %y : " +
+         x + ", " + labels +
+         "\n"
          "    graph.loss %l : tensor<f32>\n"
          "    return\n"
          "  }\n"
@@ -318,11 +484,12 @@ class EmulatedClassifier : public ::testing::TestWithParam<ClassifierCase> {};
 
 TEST_P(EmulatedClassifier, LossAndGradientMatchADoubleReference) {
   const ClassifierCase c = GetParam();
-  const std::vector<GeneratedKernel> kernels = generateForText(
-      classifierModel(c.rows, c.classes),
-      c.type == "bf16" ? kPrecisions[0] : c.type == "f16" ? kPrecisions[1] : kPrecisions[2]);
-  const GeneratedKernel *kernel = kernelWith(kernels, KernelLaunch::Space::Rows,
-                                             "graph.cross_entropy");
+  const std::vector<GeneratedKernel> kernels =
+      generateForText(classifierModel(c.rows, c.classes), c.type == "bf16"  ? kPrecisions[0]
+                                                          : c.type == "f16" ? kPrecisions[1]
+                                                                            : kPrecisions[2]);
+  const GeneratedKernel *kernel =
+      kernelWith(kernels, KernelLaunch::Space::Rows, "graph.cross_entropy");
   ASSERT_TRUE(kernel);
   EXPECT_EQ(readsPacks(*kernel), c.packed) << kernel->source;
   EXPECT_EQ(kernel->source.find(" hp_") != std::string::npos, c.held) << kernel->source;

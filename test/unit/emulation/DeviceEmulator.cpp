@@ -45,6 +45,7 @@ struct Fiber {
   Dim3 thread;
   unsigned linear = 0;
   bool done = false;
+  unsigned votes = 0; ///< __syncthreads_or calls made
 };
 
 struct BlockRun {
@@ -57,6 +58,8 @@ struct BlockRun {
   Barrier blockBarrier;
   std::vector<Barrier> warpBarriers;
   std::vector<std::array<unsigned char, kExchangeBytes>> exchange;
+  /// __syncthreads_or's block-wide results, alternating between consecutive calls.
+  bool vote[2] = {false, false};
   uint64_t progress = 0;
 };
 
@@ -197,6 +200,19 @@ const Dim3 &gridDimension() { return run().grid; }
 unsigned laneId() { return run().current->linear % 32; }
 
 void syncThreads() { arrive(run().blockBarrier); }
+
+bool syncThreadsOr(bool predicate) {
+  BlockRun &block = run();
+  const unsigned slot = block.current->votes++ % 2;
+  block.vote[slot] = block.vote[slot] || predicate;
+  arrive(block.blockBarrier);
+  // Every thread has voted in this call and finished reading the previous one's slot, which
+  // the next call uses: clear it before anyone can vote there (after the barrier below).
+  const bool result = block.vote[slot];
+  block.vote[1 - slot] = false;
+  arrive(block.blockBarrier);
+  return result;
+}
 void syncWarp() { arrive(warpBarrier()); }
 
 void publish(const void *data, size_t bytes) {

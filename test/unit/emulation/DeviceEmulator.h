@@ -4,8 +4,8 @@
 // their logic can still be executed: this header makes the same source compile as host C++
 // (included before the device header) and runs a kernel's grid with every CUDA thread as a
 // cooperative fiber (ucontext), so that
-//   - __syncthreads() and __syncwarp() are real barriers (a thread that waits lets the others
-//     run; a barrier that can never complete is reported, not hung on),
+//   - __syncthreads(), __syncthreads_or() and __syncwarp() are real barriers (a thread that
+//     waits lets the others run; a barrier that can never complete is reported, not hung on),
 //   - warp collectives exchange values between the lanes of a warp: __shfl_xor_sync,
 //     __shfl_sync, and the tensor-core instructions mma.sync.m16n8k16 (bf16 and f16 with f32
 //     accumulation) and ldmatrix (.x1/.x2/.x4, with and without .trans), each following the
@@ -57,6 +57,9 @@ unsigned laneId();
 void syncThreads();
 /// Warp-wide barrier (all live lanes of the calling thread's warp).
 void syncWarp();
+/// Block-wide barrier that returns whether any thread of the block passed true (exited
+/// threads do not vote).
+bool syncThreadsOr(bool predicate);
 
 /// Publishes \p bytes (<= 64) of \p data for the lanes of the calling warp and waits until every
 /// live lane published; published(lane) then reads what \p lane published until
@@ -97,6 +100,7 @@ void ldmatrix(int count, bool transpose, uint32_t *registers, const void *rowAdd
 #define gridDim (::ampc::emu::gridDimension())
 
 inline void __syncthreads() { ::ampc::emu::syncThreads(); }
+inline int __syncthreads_or(int predicate) { return ::ampc::emu::syncThreadsOr(predicate != 0); }
 inline void __syncwarp(unsigned = 0xffffffffu) { ::ampc::emu::syncWarp(); }
 template <typename T> T __shfl_xor_sync(unsigned, T value, int laneMask, int = 32) {
   return ::ampc::emu::shuffle(value, ::ampc::emu::laneId() ^ static_cast<unsigned>(laneMask));
@@ -135,6 +139,11 @@ template <typename A, typename B> std::common_type_t<A, B> max(A a, B b) {
 inline float atomicAdd(float *address, float value) {
   const float old = *address;
   *address = old + value;
+  return old;
+}
+inline float atomicExch(float *address, float value) {
+  const float old = *address;
+  *address = value;
   return old;
 }
 inline unsigned atomicCAS(unsigned *address, unsigned compare, unsigned value) {

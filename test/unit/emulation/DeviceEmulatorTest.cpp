@@ -59,6 +59,24 @@ TEST(DeviceEmulator, ExitedThreadsCountAsArrived) {
   EXPECT_EQ(after, 40);
 }
 
+TEST(DeviceEmulator, SyncthreadsOrVotesOverTheBlockCallAfterCall) {
+  // Per block: one thread votes true, then none, then all; a second block votes alone.
+  std::vector<int> votes(2 * 96 * 3, -1);
+  launch(Dim3{2, 1, 1}, Dim3{96, 1, 1}, [&] {
+    int *mine = votes.data() + (blockIdx.x * 96 + threadIdx.x) * 3;
+    mine[0] = __syncthreads_or(blockIdx.x == 0 && threadIdx.x == 70);
+    mine[1] = __syncthreads_or(0);
+    mine[2] = __syncthreads_or(1);
+  });
+  for (int block = 0; block < 2; ++block)
+    for (int t = 0; t < 96; ++t) {
+      const int *got = votes.data() + (block * 96 + t) * 3;
+      EXPECT_EQ(got[0], block == 0 ? 1 : 0) << block << " " << t;
+      EXPECT_EQ(got[1], 0) << block << " " << t;
+      EXPECT_EQ(got[2], 1) << block << " " << t;
+    }
+}
+
 TEST(DeviceEmulator, ABarrierThatCannotCompleteIsReported) {
   EXPECT_THROW(launch(Dim3{}, Dim3{32, 1, 1},
                       [&] {
