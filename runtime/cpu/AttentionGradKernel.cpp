@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/cpu/AttentionRows.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ThreadPool.h"
 
@@ -25,30 +26,6 @@
 
 namespace ampc::cpu::kernels {
 namespace {
-
-/// A [count x dim] row-major matrix transposed into [dim x count].
-template <typename T>
-[[gnu::always_inline]] inline void transposeRows(const T *rows, int64_t count, int64_t dim,
-                                                 T *out) {
-  for (int64_t j = 0; j < count; ++j)
-    for (int64_t d = 0; d < dim; ++d)
-      out[d * count + j] = rows[j * dim + d];
-}
-
-/// dots[j] = row . column j of \p columns ([dim x stride]) for j < valid,
-/// each summed in dim order from zero: a naive dot product's bits, computed
-/// for all j at once.
-template <typename T>
-[[gnu::always_inline]] inline void dotWithColumns(const T *row, const T *columns, int64_t stride,
-                                                  int64_t dim, int64_t valid, T *dots) {
-  std::fill(dots, dots + valid, T(0));
-  for (int64_t d = 0; d < dim; ++d) {
-    const T value = row[d];
-    const T *column = columns + d * stride;
-    for (int64_t j = 0; j < valid; ++j)
-      dots[j] += value * column[j];
-  }
-}
 
 /// attentionGrad's operands and shape.
 template <typename T> struct GradArgs {

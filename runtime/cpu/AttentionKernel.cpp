@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/cpu/AttentionRows.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ThreadPool.h"
 
@@ -24,8 +25,7 @@ namespace ampc::cpu::kernels {
 
 template <typename T>
 void attention(const T *q, const T *k, const T *v, int64_t batch, int64_t queries, int64_t keys,
-               int64_t headDim, int64_t valueDim, double scale, bool causal, T *out,
-               T *lse) {
+               int64_t headDim, int64_t valueDim, double scale, bool causal, T *out, T *lse) {
   constexpr int64_t kQueryBlock = 32;
   const int64_t blocksPerEntry = (queries + kQueryBlock - 1) / kQueryBlock;
   const T scaleT = static_cast<T>(scale);
@@ -41,9 +41,7 @@ void attention(const T *q, const T *k, const T *v, int64_t batch, int64_t querie
       const T *kEntry = k + b * keys * headDim;
       const T *vEntry = v + b * keys * valueDim;
       if (b != loadedEntry) {
-        for (int64_t j = 0; j < keys; ++j)
-          for (int64_t d = 0; d < headDim; ++d)
-            keysTransposed[d * keys + j] = kEntry[j * headDim + d];
+        transposeRows(kEntry, keys, headDim, keysTransposed.data());
         loadedEntry = b;
       }
       for (int64_t i = firstQuery; i < lastQuery; ++i) {
@@ -53,13 +51,7 @@ void attention(const T *q, const T *k, const T *v, int64_t batch, int64_t querie
         const int64_t valid =
             causal ? std::clamp<int64_t>(i + (keys - queries) + 1, 0, keys) : keys;
         // scores[j] = scale * (q_i . k_j) for the visible keys.
-        std::fill(scores.begin(), scores.begin() + valid, T(0));
-        for (int64_t d = 0; d < headDim; ++d) {
-          const T qValue = qRow[d];
-          const T *kColumn = keysTransposed.data() + d * keys;
-          for (int64_t j = 0; j < valid; ++j)
-            scores[j] += qValue * kColumn[j];
-        }
+        dotWithColumns(qRow, keysTransposed.data(), keys, headDim, valid, scores.data());
         for (int64_t j = 0; j < valid; ++j)
           scores[j] *= scaleT;
         softmaxRow(scores.data(), valid, valid, scores.data(),
