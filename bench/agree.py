@@ -17,7 +17,7 @@ its curves are computed once where the bundle is made and travel in DIR/referenc
 agrees when every step's loss is within the case's relative tolerance of the CPU's: 1e-4 in fp32,
 2% in bf16 and fp16 (their rounding differs between a fused GPU kernel and the CPU's op-by-op
 evaluation), over the steps both logged (a reference may be cut short with --limit: the CPU
-backend trains GPT-10M at about 25 s a step on two cores); with dynamic loss scaling the scale
+backend trains GPT-10M at about 20 s a step on two cores); with dynamic loss scaling the scale
 and the skipped steps must be identical, and an injected overflow must skip its step and halve
 the scale on both, and on the GPU over every step it logged (GPT-10M in fp16 too, past its
 short CPU reference). The end-to-end case trains the tiny GPT for 50 steps on the GPU alone and
