@@ -176,10 +176,7 @@ void Generator::elementwiseKernel(const std::string &kind, const std::string &) 
   // __syncthreads_or reduces the threads' flags over the block, so one thread per block writes
   // the flag. Every thread reaches it (it follows the loops), as the barrier requires.
   if (!foundPtr.empty())
-    body << "  // Raise the scaler's non-finite flag (no host synchronisation; the optimizer\n"
-         << "  // step reads it).\n"
-         << "  if (__syncthreads_or(nonFinite) && threadIdx.x == 0)\n"
-         << "    atomicExch(" << foundPtr << ", 1.0f);\n";
+    body << raiseNonFiniteFlag(foundPtr);
 
   std::string math;
   if (kind == "accumulate")

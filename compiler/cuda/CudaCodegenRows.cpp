@@ -604,10 +604,7 @@ void Generator::accumulateColumnTotals(KernelWriter &writer, Scope &scope, Value
     scope.line("nonFinite = nonFinite || !isFinite(" + u + ");");
     scope.line(acc + "[i] += " + u + "; // accumulate_grad");
     frame.prologue = "  const float scale = " + scalePtr + "[0];\n  bool nonFinite = false;\n";
-    frame.epilogue = "  // Raise the scaler's non-finite flag (the optimizer step reads it).\n"
-                     "  if (__syncthreads_or(nonFinite) && threadIdx.x == 0)\n"
-                     "    atomicExch(" +
-                     foundPtr + ", 1.0f);\n";
+    frame.epilogue = raiseNonFiniteFlag(foundPtr);
   }
 }
 

@@ -359,6 +359,17 @@ private:
     return outputs;
   }
 
+  /// The end of a kernel that unscales gradients: every thread's `nonFinite` reduced over the
+  /// block by __syncthreads_or (every thread must reach it: after the loops), and one thread a
+  /// block raising the scaler's flag at \p foundPtr.
+  static std::string raiseNonFiniteFlag(const std::string &foundPtr) {
+    return "  // Raise the scaler's non-finite flag (no host synchronisation; the optimizer\n"
+           "  // step reads it).\n"
+           "  if (__syncthreads_or(nonFinite) && threadIdx.x == 0)\n"
+           "    atomicExch(" +
+           foundPtr + ", 1.0f);\n";
+  }
+
   /// What a column sum's second stage runs before and after its loop over the columns: under
   /// loss scaling, reading the scale and raising the scaler's non-finite flag.
   struct ColumnStoreFrame {
