@@ -143,240 +143,105 @@ private:
   struct sigaction previousInt = {}, previousTerm = {};
 };
 
-int train(const plan::Plan &plan, const RunnerOptions &options, const std::string &program,
-          const RunnerStreams &streams, DataParallel *parallel) {
-  // Data parallel: rank 0 alone logs, checkpoints and writes the summary.
-  const bool mainRank = !parallel || parallel->rank() == 0;
-  // From here on SIGINT and SIGTERM stop the run after an optimizer step.
-  const StopSignals stopSignals;
-  if (plan.optimizerInstructions.empty())
-    throw TrainingFailure("this executable's plan has no optimizer step (it was compiled for "
-                          "evaluation only); rebuild it with `ampc compile model.mlir -o NAME`");
-  // Data first (a bad file is the likeliest mistake), then the executor
-  // (which validates the plan), then the log, so a failure leaves no log.
-  const Task task = analyzeTask(plan);
-  RunInputs inputs = readRunInputs(plan, options, task);
-  std::unique_ptr<BatchSource> source = std::move(inputs.source);
-  std::optional<ValidationSet> &validation = inputs.validation;
-  const ParameterValues &initialWeights = inputs.initialWeights;
+/// One training run, from the options to the final report: what it reads, the backend it runs
+/// on, and the state a checkpoint holds. run() is all a caller needs.
+class TrainingRun {
+public:
+  TrainingRun(const plan::Plan &plan, const RunnerOptions &options, const std::string &program,
+              const RunnerStreams &streams, DataParallel *parallel)
+      : plan(plan), options(options), program(program), streams(streams), parallel(parallel),
+        // Data parallel: rank 0 alone logs, checkpoints and writes the summary.
+        mainRank(!parallel || parallel->rank() == 0), steps(options.steps),
+        accumulation(static_cast<uint64_t>(plan.accumulationSteps)),
+        injected(options.injectOverflow.begin(), options.injectOverflow.end()) {}
+
+  /// Trains; returns the exit status (0, or 128 + the signal that stopped the run), or throws
+  /// TrainingFailure.
+  int run();
+
+private:
+  void open();
+  void findCheckpointToResume();
+  void announce() const;
+  void initializeState();
+  void restoreState();
+  void prepareLoop();
+  void runMicroSteps(uint64_t step);
+  void recordStep(uint64_t step, const BackendMetrics &metrics);
+  void validate(uint64_t step);
+  bool writeCheckpoint(uint64_t done);
+  int stopped(int signal, uint64_t done, bool written);
+  void report();
+
+  const plan::Plan &plan;
+  const RunnerOptions &options;
+  const std::string &program;
+  const RunnerStreams &streams;
+  DataParallel *const parallel;
+  const bool mainRank;
+  const uint64_t steps, accumulation;
+  const std::set<uint64_t> injected;
+
+  // What the run reads and where it runs (open()).
+  Task task;
+  uint64_t perStep = 0;
+  bool scaling = false;
+  std::unique_ptr<BatchSource> source;
+  std::optional<ValidationSet> validation;
+  ParameterValues initialWeights;
   std::unique_ptr<TrainingBackend> backend;
-  const DeviceChoice choice =
-      chooseDevice(options.device, !plan.device.empty(), options.cpuFallback, [&]() -> GpuProbe {
-        GpuProbe probe;
-        backend = tryMakeCudaBackend(plan, probe, options.matmulAlgorithms == "timed");
-        return probe;
-      });
-  if (!choice.error.empty())
-    throw TrainingFailure(choice.error);
-  if (!choice.useCuda)
-    backend = makeCpuBackend(plan);
-  if (options.profileSteps && !backend->canProfile())
-    throw TrainingFailure("--profile times the GPU's kernel groups; this run "
-                          "is on the CPU (use --device cuda)");
-  // The checkpoint to resume from, checked against this run before the log
-  // is touched.
-  const std::map<std::string, std::string> identity = runIdentity(plan, options, *backend);
-  if (parallel)
-    parallel->checkRun(options, *backend, identity);
+  DeviceChoice choice;
+  std::map<std::string, std::string> identity;
+  std::optional<MetricsLog> log;
+
+  // The checkpoint resumed from, if any.
   std::string resumeFile;
   Checkpoint resumed;
   uint64_t startStep = 0;
-  if (!options.resume.empty()) {
-    try {
-      std::tie(resumeFile, resumed) = findResumePoint(options, program, streams);
-      if (!resumeFile.empty()) {
-        checkIdentity(resumed, resumeFile, identity);
-        startStep = std::stoull(resumed.value("step", resumeFile));
-        if (startStep > options.steps)
-          throw CheckpointError("cannot resume from " + resumeFile + ": it is at step " +
-                                std::to_string(startStep) + ", beyond --steps " +
-                                std::to_string(options.steps));
-      }
-    } catch (const CheckpointError &error) {
-      throw TrainingFailure(error.what());
-    } catch (const std::logic_error &) {
-      throw TrainingFailure("cannot resume from " + resumeFile + ": malformed metadata");
-    }
-  }
-  if (options.resume.empty() && !options.checkpointDir.empty()) {
-    const auto existing = listCheckpoints(options.checkpointDir);
-    if (!existing.empty())
-      throw TrainingFailure(options.checkpointDir + " already holds checkpoints of a run (" +
-                            fileNameOf(existing.front().second) +
-                            "); continue it with --resume latest, or use another directory");
-  }
-  MetricsLog log(mainRank ? options.logPath : std::string(), startStep);
 
-  const bool tokens = task.kind == TaskKind::Language;
-  const uint64_t steps = options.steps;
-  const uint64_t accumulation = static_cast<uint64_t>(plan.accumulationSteps);
-  const uint64_t perStep = unitsPerStep(plan, task);
-  std::string dataDescription = source ? source->describe() : std::string("random inputs");
-  std::fprintf(streams.out, "training @%s (%s parameters) for %llu steps on %s; %s\n",
-               plan.modelName.c_str(), withCommas(countParameters(plan)).c_str(),
-               static_cast<unsigned long long>(steps), dataDescription.c_str(),
-               options.logPath.empty() ? "no metrics log (--log FILE writes one)"
-                                       : ("metrics -> " + options.logPath).c_str());
-  // Where the steps run: a line for the GPU, or why auto chose the CPU.
-  const std::string deviceLine = choice.note.empty() ? backend->description() : choice.note;
-  if (!deviceLine.empty())
-    std::fprintf(streams.out, "%s\n", deviceLine.c_str());
-  if (choice.noteIsWarning)
-    std::fprintf(streams.err, "%s: %s\n", program.c_str(), choice.note.c_str());
-  if (!initialWeights.empty() && options.resume.empty())
-    std::fprintf(streams.out, "initial weights from %s\n", options.initFrom.c_str());
-  if (validation)
-    std::fprintf(streams.out, "validation: %s, every %llu steps%s\n",
-                 validation->describe().c_str(), static_cast<unsigned long long>(options.evalEvery),
-                 options.evalEma ? ", with the moving average's weights" : "");
-  if (parallel)
-    std::fprintf(streams.out, "data parallel: %s\n", parallel->describe().c_str());
-  if (!source && !plan.inputs.empty())
-    std::fprintf(streams.err,
-                 "%s: warning: this model's inputs are random each step, so "
-                 "there is nothing to learn (%s)\n",
-                 program.c_str(), task.reason.c_str());
-  const bool scaling = plan.lossScaling.mode != plan::LossScaleMode::None;
-  if (!options.injectOverflow.empty() && !scaling)
-    std::fprintf(streams.err,
-                 "%s: warning: --inject-overflow has no effect: this plan "
-                 "has no loss scaling\n",
-                 program.c_str());
-  const std::set<uint64_t> injected(options.injectOverflow.begin(), options.injectOverflow.end());
-  backend->initializeParameters(options.seed);
-  if (!initialWeights.empty())
-    writeParameters(plan, *backend, initialWeights);
+  // The state a checkpoint holds besides the buffers.
   std::optional<WeightAverage> ema;
-  if (options.emaDecay)
-    ema.emplace(options.emaDecay, readParameters(plan, *backend));
   double bestValLoss = 0;
   uint64_t bestValStep = 0; // 0: no validation loss yet
-  double evalSeconds = 0;   // spent validating, not counted as training time
   double firstLoss = 0, lastLoss = 0, elapsedBefore = 0;
   uint64_t skippedBefore = 0;
   bool floorWarned = false;
   uint64_t nonFiniteLosses = 0; // consecutive steps, with loss scaling
-  if (!resumeFile.empty()) {
-    try {
-      restoreBuffers(plan, *backend, resumed, resumeFile);
-      firstLoss = lastLoss = std::strtod(resumed.value("first_loss", resumeFile).c_str(), nullptr);
-      elapsedBefore = std::strtod(resumed.value("elapsed_s", resumeFile).c_str(), nullptr);
-      skippedBefore = std::stoull(resumed.value("skipped_steps", resumeFile));
-      nonFiniteLosses = std::stoull(resumed.value("non_finite_losses", resumeFile));
-      floorWarned = resumed.value("floor_warned", resumeFile) == "1";
-      if (resumed.meta.count("best_val_step")) {
-        bestValStep = std::stoull(resumed.meta.at("best_val_step"));
-        bestValLoss = std::strtod(resumed.value("best_val_loss", resumeFile).c_str(), nullptr);
-      }
-      if (ema)
-        ema->set(restoreAverage(plan, resumed, resumeFile));
-    } catch (const CheckpointError &error) {
-      throw TrainingFailure(error.what());
-    } catch (const std::logic_error &) {
-      throw TrainingFailure("cannot resume from " + resumeFile + ": malformed metadata");
-    }
-    std::fprintf(streams.out, "resuming from %s at step %llu/%llu\n", resumeFile.c_str(),
-                 static_cast<unsigned long long>(startStep),
-                 static_cast<unsigned long long>(steps));
-    if (!initialWeights.empty())
-      std::fprintf(streams.out, "(--init-from %s is not used: the checkpoint holds the weights)\n",
-                   options.initFrom.c_str());
-  } else if (!options.resume.empty()) {
-    std::fprintf(streams.out, "no checkpoint in %s yet: starting at step 0\n",
-                 options.checkpointDir.c_str());
-  }
-  std::fflush(streams.out);
 
-  Progress progress(streams, steps, options.quiet);
-  const auto start = std::chrono::steady_clock::now();
+  // The loop's bookkeeping.
+  std::optional<Progress> progress;
   StepRecord record;
-  record.steps = steps;
-  record.tokens = tokens;
-  record.lossScaling = scaling;
-  if (std::string(backend->device()) != "cpu")
-    record.device = backend->device();
-  // --profile: the last K steps (at least the first step stays unprofiled
-  // when there are two or more).
-  const uint64_t profiled =
-      options.profileSteps == 0 ? 0 : std::min(options.profileSteps, steps > 1 ? steps - 1 : steps);
-  const uint64_t firstProfiled = steps - profiled;
+  std::chrono::steady_clock::time_point start, stepBegan;
+  double evalSeconds = 0; // spent validating, not counted as training time
+  uint64_t profiled = 0, firstProfiled = 0, warmup = 0;
   std::vector<double> stepTimes; // unprofiled steps after warm-up
-  const uint64_t warmup = std::min<uint64_t>(3, firstProfiled / 2);
-  auto stepBegan = std::chrono::steady_clock::now();
-
-  // Checkpoints: after optimizer step `done`, at a step boundary, so the
-  // gradient accumulators they hold are zero.
   std::string lastCheckpoint;
-  if (!options.checkpointDir.empty()) {
-    const auto existing = listCheckpoints(options.checkpointDir);
-    if (!existing.empty())
-      lastCheckpoint = existing.front().second;
-  }
-  auto writeCheckpoint = [&](uint64_t done) {
-    Checkpoint checkpoint;
-    checkpoint.meta = identity;
-    checkpoint.meta["format"] = "ampc training checkpoint";
-    checkpoint.meta["step"] = std::to_string(done);
-    checkpoint.meta["micro_step"] = std::to_string(done * accumulation);
-    checkpoint.meta["units"] = std::to_string(perStep * done);
-    checkpoint.meta["gradient_accumulators"] = "zero (written at an optimizer-step boundary)";
-    checkpoint.meta["first_loss"] = exactNumber(firstLoss);
-    checkpoint.meta["elapsed_s"] = exactNumber(record.elapsed);
-    checkpoint.meta["skipped_steps"] = std::to_string(record.skippedSteps);
-    checkpoint.meta["non_finite_losses"] = std::to_string(nonFiniteLosses);
-    checkpoint.meta["floor_warned"] = floorWarned ? "1" : "0";
-    checkpoint.meta["options"] = optionsLine(options);
-    checkpoint.meta["training"] = plan.trainingSummary;
-    if (bestValStep) {
-      checkpoint.meta["best_val_step"] = std::to_string(bestValStep);
-      checkpoint.meta["best_val_loss"] = exactNumber(bestValLoss);
-    }
-    const std::string name = checkpointFileName(done);
-    if (parallel) {
-      // Every rank takes part in gathering a sharded optimizer state.
-      parallel->gatherOptimizerState(*backend);
-      checkpoint.meta["world_size"] = std::to_string(parallel->size());
-      if (!mainRank)
-        return true;
-    }
-    try {
-      captureBuffers(plan, *backend, checkpoint);
-      if (ema)
-        captureAverage(plan, *ema, checkpoint);
-      makeDirectories(options.checkpointDir);
-      writeFileAtomically(options.checkpointDir, name, encodeCheckpoint(checkpoint));
-    } catch (const CheckpointError &error) {
-      const std::string why =
-          std::string(error.what()) +
-          (lastCheckpoint.empty() ? std::string("; there is no earlier checkpoint")
-                                  : "; the previous checkpoint " + lastCheckpoint + " is intact");
-      if (!options.continueOnCheckpointError)
-        throw TrainingFailure(why + " (--on-checkpoint-error continue trains on without it)");
-      progress.finish();
-      std::fprintf(streams.err, "%s: warning: %s; training goes on\n", program.c_str(),
-                   why.c_str());
-      std::fflush(streams.err);
-      return false;
-    }
-    lastCheckpoint = options.checkpointDir + "/" + name;
-    pruneCheckpoints(options.checkpointDir, options.keep, done);
-    return true;
-  };
-  record.step = startStep;
-  record.units = perStep * startStep;
-  record.elapsed = elapsedBefore;
-  record.skippedSteps = skippedBefore;
-  if (startStep == steps) {
-    std::fprintf(streams.out, "nothing to train: the checkpoint is at the last step (%llu)\n",
-                 static_cast<unsigned long long>(steps));
-    log.close();
-    return 0;
-  }
   // The first batch of the next optimizer step, prepared while the GPU runs
   // this one's optimizer step (see below), and the micro step it is for.
   std::vector<InputData> preparedBatch;
   uint64_t preparedFor = 0;
   bool prepared = false;
+};
+
+int TrainingRun::run() {
+  // From here on SIGINT and SIGTERM stop the run after an optimizer step.
+  const StopSignals stopSignals;
+  open();
+  announce();
+  initializeState();
+  if (!resumeFile.empty())
+    restoreState();
+  else if (!options.resume.empty())
+    std::fprintf(streams.out, "no checkpoint in %s yet: starting at step 0\n",
+                 options.checkpointDir.c_str());
+  std::fflush(streams.out);
+  prepareLoop();
+  if (startStep == steps) {
+    std::fprintf(streams.out, "nothing to train: the checkpoint is at the last step (%llu)\n",
+                 static_cast<unsigned long long>(steps));
+    log->close();
+    return 0;
+  }
   try {
     for (uint64_t step = startStep; step < steps; ++step) {
       if (profiled && step == firstProfiled)
@@ -384,35 +249,7 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
       stepBegan = std::chrono::steady_clock::now();
       if (parallel)
         parallel->injectFailures(options, step);
-      const uint64_t localMicroSteps = parallel ? parallel->localMicroSteps() : accumulation;
-      for (uint64_t i = 0; i < localMicroSteps; ++i) {
-        const uint64_t microStep =
-            parallel ? parallel->globalMicroStep(step, i) : step * accumulation + i;
-        if (source) {
-          // Made on the host while the GPU runs the micro step queued last
-          // (on a GPU setInput and runMicroStep only queue work).
-          const std::vector<InputData> batch = prepared && preparedFor == microStep
-                                                   ? std::move(preparedBatch)
-                                                   : source->batch(microStep);
-          prepared = false;
-          for (const InputData &input : batch)
-            backend->setInput(input.name, input.bytes.data(), input.bytes.size());
-        } else if (!plan.inputs.empty()) {
-          backend->randomizeInputs(inputSeed(options.seed, microStep));
-        }
-        cpu::RunOptions run;
-        run.seed = options.seed;
-        run.step = microStep;
-        run.training = true;
-        run.keepTemporaries = false;
-        run.totalSteps = steps;
-        run.injectNonFinite = i == 0 && injected.count(step + 1) > 0 && mainRank;
-        if (parallel && i == 0)
-          for (const auto &[at, rank] : options.injectOverflowOnRank)
-            run.injectNonFinite =
-                run.injectNonFinite || (at == step + 1 && rank == parallel->rank());
-        backend->runMicroStep(run);
-      }
+      runMicroSteps(step);
       cpu::RunOptions optimizer;
       optimizer.seed = options.seed;
       optimizer.step = step;
@@ -439,68 +276,7 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
       BackendMetrics metrics = backend->readMetrics();
       if (parallel)
         metrics.loss = parallel->finishStep(*backend, step, metrics.loss);
-      const double loss = metrics.loss, gradNorm = metrics.gradNorm;
-      const double previousScale = metrics.scaleBefore;
-
-      record.step = step + 1;
-      record.loss = loss;
-      record.gradNorm = gradNorm;
-      record.learningRate = metrics.learningRate;
-      record.units = perStep * record.step;
-      const auto now = std::chrono::steady_clock::now();
-      record.elapsed =
-          elapsedBefore + std::chrono::duration<double>(now - start).count() - evalSeconds;
-      record.stepMilliseconds =
-          metrics.deviceMilliseconds >= 0
-              ? metrics.deviceMilliseconds
-              : std::chrono::duration<double, std::milli>(now - stepBegan).count();
-      if (step >= warmup && step < firstProfiled)
-        stepTimes.push_back(record.stepMilliseconds);
-      if (step == 0)
-        firstLoss = loss;
-      lastLoss = loss;
-      const cpu::LossScaleStatus &status = metrics.lossScale;
-      record.lossScale = status.scale;
-      record.skipped = status.lastStepSkipped;
-      record.skippedSteps = skippedBefore + static_cast<uint64_t>(status.skippedSteps);
-      if (ema)
-        ema->update(readParameters(plan, *backend));
-      record.validated = validation && ((step + 1) % options.evalEvery == 0 || step + 1 == steps);
-      if (record.validated) {
-        const auto began = std::chrono::steady_clock::now();
-        ParameterValues trained;
-        if (options.evalEma) {
-          trained = readParameters(plan, *backend);
-          writeParameters(plan, *backend, ema->values());
-        }
-        record.valLoss = validation->loss(*backend, options.seed, steps);
-        if (options.evalEma)
-          writeParameters(plan, *backend, trained);
-        if (bestValStep == 0 || record.valLoss < bestValLoss) {
-          bestValLoss = record.valLoss;
-          bestValStep = step + 1;
-        }
-        record.bestValLoss = bestValLoss;
-        record.bestValStep = bestValStep;
-        evalSeconds +=
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-      }
-      log.write(jsonRecord(record));
-      if (scaling && status.lastStepSkipped)
-        progress.note(
-            skippedStepLine(plan, step + 1, previousScale, status.scale, metrics.firstNonFinite));
-      if (status.floorReachedNow && !floorWarned) {
-        floorWarned = true;
-        progress.finish();
-        std::fprintf(streams.err,
-                     "%s: warning: the loss scale reached its floor %s; "
-                     "gradients keep overflowing \u2014 consider bf16 or a "
-                     "lower learning rate\n",
-                     program.c_str(), formatScale(status.scale).c_str());
-        std::fflush(streams.err);
-      }
-      progress.show(record);
-      checkDivergence(scaling, step + 1, loss, gradNorm, status.lastStepSkipped, nonFiniteLosses);
+      recordStep(step, metrics);
       const uint64_t done = step + 1;
       const int signal = !parallel ? static_cast<int>(stopSignal)
                          : stopAll ? (stopSignal ? static_cast<int>(stopSignal) : SIGTERM)
@@ -510,28 +286,357 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
           (signal || done == steps ||
            (options.checkpointEvery && done % options.checkpointEvery == 0)))
         written = writeCheckpoint(done);
-      if (signal) {
-        log.close();
-        progress.finish();
-        std::fflush(streams.out);
-        std::fprintf(
-            mainRank ? streams.err : streams.out, "%s: stopped by %s after step %llu/%llu; %s\n",
-            program.c_str(), signal == SIGINT ? "SIGINT" : "SIGTERM",
-            static_cast<unsigned long long>(done), static_cast<unsigned long long>(steps),
-            written ? ("checkpoint " + lastCheckpoint + " written (continue with --resume latest)")
-                          .c_str()
-            : options.checkpointDir.empty() ? "no checkpoint (--checkpoint-dir DIR writes one)"
-                                            : "no checkpoint written");
-        std::fflush(streams.err);
-        return 128 + signal;
-      }
+      if (signal)
+        return stopped(signal, done, written);
     }
-    log.close();
+    log->close();
   } catch (...) {
-    progress.finish();
+    progress->finish();
     throw;
   }
-  progress.finish();
+  progress->finish();
+  report();
+  return 0;
+}
+
+/// Reads the data, the validation set and the initial weights, opens the backend and finds the
+/// checkpoint to resume from, then starts the metrics log: a bad file or flag fails before the
+/// log is touched.
+void TrainingRun::open() {
+  if (plan.optimizerInstructions.empty())
+    throw TrainingFailure("this executable's plan has no optimizer step (it was compiled for "
+                          "evaluation only); rebuild it with `ampc compile model.mlir -o NAME`");
+  // Data first (a bad file is the likeliest mistake), then the executor
+  // (which validates the plan), then the log, so a failure leaves no log.
+  task = analyzeTask(plan);
+  perStep = unitsPerStep(plan, task);
+  scaling = plan.lossScaling.mode != plan::LossScaleMode::None;
+  RunInputs inputs = readRunInputs(plan, options, task);
+  source = std::move(inputs.source);
+  validation = std::move(inputs.validation);
+  initialWeights = std::move(inputs.initialWeights);
+  choice = chooseDevice(options.device, !plan.device.empty(), options.cpuFallback,
+                        [&]() -> GpuProbe {
+                          GpuProbe probe;
+                          backend = tryMakeCudaBackend(plan, probe,
+                                                       options.matmulAlgorithms == "timed");
+                          return probe;
+                        });
+  if (!choice.error.empty())
+    throw TrainingFailure(choice.error);
+  if (!choice.useCuda)
+    backend = makeCpuBackend(plan);
+  if (options.profileSteps && !backend->canProfile())
+    throw TrainingFailure("--profile times the GPU's kernel groups; this run "
+                          "is on the CPU (use --device cuda)");
+  // The checkpoint to resume from, checked against this run before the log
+  // is touched.
+  identity = runIdentity(plan, options, *backend);
+  if (parallel)
+    parallel->checkRun(options, *backend, identity);
+  findCheckpointToResume();
+  log.emplace(mainRank ? options.logPath : std::string(), startStep);
+}
+
+/// --resume: the checkpoint to continue from (none yet is fine), checked against this run;
+/// without it, a checkpoint directory must not hold another run's checkpoints.
+void TrainingRun::findCheckpointToResume() {
+  if (!options.resume.empty()) {
+    try {
+      std::tie(resumeFile, resumed) = findResumePoint(options, program, streams);
+      if (!resumeFile.empty()) {
+        checkIdentity(resumed, resumeFile, identity);
+        startStep = std::stoull(resumed.value("step", resumeFile));
+        if (startStep > options.steps)
+          throw CheckpointError("cannot resume from " + resumeFile + ": it is at step " +
+                                std::to_string(startStep) + ", beyond --steps " +
+                                std::to_string(options.steps));
+      }
+    } catch (const CheckpointError &error) {
+      throw TrainingFailure(error.what());
+    } catch (const std::logic_error &) {
+      throw TrainingFailure("cannot resume from " + resumeFile + ": malformed metadata");
+    }
+  }
+  if (options.resume.empty() && !options.checkpointDir.empty()) {
+    const auto existing = listCheckpoints(options.checkpointDir);
+    if (!existing.empty())
+      throw TrainingFailure(options.checkpointDir + " already holds checkpoints of a run (" +
+                            fileNameOf(existing.front().second) +
+                            "); continue it with --resume latest, or use another directory");
+  }
+}
+
+/// The lines before the first step: the model, the data, the device and the options in force.
+void TrainingRun::announce() const {
+  std::string dataDescription = source ? source->describe() : std::string("random inputs");
+  std::fprintf(streams.out, "training @%s (%s parameters) for %llu steps on %s; %s\n",
+               plan.modelName.c_str(), withCommas(countParameters(plan)).c_str(),
+               static_cast<unsigned long long>(steps), dataDescription.c_str(),
+               options.logPath.empty() ? "no metrics log (--log FILE writes one)"
+                                       : ("metrics -> " + options.logPath).c_str());
+  // Where the steps run: a line for the GPU, or why auto chose the CPU.
+  const std::string deviceLine = choice.note.empty() ? backend->description() : choice.note;
+  if (!deviceLine.empty())
+    std::fprintf(streams.out, "%s\n", deviceLine.c_str());
+  if (choice.noteIsWarning)
+    std::fprintf(streams.err, "%s: %s\n", program.c_str(), choice.note.c_str());
+  if (!initialWeights.empty() && options.resume.empty())
+    std::fprintf(streams.out, "initial weights from %s\n", options.initFrom.c_str());
+  if (validation)
+    std::fprintf(streams.out, "validation: %s, every %llu steps%s\n",
+                 validation->describe().c_str(), static_cast<unsigned long long>(options.evalEvery),
+                 options.evalEma ? ", with the moving average's weights" : "");
+  if (parallel)
+    std::fprintf(streams.out, "data parallel: %s\n", parallel->describe().c_str());
+  if (!source && !plan.inputs.empty())
+    std::fprintf(streams.err,
+                 "%s: warning: this model's inputs are random each step, so "
+                 "there is nothing to learn (%s)\n",
+                 program.c_str(), task.reason.c_str());
+  if (!options.injectOverflow.empty() && !scaling)
+    std::fprintf(streams.err,
+                 "%s: warning: --inject-overflow has no effect: this plan "
+                 "has no loss scaling\n",
+                 program.c_str());
+}
+
+/// The parameters from the seed (or --init-from), and the moving average starting from them.
+void TrainingRun::initializeState() {
+  backend->initializeParameters(options.seed);
+  if (!initialWeights.empty())
+    writeParameters(plan, *backend, initialWeights);
+  if (options.emaDecay)
+    ema.emplace(options.emaDecay, readParameters(plan, *backend));
+}
+
+/// The buffers and the run's state from the checkpoint resumed from.
+void TrainingRun::restoreState() {
+  try {
+    restoreBuffers(plan, *backend, resumed, resumeFile);
+    firstLoss = lastLoss = std::strtod(resumed.value("first_loss", resumeFile).c_str(), nullptr);
+    elapsedBefore = std::strtod(resumed.value("elapsed_s", resumeFile).c_str(), nullptr);
+    skippedBefore = std::stoull(resumed.value("skipped_steps", resumeFile));
+    nonFiniteLosses = std::stoull(resumed.value("non_finite_losses", resumeFile));
+    floorWarned = resumed.value("floor_warned", resumeFile) == "1";
+    if (resumed.meta.count("best_val_step")) {
+      bestValStep = std::stoull(resumed.meta.at("best_val_step"));
+      bestValLoss = std::strtod(resumed.value("best_val_loss", resumeFile).c_str(), nullptr);
+    }
+    if (ema)
+      ema->set(restoreAverage(plan, resumed, resumeFile));
+  } catch (const CheckpointError &error) {
+    throw TrainingFailure(error.what());
+  } catch (const std::logic_error &) {
+    throw TrainingFailure("cannot resume from " + resumeFile + ": malformed metadata");
+  }
+  std::fprintf(streams.out, "resuming from %s at step %llu/%llu\n", resumeFile.c_str(),
+               static_cast<unsigned long long>(startStep), static_cast<unsigned long long>(steps));
+  if (!initialWeights.empty())
+    std::fprintf(streams.out, "(--init-from %s is not used: the checkpoint holds the weights)\n",
+                 options.initFrom.c_str());
+}
+
+/// The progress line, the clock, the record every step updates and the steps --profile times.
+void TrainingRun::prepareLoop() {
+  progress.emplace(streams, steps, options.quiet);
+  start = stepBegan = std::chrono::steady_clock::now();
+  record.steps = steps;
+  record.tokens = task.kind == TaskKind::Language;
+  record.lossScaling = scaling;
+  if (std::string(backend->device()) != "cpu")
+    record.device = backend->device();
+  // --profile: the last K steps (at least the first step stays unprofiled
+  // when there are two or more).
+  profiled =
+      options.profileSteps == 0 ? 0 : std::min(options.profileSteps, steps > 1 ? steps - 1 : steps);
+  firstProfiled = steps - profiled;
+  warmup = std::min<uint64_t>(3, firstProfiled / 2);
+  if (!options.checkpointDir.empty()) {
+    const auto existing = listCheckpoints(options.checkpointDir);
+    if (!existing.empty())
+      lastCheckpoint = existing.front().second;
+  }
+  record.step = startStep;
+  record.units = perStep * startStep;
+  record.elapsed = elapsedBefore;
+  record.skippedSteps = skippedBefore;
+}
+
+/// The micro steps of optimizer step \p step: each sets its batch (or random inputs) and runs
+/// forward and backward into the gradient accumulators.
+void TrainingRun::runMicroSteps(uint64_t step) {
+  const uint64_t localMicroSteps = parallel ? parallel->localMicroSteps() : accumulation;
+  for (uint64_t i = 0; i < localMicroSteps; ++i) {
+    const uint64_t microStep =
+        parallel ? parallel->globalMicroStep(step, i) : step * accumulation + i;
+    if (source) {
+      // Made on the host while the GPU runs the micro step queued last
+      // (on a GPU setInput and runMicroStep only queue work).
+      const std::vector<InputData> batch = prepared && preparedFor == microStep
+                                               ? std::move(preparedBatch)
+                                               : source->batch(microStep);
+      prepared = false;
+      for (const InputData &input : batch)
+        backend->setInput(input.name, input.bytes.data(), input.bytes.size());
+    } else if (!plan.inputs.empty()) {
+      backend->randomizeInputs(inputSeed(options.seed, microStep));
+    }
+    cpu::RunOptions run;
+    run.seed = options.seed;
+    run.step = microStep;
+    run.training = true;
+    run.keepTemporaries = false;
+    run.totalSteps = steps;
+    run.injectNonFinite = i == 0 && injected.count(step + 1) > 0 && mainRank;
+    if (parallel && i == 0)
+      for (const auto &[at, rank] : options.injectOverflowOnRank)
+        run.injectNonFinite = run.injectNonFinite || (at == step + 1 && rank == parallel->rank());
+    backend->runMicroStep(run);
+  }
+}
+
+/// Optimizer step \p step's metrics into the record, the moving average, the validation loss,
+/// the log and the progress line; throws TrainingFailure when the run has diverged.
+void TrainingRun::recordStep(uint64_t step, const BackendMetrics &metrics) {
+  const double loss = metrics.loss, gradNorm = metrics.gradNorm;
+  record.step = step + 1;
+  record.loss = loss;
+  record.gradNorm = gradNorm;
+  record.learningRate = metrics.learningRate;
+  record.units = perStep * record.step;
+  const auto now = std::chrono::steady_clock::now();
+  record.elapsed = elapsedBefore + std::chrono::duration<double>(now - start).count() - evalSeconds;
+  record.stepMilliseconds =
+      metrics.deviceMilliseconds >= 0
+          ? metrics.deviceMilliseconds
+          : std::chrono::duration<double, std::milli>(now - stepBegan).count();
+  if (step >= warmup && step < firstProfiled)
+    stepTimes.push_back(record.stepMilliseconds);
+  if (step == 0)
+    firstLoss = loss;
+  lastLoss = loss;
+  const cpu::LossScaleStatus &status = metrics.lossScale;
+  record.lossScale = status.scale;
+  record.skipped = status.lastStepSkipped;
+  record.skippedSteps = skippedBefore + static_cast<uint64_t>(status.skippedSteps);
+  if (ema)
+    ema->update(readParameters(plan, *backend));
+  record.validated = validation && ((step + 1) % options.evalEvery == 0 || step + 1 == steps);
+  if (record.validated)
+    validate(step);
+  log->write(jsonRecord(record));
+  if (scaling && status.lastStepSkipped)
+    progress->note(
+        skippedStepLine(plan, step + 1, metrics.scaleBefore, status.scale, metrics.firstNonFinite));
+  if (status.floorReachedNow && !floorWarned) {
+    floorWarned = true;
+    progress->finish();
+    std::fprintf(streams.err,
+                 "%s: warning: the loss scale reached its floor %s; "
+                 "gradients keep overflowing \u2014 consider bf16 or a "
+                 "lower learning rate\n",
+                 program.c_str(), formatScale(status.scale).c_str());
+    std::fflush(streams.err);
+  }
+  progress->show(record);
+  checkDivergence(scaling, step + 1, loss, gradNorm, status.lastStepSkipped, nonFiniteLosses);
+}
+
+/// The validation loss after optimizer step \p step (with the moving average's weights for
+/// --eval-ema), and the best one so far; its time is not training time.
+void TrainingRun::validate(uint64_t step) {
+  const auto began = std::chrono::steady_clock::now();
+  ParameterValues trained;
+  if (options.evalEma) {
+    trained = readParameters(plan, *backend);
+    writeParameters(plan, *backend, ema->values());
+  }
+  record.valLoss = validation->loss(*backend, options.seed, steps);
+  if (options.evalEma)
+    writeParameters(plan, *backend, trained);
+  if (bestValStep == 0 || record.valLoss < bestValLoss) {
+    bestValLoss = record.valLoss;
+    bestValStep = step + 1;
+  }
+  record.bestValLoss = bestValLoss;
+  record.bestValStep = bestValStep;
+  evalSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+}
+
+/// A checkpoint after optimizer step \p done, at a step boundary, so the gradient accumulators
+/// it holds are zero. False when it could not be written and --on-checkpoint-error continue
+/// says to train on (else that throws TrainingFailure, naming the last good checkpoint).
+bool TrainingRun::writeCheckpoint(uint64_t done) {
+  Checkpoint checkpoint;
+  checkpoint.meta = identity;
+  checkpoint.meta["format"] = "ampc training checkpoint";
+  checkpoint.meta["step"] = std::to_string(done);
+  checkpoint.meta["micro_step"] = std::to_string(done * accumulation);
+  checkpoint.meta["units"] = std::to_string(perStep * done);
+  checkpoint.meta["gradient_accumulators"] = "zero (written at an optimizer-step boundary)";
+  checkpoint.meta["first_loss"] = exactNumber(firstLoss);
+  checkpoint.meta["elapsed_s"] = exactNumber(record.elapsed);
+  checkpoint.meta["skipped_steps"] = std::to_string(record.skippedSteps);
+  checkpoint.meta["non_finite_losses"] = std::to_string(nonFiniteLosses);
+  checkpoint.meta["floor_warned"] = floorWarned ? "1" : "0";
+  checkpoint.meta["options"] = optionsLine(options);
+  checkpoint.meta["training"] = plan.trainingSummary;
+  if (bestValStep) {
+    checkpoint.meta["best_val_step"] = std::to_string(bestValStep);
+    checkpoint.meta["best_val_loss"] = exactNumber(bestValLoss);
+  }
+  const std::string name = checkpointFileName(done);
+  if (parallel) {
+    // Every rank takes part in gathering a sharded optimizer state.
+    parallel->gatherOptimizerState(*backend);
+    checkpoint.meta["world_size"] = std::to_string(parallel->size());
+    if (!mainRank)
+      return true;
+  }
+  try {
+    captureBuffers(plan, *backend, checkpoint);
+    if (ema)
+      captureAverage(plan, *ema, checkpoint);
+    makeDirectories(options.checkpointDir);
+    writeFileAtomically(options.checkpointDir, name, encodeCheckpoint(checkpoint));
+  } catch (const CheckpointError &error) {
+    const std::string why =
+        std::string(error.what()) +
+        (lastCheckpoint.empty() ? std::string("; there is no earlier checkpoint")
+                                : "; the previous checkpoint " + lastCheckpoint + " is intact");
+    if (!options.continueOnCheckpointError)
+      throw TrainingFailure(why + " (--on-checkpoint-error continue trains on without it)");
+    progress->finish();
+    std::fprintf(streams.err, "%s: warning: %s; training goes on\n", program.c_str(), why.c_str());
+    std::fflush(streams.err);
+    return false;
+  }
+  lastCheckpoint = options.checkpointDir + "/" + name;
+  pruneCheckpoints(options.checkpointDir, options.keep, done);
+  return true;
+}
+
+/// Ends a run that \p signal stopped after optimizer step \p done (\p written: whether its
+/// checkpoint was written); returns the exit status 128 + signal.
+int TrainingRun::stopped(int signal, uint64_t done, bool written) {
+  log->close();
+  progress->finish();
+  std::fflush(streams.out);
+  std::fprintf(mainRank ? streams.err : streams.out, "%s: stopped by %s after step %llu/%llu; %s\n",
+               program.c_str(), signal == SIGINT ? "SIGINT" : "SIGTERM",
+               static_cast<unsigned long long>(done), static_cast<unsigned long long>(steps),
+               written ? ("checkpoint " + lastCheckpoint + " written (continue with --resume latest)")
+                             .c_str()
+               : options.checkpointDir.empty() ? "no checkpoint (--checkpoint-dir DIR writes one)"
+                                               : "no checkpoint written");
+  std::fflush(streams.err);
+  return 128 + signal;
+}
+
+/// After the last step: the losses, the last checkpoint, the validation loss, the exported
+/// weights, the step time, the device memory, the profile and the summary file.
+void TrainingRun::report() {
   std::fprintf(streams.out, "trained %llu steps in %.1fs: loss %.4f -> %.4f%s\n",
                static_cast<unsigned long long>(steps), record.elapsed, firstLoss, lastLoss,
                options.logPath.empty() ? "" : ("; metrics in " + options.logPath).c_str());
@@ -580,7 +685,6 @@ int train(const plan::Plan &plan, const RunnerOptions &options, const std::strin
   if (!options.summaryPath.empty() && mainRank)
     writeSummary(options.summaryPath, plan, task, record, firstLoss, stepTimes, warmup, memory,
                  backend->description());
-  return 0;
 }
 
 } // namespace
@@ -623,7 +727,7 @@ int runTraining(const plan::Plan &plan, const RunnerOptions &options, const std:
       rankStreams.out = discard ? discard.get() : streams.out;
       rankStreams.interactive = false;
     }
-    return train(plan, options, name, rankStreams, parallel.get());
+    return TrainingRun(plan, options, name, rankStreams, parallel.get()).run();
   } catch (const RunMismatchError &error) {
     // Every rank found it: rank 0 says it, and nobody needs aborting.
     const char *rank = std::getenv("OMPI_COMM_WORLD_RANK");
