@@ -34,6 +34,7 @@ enum class CudaErrorKind {
   KernelLoad,      ///< no binary for this GPU, or the PTX JIT failed
   NoCublasLt,      ///< libcublasLt could not be loaded
   Cublas,          ///< a cuBLASLt call failed
+  Cudnn,           ///< libcudnn could not be loaded, a cuDNN call failed, or no engine fits
   InvalidArgument, ///< the caller asked for something impossible
   DriverCall,      ///< any other failing driver call
 };
@@ -45,7 +46,7 @@ public:
   CudaError(CudaErrorKind kind, const std::string &message, int code = 0)
       : std::runtime_error(message), errorKind(kind), errorCode(code) {}
   CudaErrorKind kind() const { return errorKind; }
-  /// The CUresult or cublasStatus_t that caused it (0 when none did).
+  /// The CUresult, cublasStatus_t or cudnnStatus_t that caused it (0 when none did).
   int code() const { return errorCode; }
 
 private:

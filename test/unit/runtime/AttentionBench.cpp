@@ -21,8 +21,12 @@
 // queries a warp, 32-key tiles) is timed beside the one-tile version it replaced (one tile a
 // warp, 64 rows a block, 64-key tiles), whose o must agree with it to 2e-2; and the backward's
 // variants (kBackwardVariants: 32-row tiles, more blocks a multiprocessor) beside the default,
-// whose dq, dk and dv must agree with it to 2e-2. Exit status 0, or 1
-// when a difference exceeds 2e-2 or the packed outputs differ at all; 2 without a GPU.
+// whose dq, dk and dv must agree with it to 2e-2. Last, cuDNN's fused attention
+// (runtime/cuda/CudnnAttention.h, opened at run time) runs on the packed layout, timed the same
+// way, its o, dq, dk and dv compared with the tensor-core kernels' (2e-2); where cuDNN cannot
+// run (no libcudnn.so.9, no engine for the problem) the row says why and nothing fails. Exit
+// status 0, or 1 when a difference exceeds 2e-2 or the packed outputs differ at all; 2 without
+// a GPU.
 //
 // --mma-only runs the tensor-core kernels (and their variants) at GPT-124M's causal shape only,
 // contiguous, without the comparisons: what a profiler's run needs (run.sh kernels).
@@ -33,6 +37,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "AttentionReference.h"
+#include "runtime/cuda/CudnnAttention.h"
 #include "runtime/cuda/Device.h"
 #include "runtime/cuda/Errors.h"
 #include "runtime/cuda/FlashAttentionLayout.h"
@@ -362,6 +367,104 @@ Run runShape(cuda::Device &device, cuda::Module &module, bool tensorCores, bool 
   return run;
 }
 
+/// \p text as the inside of a JSON string.
+std::string jsonEscaped(const std::string &text) {
+  std::string escaped;
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      escaped += '\\';
+    if (static_cast<unsigned char>(c) < 0x20)
+      escaped += ' ';
+    else
+      escaped += c;
+  }
+  return escaped;
+}
+
+/// cuDNN's fused attention (runtime/cuda/CudnnAttention.h) on the layout a compiled GPT gives
+/// the attention steps (q, k, v packed [B, T, 3 H D]; o, dO token-major; dq, dk, dv packed),
+/// timed as the kernels are; its outputs come back head-major. \p error is cuDNN's message when
+/// it could not run (no library, no engine for the problem), and the run is then empty.
+struct CudnnRun {
+  std::string description, error;
+  double forward = 0, backward = 0;
+  Outputs outputs;
+};
+
+CudnnRun runCudnn(cuda::Device &device, const Shape &shape, const std::vector<char> &qBytes,
+                  const std::vector<char> &kBytes, const std::vector<char> &vBytes,
+                  const std::vector<char> &dyBytes, int iterations) {
+  CudnnRun run;
+  const size_t elements = qBytes.size() / 2;
+  const int64_t width = static_cast<int64_t>(shape.heads) * shape.headDim;
+  cuda::CudnnAttentionProblem problem;
+  problem.batch = shape.batch;
+  problem.heads = shape.heads;
+  problem.queries = problem.keys = shape.tokens;
+  problem.headDim = shape.headDim;
+  problem.causal = shape.causal;
+  problem.scale = 1.0f / std::sqrt(static_cast<float>(shape.headDim));
+  problem.type = plan::DType::BF16;
+  // Packed as graph.qkv_attention's step reads and writes them: (batch, head, row) strides.
+  const cuda::AttentionStrides packed{shape.tokens * 3 * width, shape.headDim, 3 * width},
+      tokenMajor{shape.tokens * width, shape.headDim, width};
+  problem.q = problem.k = problem.v = problem.dq = problem.dk = problem.dv = packed;
+  problem.o = problem.dO = tokenMajor;
+  std::unique_ptr<cuda::CudnnAttention> attention;
+  try {
+    attention = std::make_unique<cuda::CudnnAttention>(problem, device.stream());
+  } catch (const cuda::CudaError &error) {
+    run.error = error.what();
+    return run;
+  }
+  run.description = attention->description();
+  std::vector<char> qkv(3 * qBytes.size()), dyLaid(dyBytes.size());
+  const std::vector<char> *parts[] = {&qBytes, &kBytes, &vBytes};
+  for (int part = 0; part < 3; ++part)
+    relayout(shape, 3, part, *parts[part], qkv, true);
+  relayout(shape, 1, 0, dyBytes, dyLaid, true);
+  auto upload = [&](const std::vector<char> &bytes, const char *what) {
+    cuda::DeviceAllocation allocation = device.allocate(bytes.size(), what);
+    device.copyToDevice(allocation.pointer(), bytes.data(), bytes.size());
+    return allocation;
+  };
+  cuda::DeviceAllocation q = upload(qkv, "q, k, v"), dy = upload(dyLaid, "dO");
+  cuda::DeviceAllocation o = device.allocate(elements * 2, "o"),
+                         dqkv = device.allocate(qkv.size(), "dq, dk, dv"),
+                         lse = device.allocate(elements / shape.headDim * 4, "lse");
+  const size_t workspaceBytes =
+      std::max<size_t>({attention->forwardWorkspaceBytes(), attention->backwardWorkspaceBytes(), 256});
+  cuda::DeviceAllocation workspace = device.allocate(workspaceBytes, "cuDNN workspace");
+  const CUdeviceptr qp = q.pointer(), kp = qp + 2 * width, vp = qp + 4 * width,
+                    dqp = dqkv.pointer(), dkp = dqp + 2 * width, dvp = dqp + 4 * width;
+  try {
+    run.forward = medianMilliseconds(device, iterations, [&] {
+      attention->forward(qp, kp, vp, o.pointer(), lse.pointer(), workspace.pointer());
+    });
+    run.backward = medianMilliseconds(device, iterations, [&] {
+      attention->backward(qp, kp, vp, o.pointer(), dy.pointer(), lse.pointer(), dqp, dkp, dvp,
+                          workspace.pointer());
+    });
+  } catch (const cuda::CudaError &error) {
+    run.error = error.what();
+    return run;
+  }
+  device.synchronize("running cuDNN's attention");
+  auto download = [&](const cuda::DeviceAllocation &allocation) {
+    std::vector<char> bytes(allocation.bytes());
+    device.copyToHost(bytes.data(), allocation.pointer(), bytes.size());
+    return bytes;
+  };
+  std::vector<char> oLaid = download(o), gradients = download(dqkv);
+  run.outputs = {std::vector<char>(elements * 2), std::vector<char>(elements * 2),
+                 std::vector<char>(elements * 2), std::vector<char>(elements * 2)};
+  relayout(shape, 1, 0, oLaid, run.outputs.o, false);
+  relayout(shape, 3, 0, gradients, run.outputs.dq, false);
+  relayout(shape, 3, 1, gradients, run.outputs.dk, false);
+  relayout(shape, 3, 2, gradients, run.outputs.dv, false);
+  return run;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -501,13 +604,43 @@ int main(int argc, char **argv) {
         agree = agree && same;
       }
       std::printf("\n");
+      // cuDNN's fused attention on the packed layout, against the tensor-core kernels.
+      const CudnnRun cudnn = runCudnn(*device, shape, q, k, v, dy, iterations);
+      if (!cudnn.error.empty()) {
+        std::printf("%-18s cudnn        not run: %s\n", shape.label, cudnn.error.c_str());
+        json << ", {\"shape\": \"" << shape.label << "\", \"kernels\": \"cudnn\", \"error\": \""
+             << jsonEscaped(cudnn.error) << "\"}";
+        continue;
+      }
+      const double forwardRate = 4 * pairs / (cudnn.forward * 1e-3) / 1e12;
+      const double backwardRate = 10 * pairs / (cudnn.backward * 1e-3) / 1e12;
+      std::printf("%-18s %-12s %9.3f %9s %9s %9s %9.3f %9.1f %9.1f   (%s)\n", shape.label,
+                  "cudnn packed", cudnn.forward, "", "", "", cudnn.backward, forwardRate,
+                  backwardRate, cudnn.description.c_str());
+      const std::vector<char> *cudnnOut[] = {&cudnn.outputs.o, &cudnn.outputs.dq,
+                                             &cudnn.outputs.dk, &cudnn.outputs.dv};
+      std::printf("%-18s cuDNN vs tensor cores (relative-norm difference):", shape.label);
+      json << ", {\"shape\": \"" << shape.label << "\", \"kernels\": \"cudnn_packed\", "
+           << "\"engines\": \"" << jsonEscaped(cudnn.description) << "\", \"forward_ms\": "
+           << cudnn.forward << ", \"backward_ms\": " << cudnn.backward
+           << ", \"forward_tflops\": " << forwardRate << ", \"backward_tflops\": " << backwardRate;
+      for (int i = 0; i < 4; ++i) {
+        const double difference = relativeError(decode(*cudnnOut[i], Storage::Bf16),
+                                                decode(*mmaOut[i], Storage::Bf16));
+        std::printf(" %s %.2e", names[i], difference);
+        json << ", \"" << names[i] << "_difference\": " << difference;
+        agree = agree && difference < 2e-2;
+      }
+      json << "}";
+      std::printf("\n");
     }
     json << "]}\n";
     if (!jsonPath.empty())
       std::ofstream(jsonPath) << json.str();
     if (!agree)
-      std::printf("FAIL: the tensor-core kernels differ from the fp32-FMA ones by more than "
-                  "2e-2, or their packed-layout outputs from the contiguous ones\n");
+      std::printf("FAIL: the tensor-core kernels (or cuDNN's attention) differ from the fp32-FMA "
+                  "ones by more than 2e-2, or their packed-layout outputs from the contiguous "
+                  "ones\n");
     return agree ? 0 : 1;
   } catch (const std::exception &error) {
     std::cerr << "ampc_attention_bench: " << error.what() << "\n";
