@@ -63,7 +63,8 @@ def tail(path, n=3):
 
 
 # ampc's variants: the executable's suffix and extra flags per variant key.
-AMPC_VARIANTS = {"bf16_heuristic": ("bf16", ["--matmul-algorithms", "heuristic"])}
+AMPC_VARIANTS = {"bf16_heuristic": ("bf16", ["--matmul-algorithms", "heuristic"]),
+                 "bf16_ownattn": ("bf16", ["--attention", "ampc"])}
 
 
 def ampc_row(a, c, name, label):
@@ -86,6 +87,12 @@ def ampc_row(a, c, name, label):
                planned_mib=mem.get("planned_bytes", 0) / 2 ** 20,
                alloc_mib=mem.get("allocated_bytes", 0) / 2 ** 20,
                device_used_mib=mem.get("device_used_bytes", 0) / 2 ** 20)
+    # Which attention ran (cuDNN's or ampc's, and the times that chose it): the lines of the
+    # device description under "attention (...)".
+    attention = [line.strip() for line in s.get("device_description", "").splitlines()
+                 if line.startswith("  forward") or line.startswith("  backward")]
+    if attention:
+        row["attention"] = attention
     return row
 
 
@@ -143,12 +150,12 @@ def table(rows, cs):
 def bench(a, cs):
     rows = []
     plan = {"gpt10m": ["bf16", "fp16", "fp32"], "gpt30m": ["bf16"],
-            "gpt124m": ["bf16", "bf16_heuristic", "bf16_budget50"]}
+            "gpt124m": ["bf16", "bf16_ownattn", "bf16_budget50"]}
     for model in a.models.split(","):
         c = cs[model]
         for p in plan.get(model, ["bf16"]):
-            label = p.replace("_budget50", " budget 50%").replace("_heuristic",
-                                                                   " heuristic mm")
+            label = (p.replace("_budget50", " budget 50%").replace("_heuristic", " heuristic mm")
+                     .replace("_ownattn", " ampc attention"))
             rows.append(ampc_row(a, c, f"{model}_{p}", label))
             print(f"bench: ampc {model} {p}: {rows[-1].get('step_ms', 'failed')}",
                   file=sys.stderr, flush=True)

@@ -480,10 +480,8 @@ public:
     addOperation(op, "a reshape operation");
   }
 
-  /// Finalizes the operation graph, asks the heuristics (mode A, then FALLBACK) for engine
-  /// configurations and keeps the first whose execution plan finalizes.
-  /// Finalizes the graph and the first engine configuration that cuDNN's heuristics offer and
-  /// that finalizes, for the GPU of \p handle, or (a null handle) the GPU that \p deviceProp
+  /// Finalizes the graph, asks the heuristics (mode A, then FALLBACK) for engine configurations
+  /// and keeps the first whose execution plan finalizes, for the GPU of \p handle, or (a null handle) the GPU that \p deviceProp
   /// describes: cuDNN's device-less compilation, which chooses and compiles the engine's kernels
   /// as for that GPU and fails only where they would be loaded.
   void finish(cudnnHandle_t handle, cudnnBackendDescriptor_t deviceProp = nullptr);

@@ -64,6 +64,7 @@ void PinnedHostBuffer::release() {
 //===----------------------------------------------------------------------===//
 
 Device::Device(const DeviceOptions &options) : driver(options.api ? options.api : &driverApi()) {
+  systemDriver = !options.api && driverApiIsTheSystems();
   const DriverApi &api = *driver;
   deviceInfo.index = options.index;
   deviceInfo.driverVersion = api.driverVersion;

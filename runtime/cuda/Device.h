@@ -133,6 +133,11 @@ public:
 
   const DeviceInfo &info() const { return deviceInfo; }
   const DriverApi &api() const { return *driver; }
+  /// Whether the device goes through the system's libcuda (driverApi(), opened by its usual
+  /// names), as libraries that open the driver themselves (cuDNN) do; false over a driver
+  /// table given in DeviceOptions or named by $AMPC_CUDA_DRIVER_LIBRARY (a test's stand-in),
+  /// whose streams and memory those libraries cannot see.
+  bool usesSystemDriver() const { return systemDriver; }
   CUdevice device() const { return handle; }
   CUcontext context() const { return primaryContext; }
   /// The stream every operation of the backend is ordered on.
@@ -193,6 +198,7 @@ public:
 private:
   friend class DeviceAllocation;
   const DriverApi *driver = nullptr;
+  bool systemDriver = false;
   uint64_t heldBytes = 0;
   uint64_t completedSyncs = 0;
   DeviceInfo deviceInfo;

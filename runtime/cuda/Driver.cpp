@@ -121,6 +121,11 @@ const DriverApi &loadDriverApi(const DriverLoadOptions &options) {
   return *loaded.back();
 }
 
+bool driverApiIsTheSystems() {
+  const char *library = std::getenv("AMPC_CUDA_DRIVER_LIBRARY");
+  return !library || !*library;
+}
+
 const DriverApi &driverApi() {
   static std::once_flag once;
   static const DriverApi *api = nullptr;

@@ -130,6 +130,11 @@ std::vector<std::string> driverEntryPointSymbols();
 /// options; throws the same CudaError on every call if loading failed.
 const DriverApi &driverApi();
 
+/// Whether driverApi() opens the system's libcuda by its usual names, the library that other
+/// CUDA libraries (cuDNN) open for themselves; false when $AMPC_CUDA_DRIVER_LIBRARY names
+/// another (the dry run's recording stand-in).
+bool driverApiIsTheSystems();
+
 /// Throws CudaError(DriverCall) naming \p call, the error and \p doing when
 /// \p result is not CUDA_SUCCESS; \p doing is "" or what the runtime was
 /// doing ("allocating the micro_step arena").

@@ -152,6 +152,8 @@ Executor::Impl::Impl(const plan::Plan &source, Device &device, const ExecutorOpt
   prepare(optimizer);
   // Before anything is uploaded: timing the matmuls' algorithms writes their outputs.
   chooseMatmulAlgorithms();
+  // The same for attention: cuDNN's or ours, each timed on the steps' buffers.
+  chooseAttention();
   for (const plan::Constant &constant : plan.constants)
     device.copyToDevice(addresses.buffers[constant.buffer], constant.bytes.data(),
                         constant.bytes.size());
@@ -352,6 +354,10 @@ DeviceMemoryUse Executor::memoryUse() const {
   return use;
 }
 std::vector<MatmulChoice> Executor::matmulChoices() const { return impl->matmul->choices(); }
+
+std::vector<AttentionChoice> Executor::attentionChoices() const {
+  return impl->attentionChoices;
+}
 size_t Executor::replayedSegments(PlanFunction function) const {
   return function == PlanFunction::MicroStep ? impl->micro.replayed : impl->optimizer.replayed;
 }

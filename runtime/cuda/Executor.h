@@ -66,6 +66,45 @@ enum class PlanFunction { MicroStep, OptimizerStep };
 /// "micro_step" or "optimizer_step".
 const char *planFunctionName(PlanFunction function);
 
+/// Which implementation runs each attention step of 16-bit storage (f32 steps always run the
+/// backend's own kernels).
+enum class AttentionSelection : uint8_t {
+  /// cuDNN's fused attention where it builds for the step's problem, gives the backend's
+  /// kernels' results on random inputs (to kAttentionAgreement) and runs faster, each pass
+  /// (forward, backward) compared and timed once while the executor is built.
+  Timed,
+  /// The backend's own flash-attention kernels (FlashAttentionMma.cuh) everywhere.
+  Own,
+  /// cuDNN's wherever it builds, untimed and not compared with ours.
+  Cudnn,
+};
+
+/// How closely cuDNN's attention must reproduce the backend's kernels on random inputs to be
+/// used: the relative-norm difference of every output (both round P and dS to 16 bits, at
+/// different points; at GPT shapes they differ by about 3e-3).
+inline constexpr double kAttentionAgreement = 2e-2;
+
+/// "timed", "ampc" or "cudnn" (the runner's --attention values).
+const char *attentionSelectionName(AttentionSelection selection);
+
+/// How one distinct attention problem's pass was chosen (AttentionSelection::Timed, Cudnn).
+struct AttentionChoice {
+  std::string problem; ///< "fwd [B 16, H 12, T 1024, S 1024, D 64, causal, bf16]"
+  bool cudnn = false;  ///< cuDNN's ran (else the backend's own kernels)
+  /// Per run, measured while choosing (0: not timed).
+  double ownMs = 0, cudnnMs = 0;
+  /// cuDNN's outputs against ours on the same random inputs, the largest relative-norm
+  /// difference of its outputs (o and lse, or dq, dk and dv); negative: not compared.
+  double difference = -1;
+  /// Why cuDNN's did not run, when it did not: the first line of its error, or "slower".
+  std::string why;
+  /// cuDNN's version and engine, when it built.
+  std::string engine;
+};
+
+/// The choices as lines for a report ("" when there are none).
+std::string formatAttentionChoices(const std::vector<AttentionChoice> &choices);
+
 struct ExecutorOptions {
   /// Capture segments into CUDA graphs after a warm-up (false: always eager).
   bool useGraphs = true;
@@ -78,6 +117,9 @@ struct ExecutorOptions {
   /// How each distinct matmul's cuBLASLt algorithm is chosen while the
   /// executor is built (Timed: the fastest of several, run on the GPU).
   MatmulSelection matmulSelection = MatmulSelection::Timed;
+  /// Which attention runs each 16-bit attention step (cuDNN's only on a Device that uses the
+  /// system's libcuda: Device::usesSystemDriver).
+  AttentionSelection attentionSelection = AttentionSelection::Timed;
 };
 
 /// What readMetrics returns: the state after the last optimizer step.
@@ -254,6 +296,9 @@ public:
   std::vector<std::string> moduleChoices() const;
   /// The matmuls whose algorithm was chosen by timing, with the times.
   std::vector<MatmulChoice> matmulChoices() const;
+  /// Each distinct attention problem's passes and which implementation runs them (empty when
+  /// every attention step runs the backend's own kernels without a choice to make).
+  std::vector<AttentionChoice> attentionChoices() const;
   /// Segments run as graph replays in the last run of \p function.
   size_t replayedSegments(PlanFunction function) const;
 

@@ -13,7 +13,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/ExecutorState.h"
-#include "runtime/cuda/FlashAttentionLayout.h"
 
 #include <algorithm>
 
@@ -222,64 +221,6 @@ void Executor::Impl::chooseMatmulAlgorithms() {
 Kernel &Executor::Impl::kernelAt(uint32_t index) {
   const plan::DeviceKernel &kernel = plan.device.kernels.at(index);
   return modules.at(kernel.module)->kernel(kernel.entry);
-}
-
-void Executor::Impl::runAttention(const plan::AttentionStep &step) {
-  int queries = static_cast<int>(step.queries);
-  int keys = static_cast<int>(step.keys);
-  float scale = step.scale;
-  const unsigned slices = static_cast<unsigned>(step.batch * step.heads);
-  const int64_t rowsPerBlock = step.blockRows;
-  const unsigned queryTiles =
-      static_cast<unsigned>((step.queries + rowsPerBlock - 1) / rowsPerBlock);
-  // Each operand's pointer is at its first element (its layout's byte offset); the kernels
-  // find every row from the strides in the layout argument.
-  auto at = [&](uint32_t buffer, const plan::AttentionLayout &layout) -> CUdeviceptr {
-    return address(buffer) + layout.offset;
-  };
-  CUdeviceptr q = at(step.q, step.qLayout), k = at(step.k, step.kLayout),
-              v = at(step.v, step.vLayout);
-  // The row log-sum-exp: the forward's lse buffer (written by a forward, read by a backward that
-  // uses the saved forward), or scratch.
-  CUdeviceptr lse =
-      step.lse != plan::kNoBuffer ? address(step.lse) : scratch.pointer() + step.lseOffset;
-  LaunchConfig tiles;
-  tiles.block[0] = 128;
-  tiles.grid[0] = queryTiles;
-  tiles.grid[1] = slices;
-  // The forward kernel's own rows per block (128 for the tensor-core kernels at D <= 64).
-  LaunchConfig forwardTiles = tiles;
-  forwardTiles.grid[0] =
-      static_cast<unsigned>((step.queries + step.forwardBlockRows - 1) / step.forwardBlockRows);
-  if (step.pass == plan::AttentionPass::Forward) {
-    CUdeviceptr o = at(step.out, step.oLayout);
-    FlashLayout layout = FlashLayout::of(step);
-    kernelAt(step.forwardKernel)
-        .launch(forwardTiles, {&q, &k, &v, &o, &lse, &queries, &keys, &scale, &layout});
-    return;
-  }
-  // The saved forward output, or o and lse recomputed into scratch by the forward kernel (o
-  // contiguous there).
-  const bool saved = step.readsSavedForward();
-  CUdeviceptr o = saved ? at(step.out, step.oLayout) : scratch.pointer() + step.outOffset;
-  FlashLayout layout = FlashLayout::of(step, !saved);
-  CUdeviceptr delta = scratch.pointer() + step.deltaOffset;
-  CUdeviceptr dO = at(step.dOut, step.oLayout), dq = at(step.dq, step.qLayout),
-              dk = at(step.dk, step.kLayout), dv = at(step.dv, step.vLayout);
-  if (!saved)
-    kernelAt(step.forwardKernel)
-        .launch(forwardTiles, {&q, &k, &v, &o, &lse, &queries, &keys, &scale, &layout});
-  long long rows = static_cast<long long>(slices) * step.queries;
-  kernelAt(step.deltaKernel)
-      .launch(LaunchConfig::linear(static_cast<unsigned>((rows + 3) / 4), 128),
-              {&o, &dO, &delta, &rows, &queries, &layout});
-  kernelAt(step.dqKernel)
-      .launch(tiles, {&q, &k, &v, &dO, &lse, &delta, &dq, &queries, &keys, &scale, &layout});
-  LaunchConfig keyTiles = tiles;
-  keyTiles.grid[0] = static_cast<unsigned>((step.keys + rowsPerBlock - 1) / rowsPerBlock);
-  kernelAt(step.dkdvKernel)
-      .launch(keyTiles,
-              {&q, &k, &v, &dO, &lse, &delta, &dk, &dv, &queries, &keys, &scale, &layout});
 }
 
 void Executor::Impl::runGroupRange(FunctionState &f, size_t first, size_t last) {

@@ -21,11 +21,13 @@
 
 #include "runtime/cuda/CublasLt.h"
 #include "runtime/cuda/CudaGraph.h"
+#include "runtime/cuda/CudnnAttention.h"
 #include "runtime/cuda/Executor.h"
 #include "runtime/cuda/Memory.h"
 #include "runtime/cuda/Module.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -151,7 +153,23 @@ public:
 
   Kernel &kernelAt(uint32_t index);
 
+  // Attention (ExecutorAttention.cpp).
+
+  /// Chooses, for every attention step of 16-bit storage, cuDNN's fused attention or the
+  /// backend's kernels (options.attentionSelection); each distinct problem and pass once.
+  /// Timing writes the steps' outputs, so it runs while the executor is built, before any
+  /// buffer holds a value; a step writing a buffer that could already hold one keeps the
+  /// backend's kernels.
+  void chooseAttention();
+  /// Queues an attention step: cuDNN's, when chosen for it, else the backend's kernels.
   void runAttention(const plan::AttentionStep &step);
+  /// The backend's flash-attention kernels for \p step.
+  void runOwnAttention(const plan::AttentionStep &step);
+  /// Fills \p step's inputs with random values, runs our kernels and cuDNN's on them and
+  /// returns the largest relative-norm difference of their outputs (chooseAttention).
+  double compareWithOurs(const plan::AttentionStep &step, const CudnnAttention &attention);
+  /// cuDNN's attention for \p step, with its workspace.
+  void runCudnnAttention(const plan::AttentionStep &step, const CudnnAttention &attention);
 
   void runGroupRange(FunctionState &f, size_t first, size_t last);
 
@@ -224,6 +242,12 @@ public:
   std::vector<StagingRing> inputStaging;
   StagingRing runScalarStaging;
   std::unique_ptr<Matmul> matmul;
+  /// cuDNN's attention, per distinct problem (key: its description), and the steps that run
+  /// it (chooseAttention); one workspace for all, the largest any needs.
+  std::map<std::string, std::unique_ptr<CudnnAttention>> cudnnProblems;
+  std::map<const plan::AttentionStep *, const CudnnAttention *> cudnnSteps;
+  DeviceAllocation cudnnWorkspace;
+  std::vector<AttentionChoice> attentionChoices;
   std::vector<std::unique_ptr<Module>> modules;
   FunctionState micro, optimizer;
   bool parametersSet = false;

@@ -106,7 +106,8 @@ DeviceChoice chooseDevice(const std::string &requested, bool planHasDeviceProgra
 #if !defined(AMPC_RUNNER_HAVE_CUDA)
 bool cudaBackendBuiltIn() { return false; }
 
-std::unique_ptr<TrainingBackend> tryMakeCudaBackend(const plan::Plan &, GpuProbe &probe, bool) {
+std::unique_ptr<TrainingBackend> tryMakeCudaBackend(const plan::Plan &, GpuProbe &probe,
+                                                    const CudaChoices &) {
   probe.whyNot = "this binary was built without the CUDA toolkit, so it has "
                  "no CUDA backend; use --device cpu";
   probe.absent = true;

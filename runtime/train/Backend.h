@@ -109,14 +109,23 @@ struct GpuProbe {
   bool absent = false;
 };
 
+/// How the CUDA backend chooses among implementations while it is built (RunOptions'
+/// --matmul-algorithms and --attention).
+struct CudaChoices {
+  /// Each matmul's cuBLASLt algorithm by timing the heuristic's candidates rather than taking
+  /// its first.
+  bool timeMatmulAlgorithms = true;
+  /// "timed", "ampc" or "cudnn" (cuda::AttentionSelection).
+  std::string attention = "timed";
+};
+
 /// Opens GPU 0 and the CUDA backend for \p plan; on failure returns null
 /// and fills \p probe with the one-line reason (no driver, no GPU, no bf16,
 /// out of memory, no device program, no CUDA backend in this build) and
 /// whether a GPU is there at all.
-/// \p timeMatmulAlgorithms: choose each matmul's cuBLASLt algorithm by timing the
-/// heuristic's candidates (--matmul-algorithms timed) rather than taking its first.
+/// \p choices: how the backend chooses its matmul algorithms and attention while it is built.
 std::unique_ptr<TrainingBackend> tryMakeCudaBackend(const plan::Plan &plan, GpuProbe &probe,
-                                                    bool timeMatmulAlgorithms = true);
+                                                    const CudaChoices &choices = CudaChoices());
 
 /// The outcome of --device.
 struct DeviceChoice {

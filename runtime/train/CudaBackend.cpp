@@ -19,10 +19,13 @@ namespace {
 
 /// A data parallel rank's executor ends a CUDA graph segment where a
 /// gradient bucket becomes final, so its exchange can start there.
-cuda::ExecutorOptions executorOptions(const plan::Plan &plan, bool timeMatmulAlgorithms) {
+cuda::ExecutorOptions executorOptions(const plan::Plan &plan, const CudaChoices &choices) {
   cuda::ExecutorOptions options;
-  options.matmulSelection =
-      timeMatmulAlgorithms ? cuda::MatmulSelection::Timed : cuda::MatmulSelection::Heuristic;
+  options.matmulSelection = choices.timeMatmulAlgorithms ? cuda::MatmulSelection::Timed
+                                                         : cuda::MatmulSelection::Heuristic;
+  options.attentionSelection = choices.attention == "ampc"    ? cuda::AttentionSelection::Own
+                               : choices.attention == "cudnn" ? cuda::AttentionSelection::Cudnn
+                                                              : cuda::AttentionSelection::Timed;
   if (processLaunch().dataParallel)
     options.microStepCutsAfter = cuda::GradientExchange::cutsFor(plan);
   return options;
@@ -31,9 +34,8 @@ cuda::ExecutorOptions executorOptions(const plan::Plan &plan, bool timeMatmulAlg
 class CudaBackend final : public TrainingBackend, public DeviceGradientSync {
 public:
   CudaBackend(const plan::Plan &plan, std::unique_ptr<cuda::Device> opened,
-              bool timeMatmulAlgorithms)
-      : gpu(std::move(opened)),
-        executor(plan, *gpu, executorOptions(plan, timeMatmulAlgorithms)) {}
+              const CudaChoices &choices)
+      : gpu(std::move(opened)), executor(plan, *gpu, executorOptions(plan, choices)) {}
 
   // Data parallel (DeviceGradientSync): NCCL, bucket by bucket.
   std::string newExchangeId() override {
@@ -60,7 +62,14 @@ public:
   }
 
   const char *device() const override { return "cuda"; }
-  std::string description() const override { return "device: cuda, " + gpu->info().summary(); }
+  /// The GPU, then which attention runs each distinct problem and why.
+  std::string description() const override {
+    std::string text = "device: cuda, " + gpu->info().summary();
+    const std::string attention = cuda::formatAttentionChoices(executor.attentionChoices());
+    if (!attention.empty())
+      text += "\n" + attention.substr(0, attention.size() - 1);
+    return text;
+  }
   void initializeParameters(uint64_t seed) override { executor.initializeParameters(seed); }
   void setInput(const std::string &name, const void *data, size_t bytes) override {
     executor.setInput(name, data, bytes);
@@ -118,7 +127,8 @@ public:
     const plan::Plan &plan = executor.plan();
     return cuda::formatProfile(plan, cuda::profileRows(plan, executor.groupTimes()), top, steps,
                                stepMilliseconds, copyBandwidth) +
-           cuda::formatMatmulChoices(executor.matmulChoices());
+           cuda::formatMatmulChoices(executor.matmulChoices()) +
+           cuda::formatAttentionChoices(executor.attentionChoices());
   }
 
 private:
@@ -140,7 +150,7 @@ private:
 bool cudaBackendBuiltIn() { return true; }
 
 std::unique_ptr<TrainingBackend> tryMakeCudaBackend(const plan::Plan &plan, GpuProbe &probe,
-                                                    bool timeMatmulAlgorithms) {
+                                                    const CudaChoices &choices) {
   if (plan.device.empty()) {
     probe = {kPlanHasNoGpuCode, true};
     return nullptr;
@@ -158,7 +168,7 @@ std::unique_ptr<TrainingBackend> tryMakeCudaBackend(const plan::Plan &plan, GpuP
         options.index = processLaunch().localRank % count;
     }
     auto device = std::make_unique<cuda::Device>(options);
-    return std::make_unique<CudaBackend>(plan, std::move(device), timeMatmulAlgorithms);
+    return std::make_unique<CudaBackend>(plan, std::move(device), choices);
   } catch (const cuda::CudaError &error) {
     // The first line: a JIT log may follow on later lines.
     const std::string what = error.what();

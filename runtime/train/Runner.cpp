@@ -318,8 +318,10 @@ void TrainingRun::open() {
   choice = chooseDevice(options.device, !plan.device.empty(), options.cpuFallback,
                         [&]() -> GpuProbe {
                           GpuProbe probe;
-                          backend = tryMakeCudaBackend(plan, probe,
-                                                       options.matmulAlgorithms == "timed");
+                          CudaChoices choices;
+                          choices.timeMatmulAlgorithms = options.matmulAlgorithms == "timed";
+                          choices.attention = options.attention;
+                          backend = tryMakeCudaBackend(plan, probe, choices);
                           return probe;
                         });
   if (!choice.error.empty())

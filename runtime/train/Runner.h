@@ -77,6 +77,10 @@ struct RunnerOptions {
   /// GPU: how each matmul's cuBLASLt algorithm is chosen, "timed" (the fastest of the
   /// heuristic's candidates, run while the executor is built) or "heuristic" (its first).
   std::string matmulAlgorithms = "timed";
+  /// GPU: which attention runs the 16-bit attention steps, "timed" (cuDNN's fused attention
+  /// where it builds and measures faster than ampc's kernels, each pass timed at start),
+  /// "ampc" (ampc's kernels) or "cudnn" (cuDNN's wherever it builds).
+  std::string attention = "timed";
   /// --summary FILE: one JSON object at the end (losses, step times,
   /// device memory); empty for none.
   std::string summaryPath;

@@ -161,6 +161,11 @@ RunnerOptions parseRunnerArguments(const std::vector<std::string> &args) {
       if (options.matmulAlgorithms != "timed" && options.matmulAlgorithms != "heuristic")
         throw UsageError("--matmul-algorithms is timed or heuristic, got '" +
                          options.matmulAlgorithms + "'");
+    } else if (flag == "--attention") {
+      options.attention = value();
+      if (options.attention != "timed" && options.attention != "ampc" &&
+          options.attention != "cudnn")
+        throw UsageError("--attention is timed, ampc or cudnn, got '" + options.attention + "'");
     } else if (flag == "--profile-top") {
       options.profileTop = static_cast<size_t>(parseCount(flag, value()));
       if (options.profileTop == 0)
@@ -354,6 +359,11 @@ options:
                        GPU: timed (default) runs cuBLASLt's first 8
                        candidates for every distinct matmul once, at start,
                        and keeps the fastest; heuristic takes its first
+  --attention A        GPU, bf16/f16 attention: timed (default) runs cuDNN's
+                       fused attention (libcudnn.so.9, when it loads) and
+                       ampc's kernels once per distinct problem at start and
+                       keeps the faster; ampc: ampc's kernels only; cudnn:
+                       cuDNN's wherever it builds
   --checkpoint-dir DIR write checkpoints to DIR (created if missing) at the
                        end of the run, when stopped by SIGINT or SIGTERM, and
                        every --checkpoint-every steps

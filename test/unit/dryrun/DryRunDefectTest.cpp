@@ -63,6 +63,31 @@ TEST(DryRunDefect, TheUnalteredPlanHasNoViolation) {
       << run.report.summary();
 }
 
+TEST(DryRunDefect, OverTheStandInDriverAttentionKeepsOurKernels) {
+  // cuDNN opens the system's libcuda, not the recording one: every attention pass keeps the
+  // backend's kernels and says why (the run above checks their launches against the plan).
+  const RecordingLibrary &library = recordingLibraryInProcess();
+  const AmpcRecordingDevice h100 = library.h100();
+  library.reset(&h100);
+  cuda::DeviceOptions options;
+  options.api = library.api;
+  cuda::Device gpu(options);
+  EXPECT_FALSE(gpu.usesSystemDriver());
+  const std::vector<cuda::AttentionChoice> choices =
+      cuda::Executor(tinyPlan(), gpu).attentionChoices();
+  ASSERT_EQ(choices.size(), 2u) << cuda::formatAttentionChoices(choices);
+  EXPECT_EQ(choices[0].problem.rfind("forward [B ", 0), 0u) << choices[0].problem;
+  EXPECT_EQ(choices[1].problem.rfind("backward [B ", 0), 0u) << choices[1].problem;
+  for (const cuda::AttentionChoice &choice : choices) {
+    EXPECT_FALSE(choice.cudnn);
+    EXPECT_NE(choice.why.find("stand-in for libcuda"), std::string::npos) << choice.why;
+  }
+  // --attention ampc: no choice is made at all.
+  cuda::ExecutorOptions ours;
+  ours.attentionSelection = cuda::AttentionSelection::Own;
+  EXPECT_TRUE(cuda::Executor(tinyPlan(), gpu, ours).attentionChoices().empty());
+}
+
 //===----------------------------------------------------------------------===//
 // Timing cuBLASLt's candidates
 //===----------------------------------------------------------------------===//

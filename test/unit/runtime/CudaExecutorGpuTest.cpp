@@ -193,18 +193,15 @@ size_t comparePersistent(const plan::Plan &plan, cuda::Executor &gpuExecutor,
 
 class CudaExecutorModels : public ::testing::TestWithParam<std::tuple<const char *, Precision>> {};
 
-TEST_P(CudaExecutorModels, EveryGroupMatchesTheCpu) {
-  REQUIRE_GPU();
-  const auto [model, precision] = GetParam();
-  const plan::Plan plan = loadTestPlan(model, precision);
-  ASSERT_FALSE(plan.device.empty());
+/// Every group of \p plan's micro step and optimizer step on the GPU (\p executor), fed the
+/// CPU's values, against the CPU's; then the persistent buffers each function writes.
+void expectEveryGroupMatchesTheCpu(const plan::Plan &plan, cuda::Executor &executor,
+                                   const std::string &label) {
   cpu::Executor reference(plan, cpu::Precision::F32);
-  cuda::Executor executor(plan, gpu());
   reference.initializeParameters(3);
   executor.initializeParameters(3);
   reference.randomizeInputs(4);
   executor.randomizeInputs(4);
-  const std::string label = std::string(model) + " " + precision.mode;
   // The micro step: the CPU runs it, then the GPU group by group.
   const cpu::RunOptions run = trainingRun(0);
   reference.run(run);
@@ -224,6 +221,36 @@ TEST_P(CudaExecutorModels, EveryGroupMatchesTheCpu) {
   compared = comparePersistent(plan, executor, reference, plan.device.optimizerStep, label);
   EXPECT_GE(compared, 2 * plan.parameters.size() + plan.parameterCopies.size())
       << label << ": the optimizer step writes fewer buffers than expected";
+}
+
+TEST_P(CudaExecutorModels, EveryGroupMatchesTheCpu) {
+  REQUIRE_GPU();
+  const auto [model, precision] = GetParam();
+  const plan::Plan plan = loadTestPlan(model, precision);
+  ASSERT_FALSE(plan.device.empty());
+  cuda::Executor executor(plan, gpu());
+  expectEveryGroupMatchesTheCpu(plan, executor, std::string(model) + " " + precision.mode);
+}
+
+TEST(CudaExecutorCudnnAttention, EveryGroupMatchesTheCpu) {
+  REQUIRE_GPU();
+  // The tiny GPT's attention steps on cuDNN's fused attention (--attention cudnn), the other
+  // groups as always, each against the CPU backend. Skips where cuDNN does not build.
+  for (const Precision &precision : kPrecisions) {
+    if (std::string(precision.mode) == "fp32")
+      continue;
+    const plan::Plan plan = loadTestPlan("tiny", precision);
+    cuda::ExecutorOptions options;
+    options.attentionSelection = cuda::AttentionSelection::Cudnn;
+    cuda::Executor executor(plan, gpu(), options);
+    const std::vector<cuda::AttentionChoice> choices = executor.attentionChoices();
+    ASSERT_EQ(choices.size(), 2u) << cuda::formatAttentionChoices(choices);
+    if (!choices[0].cudnn || !choices[1].cudnn)
+      GTEST_SKIP() << "cuDNN's attention does not run here: "
+                   << cuda::formatAttentionChoices(choices);
+    expectEveryGroupMatchesTheCpu(plan, executor, std::string("tiny ") + precision.mode +
+                                                      " (cuDNN attention)");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, CudaExecutorModels,

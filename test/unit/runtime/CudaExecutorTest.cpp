@@ -305,4 +305,36 @@ TEST(CudaExecutorMessages, NoDeviceProgram) {
   EXPECT_STREQ(planFunctionName(PlanFunction::OptimizerStep), "optimizer_step");
 }
 
+TEST(CudaExecutorAttention, ChoicesSayWhatRanAndWhy) {
+  EXPECT_EQ(formatAttentionChoices({}), "");
+  AttentionChoice faster;
+  faster.problem = "forward [B 16, H 12, T 1024, S 1024, D 64, causal, bf16]";
+  faster.cudnn = true;
+  faster.ownMs = 0.199;
+  faster.cudnnMs = 0.109;
+  faster.difference = 3.1e-3;
+  faster.engine = "cuDNN 9.10.2 (libcudnn.so.9), forward engine 3, backward engine 5";
+  AttentionChoice slower = faster;
+  slower.problem = "backward [B 16, H 12, T 1024, S 1024, D 64, causal, bf16]";
+  slower.cudnn = false;
+  slower.ownMs = 0.3;
+  slower.cudnnMs = 0.343;
+  slower.why = "slower";
+  AttentionChoice missing;
+  missing.problem = "forward [B 4, H 4, T 64, S 64, D 16, causal, f16]";
+  missing.why = "cuDNN not found (libcudnn.so.9 could not be loaded)";
+  EXPECT_EQ(formatAttentionChoices({faster, slower, missing}),
+            "attention (each distinct problem and pass, chosen at start):\n"
+            "  forward [B 16, H 12, T 1024, S 1024, D 64, causal, bf16]: cuDNN 0.109 ms (ours "
+            "0.199 ms; outputs agree to 3.1e-03), cuDNN 9.10.2 (libcudnn.so.9), forward engine 3, "
+            "backward engine 5\n"
+            "  backward [B 16, H 12, T 1024, S 1024, D 64, causal, bf16]: ours 0.300 ms (cuDNN "
+            "0.343 ms, cuDNN 9.10.2 (libcudnn.so.9), forward engine 3, backward engine 5)\n"
+            "  forward [B 4, H 4, T 64, S 64, D 16, causal, f16]: ours (cuDNN's not used: cuDNN "
+            "not found (libcudnn.so.9 could not be loaded))\n");
+  EXPECT_STREQ(attentionSelectionName(AttentionSelection::Timed), "timed");
+  EXPECT_STREQ(attentionSelectionName(AttentionSelection::Own), "ampc");
+  EXPECT_STREQ(attentionSelectionName(AttentionSelection::Cudnn), "cudnn");
+}
+
 } // namespace

@@ -68,6 +68,10 @@ TEST(TrainRunner, RejectsBadArguments) {
   EXPECT_EQ(parse({"--matmul-algorithms", "heuristic"}).matmulAlgorithms, "heuristic");
   expectUsageError({"--matmul-algorithms", "fastest"},
                    "--matmul-algorithms is timed or heuristic, got 'fastest'");
+  EXPECT_EQ(parse({}).attention, "timed");
+  EXPECT_EQ(parse({"--attention", "ampc"}).attention, "ampc");
+  EXPECT_EQ(parse({"--attention=cudnn"}).attention, "cudnn");
+  expectUsageError({"--attention", "flash"}, "--attention is timed, ampc or cudnn, got 'flash'");
   expectUsageError({"--data-format", "csv", "--data", "x"},
                    "--data-format is tokens (uint16 .bin) or text, got 'csv'");
   expectUsageError({"--data-format", "text"}, "--data-format needs --data FILE");
