@@ -167,6 +167,17 @@ private:
   void restoreState();
   void prepareLoop();
   void runMicroSteps(uint64_t step);
+  /// A training run of the backend at \p step (a micro step's global index, or the optimizer
+  /// step's): the seed, the step and the run's length.
+  cpu::RunOptions runOptions(uint64_t step) const {
+    cpu::RunOptions run;
+    run.seed = options.seed;
+    run.step = step;
+    run.training = true;
+    run.keepTemporaries = false;
+    run.totalSteps = steps;
+    return run;
+  }
   void recordStep(uint64_t step, const BackendMetrics &metrics);
   void validate(uint64_t step);
   bool writeCheckpoint(uint64_t done);
@@ -250,12 +261,7 @@ int TrainingRun::run() {
       if (parallel)
         parallel->injectFailures(options, step);
       runMicroSteps(step);
-      cpu::RunOptions optimizer;
-      optimizer.seed = options.seed;
-      optimizer.step = step;
-      optimizer.training = true;
-      optimizer.keepTemporaries = false;
-      optimizer.totalSteps = steps;
+      cpu::RunOptions optimizer = runOptions(step);
       // Data parallel: the ranks sum their gradients and agree on skipping
       // the step (overflow) and on stopping after it (a signal).
       bool stopAll = false;
@@ -484,12 +490,7 @@ void TrainingRun::runMicroSteps(uint64_t step) {
     } else if (!plan.inputs.empty()) {
       backend->randomizeInputs(inputSeed(options.seed, microStep));
     }
-    cpu::RunOptions run;
-    run.seed = options.seed;
-    run.step = microStep;
-    run.training = true;
-    run.keepTemporaries = false;
-    run.totalSteps = steps;
+    cpu::RunOptions run = runOptions(microStep);
     run.injectNonFinite = i == 0 && injected.count(step + 1) > 0 && mainRank;
     if (parallel && i == 0)
       for (const auto &[at, rank] : options.injectOverflowOnRank)

@@ -202,6 +202,19 @@ void relayout(const Shape &shape, int parts, int part, const std::vector<char> &
       }
 }
 
+/// Head-major outputs from a packed run's o ([B, T, H D]) and packed dq, dk, dv
+/// ([B, T, 3 H D]), \p elements each.
+Outputs unpackOutputs(const Shape &shape, size_t elements, const std::vector<char> &oLaid,
+                      const std::vector<char> &gradients) {
+  Outputs outputs = {std::vector<char>(elements * 2), std::vector<char>(elements * 2),
+                     std::vector<char>(elements * 2), std::vector<char>(elements * 2)};
+  relayout(shape, 1, 0, oLaid, outputs.o, false);
+  relayout(shape, 3, 0, gradients, outputs.dq, false);
+  relayout(shape, 3, 1, gradients, outputs.dk, false);
+  relayout(shape, 3, 2, gradients, outputs.dv, false);
+  return outputs;
+}
+
 /// A backward variant's dq and dk/dv times, and its largest relative-norm difference from the
 /// default's dq, dk and dv.
 struct VariantTiming {
@@ -357,13 +370,7 @@ Run runShape(cuda::Device &device, cuda::Module &module, bool tensorCores, bool 
     run.outputs = {download(o), download(dq), download(dk), download(dv)};
     return run;
   }
-  std::vector<char> oLaid = download(o), dqkv = download(dq);
-  run.outputs = {std::vector<char>(elements * 2), std::vector<char>(elements * 2),
-                 std::vector<char>(elements * 2), std::vector<char>(elements * 2)};
-  relayout(shape, 1, 0, oLaid, run.outputs.o, false);
-  relayout(shape, 3, 0, dqkv, run.outputs.dq, false);
-  relayout(shape, 3, 1, dqkv, run.outputs.dk, false);
-  relayout(shape, 3, 2, dqkv, run.outputs.dv, false);
+  run.outputs = unpackOutputs(shape, elements, download(o), download(dq));
   return run;
 }
 
@@ -455,13 +462,7 @@ CudnnRun runCudnn(cuda::Device &device, const Shape &shape, const std::vector<ch
     device.copyToHost(bytes.data(), allocation.pointer(), bytes.size());
     return bytes;
   };
-  std::vector<char> oLaid = download(o), gradients = download(dqkv);
-  run.outputs = {std::vector<char>(elements * 2), std::vector<char>(elements * 2),
-                 std::vector<char>(elements * 2), std::vector<char>(elements * 2)};
-  relayout(shape, 1, 0, oLaid, run.outputs.o, false);
-  relayout(shape, 3, 0, gradients, run.outputs.dq, false);
-  relayout(shape, 3, 1, gradients, run.outputs.dk, false);
-  relayout(shape, 3, 2, gradients, run.outputs.dv, false);
+  run.outputs = unpackOutputs(shape, elements, download(o), download(dqkv));
   return run;
 }
 
