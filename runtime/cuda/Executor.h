@@ -75,7 +75,8 @@ enum class AttentionSelection : uint8_t {
   Timed,
   /// The backend's own flash-attention kernels (FlashAttentionMma.cuh) everywhere.
   Own,
-  /// cuDNN's wherever it builds, untimed and not compared with ours.
+  /// cuDNN's wherever it builds and (where the step's buffers allow) reproduces ours on random
+  /// inputs, untimed.
   Cudnn,
 };
 
@@ -89,7 +90,7 @@ const char *attentionSelectionName(AttentionSelection selection);
 
 /// How one distinct attention problem's pass was chosen (AttentionSelection::Timed, Cudnn).
 struct AttentionChoice {
-  std::string problem; ///< "fwd [B 16, H 12, T 1024, S 1024, D 64, causal, bf16]"
+  std::string problem; ///< "forward [B 16, H 12, T 1024, S 1024, D 64, causal, bf16]"
   bool cudnn = false;  ///< cuDNN's ran (else the backend's own kernels)
   /// Per run, measured while choosing (0: not timed).
   double ownMs = 0, cudnnMs = 0;

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <random>
 #include <set>
 
@@ -29,8 +30,16 @@ namespace ampc::cuda {
 
 namespace {
 
-/// Timed runs of each implementation per distinct problem and pass (after one untimed).
+/// Timings of each implementation per distinct problem and pass (after one untimed run), and
+/// runs queued back to back per timing.
 constexpr int kTimedRuns = 5;
+constexpr int kRunsPerTiming = 4;
+/// Elements encoded, decoded and compared at a time (the host never holds a whole output as
+/// doubles: a GPT-124M gradient is 38M elements).
+constexpr size_t kCompareChunk = size_t(1) << 20;
+/// How closely cuDNN's lse must be ours, element by element (|difference| / (1 + |ours|)): the
+/// other side's backward may read it, and exp(s - lse) carries its error into every gradient.
+constexpr double kLseAgreement = 1e-3;
 
 const char *passName(plan::AttentionPass pass) {
   return pass == plan::AttentionPass::Forward ? "forward" : "backward";
@@ -61,17 +70,6 @@ AttentionStrides stridesOf(const plan::AttentionLayout &layout) {
   return {layout.batchStride, layout.headStride, layout.rowStride};
 }
 
-/// The relative L2 difference of \p actual from \p expected (NaN anywhere: infinity).
-double relativeDifference(const std::vector<double> &actual, const std::vector<double> &expected) {
-  double difference = 0, norm = 0;
-  for (size_t i = 0; i < expected.size() && i < actual.size(); ++i) {
-    difference += (actual[i] - expected[i]) * (actual[i] - expected[i]);
-    norm += expected[i] * expected[i];
-  }
-  const double relative = std::sqrt(difference / std::max(norm, 1e-30));
-  return std::isnan(relative) ? INFINITY : relative;
-}
-
 /// The first line of \p text.
 std::string firstLine(const std::string &text) { return text.substr(0, text.find('\n')); }
 
@@ -93,30 +91,31 @@ std::string formatAttentionChoices(const std::vector<AttentionChoice> &choices) 
   if (choices.empty())
     return "";
   std::string text = "attention (each distinct problem and pass, chosen at start):\n";
-  char line[160];
+  auto number = [](const char *format, double value) {
+    char text[32];
+    std::snprintf(text, sizeof(text), format, value);
+    return std::string(text);
+  };
   for (const AttentionChoice &choice : choices) {
     text += "  " + choice.problem + ": ";
+    const std::string agreement =
+        choice.difference >= 0 ? "outputs agree to " + number("%.1e", choice.difference) : "";
     if (choice.cudnn) {
       text += "cuDNN";
-      if (choice.cudnnMs > 0) {
-        std::snprintf(line, sizeof(line), " %.3f ms (ours %.3f ms; outputs agree to %.1e)",
-                      choice.cudnnMs, choice.ownMs, choice.difference);
-        text += line;
-      }
+      if (choice.cudnnMs > 0)
+        text += number(" %.3f ms", choice.cudnnMs) + " (ours" + number(" %.3f ms", choice.ownMs) +
+                (agreement.empty() ? "" : "; " + agreement) + ")";
+      else if (!agreement.empty())
+        text += " (" + agreement + ")";
       text += ", " + choice.engine + "\n";
     } else {
       text += "ours";
-      if (choice.ownMs > 0) {
-        std::snprintf(line, sizeof(line), " %.3f ms", choice.ownMs);
-        text += line;
-      }
-      if (choice.cudnnMs > 0) {
-        std::snprintf(line, sizeof(line), " (cuDNN %.3f ms, %s)", choice.cudnnMs,
-                      choice.engine.c_str());
-        text += line;
-      } else {
+      if (choice.ownMs > 0)
+        text += number(" %.3f ms", choice.ownMs);
+      if (choice.cudnnMs > 0)
+        text += " (cuDNN" + number(" %.3f ms", choice.cudnnMs) + ", " + choice.engine + ")";
+      else
         text += " (cuDNN's not used: " + choice.why + ")";
-      }
       text += "\n";
     }
   }
@@ -212,6 +211,8 @@ void Executor::Impl::chooseAttention() {
       continue;
     }
     try {
+      // cuDNN's handle takes the context current on this thread.
+      device.makeCurrent();
       auto attention = std::make_unique<CudnnAttention>(problem, device.stream());
       workspaceBytes = std::max({workspaceBytes, attention->forwardWorkspaceBytes(),
                                  attention->backwardWorkspaceBytes()});
@@ -230,22 +231,37 @@ void Executor::Impl::chooseAttention() {
       cudnnProblems.clear();
     }
   }
+  if (cudnnProblems.empty()) {
+    // Nothing to compare or time: every pass keeps our kernels, and the device sees no work.
+    for (const Pass &pass : passes) {
+      AttentionChoice choice;
+      choice.problem = std::string(passName(pass.pass)) + " " + describeProblem(problems[pass.problem]);
+      choice.why = unavailable[pass.problem];
+      attentionChoices.push_back(choice);
+    }
+    return;
+  }
 
   Event start(device), end(device);
-  // The median of kTimedRuns runs of \p run after an untimed one, in milliseconds.
-  auto medianMs = [&](const std::function<void()> &run) {
+  // Milliseconds per run of \p run: the median of kTimedRuns timings of kRunsPerTiming runs
+  // queued back to back, each timing started while an untimed run keeps the GPU busy, so that
+  // the host's time to queue a run (cuDNN's is larger than ours) hides behind the GPU's.
+  auto perRunMs = [&](const std::function<void()> &run) {
     run();
     std::vector<double> times;
     for (int i = 0; i < kTimedRuns; ++i) {
-      start.record();
       run();
+      start.record();
+      for (int r = 0; r < kRunsPerTiming; ++r)
+        run();
       end.record();
       end.synchronize("timing an attention step");
-      times.push_back(Event::elapsedMilliseconds(start, end));
+      times.push_back(Event::elapsedMilliseconds(start, end) / kRunsPerTiming);
     }
     std::sort(times.begin(), times.end());
     return times[times.size() / 2];
   };
+  const bool timed = options.attentionSelection == AttentionSelection::Timed;
   for (const Pass &pass : passes) {
     AttentionChoice choice;
     choice.problem = std::string(passName(pass.pass)) + " " + describeProblem(problems[pass.problem]);
@@ -262,29 +278,41 @@ void Executor::Impl::chooseAttention() {
     if (!pass.aligned) {
       useCudnn = false;
       choice.why = "an operand does not start on a 16-byte boundary";
-    } else if (options.attentionSelection == AttentionSelection::Timed) {
-      if (!pass.writable) {
-        useCudnn = false;
-        choice.why = "not compared: the step reads or writes a buffer that may already hold a "
-                     "value";
-      } else {
-        try {
-          choice.difference = compareWithOurs(step, attention);
-          if (choice.difference > kAttentionAgreement) {
+    } else if (!pass.writable && timed) {
+      useCudnn = false;
+      choice.why = "not compared: the step reads or writes a buffer that may already hold a "
+                   "value";
+    } else {
+      try {
+        if (pass.writable) {
+          // Compared with ours on random inputs, then (timed) both timed.
+          const std::string disagreement = compareWithOurs(step, attention, choice.difference);
+          if (!disagreement.empty()) {
             useCudnn = false;
-            char text[128];
-            std::snprintf(text, sizeof(text),
-                          "its outputs differ from ampc's kernels' by %.2e (relative norm)",
-                          choice.difference);
-            choice.why = text;
-          } else {
-            choice.cudnnMs = medianMs([&] { runCudnnAttention(step, attention); });
+            choice.why = disagreement;
+          } else if (timed) {
+            choice.cudnnMs = perRunMs([&] { runCudnnAttention(step, attention); });
           }
-        } catch (const CudaError &error) {
-          useCudnn = false;
-          choice.why = firstLine(error.what());
+        } else {
+          // --attention cudnn on a step whose buffers may hold values: one run must succeed.
+          runCudnnAttention(step, attention);
+          device.synchronize("trying cuDNN's attention");
         }
-        choice.ownMs = medianMs([&] { runOwnAttention(step); });
+      } catch (const CudaError &error) {
+        useCudnn = false;
+        choice.why = firstLine(error.what());
+        // A fault on the GPU is sticky: then nothing else can run in this process.
+        try {
+          device.synchronize("after cuDNN's attention failed");
+        } catch (const CudaError &fault) {
+          throw CudaError(fault.kind(),
+                          std::string(fault.what()) + " (while trying cuDNN's attention for " +
+                              choice.problem + "; --attention ampc runs without it)",
+                          fault.code());
+        }
+      }
+      if (timed) {
+        choice.ownMs = perRunMs([&] { runOwnAttention(step); });
         if (useCudnn && choice.cudnnMs >= choice.ownMs) {
           useCudnn = false;
           choice.why = "slower";
@@ -298,24 +326,51 @@ void Executor::Impl::chooseAttention() {
     attentionChoices.push_back(choice);
   }
   device.synchronize("choosing each attention step's implementation");
+
+  // Keep only what the chosen passes use: cuDNN's graphs and the workspace they need.
+  std::set<const CudnnAttention *> used;
+  for (const auto &entry : cudnnSteps)
+    used.insert(entry.second);
+  size_t needed = 0;
+  for (auto it = cudnnProblems.begin(); it != cudnnProblems.end();) {
+    if (!used.count(it->second.get())) {
+      it = cudnnProblems.erase(it);
+      continue;
+    }
+    needed = std::max({needed, it->second->forwardWorkspaceBytes(),
+                       it->second->backwardWorkspaceBytes()});
+    ++it;
+  }
+  if (cudnnProblems.empty()) {
+    cudnnWorkspace = DeviceAllocation();
+  } else if (needed < cudnnWorkspace.bytes()) {
+    cudnnWorkspace = DeviceAllocation();
+    cudnnWorkspace = device.allocate(std::max<size_t>(needed, 256), "cuDNN's attention workspace");
+  }
 }
 
-double Executor::Impl::compareWithOurs(const plan::AttentionStep &step,
-                                       const CudnnAttention &attention) {
+std::string Executor::Impl::compareWithOurs(const plan::AttentionStep &step,
+                                            const CudnnAttention &attention,
+                                            double &difference) {
   const bool forward = step.pass == plan::AttentionPass::Forward;
-  // Inputs of unit scale. A backward's o and lse need not come from a forward: both
-  // implementations compute the same function of them (lse near log S keeps exp(s - lse) of
-  // the order of a softmax).
+  // Inputs of unit scale, uploaded a chunk at a time. A backward's o and lse need not come from
+  // a forward: both implementations compute the same function of them (lse near log S keeps
+  // exp(s - lse) of the order of a softmax).
   std::mt19937 generator(20261129);
   std::set<uint32_t> filled;
   auto fill = [&](uint32_t buffer, double low, double high) {
     if (buffer == kNoBuffer || !filled.insert(buffer).second)
       return;
     std::uniform_real_distribution<double> uniform(low, high);
-    std::vector<double> values(static_cast<size_t>(plan::numElements(plan.buffers[buffer])));
-    for (double &value : values)
-      value = uniform(generator);
-    upload(buffer, values);
+    const plan::Buffer &b = plan.buffers[buffer];
+    const size_t count = static_cast<size_t>(plan::numElements(b)), width = plan::dtypeBytes(b.dtype);
+    for (size_t first = 0; first < count; first += kCompareChunk) {
+      std::vector<double> values(std::min(kCompareChunk, count - first));
+      for (double &value : values)
+        value = uniform(generator);
+      const std::vector<uint8_t> bytes = encodeValues(values, b.dtype);
+      device.copyToDevice(address(buffer) + first * width, bytes.data(), bytes.size());
+    }
   };
   for (uint32_t input : {step.q, step.k, step.v})
     fill(input, -1, 1);
@@ -328,18 +383,66 @@ double Executor::Impl::compareWithOurs(const plan::AttentionStep &step,
   std::vector<uint32_t> outputs;
   for (uint32_t output : forward ? std::vector<uint32_t>{step.out, step.lse}
                                  : std::vector<uint32_t>{step.dq, step.dk, step.dv})
-    if (output != kNoBuffer &&
-        std::find(outputs.begin(), outputs.end(), output) == outputs.end())
+    if (output != kNoBuffer && std::find(outputs.begin(), outputs.end(), output) == outputs.end())
       outputs.push_back(output);
+  auto download = [&](uint32_t buffer) {
+    std::vector<uint8_t> bytes(bufferBytes(plan.buffers[buffer]));
+    device.copyToHost(bytes.data(), address(buffer), bytes.size());
+    return bytes;
+  };
   runOwnAttention(step);
-  std::vector<std::vector<double>> ours;
+  std::vector<std::vector<uint8_t>> ours;
   for (uint32_t output : outputs)
-    ours.push_back(bufferValues(output));
+    ours.push_back(download(output));
   runCudnnAttention(step, attention);
-  double largest = 0;
-  for (size_t i = 0; i < outputs.size(); ++i)
-    largest = std::max(largest, relativeDifference(bufferValues(outputs[i]), ours[i]));
-  return largest;
+  difference = 0;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const plan::Buffer &b = plan.buffers[outputs[i]];
+    const std::vector<uint8_t> theirs = download(outputs[i]);
+    const size_t count = static_cast<size_t>(plan::numElements(b)), width = plan::dtypeBytes(b.dtype);
+    // The 16-bit outputs by relative norm; the f32 lse, which the other side's backward may
+    // read, element by element.
+    double squaredError = 0, squaredNorm = 0, lseError = 0;
+    for (size_t first = 0; first < count; first += kCompareChunk) {
+      const size_t n = std::min(kCompareChunk, count - first);
+      const std::vector<double> a = decodeValues(
+          std::vector<uint8_t>(theirs.begin() + first * width, theirs.begin() + (first + n) * width),
+          b.dtype, n);
+      const std::vector<double> e = decodeValues(
+          std::vector<uint8_t>(ours[i].begin() + first * width,
+                               ours[i].begin() + (first + n) * width),
+          b.dtype, n);
+      for (size_t j = 0; j < n; ++j) {
+        squaredError += (a[j] - e[j]) * (a[j] - e[j]);
+        squaredNorm += e[j] * e[j];
+        lseError = std::max(lseError, std::fabs(a[j] - e[j]) / (1 + std::fabs(e[j])));
+        if (std::isnan(a[j]) != std::isnan(e[j]))
+          lseError = INFINITY;
+      }
+    }
+    const char *name = outputs[i] == step.lse ? "lse"
+                       : forward              ? "o"
+                                              : "dq, dk, dv";
+    char text[160];
+    if (b.dtype == plan::DType::F32) {
+      if (!(lseError <= kLseAgreement)) {
+        std::snprintf(text, sizeof(text),
+                      "its %s differs from ampc's kernels' by %.2e (relative, largest)", name,
+                      lseError);
+        difference = INFINITY;
+        return text;
+      }
+      continue;
+    }
+    const double relative = std::sqrt(squaredError / std::max(squaredNorm, 1e-30));
+    difference = std::max(difference, std::isnan(relative) ? INFINITY : relative);
+    if (!(relative <= kAttentionAgreement)) {
+      std::snprintf(text, sizeof(text),
+                    "its %s differ from ampc's kernels' by %.2e (relative norm)", name, relative);
+      return text;
+    }
+  }
+  return "";
 }
 
 void Executor::Impl::runAttention(const plan::AttentionStep &step) {

@@ -20,9 +20,6 @@
 
 namespace ampc::cuda {
 
-namespace {
-
-/// Decodes \p count elements of \p dtype.
 std::vector<double> decodeValues(const std::vector<uint8_t> &bytes, plan::DType dtype,
                                  size_t count) {
   std::vector<double> values(count);
@@ -59,8 +56,6 @@ std::vector<double> decodeValues(const std::vector<uint8_t> &bytes, plan::DType 
   return values;
 }
 
-/// \p values as \p dtype bytes (floats rounded to nearest even, integers
-/// truncated toward zero: callers pass whole numbers).
 std::vector<uint8_t> encodeValues(const std::vector<double> &values, plan::DType dtype) {
   std::vector<uint8_t> bytes(values.size() * plan::dtypeBytes(dtype));
   for (size_t i = 0; i < values.size(); ++i) {
@@ -93,7 +88,6 @@ std::vector<uint8_t> encodeValues(const std::vector<double> &values, plan::DType
   return bytes;
 }
 
-} // namespace
 
 //===----------------------------------------------------------------------===//
 // Metrics, host data and test hooks

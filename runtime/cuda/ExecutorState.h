@@ -107,6 +107,13 @@ struct StagingRing {
   size_t next = 0;
 };
 
+/// Decodes \p count elements of \p dtype from \p bytes.
+std::vector<double> decodeValues(const std::vector<uint8_t> &bytes, plan::DType dtype,
+                                 size_t count);
+/// \p values as \p dtype bytes (floats rounded to nearest even, integers truncated toward
+/// zero: callers pass whole numbers).
+std::vector<uint8_t> encodeValues(const std::vector<double> &values, plan::DType dtype);
+
 class Executor::Impl {
 public:
   // Construction, memory and modules (Executor.cpp).
@@ -165,9 +172,12 @@ public:
   void runAttention(const plan::AttentionStep &step);
   /// The backend's flash-attention kernels for \p step.
   void runOwnAttention(const plan::AttentionStep &step);
-  /// Fills \p step's inputs with random values, runs our kernels and cuDNN's on them and
-  /// returns the largest relative-norm difference of their outputs (chooseAttention).
-  double compareWithOurs(const plan::AttentionStep &step, const CudnnAttention &attention);
+  /// Fills \p step's inputs with random values, runs our kernels and cuDNN's on them, sets
+  /// \p difference to the largest relative-norm difference of their 16-bit outputs and returns
+  /// why cuDNN's must not be used ("" when they agree: kAttentionAgreement, and an lse within
+  /// 1e-3 of ours element by element).
+  std::string compareWithOurs(const plan::AttentionStep &step, const CudnnAttention &attention,
+                              double &difference);
   /// cuDNN's attention for \p step, with its workspace.
   void runCudnnAttention(const plan::AttentionStep &step, const CudnnAttention &attention);
 

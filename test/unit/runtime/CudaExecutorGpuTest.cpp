@@ -45,6 +45,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -232,25 +233,88 @@ TEST_P(CudaExecutorModels, EveryGroupMatchesTheCpu) {
   expectEveryGroupMatchesTheCpu(plan, executor, std::string(model) + " " + precision.mode);
 }
 
+/// Relative L2 error.
+double relativeError(const std::vector<double> &actual, const std::vector<double> &expected) {
+  double difference = 0, reference = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    difference += (actual[i] - expected[i]) * (actual[i] - expected[i]);
+    reference += expected[i] * expected[i];
+  }
+  return reference == 0 ? std::sqrt(difference) : std::sqrt(difference / reference);
+}
+
+/// An executor of \p plan whose 16-bit attention steps run cuDNN's fused attention
+/// (--attention cudnn), or null (with the reason in \p why) where cuDNN's does not run them.
+std::unique_ptr<cuda::Executor> withCudnnAttention(const plan::Plan &plan, std::string &why) {
+  cuda::ExecutorOptions options;
+  options.attentionSelection = cuda::AttentionSelection::Cudnn;
+  auto executor = std::make_unique<cuda::Executor>(plan, gpu(), options);
+  const std::vector<cuda::AttentionChoice> choices = executor->attentionChoices();
+  why = cuda::formatAttentionChoices(choices);
+  if (choices.size() != 2 || !choices[0].cudnn || !choices[1].cudnn)
+    return nullptr;
+  return executor;
+}
+
 TEST(CudaExecutorCudnnAttention, EveryGroupMatchesTheCpu) {
   REQUIRE_GPU();
-  // The tiny GPT's attention steps on cuDNN's fused attention (--attention cudnn), the other
-  // groups as always, each against the CPU backend. Skips where cuDNN does not build.
+  // The tiny GPT's attention steps on cuDNN's fused attention, the other groups as always,
+  // each against the CPU backend, in bf16 and fp16 (a precision where cuDNN's does not build
+  // is reported and skipped).
+  int ran = 0;
   for (const Precision &precision : kPrecisions) {
     if (std::string(precision.mode) == "fp32")
       continue;
     const plan::Plan plan = loadTestPlan("tiny", precision);
-    cuda::ExecutorOptions options;
-    options.attentionSelection = cuda::AttentionSelection::Cudnn;
-    cuda::Executor executor(plan, gpu(), options);
-    const std::vector<cuda::AttentionChoice> choices = executor.attentionChoices();
-    ASSERT_EQ(choices.size(), 2u) << cuda::formatAttentionChoices(choices);
-    if (!choices[0].cudnn || !choices[1].cudnn)
-      GTEST_SKIP() << "cuDNN's attention does not run here: "
-                   << cuda::formatAttentionChoices(choices);
-    expectEveryGroupMatchesTheCpu(plan, executor, std::string("tiny ") + precision.mode +
-                                                      " (cuDNN attention)");
+    std::string why;
+    std::unique_ptr<cuda::Executor> executor = withCudnnAttention(plan, why);
+    if (!executor) {
+      std::printf("tiny %s: cuDNN's attention does not run here:\n%s", precision.mode,
+                  why.c_str());
+      continue;
+    }
+    ++ran;
+    expectEveryGroupMatchesTheCpu(plan, *executor,
+                                  std::string("tiny ") + precision.mode + " (cuDNN attention)");
   }
+  if (ran == 0)
+    GTEST_SKIP() << "cuDNN's attention runs for no precision here";
+}
+
+TEST(CudaExecutorCudnnAttention, TrainsAsOurKernelsDo) {
+  REQUIRE_GPU();
+  // The tiny GPT in bf16 trained for a few optimizer steps the way the training loop runs it
+  // (CUDA graphs captured and replayed), with cuDNN's attention and with ours: the same losses
+  // and parameters, to bf16's rounding of two different attention kernels.
+  const plan::Plan plan = loadTestPlan("tiny", kPrecisions[0]);
+  std::string why;
+  std::unique_ptr<cuda::Executor> cudnn = withCudnnAttention(plan, why);
+  if (!cudnn)
+    GTEST_SKIP() << "cuDNN's attention does not run here:\n" << why;
+  cuda::ExecutorOptions ownOptions;
+  ownOptions.attentionSelection = cuda::AttentionSelection::Own;
+  cuda::Executor ours(plan, gpu(), ownOptions);
+  constexpr uint64_t kSteps = 4;
+  for (cuda::Executor *executor : {cudnn.get(), &ours})
+    executor->initializeParameters(1);
+  for (uint64_t step = 0; step < kSteps; ++step) {
+    double losses[2];
+    int side = 0;
+    for (cuda::Executor *executor : {cudnn.get(), &ours}) {
+      executor->randomizeInputs(100 + step);
+      executor->runMicroStep(trainingRun(step, kSteps));
+      executor->runOptimizerStep(trainingRun(step, kSteps));
+      losses[side++] = executor->readMetrics().loss;
+    }
+    EXPECT_NEAR(losses[0], losses[1], 2e-2 * std::fabs(losses[1])) << "step " << step;
+  }
+  EXPECT_GT(cudnn->replayedSegments(cuda::PlanFunction::MicroStep), 0u)
+      << "the micro step never ran from its CUDA graph";
+  for (const plan::Parameter &parameter : plan.parameters)
+    EXPECT_LT(relativeError(cudnn->bufferValues(parameter.buffer),
+                            ours.bufferValues(parameter.buffer)),
+              2e-2)
+        << parameter.name;
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, CudaExecutorModels,
@@ -261,15 +325,6 @@ INSTANTIATE_TEST_SUITE_P(Examples, CudaExecutorModels,
                                   std::get<1>(info.param).mode;
                          });
 
-/// Relative L2 error.
-double relativeError(const std::vector<double> &actual, const std::vector<double> &expected) {
-  double difference = 0, reference = 0;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    difference += (actual[i] - expected[i]) * (actual[i] - expected[i]);
-    reference += expected[i] * expected[i];
-  }
-  return reference == 0 ? std::sqrt(difference) : std::sqrt(difference / reference);
-}
 
 TEST(CudaExecutorTinyGpt, LossGradientsAndUpdateMatchTheCpu) {
   REQUIRE_GPU();
