@@ -209,14 +209,15 @@ phase_kernels() {
     "$here/tests/ampc_attention_bench" --iterations 1 --mma-only \
     >"$results/ncu_attention.txt" 2>&1 || status=1
   # One family at a time (a launch count over all of them would spend it on the first layers):
-  # the first two launches of each, from one eager step of gpt124m.
+  # the first two launches of each, from one eager step of gpt124m (with ampc's attention: no
+  # family here is attention, and choosing cuDNN's would only add its start-up under ncu).
   : >"$results/ncu_gpt124m.txt"
   local family
   for family in 'cross_entropy_loss_grad' 'reduction_layernorm_[0-9a-f]+$' \
     'layernorm_grad_[0-9a-f]+$' 'layernorm_grad_params' 'sum_columns' 'adamw'; do
     echo "=== $family" >>"$results/ncu_gpt124m.txt"
     timeout 90 "$ncu" "${sections[@]}" --launch-count 2 --kernel-name "regex:$family" \
-      "$here/train/gpt124m_bf16" --device cuda --steps 2 --profile=1 \
+      "$here/train/gpt124m_bf16" --device cuda --steps 2 --profile=1 --attention ampc \
       --data "$here/data/kjv_train.bin" --quiet >>"$results/ncu_gpt124m.txt" 2>&1 || status=1
   done
   if [ $status -eq 0 ]; then note kernels ok "ncu_attention.txt, ncu_gpt124m.txt"
