@@ -52,6 +52,10 @@ def main():
     if not torch.cuda.is_available():
         print("attention_torch.py: no CUDA GPU here", file=sys.stderr)
         return 2
+    # The versions behind the figures (cuDNN's is the one ampc's attention opens too, from the
+    # same wheel, when run.sh puts it on the loader's path).
+    print(f"PyTorch {torch.__version__}, CUDA {torch.version.cuda}, "
+          f"cuDNN {torch.backends.cudnn.version()}")
     backends = [("default", None)]
     kernel = getattr(getattr(torch.nn, "attention", None), "SDPBackend", None)
     if kernel is not None:
