@@ -131,10 +131,13 @@ std::string formatCudnnVersion(size_t version) {
          std::to_string(version % 100);
 }
 
-std::string cudnnAttentionVersionError(const CudnnAttentionProblem &p, size_t version) {
+std::string cudnnAttentionVersionError(const CudnnAttentionProblem &p, size_t version,
+                                       bool backward) {
   const std::string cudnn = "cuDNN " + formatCudnnVersion(version);
   if (version / 10000 != 9)
     return cudnn + " is not supported: the attention graphs are written for cuDNN 9.x";
+  if (!backward)
+    return "";
   // The frontend refuses both releases for the 16-bit backward ("known bugs").
   if (version == 91000 || version == 91001)
     return cudnn + "'s attention backward has known bugs; use cuDNN 9.10.2 or newer";
@@ -826,12 +829,13 @@ struct CudnnAttention::State {
   }
 };
 
-CudnnAttention::CudnnAttention(const CudnnAttentionProblem &problem, CUstream stream) {
+CudnnAttention::CudnnAttention(const CudnnAttentionProblem &problem, CUstream stream,
+                               Passes passes) {
   const std::string invalid = cudnnAttentionProblemError(problem);
   if (!invalid.empty())
     throw CudaError(CudaErrorKind::InvalidArgument, "cuDNN attention: " + invalid);
   const CudnnApi &api = cudnnApi();
-  const std::string unsupported = cudnnAttentionVersionError(problem, api.version);
+  const std::string unsupported = cudnnAttentionVersionError(problem, api.version, passes.backward);
   if (!unsupported.empty())
     throw CudaError(CudaErrorKind::Cudnn, unsupported);
 
@@ -849,19 +853,25 @@ CudnnAttention::CudnnAttention(const CudnnAttentionProblem &problem, CUstream st
   api.check(api.cudnnCreate(&s.handle), "cudnnCreate", "creating a cuDNN handle");
   // CUstream and cudaStream_t are the same CUstream_st pointer.
   api.check(api.cudnnSetStream(s.handle, stream), "cudnnSetStream", "creating a cuDNN handle");
-  buildForward(api, s.handle, problem, s.forward);
-  buildBackward(api, s.handle, problem, s.backward);
-  s.backwardLayout =
-      cudnnBackwardWorkspace(problem, static_cast<size_t>(s.backward.workspaceBytes));
+  if (passes.forward)
+    buildForward(api, s.handle, problem, s.forward);
+  if (passes.backward) {
+    buildBackward(api, s.handle, problem, s.backward);
+    s.backwardLayout =
+        cudnnBackwardWorkspace(problem, static_cast<size_t>(s.backward.workspaceBytes));
+  }
 }
 
 CudnnAttention::~CudnnAttention() = default;
 
 std::string CudnnAttention::description() const {
   const State &s = *state;
-  return "cuDNN " + formatCudnnVersion(s.api->version) + " (" + s.api->library +
-         "), forward engine " + std::to_string(s.forward.engineIndex) + ", backward engine " +
-         std::to_string(s.backward.engineIndex);
+  std::string text = "cuDNN " + formatCudnnVersion(s.api->version) + " (" + s.api->library + ")";
+  if (s.forward.plan)
+    text += ", forward engine " + std::to_string(s.forward.engineIndex);
+  if (s.backward.plan)
+    text += ", backward engine " + std::to_string(s.backward.engineIndex);
+  return text;
 }
 
 size_t CudnnAttention::forwardWorkspaceBytes() const {
@@ -874,6 +884,8 @@ void CudnnAttention::forward(CUdeviceptr q, CUdeviceptr k, CUdeviceptr v, CUdevi
                              CUdeviceptr lse, CUdeviceptr workspace) const {
   const State &s = *state;
   const char *doing = "running cuDNN's attention forward";
+  if (!s.forward.plan)
+    throw CudaError(CudaErrorKind::InvalidArgument, "cuDNN attention: no forward graph built");
   if (s.forward.workspaceBytes > 0 && workspace == 0)
     throw CudaError(CudaErrorKind::InvalidArgument, "cuDNN attention forward: no workspace");
   // The mask value comes last: the variant pack must name exactly the graph's tensors.
@@ -894,6 +906,8 @@ void CudnnAttention::backward(CUdeviceptr q, CUdeviceptr k, CUdeviceptr v, CUdev
                               CUdeviceptr dv, CUdeviceptr workspace) const {
   const State &s = *state;
   const char *doing = "running cuDNN's attention backward";
+  if (!s.backward.plan)
+    throw CudaError(CudaErrorKind::InvalidArgument, "cuDNN attention: no backward graph built");
   if (workspace == 0)
     throw CudaError(CudaErrorKind::InvalidArgument, "cuDNN attention backward: no workspace");
   const CudnnBackwardWorkspace &layout = s.backwardLayout;
@@ -967,7 +981,7 @@ CudnnEngineProbe probeCudnnAttention(const CudnnAttentionProblem &problem,
 
 struct CudnnAttention::State {};
 
-CudnnAttention::CudnnAttention(const CudnnAttentionProblem &problem, CUstream) {
+CudnnAttention::CudnnAttention(const CudnnAttentionProblem &problem, CUstream, Passes) {
   const std::string invalid = cudnnAttentionProblemError(problem);
   if (!invalid.empty())
     throw CudaError(CudaErrorKind::InvalidArgument, "cuDNN attention: " + invalid);

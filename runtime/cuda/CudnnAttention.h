@@ -68,9 +68,10 @@ struct CudnnAttentionProblem {
 std::string cudnnAttentionProblemError(const CudnnAttentionProblem &problem);
 
 /// Why cuDNN \p version (as cudnnGetVersion() returns it: 91900 for 9.19.0) must not run
-/// \p problem (not a 9.x library, or a release with a known bug on this shape), or "". The
-/// constructor throws CudaError(Cudnn) with this message.
-std::string cudnnAttentionVersionError(const CudnnAttentionProblem &problem, size_t version);
+/// \p problem (not a 9.x library, or, with \p backward, a release whose backward has a known
+/// bug on this shape), or "". The constructor throws CudaError(Cudnn) with this message.
+std::string cudnnAttentionVersionError(const CudnnAttentionProblem &problem, size_t version,
+                                       bool backward = true);
 
 /// A cudnnGetVersion() number as "major.minor.patch": 91900 -> "9.19.0" (8907 -> "8.9.7").
 std::string formatCudnnVersion(size_t version);
@@ -114,10 +115,18 @@ CudnnEngineProbe probeCudnnAttention(const CudnnAttentionProblem &problem,
 /// The forward and backward of one attention problem, built and finalized by cuDNN.
 class CudnnAttention {
 public:
+  /// Which graphs to build.
+  struct Passes {
+    bool forward = true, backward = true;
+  };
+
   /// Opens cuDNN (once a process), creates a handle on \p stream (the current context must be
-  /// the device's primary context), builds both graphs and picks an engine for each by cuDNN's
-  /// heuristics (the first that finalizes). Throws CudaError(Cudnn) when any of it fails.
-  CudnnAttention(const CudnnAttentionProblem &problem, CUstream stream);
+  /// the device's primary context), builds the graphs of \p passes and picks an engine for each
+  /// by cuDNN's heuristics (the first that finalizes). Throws CudaError(Cudnn) when any of it
+  /// fails.
+  CudnnAttention(const CudnnAttentionProblem &problem, CUstream stream, Passes passes);
+  CudnnAttention(const CudnnAttentionProblem &problem, CUstream stream)
+      : CudnnAttention(problem, stream, Passes()) {}
   ~CudnnAttention();
   CudnnAttention(const CudnnAttention &) = delete;
   CudnnAttention &operator=(const CudnnAttention &) = delete;
@@ -128,7 +137,8 @@ public:
   size_t backwardWorkspaceBytes() const;
 
   /// Enqueues the forward on the stream: o and lse from q, k, v. \p workspace holds
-  /// forwardWorkspaceBytes() (may be 0 when that is 0).
+  /// forwardWorkspaceBytes() (may be 0 when that is 0). CudaError(InvalidArgument) when the
+  /// forward was not built (likewise the backward).
   void forward(CUdeviceptr q, CUdeviceptr k, CUdeviceptr v, CUdeviceptr o, CUdeviceptr lse,
                CUdeviceptr workspace) const;
   /// Enqueues the backward: dq, dk, dv (overwritten) from q, k, v, the forward's o and lse,

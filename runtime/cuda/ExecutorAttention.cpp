@@ -155,6 +155,7 @@ void Executor::Impl::chooseAttention() {
   };
   std::vector<Pass> passes;
   std::map<std::string, CudnnAttentionProblem> problems;
+  std::map<std::string, CudnnAttention::Passes> needed; // which graphs each problem needs
   for (const FunctionState *f : {&micro, &optimizer})
     for (const plan::DeviceGroup &group : f->program->groups)
       for (const plan::DeviceStep &deviceStep : group.steps) {
@@ -181,6 +182,9 @@ void Executor::Impl::chooseAttention() {
         p.o = p.dO = stridesOf(step->oLayout);
         const std::string key = problemKey(p);
         problems.emplace(key, p);
+        CudnnAttention::Passes &graphs =
+            needed.emplace(key, CudnnAttention::Passes{false, false}).first->second;
+        (step->pass == plan::AttentionPass::Forward ? graphs.forward : graphs.backward) = true;
         auto found = std::find_if(passes.begin(), passes.end(), [&](const Pass &each) {
           return each.problem == key && each.pass == step->pass;
         });
@@ -213,7 +217,7 @@ void Executor::Impl::chooseAttention() {
     try {
       // cuDNN's handle takes the context current on this thread.
       device.makeCurrent();
-      auto attention = std::make_unique<CudnnAttention>(problem, device.stream());
+      auto attention = std::make_unique<CudnnAttention>(problem, device.stream(), needed[key]);
       workspaceBytes = std::max({workspaceBytes, attention->forwardWorkspaceBytes(),
                                  attention->backwardWorkspaceBytes()});
       cudnnProblems[key] = std::move(attention);
@@ -327,25 +331,24 @@ void Executor::Impl::chooseAttention() {
   }
   device.synchronize("choosing each attention step's implementation");
 
-  // Keep only what the chosen passes use: cuDNN's graphs and the workspace they need.
+  // Keep only what the chosen passes use: cuDNN's graphs, and the workspace their passes need
+  // (a backward's holds its f32 dQ accumulator; a problem whose backward stays ours needs none).
   std::set<const CudnnAttention *> used;
-  for (const auto &entry : cudnnSteps)
-    used.insert(entry.second);
-  size_t needed = 0;
-  for (auto it = cudnnProblems.begin(); it != cudnnProblems.end();) {
-    if (!used.count(it->second.get())) {
-      it = cudnnProblems.erase(it);
-      continue;
-    }
-    needed = std::max({needed, it->second->forwardWorkspaceBytes(),
-                       it->second->backwardWorkspaceBytes()});
-    ++it;
+  size_t neededBytes = 0;
+  for (const auto &[step, attention] : cudnnSteps) {
+    used.insert(attention);
+    neededBytes = std::max(neededBytes, step->pass == plan::AttentionPass::Forward
+                                            ? attention->forwardWorkspaceBytes()
+                                            : attention->backwardWorkspaceBytes());
   }
+  for (auto it = cudnnProblems.begin(); it != cudnnProblems.end();)
+    it = used.count(it->second.get()) ? std::next(it) : cudnnProblems.erase(it);
   if (cudnnProblems.empty()) {
     cudnnWorkspace = DeviceAllocation();
-  } else if (needed < cudnnWorkspace.bytes()) {
+  } else if (std::max<size_t>(neededBytes, 256) < cudnnWorkspace.bytes()) {
     cudnnWorkspace = DeviceAllocation();
-    cudnnWorkspace = device.allocate(std::max<size_t>(needed, 256), "cuDNN's attention workspace");
+    cudnnWorkspace =
+        device.allocate(std::max<size_t>(neededBytes, 256), "cuDNN's attention workspace");
   }
 }
 

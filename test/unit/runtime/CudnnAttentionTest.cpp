@@ -129,6 +129,12 @@ TEST(CudnnAttentionVersion, ReleasesWithBackwardBugsAreRefused) {
             "cuDNN 9.10.0's attention backward has known bugs; use cuDNN 9.10.2 or newer");
   EXPECT_NE(cudnnAttentionVersionError(gptProblem(), 91001), "");
   EXPECT_EQ(cudnnAttentionVersionError(gptProblem(), 91002), "");
+  // A forward alone is not refused for the backward's bugs.
+  EXPECT_EQ(cudnnAttentionVersionError(gptProblem(), 91000, /*backward=*/false), "");
+  CudnnAttentionProblem shortKeys = gptProblem();
+  shortKeys.queries = shortKeys.keys = 100;
+  EXPECT_NE(cudnnAttentionVersionError(shortKeys, 91500), "");
+  EXPECT_EQ(cudnnAttentionVersionError(shortKeys, 91500, /*backward=*/false), "");
 }
 
 TEST(CudnnAttentionVersion, KeysNotAMultipleOf128NeedCudnn9151) {
