@@ -9,8 +9,10 @@
 //    small metrics block and the run scalars), one arena of the larger function's size (the
 //    micro step and the optimizer step never run at the same time, so they
 //    share it), one scratch region of the larger size, and cuBLASLt's
-//    workspace. Before allocating, the executor checks that all of it fits
-//    in free memory and says how much is needed and how much is free;
+//    workspace (and cuDNN's, where attention steps run cuDNN's fused
+//    attention: ExecutorAttention.cpp). Before allocating, the executor checks
+//    that the plan's part fits in free memory and says how much is needed and
+//    how much is free;
 //  * modules: every module's cubin for the GPU's architecture, else its PTX;
 //  * a function (micro step, optimizer step) runs its groups in order on the
 //    device's stream with no host synchronisation. Values that change per
