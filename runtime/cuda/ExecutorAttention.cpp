@@ -5,11 +5,11 @@
 // attention (CudnnAttention.h), opened at run time. Which one is measured, not assumed: while
 // the executor is built, each distinct problem (shapes, masking, scale, storage type, operand
 // layouts) and pass (forward, backward) runs both on the step's own buffers, filled with random
-// values: cuDNN's outputs must be ours to kAttentionAgreement, and then each runs a warm-up and
-// kTimedRuns runs between CUDA events, and the faster is kept (the median run). Where
-// cuDNN is missing, refuses the problem or fails, the step keeps our kernels and the choice
-// says why. Both read and write the plan's buffers in the same layouts and the same lse, so a
-// forward of one and a backward of the other agree.
+// values: cuDNN's outputs must be ours to kAttentionAgreement, and then each is timed (runs
+// queued back to back between CUDA events, the median of kTimedRuns) and the faster is kept.
+// Where cuDNN is missing, refuses the problem or fails, the step keeps our kernels and the
+// choice says why. Both read and write the plan's buffers in the same layouts and the same lse,
+// so a forward of one and a backward of the other agree.
 //
 // cuDNN drives the GPU through the system's libcuda, so it is only tried on a Device that uses
 // it too (not over a test's stand-in driver, whose streams and memory it cannot see).
@@ -49,8 +49,8 @@ const char *passName(plan::AttentionPass pass) {
 std::string describeProblem(const CudnnAttentionProblem &p) {
   return "[B " + std::to_string(p.batch) + ", H " + std::to_string(p.heads) + ", T " +
          std::to_string(p.queries) + ", S " + std::to_string(p.keys) + ", D " +
-         std::to_string(p.headDim) + (p.causal ? ", causal, " : ", ") +
-         plan::dtypeName(p.type) + "]";
+         std::to_string(p.headDim) + (p.causal ? ", causal, " : ", ") + plan::dtypeName(p.type) +
+         "]";
 }
 
 /// The problem and its layouts: every field, so that steps share a CudnnAttention only when
@@ -125,14 +125,7 @@ std::string formatAttentionChoices(const std::vector<AttentionChoice> &choices) 
 void Executor::Impl::chooseAttention() {
   if (options.attentionSelection == AttentionSelection::Own)
     return;
-  // What running a step may overwrite before the run starts (as for the matmuls' timing):
-  // values of the step and the state, which resetState zeroes after this.
-  auto writable = [&](uint32_t buffer) {
-    if (buffer == kNoBuffer)
-      return true;
-    const plan::BufferRole role = plan.buffers[buffer].role;
-    return role == plan::BufferRole::Temporary || role == plan::BufferRole::State;
-  };
+  auto writable = [&](uint32_t buffer) { return writableWhileBuilding(buffer); };
   // The 16-bit steps by problem, then pass; in program order.
   struct Pass {
     std::string problem;
@@ -143,15 +136,13 @@ void Executor::Impl::chooseAttention() {
   };
   auto operandsAligned = [&](const plan::AttentionStep &step) {
     const std::pair<uint32_t, const plan::AttentionLayout *> operands[] = {
-        {step.q, &step.qLayout},  {step.k, &step.kLayout},   {step.v, &step.vLayout},
+        {step.q, &step.qLayout},   {step.k, &step.kLayout},    {step.v, &step.vLayout},
         {step.out, &step.oLayout}, {step.dOut, &step.oLayout}, {step.dq, &step.qLayout},
-        {step.dk, &step.kLayout}, {step.dv, &step.vLayout}};
+        {step.dk, &step.kLayout},  {step.dv, &step.vLayout}};
     for (const auto &[buffer, layout] : operands)
-      if (buffer != kNoBuffer && (address(buffer) + layout->offset) % 16 != 0)
+      if (buffer != kNoBuffer && attentionOperand(buffer, *layout) % 16 != 0)
         return false;
-    const CUdeviceptr lse =
-        step.lse != kNoBuffer ? address(step.lse) : scratch.pointer() + step.lseOffset;
-    return lse % 16 == 0;
+    return attentionLse(step) % 16 == 0;
   };
   std::vector<Pass> passes;
   std::map<std::string, CudnnAttentionProblem> problems;
@@ -206,6 +197,14 @@ void Executor::Impl::chooseAttention() {
   if (passes.empty())
     return;
 
+  // A pass's choice, named "forward [B .., H .., ...]", before it is made.
+  auto choiceFor = [&](const Pass &pass) {
+    AttentionChoice choice;
+    choice.problem =
+        std::string(passName(pass.pass)) + " " + describeProblem(problems[pass.problem]);
+    return choice;
+  };
+
   // cuDNN's graphs for every distinct problem, and why not where they do not build.
   std::map<std::string, std::string> unavailable;
   size_t workspaceBytes = 0;
@@ -227,8 +226,8 @@ void Executor::Impl::chooseAttention() {
   }
   if (!cudnnProblems.empty()) {
     try {
-      cudnnWorkspace = device.allocate(std::max<size_t>(workspaceBytes, 256),
-                                       "cuDNN's attention workspace");
+      cudnnWorkspace =
+          device.allocate(std::max<size_t>(workspaceBytes, 256), "cuDNN's attention workspace");
     } catch (const CudaError &error) {
       for (const auto &entry : cudnnProblems)
         unavailable[entry.first] = firstLine(error.what());
@@ -238,8 +237,7 @@ void Executor::Impl::chooseAttention() {
   if (cudnnProblems.empty()) {
     // Nothing to compare or time: every pass keeps our kernels, and the device sees no work.
     for (const Pass &pass : passes) {
-      AttentionChoice choice;
-      choice.problem = std::string(passName(pass.pass)) + " " + describeProblem(problems[pass.problem]);
+      AttentionChoice choice = choiceFor(pass);
       choice.why = unavailable[pass.problem];
       attentionChoices.push_back(choice);
     }
@@ -267,8 +265,7 @@ void Executor::Impl::chooseAttention() {
   };
   const bool timed = options.attentionSelection == AttentionSelection::Timed;
   for (const Pass &pass : passes) {
-    AttentionChoice choice;
-    choice.problem = std::string(passName(pass.pass)) + " " + describeProblem(problems[pass.problem]);
+    AttentionChoice choice = choiceFor(pass);
     auto built = cudnnProblems.find(pass.problem);
     if (built == cudnnProblems.end()) {
       choice.why = unavailable[pass.problem];
@@ -353,8 +350,7 @@ void Executor::Impl::chooseAttention() {
 }
 
 std::string Executor::Impl::compareWithOurs(const plan::AttentionStep &step,
-                                            const CudnnAttention &attention,
-                                            double &difference) {
+                                            const CudnnAttention &attention, double &difference) {
   const bool forward = step.pass == plan::AttentionPass::Forward;
   // Inputs of unit scale, uploaded a chunk at a time. A backward's o and lse need not come from
   // a forward: both implementations compute the same function of them (lse near log S keeps
@@ -366,7 +362,8 @@ std::string Executor::Impl::compareWithOurs(const plan::AttentionStep &step,
       return;
     std::uniform_real_distribution<double> uniform(low, high);
     const plan::Buffer &b = plan.buffers[buffer];
-    const size_t count = static_cast<size_t>(plan::numElements(b)), width = plan::dtypeBytes(b.dtype);
+    const size_t count = static_cast<size_t>(plan::numElements(b)),
+                 width = plan::dtypeBytes(b.dtype);
     for (size_t first = 0; first < count; first += kCompareChunk) {
       std::vector<double> values(std::min(kCompareChunk, count - first));
       for (double &value : values)
@@ -402,19 +399,15 @@ std::string Executor::Impl::compareWithOurs(const plan::AttentionStep &step,
   for (size_t i = 0; i < outputs.size(); ++i) {
     const plan::Buffer &b = plan.buffers[outputs[i]];
     const std::vector<uint8_t> theirs = download(outputs[i]);
-    const size_t count = static_cast<size_t>(plan::numElements(b)), width = plan::dtypeBytes(b.dtype);
+    const size_t count = static_cast<size_t>(plan::numElements(b)),
+                 width = plan::dtypeBytes(b.dtype);
     // The 16-bit outputs by relative norm; the f32 lse, which the other side's backward may
     // read, element by element.
     double squaredError = 0, squaredNorm = 0, lseError = 0;
     for (size_t first = 0; first < count; first += kCompareChunk) {
       const size_t n = std::min(kCompareChunk, count - first);
-      const std::vector<double> a = decodeValues(
-          std::vector<uint8_t>(theirs.begin() + first * width, theirs.begin() + (first + n) * width),
-          b.dtype, n);
-      const std::vector<double> e = decodeValues(
-          std::vector<uint8_t>(ours[i].begin() + first * width,
-                               ours[i].begin() + (first + n) * width),
-          b.dtype, n);
+      const std::vector<double> a = decodeValues(theirs.data() + first * width, b.dtype, n);
+      const std::vector<double> e = decodeValues(ours[i].data() + first * width, b.dtype, n);
       for (size_t j = 0; j < n; ++j) {
         squaredError += (a[j] - e[j]) * (a[j] - e[j]);
         squaredNorm += e[j] * e[j];
@@ -423,9 +416,7 @@ std::string Executor::Impl::compareWithOurs(const plan::AttentionStep &step,
           lseError = INFINITY;
       }
     }
-    const char *name = outputs[i] == step.lse ? "lse"
-                       : forward              ? "o"
-                                              : "dq, dk, dv";
+    const char *name = outputs[i] == step.lse ? "lse" : forward ? "o" : "dq, dk, dv";
     char text[160];
     if (b.dtype == plan::DType::F32) {
       if (!(lseError <= kLseAgreement)) {
@@ -458,13 +449,12 @@ void Executor::Impl::runAttention(const plan::AttentionStep &step) {
 
 void Executor::Impl::runCudnnAttention(const plan::AttentionStep &step,
                                        const CudnnAttention &attention) {
-  auto at = [&](uint32_t buffer, const plan::AttentionLayout &layout) -> CUdeviceptr {
-    return address(buffer) + layout.offset;
+  auto at = [&](uint32_t buffer, const plan::AttentionLayout &layout) {
+    return attentionOperand(buffer, layout);
   };
   const CUdeviceptr q = at(step.q, step.qLayout), k = at(step.k, step.kLayout),
                     v = at(step.v, step.vLayout), o = at(step.out, step.oLayout);
-  const CUdeviceptr lse =
-      step.lse != plan::kNoBuffer ? address(step.lse) : scratch.pointer() + step.lseOffset;
+  const CUdeviceptr lse = attentionLse(step);
   if (step.pass == plan::AttentionPass::Forward) {
     attention.forward(q, k, v, o, lse, cudnnWorkspace.pointer());
     return;
@@ -484,15 +474,14 @@ void Executor::Impl::runOwnAttention(const plan::AttentionStep &step) {
       static_cast<unsigned>((step.queries + rowsPerBlock - 1) / rowsPerBlock);
   // Each operand's pointer is at its first element (its layout's byte offset); the kernels
   // find every row from the strides in the layout argument.
-  auto at = [&](uint32_t buffer, const plan::AttentionLayout &layout) -> CUdeviceptr {
-    return address(buffer) + layout.offset;
+  auto at = [&](uint32_t buffer, const plan::AttentionLayout &layout) {
+    return attentionOperand(buffer, layout);
   };
   CUdeviceptr q = at(step.q, step.qLayout), k = at(step.k, step.kLayout),
               v = at(step.v, step.vLayout);
   // The row log-sum-exp: the forward's lse buffer (written by a forward, read by a backward that
   // uses the saved forward), or scratch.
-  CUdeviceptr lse =
-      step.lse != plan::kNoBuffer ? address(step.lse) : scratch.pointer() + step.lseOffset;
+  CUdeviceptr lse = attentionLse(step);
   LaunchConfig tiles;
   tiles.block[0] = 128;
   tiles.grid[0] = queryTiles;

@@ -20,34 +20,33 @@
 
 namespace ampc::cuda {
 
-std::vector<double> decodeValues(const std::vector<uint8_t> &bytes, plan::DType dtype,
-                                 size_t count) {
+std::vector<double> decodeValues(const uint8_t *bytes, plan::DType dtype, size_t count) {
   std::vector<double> values(count);
   for (size_t i = 0; i < count; ++i) {
     switch (dtype) {
     case plan::DType::F32: {
       float value;
-      std::memcpy(&value, bytes.data() + 4 * i, 4);
+      std::memcpy(&value, bytes + 4 * i, 4);
       values[i] = value;
       break;
     }
     case plan::DType::BF16:
     case plan::DType::F16: {
       uint16_t bits;
-      std::memcpy(&bits, bytes.data() + 2 * i, 2);
+      std::memcpy(&bits, bytes + 2 * i, 2);
       values[i] = dtype == plan::DType::BF16 ? numerics::bf16BitsToFloat(bits)
                                              : numerics::f16BitsToFloat(bits);
       break;
     }
     case plan::DType::I32: {
       int32_t value;
-      std::memcpy(&value, bytes.data() + 4 * i, 4);
+      std::memcpy(&value, bytes + 4 * i, 4);
       values[i] = value;
       break;
     }
     case plan::DType::I64: {
       int64_t value;
-      std::memcpy(&value, bytes.data() + 8 * i, 8);
+      std::memcpy(&value, bytes + 8 * i, 8);
       values[i] = static_cast<double>(value);
       break;
     }
@@ -88,15 +87,13 @@ std::vector<uint8_t> encodeValues(const std::vector<double> &values, plan::DType
   return bytes;
 }
 
-
 //===----------------------------------------------------------------------===//
 // Metrics, host data and test hooks
 //===----------------------------------------------------------------------===//
 
 /// One scalar of \p dtype at \p bytes.
 double Executor::Impl::scalarAt(const uint8_t *bytes, plan::DType dtype) {
-  std::vector<uint8_t> copy(bytes, bytes + plan::dtypeBytes(dtype));
-  return decodeValues(copy, dtype, 1)[0];
+  return decodeValues(bytes, dtype, 1)[0];
 }
 
 StepMetrics Executor::Impl::readMetrics() {
@@ -334,10 +331,9 @@ void Executor::Impl::setInput(const std::string &name, const void *data, size_t 
                               " " + plan::shapeToString(buffer.shape) + ") needs " +
                               std::to_string(expected) + " bytes, got " + std::to_string(bytes));
   if (found->bound > 0 && plan::isIntegerDType(buffer.dtype)) {
-    const std::vector<uint8_t> raw(static_cast<const uint8_t *>(data),
-                                   static_cast<const uint8_t *>(data) + bytes);
     const std::vector<double> values =
-        decodeValues(raw, buffer.dtype, static_cast<size_t>(plan::numElements(buffer)));
+        decodeValues(static_cast<const uint8_t *>(data), buffer.dtype,
+                     static_cast<size_t>(plan::numElements(buffer)));
     for (size_t i = 0; i < values.size(); ++i)
       if (values[i] < 0 || values[i] >= static_cast<double>(found->bound))
         throw cpu::ExecutionError("setInput: input '" + name + "' has value " +
@@ -384,7 +380,7 @@ std::vector<double> Executor::Impl::bufferValues(uint32_t buffer) {
   const plan::Buffer &b = plan.buffers[buffer];
   std::vector<uint8_t> bytes(bufferBytes(b));
   device.copyToHost(bytes.data(), address(buffer), bytes.size());
-  return decodeValues(bytes, b.dtype, static_cast<size_t>(plan::numElements(b)));
+  return decodeValues(bytes.data(), b.dtype, static_cast<size_t>(plan::numElements(b)));
 }
 
 void Executor::Impl::setBufferValues(uint32_t buffer, const std::vector<double> &values) {

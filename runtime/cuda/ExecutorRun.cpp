@@ -189,23 +189,17 @@ void Executor::Impl::runMatmul(const plan::MatmulStep &step) {
 }
 
 void Executor::Impl::chooseMatmulAlgorithms() {
-  // What timing may overwrite: values of the step (temporaries, rewritten before they are read)
-  // and the state, which resetState zeroes after this. (A dgelu epilogue only reads its aux.)
-  auto writable = [&](uint32_t buffer) {
-    if (buffer == kNoBuffer)
-      return true;
-    const plan::BufferRole role = plan.buffers[buffer].role;
-    return role == plan::BufferRole::Temporary || role == plan::BufferRole::State;
-  };
   for (const FunctionState *f : {&micro, &optimizer})
     for (size_t g = 0; g < f->program->groups.size(); ++g)
       for (size_t s = 0; s < f->program->groups[g].steps.size(); ++s) {
         const auto *mm = std::get_if<plan::MatmulStep>(&f->program->groups[g].steps[s]);
         if (!mm)
           continue;
-        const bool timed = options.matmulSelection == MatmulSelection::Timed && writable(mm->d) &&
-                           (mm->epilogue == plan::Epilogue::DGelu || writable(mm->aux)) &&
-                           (mm->epilogue != plan::Epilogue::BGradB || writable(mm->bias));
+        // (A dgelu epilogue only reads its aux.)
+        const bool timed =
+            options.matmulSelection == MatmulSelection::Timed && writableWhileBuilding(mm->d) &&
+            (mm->epilogue == plan::Epilogue::DGelu || writableWhileBuilding(mm->aux)) &&
+            (mm->epilogue != plan::Epilogue::BGradB || writableWhileBuilding(mm->bias));
         const auto [desc, operands] = matmulCall(*mm);
         try {
           matmul->prepare(desc, operands,

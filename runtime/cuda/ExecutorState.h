@@ -108,8 +108,7 @@ struct StagingRing {
 };
 
 /// Decodes \p count elements of \p dtype from \p bytes.
-std::vector<double> decodeValues(const std::vector<uint8_t> &bytes, plan::DType dtype,
-                                 size_t count);
+std::vector<double> decodeValues(const uint8_t *bytes, plan::DType dtype, size_t count);
 /// \p values as \p dtype bytes (floats rounded to nearest even, integers truncated toward
 /// zero: callers pass whole numbers).
 std::vector<uint8_t> encodeValues(const std::vector<double> &values, plan::DType dtype);
@@ -147,6 +146,23 @@ public:
 
   CUdeviceptr address(uint32_t buffer) const {
     return buffer == kNoBuffer ? 0 : addresses.buffers.at(buffer);
+  }
+  /// An attention operand's first element: its buffer at its layout's byte offset.
+  CUdeviceptr attentionOperand(uint32_t buffer, const plan::AttentionLayout &layout) const {
+    return address(buffer) + layout.offset;
+  }
+  /// An attention step's row log-sum-exp: its lse buffer, or scratch where it has none.
+  CUdeviceptr attentionLse(const plan::AttentionStep &step) const {
+    return step.lse != kNoBuffer ? address(step.lse) : scratch.pointer() + step.lseOffset;
+  }
+  /// Whether running a step while the executor is built (to time or compare it) may write
+  /// \p buffer: none, a value of the step, or the state, which resetState zeroes after.
+  /// Parameters, inputs and constants keep their values.
+  bool writableWhileBuilding(uint32_t buffer) const {
+    if (buffer == kNoBuffer)
+      return true;
+    const plan::BufferRole role = plan.buffers[buffer].role;
+    return role == plan::BufferRole::Temporary || role == plan::BufferRole::State;
   }
 
   /// The cuBLASLt problem and pointers of \p step.
