@@ -180,6 +180,21 @@ double medianMilliseconds(cuda::Device &device, int iterations, Launch launch) {
   return times[times.size() / 2];
 }
 
+/// A new device allocation holding \p bytes.
+cuda::DeviceAllocation uploaded(cuda::Device &device, const std::vector<char> &bytes,
+                                const char *what) {
+  cuda::DeviceAllocation allocation = device.allocate(bytes.size(), what);
+  device.copyToDevice(allocation.pointer(), bytes.data(), bytes.size());
+  return allocation;
+}
+
+/// The bytes of \p allocation (waits for the stream).
+std::vector<char> downloaded(cuda::Device &device, const cuda::DeviceAllocation &allocation) {
+  std::vector<char> bytes(allocation.bytes());
+  device.copyToHost(bytes.data(), allocation.pointer(), bytes.size());
+  return bytes;
+}
+
 struct Outputs {
   std::vector<char> o, dq, dk, dv;
 };
@@ -241,9 +256,7 @@ Run runShape(cuda::Device &device, cuda::Module &module, bool tensorCores, bool 
   const size_t elements = qBytes.size() / 2;
   const size_t rows = elements / shape.headDim;
   auto upload = [&](const std::vector<char> &bytes, const char *what) {
-    cuda::DeviceAllocation allocation = device.allocate(bytes.size(), what);
-    device.copyToDevice(allocation.pointer(), bytes.data(), bytes.size());
-    return allocation;
+    return uploaded(device, bytes, what);
   };
   // Head-major: one buffer per operand. Packed: q, k, v (and dq, dk, dv) in the first buffer,
   // H D elements apart; the other two unused.
@@ -305,9 +318,7 @@ Run runShape(cuda::Device &device, cuda::Module &module, bool tensorCores, bool 
     forward.launch(forwardTiles, {&qp, &kp, &vp, &op, &lsep, &queries, &keys, &scale, &layout});
   });
   auto download = [&](const cuda::DeviceAllocation &allocation) {
-    std::vector<char> bytes(allocation.bytes());
-    device.copyToHost(bytes.data(), allocation.pointer(), bytes.size());
-    return bytes;
+    return downloaded(device, allocation);
   };
   if (tensorCores && !packed && shape.headDim == 64) {
     // The one-tile forward (64-key tiles) into buffers of its own.
@@ -431,9 +442,7 @@ CudnnRun runCudnn(cuda::Device &device, const Shape &shape, const std::vector<ch
     relayout(shape, 3, part, *parts[part], qkv, true);
   relayout(shape, 1, 0, dyBytes, dyLaid, true);
   auto upload = [&](const std::vector<char> &bytes, const char *what) {
-    cuda::DeviceAllocation allocation = device.allocate(bytes.size(), what);
-    device.copyToDevice(allocation.pointer(), bytes.data(), bytes.size());
-    return allocation;
+    return uploaded(device, bytes, what);
   };
   cuda::DeviceAllocation q = upload(qkv, "q, k, v"), dy = upload(dyLaid, "dO");
   cuda::DeviceAllocation o = device.allocate(elements * 2, "o"),
@@ -458,9 +467,7 @@ CudnnRun runCudnn(cuda::Device &device, const Shape &shape, const std::vector<ch
   }
   device.synchronize("running cuDNN's attention");
   auto download = [&](const cuda::DeviceAllocation &allocation) {
-    std::vector<char> bytes(allocation.bytes());
-    device.copyToHost(bytes.data(), allocation.pointer(), bytes.size());
-    return bytes;
+    return downloaded(device, allocation);
   };
   run.outputs = unpackOutputs(shape, elements, download(o), download(dqkv));
   return run;
