@@ -148,12 +148,9 @@ GradientBuilder::operandGradients(Operation *op, llvm::ArrayRef<Value> resultGra
             grads[0] = b.create<NegOp>(loc, g);
             return success();
           })
-          .Case([&](ReluOp relu) {
-            grads[0] = b.create<ReluGradOp>(loc, relu.getInput(), g);
-            return success();
-          })
-          .Case([&](SiluOp silu) {
-            grads[0] = b.create<SiluGradOp>(loc, silu.getInput(), g);
+          // Every activation names its own gradient op (Graph_Activation in GraphOps.td).
+          .Case([&](ActivationOpInterface activation) {
+            grads[0] = activation.createGradient(b, g);
             return success();
           })
           .Case([&](GeluOp gelu) {

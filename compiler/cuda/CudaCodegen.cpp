@@ -30,6 +30,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -171,38 +172,52 @@ std::string describeOp(Operation *op) {
 
 namespace {
 
+/// The namespace of the elementwise opcodes' scalar math (runtime/numerics/Elementwise.h), as
+/// generated kernels name it.
+constexpr const char *kScalarMath = "numerics::ops::";
+
+bool mentions(const std::string &code, const char *name) {
+  return code.find(name) != std::string::npos;
+}
+
+/// Whether \p code names anything of runtime/numerics but the scalar math (the random numbers
+/// of Philox.h, or what a preamble declares there).
+bool mentionsOtherNumerics(const std::string &code) {
+  for (size_t at = code.find("numerics::"); at != std::string::npos;
+       at = code.find("numerics::", at + 1))
+    if (code.compare(at, std::strlen(kScalarMath), kScalarMath) != 0)
+      return true;
+  return false;
+}
+
+/// numerics::ops::<name>::apply over \p in, the f32 values of an op's operands.
+std::string scalarCall(const char *name, const std::vector<std::string> &in) {
+  std::string call = std::string(kScalarMath) + name + "::apply(";
+  for (size_t i = 0; i < in.size(); ++i)
+    call += (i ? ", " : "") + in[i];
+  return call + ")";
+}
+
 /// The f32 expression of an elementwise op over its operands' f32 values.
 std::string elementwiseExpression(Operation *op, const std::vector<std::string> &in,
                                   const std::string &index, KernelWriter &writer) {
   return llvm::TypeSwitch<Operation *, std::string>(op)
-      .Case([&](AddOp) { return in[0] + " + " + in[1]; })
-      .Case([&](SubOp) { return in[0] + " - " + in[1]; })
-      .Case([&](MulOp) { return in[0] + " * " + in[1]; })
-      .Case([&](DivOp) { return in[0] + " / " + in[1]; })
-      .Case([&](NegOp) { return "-" + in[0]; })
-      // max(x, 0) keeping NaN, as the CPU backend (and PyTorch) do.
-      .Case([&](ReluOp) {
-        return "(" + in[0] + " > 0.0f || " + in[0] + " != " + in[0] + " ? " + in[0] + " : 0.0f)";
-      })
-      .Case([&](SiluOp) { return in[0] + " / (1.0f + expf(-" + in[0] + "))"; })
-      .Case([&](TanhOp) { return "tanhf(" + in[0] + ")"; })
-      .Case([&](ExpOp) { return "expf(" + in[0] + ")"; })
-      .Case([&](LogOp) { return "logf(" + in[0] + ")"; })
-      .Case([&](SqrtOp) { return "sqrtf(" + in[0] + ")"; })
-      .Case([&](RsqrtOp) { return "1.0f / sqrtf(" + in[0] + ")"; })
+  // Each elementwise opcode's element is numerics::ops::Name::apply (Elementwise.h), the
+  // function the CPU backend maps over its arrays.
+#define AMPC_BINARY_OP(Name, ...)                                                                  \
+  .Case([&](Name##Op) { return scalarCall(#Name, in); })
+#define AMPC_UNARY_OP(Name, ...) AMPC_BINARY_OP(Name)
+#define AMPC_UNARY_GRAD_OP(Name, ...) AMPC_BINARY_OP(Name)
+#include "runtime/plan/OpCodes.def"
       .Case([&](GeluOp gelu) {
-        const std::string &x = in[0];
-        if (gelu.getApproximation() == GeluApproximation::erf)
-          return "0.5f * " + x + " * (1.0f + erff(" + x + " * 0.707106781f))";
-        return "0.5f * " + x + " * (1.0f + tanhf(0.797884561f * (" + x + " + 0.044715f * " + x +
-               " * " + x + " * " + x + ")))";
+        return scalarCall(gelu.getApproximation() == GeluApproximation::erf ? "GeluErf"
+                                                                            : "GeluTanh",
+                          in);
       })
-      .Case([&](ReluGradOp) { return in[1] + " * (" + in[0] + " > 0.0f ? 1.0f : 0.0f)"; })
-      .Case([&](SiluGradOp) { return "siluGrad(" + in[0] + ", " + in[1] + ")"; })
       .Case([&](GeluGradOp grad) {
-        return std::string(grad.getApproximation() == GeluApproximation::erf ? "geluErfGrad("
-                                                                             : "geluTanhGrad(") +
-               in[0] + ", " + in[1] + ")";
+        return scalarCall(grad.getApproximation() == GeluApproximation::erf ? "GeluErfGrad"
+                                                                            : "GeluTanhGrad",
+                          in);
       })
       .Case([&](DropoutOp dropout) {
         // Kept iff uniform01(seed, step, stream, e) >= p, then scaled by 1 / (1 - p).
@@ -267,10 +282,7 @@ std::string KernelWriter::element(Value value, const std::string &index, Scope &
                rawLoad(embedding.getTable(), row + " * " + std::to_string(width) + "ll + (" +
                                                  index + ") % " + std::to_string(width) + "ll") +
                ") : __int_as_float(0x7fffffff);");
-  } else if (op->getNumResults() == 1 &&
-             llvm::isa<AddOp, SubOp, MulOp, DivOp, NegOp, ReluOp, SiluOp, TanhOp, ExpOp, LogOp,
-                       SqrtOp, RsqrtOp, GeluOp, ReluGradOp, SiluGradOp, GeluGradOp, DropoutOp,
-                       CastOp>(op)) {
+  } else if (op->getNumResults() == 1 && op->hasTrait<graph::ElementwiseKernel>()) {
     const Shape shape = shapeOf(value);
     std::vector<std::string> operands;
     for (Value operand : op->getOperands()) {
@@ -301,27 +313,6 @@ std::string KernelWriter::element(Value value, const std::string &index, Scope &
 }
 
 namespace {
-
-/// Shared device functions for the activation gradients (the CPU backend's formulas).
-const char *kActivationGradients = R"(// dy * s (1 + x (1 - s)), s = sigmoid(x)
-__device__ __forceinline__ float siluGrad(float x, float dy) {
-  const float s = 1.0f / (1.0f + expf(-x));
-  return dy * s * (1.0f + x * (1.0f - s));
-}
-// dy * (Phi(x) + x phi(x))
-__device__ __forceinline__ float geluErfGrad(float x, float dy) {
-  const float cdf = 0.5f * (1.0f + erff(x * 0.707106781f));
-  const float pdf = 0.398942280f * expf(-0.5f * x * x);
-  return dy * (cdf + x * pdf);
-}
-// dy * (0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) du/dx), u = sqrt(2/pi) (x + 0.044715 x^3)
-__device__ __forceinline__ float geluTanhGrad(float x, float dy) {
-  const float th = tanhf(0.797884561f * (x + 0.044715f * x * x * x));
-  const float du = 0.797884561f * (1.0f + 3.0f * 0.044715f * x * x);
-  return dy * (0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du);
-}
-
-)";
 
 /// The runtime's error record (plan::DeviceErrorRecord) and how kernels fill it: the first
 /// error wins, later ones leave it alone.
@@ -364,14 +355,13 @@ void Generator::finish(KernelWriter &writer, const std::string &kind, const std:
   }
   std::ostringstream code;
   code << "#include \"runtime/cuda/device/KernelSupport.h\"\n";
-  if (writer.usesRandom || body.find("numerics::") != std::string::npos ||
-      preamble.find("numerics::") != std::string::npos)
+  if (mentions(body, kScalarMath) || mentions(preamble, kScalarMath))
+    code << "#include \"runtime/numerics/Elementwise.h\"\n";
+  if (writer.usesRandom || mentionsOtherNumerics(body) || mentionsOtherNumerics(preamble))
     code << "#include \"runtime/numerics/Philox.h\"\n";
   if (body.find("updateLossScale") != std::string::npos)
     code << "#include \"runtime/numerics/LossScale.h\"\n";
   code << "\nusing namespace ampc;\nusing namespace ampc::device;\n\n";
-  if (body.find("Grad(") != std::string::npos)
-    code << kActivationGradients;
   if (writer.usesErrors)
     code << kErrorRecord;
   code << preamble;

@@ -350,8 +350,9 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
     return success();
   };
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](ReluGradOp) { return plain(OpCode::ReluGrad); })
-      .Case([&](SiluGradOp) { return plain(OpCode::SiluGrad); })
+  // Each activation gradient opcode is lowered from the graph op of its name.
+#define AMPC_UNARY_GRAD_OP(Name, ...) .Case([&](Name##Op) { return plain(OpCode::Name); })
+#include "runtime/plan/OpCodes.def"
       .Case([&](SoftmaxGradOp) { return plain(OpCode::SoftmaxGrad); })
       .Case([&](EmbeddingGradOp) { return plain(OpCode::EmbeddingGrad); })
       .Case([&](GeluGradOp gelu) {

@@ -19,6 +19,7 @@ using namespace ampc::graph;
 
 #include "dialects/Graph/GraphDialect.cpp.inc"
 #include "dialects/Graph/GraphEnums.cpp.inc"
+#include "dialects/Graph/GraphInterfaces.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/Graph/GraphAttrs.cpp.inc"

@@ -46,6 +46,8 @@ AMPC_GRAPH_OP_CLASS(OptimizerKernel)
 #define GET_ATTRDEF_CLASSES
 #include "dialects/Graph/GraphAttrs.h.inc"
 
+#include "dialects/Graph/GraphInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "dialects/Graph/GraphOps.h.inc"
 

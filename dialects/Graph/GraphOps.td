@@ -12,6 +12,7 @@
 #define AMPC_DIALECTS_GRAPH_GRAPHOPS_TD
 
 include "dialects/Graph/GraphBase.td"
+include "dialects/Graph/GraphInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/RegionKindInterface.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
@@ -226,9 +227,44 @@ class Graph_UnaryOp<string mnemonic, string math, list<Trait> traits = []>
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
+class Graph_ActivationGradOp<string mnemonic, string math>
+    : Graph_Op<mnemonic, [Graph_FollowPrecision, Graph_ElementwiseKernel, Pure,
+                          SameOperandsAndResultType]> {
+  let summary = "gradient of " # math;
+  let description = [{
+    dx = dy * f'(x) for the forward input x and the gradient dy of the forward result.
+    ```mlir
+    %dx = graph.}] # mnemonic # [{ %x, %dy : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$grad);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad attr-dict `:` type($input)";
+}
+
+// An activation: a unary op y = f(x) and its gradient op dx = f_grad(x, dy), declared together.
+// `defm Graph_Name : Graph_Activation<"name", ...>` defines Graph_NameOp and Graph_NameGradOp;
+// graph-build-training differentiates it through ActivationOpInterface, and both run as their
+// plan opcodes' scalar math (runtime/numerics/Elementwise.h, ops::Name and ops::NameGrad).
+multiclass Graph_Activation<string mnemonic, string math, string derivative,
+                            list<Trait> traits = [Graph_FollowPrecision]> {
+  def Op : Graph_UnaryOp<mnemonic, math,
+      !listconcat(traits, [DeclareOpInterfaceMethods<Graph_ActivationOpInterface>])> {
+    let extraClassDefinition = [{
+      ::mlir::Value $cppClass::createGradient(::mlir::OpBuilder &builder, ::mlir::Value grad) {
+        return builder.create<}] # !subst("Graph_", "", NAME) # [{GradOp>(getLoc(), getInput(),
+                                                                         grad);
+      }
+    }];
+  }
+  def GradOp : Graph_ActivationGradOp<mnemonic # "_grad", mnemonic # ": " # derivative>;
+}
+
+defm Graph_Relu : Graph_Activation<"relu", "max(x, 0)", "dy where x > 0, else 0">;
+defm Graph_Silu : Graph_Activation<"silu", "x * sigmoid(x)",
+    "dy * s * (1 + x * (1 - s)), s = sigmoid(x)">;
+
 def Graph_NegOp : Graph_UnaryOp<"neg", "-x", [Graph_FollowPrecision]>;
-def Graph_ReluOp : Graph_UnaryOp<"relu", "max(x, 0)", [Graph_FollowPrecision]>;
-def Graph_SiluOp : Graph_UnaryOp<"silu", "x * sigmoid(x)", [Graph_FollowPrecision]>;
 def Graph_TanhOp : Graph_UnaryOp<"tanh", "tanh(x)", [Graph_FollowPrecision]>;
 def Graph_ExpOp : Graph_UnaryOp<"exp", "e^x", [Graph_Fp32Precision]>;
 def Graph_LogOp : Graph_UnaryOp<"log", "natural logarithm", [Graph_Fp32Precision]>;

@@ -14,24 +14,7 @@
 // Gradient ops (written by graph-build-training)
 //===----------------------------------------------------------------------------------------===//
 
-class Graph_ActivationGradOp<string mnemonic, string math>
-    : Graph_Op<mnemonic, [Graph_FollowPrecision, Graph_ElementwiseKernel, Pure,
-                          SameOperandsAndResultType]> {
-  let summary = "gradient of " # math;
-  let description = [{
-    dx = dy * f'(x) for the forward input x and the gradient dy of the forward result.
-    ```mlir
-    %dx = graph.}] # mnemonic # [{ %x, %dy : tensor<4x8xf32>
-    ```
-  }];
-  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$grad);
-  let results = (outs Graph_FloatTensor:$result);
-  let assemblyFormat = "$input `,` $grad attr-dict `:` type($input)";
-}
-
-def Graph_ReluGradOp : Graph_ActivationGradOp<"relu_grad", "relu: dy where x > 0, else 0">;
-def Graph_SiluGradOp : Graph_ActivationGradOp<"silu_grad",
-    "silu: dy * s * (1 + x * (1 - s)), s = sigmoid(x)">;
+// The gradients of the activations (Graph_Activation) are declared with them in GraphOps.td.
 
 def Graph_GeluGradOp : Graph_Op<"gelu_grad", [Graph_FollowPrecision, Graph_ElementwiseKernel,
     Pure, SameOperandsAndResultType]> {

@@ -8,6 +8,7 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/StridedRows.h"
 #include "runtime/cpu/ThreadPool.h"
+#include "runtime/numerics/Elementwise.h"
 #include "runtime/numerics/Float16.h"
 #include "runtime/numerics/Philox.h"
 #include "runtime/plan/Plan.h"
@@ -28,19 +29,6 @@ template <typename T, typename F> void mapElements(const T *x, T *y, int64_t cou
     for (int64_t i = begin; i < end; ++i)
       y[i] = f(x[i]);
   });
-}
-
-template <typename T> T geluErf(T x) {
-  // 0.5 x (1 + erf(x / sqrt 2))
-  const T invSqrt2 = T(0.70710678118654752440);
-  return T(0.5) * x * (T(1) + std::erf(x * invSqrt2));
-}
-
-template <typename T> T geluTanh(T x) {
-  // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
-  const T sqrt2OverPi = T(0.79788456080286535588);
-  const T cubic = T(0.044715);
-  return T(0.5) * x * (T(1) + std::tanh(sqrt2OverPi * (x + cubic * x * x * x)));
 }
 
 /// One innermost row of a broadcast binary op: `aStride`/`bStride` are 0
@@ -97,29 +85,16 @@ void broadcastBinary(const T *a, const Shape &aShape, const T *b, const Shape &b
 } // namespace
 
 template <typename T> void unary(UnaryOp op, const T *x, T *y, int64_t count) {
+  // Each opcode's element is numerics::ops::Name::apply (Elementwise.h), as on the device.
   switch (op) {
-  case UnaryOp::Neg:
-    return mapElements(x, y, count, [](T v) { return -v; });
-  case UnaryOp::Relu:
-    // max(x, 0) that keeps NaN, as PyTorch does.
-    return mapElements(x, y, count, [](T v) { return v > T(0) || v != v ? v : T(0); });
-  case UnaryOp::Silu:
-    // x * sigmoid(x) = x / (1 + exp(-x)); exp overflow gives -0, not NaN.
-    return mapElements(x, y, count, [](T v) { return v / (T(1) + std::exp(-v)); });
-  case UnaryOp::Tanh:
-    return mapElements(x, y, count, [](T v) { return std::tanh(v); });
-  case UnaryOp::Exp:
-    return mapElements(x, y, count, [](T v) { return std::exp(v); });
-  case UnaryOp::Log:
-    return mapElements(x, y, count, [](T v) { return std::log(v); });
-  case UnaryOp::Sqrt:
-    return mapElements(x, y, count, [](T v) { return std::sqrt(v); });
-  case UnaryOp::Rsqrt:
-    return mapElements(x, y, count, [](T v) { return T(1) / std::sqrt(v); });
+#define AMPC_UNARY_OP(Name, ...)                                                                   \
+  case UnaryOp::Name:                                                                              \
+    return mapElements(x, y, count, [](T v) { return numerics::ops::Name::apply(v); });
+#include "runtime/plan/OpCodes.def"
   case UnaryOp::GeluErf:
-    return mapElements(x, y, count, [](T v) { return geluErf(v); });
+    return mapElements(x, y, count, [](T v) { return numerics::ops::GeluErf::apply(v); });
   case UnaryOp::GeluTanh:
-    return mapElements(x, y, count, [](T v) { return geluTanh(v); });
+    return mapElements(x, y, count, [](T v) { return numerics::ops::GeluTanh::apply(v); });
   }
 }
 
@@ -127,14 +102,11 @@ template <typename T>
 void binary(BinaryOp op, const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *out,
             const Shape &outShape) {
   switch (op) {
-  case BinaryOp::Add:
-    return broadcastBinary(a, aShape, b, bShape, out, outShape, [](T x, T y) { return x + y; });
-  case BinaryOp::Sub:
-    return broadcastBinary(a, aShape, b, bShape, out, outShape, [](T x, T y) { return x - y; });
-  case BinaryOp::Mul:
-    return broadcastBinary(a, aShape, b, bShape, out, outShape, [](T x, T y) { return x * y; });
-  case BinaryOp::Div:
-    return broadcastBinary(a, aShape, b, bShape, out, outShape, [](T x, T y) { return x / y; });
+#define AMPC_BINARY_OP(Name, ...)                                                                  \
+  case BinaryOp::Name:                                                                             \
+    return broadcastBinary(a, aShape, b, bShape, out, outShape,                                    \
+                           [](T l, T r) { return numerics::ops::Name::apply(l, r); });
+#include "runtime/plan/OpCodes.def"
   }
 }
 

@@ -91,19 +91,19 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction, const Run
   auto rowsOf = [](const Shape &shape, int64_t width) {
     return width == 0 ? int64_t(0) : plan::numElements(shape) / width;
   };
+  auto unaryGrad = [&](kernels::UnaryGradOp op) {
+    kernels::unaryGrad(op, real(operands[0]), real(operands[1]), realResult(instruction),
+                       plan::numElements(outShape));
+  };
   switch (instruction.op) {
-  case OpCode::ReluGrad:
-  case OpCode::SiluGrad:
-  case OpCode::GeluGrad: {
-    T *out = realResult(instruction);
-    const kernels::UnaryGradOp op =
-        instruction.op == OpCode::ReluGrad          ? kernels::UnaryGradOp::Relu
-        : instruction.op == OpCode::SiluGrad        ? kernels::UnaryGradOp::Silu
-        : plan::intAttr(instruction, "approximate") ? kernels::UnaryGradOp::GeluTanh
-                                                    : kernels::UnaryGradOp::GeluErf;
-    kernels::unaryGrad(op, real(operands[0]), real(operands[1]), out, plan::numElements(outShape));
-    return;
-  }
+#define AMPC_UNARY_GRAD_OP(Name, ...)                                                              \
+  case OpCode::Name:                                                                               \
+    return unaryGrad(kernels::UnaryGradOp::Name);
+#include "runtime/plan/OpCodes.def"
+  case OpCode::GeluGrad:
+    return unaryGrad(plan::intAttr(instruction, "approximate")
+                         ? kernels::UnaryGradOp::GeluTanhGrad
+                         : kernels::UnaryGradOp::GeluErfGrad);
   case OpCode::Pad: {
     const std::vector<int64_t> &low = plan::intListAttr(instruction, "low");
     if (plan::isIntegerDType(plan.buffers[operands[0]].dtype)) {

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/numerics/Elementwise.h"
 #include "runtime/cpu/RowStatistics.h"
 #include "runtime/cpu/StridedRows.h"
 #include "runtime/cpu/ThreadPool.h"
@@ -54,36 +55,18 @@ template <typename T, typename F> void sumOverRows(int64_t rows, int64_t width, 
 
 template <typename T>
 void unaryGrad(UnaryGradOp op, const T *x, const T *dy, T *dx, int64_t count) {
+  // Each opcode's element is numerics::ops::Name::apply (Elementwise.h), as on the device.
   switch (op) {
-  case UnaryGradOp::Relu:
-    // dy * (x > 0 ? 1 : 0): a NaN or infinite dy stays visible as NaN.
-    return mapPairs(x, dy, dx, count, [](T v, T g) { return g * (v > T(0) ? T(1) : T(0)); });
-  case UnaryGradOp::Silu:
-    // d/dx x s(x) = s (1 + x (1 - s)), s = 1 / (1 + e^-x).
-    return mapPairs(x, dy, dx, count, [](T v, T g) {
-      const T s = T(1) / (T(1) + std::exp(-v));
-      return g * s * (T(1) + v * (T(1) - s));
-    });
-  case UnaryGradOp::GeluErf:
-    // d/dx 0.5 x (1 + erf(x / sqrt 2)) = 0.5 (1 + erf(x / sqrt 2)) + x phi(x),
-    // phi(x) = e^(-x^2 / 2) / sqrt(2 pi).
-    return mapPairs(x, dy, dx, count, [](T v, T g) {
-      const T invSqrt2 = T(0.70710678118654752440);
-      const T invSqrt2Pi = T(0.39894228040143267794);
-      const T cdf = T(0.5) * (T(1) + std::erf(v * invSqrt2));
-      const T pdf = invSqrt2Pi * std::exp(T(-0.5) * v * v);
-      return g * (cdf + v * pdf);
-    });
-  case UnaryGradOp::GeluTanh:
-    // y = 0.5 x (1 + tanh u), u = sqrt(2/pi) (x + 0.044715 x^3):
-    // y' = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi) (1 + 3 0.044715 x^2).
-    return mapPairs(x, dy, dx, count, [](T v, T g) {
-      const T sqrt2OverPi = T(0.79788456080286535588);
-      const T cubic = T(0.044715);
-      const T th = std::tanh(sqrt2OverPi * (v + cubic * v * v * v));
-      const T du = sqrt2OverPi * (T(1) + T(3) * cubic * v * v);
-      return g * (T(0.5) * (T(1) + th) + T(0.5) * v * (T(1) - th * th) * du);
-    });
+#define AMPC_UNARY_GRAD_OP(Name, ...)                                                              \
+  case UnaryGradOp::Name:                                                                          \
+    return mapPairs(x, dy, dx, count, [](T v, T g) { return numerics::ops::Name::apply(v, g); });
+#include "runtime/plan/OpCodes.def"
+  case UnaryGradOp::GeluErfGrad:
+    return mapPairs(x, dy, dx, count,
+                    [](T v, T g) { return numerics::ops::GeluErfGrad::apply(v, g); });
+  case UnaryGradOp::GeluTanhGrad:
+    return mapPairs(x, dy, dx, count,
+                    [](T v, T g) { return numerics::ops::GeluTanhGrad::apply(v, g); });
   }
 }
 

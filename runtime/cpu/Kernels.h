@@ -246,10 +246,17 @@ template <typename T> T mseLoss(const T *pred, const T *target, int64_t count);
 // Gradients (GradKernels.cpp, AttentionGradKernel.cpp)
 //===----------------------------------------------------------------------===//
 
-enum class UnaryGradOp { Relu, Silu, GeluErf, GeluTanh };
+/// The activation-gradient opcodes (OpCodes.def, AMPC_UNARY_GRAD_OP), each
+/// named as its opcode, and the gradients of the two forms of gelu.
+enum class UnaryGradOp {
+#define AMPC_UNARY_GRAD_OP(Name, ...) Name,
+#include "runtime/plan/OpCodes.def"
+  GeluErfGrad,
+  GeluTanhGrad
+};
 
-/// dx[i] = dy[i] * f'(x[i]) for the forward formula of the Relu, Silu and
-/// Gelu kernels.
+/// dx[i] = dy[i] * f'(x[i]) for the forward formula of the unary kernel
+/// (numerics::ops::Name::apply of the opcode).
 template <typename T> void unaryGrad(UnaryGradOp op, const T *x, const T *dy, T *dx, int64_t count);
 
 /// out = 0 except out[low + i] = in[i]: the gradient of slice. Requires

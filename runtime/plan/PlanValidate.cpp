@@ -252,8 +252,8 @@ void InstructionChecker::check() {
   case OpCode::CrossEntropy:
   case OpCode::MseLoss:
     return checkLoss();
-  case OpCode::ReluGrad:
-  case OpCode::SiluGrad:
+#define AMPC_UNARY_GRAD_OP(Name, ...) case OpCode::Name:
+#include "runtime/plan/OpCodes.def"
   case OpCode::GeluGrad:
   case OpCode::SoftmaxGrad:
     return checkElementwiseGrad();
