@@ -64,8 +64,8 @@ def GraphRaiseFusedOps : Pass<"graph-raise-fused-ops", "::ampc::graph::ModelOp">
     exporters decompose layer norms before opset 17, RMSNorm and GELU's tanh form always, and
     attention into matmul, scale, mask and softmax. The fused ops compute in f32 under the
     precision policy, are differentiated by hand-written rules, and run as one kernel (attention
-    without materialising its scores), so this pass, run first by the training pipeline and by
-    forward plans, puts them back. Each pattern matches only its exact decomposition (the
+    without materialising its scores), so this pass, run right after graph-inline-calls by the
+    training pipeline and by forward plans, puts them back. Each pattern matches only its exact decomposition (the
     constants checked to 1e-6, every intermediate used once); anything else stays as written:
 
     - `matmul(x, transpose(w) [.., 1, 0])` -> `matmul x, w transpose_rhs` (also for lhs);

@@ -1,14 +1,11 @@
 //===- TrainingPipeline.h - the one pass pipeline of a training step -*- C++ -*-===//
 //
-// The passes `ampc compile` (and `ampc plan --train`) run on a model, in their one order:
-//
-//   graph-inline-calls -> graph-raise-fused-ops -> graph-build-training -> graph-chunk-classifier
-//     -> graph-assign-precision
-//     -> graph-insert-loss-scaling -> graph-plan-remat (with a memory budget)
-//     -> graph-fuse -> graph-plan-memory
-//
-// built in one place, buildTrainingPipeline(), and registered in ampc-opt as
-// --ampc-training-pipeline with the options and defaults of `ampc compile` (same names), so
+// The passes `ampc compile`, `ampc plan --train` and `ampc report` run on a model. Their order
+// is written in one place, buildTrainingPipeline() (TrainingPipeline.cpp): from
+// graph-inline-calls, which flattens the model, to graph-plan-memory, which places the fused
+// step's values in arenas; graph-plan-remat runs only with a memory budget. The pipeline is
+// registered in ampc-opt as --ampc-training-pipeline with the options and defaults of
+// `ampc compile` (same names), so
 //   ampc-opt model.mlir --ampc-training-pipeline="precision=fp16 memory-budget=50%"
 // prints exactly the IR that `ampc compile model.mlir --precision fp16 --memory-budget 50%`
 // lowers to its plan.
@@ -47,7 +44,9 @@ struct TrainingPipelineConfig {
 /// The two halves of the pipeline, for tools that look at the step between them (`ampc report
 /// memory` plans its budgets on the step as written, as graph-plan-remat does).
 enum class PipelinePart {
-  /// The training step derived, precision assigned, loss scaling inserted.
+  /// Everything before rematerialization: the training step derived (its output head in row
+  /// chunks where the logits are large), precision assigned, loss scaling inserted, attention's
+  /// lse saved for its gradient.
   TrainingStep,
   /// Rematerialization (with a budget), fusion and memory planning.
   MemoryPlanning,

@@ -1,7 +1,8 @@
 //===- ModelLoader.cpp - read a model file and prepare it for lowering ---===//
 //
-// The front of every verb: parse and verify, then either flatten (a forward-only plan) or run
-// the training pipeline (passes/TrainingPipeline.h); no other pass order is written here.
+// The front of every verb: parse and verify, then either flatten (a forward-only plan,
+// flattenModel) or run the training pipeline, whose pass order is written only in
+// passes/TrainingPipeline.cpp.
 //
 //===----------------------------------------------------------------------===//
 

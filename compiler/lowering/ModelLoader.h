@@ -47,7 +47,9 @@ mlir::FailureOr<LoadedModel> loadModel(const std::string &path, llvm::SourceMgr 
 bool isOnnxFile(const std::string &path);
 
 /// The form a forward-only plan is emitted from: every call inlined into the entry function
-/// (graph-inline-calls), and precision assigned when \p precision is given.
+/// (graph-inline-calls), decomposed ops raised to fused ones (graph-raise-fused-ops), attention
+/// reading the packed q, k, v projection (graph-pack-qkv-attention), and precision assigned
+/// when \p precision is given.
 mlir::LogicalResult flattenModel(graph::ModelOp model,
                                  const graph::GraphAssignPrecisionOptions *precision = nullptr);
 
