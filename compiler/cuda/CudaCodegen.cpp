@@ -13,9 +13,10 @@
 // This file holds the driver (walking the groups, dispatching on their kinds), the element
 // evaluator, and the naming, hashing and header of every kernel. The loop skeletons live by
 // family in CudaCodegenElementwise.cpp (elementwise, accumulate, embedding, copy),
-// CudaCodegenReductions.cpp (row kernels, sums, embedding and bias gradients, the classifier)
-// and CudaCodegenTraining.cpp (the optimizer and the scalar step kernels); they share the
-// writer and the generator through CudaCodegenInternal.h.
+// CudaCodegenRows.cpp (the norm and softmax row kernels, two-stage column sums),
+// CudaCodegenReductions.cpp (other sums, max, embedding and bias gradients, the MSE loss, the
+// classifier) and CudaCodegenTraining.cpp (the optimizer and the scalar step kernels); they
+// share the writer and the generator through KernelGenerator.h.
 //
 //===----------------------------------------------------------------------===//
 

@@ -3,9 +3,11 @@
 // The kernel generator behind CudaCodegen.h: the KernelWriter, which collects a kernel's
 // parameters (each bound to a plan value) and evaluates the group's ops element by element into
 // CUDA C++, and the Generator, which picks a kernel family for each fused group. One family per
-// file: elementwise and copy kernels (CudaCodegenElementwise.cpp), row and column reductions
-// (CudaCodegenReductions.cpp), the training-step kernels (CudaCodegenTraining.cpp); naming,
-// hashing and headers in CudaCodegen.cpp.
+// file: elementwise and copy kernels (CudaCodegenElementwise.cpp), the norm and softmax row
+// kernels and two-stage column sums (CudaCodegenRows.cpp, walking rows with RowWalk.h), the
+// other reductions and the classifier (CudaCodegenReductions.cpp), the training-step kernels
+// (CudaCodegenTraining.cpp); the element evaluator, naming, hashing and headers in
+// CudaCodegen.cpp.
 //
 //===----------------------------------------------------------------------===//
 
