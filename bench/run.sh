@@ -6,9 +6,10 @@
 #
 # Phases (default: all, in this order):
 #   tests      every GPU test binary (gtest JSON in RESULTS_DIR/tests)
-#   attention  the flash-attention kernels (fp32-FMA and tensor-core) timed at
-#              GPT-124M's shapes, their outputs compared at that size, and PyTorch's
-#              scaled_dot_product_attention timed at the same shapes
+#   attention  the flash-attention kernels (fp32-FMA and tensor-core) and cuDNN's
+#              fused attention timed at GPT-124M's shapes, their outputs compared at
+#              that size, and PyTorch's scaled_dot_product_attention timed at the same
+#              shapes
 #   agree      the example models trained on the GPU against the CPU backend's
 #              loss curves from the same seed (bench/agree.py), the end-to-end
 #              tiny GPT, and fp16 loss scaling under injected overflows
@@ -197,7 +198,7 @@ phase_kernels() {
     head -1)
   if [ -z "$ncu" ]; then note kernels FAIL "no ncu on this machine"; return; fi
   # Throughput against the chip's peaks, occupancy, where warps stall, the pipes' use and the
-  # memory traffic; the clocks left as they are (METHOD.md).
+  # memory traffic; the clocks left as they are (--clock-control none).
   local sections=(--clock-control none --section SpeedOfLight --section Occupancy
     --section LaunchStats --section WarpStateStats --section SchedulerStats
     --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section InstructionStats)

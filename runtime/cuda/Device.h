@@ -4,9 +4,11 @@
 // driver (Driver.h), initialises it, picks the GPU by index, reads what the
 // rest of the backend needs to know about it (name, compute capability, SM
 // count, memory, shared-memory limits), makes the GPU's primary context
-// current and creates one non-blocking stream. Everything the backend does
-// on the GPU is ordered on that stream: copies, memsets, kernel launches,
-// cuBLASLt matmuls and CUDA graph replays.
+// current and creates one non-blocking stream. Everything a step does on the
+// GPU is ordered on that stream: copies, memsets, kernel launches, cuBLASLt
+// matmuls, cuDNN's attention and CUDA graph replays; only a data parallel
+// run's NCCL transfers use a stream of their own (GradientExchange.h), which
+// this one waits for.
 //
 // The primary context (rather than cuCtxCreate) is the one the CUDA runtime
 // inside cuBLASLt uses too, so the library and our own kernels share one

@@ -1,10 +1,10 @@
 //===- DynamicLibrary.h - A shared library opened with dlopen -------------===//
 //
-// The driver and cuBLASLt are both opened at run time rather than linked (so
-// a training binary starts on machines without them): try a list of
-// candidate names in order, keep the first that loads, resolve entry points
-// into typed function pointers. DynamicLibrary does that part; the callers
-// keep their own checks and messages. It closes the library when destroyed
+// The driver, cuBLASLt, cuDNN and NCCL are opened at run time rather than
+// linked (so a training binary starts on machines without them): try a list
+// of candidate names in order, keep the first that loads, resolve entry
+// points into typed function pointers. DynamicLibrary does that part; the
+// callers keep their own checks and messages. It closes the library when destroyed
 // unless release() hands the handle over to a table that lives for the rest
 // of the process, so a load that fails halfway leaves nothing open.
 //

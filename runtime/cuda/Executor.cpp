@@ -5,8 +5,9 @@
 // and the allocation of the pool, arena and scratch), the table arguments'
 // device arrays, module loading, and the preparation of each function's
 // launches and graph segments; then the public Executor methods, which
-// forward to the Impl. Running steps is in ExecutorRun.cpp; metrics, host
-// data and the test hooks are in ExecutorHostData.cpp.
+// forward to the Impl. Running steps is in ExecutorRun.cpp; choosing and
+// running the attention steps in ExecutorAttention.cpp; metrics, host data
+// and the test hooks in ExecutorHostData.cpp.
 //
 //===----------------------------------------------------------------------===//
 

@@ -3,8 +3,8 @@
 // Argument resolution (resolveArguments) and everything that queues work on
 // the device's stream: uploading the per-run scalars (seed, step, total
 // steps) into the run-scalar block the kernels read, running one step (a
-// kernel launch, a cuBLASLt matmul, the flash-attention kernels of a forward
-// or backward pass, a memset) with errors that name the step and the
+// kernel launch, a cuBLASLt matmul, an attention pass through
+// ExecutorAttention.cpp, a memset) with errors that name the step and the
 // instructions it computes, and running a whole function segment by segment
 // (one segment unless data parallelism cuts it), eagerly or through its
 // captured CUDA graph, with the device-to-device metrics copies around the

@@ -8,11 +8,13 @@
 // parallelism cuts the micro step). Kernels read the seed, the step and the
 // total steps from the run-scalar block, which is uploaded before a run that
 // changes them, so no launch argument changes from run to run. The class is defined across
-// three files by responsibility, and its methods are declared below in the
+// four files by responsibility, and its methods are declared below in the
 // same groups: Executor.cpp sets it up (memory, modules, preparation),
-// ExecutorRun.cpp runs the steps (the step loop, graphs, profiling), and
-// ExecutorHostData.cpp moves data between the host and the device (metrics,
-// parameters and inputs, the test hooks). Private to runtime/cuda.
+// ExecutorRun.cpp runs the steps (the step loop, graphs, profiling),
+// ExecutorAttention.cpp chooses and runs the attention steps (our kernels or
+// cuDNN's), and ExecutorHostData.cpp moves data between the host and the
+// device (metrics, parameters and inputs, the test hooks). Private to
+// runtime/cuda.
 //
 //===----------------------------------------------------------------------===//
 

@@ -37,16 +37,16 @@
 // its storage type, with no f32 scratch for dq. Launch order: forward; then
 // delta, dq, dk/dv (dq and dk/dv both read delta).
 //
-// This first version computes the tile products with fp32 FMAs from shared
+// The kernels here compute the tile products with fp32 FMAs from shared
 // memory (each thread: one row of the tile, a quarter of its columns).
 // Static shared memory stays under 48 KB for every (D, tile) choice, so no
-// opt-in attribute is needed. The tensor-core version will change: tiles
-// staged in their 16-bit storage type (half the shared memory, so 64-128 row
-// tiles), mma.sync m16n8k16 (sm_80) / wgmma (sm_90a) for q k^T, P v, dO v^T,
-// dS k, P^T dO and dS^T q with fp32 accumulators in registers, P and dS
-// rounded to bf16/f16 as MMA operands (as FA2 does), cp.async (sm_80) or TMA
-// (sm_90) double-buffered K/V loads; the softmax and masking logic below
-// stays the same.
+// opt-in attribute is needed. The device program runs them for f32 storage.
+// bf16 and f16 storage run the tensor-core kernels of FlashAttentionMma.cuh
+// (mma.sync m16n8k16 with fp32 accumulators, tiles staged in the 16-bit
+// storage type, 64 rows a block and 128 for the forward at head dims up to
+// 64, cp.async double-buffered loads, P and dS rounded to the storage type as
+// MMA operands), which keep this file's element types, operand layouts,
+// masking, entry-point signatures and delta kernel.
 //
 //===----------------------------------------------------------------------===//
 
