@@ -264,7 +264,14 @@ void decodeInstructionList(ByteReader &in, std::vector<Instruction> &instruction
   uint32_t count = in.count("instruction count", 18);
   instructions.resize(count);
   for (Instruction &instruction : instructions) {
-    instruction.op = decodeEnum<OpCode>(in, in.u16("opcode"), kNumOpCodes, "opcode");
+    // Opcodes are appended without a format version change (docs/plan-format.md), so a code
+    // past the table is an opcode of a newer compiler.
+    const uint16_t op = in.u16("opcode");
+    if (op >= kNumOpCodes)
+      in.fail("bad opcode code " + std::to_string(op) + ": this runtime knows opcodes 0 to " +
+              std::to_string(kNumOpCodes - 1) +
+              "; the plan was written by a newer ampc, so recompile the model with this one");
+    instruction.op = static_cast<OpCode>(op);
     instruction.operands.resize(in.count("operand count", 4));
     for (uint32_t &operand : instruction.operands)
       operand = in.u32("operand");

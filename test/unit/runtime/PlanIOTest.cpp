@@ -528,8 +528,15 @@ TEST(PlanIO, RejectsBadEnumValues) {
   plan.inputs[0].use = static_cast<plan::InputUse>(3);
   EXPECT_NE(readError(encode(plan)).find("bad input use code 3"), std::string::npos);
   plan = everyOpcodePlan();
-  plan.optimizerInstructions[0].op = static_cast<plan::OpCode>(51);
-  EXPECT_NE(readError(encode(plan)).find("bad opcode code 51"), std::string::npos);
+  // The first code past the table: an opcode of a newer compiler.
+  plan.optimizerInstructions[0].op = static_cast<plan::OpCode>(plan::kNumOpCodes);
+  const std::string newer = readError(encode(plan));
+  EXPECT_NE(newer.find("bad opcode code " + std::to_string(plan::kNumOpCodes) +
+                       ": this runtime knows opcodes 0 to " +
+                       std::to_string(plan::kNumOpCodes - 1)),
+            std::string::npos)
+      << newer;
+  EXPECT_NE(newer.find("written by a newer ampc"), std::string::npos) << newer;
   plan = everyOpcodePlan();
   plan.lossScaling.mode = static_cast<plan::LossScaleMode>(3);
   EXPECT_NE(readError(encode(plan)).find("bad loss scale mode code 3"), std::string::npos);
