@@ -667,6 +667,8 @@ const std::map<std::string, Converter> &converters() {
       {"Neg", [](const NodeContext &c) { c.result(c.graph.create<graph::NegOp>(c.tensor(0))); }},
       {"Tanh", [](const NodeContext &c) { c.result(c.graph.create<graph::TanhOp>(c.tensor(0))); }},
       {"Relu", [](const NodeContext &c) { c.result(c.graph.create<graph::ReluOp>(c.tensor(0))); }},
+      {"HardSwish",
+       [](const NodeContext &c) { c.result(c.graph.create<graph::HardswishOp>(c.tensor(0))); }},
       {"Exp", [](const NodeContext &c) { c.result(c.graph.create<graph::ExpOp>(c.tensor(0))); }},
       {"Log", [](const NodeContext &c) { c.result(c.graph.create<graph::LogOp>(c.tensor(0))); }},
       {"Reciprocal", convertReciprocal},

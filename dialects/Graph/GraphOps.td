@@ -263,6 +263,8 @@ multiclass Graph_Activation<string mnemonic, string math, string derivative,
 defm Graph_Relu : Graph_Activation<"relu", "max(x, 0)", "dy where x > 0, else 0">;
 defm Graph_Silu : Graph_Activation<"silu", "x * sigmoid(x)",
     "dy * s * (1 + x * (1 - s)), s = sigmoid(x)">;
+defm Graph_Hardswish : Graph_Activation<"hardswish", "x * min(max(x + 3, 0), 6) / 6",
+    "0 below -3, dy (x / 3 + 1/2) up to 3, dy above">;
 
 def Graph_NegOp : Graph_UnaryOp<"neg", "-x", [Graph_FollowPrecision]>;
 def Graph_TanhOp : Graph_UnaryOp<"tanh", "tanh(x)", [Graph_FollowPrecision]>;

@@ -163,6 +163,25 @@ struct GeluTanhGrad {
   }
 };
 
+/// x * relu6(x + 3) / 6 = x * min(max(x + 3, 0), 6) / 6, as PyTorch computes it (NaN stays).
+struct Hardswish {
+  template <typename T> AMPC_HOST_DEVICE static T apply(T x) {
+    const T shifted = x + T(3);
+    const T low = shifted < T(0) ? T(0) : shifted;
+    return x * (T(6) < low ? T(6) : low) / T(6);
+  }
+};
+/// 0 below -3; dy (x / 3 + 1/2) from -3 to 3; dy above (and for NaN x), as PyTorch's.
+struct HardswishGrad {
+  template <typename T> AMPC_HOST_DEVICE static T apply(T x, T dy) {
+    if (x < T(-3))
+      return T(0);
+    if (x <= T(3))
+      return dy * (x / T(3) + T(0.5));
+    return dy;
+  }
+};
+
 } // namespace ops
 } // namespace ampc::numerics
 

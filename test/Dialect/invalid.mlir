@@ -752,6 +752,22 @@ graph.model @f64_operand {
 
 // -----
 
+graph.model @activation_integer_operand {
+  graph.input @ids : tensor<4x8xi32>
+  graph.input @x : tensor<4x8xf32>
+  func.func @forward() {
+    %ids = graph.get_input @ids : tensor<4x8xi32>
+    // expected-error @+1 {{'graph.hardswish' op operand #0 must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float values, but got 'tensor<4x8xi32>'}}
+    %y = graph.hardswish %ids : tensor<4x8xi32>
+    %x = graph.get_input @x : tensor<4x8xf32>
+    %l = graph.mse_loss %x, %x : tensor<4x8xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
 graph.model @unary_result_type_differs {
   graph.input @x : tensor<4x8xf32>
   func.func @forward() {

@@ -264,7 +264,8 @@ graph.model @binary_bf16 {
 // CHECK: %[[NEG:.+]] = graph.neg %[[X]] : tensor<4x8xf32>
 // CHECK: %[[RELU:.+]] = graph.relu %[[NEG]] : tensor<4x8xf32>
 // CHECK: %[[SILU:.+]] = graph.silu %[[RELU]] : tensor<4x8xf32>
-// CHECK: %[[TANH:.+]] = graph.tanh %[[SILU]] : tensor<4x8xf32>
+// CHECK: %[[HSW:.+]] = graph.hardswish %[[SILU]] : tensor<4x8xf32>
+// CHECK: %[[TANH:.+]] = graph.tanh %[[HSW]] : tensor<4x8xf32>
 // CHECK: %[[EXP:.+]] = graph.exp %[[TANH]] : tensor<4x8xf32>
 // CHECK: %[[LOG:.+]] = graph.log %[[EXP]] : tensor<4x8xf32>
 // CHECK: %[[SQRT:.+]] = graph.sqrt %[[LOG]] : tensor<4x8xf32>
@@ -285,7 +286,8 @@ graph.model @unary {
     %neg = graph.neg %x : tensor<4x8xf32>
     %relu = graph.relu %neg : tensor<4x8xf32>
     %silu = graph.silu %relu : tensor<4x8xf32>
-    %tanh = graph.tanh %silu : tensor<4x8xf32>
+    %hardswish = graph.hardswish %silu : tensor<4x8xf32>
+    %tanh = graph.tanh %hardswish : tensor<4x8xf32>
     %exp = graph.exp %tanh : tensor<4x8xf32>
     %log = graph.log %exp : tensor<4x8xf32>
     %sqrt = graph.sqrt %log : tensor<4x8xf32>

@@ -12,7 +12,7 @@
 // custom form is parsed; verifier and symbol errors after parsing.
 
 //===----------------------------------------------------------------------===//
-// graph.relu_grad, graph.silu_grad, graph.gelu_grad, graph.softmax_grad
+// graph.relu_grad, graph.silu_grad, graph.hardswish_grad, graph.gelu_grad, graph.softmax_grad
 //===----------------------------------------------------------------------===//
 
 // The custom form spells one type; the generic form can give the gradient another.
@@ -24,6 +24,20 @@ graph.model @relu_grad_mixed_types {
     %dy = graph.get_input @dy : tensor<4x8xbf16>
     // expected-error @+1 {{'graph.relu_grad' op requires the same type for all operands and results}}
     %dx = "graph.relu_grad"(%x, %dy) : (tensor<4x8xf32>, tensor<4x8xbf16>) -> tensor<4x8xf32>
+    %l = graph.mse_loss %x, %x : tensor<4x8xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @hardswish_grad_result_type_differs {
+  graph.input @x : tensor<4x8xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<4x8xf32>
+    // expected-error @+1 {{'graph.hardswish_grad' op requires the same type for all operands and results}}
+    %dx = "graph.hardswish_grad"(%x, %x) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf16>
     %l = graph.mse_loss %x, %x : tensor<4x8xf32>
     graph.loss %l : tensor<f32>
     return

@@ -19,7 +19,8 @@
 // CHECK: %[[S:.+]] = graph.get_input @s : tensor<2x4x8x8xf32>
 // CHECK: %[[RELU:.+]] = graph.relu_grad %[[X]], %[[DY]] : tensor<4x8xf32>
 // CHECK: %[[SILU:.+]] = graph.silu_grad %[[X]], %[[RELU]] : tensor<4x8xf32>
-// CHECK: %[[GT:.+]] = graph.gelu_grad tanh %[[X]], %[[SILU]] : tensor<4x8xf32>
+// CHECK: %[[HSW:.+]] = graph.hardswish_grad %[[X]], %[[SILU]] : tensor<4x8xf32>
+// CHECK: %[[GT:.+]] = graph.gelu_grad tanh %[[X]], %[[HSW]] : tensor<4x8xf32>
 // CHECK: %[[GE:.+]] = graph.gelu_grad erf %[[X]], %[[GT]] : tensor<4x8xf32>
 // CHECK: %[[GH:.+]] = graph.gelu_grad tanh %[[H]], %[[H]] : tensor<4x8xbf16>
 // CHECK: %[[P:.+]] = graph.softmax %[[S]] causal : tensor<2x4x8x8xf32>
@@ -30,6 +31,7 @@
 // GENERIC-LABEL: "graph.model"() <{sym_name = "activation_grads"}>
 // GENERIC: "graph.relu_grad"(%{{.+}}, %{{.+}}) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
 // GENERIC: "graph.silu_grad"(%{{.+}}, %{{.+}}) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// GENERIC: "graph.hardswish_grad"(%{{.+}}, %{{.+}}) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
 // GENERIC: "graph.gelu_grad"(%{{.+}}, %{{.+}}) <{approximation = 1 : i32}> : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
 // GENERIC: "graph.gelu_grad"(%{{.+}}, %{{.+}}) <{approximation = 0 : i32}> : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
 // GENERIC: "graph.gelu_grad"(%{{.+}}, %{{.+}}) <{approximation = 1 : i32}> : (tensor<4x8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
@@ -46,7 +48,8 @@ graph.model @activation_grads {
     %s = graph.get_input @s : tensor<2x4x8x8xf32>
     %relu = graph.relu_grad %x, %dy : tensor<4x8xf32>
     %silu = graph.silu_grad %x, %relu : tensor<4x8xf32>
-    %gt = graph.gelu_grad tanh %x, %silu : tensor<4x8xf32>
+    %hardswish = graph.hardswish_grad %x, %silu : tensor<4x8xf32>
+    %gt = graph.gelu_grad tanh %x, %hardswish : tensor<4x8xf32>
     %ge = graph.gelu_grad erf %x, %gt : tensor<4x8xf32>
     %gh = graph.gelu_grad tanh %h, %h : tensor<4x8xbf16>
     %p = graph.softmax %s causal : tensor<2x4x8x8xf32>

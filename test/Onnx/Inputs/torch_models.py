@@ -194,11 +194,34 @@ class Llama(nn.Module):
     batch = staticmethod(Gpt.batch)
 
 
+class Activations(nn.Module):
+    """Linear layers through the activations torchvision's models use besides ReLU: HardSwish
+    (MobileNetV3). The first layer's outputs are scaled so that they fall on both sides of
+    every kink (-3 and 3)."""
+
+    def __init__(self, features=12, hidden=32, classes=5):
+        super().__init__()
+        self.fc1 = nn.Linear(features, hidden)
+        self.fc2 = nn.Linear(hidden, classes)
+
+    def forward(self, x, labels):
+        h = F.hardswish(self.fc1(x) * 4.0)
+        return F.cross_entropy(self.fc2(h), labels)
+
+    @staticmethod
+    def batch(generator):
+        x = torch.randn(8, 12, generator=generator)
+        labels = torch.randint(0, 5, (8,), generator=generator)
+        return {"x": x, "labels": labels}
+
+
 def make(name):
     """The model called name, with deterministic initial values."""
     torch.manual_seed(0)
     if name == "mlp":
         return Mlp()
+    if name == "activations":
+        return Activations()
     if name == "gpt":
         return Gpt("masked")
     if name == "gpt-baddbmm":

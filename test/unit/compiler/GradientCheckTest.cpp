@@ -304,6 +304,12 @@ TEST(GradientCheck, Relu) {
 }
 
 TEST(GradientCheck, Silu) { checkUnary("silu"); }
+TEST(GradientCheck, Hardswish) {
+  // Below -3, between -3 and 3 and above 3, at least 0.2 from either kink.
+  checkUnary("hardswish", "#graph.zeros",
+             {{"a", {-5.1, -4.2, -3.3, -2.7, -2.1, -1.3, -0.4, 0.3, 0.9, 1.6, 2.2, 2.7, 3.4,
+                     4.5, 6.2}}});
+}
 TEST(GradientCheck, Tanh) { checkUnary("tanh"); }
 TEST(GradientCheck, Exp) { checkUnary("exp"); }
 TEST(GradientCheck, Log) { checkUnary("log", kPositive); }

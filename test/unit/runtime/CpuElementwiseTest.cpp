@@ -72,6 +72,10 @@ TEST(CpuElementwise, UnaryOps) {
   expectNear(run(OpCode::Silu), silu, 1e-15);
   expectNear(run(OpCode::Tanh), tanh, 1e-15);
   expectNear(run(OpCode::Exp), exp, 1e-14);
+  // x * min(max(x + 3, 0), 6) / 6: 0 up to -3, x beyond 3, NaN kept.
+  expectNear(runF32(OpCode::Hardswish, {{DType::F32, {7}, {-4, -3, -1.5, 0, 1.5, 3, 4}}}, {7}),
+             {0, 0, -0.375, 0, 1.125, 3, 4}, 0);
+  EXPECT_TRUE(std::isnan(runF32(OpCode::Hardswish, {{DType::F32, {1}, {NAN}}}, {1})[0]));
   const std::vector<double> positive = {0.25, 1, 4, 9};
   auto runPositive = [&](OpCode op) { return runF32(op, {{DType::F32, {4}, positive}}, {4}); };
   expectNear(runPositive(OpCode::Log), {std::log(0.25), 0, std::log(4.0), std::log(9.0)}, 1e-15);

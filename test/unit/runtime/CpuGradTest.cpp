@@ -14,7 +14,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <random>
+#include <string>
 
 using namespace ampc;
 using namespace ampc::test;
@@ -137,6 +139,15 @@ TEST(CpuGrad, ReluGradHandValues) {
       OpCode::ReluGrad,
       {{DType::F32, {5}, {-1, 0, 2, 3, -0.5}}, {DType::F32, {5}, {5, 6, 7, -8, 9}}}, {5});
   EXPECT_EQ(dx, (std::vector<double>{0, 0, 7, -8, 0}));
+}
+
+TEST(CpuGrad, HardswishGradHandValues) {
+  // PyTorch's: 0 below -3, dy (x / 3 + 1/2) on [-3, 3] (both ends included), dy above.
+  auto grad = evaluateOne(OpCode::HardswishGrad,
+                          {{DType::F32, {7}, {-4, -3, -1.5, 0, 1.5, 3, 4}},
+                           {DType::F32, {7}, {2, 2, 2, 2, 2, 2, 2}}},
+                          {7});
+  expectNear(grad, {0, -1, 0, 1, 2, 3, 2}, 0);
 }
 
 TEST(CpuGrad, SiluAndGeluGradHandValues) {
@@ -313,18 +324,32 @@ TEST(CpuGrad, GradSeedAndGlobalNorm) {
 //===----------------------------------------------------------------------===//
 
 TEST(CpuGradFiniteDifferences, Elementwise) {
+  // Every activation gradient opcode (OpCodes.def's AMPC_UNARY_GRAD_OP lines, "name_grad")
+  // against central differences of its forward opcode "name", at inputs on both sides of every
+  // kink the activations have (0 for relu, -3 and 3 for the hard ones) and at least 0.15 from it.
   const Shape shape = {2, 3, 4};
-  const std::vector<double> x = awayFromZero(24, 1, 0.05);
+  const std::vector<double> x = {-6.1, -5.3, -4.4, -3.6, -3.15, -2.8, -2.2, -1.7,
+                                 -1.1, -0.6, -0.2, 0.15,  0.45,  0.9,  1.4,  1.9,
+                                 2.35, 2.8,  3.2,  3.7,  4.3,   5.1,  6.6,  -0.95};
   const std::vector<double> dy = randomValues(24, 2);
   const TensorSpec xSpec{DType::F32, shape, x}, dySpec{DType::F32, shape, dy};
   struct Case {
     OpCode forward, grad;
     Attrs attrs;
   };
-  for (const Case &c :
-       {Case{OpCode::Relu, OpCode::ReluGrad, {}}, Case{OpCode::Silu, OpCode::SiluGrad, {}},
-        Case{OpCode::Gelu, OpCode::GeluGrad, {{"approximate", int64_t(0)}}},
-        Case{OpCode::Gelu, OpCode::GeluGrad, {{"approximate", int64_t(1)}}}}) {
+  std::vector<Case> cases = {
+      Case{OpCode::Gelu, OpCode::GeluGrad, {{"approximate", int64_t(0)}}},
+      Case{OpCode::Gelu, OpCode::GeluGrad, {{"approximate", int64_t(1)}}}};
+#define AMPC_UNARY_GRAD_OP(Name, Spelling, ...)                                                    \
+  {                                                                                                \
+    const std::string name = Spelling;                                                             \
+    std::optional<OpCode> forward = plan::opCodeFromName(name.substr(0, name.size() - 5));         \
+    ASSERT_TRUE(forward) << name;                                                                  \
+    cases.push_back(Case{*forward, OpCode::Name, {}});                                             \
+  }
+#include "runtime/plan/OpCodes.def"
+  EXPECT_GE(cases.size(), 5u);
+  for (const Case &c : cases) {
     SCOPED_TRACE(plan::opCodeName(c.grad));
     expectRelativeClose(evaluateOne(c.grad, {xSpec, dySpec}, shape, c.attrs),
                         numericGradient(c.forward, {xSpec}, 0, shape, c.attrs, dy));
