@@ -1,7 +1,7 @@
 //===- CublasLt.cpp - Row-major matmuls with epilogues through cuBLASLt ---===//
 
 #include "runtime/cuda/CublasLt.h"
-#include "runtime/cuda/DynamicLibrary.h"
+#include "runtime/support/DynamicLibrary.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -25,43 +25,34 @@ namespace {
 /// Opens the library into \p api and resolves it; throws CudaError(NoCublasLt)
 /// (and closes the library again).
 void loadInto(CublasLtApi &api, const CublasLtLoadOptions &options) {
-  // Empty names are skipped (dlopen("") would open the program itself).
-  std::vector<std::string> candidates;
-  for (const std::string &name : options.libraryNames)
-    if (!name.empty())
-      candidates.push_back(name);
-  DynamicLibrary library = DynamicLibrary::openFirst(candidates);
-  const std::string wanted = "libcublasLt.so." + std::to_string(options.requiredMajor);
+  const std::string cublas =
+      "the CUDA " + std::to_string(options.requiredMajor) + " cuBLAS library";
+  LibrarySearch search;
+  search.what = "cuBLASLt";
+  search.names = options.libraryNames;
+  search.variable = "AMPC_CUBLASLT_LIBRARY";
+  search.namedByVariable = options.namesFromVariable;
+  search.advice =
+      "install " + cublas + " or add its directory to LD_LIBRARY_PATH, or use --device cpu";
+  DynamicLibrary library = DynamicLibrary::openFirst(search.names, search.scope);
   if (!library)
-    throw CudaError(CudaErrorKind::NoCublasLt,
-                    "cuBLASLt not found (" +
-                        (options.libraryNames.empty() ? wanted : options.libraryNames.front()) +
-                        " could not be loaded): install the CUDA " +
-                        std::to_string(options.requiredMajor) +
-                        " cuBLAS library or add its directory to "
-                        "LD_LIBRARY_PATH, or use --device cpu");
+    throw CudaError(CudaErrorKind::NoCublasLt, search.notFoundMessage());
   api.library = library.name();
-  std::string missing;
-  auto resolve = [&](auto &entry, const char *symbol) {
-    if (!library.resolve(entry, symbol))
-      missing += (missing.empty() ? "" : ", ") + std::string(symbol);
-  };
+  SymbolResolver resolve(library);
 #define AMPC_CUBLASLT_RESOLVE(name) resolve(api.name, AMPC_CUBLASLT_STRINGIFY(name));
   AMPC_CUBLASLT_ENTRY_POINTS(AMPC_CUBLASLT_RESOLVE)
 #undef AMPC_CUBLASLT_RESOLVE
-  if (!missing.empty())
+  if (!resolve.missing().empty())
     throw CudaError(CudaErrorKind::NoCublasLt,
-                    api.library + " is not a usable cuBLASLt (it lacks " + missing +
-                        "): install the CUDA " + std::to_string(options.requiredMajor) +
-                        " cuBLAS library, or use --device cpu");
+                    resolve.missingMessage(cublas + " is needed; install it, or use --device cpu"));
   api.version = api.cublasLtGetVersion();
   if (static_cast<int>(api.version / 10000) != options.requiredMajor)
-    throw CudaError(
-        CudaErrorKind::NoCublasLt,
-        api.library + " is cuBLASLt " + std::to_string(api.version / 10000) + "." +
-            std::to_string(api.version / 100 % 100) + ", but this program needs cuBLASLt " +
-            std::to_string(options.requiredMajor) + ".x: install the CUDA " +
-            std::to_string(options.requiredMajor) + " cuBLAS library, or use --device cpu");
+    throw CudaError(CudaErrorKind::NoCublasLt,
+                    api.library + " is cuBLASLt " + std::to_string(api.version / 10000) + "." +
+                        std::to_string(api.version / 100 % 100) +
+                        ", but this program needs cuBLASLt " +
+                        std::to_string(options.requiredMajor) + ".x: install " + cublas +
+                        ", or use --device cpu");
   api.handle = library.release();
 }
 
@@ -109,8 +100,10 @@ const CublasLtApi &cublasLtApi() {
     // $AMPC_CUDA_DRIVER_LIBRARY does the driver's, for the dry-run tests).
     CublasLtLoadOptions options;
     if (const char *library = std::getenv("AMPC_CUBLASLT_LIBRARY"))
-      if (*library)
+      if (*library) {
         options.libraryNames = {library};
+        options.namesFromVariable = true;
+      }
     try {
       api = &loadCublasLtApi(options);
     } catch (const CudaError &error) {

@@ -112,6 +112,9 @@ struct CublasLtApi {
 struct CublasLtLoadOptions {
   /// Tried in order; the default ends with the toolkit's own lib64 path.
   std::vector<std::string> libraryNames = defaultLibraryNames();
+  /// libraryNames is the file $AMPC_CUBLASLT_LIBRARY names (the message when
+  /// it cannot be opened then says to correct the variable).
+  bool namesFromVariable = false;
   /// The library's major version must be this one (the headers').
   int requiredMajor = CUBLAS_VER_MAJOR;
 

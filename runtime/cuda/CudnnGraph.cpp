@@ -5,7 +5,7 @@
 #if AMPC_HAVE_CUDNN_HEADERS
 
 #include "runtime/cuda/CudnnAttention.h"
-#include "runtime/cuda/DynamicLibrary.h"
+#include "runtime/support/DynamicLibrary.h"
 
 #include <cstdlib>
 #include <mutex>
@@ -25,38 +25,41 @@ namespace ampc::cuda::cudnn {
 
 namespace {
 
-std::vector<std::string> cudnnLibraryCandidates() {
-  std::vector<std::string> names;
-  if (const char *library = std::getenv("AMPC_CUDNN_LIBRARY"))
+/// $AMPC_CUDNN_LIBRARY when set, then the usual names: unlike the other libraries, a file the
+/// variable names that does not open falls back to them (cuDNN is optional: without it the
+/// attention runs our kernels).
+LibrarySearch cudnnLibrarySearch() {
+  LibrarySearch search;
+  search.what = "cuDNN";
+  search.variable = "AMPC_CUDNN_LIBRARY";
+  search.advice = "install cuDNN 9 or add its directory to LD_LIBRARY_PATH";
+  if (const char *library = std::getenv(search.variable.c_str()))
     if (*library)
-      names.push_back(library);
-  names.push_back("libcudnn.so.9");
-  names.push_back("libcudnn.so");
+      search.names.push_back(library);
+  search.names.push_back("libcudnn.so.9");
+  search.names.push_back("libcudnn.so");
   // The toolkit's lib64 (where a CUDA install may put cuDNN) is not on the loader's default
   // path; a PyTorch wheel's copy is reached through AMPC_CUDNN_LIBRARY or LD_LIBRARY_PATH.
   const std::string toolkitDir = AMPC_CUDA_LIBRARY_DIR;
   if (!toolkitDir.empty())
-    names.push_back(toolkitDir + "/libcudnn.so.9");
-  return names;
+    search.names.push_back(toolkitDir + "/libcudnn.so.9");
+  return search;
 }
 
 /// Opens cuDNN into \p api; throws CudaError(Cudnn) and leaves nothing open on failure.
 void loadInto(CudnnApi &api) {
-  DynamicLibrary library = DynamicLibrary::openFirst(cudnnLibraryCandidates());
+  const LibrarySearch search = cudnnLibrarySearch();
+  DynamicLibrary library = DynamicLibrary::openFirst(search.names, search.scope);
   if (!library)
-    throw CudaError(CudaErrorKind::Cudnn,
-                    "cuDNN not found (libcudnn.so.9 could not be loaded): install cuDNN 9, add "
-                    "its directory to LD_LIBRARY_PATH or set AMPC_CUDNN_LIBRARY to it");
+    throw CudaError(CudaErrorKind::Cudnn, search.notFoundMessage());
   api.library = library.name();
-  std::string missing;
-#define AMPC_CUDNN_RESOLVE(name)                                                                   \
-  if (!library.resolve(api.name, AMPC_CUDNN_STRINGIFY(name)))                                      \
-    missing += (missing.empty() ? "" : ", ") + std::string(AMPC_CUDNN_STRINGIFY(name));
+  SymbolResolver resolve(library);
+#define AMPC_CUDNN_RESOLVE(name) resolve(api.name, AMPC_CUDNN_STRINGIFY(name));
   AMPC_CUDNN_ENTRY_POINTS(AMPC_CUDNN_RESOLVE)
 #undef AMPC_CUDNN_RESOLVE
-  if (!missing.empty())
-    throw CudaError(CudaErrorKind::Cudnn,
-                    api.library + " is not a usable cuDNN 9 (it lacks " + missing + ")");
+  if (!resolve.missing().empty())
+    throw CudaError(CudaErrorKind::Cudnn, resolve.missingMessage("cuDNN 9 is needed"));
+  // Optional: without it a failure names only the status.
   library.resolve(api.cudnnGetLastErrorString, "cudnnGetLastErrorString");
   api.version = api.cudnnGetVersion();
   if (api.version / 10000 != 9)

@@ -1,7 +1,7 @@
 //===- Driver.cpp - The CUDA driver API, opened at run time ---------------===//
 
 #include "runtime/cuda/Driver.h"
-#include "runtime/cuda/DynamicLibrary.h"
+#include "runtime/support/DynamicLibrary.h"
 
 #include <cstdlib>
 #include <memory>
@@ -33,23 +33,36 @@ const char *fallbackErrorName(CUresult result) {
   }
 }
 
+/// Where the driver is looked for: \p options' names, or the file
+/// $AMPC_CUDA_DRIVER_LIBRARY names when they came from it.
+LibrarySearch driverSearch(const DriverLoadOptions &options) {
+  LibrarySearch search;
+  search.what = "NVIDIA driver";
+  search.names = options.libraryNames;
+  search.variable = "AMPC_CUDA_DRIVER_LIBRARY";
+  search.namedByVariable = options.namesFromVariable;
+  search.advice = "use --device cpu";
+  return search;
+}
+
 /// Opens the library into \p table and resolves its entry points; throws
 /// CudaError (and closes the library again).
 void loadInto(DriverApi &table, const DriverLoadOptions &options) {
   DriverApi *api = &table;
-  DynamicLibrary library = DynamicLibrary::openFirst(options.libraryNames);
+  const LibrarySearch search = driverSearch(options);
+  DynamicLibrary library = DynamicLibrary::openFirst(search.names, search.scope);
   if (!library)
-    throw CudaError(CudaErrorKind::NoDriver,
-                    noDriverMessage(options.libraryNames.empty() ? std::string("libcuda.so.1")
-                                                                 : options.libraryNames.front()));
+    throw CudaError(CudaErrorKind::NoDriver, search.notFoundMessage());
   api->library = library.name();
 
   // The version first: it decides whether a missing entry point means an
   // old driver or a broken one, and the toolkit's stub fails it.
-  if (!library.resolve(api->cuDriverGetVersion, AMPC_CUDA_STRINGIFY(cuDriverGetVersion)))
-    throw CudaError(CudaErrorKind::NoDriver, "no NVIDIA driver found (" + api->library +
-                                                 " has no cuDriverGetVersion, so it is not a CUDA "
-                                                 "driver): use --device cpu");
+  SymbolResolver resolveVersion(library);
+  resolveVersion(api->cuDriverGetVersion, AMPC_CUDA_STRINGIFY(cuDriverGetVersion));
+  if (!resolveVersion.missing().empty())
+    throw CudaError(CudaErrorKind::NoDriver,
+                    resolveVersion.missingMessage(
+                        "a CUDA driver is needed, and this is not one; use --device cpu"));
   const CUresult versionResult = api->cuDriverGetVersion(&api->driverVersion);
   if (versionResult == CUDA_ERROR_STUB_LIBRARY)
     throw CudaError(CudaErrorKind::NoDriver, stubDriverMessage(api->library), versionResult);
@@ -66,20 +79,16 @@ void loadInto(DriverApi &table, const DriverLoadOptions &options) {
                                         "with CUDA " +
                                             formatCudaVersion(kToolkitVersion) + ")"));
 
-  std::string missing;
-  auto resolve = [&](auto &entry, const char *symbol) {
-    if (!library.resolve(entry, symbol))
-      missing += (missing.empty() ? "" : ", ") + std::string(symbol);
-  };
+  SymbolResolver resolve(library);
 #define AMPC_CUDA_DRIVER_RESOLVE(name) resolve(api->name, AMPC_CUDA_STRINGIFY(name));
   AMPC_CUDA_DRIVER_ENTRY_POINTS(AMPC_CUDA_DRIVER_RESOLVE)
 #undef AMPC_CUDA_DRIVER_RESOLVE
-  if (!missing.empty())
-    throw CudaError(CudaErrorKind::DriverTooOld,
-                    "the NVIDIA driver in " + api->library + " (CUDA " +
-                        formatCudaVersion(api->driverVersion) + ") lacks " + missing +
-                        ", which this program needs: update the NVIDIA "
-                        "driver or use --device cpu");
+  if (!resolve.missing().empty()) {
+    const std::string needed = "a newer NVIDIA driver is needed (this one supports CUDA " +
+                               formatCudaVersion(api->driverVersion) +
+                               "); update it or use --device cpu";
+    throw CudaError(CudaErrorKind::DriverTooOld, resolve.missingMessage(needed));
+  }
   api->handle = library.release();
 }
 
@@ -137,8 +146,10 @@ const DriverApi &driverApi() {
     // tests run training executables over a recording stand-in for libcuda.
     DriverLoadOptions options;
     if (const char *library = std::getenv("AMPC_CUDA_DRIVER_LIBRARY"))
-      if (*library)
+      if (*library) {
         options.libraryNames = {library};
+        options.namesFromVariable = true;
+      }
     try {
       api = &loadDriverApi(options);
     } catch (const CudaError &error) {

@@ -12,8 +12,9 @@
 // looked up all go through the same macro, so they cannot disagree, and call
 // sites read like ordinary driver code: `api.cuMemAlloc(&pointer, bytes)`.
 //
-// Loading checks, in order: the library opens (else "no NVIDIA driver
-// found"), it is a real driver rather than the toolkit's stub, and its CUDA
+// Loading checks, in order: the library opens (else "no NVIDIA driver found
+// (tried libcuda.so.1, libcuda.so; ...)", runtime/support/DynamicLibrary.h),
+// it is a real driver rather than the toolkit's stub, and its CUDA
 // version is at least the one our kernels need (kRequiredDriverVersion:
 // cubins compiled by CUDA 13 NVRTC load on any 13.x driver, not on 12.x).
 //
@@ -112,6 +113,9 @@ struct DriverApi {
 struct DriverLoadOptions {
   /// Tried in order with dlopen; the first that opens is used.
   std::vector<std::string> libraryNames = {"libcuda.so.1", "libcuda.so"};
+  /// libraryNames is the file $AMPC_CUDA_DRIVER_LIBRARY names (the message
+  /// when it cannot be opened then says to correct the variable).
+  bool namesFromVariable = false;
   /// The driver must support at least this CUDA version.
   int requiredVersion = kRequiredDriverVersion;
 };

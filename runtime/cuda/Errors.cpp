@@ -42,10 +42,6 @@ std::string minimumDriverBranch(int version) {
   }
 }
 
-std::string noDriverMessage(const std::string &library) {
-  return "no NVIDIA driver found (" + library + " could not be loaded): use --device cpu";
-}
-
 std::string stubDriverMessage(const std::string &library) {
   return "no NVIDIA driver found (" + library +
          " is the CUDA toolkit's stub library, not a driver): use --device cpu";

@@ -66,10 +66,9 @@ std::string formatBytes(uint64_t bytes);
 /// ("R580" for 13.x), or "" when we do not know it.
 std::string minimumDriverBranch(int version);
 
-/// libcuda could not be opened:
-/// "no NVIDIA driver found (libcuda.so.1 could not be loaded): use --device
-/// cpu".
-std::string noDriverMessage(const std::string &library);
+// libcuda that cannot be opened is reported as every library the runtime
+// opens at run time is: LibrarySearch::notFoundMessage
+// (runtime/support/DynamicLibrary.h), "no NVIDIA driver found (tried ...)".
 
 /// \p library loaded but is the toolkit's stub (every call returns
 /// CUDA_ERROR_STUB_LIBRARY).

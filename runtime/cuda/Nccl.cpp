@@ -2,59 +2,44 @@
 
 #include "runtime/cuda/Nccl.h"
 
-#include "runtime/cuda/DynamicLibrary.h"
-
-#include <cstdlib>
+#include <algorithm>
 
 namespace ampc::cuda {
 
-namespace {
-
-NcclApi loadNcclApi() {
-  // $AMPC_NCCL_LIBRARY, when set, is the only candidate.
-  const char *chosen = std::getenv("AMPC_NCCL_LIBRARY");
-  if (chosen && *chosen) {
-    DynamicLibrary library = DynamicLibrary::openFirst({chosen});
-    if (!library)
-      throw NcclError(std::string("AMPC_NCCL_LIBRARY names ") + chosen +
-                      ", which cannot be opened as NCCL; unset it to use libnccl.so.2");
-  }
-  std::vector<std::string> candidates = {"libnccl.so.2", "libnccl.so"};
-  if (chosen && *chosen)
-    candidates = {chosen};
-  DynamicLibrary library = DynamicLibrary::openFirst(candidates);
-  if (!library)
-    throw NcclError("data parallel training on GPUs needs NCCL, and libnccl.so.2 cannot be "
-                    "opened: install NCCL (it ships with the CUDA toolkit and with PyTorch) and "
-                    "put its directory on LD_LIBRARY_PATH, or set AMPC_NCCL_LIBRARY to the file");
-  NcclApi api;
-  api.library = library.name();
-  auto resolve = [&](auto &entry, const char *symbol) {
-    if (!library.resolve(entry, symbol))
-      throw NcclError(library.name() + " has no " + symbol + ": NCCL 2.12 or newer is needed");
-  };
-  resolve(api.ncclGetVersion, "ncclGetVersion");
-  resolve(api.ncclGetUniqueId, "ncclGetUniqueId");
-  resolve(api.ncclCommInitRank, "ncclCommInitRank");
-  resolve(api.ncclCommDestroy, "ncclCommDestroy");
-  resolve(api.ncclCommAbort, "ncclCommAbort");
-  resolve(api.ncclCommGetAsyncError, "ncclCommGetAsyncError");
-  resolve(api.ncclGetErrorString, "ncclGetErrorString");
-  resolve(api.ncclAllReduce, "ncclAllReduce");
-  resolve(api.ncclGroupStart, "ncclGroupStart");
-  resolve(api.ncclGroupEnd, "ncclGroupEnd");
-  api.ncclGetVersion(&api.version);
-  library.release(); // kept for the life of the process
-  return api;
+LibrarySearch ncclLibrarySearch() {
+  LibrarySearch search;
+  search.what = "NCCL";
+  search.names = {"libnccl.so.2", "libnccl.so"};
+  search.variable = "AMPC_NCCL_LIBRARY";
+  search.advice = "data parallel training on GPUs needs it; install NCCL (it ships with the CUDA "
+                  "toolkit and with PyTorch) and put its directory on LD_LIBRARY_PATH";
+  search.applyVariable();
+  return search;
 }
 
-} // namespace
+NcclApi loadNcclApi(const LibrarySearch &search) {
+  try {
+    DynamicLibrary library = DynamicLibrary::open(search);
+    NcclApi api;
+    api.library = library.name();
+    SymbolResolver resolve(library);
+#define AMPC_NCCL_RESOLVE(name, result, parameters) resolve(api.name, #name);
+    AMPC_NCCL_ENTRY_POINTS(AMPC_NCCL_RESOLVE)
+#undef AMPC_NCCL_RESOLVE
+    resolve.check("NCCL 2.12 or newer is needed");
+    api.ncclGetVersion(&api.version);
+    library.release(); // kept for the life of the process
+    return api;
+  } catch (const LibraryError &error) {
+    throw NcclError(error.what());
+  }
+}
 
 const NcclApi &ncclApi() {
   // Loaded once; a failure is remembered and thrown again on each call.
   static const std::pair<NcclApi, std::string> loaded = []() -> std::pair<NcclApi, std::string> {
     try {
-      return {loadNcclApi(), ""};
+      return {loadNcclApi(ncclLibrarySearch()), ""};
     } catch (const NcclError &error) {
       return {NcclApi(), error.what()};
     }

@@ -2,10 +2,11 @@
 //
 // Data parallel runs on GPUs move gradients with NCCL. Like the driver and
 // cuBLASLt, libnccl.so.2 is opened with dlopen the first time a data
-// parallel run on a GPU needs it, so a training executable starts (and
-// trains on one GPU) on machines without NCCL. The entry points live in a
-// table (NcclApi) that tests replace with a recording stand-in, as the dry
-// run replaces the driver.
+// parallel run on a GPU needs it (runtime/support/DynamicLibrary.h), so a
+// training executable starts (and trains on one GPU) on machines without
+// NCCL. The entry points live in a table (NcclApi, from the X-macro list
+// AMPC_NCCL_ENTRY_POINTS) that tests replace with a recording stand-in, as
+// the dry run replaces the driver.
 //
 // NcclWorld is one rank's communicator: created from the unique id rank 0
 // draws (exchanged by the caller over MPI or TCP), on the GPU current on
@@ -15,6 +16,8 @@
 
 #ifndef AMPC_RUNTIME_CUDA_NCCL_H
 #define AMPC_RUNTIME_CUDA_NCCL_H
+
+#include "runtime/support/DynamicLibrary.h"
 
 #include <cuda.h>
 
@@ -58,21 +61,27 @@ public:
   using runtime_error::runtime_error;
 };
 
+// Every NCCL entry point the runtime uses: X(name, result type, parameter list), the name as in
+// nccl.h. The member, its type and the symbol looked up all come from this list.
+#define AMPC_NCCL_ENTRY_POINTS(X)                                                                  \
+  X(ncclGetVersion, nccl::Result, (int *version))                                                  \
+  X(ncclGetUniqueId, nccl::Result, (nccl::UniqueId *))                                             \
+  X(ncclCommInitRank, nccl::Result, (nccl::CommHandle *, int ranks, nccl::UniqueId, int rank))     \
+  X(ncclCommDestroy, nccl::Result, (nccl::CommHandle comm))                                        \
+  X(ncclCommAbort, nccl::Result, (nccl::CommHandle comm))                                          \
+  X(ncclCommGetAsyncError, nccl::Result, (nccl::CommHandle, nccl::Result *))                       \
+  X(ncclGetErrorString, const char *, (nccl::Result result))                                       \
+  X(ncclAllReduce, nccl::Result,                                                                   \
+    (const void *send, void *receive, size_t count, nccl::DataType type, nccl::ReduceOp op,        \
+     nccl::CommHandle comm, CUstream stream))                                                      \
+  X(ncclGroupStart, nccl::Result, ())                                                              \
+  X(ncclGroupEnd, nccl::Result, ())
+
 /// NCCL's entry points (named as in nccl.h, resolved with dlsym).
 struct NcclApi {
-  nccl::Result (*ncclGetVersion)(int *version) = nullptr;
-  nccl::Result (*ncclGetUniqueId)(nccl::UniqueId *id) = nullptr;
-  nccl::Result (*ncclCommInitRank)(nccl::CommHandle *comm, int ranks, nccl::UniqueId id,
-                                   int rank) = nullptr;
-  nccl::Result (*ncclCommDestroy)(nccl::CommHandle comm) = nullptr;
-  nccl::Result (*ncclCommAbort)(nccl::CommHandle comm) = nullptr;
-  nccl::Result (*ncclCommGetAsyncError)(nccl::CommHandle comm, nccl::Result *state) = nullptr;
-  const char *(*ncclGetErrorString)(nccl::Result result) = nullptr;
-  nccl::Result (*ncclAllReduce)(const void *send, void *receive, size_t count, nccl::DataType type,
-                                nccl::ReduceOp op, nccl::CommHandle comm,
-                                CUstream stream) = nullptr;
-  nccl::Result (*ncclGroupStart)() = nullptr;
-  nccl::Result (*ncclGroupEnd)() = nullptr;
+#define AMPC_NCCL_MEMBER(name, result, parameters) result(*name) parameters = nullptr;
+  AMPC_NCCL_ENTRY_POINTS(AMPC_NCCL_MEMBER)
+#undef AMPC_NCCL_MEMBER
   /// The library that opened ("libnccl.so.2"), or the stand-in's name.
   std::string library;
   int version = 0; ///< ncclGetVersion: 22703 for 2.27.3
@@ -81,6 +90,16 @@ struct NcclApi {
 /// The process-wide table: libnccl.so.2 (or $AMPC_NCCL_LIBRARY) opened on
 /// first use. Throws NcclError with the fix when it cannot be opened.
 const NcclApi &ncclApi();
+
+/// Where ncclApi() looks for NCCL: the file $AMPC_NCCL_LIBRARY names when it
+/// is set, else libnccl.so.2 and libnccl.so.
+LibrarySearch ncclLibrarySearch();
+
+/// Opens NCCL as \p search says and resolves every entry point; a new table
+/// each call, whose library stays loaded. Throws NcclError when no name opens
+/// ("no NCCL found (tried ...)") or the library lacks an entry point ("<file>
+/// has no <symbol>: NCCL 2.12 or newer is needed").
+NcclApi loadNcclApi(const LibrarySearch &search);
 
 /// The 128 bytes of an ncclUniqueId.
 using NcclId = std::array<char, nccl::kUniqueIdBytes>;

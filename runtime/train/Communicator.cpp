@@ -2,8 +2,9 @@
 
 #include "runtime/train/Communicator.h"
 
+#include "runtime/support/DynamicLibrary.h"
+
 #include <arpa/inet.h>
-#include <dlfcn.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -222,61 +223,102 @@ namespace {
 // &ompi_mpi_comm_world, MPI_BYTE &ompi_mpi_byte), and MPI_STATUS_IGNORE is
 // null: declaring them as void * is the ABI of libmpi.so.40.
 using Handle = void *;
-using InitFn = int (*)(int *, char ***);
-using FlagFn = int (*)(int *);
-using CommQueryFn = int (*)(Handle, int *);
-using CollectiveFn = int (*)(const void *, int, Handle, void *, int, Handle, Handle, Handle *);
-using TestFn = int (*)(Handle *, int *, void *);
-using FinalizeFn = int (*)();
-using AbortFn = int (*)(Handle, int);
-using VersionFn = int (*)(char *, int *);
+
+// Every MPI function the runner calls: X(name, result type, parameter list),
+// the name as in mpi.h. The member, its type and the symbol looked up all
+// come from this list.
+#define AMPC_MPI_ENTRY_POINTS(X)                                                                   \
+  X(MPI_Init, int, (int *argc, char ***argv))                                                      \
+  X(MPI_Initialized, int, (int *flag))                                                             \
+  X(MPI_Comm_rank, int, (Handle comm, int *rank))                                                  \
+  X(MPI_Comm_size, int, (Handle comm, int *size))                                                  \
+  X(MPI_Iallgather, int,                                                                           \
+    (const void *send, int sendCount, Handle sendType, void *receive, int receiveCount,            \
+     Handle receiveType, Handle comm, Handle *request))                                            \
+  X(MPI_Ialltoall, int,                                                                            \
+    (const void *send, int sendCount, Handle sendType, void *receive, int receiveCount,            \
+     Handle receiveType, Handle comm, Handle *request))                                            \
+  X(MPI_Test, int, (Handle *, int *done, void *status))                                            \
+  X(MPI_Finalize, int, ())                                                                         \
+  X(MPI_Abort, int, (Handle comm, int status))                                                     \
+  X(MPI_Get_library_version, int, (char *version, int *length))
+
+// Open MPI's predefined objects whose addresses are the handles used.
+#define AMPC_MPI_OBJECTS(X)                                                                        \
+  X(ompi_mpi_comm_world)                                                                           \
+  X(ompi_mpi_byte)
+
+/// Open MPI's entry points and predefined objects, resolved from one library.
+struct MpiApi {
+#define AMPC_MPI_MEMBER(name, result, parameters) result(*name) parameters = nullptr;
+  AMPC_MPI_ENTRY_POINTS(AMPC_MPI_MEMBER)
+#undef AMPC_MPI_MEMBER
+#define AMPC_MPI_OBJECT(name) Handle name = nullptr;
+  AMPC_MPI_OBJECTS(AMPC_MPI_OBJECT)
+#undef AMPC_MPI_OBJECT
+  /// The library that opened ("libmpi.so.40").
+  std::string library;
+};
+
+/// A non-blocking collective of equal blocks (MPI_Iallgather, MPI_Ialltoall).
+using CollectiveFn = decltype(MpiApi::MPI_Iallgather);
+
+/// Where MPI is looked for: the file $AMPC_MPI_LIBRARY names, else Open MPI's
+/// libmpi.so.40 and libmpi.so.
+LibrarySearch mpiLibrarySearch() {
+  LibrarySearch search;
+  search.what = "Open MPI";
+  search.names = {"libmpi.so.40", "libmpi.so"};
+  search.variable = "AMPC_MPI_LIBRARY";
+  search.advice = "this run was started by an MPI launcher; install Open MPI (Debian: apt-get "
+                  "install openmpi-bin) or put its lib directory on LD_LIBRARY_PATH";
+  // Open MPI's plugins (mca_*.so) resolve libmpi's symbols globally.
+  search.scope = SymbolScope::Global;
+  search.applyVariable();
+  return search;
+}
+
+/// Opens MPI and resolves the table; the library stays loaded for the life
+/// of the process. Throws CommunicatorError.
+MpiApi loadMpiApi() {
+  try {
+    DynamicLibrary library = DynamicLibrary::open(mpiLibrarySearch());
+    MpiApi api;
+    api.library = library.name();
+    SymbolResolver resolve(library);
+#define AMPC_MPI_RESOLVE(name, ...) resolve(api.name, #name);
+    AMPC_MPI_ENTRY_POINTS(AMPC_MPI_RESOLVE)
+    AMPC_MPI_OBJECTS(AMPC_MPI_RESOLVE)
+#undef AMPC_MPI_RESOLVE
+    resolve.check("Open MPI 3 or later is needed (this runner speaks Open MPI's ABI; launch it "
+                  "with Open MPI's mpirun)");
+    library.release();
+    return api;
+  } catch (const LibraryError &error) {
+    throw CommunicatorError(error.what());
+  }
+}
 
 class MpiWorld final : public Communicator {
 public:
-  explicit MpiWorld(double timeoutSeconds) : timeout(timeoutSeconds) {
-    // RTLD_GLOBAL: Open MPI's plugins (mca_*.so) resolve libmpi's symbols.
-    for (const char *name : {"libmpi.so.40", "libmpi.so"}) {
-      library = ::dlopen(name, RTLD_NOW | RTLD_GLOBAL);
-      if (library)
-        break;
-    }
-    if (!library)
-      throw CommunicatorError(
-          "this run was started by an MPI launcher but libmpi.so.40 (Open MPI) cannot be "
-          "opened: install Open MPI (Debian: apt-get install openmpi-bin) or put its lib "
-          "directory on LD_LIBRARY_PATH");
-    resolve(init, "MPI_Init");
-    resolve(initialized, "MPI_Initialized");
-    resolve(commRank, "MPI_Comm_rank");
-    resolve(commSize, "MPI_Comm_size");
-    resolve(iallgather, "MPI_Iallgather");
-    resolve(ialltoall, "MPI_Ialltoall");
-    resolve(test, "MPI_Test");
-    resolve(finalize, "MPI_Finalize");
-    resolve(abort, "MPI_Abort");
-    resolve(libraryVersion, "MPI_Get_library_version");
-    world = ::dlsym(library, "ompi_mpi_comm_world");
-    byte = ::dlsym(library, "ompi_mpi_byte");
-    if (!world || !byte)
-      throw CommunicatorError("libmpi.so.40 is not Open MPI (no ompi_mpi_comm_world): this "
-                              "runner speaks Open MPI's ABI; launch it with Open MPI's mpirun");
+  explicit MpiWorld(double timeoutSeconds) : timeout(timeoutSeconds), mpi(loadMpiApi()) {
     int already = 0;
-    initialized(&already);
-    if (!already && init(nullptr, nullptr) != 0)
+    mpi.MPI_Initialized(&already);
+    if (!already && mpi.MPI_Init(nullptr, nullptr) != 0)
       throw CommunicatorError("MPI_Init failed");
-    commRank(world, &me);
-    commSize(world, &ranks);
+    mpi.MPI_Comm_rank(mpi.ompi_mpi_comm_world, &me);
+    mpi.MPI_Comm_size(mpi.ompi_mpi_comm_world, &ranks);
     char version[256] = {};
     int length = 0;
-    libraryVersion(version, &length);
+    mpi.MPI_Get_library_version(version, &length);
     std::string text(version, static_cast<size_t>(std::max(0, length)));
     text = text.substr(0, text.find_first_of(",\n"));
     name = "MPI (" + text + ")";
   }
 
   ~MpiWorld() override {
-    if (init && !aborted)
-      finalize();
+    if (!aborted)
+      mpi.MPI_Finalize();
   }
 
   int rank() const override { return me; }
@@ -284,24 +326,17 @@ public:
   std::string describe() const override { return name; }
 
   void allGather(const void *send, size_t bytes, void *receive, const std::string &what) override {
-    exchange(iallgather, send, bytes, receive, false, what);
+    exchange(mpi.MPI_Iallgather, send, bytes, receive, false, what);
   }
   void allToAll(const void *send, size_t bytes, void *receive, const std::string &what) override {
-    exchange(ialltoall, send, bytes, receive, true, what);
+    exchange(mpi.MPI_Ialltoall, send, bytes, receive, true, what);
   }
   void abortAll(int status) override {
     aborted = true;
-    abort(world, status);
+    mpi.MPI_Abort(mpi.ompi_mpi_comm_world, status);
   }
 
 private:
-  template <typename Function> void resolve(Function &entry, const char *symbol) {
-    entry = reinterpret_cast<Function>(::dlsym(library, symbol));
-    if (!entry)
-      throw CommunicatorError(std::string("libmpi.so.40 has no ") + symbol +
-                              " (MPI 3 or later is needed)");
-  }
-
   /// One collective of \p bytes per rank, in pieces of at most 1 GiB (MPI
   /// counts are ints), each waited for with the time limit.
   void exchange(CollectiveFn collective, const void *send, size_t bytes, void *receive,
@@ -331,12 +366,13 @@ private:
   void wait(CollectiveFn collective, const void *send, int count, void *receive,
             const std::string &what) {
     Handle request = nullptr;
-    if (collective(send, count, byte, receive, count, byte, world, &request) != 0)
+    if (collective(send, count, mpi.ompi_mpi_byte, receive, count, mpi.ompi_mpi_byte,
+                   mpi.ompi_mpi_comm_world, &request) != 0)
       throw CommunicatorError("MPI failed to start the exchange of " + what);
     const auto start = std::chrono::steady_clock::now();
     for (uint64_t polls = 0;; ++polls) {
       int done = 0;
-      if (test(&request, &done, nullptr) != 0)
+      if (mpi.MPI_Test(&request, &done, nullptr) != 0)
         throw CommunicatorError("MPI failed during the exchange of " + what);
       if (done)
         return;
@@ -366,16 +402,7 @@ private:
   }
 
   double timeout;
-  void *library = nullptr;
-  Handle world = nullptr, byte = nullptr;
-  InitFn init = nullptr;
-  FlagFn initialized = nullptr;
-  CommQueryFn commRank = nullptr, commSize = nullptr;
-  CollectiveFn iallgather = nullptr, ialltoall = nullptr;
-  TestFn test = nullptr;
-  FinalizeFn finalize = nullptr;
-  AbortFn abort = nullptr;
-  VersionFn libraryVersion = nullptr;
+  MpiApi mpi;
   int me = 0, ranks = 1;
   bool aborted = false, interruptNoted = false;
   std::string name;

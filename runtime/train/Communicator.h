@@ -13,8 +13,9 @@
 // gives the same bits. (MPI_Allreduce makes no such promise: its algorithm,
 // and so its order of additions, may change with the message size.)
 //
-// The MPI transport opens libmpi.so.40 (Open MPI's stable ABI, 3.x to 5.x)
-// at run time with dlopen, as the CUDA backend opens the driver: a training
+// The MPI transport opens libmpi.so.40 (Open MPI's stable ABI, 3.x to 5.x,
+// or the file $AMPC_MPI_LIBRARY names) at run time with dlopen, as the CUDA
+// backend opens the driver (runtime/support/DynamicLibrary.h): a training
 // executable that is never launched by mpirun never loads MPI and starts on
 // machines without it. See docs/distributed.md.
 //
@@ -133,10 +134,13 @@ std::unique_ptr<Communicator> makeSingleRankCommunicator();
 std::unique_ptr<Communicator> makeTcpCommunicator(const LaunchInfo &launch, int port,
                                                   double timeoutSeconds);
 
-/// Opens MPI (dlopen of libmpi.so.40), initialises it and returns the world
-/// communicator. Each exchange waits at most \p timeoutSeconds for the other
-/// ranks, then fails naming the exchange (a rank died or hung). Throws
-/// CommunicatorError when libmpi cannot be opened or initialised.
+/// Opens MPI (dlopen of $AMPC_MPI_LIBRARY's file when it is set, else
+/// libmpi.so.40 or libmpi.so, with RTLD_GLOBAL for Open MPI's plugins),
+/// initialises it and returns the world communicator. Each exchange waits at
+/// most \p timeoutSeconds for the other ranks, then fails naming the exchange
+/// (a rank died or hung). Throws CommunicatorError when libmpi cannot be
+/// opened ("no Open MPI found (tried ...)"), lacks an entry point
+/// ("libmpi.so.40 has no MPI_Ialltoall: ...") or cannot be initialised.
 std::unique_ptr<Communicator> makeMpiCommunicator(double timeoutSeconds);
 
 } // namespace ampc::train

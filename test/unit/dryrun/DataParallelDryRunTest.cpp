@@ -255,8 +255,8 @@ TEST(DataParallelDryRun, NcclMissingIsAClearError) {
     cuda::ncclApi();
     ADD_FAILURE() << "a missing AMPC_NCCL_LIBRARY was accepted";
   } catch (const cuda::NcclError &error) {
-    EXPECT_STREQ(error.what(), "AMPC_NCCL_LIBRARY names /nonexistent/libnccl.so.2, which cannot "
-                               "be opened as NCCL; unset it to use libnccl.so.2");
+    EXPECT_STREQ(error.what(), "no NCCL found (tried /nonexistent/libnccl.so.2, named by "
+                               "AMPC_NCCL_LIBRARY): correct AMPC_NCCL_LIBRARY or unset it");
   }
 }
 

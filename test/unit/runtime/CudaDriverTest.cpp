@@ -5,19 +5,23 @@
 // the toolkit's stub libcuda.so, gives the "no NVIDIA driver" messages;
 // every driver symbol we resolve exists, under its versioned name, in the
 // toolkit this was built with (its stub exports the whole API); cuBLASLt
-// loads from the toolkit without a GPU; a missing cuBLASLt is a one-line
-// error. On a machine with a driver the tests that expect none skip.
+// loads from the toolkit without a GPU; a missing cuBLASLt or NCCL, and a
+// library that lacks their entry points (libm stands in for one), give the
+// one-line messages every library opened at run time gives. On a machine
+// with a driver the tests that expect none skip.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/CublasLt.h"
 #include "runtime/cuda/Device.h"
 #include "runtime/cuda/Driver.h"
+#include "runtime/cuda/Nccl.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 #include <unistd.h>
@@ -38,21 +42,49 @@ TEST(CudaDriver, MissingLibraryIsNoDriver) {
     FAIL() << "loading a nonexistent driver succeeded";
   } catch (const CudaError &error) {
     EXPECT_EQ(error.kind(), CudaErrorKind::NoDriver);
-    EXPECT_STREQ(error.what(), "no NVIDIA driver found "
-                               "(libampc-no-such-driver.so.1 could not be "
-                               "loaded): use --device cpu");
+    EXPECT_STREQ(error.what(), "no NVIDIA driver found (tried libampc-no-such-driver.so.1; set "
+                               "AMPC_CUDA_DRIVER_LIBRARY to the file to use): use --device cpu");
   }
 }
 
-TEST(CudaDriver, TheFirstNameTriedIsTheOneReported) {
+TEST(CudaDriver, EveryNameTriedIsReported) {
   DriverLoadOptions options;
-  options.libraryNames = {"libampc-first.so.1", "libampc-second.so"};
+  options.libraryNames = {"libampc-first.so.1", "", "libampc-second.so"};
   try {
     loadDriverApi(options);
     FAIL() << "loading a nonexistent driver succeeded";
   } catch (const CudaError &error) {
-    EXPECT_STREQ(error.what(), "no NVIDIA driver found (libampc-first.so.1 "
-                               "could not be loaded): use --device cpu");
+    EXPECT_STREQ(error.what(), "no NVIDIA driver found (tried libampc-first.so.1, "
+                               "libampc-second.so; set AMPC_CUDA_DRIVER_LIBRARY to the file to "
+                               "use): use --device cpu");
+  }
+}
+
+TEST(CudaDriver, AFileFromTheVariableIsToBeCorrected) {
+  DriverLoadOptions options;
+  options.libraryNames = {"/nonexistent/libcuda.so.1"};
+  options.namesFromVariable = true;
+  try {
+    loadDriverApi(options);
+    FAIL() << "loading a nonexistent driver succeeded";
+  } catch (const CudaError &error) {
+    EXPECT_EQ(error.kind(), CudaErrorKind::NoDriver);
+    EXPECT_STREQ(error.what(), "no NVIDIA driver found (tried /nonexistent/libcuda.so.1, named by "
+                               "AMPC_CUDA_DRIVER_LIBRARY): correct AMPC_CUDA_DRIVER_LIBRARY or "
+                               "unset it");
+  }
+}
+
+TEST(CudaDriver, ALibraryWithoutTheDriverApiIsNoDriver) {
+  DriverLoadOptions options;
+  options.libraryNames = {"libm.so.6"};
+  try {
+    loadDriverApi(options);
+    FAIL() << "libm loaded as a driver";
+  } catch (const CudaError &error) {
+    EXPECT_EQ(error.kind(), CudaErrorKind::NoDriver);
+    EXPECT_STREQ(error.what(), "libm.so.6 has no cuDriverGetVersion: a CUDA driver is needed, and "
+                               "this is not one; use --device cpu");
   }
 }
 
@@ -111,8 +143,8 @@ TEST(CudaDriver, WithoutADriverOpeningADeviceSaysSo) {
     // libcuda.so.1 absent: the message the user sees is exactly this one.
     if (error.kind() == CudaErrorKind::NoDriver &&
         std::string(error.what()).find("libcuda.so.1") != std::string::npos)
-      EXPECT_STREQ(error.what(), "no NVIDIA driver found (libcuda.so.1 could "
-                                 "not be loaded): use --device cpu");
+      EXPECT_STREQ(error.what(), "no NVIDIA driver found (tried libcuda.so.1, libcuda.so; set "
+                                 "AMPC_CUDA_DRIVER_LIBRARY to the file to use): use --device cpu");
     else
       EXPECT_TRUE(error.kind() == CudaErrorKind::NoDriver ||
                   error.kind() == CudaErrorKind::NoDevice)
@@ -144,9 +176,29 @@ TEST(CudaCublasLt, MissingLibraryIsAOneLineError) {
     FAIL() << "loading a nonexistent cuBLASLt succeeded";
   } catch (const CudaError &error) {
     EXPECT_EQ(error.kind(), CudaErrorKind::NoCublasLt);
-    EXPECT_STREQ(error.what(), "cuBLASLt not found (libampc-no-such-cublasLt.so.13 could "
-                               "not be loaded): install the CUDA 13 cuBLAS library or add "
-                               "its directory to LD_LIBRARY_PATH, or use --device cpu");
+    EXPECT_STREQ(error.what(), "no cuBLASLt found (tried libampc-no-such-cublasLt.so.13; set "
+                               "AMPC_CUBLASLT_LIBRARY to the file to use): install the CUDA 13 "
+                               "cuBLAS library or add its directory to LD_LIBRARY_PATH, or use "
+                               "--device cpu");
+  }
+}
+
+TEST(CudaCublasLt, ALibraryWithoutCublasLtNamesTheMissingEntryPoints) {
+  CublasLtLoadOptions options;
+  options.libraryNames = {"libm.so.6"};
+  try {
+    loadCublasLtApi(options);
+    FAIL() << "libm loaded as cuBLASLt";
+  } catch (const CudaError &error) {
+    EXPECT_EQ(error.kind(), CudaErrorKind::NoCublasLt);
+    const std::string what = error.what();
+    EXPECT_EQ(what.rfind("libm.so.6 has no cublasLt", 0), 0u) << what;
+    EXPECT_NE(what.find(", cublasLtMatmulAlgoGetHeuristic, cublasLtMatmul: "), std::string::npos)
+        << what;
+    const std::string needed = ": the CUDA 13 cuBLAS library is needed; install it, or use "
+                               "--device cpu";
+    ASSERT_GE(what.size(), needed.size());
+    EXPECT_EQ(what.substr(what.size() - needed.size()), needed);
   }
 }
 
@@ -180,6 +232,72 @@ TEST(CudaCublasLt, WrongMajorVersionIsRefused) {
               std::string::npos)
         << error.what();
   }
+}
+
+//===----------------------------------------------------------------------===//
+// NCCL
+//===----------------------------------------------------------------------===//
+
+/// NCCL's search with \p names, as if $AMPC_NCCL_LIBRARY were not set.
+ampc::LibrarySearch ncclSearchFor(std::vector<std::string> names) {
+  ampc::LibrarySearch search = ncclLibrarySearch();
+  search.names = std::move(names);
+  search.namedByVariable = false;
+  return search;
+}
+
+TEST(CudaNccl, TheSearchIsTheUsualNamesOrTheVariablesFile) {
+  const char *saved = std::getenv("AMPC_NCCL_LIBRARY");
+  const std::string before = saved ? saved : "";
+  ::unsetenv("AMPC_NCCL_LIBRARY");
+  const ampc::LibrarySearch usual = ncclLibrarySearch();
+  EXPECT_EQ(usual.names, (std::vector<std::string>{"libnccl.so.2", "libnccl.so"}));
+  EXPECT_FALSE(usual.namedByVariable);
+  ::setenv("AMPC_NCCL_LIBRARY", "/opt/nccl/libnccl.so.2", 1);
+  const ampc::LibrarySearch chosen = ncclLibrarySearch();
+  EXPECT_EQ(chosen.names, std::vector<std::string>{"/opt/nccl/libnccl.so.2"});
+  EXPECT_TRUE(chosen.namedByVariable);
+  if (saved)
+    ::setenv("AMPC_NCCL_LIBRARY", before.c_str(), 1);
+  else
+    ::unsetenv("AMPC_NCCL_LIBRARY");
+}
+
+TEST(CudaNccl, MissingLibraryNamesTheCandidates) {
+  try {
+    loadNcclApi(ncclSearchFor({"libampc-no-such-nccl.so.2", "libampc-no-such-nccl.so"}));
+    FAIL() << "loading a nonexistent NCCL succeeded";
+  } catch (const NcclError &error) {
+    EXPECT_STREQ(error.what(), "no NCCL found (tried libampc-no-such-nccl.so.2, "
+                               "libampc-no-such-nccl.so; set AMPC_NCCL_LIBRARY to the file to "
+                               "use): data parallel training on GPUs needs it; install NCCL (it "
+                               "ships with the CUDA toolkit and with PyTorch) and put its "
+                               "directory on LD_LIBRARY_PATH");
+  }
+}
+
+TEST(CudaNccl, ALibraryWithoutNcclNamesEveryMissingEntryPoint) {
+  try {
+    loadNcclApi(ncclSearchFor({"libm.so.6"}));
+    FAIL() << "libm loaded as NCCL";
+  } catch (const NcclError &error) {
+    EXPECT_STREQ(error.what(), "libm.so.6 has no ncclGetVersion, ncclGetUniqueId, "
+                               "ncclCommInitRank, ncclCommDestroy, ncclCommAbort, "
+                               "ncclCommGetAsyncError, ncclGetErrorString, ncclAllReduce, "
+                               "ncclGroupStart, ncclGroupEnd: NCCL 2.12 or newer is needed");
+  }
+}
+
+TEST(CudaNccl, LoadsTheInstalledNccl) {
+  const ampc::LibrarySearch search = ncclSearchFor({"libnccl.so.2", "libnccl.so"});
+  if (!ampc::DynamicLibrary::openFirst(search.names))
+    GTEST_SKIP() << "no NCCL on the loader's path";
+  const NcclApi api = loadNcclApi(search);
+  EXPECT_EQ(api.library, "libnccl.so.2");
+  EXPECT_GE(api.version, 21200) << "NCCL 2.12 or newer";
+#define AMPC_NCCL_EXPECT_RESOLVED(name, result, parameters) EXPECT_NE(api.name, nullptr) << #name;
+  AMPC_NCCL_ENTRY_POINTS(AMPC_NCCL_EXPECT_RESOLVED)
+#undef AMPC_NCCL_EXPECT_RESOLVED
 }
 
 } // namespace
