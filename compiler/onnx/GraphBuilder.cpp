@@ -87,16 +87,11 @@ Value GraphBuilder::tensor(ImportedValue &value, Type element) {
     value.pending = Pending::None;
     break;
   }
-  case Pending::Sigmoid: {
-    // sigmoid(x) = (1 + tanh(x / 2)) / 2: no overflow for large |x|, and its gradient is finite.
-    Value x = value.pendingInput;
-    Type type = tensorType(x).getElementType();
-    Value half = scalar(0.5, type);
-    Value t = create<graph::TanhOp>(create<graph::MulOp>(x, half));
-    value.value = create<graph::AddOp>(create<graph::MulOp>(t, half), half);
+  case Pending::Sigmoid:
+    // Not the gate of x * sigmoid(x) (graph.silu): a sigmoid of its own.
+    value.value = create<graph::SigmoidOp>(value.pendingInput);
     value.pending = Pending::None;
     break;
-  }
   case Pending::LogSoftmax: {
     // x - max - log(sum(exp(x - max))) over the last axis.
     Value x = value.pendingInput;

@@ -258,6 +258,22 @@ void convertAbs(const NodeContext &c) {
   c.result(c.graph.create<graph::AddOp>(positive, negative));
 }
 
+/// max(0, min(1, alpha x + beta)): PyTorch's hardsigmoid (alpha 1/6, beta 1/2) as graph.hardsigmoid,
+/// other coefficients as relu(y) - relu(y - 1), y = alpha x + beta.
+void convertHardSigmoid(const NodeContext &c) {
+  const double alpha = floatAttribute(c.node, "alpha", 0.2);
+  const double beta = floatAttribute(c.node, "beta", 0.5);
+  Value x = c.tensor(0);
+  if (near(alpha, 1.0 / 6.0) && near(beta, 0.5))
+    return c.result(c.graph.create<graph::HardsigmoidOp>(x));
+  Type element = GraphBuilder::tensorType(x).getElementType();
+  Value scaled = c.graph.create<graph::MulOp>(x, c.graph.scalar(alpha, element));
+  Value y = c.graph.create<graph::AddOp>(scaled, c.graph.scalar(beta, element));
+  Value above = c.graph.create<graph::SubOp>(y, c.graph.scalar(1.0, element));
+  c.result(c.graph.create<graph::SubOp>(c.graph.create<graph::ReluOp>(y),
+                                        c.graph.create<graph::ReluOp>(above)));
+}
+
 void convertCast(const NodeContext &c) {
   const int32_t to = static_cast<int32_t>(intAttribute(c.node, "to", onnx::TensorProto::FLOAT));
   c.result(c.graph.cast(c.tensor(0), c.graph.elementType(to)));
@@ -669,6 +685,9 @@ const std::map<std::string, Converter> &converters() {
       {"Relu", [](const NodeContext &c) { c.result(c.graph.create<graph::ReluOp>(c.tensor(0))); }},
       {"HardSwish",
        [](const NodeContext &c) { c.result(c.graph.create<graph::HardswishOp>(c.tensor(0))); }},
+      {"HardSigmoid", convertHardSigmoid},
+      {"Softplus",
+       [](const NodeContext &c) { c.result(c.graph.create<graph::SoftplusOp>(c.tensor(0))); }},
       {"Exp", [](const NodeContext &c) { c.result(c.graph.create<graph::ExpOp>(c.tensor(0))); }},
       {"Log", [](const NodeContext &c) { c.result(c.graph.create<graph::LogOp>(c.tensor(0))); }},
       {"Reciprocal", convertReciprocal},

@@ -227,9 +227,10 @@ class Graph_UnaryOp<string mnemonic, string math, list<Trait> traits = []>
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
-class Graph_ActivationGradOp<string mnemonic, string math>
-    : Graph_Op<mnemonic, [Graph_FollowPrecision, Graph_ElementwiseKernel, Pure,
-                          SameOperandsAndResultType]> {
+class Graph_ActivationGradOp<string mnemonic, string math,
+                             list<Trait> traits = [Graph_FollowPrecision]>
+    : Graph_Op<mnemonic, !listconcat([Graph_ElementwiseKernel, Pure, SameOperandsAndResultType],
+                                     traits)> {
   let summary = "gradient of " # math;
   let description = [{
     dx = dy * f'(x) for the forward input x and the gradient dy of the forward result.
@@ -257,7 +258,8 @@ multiclass Graph_Activation<string mnemonic, string math, string derivative,
       }
     }];
   }
-  def GradOp : Graph_ActivationGradOp<mnemonic # "_grad", mnemonic # ": " # derivative>;
+  // The gradient computes in the forward's precision class.
+  def GradOp : Graph_ActivationGradOp<mnemonic # "_grad", mnemonic # ": " # derivative, traits>;
 }
 
 defm Graph_Relu : Graph_Activation<"relu", "max(x, 0)", "dy where x > 0, else 0">;
@@ -265,6 +267,12 @@ defm Graph_Silu : Graph_Activation<"silu", "x * sigmoid(x)",
     "dy * s * (1 + x * (1 - s)), s = sigmoid(x)">;
 defm Graph_Hardswish : Graph_Activation<"hardswish", "x * min(max(x + 3, 0), 6) / 6",
     "0 below -3, dy (x / 3 + 1/2) up to 3, dy above">;
+defm Graph_Sigmoid : Graph_Activation<"sigmoid", "1 / (1 + e^-x)", "dy * (1 - s) * s, s = sigmoid(x)">;
+defm Graph_Hardsigmoid : Graph_Activation<"hardsigmoid", "min(max(x + 3, 0), 6) / 6",
+    "dy / 6 strictly between -3 and 3, else 0">;
+// PyTorch's softplus with beta 1 and threshold 20 (x itself above it); f32 as under autocast.
+defm Graph_Softplus : Graph_Activation<"softplus", "log(1 + e^x), x above 20",
+    "dy * sigmoid(x), dy above 20", [Graph_Fp32Precision]>;
 
 def Graph_NegOp : Graph_UnaryOp<"neg", "-x", [Graph_FollowPrecision]>;
 def Graph_TanhOp : Graph_UnaryOp<"tanh", "tanh(x)", [Graph_FollowPrecision]>;

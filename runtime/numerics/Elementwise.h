@@ -32,7 +32,7 @@
 
 namespace ampc::numerics {
 
-/// exp, log, tanh, erf and sqrt for float and double, on the host and the device.
+/// exp, log, log1p, tanh, erf and sqrt for float and double, on the host and the device.
 namespace math {
 #if defined(__CUDA_ARCH__)
 __device__ __forceinline__ float exp(float x) { return ::expf(x); }
@@ -40,15 +40,18 @@ __device__ __forceinline__ float log(float x) { return ::logf(x); }
 __device__ __forceinline__ float tanh(float x) { return ::tanhf(x); }
 __device__ __forceinline__ float erf(float x) { return ::erff(x); }
 __device__ __forceinline__ float sqrt(float x) { return ::sqrtf(x); }
+__device__ __forceinline__ float log1p(float x) { return ::log1pf(x); }
 __device__ __forceinline__ double exp(double x) { return ::exp(x); }
 __device__ __forceinline__ double log(double x) { return ::log(x); }
 __device__ __forceinline__ double tanh(double x) { return ::tanh(x); }
 __device__ __forceinline__ double erf(double x) { return ::erf(x); }
 __device__ __forceinline__ double sqrt(double x) { return ::sqrt(x); }
+__device__ __forceinline__ double log1p(double x) { return ::log1p(x); }
 #else
 using std::erf;
 using std::exp;
 using std::log;
+using std::log1p;
 using std::sqrt;
 using std::tanh;
 #endif
@@ -179,6 +182,49 @@ struct HardswishGrad {
     if (x <= T(3))
       return dy * (x / T(3) + T(0.5));
     return dy;
+  }
+};
+
+/// 1 / (1 + e^-x): 0, not NaN, where e^-x overflows.
+struct Sigmoid {
+  template <typename T> AMPC_HOST_DEVICE static T apply(T x) {
+    return T(1) / (T(1) + math::exp(-x));
+  }
+};
+/// dy (1 - s) s, s = sigmoid(x), in PyTorch's order.
+struct SigmoidGrad {
+  template <typename T> AMPC_HOST_DEVICE static T apply(T x, T dy) {
+    const T s = T(1) / (T(1) + math::exp(-x));
+    return dy * (T(1) - s) * s;
+  }
+};
+
+/// relu6(x + 3) / 6 = min(max(x + 3, 0), 6) / 6, as PyTorch computes it (NaN stays).
+struct Hardsigmoid {
+  template <typename T> AMPC_HOST_DEVICE static T apply(T x) {
+    const T shifted = x + T(3);
+    const T low = shifted < T(0) ? T(0) : shifted;
+    return (T(6) < low ? T(6) : low) / T(6);
+  }
+};
+/// dy / 6 (as dy times the rounded 1/6, PyTorch's) strictly between -3 and 3, else 0.
+struct HardsigmoidGrad {
+  template <typename T> AMPC_HOST_DEVICE static T apply(T x, T dy) {
+    return x > T(-3) && x < T(3) ? dy * (T(1) / T(6)) : T(0);
+  }
+};
+
+/// log(1 + e^x), and x itself above PyTorch's threshold 20 (beta 1), where they agree in f32.
+struct Softplus {
+  template <typename T> AMPC_HOST_DEVICE static T apply(T x) {
+    return x > T(20) ? x : math::log1p(math::exp(x));
+  }
+};
+/// dy e^x / (e^x + 1) = dy sigmoid(x), and dy above the threshold, in PyTorch's order.
+struct SoftplusGrad {
+  template <typename T> AMPC_HOST_DEVICE static T apply(T x, T dy) {
+    const T z = math::exp(x);
+    return x > T(20) ? dy : dy * z / (z + T(1));
   }
 };
 

@@ -265,7 +265,10 @@ graph.model @binary_bf16 {
 // CHECK: %[[RELU:.+]] = graph.relu %[[NEG]] : tensor<4x8xf32>
 // CHECK: %[[SILU:.+]] = graph.silu %[[RELU]] : tensor<4x8xf32>
 // CHECK: %[[HSW:.+]] = graph.hardswish %[[SILU]] : tensor<4x8xf32>
-// CHECK: %[[TANH:.+]] = graph.tanh %[[HSW]] : tensor<4x8xf32>
+// CHECK: %[[SIG:.+]] = graph.sigmoid %[[HSW]] : tensor<4x8xf32>
+// CHECK: %[[HSIG:.+]] = graph.hardsigmoid %[[SIG]] : tensor<4x8xf32>
+// CHECK: %[[SP:.+]] = graph.softplus %[[HSIG]] : tensor<4x8xf32>
+// CHECK: %[[TANH:.+]] = graph.tanh %[[SP]] : tensor<4x8xf32>
 // CHECK: %[[EXP:.+]] = graph.exp %[[TANH]] : tensor<4x8xf32>
 // CHECK: %[[LOG:.+]] = graph.log %[[EXP]] : tensor<4x8xf32>
 // CHECK: %[[SQRT:.+]] = graph.sqrt %[[LOG]] : tensor<4x8xf32>
@@ -287,7 +290,10 @@ graph.model @unary {
     %relu = graph.relu %neg : tensor<4x8xf32>
     %silu = graph.silu %relu : tensor<4x8xf32>
     %hardswish = graph.hardswish %silu : tensor<4x8xf32>
-    %tanh = graph.tanh %hardswish : tensor<4x8xf32>
+    %sigmoid = graph.sigmoid %hardswish : tensor<4x8xf32>
+    %hardsigmoid = graph.hardsigmoid %sigmoid : tensor<4x8xf32>
+    %softplus = graph.softplus %hardsigmoid : tensor<4x8xf32>
+    %tanh = graph.tanh %softplus : tensor<4x8xf32>
     %exp = graph.exp %tanh : tensor<4x8xf32>
     %log = graph.log %exp : tensor<4x8xf32>
     %sqrt = graph.sqrt %log : tensor<4x8xf32>

@@ -20,7 +20,10 @@
 // CHECK: %[[RELU:.+]] = graph.relu_grad %[[X]], %[[DY]] : tensor<4x8xf32>
 // CHECK: %[[SILU:.+]] = graph.silu_grad %[[X]], %[[RELU]] : tensor<4x8xf32>
 // CHECK: %[[HSW:.+]] = graph.hardswish_grad %[[X]], %[[SILU]] : tensor<4x8xf32>
-// CHECK: %[[GT:.+]] = graph.gelu_grad tanh %[[X]], %[[HSW]] : tensor<4x8xf32>
+// CHECK: %[[SIG:.+]] = graph.sigmoid_grad %[[X]], %[[HSW]] : tensor<4x8xf32>
+// CHECK: %[[HSIG:.+]] = graph.hardsigmoid_grad %[[X]], %[[SIG]] : tensor<4x8xf32>
+// CHECK: %[[SP:.+]] = graph.softplus_grad %[[X]], %[[HSIG]] : tensor<4x8xf32>
+// CHECK: %[[GT:.+]] = graph.gelu_grad tanh %[[X]], %[[SP]] : tensor<4x8xf32>
 // CHECK: %[[GE:.+]] = graph.gelu_grad erf %[[X]], %[[GT]] : tensor<4x8xf32>
 // CHECK: %[[GH:.+]] = graph.gelu_grad tanh %[[H]], %[[H]] : tensor<4x8xbf16>
 // CHECK: %[[P:.+]] = graph.softmax %[[S]] causal : tensor<2x4x8x8xf32>
@@ -49,7 +52,10 @@ graph.model @activation_grads {
     %relu = graph.relu_grad %x, %dy : tensor<4x8xf32>
     %silu = graph.silu_grad %x, %relu : tensor<4x8xf32>
     %hardswish = graph.hardswish_grad %x, %silu : tensor<4x8xf32>
-    %gt = graph.gelu_grad tanh %x, %hardswish : tensor<4x8xf32>
+    %sigmoid = graph.sigmoid_grad %x, %hardswish : tensor<4x8xf32>
+    %hardsigmoid = graph.hardsigmoid_grad %x, %sigmoid : tensor<4x8xf32>
+    %softplus = graph.softplus_grad %x, %hardsigmoid : tensor<4x8xf32>
+    %gt = graph.gelu_grad tanh %x, %softplus : tensor<4x8xf32>
     %ge = graph.gelu_grad erf %x, %gt : tensor<4x8xf32>
     %gh = graph.gelu_grad tanh %h, %h : tensor<4x8xbf16>
     %p = graph.softmax %s causal : tensor<2x4x8x8xf32>

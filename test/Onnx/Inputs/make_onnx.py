@@ -169,10 +169,12 @@ def ops():
         n("Exp", ["th"], ["e"]),
         n("Log", ["h2p"], ["lg"]),
         n("Dropout", ["e", "ratio"], ["dr"]),
+        n("HardSigmoid", ["h"], ["hs"], alpha=1.0 / 6.0, beta=0.5),
+        n("HardSigmoid", ["h"], ["hg"], alpha=0.3, beta=0.4),
         # loss = mean(rs) + mean(fl) + mean(sg) + mean(gm) + mean(mv) + mean(mx) + mean(ex)
-        #        + mean(pw) + mean(rc) + mean(dr) + mean(lg)
+        #        + mean(pw) + mean(rc) + mean(dr) + mean(lg) + mean(hs) + mean(hg)
     ]
-    parts = ["rs", "fl", "sg", "gm", "mv", "mx", "ex", "pw", "rc", "dr", "lg"]
+    parts = ["rs", "fl", "sg", "gm", "mv", "mx", "ex", "pw", "rc", "dr", "lg", "hs", "hg"]
     for i, part in enumerate(parts):
         nodes.append(n("ReduceMean", [part], ["m%d" % i], keepdims=0))
     total = "m0"
@@ -200,7 +202,7 @@ def ops():
     h2p = h * h + 1
     values = [ls.sum(1, keepdims=True), sm0.reshape(1, -1), g, gm, mv, wh.max(1),
               np.broadcast_to(h, (2, 4, 6)), h2p ** -0.5, 1 / h2p, np.exp(np.tanh(h)),
-              np.log(h2p)]
+              np.log(h2p), np.clip(h / 6 + 0.5, 0, 1), np.clip(0.3 * h + 0.4, 0, 1)]
     print("expected loss %.6f" % sum(value.mean() for value in values))
 
 

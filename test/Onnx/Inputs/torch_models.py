@@ -196,16 +196,20 @@ class Llama(nn.Module):
 
 class Activations(nn.Module):
     """Linear layers through the activations torchvision's models use besides ReLU: HardSwish
-    (MobileNetV3). The first layer's outputs are scaled so that they fall on both sides of
-    every kink (-3 and 3)."""
+    and HardSigmoid (MobileNetV3), Sigmoid (EfficientNet's gates, not only SiLU's), and
+    Softplus. The first layer's outputs are scaled so that they fall on both sides of every
+    kink (-3 and 3)."""
 
     def __init__(self, features=12, hidden=32, classes=5):
         super().__init__()
         self.fc1 = nn.Linear(features, hidden)
+        self.gate = nn.Linear(hidden, hidden)
         self.fc2 = nn.Linear(hidden, classes)
 
     def forward(self, x, labels):
-        h = F.hardswish(self.fc1(x) * 4.0)
+        a = self.fc1(x) * 4.0
+        h = F.hardswish(a) * F.hardsigmoid(a) + F.softplus(a)
+        h = h * torch.sigmoid(self.gate(h))
         return F.cross_entropy(self.fc2(h), labels)
 
     @staticmethod

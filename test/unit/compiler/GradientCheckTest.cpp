@@ -304,6 +304,14 @@ TEST(GradientCheck, Relu) {
 }
 
 TEST(GradientCheck, Silu) { checkUnary("silu"); }
+TEST(GradientCheck, Sigmoid) { checkUnary("sigmoid"); }
+TEST(GradientCheck, Softplus) { checkUnary("softplus", "#graph.normal<std = 4.0>"); }
+TEST(GradientCheck, Hardsigmoid) {
+  // Below -3 (flat), between -3 and 3, above 3 (flat), at least 0.2 from either kink.
+  checkUnary("hardsigmoid", "#graph.zeros",
+             {{"a", {-5.1, -4.2, -3.3, -2.7, -2.1, -1.3, -0.4, 0.3, 0.9, 1.6, 2.2, 2.7, 3.4,
+                     4.5, 6.2}}});
+}
 TEST(GradientCheck, Hardswish) {
   // Below -3, between -3 and 3 and above 3, at least 0.2 from either kink.
   checkUnary("hardswish", "#graph.zeros",

@@ -53,8 +53,8 @@ TEST(OpClasses, EachOpDeclaresAtMostOneClassOfEachFamily) {
     governed += precision;
     kernels += kernel;
   }
-  EXPECT_EQ(governed, 46);
-  EXPECT_EQ(kernels, 50);
+  EXPECT_EQ(governed, 52);
+  EXPECT_EQ(kernels, 56);
 }
 
 TEST(OpClasses, DefaultPolicyIsTheOpsDeclarations) {
@@ -65,14 +65,15 @@ TEST(OpClasses, DefaultPolicyIsTheOpsDeclarations) {
             (std::set<std::string>{"softmax", "softmax_grad", "layernorm", "layernorm_grad",
                                    "rmsnorm", "rmsnorm_grad", "cross_entropy", "cross_entropy_grad",
                                    "mse_loss", "exp", "log", "sqrt", "rsqrt", "sum", "mean", "max",
-                                   "max_grad", "embedding_grad"}));
+                                   "max_grad", "embedding_grad", "softplus", "softplus_grad"}));
   EXPECT_EQ(kindsOf(PrecisionClass::Follow),
             (std::set<std::string>{"add",       "sub",       "mul",          "div",
                                    "neg",       "relu",      "silu",         "hardswish",
                                    "tanh",      "gelu",      "dropout",      "relu_grad",
                                    "silu_grad", "gelu_grad", "hardswish_grad", "transpose",
                                    "reshape",   "broadcast", "slice",        "split",
-                                   "concat",    "pad"}));
+                                   "concat",    "pad",       "sigmoid",      "sigmoid_grad",
+                                   "hardsigmoid", "hardsigmoid_grad"}));
   EXPECT_EQ(kindsOf(PrecisionClass::StoresFp32),
             (std::set<std::string>{"cross_entropy", "mse_loss", "embedding_grad"}));
 
@@ -83,7 +84,7 @@ TEST(OpClasses, DefaultPolicyIsTheOpsDeclarations) {
   EXPECT_EQ(policy.ruleFor("cast"), std::nullopt);
   EXPECT_TRUE(policy.storesFp32("embedding_grad"));
   EXPECT_FALSE(policy.storesFp32("layernorm"));
-  EXPECT_EQ(PrecisionPolicy::knownKinds().size(), 46u);
+  EXPECT_EQ(PrecisionPolicy::knownKinds().size(), 52u);
 }
 
 } // namespace

@@ -76,6 +76,14 @@ TEST(CpuElementwise, UnaryOps) {
   expectNear(runF32(OpCode::Hardswish, {{DType::F32, {7}, {-4, -3, -1.5, 0, 1.5, 3, 4}}}, {7}),
              {0, 0, -0.375, 0, 1.125, 3, 4}, 0);
   EXPECT_TRUE(std::isnan(runF32(OpCode::Hardswish, {{DType::F32, {1}, {NAN}}}, {1})[0]));
+  // min(max(x + 3, 0), 6) / 6.
+  expectNear(runF32(OpCode::Hardsigmoid, {{DType::F32, {5}, {-4, -3, 0, 1.5, 4}}}, {5}),
+             {0, 0, 0.5, 0.75, 1}, 1e-7);
+  // 1 / (1 + e^-x), 0 (not NaN) where e^-x overflows; log(1 + e^x), and x above 20.
+  expectNear(runF32(OpCode::Sigmoid, {{DType::F32, {3}, {0, -200, 200}}}, {3}), {0.5, 0, 1},
+             1e-30);
+  expectNear(runF32(OpCode::Softplus, {{DType::F32, {4}, {0, -200, 30, 1}}}, {4}),
+             {std::log(2.0), 0, 30, std::log1p(std::exp(1.0))}, 1e-6);
   const std::vector<double> positive = {0.25, 1, 4, 9};
   auto runPositive = [&](OpCode op) { return runF32(op, {{DType::F32, {4}, positive}}, {4}); };
   expectNear(runPositive(OpCode::Log), {std::log(0.25), 0, std::log(4.0), std::log(9.0)}, 1e-15);

@@ -150,6 +150,19 @@ TEST(CpuGrad, HardswishGradHandValues) {
   expectNear(grad, {0, -1, 0, 1, 2, 3, 2}, 0);
 }
 
+TEST(CpuGrad, SigmoidHardsigmoidAndSoftplusGradHandValues) {
+  // sigmoid'(0) = 1/4; hardsigmoid' = 1/6 strictly inside (-3, 3), 0 at and beyond the ends;
+  // softplus'(0) = 1/2, and exactly 1 above the threshold 20.
+  const TensorSpec dy{DType::F32, {5}, {4, 6, 6, 6, 6}};
+  expectNear(evaluateOne(OpCode::SigmoidGrad, {{DType::F32, {5}, {0, 0, 0, 0, 0}}, dy}, {5}),
+             {1, 1.5, 1.5, 1.5, 1.5}, 0);
+  expectNear(evaluateOne(OpCode::HardsigmoidGrad, {{DType::F32, {5}, {-3, -2.9, 0, 2.9, 3}}, dy},
+                         {5}),
+             {0, 1, 1, 1, 0}, 1e-6);
+  expectNear(evaluateOne(OpCode::SoftplusGrad, {{DType::F32, {5}, {0, 25, -200, 0, 0}}, dy}, {5}),
+             {2, 6, 0, 3, 3}, 1e-30);
+}
+
 TEST(CpuGrad, SiluAndGeluGradHandValues) {
   // silu'(0) = s(0) = 1/2; silu'(x) -> 1 for large x, -> 0 for very negative x.
   auto silu = evaluateOne(OpCode::SiluGrad,

@@ -53,8 +53,11 @@ TEST(OpCodes, PinnedCodes) {
   EXPECT_EQ(code(OpCode::QkvAttentionGrad), 50);
   EXPECT_EQ(code(OpCode::Hardswish), 51);
   EXPECT_EQ(code(OpCode::HardswishGrad), 52);
-  EXPECT_EQ(kNumOpCodes, 53);
-  EXPECT_EQ(code(OpCode::HardswishGrad), kNumOpCodes - 1);
+  EXPECT_EQ(code(OpCode::Sigmoid), 53);
+  EXPECT_EQ(code(OpCode::HardsigmoidGrad), 56);
+  EXPECT_EQ(code(OpCode::SoftplusGrad), 58);
+  EXPECT_EQ(kNumOpCodes, 59);
+  EXPECT_EQ(code(OpCode::SoftplusGrad), kNumOpCodes - 1);
 }
 
 TEST(OpCodes, PinnedNames) {

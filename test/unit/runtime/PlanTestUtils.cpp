@@ -153,6 +153,9 @@ plan::Plan everyOpcodePlan() {
   h = b.op(OpCode::Add, {h, b.op(OpCode::Sqrt, {ex}, f32, {2, 3, 4})}, f32, {2, 3, 4});
   h = b.op(OpCode::Add, {h, b.op(OpCode::Rsqrt, {ex}, f32, {2, 3, 4})}, f32, {2, 3, 4});
   h = b.op(OpCode::Hardswish, {h}, f32, {2, 3, 4});
+  h = b.op(OpCode::Sigmoid, {h}, f32, {2, 3, 4});
+  h = b.op(OpCode::Hardsigmoid, {h}, f32, {2, 3, 4});
+  h = b.op(OpCode::Softplus, {h}, f32, {2, 3, 4});
   h = b.op(OpCode::Gelu, {h}, f32, {2, 3, 4}, {{"approximate", int64_t(1)}});
   const uint32_t wUp = b.op(OpCode::Cast, {wCopy}, f32, {4, 4});
   const uint32_t mm =
@@ -198,6 +201,9 @@ plan::Plan everyOpcodePlan() {
   uint32_t g = b.op(OpCode::ReluGrad, {mm, dlogits}, f32, {2, 3, 4});
   g = b.op(OpCode::SiluGrad, {mm, g}, DType::BF16, {2, 3, 4});
   g = b.op(OpCode::HardswishGrad, {mm, g}, f32, {2, 3, 4});
+  g = b.op(OpCode::SigmoidGrad, {mm, g}, f32, {2, 3, 4});
+  g = b.op(OpCode::HardsigmoidGrad, {mm, g}, f32, {2, 3, 4});
+  g = b.op(OpCode::SoftplusGrad, {mm, g}, f32, {2, 3, 4});
   g = b.op(OpCode::GeluGrad, {mm, g}, f32, {2, 3, 4}, {{"approximate", int64_t(0)}});
   g = b.op(OpCode::SoftmaxGrad, {sm, g}, f32, {2, 3, 4});
   const uint32_t dq = b.buffer("dq", f32, {2, 3, 4});
