@@ -2,6 +2,7 @@
 
 #include "compiler/lowering/PlanEmitter.h"
 #include "compiler/support/Format.h"
+#include "runtime/plan/PlanAttrs.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
@@ -208,7 +209,8 @@ LogicalResult Emitter::emitSplit(SplitOp op) {
     std::vector<int64_t> starts(inputType.getRank(), 0);
     starts[op.getAxis()] = offset;
     offset += llvm::cast<RankedTensorType>(piece.getType()).getShape()[op.getAxis()];
-    if (failed(addInstruction(op, plan::OpCode::Slice, op.getInput(), piece, {{"starts", starts}})))
+    if (failed(addInstruction(op, plan::OpCode::Slice, op.getInput(), piece,
+                              {plan::attr::starts(starts)})))
       return failure();
   }
   return success();
@@ -217,13 +219,13 @@ LogicalResult Emitter::emitSplit(SplitOp op) {
 LogicalResult Emitter::emitOp(Operation *op) {
   using plan::OpCode;
   // The plan has no boolean attributes: flags are i64 0 or 1.
-  auto flag = [](bool value) { return plan::AttrValue(int64_t(value)); };
+  auto flag = [](bool value) { return int64_t(value); };
   auto plain = [&](OpCode code) {
     return addInstruction(op, code, op->getOperands(), op->getResult(0));
   };
   auto reduction = [&](OpCode code, llvm::ArrayRef<int64_t> axes, bool keepdims) {
     return addInstruction(op, code, op->getOperands(), op->getResult(0),
-                          {{"axes", toVector(axes)}, {"keepdims", flag(keepdims)}});
+                          {plan::attr::axes(toVector(axes)), plan::attr::keepdims(flag(keepdims))});
   };
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       // Symbol reads emit nothing: the value *is* the symbol's buffer, so later instructions read
@@ -264,61 +266,62 @@ LogicalResult Emitter::emitOp(Operation *op) {
       .Case([&](GeluOp gelu) {
         int64_t tanhForm = gelu.getApproximation() == GeluApproximation::tanh;
         return addInstruction(op, OpCode::Gelu, op->getOperands(), gelu.getResult(),
-                              {{"approximate", tanhForm}});
+                              {plan::attr::approximate(tanhForm)});
       })
       .Case([&](MatmulOp matmul) {
         return addInstruction(op, OpCode::MatMul, op->getOperands(), matmul.getResult(),
-                              {{"transpose_a", flag(matmul.getTransposeLhs())},
-                               {"transpose_b", flag(matmul.getTransposeRhs())}});
+                              {plan::attr::transposeA(flag(matmul.getTransposeLhs())),
+                               plan::attr::transposeB(flag(matmul.getTransposeRhs()))});
       })
       .Case([&](TransposeOp transpose) {
         return addInstruction(op, OpCode::Transpose, op->getOperands(), transpose.getResult(),
-                              {{"permutation", toVector(transpose.getPermutation())}});
+                              {plan::attr::permutation(toVector(transpose.getPermutation()))});
       })
       .Case([&](SliceOp slice) {
         return addInstruction(op, OpCode::Slice, op->getOperands(), slice.getResult(),
-                              {{"starts", toVector(slice.getStarts())}});
+                              {plan::attr::starts(toVector(slice.getStarts()))});
       })
       .Case([&](SplitOp split) { return emitSplit(split); })
       .Case([&](ConcatOp concat) {
         return addInstruction(op, OpCode::Concat, op->getOperands(), concat.getResult(),
-                              {{"axis", int64_t(concat.getAxis())}});
+                              {plan::attr::axis(int64_t(concat.getAxis()))});
       })
       .Case([&](LayerNormOp norm) {
         return addInstruction(op, OpCode::LayerNorm, op->getOperands(), norm.getResult(),
-                              {{"epsilon", norm.getEpsilon().convertToDouble()}});
+                              {plan::attr::epsilon(norm.getEpsilon().convertToDouble())});
       })
       .Case([&](RmsNormOp norm) {
         return addInstruction(op, OpCode::RmsNorm, op->getOperands(), norm.getResult(),
-                              {{"epsilon", norm.getEpsilon().convertToDouble()}});
+                              {plan::attr::epsilon(norm.getEpsilon().convertToDouble())});
       })
       .Case([&](SoftmaxOp softmax) {
         return addInstruction(op, OpCode::Softmax, op->getOperands(), softmax.getResult(),
-                              {{"causal", flag(softmax.getCausal())}});
+                              {plan::attr::causal(flag(softmax.getCausal()))});
       })
       // The effective scale is the op's explicit scale or 1/sqrt(head_dim), resolved here so the
       // backends never recompute the default.
       .Case([&](AttentionOp attention) {
-        return addInstruction(
-            op, OpCode::Attention, op->getOperands(), op->getResults(),
-            {{"causal", flag(attention.getCausal())}, {"scale", attention.getEffectiveScale()}});
+        return addInstruction(op, OpCode::Attention, op->getOperands(), op->getResults(),
+                              {plan::attr::causal(flag(attention.getCausal())),
+                               plan::attr::scale(attention.getEffectiveScale())});
       })
       .Case([&](QkvAttentionOp attention) {
         return addInstruction(op, OpCode::QkvAttention, op->getOperands(), op->getResults(),
-                              {{"heads", static_cast<int64_t>(attention.getHeads())},
-                               {"causal", flag(attention.getCausal())},
-                               {"scale", attention.getEffectiveScale()}});
+                              {plan::attr::heads(static_cast<int64_t>(attention.getHeads())),
+                               plan::attr::causal(flag(attention.getCausal())),
+                               plan::attr::scale(attention.getEffectiveScale())});
       })
       .Case([&](DropoutOp dropout) {
         // Each dropout has its own random stream; its backward and any recomputation reuse it.
         int64_t stream = dropout.getStream() ? int64_t(*dropout.getStream()) : nextDropoutStream++;
-        return addInstruction(op, OpCode::Dropout, op->getOperands(), dropout.getResult(),
-                              {{"p", dropout.getP().convertToDouble()}, {"stream", stream}});
+        return addInstruction(
+            op, OpCode::Dropout, op->getOperands(), dropout.getResult(),
+            {plan::attr::p(dropout.getP().convertToDouble()), plan::attr::stream(stream)});
       })
       .Case([&](CrossEntropyOp loss) {
         return addInstruction(op, OpCode::CrossEntropy, op->getOperands(), loss.getResult(),
-                              {{"ignore_index", int64_t(loss.getIgnoreIndex())},
-                               {"reduction", int64_t(loss.getReduction())}});
+                              {plan::attr::ignoreIndex(int64_t(loss.getIgnoreIndex())),
+                               plan::attr::reduction(int64_t(loss.getReduction()))});
       })
       .Default([&](Operation *other) { return emitTrainingOp(other); });
 }
@@ -326,12 +329,12 @@ LogicalResult Emitter::emitOp(Operation *op) {
 /// The gradient ops and the training-state ops.
 LogicalResult Emitter::emitTrainingOp(Operation *op) {
   using plan::OpCode;
-  auto flag = [](bool value) { return plan::AttrValue(int64_t(value)); };
+  auto flag = [](bool value) { return int64_t(value); };
   auto plain = [&](OpCode code) {
     return addInstruction(op, code, op->getOperands(), op->getResults());
   };
   // Hyper-parameters are stored as f64 whatever the precision of the attribute in the IR.
-  auto real = [](llvm::APFloat value) { return plan::AttrValue(value.convertToDouble()); };
+  auto real = [](llvm::APFloat value) { return value.convertToDouble(); };
   // An optimizer update's optional operands: (found, applied_steps) when it skips on overflow,
   // then the parameter copy it refreshes (also a result).
   // The operand order is fixed by the plan format: the in-place symbols, then (lr, grad_norm),
@@ -358,40 +361,40 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
       .Case([&](GeluGradOp gelu) {
         int64_t tanhForm = gelu.getApproximation() == GeluApproximation::tanh;
         return addInstruction(op, OpCode::GeluGrad, op->getOperands(), op->getResults(),
-                              {{"approximate", tanhForm}});
+                              {plan::attr::approximate(tanhForm)});
       })
       .Case([&](PadOp pad) {
         return addInstruction(op, OpCode::Pad, op->getOperands(), op->getResults(),
-                              {{"low", toVector(pad.getLow())}});
+                              {plan::attr::low(toVector(pad.getLow()))});
       })
       .Case([&](MaxGradOp max) {
-        return addInstruction(
-            op, OpCode::MaxGrad, op->getOperands(), op->getResults(),
-            {{"axes", toVector(max.getAxes())}, {"keepdims", flag(max.getKeepdims())}});
+        return addInstruction(op, OpCode::MaxGrad, op->getOperands(), op->getResults(),
+                              {plan::attr::axes(toVector(max.getAxes())),
+                               plan::attr::keepdims(flag(max.getKeepdims()))});
       })
       .Case([&](LayerNormGradOp norm) {
         return addInstruction(op, OpCode::LayerNormGrad, op->getOperands(), op->getResults(),
-                              {{"epsilon", real(norm.getEpsilon())}});
+                              {plan::attr::epsilon(real(norm.getEpsilon()))});
       })
       .Case([&](RmsNormGradOp norm) {
         return addInstruction(op, OpCode::RmsNormGrad, op->getOperands(), op->getResults(),
-                              {{"epsilon", real(norm.getEpsilon())}});
+                              {plan::attr::epsilon(real(norm.getEpsilon()))});
       })
       .Case([&](AttentionGradOp attention) {
-        return addInstruction(
-            op, OpCode::AttentionGrad, op->getOperands(), op->getResults(),
-            {{"causal", flag(attention.getCausal())}, {"scale", attention.getEffectiveScale()}});
+        return addInstruction(op, OpCode::AttentionGrad, op->getOperands(), op->getResults(),
+                              {plan::attr::causal(flag(attention.getCausal())),
+                               plan::attr::scale(attention.getEffectiveScale())});
       })
       .Case([&](QkvAttentionGradOp attention) {
         return addInstruction(op, OpCode::QkvAttentionGrad, op->getOperands(), op->getResults(),
-                              {{"heads", static_cast<int64_t>(attention.getHeads())},
-                               {"causal", flag(attention.getCausal())},
-                               {"scale", attention.getEffectiveScale()}});
+                              {plan::attr::heads(static_cast<int64_t>(attention.getHeads())),
+                               plan::attr::causal(flag(attention.getCausal())),
+                               plan::attr::scale(attention.getEffectiveScale())});
       })
       .Case([&](CrossEntropyGradOp loss) {
         return addInstruction(op, OpCode::CrossEntropyGrad, op->getOperands(), op->getResults(),
-                              {{"ignore_index", int64_t(loss.getIgnoreIndex())},
-                               {"reduction", int64_t(loss.getReduction())}});
+                              {plan::attr::ignoreIndex(int64_t(loss.getIgnoreIndex())),
+                               plan::attr::reduction(int64_t(loss.getReduction()))});
       })
       // The gradient seed is the first op of the backward pass; its accum_steps is the plan's
       // accumulation count, since the seed 1/accum_steps (times the loss scale) makes the
@@ -399,7 +402,7 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
       .Case([&](GradSeedOp seed) {
         result.accumulationSteps = static_cast<int64_t>(seed.getAccumSteps());
         return addInstruction(op, OpCode::GradSeed, op->getOperands(), op->getResults(),
-                              {{"accum_steps", result.accumulationSteps}});
+                              {plan::attr::accumSteps(result.accumulationSteps)});
       })
       .Case([&](AccumulateGradOp accumulate) {
         if (failed(addInPlace(op, OpCode::Accumulate, {accumulate.getAccumulatorAttr()},
@@ -433,11 +436,11 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
         update.operands = {scaling.scale, scaling.growthTracker, scaling.foundNonFinite,
                            scaling.appliedSteps};
         update.results = update.operands;
-        update.attrs = {{"dynamic", int64_t(scaling.mode == plan::LossScaleMode::Dynamic)},
-                        {"growth_factor", double(scaling.growthFactor)},
-                        {"backoff_factor", double(scaling.backoffFactor)},
-                        {"growth_interval", scaling.growthInterval},
-                        {"min_scale", double(scaling.minScale)}};
+        update.attrs = {plan::attr::dynamic(int64_t(scaling.mode == plan::LossScaleMode::Dynamic)),
+                        plan::attr::growthFactor(double(scaling.growthFactor)),
+                        plan::attr::backoffFactor(double(scaling.backoffFactor)),
+                        plan::attr::growthInterval(scaling.growthInterval),
+                        plan::attr::minScale(double(scaling.minScale))};
         instructions->push_back(std::move(update));
         return success();
       })
@@ -463,11 +466,11 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
       })
       .Case([&](LrScheduleOp schedule) {
         return addInstruction(op, OpCode::LrSchedule, {}, op->getResults(),
-                              {{"kind", int64_t(schedule.getKind())},
-                               {"lr", real(schedule.getLr())},
-                               {"min_lr", real(schedule.getMinLr())},
-                               {"warmup_steps", int64_t(schedule.getWarmupSteps())},
-                               {"decay_steps", int64_t(schedule.getDecaySteps())}});
+                              {plan::attr::kind(int64_t(schedule.getKind())),
+                               plan::attr::lr(real(schedule.getLr())),
+                               plan::attr::minLr(real(schedule.getMinLr())),
+                               plan::attr::warmupSteps(int64_t(schedule.getWarmupSteps())),
+                               plan::attr::decaySteps(int64_t(schedule.getDecaySteps()))});
       })
       // (param, grad, m, v) are updated in place; the gradient accumulator is among them because
       // the update zeroes it for the next step's accumulation.
@@ -476,11 +479,11 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
                               {adamw.getParamAttr(), adamw.getGradAttr(),
                                adamw.getFirstMomentAttr(), adamw.getSecondMomentAttr()},
                               {adamw.getLr(), adamw.getGradNorm()},
-                              {{"beta1", real(adamw.getBeta1())},
-                               {"beta2", real(adamw.getBeta2())},
-                               {"eps", real(adamw.getEps())},
-                               {"weight_decay", real(adamw.getWeightDecay())},
-                               {"clip_norm", real(adamw.getClipNorm())}})))
+                              {plan::attr::beta1(real(adamw.getBeta1())),
+                               plan::attr::beta2(real(adamw.getBeta2())),
+                               plan::attr::eps(real(adamw.getEps())),
+                               plan::attr::weightDecay(real(adamw.getWeightDecay())),
+                               plan::attr::clipNorm(real(adamw.getClipNorm()))})))
           return failure();
         return addSkipAndCopy(adamw.getSkipNonfinite().has_value(), adamw.getCopyAttr());
       })
@@ -488,9 +491,9 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
         if (failed(addInPlace(op, OpCode::Sgd,
                               {sgd.getParamAttr(), sgd.getGradAttr(), sgd.getMomentumBufferAttr()},
                               {sgd.getLr(), sgd.getGradNorm()},
-                              {{"momentum", real(sgd.getMomentum())},
-                               {"weight_decay", real(sgd.getWeightDecay())},
-                               {"clip_norm", real(sgd.getClipNorm())}})))
+                              {plan::attr::momentum(real(sgd.getMomentum())),
+                               plan::attr::weightDecay(real(sgd.getWeightDecay())),
+                               plan::attr::clipNorm(real(sgd.getClipNorm()))})))
           return failure();
         return addSkipAndCopy(sgd.getSkipNonfinite().has_value(), sgd.getCopyAttr());
       })

@@ -85,14 +85,14 @@ void TypedExecutor<T>::executeLayout(const Instruction &instruction,
   const E *in = (slots[source].*storage).data();
   switch (instruction.op) {
   case OpCode::Transpose:
-    kernels::transpose(in, shapeOf(source), plan::intListAttr(instruction, "permutation"),
+    kernels::transpose(in, shapeOf(source), plan::get(instruction, plan::attr::permutation),
                        out.data());
     break;
   case OpCode::Reshape: // row-major order is unchanged
     std::copy(in, in + out.size(), out.data());
     break;
   case OpCode::Slice:
-    kernels::slice(in, shapeOf(source), plan::intListAttr(instruction, "starts"), out.data(),
+    kernels::slice(in, shapeOf(source), plan::get(instruction, plan::attr::starts), out.data(),
                    outShape);
     break;
   case OpCode::Concat: {
@@ -102,7 +102,7 @@ void TypedExecutor<T>::executeLayout(const Instruction &instruction,
       parts.push_back((slots[operand].*storage).data());
       partShapes.push_back(shapeOf(operand));
     }
-    kernels::concat(parts, partShapes, plan::intAttr(instruction, "axis"), out.data());
+    kernels::concat(parts, partShapes, plan::get(instruction, plan::attr::axis), out.data());
     break;
   }
   default: // Broadcast
@@ -160,7 +160,7 @@ void TypedExecutor<T>::execute(const Instruction &instruction, const RunOptions 
   auto reduce = [&](kernels::ReduceOp op) {
     T *out = realResult(instruction);
     kernels::reduce(op, real(operands[0]), shapeOf(operands[0]),
-                    plan::intListAttr(instruction, "axes"), out);
+                    plan::get(instruction, plan::attr::axes), out);
   };
   switch (instruction.op) {
 #define AMPC_BINARY_OP(Name, ...)                                                                  \
@@ -172,8 +172,8 @@ void TypedExecutor<T>::execute(const Instruction &instruction, const RunOptions 
     return unary(kernels::UnaryOp::Name);
 #include "runtime/plan/OpCodes.def"
   case OpCode::Gelu:
-    return unary(plan::intAttr(instruction, "approximate") ? kernels::UnaryOp::GeluTanh
-                                                           : kernels::UnaryOp::GeluErf);
+    return unary(plan::get(instruction, plan::attr::approximate) ? kernels::UnaryOp::GeluTanh
+                                                                 : kernels::UnaryOp::GeluErf);
 #define AMPC_REDUCTION_OP(Name, ...)                                                               \
   case OpCode::Name:                                                                               \
     return reduce(kernels::ReduceOp::Name);
@@ -181,8 +181,8 @@ void TypedExecutor<T>::execute(const Instruction &instruction, const RunOptions 
   case OpCode::MatMul: {
     T *out = realResult(instruction);
     kernels::matMul(real(operands[0]), shapeOf(operands[0]),
-                    plan::intAttr(instruction, "transpose_a") != 0, real(operands[1]),
-                    shapeOf(operands[1]), plan::intAttr(instruction, "transpose_b") != 0, out);
+                    plan::get(instruction, plan::attr::transposeA) != 0, real(operands[1]),
+                    shapeOf(operands[1]), plan::get(instruction, plan::attr::transposeB) != 0, out);
     return;
   }
 #define AMPC_LAYOUT_OP(Name, ...) case OpCode::Name:
@@ -207,7 +207,7 @@ void TypedExecutor<T>::execute(const Instruction &instruction, const RunOptions 
     T *out = realResult(instruction);
     const int64_t width = outShape.back();
     const int64_t rows = width == 0 ? 0 : plan::numElements(outShape) / width;
-    const double epsilon = plan::realAttr(instruction, "epsilon");
+    const double epsilon = plan::get(instruction, plan::attr::epsilon);
     if (instruction.op == OpCode::LayerNorm)
       kernels::layerNorm(real(operands[0]), rows, width, real(operands[1]), real(operands[2]),
                          epsilon, out);
@@ -218,7 +218,7 @@ void TypedExecutor<T>::execute(const Instruction &instruction, const RunOptions 
   case OpCode::Softmax: {
     T *out = realResult(instruction);
     kernels::softmax(real(operands[0]), shapeOf(operands[0]),
-                     plan::intAttr(instruction, "causal") != 0, out);
+                     plan::get(instruction, plan::attr::causal) != 0, out);
     return;
   }
   case OpCode::Attention: {
@@ -227,18 +227,18 @@ void TypedExecutor<T>::execute(const Instruction &instruction, const RunOptions 
     const int64_t batch = plan::numElements(Shape(q.begin(), q.end() - 2));
     kernels::attention(real(operands[0]), real(operands[1]), real(operands[2]), batch,
                        q[q.size() - 2], k[k.size() - 2], q.back(), v.back(),
-                       plan::realAttr(instruction, "scale"),
-                       plan::intAttr(instruction, "causal") != 0, out,
+                       plan::get(instruction, plan::attr::scale),
+                       plan::get(instruction, plan::attr::causal) != 0, out,
                        instruction.results.size() == 2 ? realResult(instruction, 1) : nullptr);
     return;
   }
   case OpCode::QkvAttention: {
     const Shape &qkv = shapeOf(operands[0]);
-    const int64_t heads = plan::intAttr(instruction, "heads");
+    const int64_t heads = plan::get(instruction, plan::attr::heads);
     kernels::qkvAttention(real(operands[0]), plan::numElements(Shape(qkv.begin(), qkv.end() - 2)),
                           qkv[qkv.size() - 2], heads, qkv.back() / (3 * heads),
-                          plan::realAttr(instruction, "scale"),
-                          plan::intAttr(instruction, "causal") != 0, realResult(instruction),
+                          plan::get(instruction, plan::attr::scale),
+                          plan::get(instruction, plan::attr::causal) != 0, realResult(instruction),
                           instruction.results.size() == 2 ? realResult(instruction, 1) : nullptr);
     return;
   }
@@ -247,8 +247,9 @@ void TypedExecutor<T>::execute(const Instruction &instruction, const RunOptions 
     const int64_t count = plan::numElements(outShape);
     const T *in = real(operands[0]);
     if (options.training)
-      kernels::dropout(in, out, count, plan::realAttr(instruction, "p"), options.seed, options.step,
-                       static_cast<uint32_t>(plan::intAttr(instruction, "stream")));
+      kernels::dropout(in, out, count, plan::get(instruction, plan::attr::p), options.seed,
+                       options.step,
+                       static_cast<uint32_t>(plan::get(instruction, plan::attr::stream)));
     else // evaluation: identity
       std::copy(in, in + count, out);
     return;
@@ -258,8 +259,8 @@ void TypedExecutor<T>::execute(const Instruction &instruction, const RunOptions 
     const Shape &logits = shapeOf(operands[0]);
     out[0] = kernels::crossEntropy(real(operands[0]), plan::numElements(shapeOf(operands[1])),
                                    logits.back(), integer(operands[1]),
-                                   plan::intAttr(instruction, "ignore_index"),
-                                   plan::intAttr(instruction, "reduction") == 1);
+                                   plan::get(instruction, plan::attr::ignoreIndex),
+                                   plan::get(instruction, plan::attr::reduction) == 1);
     return;
   }
   case OpCode::MseLoss: {

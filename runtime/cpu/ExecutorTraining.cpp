@@ -101,11 +101,11 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction, const Run
     return unaryGrad(kernels::UnaryGradOp::Name);
 #include "runtime/plan/OpCodes.def"
   case OpCode::GeluGrad:
-    return unaryGrad(plan::intAttr(instruction, "approximate")
+    return unaryGrad(plan::get(instruction, plan::attr::approximate)
                          ? kernels::UnaryGradOp::GeluTanhGrad
                          : kernels::UnaryGradOp::GeluErfGrad);
   case OpCode::Pad: {
-    const std::vector<int64_t> &low = plan::intListAttr(instruction, "low");
+    const std::vector<int64_t> &low = plan::get(instruction, plan::attr::low);
     if (plan::isIntegerDType(plan.buffers[operands[0]].dtype)) {
       std::vector<int64_t> &out = slots[instruction.results[0]].integer;
       out.resize(plan::numElements(outShape));
@@ -117,7 +117,7 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction, const Run
   }
   case OpCode::MaxGrad:
     kernels::maxGrad(real(operands[0]), shapeOf(operands[0]),
-                     plan::intListAttr(instruction, "axes"), real(operands[1]),
+                     plan::get(instruction, plan::attr::axes), real(operands[1]),
                      realResult(instruction));
     return;
   case OpCode::EmbeddingGrad:
@@ -128,7 +128,7 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction, const Run
   case OpCode::RmsNormGrad: {
     const Shape &x = shapeOf(operands[0]);
     const int64_t width = x.back();
-    const double epsilon = plan::realAttr(instruction, "epsilon");
+    const double epsilon = plan::get(instruction, plan::attr::epsilon);
     T *dx = realResult(instruction, 0), *dgamma = realResult(instruction, 1);
     if (instruction.op == OpCode::LayerNormGrad)
       kernels::layerNormGrad(real(operands[0]), rowsOf(x, width), width, real(operands[1]),
@@ -147,22 +147,22 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction, const Run
   case OpCode::AttentionGrad: {
     const Shape &q = shapeOf(operands[0]), &k = shapeOf(operands[1]), &v = shapeOf(operands[2]);
     const int64_t batch = plan::numElements(Shape(q.begin(), q.end() - 2));
-    kernels::attentionGrad(real(operands[0]), real(operands[1]), real(operands[2]),
-                           real(operands[3]), batch, q[q.size() - 2], k[k.size() - 2], q.back(),
-                           v.back(), plan::realAttr(instruction, "scale"),
-                           plan::intAttr(instruction, "causal") != 0, realResult(instruction, 0),
-                           realResult(instruction, 1), realResult(instruction, 2));
+    kernels::attentionGrad(
+        real(operands[0]), real(operands[1]), real(operands[2]), real(operands[3]), batch,
+        q[q.size() - 2], k[k.size() - 2], q.back(), v.back(),
+        plan::get(instruction, plan::attr::scale), plan::get(instruction, plan::attr::causal) != 0,
+        realResult(instruction, 0), realResult(instruction, 1), realResult(instruction, 2));
     return;
   }
   case OpCode::QkvAttentionGrad: {
     // The saved o and lse (operands 2 and 3), when given, are not needed: P is recomputed.
     const Shape &qkv = shapeOf(operands[0]);
-    const int64_t heads = plan::intAttr(instruction, "heads");
-    kernels::qkvAttentionGrad(real(operands[0]), real(operands[1]),
-                              plan::numElements(Shape(qkv.begin(), qkv.end() - 2)),
-                              qkv[qkv.size() - 2], heads, qkv.back() / (3 * heads),
-                              plan::realAttr(instruction, "scale"),
-                              plan::intAttr(instruction, "causal") != 0, realResult(instruction));
+    const int64_t heads = plan::get(instruction, plan::attr::heads);
+    kernels::qkvAttentionGrad(
+        real(operands[0]), real(operands[1]), plan::numElements(Shape(qkv.begin(), qkv.end() - 2)),
+        qkv[qkv.size() - 2], heads, qkv.back() / (3 * heads),
+        plan::get(instruction, plan::attr::scale), plan::get(instruction, plan::attr::causal) != 0,
+        realResult(instruction));
     return;
   }
   case OpCode::CrossEntropyGrad: {
@@ -171,14 +171,15 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction, const Run
     T *gradient = realResult(instruction);
     kernels::crossEntropyGrad(
         adoptedLogits ? gradient : real(operands[0]), plan::numElements(shapeOf(operands[1])),
-        logits.back(), integer(operands[1]), plan::intAttr(instruction, "ignore_index"),
-        plan::intAttr(instruction, "reduction") == 1, real(operands[2])[0], gradient);
+        logits.back(), integer(operands[1]), plan::get(instruction, plan::attr::ignoreIndex),
+        plan::get(instruction, plan::attr::reduction) == 1, real(operands[2])[0], gradient);
     return;
   }
   case OpCode::GradSeed: {
     // The loss scale (or 1) divided by the micro steps per optimizer step.
     const T scale = operands.empty() ? T(1) : real(operands[0])[0];
-    realResult(instruction)[0] = scale / static_cast<T>(plan::intAttr(instruction, "accum_steps"));
+    realResult(instruction)[0] =
+        scale / static_cast<T>(plan::get(instruction, plan::attr::accumSteps));
     return;
   }
   case OpCode::Accumulate: {
@@ -204,11 +205,11 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction, const Run
   }
   case OpCode::LrSchedule: {
     kernels::LrSchedule schedule;
-    schedule.kind = plan::intAttr(instruction, "kind");
-    schedule.lr = plan::realAttr(instruction, "lr");
-    schedule.minLr = plan::realAttr(instruction, "min_lr");
-    schedule.warmupSteps = plan::intAttr(instruction, "warmup_steps");
-    schedule.decaySteps = plan::intAttr(instruction, "decay_steps");
+    schedule.kind = plan::get(instruction, plan::attr::kind);
+    schedule.lr = plan::get(instruction, plan::attr::lr);
+    schedule.minLr = plan::get(instruction, plan::attr::minLr);
+    schedule.warmupSteps = plan::get(instruction, plan::attr::warmupSteps);
+    schedule.decaySteps = plan::get(instruction, plan::attr::decaySteps);
     realResult(instruction)[0] =
         static_cast<T>(kernels::scheduledLearningRate(schedule, options.step, options.totalSteps));
     return;
@@ -218,11 +219,11 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction, const Run
       return; // another rank's shard (ZeRO-1)
     kernels::AdamWConfig config;
     config.lr = static_cast<double>(real(operands[4])[0]);
-    config.beta1 = plan::realAttr(instruction, "beta1");
-    config.beta2 = plan::realAttr(instruction, "beta2");
-    config.eps = plan::realAttr(instruction, "eps");
-    config.weightDecay = plan::realAttr(instruction, "weight_decay");
-    config.clip = kernels::clipCoefficient(plan::realAttr(instruction, "clip_norm"),
+    config.beta1 = plan::get(instruction, plan::attr::beta1);
+    config.beta2 = plan::get(instruction, plan::attr::beta2);
+    config.eps = plan::get(instruction, plan::attr::eps);
+    config.weightDecay = plan::get(instruction, plan::attr::weightDecay);
+    config.clip = kernels::clipCoefficient(plan::get(instruction, plan::attr::clipNorm),
                                            static_cast<double>(real(operands[5])[0]));
     // (param, grad, m, v, lr, norm[, found, applied][, copy]).
     const size_t count = operands.size();
@@ -244,9 +245,9 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction, const Run
       return; // another rank's shard (ZeRO-1)
     kernels::SgdConfig config;
     config.lr = static_cast<double>(real(operands[3])[0]);
-    config.momentum = plan::realAttr(instruction, "momentum");
-    config.weightDecay = plan::realAttr(instruction, "weight_decay");
-    config.clip = kernels::clipCoefficient(plan::realAttr(instruction, "clip_norm"),
+    config.momentum = plan::get(instruction, plan::attr::momentum);
+    config.weightDecay = plan::get(instruction, plan::attr::weightDecay);
+    config.clip = kernels::clipCoefficient(plan::get(instruction, plan::attr::clipNorm),
                                            static_cast<double>(real(operands[4])[0]));
     // (param, grad, buf, lr, norm[, found, applied][, copy]).
     const size_t count = operands.size();
@@ -268,12 +269,13 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction, const Run
     if (!overflow)
       applied[0] = static_cast<T>(static_cast<float>(applied[0]) + 1.0f);
     status.floorReachedNow = false;
-    if (plan::intAttr(instruction, "dynamic")) {
+    if (plan::get(instruction, plan::attr::dynamic)) {
       numerics::LossScaleConfig config;
-      config.growthFactor = static_cast<float>(plan::realAttr(instruction, "growth_factor"));
-      config.backoffFactor = static_cast<float>(plan::realAttr(instruction, "backoff_factor"));
-      config.growthInterval = static_cast<int32_t>(plan::intAttr(instruction, "growth_interval"));
-      config.minScale = static_cast<float>(plan::realAttr(instruction, "min_scale"));
+      config.growthFactor = static_cast<float>(plan::get(instruction, plan::attr::growthFactor));
+      config.backoffFactor = static_cast<float>(plan::get(instruction, plan::attr::backoffFactor));
+      config.growthInterval =
+          static_cast<int32_t>(plan::get(instruction, plan::attr::growthInterval));
+      config.minScale = static_cast<float>(plan::get(instruction, plan::attr::minScale));
       // The floor count lives in the plan's fifth loss-scaling buffer, as on
       // the device.
       T &hits = slots[plan.lossScaling.floorHits].real[0];

@@ -23,6 +23,7 @@
 #include "runtime/numerics/Float16.h"
 #include "runtime/numerics/LossScale.h"
 #include "runtime/numerics/Philox.h"
+#include "runtime/plan/PlanAttrs.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,6 +1,7 @@
 //===- DeviceProgram.cpp - Names of device programs and the buffers their steps touch -===//
 
 #include "runtime/plan/Plan.h"
+#include "runtime/plan/PlanAttrs.h"
 
 #include <algorithm>
 
@@ -177,12 +178,8 @@ std::string describeDeviceError(const Plan &plan, bool optimizerStep,
   switch (record.code) {
   case kDeviceErrorLabel: {
     std::string ignore = "?";
-    if (record.instruction < list.size()) {
-      auto it = list[record.instruction].attrs.find("ignore_index");
-      if (it != list[record.instruction].attrs.end())
-        if (const auto *number = std::get_if<int64_t>(&it->second))
-          ignore = std::to_string(*number);
-    }
+    if (record.instruction < list.size() && has(list[record.instruction], attr::ignoreIndex))
+      ignore = std::to_string(get(list[record.instruction], attr::ignoreIndex));
     return where + ": label " + value + " at row " + index + " is outside the classes [0, " +
            bound + ") and is not ignore_index " + ignore;
   }

@@ -1,6 +1,7 @@
 //===- GradientBuckets.cpp - When each bucket of gradients is final -------===//
 
 #include "runtime/plan/GradientBuckets.h"
+#include "runtime/plan/PlanAttrs.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -61,7 +62,7 @@ void assignGradientBuckets(Plan &plan, uint64_t bucketBytes) {
       ++bucket;
       filled = 0;
     }
-    instruction.attrs["bucket"] = bucket;
+    set(instruction, attr::bucket, bucket);
     filled += bytes;
   }
 }
@@ -74,11 +75,7 @@ std::vector<GradientBucket> gradientBuckets(const Plan &plan) {
                    [&](uint32_t a, uint32_t b) { return position[a] < position[b]; });
   for (uint32_t index : order) {
     const Instruction &instruction = plan.instructions[index];
-    auto attr = instruction.attrs.find("bucket");
-    const int64_t id =
-        attr != instruction.attrs.end() && std::holds_alternative<int64_t>(attr->second)
-            ? std::get<int64_t>(attr->second)
-            : 0;
+    const int64_t id = has(instruction, attr::bucket) ? get(instruction, attr::bucket) : 0;
     GradientBucket &bucket = buckets[id];
     const uint32_t accumulator = instruction.operands[0];
     if (std::find(bucket.accumulators.begin(), bucket.accumulators.end(), accumulator) ==

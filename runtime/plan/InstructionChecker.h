@@ -15,6 +15,7 @@
 #define AMPC_RUNTIME_PLAN_INSTRUCTIONCHECKER_H
 
 #include "runtime/plan/Plan.h"
+#include "runtime/plan/PlanAttrs.h"
 #include "runtime/plan/ShapeRules.h"
 #include "runtime/plan/ValidationDiagnostics.h"
 
@@ -103,33 +104,11 @@ public:
       fail(resultName(i) + " must have shape " + shapeToString(expected));
   }
 
-  int64_t intAttr(const char *name) const {
+  /// The value of the attribute \p key (its presence, type, flag values and
+  /// finiteness were checked against PlanAttrs.def before the opcode's rules).
+  template <typename T> const T &attribute(const AttrKey<T> &key) const {
     try {
-      return plan::intAttr(instruction, name);
-    } catch (const PlanError &error) {
-      fail(error.what());
-    }
-  }
-  int64_t flagAttr(const char *name) const {
-    int64_t value = intAttr(name);
-    if (value != 0 && value != 1)
-      fail(std::string("attribute '") + name + "' must be 0 or 1, is " + std::to_string(value));
-    return value;
-  }
-  double realAttr(const char *name) const {
-    double value;
-    try {
-      value = plan::realAttr(instruction, name);
-    } catch (const PlanError &error) {
-      fail(error.what());
-    }
-    if (!std::isfinite(value))
-      fail(std::string("attribute '") + name + "' must be finite");
-    return value;
-  }
-  const std::vector<int64_t> &intListAttr(const char *name) const {
-    try {
-      return plan::intListAttr(instruction, name);
+      return plan::get(instruction, key);
     } catch (const PlanError &error) {
       fail(error.what());
     }

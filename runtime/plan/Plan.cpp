@@ -144,44 +144,6 @@ std::string describeInstruction(const Instruction &instruction, size_t index) {
   return text + ")";
 }
 
-namespace {
-/// The attribute \p name, or PlanError naming what is missing.
-const AttrValue &findAttr(const Instruction &instruction, const std::string &name) {
-  auto it = instruction.attrs.find(name);
-  if (it == instruction.attrs.end())
-    throw PlanError(std::string(opCodeName(instruction.op)) + " is missing attribute '" + name +
-                    "'");
-  return it->second;
-}
-
-[[noreturn]] void wrongAttrType(const Instruction &instruction, const std::string &name,
-                                const char *wanted) {
-  throw PlanError(std::string(opCodeName(instruction.op)) + " attribute '" + name + "' must be " +
-                  wanted);
-}
-} // namespace
-
-int64_t intAttr(const Instruction &instruction, const std::string &name) {
-  const AttrValue &value = findAttr(instruction, name);
-  if (const auto *integer = std::get_if<int64_t>(&value))
-    return *integer;
-  wrongAttrType(instruction, name, "an integer");
-}
-
-double realAttr(const Instruction &instruction, const std::string &name) {
-  const AttrValue &value = findAttr(instruction, name);
-  if (const auto *real = std::get_if<double>(&value))
-    return *real;
-  wrongAttrType(instruction, name, "a real number");
-}
-
-const std::vector<int64_t> &intListAttr(const Instruction &instruction, const std::string &name) {
-  const AttrValue &value = findAttr(instruction, name);
-  if (const auto *list = std::get_if<std::vector<int64_t>>(&value))
-    return *list;
-  wrongAttrType(instruction, name, "a list of integers");
-}
-
 size_t forwardInstructionCount(const Plan &plan) {
   for (size_t index = 0; index < plan.instructions.size(); ++index) {
     const Instruction &instruction = plan.instructions[index];

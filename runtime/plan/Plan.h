@@ -17,7 +17,10 @@
 // forward kernel); version 9 where each attention operand lies in its buffer (offset and
 // strides: q, k and v read in place from a packed projection); version 10 the matmul epilogue
 // dgelu (a tanh gelu's gradient applied to the product, the gelu's input read as aux) and the
-// attention step's forward rows per block (128 for the tensor-core forward at D <= 64).
+// attention step's forward rows per block (128 for the tensor-core forward at D <= 64);
+// version 11 the activation opcodes 51-58 and attributes checked against PlanAttrs.def (an
+// attribute the opcode does not declare is refused). From version 11 on, new opcodes are
+// appended without a version change (the reader names an unknown one).
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,7 +42,7 @@
 namespace ampc::plan {
 
 /// The binary format version this runtime writes and reads.
-inline constexpr uint32_t kFormatVersion = 10;
+inline constexpr uint32_t kFormatVersion = 11;
 
 /// Element type of a buffer. The numeric values are the on-disk codes.
 enum class DType : uint8_t { F32 = 0, BF16 = 1, F16 = 2, I32 = 3, I64 = 4 };
@@ -151,6 +154,8 @@ struct Instruction {
   OpCode op;
   std::vector<uint32_t> operands;
   std::vector<uint32_t> results;
+  /// By name, as stored; read and written through the typed keys of
+  /// PlanAttrs.h (plan::get(instruction, plan::attr::causal)).
   std::map<std::string, AttrValue> attrs;
   /// "file:line:col" of the source op, for diagnostics.
   std::string location;
@@ -226,16 +231,6 @@ class PlanError : public std::runtime_error {
 public:
   using runtime_error::runtime_error;
 };
-
-/// The integer attribute \p name of \p instruction; PlanError if it is
-/// missing or not an integer.
-int64_t intAttr(const Instruction &instruction, const std::string &name);
-/// The real attribute \p name of \p instruction; PlanError if it is missing
-/// or not a real.
-double realAttr(const Instruction &instruction, const std::string &name);
-/// The integer-list attribute \p name of \p instruction; PlanError if it is
-/// missing or not a list.
-const std::vector<int64_t> &intListAttr(const Instruction &instruction, const std::string &name);
 
 /// Writes \p plan in the binary format to \p out. Throws PlanError if the
 /// stream fails.

@@ -49,12 +49,12 @@ void InstructionChecker::checkElementwiseUnary() {
   floatResult();
   resultShape(operand(0).shape);
   if (instruction.op == OpCode::Gelu)
-    flagAttr("approximate");
+    attribute(attr::approximate);
   if (instruction.op == OpCode::Dropout) {
-    double p = realAttr("p");
+    double p = attribute(attr::p);
     if (p < 0 || p >= 1)
       fail("attribute 'p' must be in [0, 1), is " + std::to_string(p));
-    int64_t stream = intAttr("stream");
+    int64_t stream = attribute(attr::stream);
     if (stream < 0 || stream > int64_t(UINT32_MAX))
       fail("attribute 'stream' must fit in 32 bits, is " + std::to_string(stream));
   }
@@ -66,8 +66,8 @@ void InstructionChecker::checkMatMul() {
   if (operand(0).dtype != operand(1).dtype)
     fail(operandName(0) + " and " + operandName(1) + " must have one dtype");
   floatResult();
-  bool transposeA = flagAttr("transpose_a");
-  bool transposeB = flagAttr("transpose_b");
+  bool transposeA = attribute(attr::transposeA);
+  bool transposeB = attribute(attr::transposeB);
   std::string error;
   resultShape(checked(
       matMulShape(operand(0).shape, operand(1).shape, transposeA, transposeB, error), error));
@@ -82,7 +82,7 @@ void InstructionChecker::checkLayout() {
   std::string error;
   switch (op) {
   case OpCode::Transpose:
-    resultShape(checked(transposeShape(in, intListAttr("permutation"), error), error));
+    resultShape(checked(transposeShape(in, attribute(attr::permutation), error), error));
     break;
   case OpCode::Reshape:
     if (numElements(result()) != numElements(operand(0)))
@@ -90,7 +90,7 @@ void InstructionChecker::checkLayout() {
     break;
   case OpCode::Slice:
     // The result's shape gives the slice sizes.
-    checked(sliceShape(in, intListAttr("starts"), result().shape, error), error);
+    checked(sliceShape(in, attribute(attr::starts), result().shape, error), error);
     break;
   case OpCode::Concat: {
     std::vector<Shape> parts;
@@ -99,7 +99,7 @@ void InstructionChecker::checkLayout() {
         fail(operandName(i) + " must have the dtype of " + operandName(0));
       parts.push_back(operand(i).shape);
     }
-    resultShape(checked(concatShape(parts, intAttr("axis"), error), error));
+    resultShape(checked(concatShape(parts, attribute(attr::axis), error), error));
     break;
   }
   case OpCode::Broadcast:
@@ -116,7 +116,8 @@ void InstructionChecker::checkReduction() {
   floatResult();
   std::string error;
   resultShape(checked(
-      reduceShape(operand(0).shape, intListAttr("axes"), flagAttr("keepdims"), error), error));
+      reduceShape(operand(0).shape, attribute(attr::axes), attribute(attr::keepdims), error),
+      error));
 }
 
 void InstructionChecker::checkEmbedding() {
@@ -138,7 +139,7 @@ void InstructionChecker::checkNorm() {
     if (!checkNormParameter(x, operand(i).shape, i == 1 ? "gamma" : "beta", error))
       fail(error);
   resultShape(x);
-  if (realAttr("epsilon") < 0)
+  if (attribute(attr::epsilon) < 0)
     fail("attribute 'epsilon' must be >= 0");
 }
 
@@ -149,7 +150,7 @@ void InstructionChecker::checkSoftmax() {
   if (operand(0).shape.empty())
     fail(operandName(0) + " must have rank >= 1");
   std::string error;
-  if (flagAttr("causal") && !checkCausalScores(operand(0).shape, error))
+  if (attribute(attr::causal) && !checkCausalScores(operand(0).shape, error))
     fail(error);
 }
 
@@ -159,7 +160,7 @@ void InstructionChecker::checkAttention() {
   floatResult();
   std::string error;
   Shape out = checked(attentionShape(operand(0).shape, operand(1).shape, operand(2).shape,
-                                     flagAttr("causal"), error),
+                                     attribute(attr::causal), error),
                       error);
   resultShape(out);
   // The optional row log-sum-exp: f32 [..., T].
@@ -170,13 +171,13 @@ void InstructionChecker::checkAttention() {
     out.pop_back();
     resultShape(out, 1);
   }
-  realAttr("scale");
+  attribute(attr::scale);
 }
 
 void InstructionChecker::checkQkvAttention() {
   floatOperand(0);
   floatResult();
-  const int64_t heads = intAttr("heads");
+  const int64_t heads = attribute(attr::heads);
   std::string error;
   resultShape(checked(qkvAttentionShape(operand(0).shape, heads, error), error));
   // The optional row log-sum-exp: f32 [..., H, T].
@@ -186,8 +187,8 @@ void InstructionChecker::checkQkvAttention() {
            std::string(dtypeName(result(1).dtype)));
     resultShape(qkvAttentionLseShape(operand(0).shape, heads), 1);
   }
-  flagAttr("causal");
-  realAttr("scale");
+  attribute(attr::causal);
+  attribute(attr::scale);
 }
 
 void InstructionChecker::checkLoss() {
@@ -204,8 +205,8 @@ void InstructionChecker::checkLoss() {
   std::string error;
   if (!checkCrossEntropy(operand(0).shape, operand(1).shape, error))
     fail(error);
-  intAttr("ignore_index");
-  int64_t reduction = intAttr("reduction");
+  attribute(attr::ignoreIndex);
+  int64_t reduction = attribute(attr::reduction);
   if (reduction != 0 && reduction != 1)
     fail("attribute 'reduction' must be 0 (mean) or 1 (sum), is " + std::to_string(reduction));
 }
@@ -218,6 +219,9 @@ void InstructionChecker::check() {
   const int operands = opInfo(instruction.op).operands;
   if (operands != kVariadic)
     operandCount(static_cast<size_t>(operands));
+  // The attributes against PlanAttrs.def; the opcode's rules check their values.
+  if (std::string error = checkAttributes(instruction); !error.empty())
+    fail(error);
   switch (instruction.op) {
 #define AMPC_BINARY_OP(Name, ...) case OpCode::Name:
 #include "runtime/plan/OpCodes.def"

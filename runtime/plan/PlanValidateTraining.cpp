@@ -25,7 +25,7 @@ void InstructionChecker::checkElementwiseGrad() {
   floatResult();
   resultShape(operand(0).shape);
   if (instruction.op == OpCode::GeluGrad)
-    flagAttr("approximate");
+    attribute(attr::approximate);
   if (instruction.op == OpCode::SoftmaxGrad && operand(0).shape.empty())
     fail(operandName(0) + " must have rank >= 1");
 }
@@ -38,7 +38,7 @@ void InstructionChecker::checkPad() {
   else
     resultDTypeOf(0);
   std::string error;
-  if (!plan::checkPad(operand(0).shape, intListAttr("low"), result().shape, error))
+  if (!plan::checkPad(operand(0).shape, attribute(attr::low), result().shape, error))
     fail(error);
 }
 
@@ -48,7 +48,8 @@ void InstructionChecker::checkMaxGrad() {
   floatResult();
   std::string error;
   Shape reduced = checked(
-      reduceShape(operand(0).shape, intListAttr("axes"), flagAttr("keepdims"), error), error);
+      reduceShape(operand(0).shape, attribute(attr::axes), attribute(attr::keepdims), error),
+      error);
   if (operand(1).shape != reduced)
     fail(operandName(1) + " must have the reduced shape " + shapeToString(reduced));
   resultShape(operand(0).shape);
@@ -76,7 +77,7 @@ void InstructionChecker::checkNormGrad() {
     floatResult(i);
     resultShape(i == 0 ? x : operand(1).shape, i);
   }
-  if (realAttr("epsilon") < 0)
+  if (attribute(attr::epsilon) < 0)
     fail("attribute 'epsilon' must be >= 0");
 }
 
@@ -90,7 +91,7 @@ void InstructionChecker::checkAttentionGrad() {
     floatOperand(i);
   std::string error;
   Shape out = checked(attentionShape(operand(0).shape, operand(1).shape, operand(2).shape,
-                                     flagAttr("causal"), error),
+                                     attribute(attr::causal), error),
                       error);
   if (operand(3).shape != out)
     fail(operandName(3) + " must have the attention output's shape " + shapeToString(out));
@@ -108,18 +109,17 @@ void InstructionChecker::checkAttentionGrad() {
     floatResult(i);
     resultShape(operand(i).shape, i);
   }
-  realAttr("scale");
+  attribute(attr::scale);
 }
 
 void InstructionChecker::checkQkvAttentionGrad() {
   // (qkv, dy[, o, lse]) -> dqkv.
   const size_t operands = instruction.operands.size();
   if (operands != 2 && operands != 4)
-    fail("must have 2 operands (qkv, dy) or 4 (qkv, dy, o, lse), has " +
-         std::to_string(operands));
+    fail("must have 2 operands (qkv, dy) or 4 (qkv, dy, o, lse), has " + std::to_string(operands));
   for (size_t i = 0; i < operands; ++i)
     floatOperand(i);
-  const int64_t heads = intAttr("heads");
+  const int64_t heads = attribute(attr::heads);
   std::string error;
   Shape out = checked(qkvAttentionShape(operand(0).shape, heads, error), error);
   if (operand(1).shape != out)
@@ -134,8 +134,8 @@ void InstructionChecker::checkQkvAttentionGrad() {
   }
   floatResult(0);
   resultShape(operand(0).shape, 0);
-  flagAttr("causal");
-  realAttr("scale");
+  attribute(attr::causal);
+  attribute(attr::scale);
 }
 
 void InstructionChecker::checkCrossEntropyGrad() {
@@ -146,8 +146,8 @@ void InstructionChecker::checkCrossEntropyGrad() {
   std::string error;
   if (!checkCrossEntropy(operand(0).shape, operand(1).shape, error))
     fail(error);
-  intAttr("ignore_index");
-  int64_t reduction = intAttr("reduction");
+  attribute(attr::ignoreIndex);
+  int64_t reduction = attribute(attr::reduction);
   if (reduction != 0 && reduction != 1)
     fail("attribute 'reduction' must be 0 (mean) or 1 (sum), is " + std::to_string(reduction));
   floatResult();
@@ -159,7 +159,7 @@ void InstructionChecker::checkGradSeed() {
     fail("takes 0 or 1 operands, has " + std::to_string(instruction.operands.size()));
   if (!instruction.operands.empty())
     floatScalarOperand(0);
-  if (intAttr("accum_steps") < 1)
+  if (attribute(attr::accumSteps) < 1)
     fail("attribute 'accum_steps' must be >= 1");
   f32ScalarResult();
 }
@@ -188,8 +188,8 @@ void InstructionChecker::checkAccumulate() {
          "the plan has loss scaling");
   }
   // The data parallel gradient bucket (GradientBuckets.h), when given.
-  if (instruction.attrs.count("bucket") && intAttr("bucket") < 0)
-    fail("has a negative gradient bucket " + std::to_string(intAttr("bucket")));
+  if (has(instruction, attr::bucket) && attribute(attr::bucket) < 0)
+    fail("has a negative gradient bucket " + std::to_string(attribute(attr::bucket)));
 }
 
 void InstructionChecker::checkGlobalNorm() {
@@ -201,14 +201,14 @@ void InstructionChecker::checkGlobalNorm() {
 }
 
 void InstructionChecker::checkLrSchedule() {
-  int64_t kind = intAttr("kind");
+  int64_t kind = attribute(attr::kind);
   if (kind != 0 && kind != 1)
     fail("attribute 'kind' must be 0 (constant) or 1 (cosine), is " + std::to_string(kind));
-  realAttr("lr");
-  realAttr("min_lr");
-  if (intAttr("warmup_steps") < 0)
+  attribute(attr::lr);
+  attribute(attr::minLr);
+  if (attribute(attr::warmupSteps) < 0)
     fail("attribute 'warmup_steps' must be >= 0");
-  if (intAttr("decay_steps") < 0)
+  if (attribute(attr::decaySteps) < 0)
     fail("attribute 'decay_steps' must be >= 0");
   f32ScalarResult();
 }
@@ -260,18 +260,18 @@ void InstructionChecker::checkOptimizer() {
          "refreshed");
   }
   if (adamw) {
-    for (const char *beta : {"beta1", "beta2"}) {
-      double value = realAttr(beta);
+    for (const AttrKey<double> &beta : {attr::beta1, attr::beta2}) {
+      double value = attribute(beta);
       if (value < 0 || value >= 1)
-        fail(std::string("attribute '") + beta + "' must be in [0, 1)");
+        fail(std::string("attribute '") + beta.name + "' must be in [0, 1)");
     }
-    if (realAttr("eps") < 0)
+    if (attribute(attr::eps) < 0)
       fail("attribute 'eps' must be >= 0");
   } else {
-    realAttr("momentum");
+    attribute(attr::momentum);
   }
-  realAttr("weight_decay");
-  realAttr("clip_norm");
+  attribute(attr::weightDecay);
+  attribute(attr::clipNorm);
 }
 
 void InstructionChecker::checkUpdateLossScale() {
@@ -284,21 +284,21 @@ void InstructionChecker::checkUpdateLossScale() {
   lossScalingOperand(2, scaling.foundNonFinite, "found-non-finite flag");
   lossScalingOperand(3, scaling.appliedSteps, "applied-steps count");
   // The attributes repeat the plan's settings, so the two cannot disagree.
-  const bool dynamic = flagAttr("dynamic") == 1;
+  const bool dynamic = attribute(attr::dynamic) == 1;
   if (dynamic != (scaling.mode == LossScaleMode::Dynamic))
     fail(std::string("attribute 'dynamic' is ") + (dynamic ? "1" : "0") +
          ", but the plan's loss scaling is " + lossScaleModeName(scaling.mode));
-  for (auto [name, expected] :
-       {std::pair<const char *, float>{"growth_factor", scaling.growthFactor},
-        {"backoff_factor", scaling.backoffFactor},
-        {"min_scale", scaling.minScale}}) {
-    const double value = realAttr(name);
+  for (auto [key, expected] :
+       {std::pair<AttrKey<double>, float>{attr::growthFactor, scaling.growthFactor},
+        {attr::backoffFactor, scaling.backoffFactor},
+        {attr::minScale, scaling.minScale}}) {
+    const double value = attribute(key);
     if (static_cast<float>(value) != expected)
-      fail(std::string("attribute '") + name + "' is " + std::to_string(value) +
+      fail(std::string("attribute '") + key.name + "' is " + std::to_string(value) +
            ", but the plan's loss scaling has " + std::to_string(expected));
   }
-  if (intAttr("growth_interval") != scaling.growthInterval)
-    fail("attribute 'growth_interval' is " + std::to_string(intAttr("growth_interval")) +
+  if (attribute(attr::growthInterval) != scaling.growthInterval)
+    fail("attribute 'growth_interval' is " + std::to_string(attribute(attr::growthInterval)) +
          ", but the plan's loss scaling has " + std::to_string(scaling.growthInterval));
 }
 

@@ -3,14 +3,17 @@
 // Everything about opcodes is generated from runtime/plan/OpCodes.def, so these tests check the
 // list itself: one entry per code in order, unique names that opCodeFromName inverts, arities that
 // fit each kind, and a few numeric codes pinned by hand, since plan files store the numbers and a
-// reordered or removed line would silently change what old plans mean.
+// reordered or removed line would silently change what old plans mean. Also the attribute table
+// beside it (PlanAttrs.def): its typed keys and the document generated from it.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/plan/Plan.h"
+#include "runtime/plan/PlanAttrs.h"
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <iterator>
 #include <optional>
 #include <set>
@@ -127,3 +130,36 @@ TEST(OpCodes, AritiesFitTheKinds) {
 }
 
 } // namespace
+
+TEST(PlanAttrs, EveryOpcodeAttributeIsDeclaredOnceWithItsKeysType) {
+  std::set<std::pair<OpCode, std::string>> seen;
+  for (const OpAttr &entry : opAttrs()) {
+    EXPECT_TRUE(seen.insert({entry.op, entry.name}).second)
+        << opCodeName(entry.op) << " declares '" << entry.name << "' twice";
+  }
+  // Typed keys: the emitter's values reach the validator as the declared type.
+  Instruction instruction;
+  instruction.op = OpCode::Attention;
+  instruction.attrs = {attr::causal(1), attr::scale(0.125)};
+  EXPECT_EQ(checkAttributes(instruction), "");
+  EXPECT_EQ(get(instruction, attr::causal), 1);
+  EXPECT_EQ(get(instruction, attr::scale), 0.125);
+  instruction.attrs.erase(attr::scale.name);
+  EXPECT_EQ(checkAttributes(instruction), "attention is missing attribute 'scale'");
+  EXPECT_THROW(get(instruction, attr::scale), PlanError);
+}
+
+TEST(PlanAttrs, PlanFormatDocumentListsTheTable) {
+  // docs/plan-format.md's "Attributes by opcode" holds attributeTableMarkdown() between its
+  // markers; after a change to PlanAttrs.def, paste the text this test prints there.
+  std::ifstream file(std::string(AMPC_SOURCE_DIR) + "/docs/plan-format.md");
+  ASSERT_TRUE(file) << "cannot read docs/plan-format.md";
+  const std::string text((std::istreambuf_iterator<char>(file)), {});
+  const std::string begin = "<!-- attribute table: begin -->\n",
+                    end = "<!-- attribute table: end -->";
+  const size_t from = text.find(begin), to = text.find(end);
+  ASSERT_TRUE(from != std::string::npos && to != std::string::npos && from < to);
+  EXPECT_EQ(text.substr(from + begin.size(), to - from - begin.size()), attributeTableMarkdown())
+      << "docs/plan-format.md's attribute table differs from PlanAttrs.def; it should read:\n"
+      << attributeTableMarkdown();
+}

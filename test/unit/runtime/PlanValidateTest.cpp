@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 using namespace ampc;
 using namespace ampc::test;
 using plan::BufferRole;
@@ -164,6 +166,24 @@ TEST(PlanValidate, Attributes) {
   SmallPlan flag;
   flag.matmul().attrs["transpose_a"] = int64_t(2);
   expectInvalid(flag.b.plan, {"'transpose_a' must be 0 or 1"});
+
+  // Only the attributes PlanAttrs.def declares for the opcode: a misspelled or foreign one is
+  // named with the opcode's own.
+  SmallPlan misspelled;
+  misspelled.matmul().attrs["transpose_c"] = int64_t(0);
+  expectInvalid(misspelled.b.plan,
+                {"matmul has no attribute 'transpose_c' (it takes transpose_a, transpose_b)"});
+  PlanBuilder plain;
+  uint32_t y = plain.input("y", DType::F32, {4});
+  plain.op(OpCode::Relu, {y}, DType::F32, {4}, {{"causal", int64_t(1)}});
+  expectInvalid(plain.plan, {"relu has no attribute 'causal' (it takes none)"});
+  PlanBuilder infinite;
+  y = infinite.input("y", DType::F32, {4, 3});
+  infinite.op(OpCode::LayerNorm,
+              {infinite.op(OpCode::Relu, {y}, DType::F32, {4, 3}),
+               infinite.input("g", DType::F32, {3}), infinite.input("b", DType::F32, {3})},
+              DType::F32, {4, 3}, {{"epsilon", HUGE_VAL}});
+  expectInvalid(infinite.plan, {"attribute 'epsilon' must be finite"});
 
   PlanBuilder dropout;
   uint32_t x = dropout.input("x", DType::F32, {4});
