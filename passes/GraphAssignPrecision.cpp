@@ -139,7 +139,7 @@ Value GraphAssignPrecisionPass::convert(Value value, Type element) {
 llvm::SmallVector<unsigned, 2>
 GraphAssignPrecisionPass::operandsReadReduced(Operation *op, PrecisionRule rule) const {
   llvm::SmallVector<unsigned, 2> operands;
-  if (rule != PrecisionRule::Fp32 || op->hasAttr("keep_fp32"))
+  if (rule != PrecisionRule::Fp32 || op->hasAttr(GraphDialect::kKeepFp32AttrName))
     return operands;
   if (llvm::isa<CrossEntropyOp, CrossEntropyGradOp, LayerNormOp, RmsNormOp>(op))
     operands = {0};
@@ -222,7 +222,7 @@ void GraphAssignPrecisionPass::assignOp(Operation *op, PrecisionRule rule,
     std::string kind = op->getName().stripDialect().str();
     Type stored = reduced;
     if (parameterGradient || tensorType(result).getRank() == 0 || policy.storesFp32(kind) ||
-        op->hasAttr("keep_fp32") || keepsResultTypes)
+        op->hasAttr(GraphDialect::kKeepFp32AttrName) || keepsResultTypes)
       stored = f32;
     if (rule == PrecisionRule::Follow && !parameterGradient)
       stored = elementOf(result); // follow ops store what they compute
@@ -397,8 +397,8 @@ void GraphAssignPrecisionPass::runOnOperation() {
                   PrecisionAttr::get(context, f32, f32, f32, "fp32 mode"));
       continue;
     }
-    if (op->hasAttr("keep_fp32"))
-      assignOp(op, PrecisionRule::Fp32, "keep_fp32");
+    if (op->hasAttr(GraphDialect::kKeepFp32AttrName))
+      assignOp(op, PrecisionRule::Fp32, GraphDialect::kKeepFp32AttrName);
     else
       assignOp(op, *rule, precisionRuleName(*rule));
   }

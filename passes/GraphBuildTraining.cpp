@@ -149,10 +149,10 @@ GraphBuildTrainingPass::buildBackward(func::FuncOp entry,
     if (failed(operandGrads))
       return failure();
     // An op the model keeps in f32 keeps its gradient ops in f32 too.
-    if (op->hasAttr("keep_fp32"))
+    if (op->hasAttr(GraphDialect::kKeepFp32AttrName))
       for (Operation *grad = before->getNextNode(); grad != body.getTerminator();
            grad = grad->getNextNode())
-        grad->setAttr("keep_fp32", UnitAttr::get(op->getContext()));
+        grad->setAttr(GraphDialect::kKeepFp32AttrName, UnitAttr::get(op->getContext()));
     for (auto [operand, grad] : llvm::zip(op->getOperands(), *operandGrads)) {
       if (!grad || !active.contains(operand))
         continue;

@@ -51,6 +51,10 @@ def Graph_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kArenaOffsetsAttrName = "graph.arena_offsets";
     /// `graph.arena`: a function's arena (#graph.arena, graph-plan-memory).
     static constexpr ::llvm::StringLiteral kArenaAttrName = "graph.arena";
+    /// `keep_fp32`: a unit attribute the model file puts on an op to keep it, and its gradient
+    /// ops, in f32 whatever the policy (graph-assign-precision; graph-build-training copies it).
+    /// Unprefixed, since users write it.
+    static constexpr ::llvm::StringLiteral kKeepFp32AttrName = "keep_fp32";
   }];
 }
 
