@@ -216,6 +216,10 @@ std::vector<ModelConfig> everyExample() {
     for (const char *precision : {"bf16", "fp16", "fp32"})
       for (bool budget : {false, true})
         configs.push_back({model, precision, budget});
+  // Every activation opcode's kernels (hardswish, sigmoid, hardsigmoid, softplus and their
+  // gradients), without the budget: the model has no activations worth recomputing.
+  for (const char *precision : {"bf16", "fp16", "fp32"})
+    configs.push_back({"mlp/mlp_gates", precision, false});
   return configs;
 }
 

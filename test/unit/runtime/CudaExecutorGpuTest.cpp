@@ -79,7 +79,7 @@ std::string planDirectory() {
   return self.substr(0, self.rfind('/') + 1) + "gpu-test-plans";
 }
 
-/// The training plan of \p model ("mlp", "tiny") in \p precision with its
+/// The training plan of \p model ("mlp", "mlp_gates", "tiny") in \p precision with its
 /// device program, as the build wrote it.
 plan::Plan loadTestPlan(const std::string &model, const Precision &precision) {
   const std::string path = planDirectory() + "/" + model + "_" + precision.mode + ".plan";
@@ -316,7 +316,7 @@ TEST(CudaExecutorCudnnAttention, TrainsAsOurKernelsDo) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, CudaExecutorModels,
-                         ::testing::Combine(::testing::Values("mlp", "tiny"),
+                         ::testing::Combine(::testing::Values("mlp", "mlp_gates", "tiny"),
                                             ::testing::ValuesIn(kPrecisions)),
                          [](const auto &info) {
                            return std::string(std::get<0>(info.param)) + "_" +
