@@ -19,6 +19,9 @@
 // Functions, the arena and views
 //===----------------------------------------------------------------------===//
 
+using namespace mlir;
+using namespace ampc::graph;
+
 namespace ampc {
 namespace deviceprogram {
 

@@ -33,8 +33,14 @@
 namespace ampc {
 namespace deviceprogram {
 
-using namespace mlir;
-using namespace ampc::graph;
+// The MLIR and graph names the builder's declarations use (using-declarations, not directives:
+// a file that includes this header sees only these).
+namespace func = mlir::func;
+using graph::ModelOp;
+using mlir::Operation;
+using mlir::RankedTensorType;
+using mlir::Type;
+using mlir::Value;
 
 /// Alignment of every arena and scratch slice (256 bytes): enough for the kernels' 16-byte
 /// packs and for cuBLASLt's preferred operand alignment.

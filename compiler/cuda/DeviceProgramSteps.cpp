@@ -13,6 +13,9 @@
 // One fused group into device steps
 //===----------------------------------------------------------------------===//
 
+using namespace mlir;
+using namespace ampc::graph;
+
 namespace ampc {
 namespace deviceprogram {
 
