@@ -182,7 +182,7 @@ bool mentions(const std::string &code, const char *name) {
 }
 
 /// Whether \p code names anything of runtime/numerics but the scalar math (the random numbers
-/// of Philox.h, or what a preamble declares there).
+/// of Philox.h).
 bool mentionsOtherNumerics(const std::string &code) {
   for (size_t at = code.find("numerics::"); at != std::string::npos;
        at = code.find("numerics::", at + 1))
@@ -347,7 +347,7 @@ __device__ __forceinline__ void reportError(ErrorRecord *record, unsigned int co
 
 void Generator::finish(KernelWriter &writer, const std::string &kind, const std::string &stem,
                        const std::string &math, const std::string &body, KernelLaunch launch,
-                       std::vector<TensorTableEntry> table, const std::string &preamble) {
+                       std::vector<TensorTableEntry> table) {
   // A dropout mask evaluated anywhere in the kernel (a row kernel's fused consumers included)
   // needs the run's seed and step; the elementwise skeleton adds them before its size.
   if (writer.usesRandom) {
@@ -356,16 +356,16 @@ void Generator::finish(KernelWriter &writer, const std::string &kind, const std:
   }
   std::ostringstream code;
   code << "#include \"runtime/cuda/device/KernelSupport.h\"\n";
-  if (mentions(body, kScalarMath) || mentions(preamble, kScalarMath))
+  // The device code of a fixed kernel (runtime/cuda/device/*.cuh), which its entry calls.
+  for (const std::string &header : writer.headers)
+    code << "#include \"" << header << "\"\n";
+  if (mentions(body, kScalarMath))
     code << "#include \"runtime/numerics/Elementwise.h\"\n";
-  if (writer.usesRandom || mentionsOtherNumerics(body) || mentionsOtherNumerics(preamble))
+  if (writer.usesRandom || mentionsOtherNumerics(body))
     code << "#include \"runtime/numerics/Philox.h\"\n";
-  if (body.find("updateLossScale") != std::string::npos)
-    code << "#include \"runtime/numerics/LossScale.h\"\n";
   code << "\nusing namespace ampc;\nusing namespace ampc::device;\n\n";
   if (writer.usesErrors)
     code << kErrorRecord;
-  code << preamble;
   code << "extern \"C\" __global__ void __launch_bounds__(" << launch.blockSize
        << (launch.minBlocks > 0 ? ", " + std::to_string(launch.minBlocks) : std::string())
        << ") KERNEL_NAME(\n"

@@ -94,7 +94,8 @@ struct KernelLaunch {
 };
 
 /// One entry of a multi-tensor table (optimizer, global norm): the runtime fills a device array
-/// of the kernel's table struct (declared in its source) from these, in order.
+/// of the kernel's table struct (OptimizerTensor or NormTensor, declared in
+/// runtime/cuda/device/Optimizer.cuh) from these, in order.
 struct TensorTableEntry {
   std::string param, grad, firstMoment, secondMoment, copy; ///< symbols ("" when absent)
   std::string copyType;                                     ///< "bf16", "f16" or ""

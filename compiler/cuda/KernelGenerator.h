@@ -310,6 +310,15 @@ public:
     return false;
   }
 
+  /// Includes \p header (a path from the repository root, runtime/cuda/device/*.cuh): the
+  /// device code of a fixed kernel, which the generated entry point calls.
+  void include(const std::string &header) {
+    if (std::find(headers.begin(), headers.end(), header) == headers.end())
+      headers.push_back(header);
+  }
+
+  /// The device headers the kernel includes besides KernelSupport.h, in order.
+  std::vector<std::string> headers;
   /// Seed and step of the dropout masks (the CPU backend's keying).
   bool usesRandom = false;
   /// The kernel reports bad data through the error record (errorParam).
@@ -347,10 +356,11 @@ private:
   const Group *group = nullptr;
 
   void generate(const Group &g);
-  /// Finishes a kernel: header comment, includes, the code; name from the code's hash.
+  /// Finishes a kernel: header comment, includes (KernelSupport.h, the writer's headers, the
+  /// numerics the body names), the entry point around \p body; name from the code's hash.
   void finish(KernelWriter &writer, const std::string &kind, const std::string &stem,
               const std::string &math, const std::string &body, KernelLaunch launch,
-              std::vector<TensorTableEntry> table = {}, const std::string &preamble = "");
+              std::vector<TensorTableEntry> table = {});
 
   std::vector<Value> groupOutputs(const KernelWriter &writer) const {
     std::vector<Value> outputs;

@@ -24,6 +24,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <set>
@@ -240,18 +242,27 @@ TEST(CudaCodegen, AdamWIsOneLaunchOverEveryParameter) {
   EXPECT_EQ(adamw.table[1].firstBlock, 1); // 4096 elements of w fill one block
   EXPECT_EQ(adamw.launch.elements, 2);
   EXPECT_EQ(adamw.fusedOps.size(), 2u);
-  EXPECT_NE(adamw.source.find("struct OptimizerTensor"), std::string::npos);
+  // The entry calls the device code of runtime/cuda/device/Optimizer.cuh with the rule, the
+  // chunk and, under loss scaling, the scaler's flag and applied-step count.
+  EXPECT_NE(adamw.source.find("#include \"runtime/cuda/device/Optimizer.cuh\""), std::string::npos);
   EXPECT_NE(adamw.source.find("found_nonfinite"), std::string::npos);
-  EXPECT_NE(adamw.source.find("fromFloat<half16>(p)"), std::string::npos);
-  // 16-byte packs of 4 f32 elements, the copy as one 8-byte store, a scalar tail.
-  EXPECT_NE(adamw.source.find("Pack<float, 4> p = *reinterpret_cast<Pack<float, 4> *>(param + i);"),
+  EXPECT_NE(adamw.source.find("multiTensorUpdate<AdamW, 4096ll>(table, tensors, in0, in1, "
+                              "ScaledStep{state0, state1});"),
             std::string::npos)
       << adamw.source;
-  EXPECT_NE(adamw.source.find(
-                "*reinterpret_cast<unsigned long long *>(static_cast<half16 *>(copy) + i) = bits;"),
+  // There: 16-byte packs of 4 f32 elements, the f16 copy as one 8-byte store, a scalar tail.
+  std::ifstream headerFile(AMPC_SOURCE_DIR "/runtime/cuda/device/Optimizer.cuh");
+  const std::string header{std::istreambuf_iterator<char>(headerFile), {}};
+  EXPECT_NE(header.find("struct OptimizerTensor"), std::string::npos);
+  EXPECT_NE(header.find("Pack<float, 4> p = *reinterpret_cast<Pack<float, 4> *>(param + i);"),
             std::string::npos);
-  EXPECT_NE(adamw.source.find("for (long long i = packEnd + threadIdx.x; i < end;"),
+  EXPECT_NE(header.find("storeCopyPack<half16>(copy, i, p);"), std::string::npos);
+  EXPECT_NE(
+      header.find("*reinterpret_cast<unsigned long long *>(static_cast<T *>(copy) + i) = bits;"),
+      std::string::npos);
+  EXPECT_NE(header.find("static_cast<half16 *>(copy)[i] = fromFloat<half16>(p);"),
             std::string::npos);
+  EXPECT_NE(header.find("for (long long i = packEnd + threadIdx.x; i < end;"), std::string::npos);
   EXPECT_EQ(adamw.launch.blockSize, 256);
   EXPECT_NO_THROW(cuda::compileToCubin(adamw.source, adamw.name + ".cu", "sm_90", nvrtcOptions()));
 }

@@ -1,9 +1,11 @@
 //===- EmulatedOptimizerTest.cpp - The optimizer kernel in the device emulator -===//
 //
-// The optimizer step's one multi-tensor launch (compiler/cuda/CudaCodegenTraining.cpp) compiled
-// for the host and run thread by thread in the device emulator, for a model whose parameters
-// span several 4096-element chunks and whose element counts are not all multiples of 4 (the
-// kernel moves 4 consecutive elements per 16-byte access and takes the rest one by one).
+// The optimizer step's one multi-tensor launch (the entry point compiler/cuda/
+// CudaCodegenTraining.cpp writes around runtime/cuda/device/Optimizer.cuh's multiTensorUpdate)
+// compiled for the host and run thread by thread in the device emulator, for a model whose
+// parameters span several 4096-element chunks and whose element counts are not all multiples
+// of 4 (the kernel moves 4 consecutive elements per 16-byte access and takes the rest one by
+// one).
 // Every parameter, moment, momentum buffer, zeroed accumulator and bf16/f16 copy the kernel
 // writes is compared bit for bit with the CPU backend's update (runtime/cpu/OptimizerKernels.cpp)
 // run on the same f32 values: AdamW and SGD with weight decay and gradient clipping, in bf16
@@ -32,7 +34,7 @@ using namespace ampc;
 
 namespace {
 
-/// The kernel's table entry (CudaCodegenTraining.cpp's OptimizerTensor, 88 bytes), filled as
+/// The kernel's table entry (Optimizer.cuh's OptimizerTensor, 88 bytes), filled as
 /// the runtime fills it.
 struct OptimizerTensor {
   float *param;
