@@ -390,6 +390,9 @@ void Generator::rowKernel(Operation *anchor) {
   finish(*writer, "reduction", stem, math, body, launch);
 }
 
+/// The skeleton of the column sums (columnSumPartial, columnSumPartialPacked, columnSumTotals).
+constexpr const char *kColumnSumHeader = "runtime/cuda/device/ColumnSum.cuh";
+
 /// Blocks the first stage of a column sum aims at: about 8 per multiprocessor of an H100 (132),
 /// so that reading the rows keeps the memory system busy even when L is a few hundred columns.
 constexpr int64_t kColumnSumBlocks = 1024;
@@ -409,6 +412,10 @@ constexpr int64_t kColumnSumBlocks = 1024;
 ///       does not depend on the grid) and runs the store code (the group's fused consumers).
 /// chunks is compiled in: ceil(kColumnSumBlocks / column blocks), at most one chunk per 64 rows
 /// (packed: half those blocks, at most one chunk per 128 rows).
+/// The skeletons are runtime/cuda/device/ColumnSum.cuh's (columnSumPartial or
+/// columnSumPartialPacked, then columnSumTotals); each entry generates what they call: a lambda
+/// that adds an element (a row's pack) to the sums from \p emitSum, and one that stores a
+/// column's totals (\p storeCode), with \p frame's statements around the call.
 void Generator::columnSumKernels(const ColumnSumEmitter &emitSum, KernelWriter &storeWriter,
                                  const std::string &storeCode, int sums, int64_t rows,
                                  int64_t length, const std::string &kind, const std::string &stem,
@@ -416,13 +423,13 @@ void Generator::columnSumKernels(const ColumnSumEmitter &emitSum, KernelWriter &
   // The one-column walk, which also tells what the packed one would read.
   KernelWriter unpackedWriter(opIndex, members);
   Scope unpackedScope;
-  unpackedScope.indent = "      ";
+  unpackedScope.indent = "    ";
   emitSum(unpackedWriter, unpackedScope, [](int s) { return "sum" + std::to_string(s); });
   // The packed walk: every operand read in packs a float [rows, L] tensor; W from the narrowest.
   auto packedWriter = std::make_unique<KernelWriter>(opIndex, members);
   Scope packedScope;
   packedScope.vector = true;
-  packedScope.indent = "        ";
+  packedScope.indent = "      ";
   emitSum(*packedWriter, packedScope, [](int s) { return "sum" + std::to_string(s) + "[k]"; });
   bool packable = !unpackedScope.broadcastRead && !unpackedScope.gatherRead &&
                   !packedScope.broadcastRead && !packedScope.gatherRead &&
@@ -449,81 +456,35 @@ void Generator::columnSumKernels(const ColumnSumEmitter &emitSum, KernelWriter &
   sumWriter.scratchParam("columnPartials", {sums, chunks, length});
   sumWriter.scalarParam("rows", "i64", "rows");
   sumWriter.scalarParam("L", "i64", "row_length");
+  sumWriter.include(kColumnSumHeader);
+  const std::string s = std::to_string(sums);
   std::ostringstream partial;
   if (packed) {
+    // The skeleton is columnSumPartialPacked's; the row's pack loads and the element sums are
+    // generated.
     const std::string w = std::to_string(width), packs = std::to_string(length / width);
-    const std::string blockColumns = std::to_string(32 * width);
-    partial << "  // Each slice's sums of the block's " << blockColumns
-            << " columns, padded a float per slice.\n"
-            << "  __shared__ float partial[" << sums << "][8][" << 32 * width + 1 << "];\n"
-            << "  // This thread's pack of " << w << " columns.\n"
-            << "  const long long p = static_cast<long long>(blockIdx.x) * 32 + threadIdx.x;\n"
-            << "  // This block's chunk of rows: [first, last).\n"
-            << "  const long long chunkRows = (rows + gridDim.y - 1) / gridDim.y;\n"
-            << "  const long long first = static_cast<long long>(blockIdx.y) * chunkRows;\n"
-            << "  const long long last = min(rows, first + chunkRows);\n"
-            << "  float sum0[" << w << "] = {}, sum1[" << w << "] = {};\n"
-            << "  if (p < " << packs << "ll) {\n"
-            << "#pragma unroll 4\n"
-            << "    for (long long row = first + threadIdx.y; row < last; row += 8) {\n";
+    partial << "  // Adds row `row` of this thread's pack p of " << w << " columns to the sums.\n"
+            << "  auto addRow = [&](long long row, long long p, float (&sum0)[" << w
+            << "], float (&sum1)[" << w << "]) {\n";
     for (const KernelParam &param : packedWriter->params)
       if (packedScope.packsRead.count(param.name)) {
         const std::string pack = "Pack<" + packElement(param.elementType) + ", " + w + ">";
-        partial << "      const " << pack << " pk_" << param.name << " = reinterpret_cast<const "
+        partial << "    const " << pack << " pk_" << param.name << " = reinterpret_cast<const "
                 << pack << " *>(" << param.name << ")[row * " << packs << "ll + p];\n";
       }
     partial << "#pragma unroll\n"
-            << "      for (int k = 0; k < " << w << "; ++k) {\n"
-            << "        const long long i = row * L + p * " << w << " + k;\n"
-            << "        (void)i;\n"
-            << packedScope.text.str() << "      }\n    }\n  }\n"
-            << "  (void)sum1;\n"
-            << "#pragma unroll\n"
-            << "  for (int k = 0; k < " << w << "; ++k) {\n"
-            << "    partial[0][threadIdx.y][threadIdx.x * " << w << " + k] = sum0[k];\n";
-    if (sums == 2)
-      partial << "    partial[1][threadIdx.y][threadIdx.x * " << w << " + k] = sum1[k];\n";
-    partial << "  }\n"
-            << "  __syncthreads();\n"
-            << "  // The block's 256 threads add the 8 slices of one column each, in slice order.\n"
-            << "  for (int c = threadIdx.y * 32 + threadIdx.x; c < " << blockColumns
-            << "; c += 256) {\n"
-            << "    const long long column = static_cast<long long>(blockIdx.x) * " << blockColumns
-            << " + c;\n"
-            << "    if (column < L)\n"
-            << "      for (int s = 0; s < " << sums << "; ++s) {\n"
-            << "        float total = 0.0f;\n"
-            << "        for (int y = 0; y < 8; ++y)\n"
-            << "          total += partial[s][y][c];\n"
-            << "        columnPartials[(static_cast<long long>(s) * gridDim.y + blockIdx.y) * L + "
-               "column] = total;\n"
-            << "      }\n  }\n";
+            << "    for (int k = 0; k < " << w << "; ++k) {\n"
+            << "      const long long i = row * L + p * " << w << " + k;\n"
+            << "      (void)i;\n"
+            << packedScope.text.str() << "    }\n"
+            << "  };\n"
+            << "  columnSumPartialPacked<" << s << ", " << w << ", " << packs
+            << "ll>(rows, L, columnPartials, addRow);\n";
   } else {
-    partial << "  __shared__ float partial[" << sums << "][8][33];\n"
-            << "  const long long column = static_cast<long long>(blockIdx.x) * 32 + "
-               "threadIdx.x;\n"
-            << "  // This block's chunk of rows: [first, last).\n"
-            << "  const long long chunkRows = (rows + gridDim.y - 1) / gridDim.y;\n"
-            << "  const long long first = static_cast<long long>(blockIdx.y) * chunkRows;\n"
-            << "  const long long last = min(rows, first + chunkRows);\n"
-            << "  float sum0 = 0.0f, sum1 = 0.0f;\n"
-            << "  if (column < L) {\n"
-            << "    for (long long row = first + threadIdx.y; row < last; row += blockDim.y) {\n"
-            << "      const long long i = row * L + column;\n"
-            << unpackedScope.text.str() << "    }\n  }\n"
-            << "  (void)sum1;\n"
-            << "  partial[0][threadIdx.y][threadIdx.x] = sum0;\n";
-    if (sums == 2)
-      partial << "  partial[1][threadIdx.y][threadIdx.x] = sum1;\n";
-    partial << "  __syncthreads();\n"
-            << "  if (threadIdx.y == 0 && column < L) {\n"
-            << "    for (int s = 0; s < " << sums << "; ++s) {\n"
-            << "      float total = 0.0f;\n"
-            << "      for (int y = 0; y < 8; ++y)\n"
-            << "        total += partial[s][y][threadIdx.x];\n"
-            << "      columnPartials[(static_cast<long long>(s) * gridDim.y + blockIdx.y) * L + "
-               "column] = total;\n"
-            << "    }\n  }\n";
+    partial << "  // Adds element i (row `row`) to the sums.\n"
+            << "  auto addElement = [&](long long row, long long i, float &sum0, float &sum1) {\n"
+            << unpackedScope.text.str() << "  };\n"
+            << "  columnSumPartial<" << s << ">(rows, L, columnPartials, addElement);\n";
   }
   KernelLaunch first;
   first.space = KernelLaunch::Space::Columns;
@@ -544,22 +505,14 @@ void Generator::columnSumKernels(const ColumnSumEmitter &emitSum, KernelWriter &
 
   storeWriter.scratchParam("columnPartials", {sums, chunks, length});
   storeWriter.scalarParam("L", "i64", "row_length");
+  storeWriter.include(kColumnSumHeader);
+  // The skeleton is columnSumTotals'; the store of a column's totals and its frame are
+  // generated.
   std::ostringstream total;
-  total << frame.prologue
-        << "  for (long long column = static_cast<long long>(blockIdx.x) * blockDim.x + "
-           "threadIdx.x; column < L;\n"
-        << "       column += static_cast<long long>(gridDim.x) * blockDim.x) {\n"
-        << "    float total0 = 0.0f, total1 = 0.0f;\n"
-        << "    // In chunk order; unrolled so that many of the independent loads are in flight.\n"
-        << "#pragma unroll 16\n"
-        << "    for (long long c = 0; c < " << chunks << "ll; ++c) {\n"
-        << "      total0 += columnPartials[c * L + column];\n";
-  if (sums == 2)
-    total << "      total1 += columnPartials[(" << chunks << "ll + c) * L + column];\n";
-  total << "    }\n"
-        << "    (void)total1;\n"
-        << "    const long long i = column;\n"
-        << storeCode << "  }\n"
+  total << frame.prologue << "  // Stores column i's totals (total0, total1).\n"
+        << "  auto store = [&](long long i, float total0, float total1) {\n"
+        << storeCode << "  };\n"
+        << "  columnSumTotals<" << s << ", " << chunks << "ll>(columnPartials, L, store);\n"
         << frame.epilogue;
   KernelLaunch second;
   second.space = KernelLaunch::Space::Elements;
