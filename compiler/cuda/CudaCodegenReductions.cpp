@@ -319,6 +319,9 @@ void Generator::mseLossKernel(MseLossOp anchor) {
 /// Emits the fused classifier: cross-entropy loss and (when the group has it) its gradient
 /// from one read of each logits row's statistics, in two kernels (count, then loss_grad).
 /// The loss is accumulated with atomicAdd across rows, so the count kernel must run first.
+/// The count kernel is device code (runtime/cuda/device/Classifier.cuh); loss_grad is written
+/// here whole: its passes over a row are RowWalk's, generated around the group's fused
+/// producers and consumers.
 void Generator::crossEntropyKernels() {
   CrossEntropyOp loss;
   CrossEntropyGradOp grad;
@@ -337,33 +340,26 @@ void Generator::crossEntropyKernels() {
   const std::string ignore =
       "(" + std::to_string(static_cast<int64_t>(loss.getIgnoreIndex())) + "ll)";
 
-  // 1. Count the labelled rows (the mean's divisor) and reset the loss.
+  // 1. Count the labelled rows (the mean's divisor) and reset the loss: Classifier.cuh's
+  // crossEntropyCount.
   {
     KernelWriter writer(opIndex, members);
+    writer.include("runtime/cuda/device/Classifier.cuh");
     std::string labels = writer.tensorParam(loss.getLabels(), Role::Input);
     std::string out = writer.tensorParam(loss.getResult(), Role::Output);
     // `labelled` is an f32 count in scratch, read by the second kernel as the mean's divisor.
     writer.scratchParam("labelled", {1});
     writer.scalarParam("rows", "i64", "rows");
-    std::ostringstream body;
-    body << "  __shared__ float reduceScratch[32];\n  float count = 0.0f;\n"
-         << "  for (long long row = threadIdx.x; row < rows; row += blockDim.x)\n"
-         << "    count += static_cast<long long>(" << labels << "[row]) != " << ignore
-         << " ? 1.0f : 0.0f;\n"
-         << "  count = blockSum(count, reduceScratch);\n"
-         << "  if (threadIdx.x == 0) {\n    labelled[0] = count;\n"
-         << "    // With every row ignored the mean is 0/0 = NaN, as in PyTorch.\n"
-         << "    " << out
-         << "[0] = " << (mean ? "count == 0.0f ? __int_as_float(0x7fffffff) : 0.0f" : "0.0f")
-         << ";\n  }\n";
+    const std::string body = "  crossEntropyCount(" + labels + ", rows, " + ignore + ", " +
+                             (mean ? "true" : "false") + ", " + out + ", labelled);\n";
     KernelLaunch launch;
     launch.space = KernelLaunch::Space::Single;
     launch.blockSize = 1024;
     launch.rows = rows;
     finish(writer, "cross_entropy", "count",
-           "labelled = the number of rows whose label is not ignore_index; loss = 0.\n"
-           "Memory: the labels read once.",
-           body.str(), launch);
+           "labelled = the number of rows whose label is not ignore_index; loss = 0 (NaN for a\n"
+           "mean over no labelled row). Memory: the labels read once.",
+           body, launch);
   }
   // 2. One block per row: loss and gradient from the same statistics. Emitted with \p walk (one
   // element at a time, or 16-byte packs, held in registers or read again by each pass); returns
