@@ -315,29 +315,8 @@ std::string KernelWriter::element(Value value, const std::string &index, Scope &
 
 namespace {
 
-/// The runtime's error record (plan::DeviceErrorRecord) and how kernels fill it: the first
-/// error wins, later ones leave it alone.
-const char *kErrorRecord =
-    R"(// Where a kernel reports bad data the CPU backend would stop on (plan::DeviceErrorRecord).
-struct ErrorRecord {
-  unsigned int code;        // 1 cross-entropy label, 2 embedding id
-  unsigned int instruction; // the plan instruction (site)
-  long long index;          // the row or the id's position
-  long long value;          // the bad label or id
-  long long bound;          // valid values are [0, bound)
-};
-__device__ __forceinline__ void reportError(ErrorRecord *record, unsigned int code,
-                                            long long site, long long index, long long value,
-                                            long long bound) {
-  if (atomicCAS(&record->code, 0u, code) == 0u) {
-    record->instruction = static_cast<unsigned int>(site);
-    record->index = index;
-    record->value = value;
-    record->bound = bound;
-  }
-}
-
-)";
+/// The runtime's error record (plan::DeviceErrorRecord) and reportError, which fills it.
+constexpr const char *kErrorRecordHeader = "runtime/cuda/device/ErrorRecord.cuh";
 
 } // namespace
 
@@ -354,6 +333,8 @@ void Generator::finish(KernelWriter &writer, const std::string &kind, const std:
     writer.runScalar("seed");
     writer.runScalar("step");
   }
+  if (writer.usesErrors)
+    writer.include(kErrorRecordHeader);
   std::ostringstream code;
   code << "#include \"runtime/cuda/device/KernelSupport.h\"\n";
   // The device code of a fixed kernel (runtime/cuda/device/*.cuh), which its entry calls.
@@ -364,8 +345,6 @@ void Generator::finish(KernelWriter &writer, const std::string &kind, const std:
   if (writer.usesRandom || mentionsOtherNumerics(body))
     code << "#include \"runtime/numerics/Philox.h\"\n";
   code << "\nusing namespace ampc;\nusing namespace ampc::device;\n\n";
-  if (writer.usesErrors)
-    code << kErrorRecord;
   code << "extern \"C\" __global__ void __launch_bounds__(" << launch.blockSize
        << (launch.minBlocks > 0 ? ", " + std::to_string(launch.minBlocks) : std::string())
        << ") KERNEL_NAME(\n"
