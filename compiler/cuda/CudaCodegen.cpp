@@ -5,18 +5,22 @@
 // group and the flat index of one of its elements, it emits the statements that compute that
 // element in f32 from the group's external inputs (loads, broadcast indexing, the elementwise
 // ops, embedding gathers), rounding wherever the unfused op would have stored a bf16/f16 value.
-// Each kernel kind (elementwise, row reductions, column sums, gathers, the classifier, the
-// optimizer) is a loop skeleton around that evaluator; the results of the op a skeleton is
-// built around (a layernorm's y, a sum's total) are bound to variables so the evaluator
-// continues into the group's elementwise consumers and stores every value read outside.
+// Each kernel kind (elementwise, row reductions, column sums, gathers, the classifier) is a
+// loop skeleton around that evaluator; the results of the op a skeleton is built around (a
+// layernorm's y, a sum's total) are bound to variables so the evaluator continues into the
+// group's elementwise consumers and stores every value read outside. Fixed code is device code
+// in runtime/cuda/device/*.cuh, which the kernels include and call: the optimizer step's
+// kernels (Optimizer.cuh), the column sums' skeletons, to which the evaluated elements are
+// passed as lambdas (ColumnSum.cuh), the classifier's count (Classifier.cuh) and the error
+// record (ErrorRecord.cuh).
 //
 // This file holds the driver (walking the groups, dispatching on their kinds), the element
 // evaluator, and the naming, hashing and header of every kernel. The loop skeletons live by
 // family in CudaCodegenElementwise.cpp (elementwise, accumulate, embedding, copy),
 // CudaCodegenRows.cpp (the norm and softmax row kernels, two-stage column sums),
 // CudaCodegenReductions.cpp (other sums, max, embedding and bias gradients, the MSE loss, the
-// classifier) and CudaCodegenTraining.cpp (the optimizer and the scalar step kernels); they
-// share the writer and the generator through KernelGenerator.h.
+// classifier) and CudaCodegenTraining.cpp (the entry points of the optimizer and the scalar
+// step kernels); they share the writer and the generator through KernelGenerator.h.
 //
 //===----------------------------------------------------------------------===//
 
