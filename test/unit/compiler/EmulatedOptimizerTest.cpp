@@ -11,6 +11,9 @@
 // run on the same f32 values: AdamW and SGD with weight decay and gradient clipping, in bf16
 // (bf16 copies, t from the run's step), fp16 with dynamic loss scaling (f16 copies, t from the
 // applied steps, and the skipped step of a non-finite gradient) and fp32 (no copies).
+// The step's other kernels (Optimizer.cuh too) against the CPU backend: the global norm's two
+// stages, the learning-rate schedule over warmup, decay and past the run's end, the gradient
+// seed, and the loss-scale update's growth, backoff, floor and count.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,9 +21,11 @@
 #include "HostKernel.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/numerics/Float16.h"
+#include "runtime/numerics/LossScale.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -287,6 +292,179 @@ TEST_P(EmulatedOptimizer, MatchesTheCpuBackendBitForBit) {
     for (int64_t i = 0; i < tensor.elements; ++i)
       moved += tensor.param[i] != state.initialParam[i];
     EXPECT_EQ(moved, c.skip ? 0 : tensor.elements) << name;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The step's other kernels: the global norm, the schedule, the seed, the loss-scale update
+//===----------------------------------------------------------------------===//
+
+/// The global norm's table entry (Optimizer.cuh's NormTensor, 24 bytes).
+struct NormTensor {
+  const float *data;
+  int64_t elements;
+  int64_t firstBlock;
+};
+static_assert(sizeof(NormTensor) == 24, "the layout of docs/plan-format.md's NormTensor");
+
+/// The kernels of \p kernels of kind \p kind, in launch order.
+std::vector<const GeneratedKernel *> kernelsOfKind(const std::vector<GeneratedKernel> &kernels,
+                                                   const std::string &kind) {
+  std::vector<const GeneratedKernel *> found;
+  for (const GeneratedKernel &kernel : kernels)
+    if (kernel.kind == kind)
+      found.push_back(&kernel);
+  return found;
+}
+
+/// The index of \p kernel's parameter bound to \p value.
+size_t boundTo(const GeneratedKernel &kernel, const std::string &value) {
+  for (size_t i = 0; i < kernel.params.size(); ++i)
+    if (kernel.params[i].value == value)
+      return i;
+  ADD_FAILURE() << "no parameter of " << kernel.name << " is bound to " << value;
+  return 0;
+}
+
+TEST(EmulatedOptimizerStep, ScalarKernelsMatchTheCpuBackend) {
+  // fp16 with dynamic loss scaling (GradScaler's settings, min scale 1), two micro steps, a
+  // cosine schedule with warmup over the run's steps.
+  graph::GraphBuildTrainingOptions training;
+  training.schedule = "cosine";
+  training.warmupSteps = 3;
+  training.minLr = 1e-5;
+  training.accumSteps = 2;
+  const std::vector<GeneratedKernel> kernels = generateForText(kModel, kPrecisions[1], training);
+  test::TemporaryDirectory directory("ampc_emulated_optimizer_step");
+
+  // The global norm: per-chunk sums of squares in double, then their root, against the CPU
+  // backend's sum (the same double values added in another order: at most an ulp of f32).
+  const auto norms = kernelsOfKind(kernels, "global_norm");
+  ASSERT_EQ(norms.size(), 2u);
+  const GeneratedKernel &partial = *norms[0], &finish = *norms[1];
+  ASSERT_EQ(partial.table.size(), 3u);
+  EXPECT_EQ(partial.launch.elements, 5); // 3 + 1 + 1 chunks of 4096
+  std::mt19937 generator(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<std::vector<float>> accumulators;
+  std::vector<NormTensor> table;
+  double squares = 0;
+  for (const TensorTableEntry &entry : partial.table) {
+    std::vector<float> values(static_cast<size_t>(entry.elements));
+    for (float &value : values)
+      value = normal(generator);
+    cpu::kernels::addSquares(values.data(), entry.elements, squares);
+    accumulators.push_back(std::move(values));
+    table.push_back({accumulators.back().data(), entry.elements, entry.firstBlock});
+  }
+  std::vector<double> partials(static_cast<size_t>(partial.launch.elements), -1.0);
+  long long entries = static_cast<long long>(table.size()), blocks = partial.launch.elements;
+  float norm = -1.0f;
+  {
+    test::HostKernel kernel(partial, directory.path);
+    ASSERT_TRUE(kernel.ok()) << kernel.error() << "\n" << partial.source;
+    void *tablePointer = table.data(), *partialsPointer = partials.data();
+    std::vector<void *> arguments = {&tablePointer, &entries, &partialsPointer};
+    ASSERT_EQ(partial.params.size(), arguments.size());
+    kernel.run(partial.launch, arguments);
+  }
+  {
+    test::HostKernel kernel(finish, directory.path);
+    ASSERT_TRUE(kernel.ok()) << kernel.error() << "\n" << finish.source;
+    void *partialsPointer = partials.data(), *normPointer = &norm;
+    std::vector<void *> arguments = {&partialsPointer, &blocks, &normPointer};
+    ASSERT_EQ(finish.params.size(), arguments.size());
+    kernel.run(finish.launch, arguments);
+  }
+  const double expectedNorm = std::sqrt(squares);
+  EXPECT_NEAR(norm, expectedNorm, expectedNorm * 0x1p-22);
+
+  // The schedule: the CPU backend's rate of each step (warmup, decay, past the run's end),
+  // rounded to f32, from the run scalars.
+  const auto schedules = kernelsOfKind(kernels, "lr_schedule");
+  ASSERT_EQ(schedules.size(), 1u);
+  {
+    test::HostKernel kernel(*schedules[0], directory.path);
+    ASSERT_TRUE(kernel.ok()) << kernel.error() << "\n" << schedules[0]->source;
+    cpu::kernels::LrSchedule schedule;
+    schedule.kind = 1;
+    schedule.lr = training.lr;
+    schedule.minLr = training.minLr;
+    schedule.warmupSteps = training.warmupSteps;
+    for (uint64_t step : {0, 1, 2, 3, 4, 50, 99, 100, 150}) {
+      uint64_t runScalars[3] = {1234, step, 100};
+      float rate = -1.0f;
+      void *ratePointer = &rate, *scalarsPointer = runScalars;
+      std::vector<void *> arguments = {&ratePointer, &scalarsPointer};
+      ASSERT_EQ(schedules[0]->params.size(), arguments.size());
+      kernel.run(schedules[0]->launch, arguments);
+      EXPECT_EQ(rate, static_cast<float>(cpu::kernels::scheduledLearningRate(schedule, step, 100)))
+          << "step " << step;
+    }
+  }
+
+  // The seed of the backward pass: the loss scale divided by the micro steps.
+  const auto seeds = kernelsOfKind(kernels, "grad_seed");
+  ASSERT_EQ(seeds.size(), 1u);
+  {
+    test::HostKernel kernel(*seeds[0], directory.path);
+    ASSERT_TRUE(kernel.ok()) << kernel.error() << "\n" << seeds[0]->source;
+    float scale = 3072.0f, seed = -1.0f;
+    void *scalePointer = &scale, *seedPointer = &seed;
+    std::vector<void *> arguments = {&scalePointer, &seedPointer};
+    ASSERT_EQ(seeds[0]->params.size(), arguments.size());
+    EXPECT_EQ(boundTo(*seeds[0], "@loss_scale.scale"), 0u);
+    kernel.run(seeds[0]->launch, arguments);
+    EXPECT_EQ(seed, 1536.0f);
+  }
+
+  // The loss-scale update: numerics::updateLossScale on the scaler's f32 state buffers, the
+  // applied steps counted, the flag cleared; growth, backoff, the floor and a plain count. Run
+  // by one thread: every thread of the kernel's 32 updates the same scalars, which on the GPU
+  // one warp does in lockstep (every lane reads before any writes), while the emulator runs the
+  // threads one after another.
+  const auto updates = kernelsOfKind(kernels, "update_loss_scale");
+  ASSERT_EQ(updates.size(), 1u);
+  const GeneratedKernel &update = *updates[0];
+  test::HostKernel kernel(update, directory.path);
+  ASSERT_TRUE(kernel.ok()) << kernel.error() << "\n" << update.source;
+  struct ScaleCase {
+    float scale, tracker, floorHits, found;
+  };
+  for (const ScaleCase &c : {ScaleCase{1024, 1999, 0, 0}, ScaleCase{1024, 5, 0, 1},
+                             ScaleCase{1.5f, 3, 2, 1}, ScaleCase{8, 10, 1, 0}}) {
+    // Each buffer at the argument bound to it.
+    std::vector<float> state(update.params.size(), -1.0f);
+    state[boundTo(update, "@loss_scale.scale")] = c.scale;
+    state[boundTo(update, "@loss_scale.growth_tracker")] = c.tracker;
+    state[boundTo(update, "@loss_scale.floor_hits")] = c.floorHits;
+    state[boundTo(update, "@loss_scale.found_nonfinite")] = c.found;
+    state[boundTo(update, "@loss_scale.applied_steps")] = 6;
+    std::vector<void *> pointers, arguments;
+    for (float &value : state)
+      pointers.push_back(&value);
+    for (void *&pointer : pointers)
+      arguments.push_back(&pointer);
+    KernelLaunch oneThread = update.launch;
+    oneThread.blockSize = 1;
+    kernel.run(oneThread, arguments);
+    numerics::LossScaleConfig config;
+    config.minScale = 1.0f;
+    numerics::LossScaleState expected{c.scale, static_cast<int32_t>(c.tracker),
+                                      static_cast<int32_t>(c.floorHits)};
+    numerics::updateLossScale(expected, config, c.found != 0);
+    const std::string what = "scale " + std::to_string(c.scale) + ", tracker " +
+                             std::to_string(c.tracker) + ", found " + std::to_string(c.found);
+    EXPECT_EQ(state[boundTo(update, "@loss_scale.scale")], expected.scale) << what;
+    EXPECT_EQ(state[boundTo(update, "@loss_scale.growth_tracker")],
+              static_cast<float>(expected.growthTracker))
+        << what;
+    EXPECT_EQ(state[boundTo(update, "@loss_scale.floor_hits")],
+              static_cast<float>(expected.floorHits))
+        << what;
+    EXPECT_EQ(state[boundTo(update, "@loss_scale.found_nonfinite")], 0.0f) << what;
+    EXPECT_EQ(state[boundTo(update, "@loss_scale.applied_steps")], c.found != 0 ? 6.0f : 7.0f)
+        << what;
   }
 }
 
