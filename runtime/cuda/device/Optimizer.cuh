@@ -367,11 +367,14 @@ struct DynamicLossScale {
 /// f32 state buffers (the plan's state is all f32, exact up to 2^24) and are converted to the
 /// int fields of LossScaleState and back; floorHits counts the backoffs min_scale stopped (for
 /// the runtime's warning). A static scale never changes: only the count and the flag are
-/// touched. Memory: five scalars.
+/// touched. Memory: five scalars, read and written by the launch's first thread alone (the
+/// others return: each scalar has one writer, whatever the launch's shape).
 __device__ __forceinline__ void finishLossScaledStep(float *scale, float *growthTracker,
                                                      float *floorHits, float *foundNonfinite,
                                                      float *appliedSteps,
                                                      const DynamicLossScale *dynamic) {
+  if (threadIdx.x != 0 || blockIdx.x != 0)
+    return;
   const bool overflow = foundNonfinite[0] != 0.0f;
   if (!overflow)
     appliedSteps[0] = appliedSteps[0] + 1.0f;

@@ -420,9 +420,8 @@ TEST(EmulatedOptimizerStep, ScalarKernelsMatchTheCpuBackend) {
 
   // The loss-scale update: numerics::updateLossScale on the scaler's f32 state buffers, the
   // applied steps counted, the flag cleared; growth, backoff, the floor and a plain count. Run
-  // by one thread: every thread of the kernel's 32 updates the same scalars, which on the GPU
-  // one warp does in lockstep (every lane reads before any writes), while the emulator runs the
-  // threads one after another.
+  // with the kernel's own launch (32 threads, one after another in the emulator): only the first
+  // thread may touch the scalars, so a second read-modify-write would show as a second update.
   const auto updates = kernelsOfKind(kernels, "update_loss_scale");
   ASSERT_EQ(updates.size(), 1u);
   const GeneratedKernel &update = *updates[0];
@@ -445,9 +444,7 @@ TEST(EmulatedOptimizerStep, ScalarKernelsMatchTheCpuBackend) {
       pointers.push_back(&value);
     for (void *&pointer : pointers)
       arguments.push_back(&pointer);
-    KernelLaunch oneThread = update.launch;
-    oneThread.blockSize = 1;
-    kernel.run(oneThread, arguments);
+    kernel.run(update.launch, arguments);
     numerics::LossScaleConfig config;
     config.minScale = 1.0f;
     numerics::LossScaleState expected{c.scale, static_cast<int32_t>(c.tracker),
