@@ -34,8 +34,15 @@
 namespace ampc {
 namespace cudagen {
 
-using namespace mlir;
-using namespace ampc::graph;
+// The MLIR names the generator's declarations use (using-declarations, not directives: a file
+// that includes this header sees only these).
+namespace func = mlir::func;
+using mlir::DenseMap;
+using mlir::Operation;
+using mlir::OpResult;
+using mlir::SmallPtrSet;
+using mlir::Type;
+using mlir::Value;
 
 using Shape = std::vector<int64_t>;
 using Role = KernelParam::Role;
@@ -135,11 +142,11 @@ public:
     Operation *op = value.getDefiningOp();
     if (!op)
       return "%arg";
-    if (auto get = llvm::dyn_cast<GetParamOp>(op))
+    if (auto get = llvm::dyn_cast<graph::GetParamOp>(op))
       return "@" + get.getName().str();
-    if (auto get = llvm::dyn_cast<GetInputOp>(op))
+    if (auto get = llvm::dyn_cast<graph::GetInputOp>(op))
       return "@" + get.getName().str();
-    if (auto get = llvm::dyn_cast<GetLossScaleOp>(op))
+    if (auto get = llvm::dyn_cast<graph::GetLossScaleOp>(op))
       return "@" + get.getScaler().str() + ".scale";
     auto result = llvm::cast<OpResult>(value);
     std::string text = "%" + std::to_string(opIndex.lookup(op));
@@ -366,7 +373,7 @@ private:
     std::vector<Value> outputs;
     for (Operation *op : group->ops)
       for (Value result : op->getResults())
-        if (writer.readOutside(result) && !llvm::isa<ReshapeOp>(op))
+        if (writer.readOutside(result) && !llvm::isa<graph::ReshapeOp>(op))
           outputs.push_back(result);
     return outputs;
   }
@@ -411,16 +418,16 @@ private:
                         const std::string &kind, const std::string &stem, const std::string &math,
                         const ColumnStoreFrame &frame = {});
   void reduceKernel(Operation *anchor);
-  void maxGradKernel(MaxGradOp anchor);
-  void embeddingGradKernels(EmbeddingGradOp anchor);
-  void mseLossKernel(MseLossOp anchor);
+  void maxGradKernel(graph::MaxGradOp anchor);
+  void embeddingGradKernels(graph::EmbeddingGradOp anchor);
+  void mseLossKernel(graph::MseLossOp anchor);
   void crossEntropyKernels();
   void optimizerKernel();
   void attentionStub();
-  void gradSeedKernel(GradSeedOp op);
-  void lrScheduleKernel(LrScheduleOp op);
-  void globalNormKernels(GlobalNormOp op);
-  void updateLossScaleKernel(UpdateLossScaleOp op);
+  void gradSeedKernel(graph::GradSeedOp op);
+  void lrScheduleKernel(graph::LrScheduleOp op);
+  void globalNormKernels(graph::GlobalNormOp op);
+  void updateLossScaleKernel(graph::UpdateLossScaleOp op);
 };
 
 } // namespace cudagen
