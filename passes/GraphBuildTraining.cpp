@@ -242,6 +242,16 @@ void GraphBuildTrainingPass::runOnOperation() {
     return signalPassFailure();
   }
 
+  // The training state is declared after the model's last parameter or input; without a
+  // parameter there is nothing to declare it for.
+  if (model.getBodyBlock().getOps<ParamOp>().empty()) {
+    model.emitError("model @")
+        << model.getSymName()
+        << " declares no graph.param, so there is nothing to train (`ampc eval` evaluates a "
+           "model without parameters)";
+    return signalPassFailure();
+  }
+
   assignDropoutStreams(entry);
   llvm::MapVector<StringAttr, Value> paramGrads;
   if (failed(buildBackward(entry, paramGrads)))

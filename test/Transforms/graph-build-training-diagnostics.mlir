@@ -43,6 +43,20 @@ graph.model @unused_parameter {
 
 // -----
 
+// No parameter and no input at all: refused before anything is built.
+// expected-error @+1 {{model @constants_only declares no graph.param, so there is nothing to train (`ampc eval` evaluates a model without parameters)}}
+graph.model @constants_only {
+  func.func @forward() {
+    %c = graph.constant dense<1.5> : tensor<4xf32>
+    %d = graph.constant dense<0.5> : tensor<4xf32>
+    %l = graph.mse_loss %c, %d : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
 // The loss depends only on data.
 // expected-error @+1 {{no parameter affects the loss, so there is nothing to train}}
 graph.model @nothing_to_train {
