@@ -2,7 +2,9 @@
 //
 // External data (the newer exporter's side files): a tensor whose data_location is EXTERNAL names
 // `location` (relative to the model's directory), and optionally `offset` and `length` in bytes;
-// the bytes are the tensor's raw little-endian data.
+// the bytes are the tensor's raw little-endian data. A model file comes from someone else, so
+// the location is confined: relative, inside the model's folder once symbolic links are resolved,
+// a regular file; offset and length are whole non-negative decimal numbers within the file.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +18,7 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <optional>
 
 namespace ampc::onnximport {
 
@@ -195,27 +198,69 @@ double decodeRaw(int32_t dtype, const char *bytes) {
   }
 }
 
+/// \p text as a byte count: decimal digits only, the whole string, within int64.
+std::optional<int64_t> parseByteCount(const std::string &text) {
+  if (text.empty() || text.size() > 18 ||
+      text.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  return std::stoll(text);
+}
+
+/// The external data file \p location names, confined to the model's folder \p directory.
+std::filesystem::path externalDataPath(const std::string &directory, const std::string &location,
+                                       const std::string &what) {
+  namespace fs = std::filesystem;
+  const fs::path relative(location);
+  if (relative.is_absolute())
+    throw ImportError(what + ": external data location '" + location +
+                      "' is absolute; it must name a file in the model's folder");
+  const fs::path folder = directory.empty() ? fs::path(".") : fs::path(directory);
+  const fs::path path = folder / relative;
+  std::error_code error;
+  // Symbolic links resolved on both sides, so neither '..' nor a link can leave the folder.
+  const fs::path root = fs::weakly_canonical(folder, error);
+  const fs::path resolved = error ? fs::path() : fs::weakly_canonical(path, error);
+  auto inside = [&] {
+    auto r = root.begin(), p = resolved.begin();
+    for (; r != root.end(); ++r, ++p)
+      if (p == resolved.end() || *p != *r)
+        return false;
+    return p != resolved.end();
+  };
+  if (error || !inside())
+    throw ImportError(what + ": external data location '" + location +
+                      "' leaves the model's folder '" + folder.string() +
+                      "'; it must name a file in that folder");
+  const fs::file_status status = fs::status(path, error);
+  if (error || !fs::exists(status))
+    throw ImportError(what + ": cannot read its external data file '" + path.string() +
+                      "' (it must lie beside the model, as the exporter wrote it)");
+  if (!fs::is_regular_file(status))
+    throw ImportError(what + ": external data location '" + location +
+                      "' is not a regular file (" +
+                      (fs::is_directory(status) ? "a directory" : "a special file") + ")");
+  return path;
+}
+
 /// The bytes of an external tensor.
 std::string readExternal(const OnnxFile &file, const onnx::TensorProto &tensor,
                          const std::string &what) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const onnx::StringStringEntryProto &entry : tensor.external_data()) {
-    try {
-      if (entry.key() == "location")
-        location = entry.value();
-      else if (entry.key() == "offset")
-        offset = std::stoll(entry.value());
-      else if (entry.key() == "length")
-        length = std::stoll(entry.value());
-    } catch (const std::exception &) {
-      throw ImportError(what + ": external data has a bad " + entry.key() + " '" + entry.value() +
-                        "'");
+    if (entry.key() == "location") {
+      location = entry.value();
+    } else if (entry.key() == "offset" || entry.key() == "length") {
+      const std::optional<int64_t> count = parseByteCount(entry.value());
+      if (!count)
+        throw ImportError(what + ": external data has a bad " + entry.key() + " '" +
+                          entry.value() + "' (a whole number of bytes, 0 or more)");
+      (entry.key() == "offset" ? offset : length) = *count;
     }
   }
   if (location.empty())
     throw ImportError(what + ": external data without a location");
-  std::filesystem::path path = std::filesystem::path(file.directory) / location;
+  const std::filesystem::path path = externalDataPath(file.directory, location, what);
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw ImportError(what + ": cannot read its external data file '" + path.string() +

@@ -13,6 +13,9 @@ error cases. Prints the expected loss where the model has one (computed here wit
   unsupported   a node whose operator ampc does not import (Cos)
   no-scalar     a model whose only output is a matrix
   missing-data  a weight whose external data file is missing
+  external NAME LOCATION [OFFSET [LENGTH]]
+                NAME.onnx, whose 4x4 f32 weight's external data entries are the given strings,
+                and ext.weights (its 64 bytes of ones) beside it
   bad-reshape   a Reshape to a shape with the wrong number of elements
   bad-matmul    a MatMul whose contraction dimensions differ
 """
@@ -228,6 +231,17 @@ elif kind == "missing-data":
     onnx.save(model, os.path.join(out, "missing-data.onnx"), save_as_external_data=True,
               location="missing-data.weights", size_threshold=0)
     os.remove(os.path.join(out, "missing-data.weights"))
+elif kind == "external":
+    name, location = sys.argv[3], sys.argv[4]
+    w = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[4, 4],
+                    data_location=TensorProto.EXTERNAL)
+    for key, value in zip(["location", "offset", "length"], sys.argv[4:7]):
+        entry = w.external_data.add()
+        entry.key, entry.value = key, value
+    np.ones((4, 4), dtype=np.float32).tofile(os.path.join(out, "ext.weights"))
+    save(small([helper.make_node("MatMul", ["x", "w"], ["y"]),
+                helper.make_node("ReduceSum", ["y"], ["loss"], keepdims=0)],
+               scalar_output(), [w]), name)
 elif kind == "bad-reshape":
     shape = numpy_helper.from_array(np.array([3, 5], dtype=np.int64), "shape")
     save(small([helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape_me"),
