@@ -131,6 +131,24 @@ LogicalResult ParamOp::verify() {
   return success();
 }
 
+// Empty tensors are refused where they enter a model (parameters, inputs, constants): no op is
+// defined on them (a batch of 0 rows has no mean loss), so every shape after them has elements.
+LogicalResult InputOp::verify() {
+  for (int64_t extent : llvm::cast<RankedTensorType>(getType()).getShape())
+    if (extent <= 0)
+      return emitOpError("input @")
+             << getSymName() << " has an empty dimension in " << getType()
+             << ": a batch needs at least one element along every dimension";
+  return success();
+}
+
+LogicalResult ConstantOp::verify() {
+  auto type = llvm::dyn_cast<RankedTensorType>(getResult().getType());
+  if (type && type.getNumElements() == 0)
+    return emitOpError("constant ") << type << " has no elements";
+  return success();
+}
+
 /// Resolves `name` to an op of type `T` in the enclosing model and checks its type.
 template <typename T>
 static LogicalResult verifyModelSymbol(Operation *user, FlatSymbolRefAttr name, Type readType,

@@ -108,6 +108,7 @@ def Graph_InputOp : Graph_Op<"input", [Symbol, HasParent<"ModelOp">]> {
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<Graph_Tensor>:$type);
   let assemblyFormat = "$sym_name `:` $type attr-dict";
+  let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {
       return ::llvm::cast<::mlir::RankedTensorType>(getType());
@@ -172,6 +173,7 @@ def Graph_ConstantOp : Graph_Op<"constant", [ConstantLike, Pure,
   let results = (outs Graph_Tensor:$result);
   let assemblyFormat = "attr-dict $value";
   let hasFolder = 1;
+  let hasVerifier = 1;
 }
 
 def Graph_CastOp : Graph_Op<"cast", [Graph_ElementwiseKernel, Pure, SameOperandsAndResultShape]> {

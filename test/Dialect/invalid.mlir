@@ -171,6 +171,34 @@ graph.model @given_without_weights {
 
 // -----
 
+graph.model @empty_input_dimension {
+  // expected-error @+1 {{'graph.input' op input @x has an empty dimension in 'tensor<0x4xf32>': a batch needs at least one element along every dimension}}
+  graph.input @x : tensor<0x4xf32>
+  graph.input @y : tensor<4xf32>
+  func.func @forward() {
+    %y = graph.get_input @y : tensor<4xf32>
+    %l = graph.mse_loss %y, %y : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @empty_constant {
+  graph.input @y : tensor<4xf32>
+  func.func @forward() {
+    // expected-error @+1 {{'graph.constant' op constant 'tensor<0xf32>' has no elements}}
+    %c = graph.constant dense<> : tensor<0xf32>
+    %y = graph.get_input @y : tensor<4xf32>
+    %l = graph.mse_loss %y, %y : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
 graph.model @empty_param_dimension {
   // expected-error @+1 {{'graph.param' op parameter @w has an empty dimension in 'tensor<4x0xf32>'}}
   graph.param @w : tensor<4x0xf32> init #graph.zeros
