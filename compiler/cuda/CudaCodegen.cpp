@@ -35,7 +35,6 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
-#include <cstring>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -181,22 +180,11 @@ namespace {
 /// generated kernels name it.
 constexpr const char *kScalarMath = "numerics::ops::";
 
-bool mentions(const std::string &code, const char *name) {
-  return code.find(name) != std::string::npos;
-}
-
-/// Whether \p code names anything of runtime/numerics but the scalar math (the random numbers
-/// of Philox.h).
-bool mentionsOtherNumerics(const std::string &code) {
-  for (size_t at = code.find("numerics::"); at != std::string::npos;
-       at = code.find("numerics::", at + 1))
-    if (code.compare(at, std::strlen(kScalarMath), kScalarMath) != 0)
-      return true;
-  return false;
-}
-
-/// numerics::ops::<name>::apply over \p in, the f32 values of an op's operands.
-std::string scalarCall(const char *name, const std::vector<std::string> &in) {
+/// numerics::ops::<name>::apply over \p in, the f32 values of an op's operands; the kernel
+/// includes the header that defines it.
+std::string scalarCall(const char *name, const std::vector<std::string> &in,
+                       KernelWriter &writer) {
+  writer.include("runtime/numerics/Elementwise.h");
   std::string call = std::string(kScalarMath) + name + "::apply(";
   for (size_t i = 0; i < in.size(); ++i)
     call += (i ? ", " : "") + in[i];
@@ -210,19 +198,19 @@ std::string elementwiseExpression(Operation *op, const std::vector<std::string> 
   // Each elementwise opcode's element is numerics::ops::Name::apply (Elementwise.h), the
   // function the CPU backend maps over its arrays.
 #define AMPC_BINARY_OP(Name, ...)                                                                  \
-  .Case([&](Name##Op) { return scalarCall(#Name, in); })
+  .Case([&](Name##Op) { return scalarCall(#Name, in, writer); })
 #define AMPC_UNARY_OP(Name, ...) AMPC_BINARY_OP(Name)
 #define AMPC_UNARY_GRAD_OP(Name, ...) AMPC_BINARY_OP(Name)
 #include "runtime/plan/OpCodes.def"
       .Case([&](GeluOp gelu) {
         return scalarCall(gelu.getApproximation() == GeluApproximation::erf ? "GeluErf"
                                                                             : "GeluTanh",
-                          in);
+                          in, writer);
       })
       .Case([&](GeluGradOp grad) {
         return scalarCall(grad.getApproximation() == GeluApproximation::erf ? "GeluErfGrad"
                                                                             : "GeluTanhGrad",
-                          in);
+                          in, writer);
       })
       .Case([&](DropoutOp dropout) {
         // Kept iff uniform01(seed, step, stream, e) >= p, then scaled by 1 / (1 - p).
@@ -339,15 +327,14 @@ void Generator::finish(KernelWriter &writer, const std::string &kind, const std:
   }
   if (writer.usesErrors)
     writer.include(kErrorRecordHeader);
+  if (writer.usesRandom)
+    writer.include("runtime/numerics/Philox.h");
   std::ostringstream code;
   code << "#include \"runtime/cuda/device/KernelSupport.h\"\n";
-  // The device code of a fixed kernel (runtime/cuda/device/*.cuh), which its entry calls.
+  // The device code the body calls: a fixed kernel's (runtime/cuda/device/*.cuh), the scalar
+  // math, the random numbers.
   for (const std::string &header : writer.headers)
     code << "#include \"" << header << "\"\n";
-  if (mentions(body, kScalarMath))
-    code << "#include \"runtime/numerics/Elementwise.h\"\n";
-  if (writer.usesRandom || mentionsOtherNumerics(body))
-    code << "#include \"runtime/numerics/Philox.h\"\n";
   code << "\nusing namespace ampc;\nusing namespace ampc::device;\n\n";
   code << "extern \"C\" __global__ void __launch_bounds__(" << launch.blockSize
        << (launch.minBlocks > 0 ? ", " + std::to_string(launch.minBlocks) : std::string())

@@ -317,8 +317,8 @@ public:
     return false;
   }
 
-  /// Includes \p header (a path from the repository root, runtime/cuda/device/*.cuh): the
-  /// device code of a fixed kernel, which the generated entry point calls.
+  /// Includes \p header (a path from the repository root): the device code of a fixed kernel
+  /// (runtime/cuda/device/*.cuh) that the entry point calls, or the numerics the body calls.
   void include(const std::string &header) {
     if (std::find(headers.begin(), headers.end(), header) == headers.end())
       headers.push_back(header);
