@@ -2,6 +2,7 @@
 
 #include "runtime/plan/PlanAttrs.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -73,21 +74,22 @@ void attributeError(const Instruction &instruction, const char *name, bool missi
 } // namespace detail
 
 std::string checkAttributes(const Instruction &instruction) {
-  const std::string op = opCodeName(instruction.op);
-  std::string declared;
+  const char *op = opCodeName(instruction.op);
+  // The declared attributes the instruction has; the messages are built only on a failure.
+  size_t present = 0;
   for (const OpAttr &entry : opAttrs()) {
     if (entry.op != instruction.op)
       continue;
-    declared += std::string(declared.empty() ? "" : ", ") + entry.name;
     auto it = instruction.attrs.find(entry.name);
     if (it == instruction.attrs.end()) {
       if (entry.required)
-        return op + " is missing attribute '" + entry.name + "'";
+        return std::string(op) + " is missing attribute '" + entry.name + "'";
       continue;
     }
+    ++present;
     const std::string name = std::string("attribute '") + entry.name + "'";
     if (!holds(it->second, entry.type))
-      return op + " " + name + " must be " + typeDescription(entry.type);
+      return std::string(op) + " " + name + " must be " + typeDescription(entry.type);
     if (entry.type == AttrType::Flag) {
       const int64_t value = std::get<int64_t>(it->second);
       if (value != 0 && value != 1)
@@ -96,14 +98,21 @@ std::string checkAttributes(const Instruction &instruction) {
     if (entry.type == AttrType::Real && !std::isfinite(std::get<double>(it->second)))
       return name + " must be finite";
   }
-  for (const auto &[name, value] : instruction.attrs) {
-    bool known = false;
-    for (const OpAttr &entry : opAttrs())
-      known = known || (entry.op == instruction.op && name == entry.name);
-    if (!known)
-      return op + " has no attribute '" + name + "' (" +
-             (declared.empty() ? std::string("it takes none") : "it takes " + declared) + ")";
-  }
+  if (present == instruction.attrs.size())
+    return "";
+  // Some attribute is not declared for the opcode: name it and the ones it takes.
+  std::vector<std::string> declared;
+  for (const OpAttr &entry : opAttrs())
+    if (entry.op == instruction.op)
+      declared.push_back(entry.name);
+  for (const auto &[name, value] : instruction.attrs)
+    if (std::find(declared.begin(), declared.end(), name) == declared.end()) {
+      std::string takes;
+      for (const std::string &known : declared)
+        takes += (takes.empty() ? "" : ", ") + known;
+      return std::string(op) + " has no attribute '" + name + "' (" +
+             (takes.empty() ? std::string("it takes none") : "it takes " + takes) + ")";
+    }
   return "";
 }
 
