@@ -98,6 +98,12 @@ struct ReluGrad {
   }
 };
 
+/// 1 / (1 + e^-x): 0, not NaN, where e^-x overflows.
+struct Sigmoid {
+  template <typename T> AMPC_HOST_DEVICE static T apply(T x) {
+    return T(1) / (T(1) + math::exp(-x));
+  }
+};
 /// x * sigmoid(x) = x / (1 + e^-x); exp overflow gives -0, not NaN.
 struct Silu {
   template <typename T> AMPC_HOST_DEVICE static T apply(T x) {
@@ -107,7 +113,7 @@ struct Silu {
 /// d/dx x s(x) = s (1 + x (1 - s)), s = 1 / (1 + e^-x).
 struct SiluGrad {
   template <typename T> AMPC_HOST_DEVICE static T apply(T x, T dy) {
-    const T s = T(1) / (T(1) + math::exp(-x));
+    const T s = Sigmoid::apply(x);
     return dy * s * (T(1) + x * (T(1) - s));
   }
 };
@@ -185,16 +191,10 @@ struct HardswishGrad {
   }
 };
 
-/// 1 / (1 + e^-x): 0, not NaN, where e^-x overflows.
-struct Sigmoid {
-  template <typename T> AMPC_HOST_DEVICE static T apply(T x) {
-    return T(1) / (T(1) + math::exp(-x));
-  }
-};
 /// dy (1 - s) s, s = sigmoid(x), in PyTorch's order.
 struct SigmoidGrad {
   template <typename T> AMPC_HOST_DEVICE static T apply(T x, T dy) {
-    const T s = T(1) / (T(1) + math::exp(-x));
+    const T s = Sigmoid::apply(x);
     return dy * (T(1) - s) * s;
   }
 };
