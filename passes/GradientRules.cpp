@@ -221,6 +221,12 @@ GradientBuilder::operandGradients(Operation *op, llvm::ArrayRef<Value> resultGra
             grads[0] = b.create<PadOp>(loc, g, slice.getStartsAttr(), b.getDenseI64ArrayAttr(high));
             return success();
           })
+          .Case([&](PadOp pad) {
+            // The padded tensor's gradient is the box the input occupies.
+            auto in = tensorType(pad.getInput()).getShape();
+            grads[0] = b.create<SliceOp>(loc, g, pad.getLowAttr(), b.getDenseI64ArrayAttr(in));
+            return success();
+          })
           .Case([&](SplitOp split) {
             llvm::SmallVector<Value> pieces;
             for (auto [result, grad] : llvm::zip(split.getResults(), resultGrads))
@@ -301,6 +307,32 @@ GradientBuilder::operandGradients(Operation *op, llvm::ArrayRef<Value> resultGra
             grads[0] = b.create<QkvAttentionGradOp>(
                 loc, attention.getQkv(), g, /*saved=*/ValueRange{}, attention.getHeadsAttr(),
                 attention.getCausalAttr(), attention.getScaleAttr());
+            return success();
+          })
+          .Case([&](ClipOp clip) {
+            grads[0] = b.create<ClipGradOp>(loc, clip.getInput(), g, clip.getMinAttr(),
+                                            clip.getMaxAttr());
+            return success();
+          })
+          .Case([&](Conv2dOp conv) {
+            grads[0] = b.create<Conv2dGradInputOp>(
+                loc, conv.getInput().getType(), g, conv.getWeight(), conv.getStridesAttr(),
+                conv.getPaddingAttr(), conv.getDilationsAttr(), conv.getGroupsAttr());
+            grads[1] = b.create<Conv2dGradWeightOp>(
+                loc, conv.getWeight().getType(), conv.getInput(), g, conv.getStridesAttr(),
+                conv.getPaddingAttr(), conv.getDilationsAttr(), conv.getGroupsAttr());
+            return success();
+          })
+          .Case([&](MaxPool2dOp pool) {
+            grads[0] = b.create<MaxPool2dGradOp>(
+                loc, pool.getInput(), g, pool.getKernelSizeAttr(), pool.getStridesAttr(),
+                pool.getPaddingAttr(), pool.getDilationsAttr(), pool.getCeilModeAttr());
+            return success();
+          })
+          .Case([&](AvgPool2dOp pool) {
+            grads[0] = b.create<AvgPool2dGradOp>(
+                loc, pool.getInput().getType(), g, pool.getKernelSizeAttr(), pool.getStridesAttr(),
+                pool.getPaddingAttr(), pool.getCeilModeAttr(), pool.getCountIncludePadAttr());
             return success();
           })
           .Case([&](CrossEntropyOp loss) {

@@ -230,10 +230,15 @@ void GraphAssignPrecisionPass::assignOp(Operation *op, PrecisionRule rule,
       storage = stored;
     if (stored == elementOf(result))
       continue;
-    // A matmul writes its f32 accumulation directly instead of rounding it to the reduced
-    // type and widening it again (weight gradients stay exact).
+    // A matmul or a convolution's weight gradient writes its f32 accumulation directly
+    // instead of rounding it to the reduced type and widening it again (weight gradients stay
+    // exact).
     if (auto matmul = llvm::dyn_cast<MatmulOp>(op); matmul && stored == f32) {
       matmul.setResultElementAttr(TypeAttr::get(f32));
+      result.setType(RankedTensorType::get(tensorType(result).getShape(), f32));
+      continue;
+    }
+    if (llvm::isa<Conv2dGradWeightOp>(op) && stored == f32) {
       result.setType(RankedTensorType::get(tensorType(result).getShape(), f32));
       continue;
     }

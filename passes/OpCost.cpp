@@ -48,6 +48,30 @@ double estimateFlops(Operation *op) {
     return packedFlops(attention.getQkv(), 4.0);
   if (auto attention = llvm::dyn_cast<QkvAttentionGradOp>(op))
     return packedFlops(attention.getQkv(), 10.0);
+  // A convolution and each of its gradients: 2 FLOPs per (output element, tap) of the forward,
+  // whose output is dy for the gradients.
+  auto convFlops = [](Value output, Value weight) {
+    auto w = llvm::cast<RankedTensorType>(weight.getType()).getShape();
+    return 2.0 * double(elementsOf(output.getType())) * double(w[1] * w[2] * w[3]);
+  };
+  if (auto conv = llvm::dyn_cast<Conv2dOp>(op))
+    return convFlops(conv.getResult(), conv.getWeight());
+  if (auto conv = llvm::dyn_cast<Conv2dGradInputOp>(op))
+    return convFlops(conv.getGrad(), conv.getWeight());
+  if (auto conv = llvm::dyn_cast<Conv2dGradWeightOp>(op))
+    return convFlops(conv.getGrad(), conv.getResult());
+  // Pooling reads every tap of every window.
+  auto poolFlops = [](Value output, llvm::ArrayRef<int64_t> kernel) {
+    return double(elementsOf(output.getType())) * double(kernel[0] * kernel[1]);
+  };
+  if (auto pool = llvm::dyn_cast<MaxPool2dOp>(op))
+    return poolFlops(pool.getResult(), pool.getKernelSize());
+  if (auto pool = llvm::dyn_cast<AvgPool2dOp>(op))
+    return poolFlops(pool.getResult(), pool.getKernelSize());
+  if (auto pool = llvm::dyn_cast<MaxPool2dGradOp>(op))
+    return poolFlops(pool.getGrad(), pool.getKernelSize());
+  if (auto pool = llvm::dyn_cast<AvgPool2dGradOp>(op))
+    return poolFlops(pool.getGrad(), pool.getKernelSize());
   // Reductions and losses touch every input element; everything else every output element.
   int64_t elements = 0;
   if (llvm::isa<SumOp, MeanOp, MaxOp, CrossEntropyOp, MseLossOp>(op))

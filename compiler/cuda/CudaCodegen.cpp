@@ -212,6 +212,18 @@ std::string elementwiseExpression(Operation *op, const std::vector<std::string> 
                                                                             : "GeluTanhGrad",
                           in, writer);
       })
+      .Case([&](ClipOp clip) {
+        return scalarCall("Clip",
+                          {in[0], floatLiteral(clip.getMin().convertToDouble()),
+                           floatLiteral(clip.getMax().convertToDouble())},
+                          writer);
+      })
+      .Case([&](ClipGradOp clip) {
+        return scalarCall("ClipGrad",
+                          {in[0], in[1], floatLiteral(clip.getMin().convertToDouble()),
+                           floatLiteral(clip.getMax().convertToDouble())},
+                          writer);
+      })
       .Case([&](DropoutOp dropout) {
         // Kept iff uniform01(seed, step, stream, e) >= p, then scaled by 1 / (1 - p).
         writer.usesRandom = true;

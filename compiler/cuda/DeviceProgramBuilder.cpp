@@ -115,6 +115,13 @@ void Builder::buildFunction(func::FuncOp fn, const std::vector<plan::Instruction
         reshapesOfGroup.push_back({-1, {op}});
       continue;
     }
+    // Ops the device program has no kernel for yet: the plan trains on the CPU.
+    for (Operation *op : group.ops)
+      if (op->hasTrait<WindowKernel>())
+        throw DeviceProgramUnsupported(op->getName().getStringRef().str() + " at " +
+                                       formatLocation(op->getLoc(), true) +
+                                       " has no GPU kernel yet (convolutions and pooling run on "
+                                       "the CPU backend)");
     GroupScratch scratch;
     groupIndex = static_cast<int64_t>(out.groups.size());
     buildGroup(group, deviceGroup, scratch);

@@ -84,6 +84,12 @@ private:
   LogicalResult emitConstant(ConstantOp op);
   /// Lowers a split into one slice per piece (the plan has no multi-result split).
   LogicalResult emitSplit(SplitOp op);
+  /// Lowers a clip or its gradient: an infinite bound is no attribute.
+  LogicalResult emitClip(Operation *op, plan::OpCode code, llvm::APFloat min, llvm::APFloat max);
+  /// Lowers a convolution or one of its gradients with the window's attributes.
+  template <typename ConvOp> LogicalResult emitConv2d(Operation *op, plan::OpCode code, ConvOp conv);
+  /// Lowers a pooling or its gradient with the window's attributes.
+  template <typename PoolOp> LogicalResult emitPool2d(Operation *op, plan::OpCode code, PoolOp pool);
   /// Derives the valid range of integer inputs from the ops that index with them.
   void inferInputBounds();
 
@@ -216,6 +222,39 @@ LogicalResult Emitter::emitSplit(SplitOp op) {
   return success();
 }
 
+LogicalResult Emitter::emitClip(Operation *op, plan::OpCode code, llvm::APFloat min,
+                                llvm::APFloat max) {
+  std::map<std::string, plan::AttrValue> attrs;
+  if (!min.isInfinity())
+    attrs.insert(plan::attr::lower(min.convertToDouble()));
+  if (!max.isInfinity())
+    attrs.insert(plan::attr::upper(max.convertToDouble()));
+  return addInstruction(op, code, op->getOperands(), op->getResults(), std::move(attrs));
+}
+
+template <typename ConvOp>
+LogicalResult Emitter::emitConv2d(Operation *op, plan::OpCode code, ConvOp conv) {
+  return addInstruction(op, code, op->getOperands(), op->getResults(),
+                        {plan::attr::strides(toVector(conv.getStrides())),
+                         plan::attr::pads(toVector(conv.getPadding())),
+                         plan::attr::dilations(toVector(conv.getDilations())),
+                         plan::attr::groups(static_cast<int64_t>(conv.getGroups()))});
+}
+
+template <typename PoolOp>
+LogicalResult Emitter::emitPool2d(Operation *op, plan::OpCode code, PoolOp pool) {
+  std::map<std::string, plan::AttrValue> attrs = {
+      plan::attr::kernelShape(toVector(pool.getKernelSize())),
+      plan::attr::strides(toVector(pool.getStrides())),
+      plan::attr::pads(toVector(pool.getPadding())),
+      plan::attr::ceilMode(int64_t(pool.getCeilMode()))};
+  if constexpr (std::is_same_v<PoolOp, MaxPool2dOp> || std::is_same_v<PoolOp, MaxPool2dGradOp>)
+    attrs.insert(plan::attr::dilations(toVector(pool.getDilations())));
+  else
+    attrs.insert(plan::attr::countIncludePad(int64_t(pool.getCountIncludePad())));
+  return addInstruction(op, code, op->getOperands(), op->getResults(), std::move(attrs));
+}
+
 LogicalResult Emitter::emitOp(Operation *op) {
   using plan::OpCode;
   // The plan has no boolean attributes: flags are i64 0 or 1.
@@ -318,6 +357,10 @@ LogicalResult Emitter::emitOp(Operation *op) {
             op, OpCode::Dropout, op->getOperands(), dropout.getResult(),
             {plan::attr::p(dropout.getP().convertToDouble()), plan::attr::stream(stream)});
       })
+      .Case([&](ClipOp clip) { return emitClip(op, OpCode::Clip, clip.getMin(), clip.getMax()); })
+      .Case([&](Conv2dOp conv) { return emitConv2d(op, OpCode::Conv2d, conv); })
+      .Case([&](MaxPool2dOp pool) { return emitPool2d(op, OpCode::MaxPool2d, pool); })
+      .Case([&](AvgPool2dOp pool) { return emitPool2d(op, OpCode::AvgPool2d, pool); })
       .Case([&](CrossEntropyOp loss) {
         return addInstruction(op, OpCode::CrossEntropy, op->getOperands(), loss.getResult(),
                               {plan::attr::ignoreIndex(int64_t(loss.getIgnoreIndex())),
@@ -357,6 +400,15 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
 #define AMPC_UNARY_GRAD_OP(Name, ...) .Case([&](Name##Op) { return plain(OpCode::Name); })
 #include "runtime/plan/OpCodes.def"
       .Case([&](SoftmaxGradOp) { return plain(OpCode::SoftmaxGrad); })
+      .Case([&](ClipGradOp clip) {
+        return emitClip(op, OpCode::ClipGrad, clip.getMin(), clip.getMax());
+      })
+      .Case([&](Conv2dGradInputOp conv) { return emitConv2d(op, OpCode::Conv2dGradInput, conv); })
+      .Case([&](Conv2dGradWeightOp conv) {
+        return emitConv2d(op, OpCode::Conv2dGradWeight, conv);
+      })
+      .Case([&](MaxPool2dGradOp pool) { return emitPool2d(op, OpCode::MaxPool2dGrad, pool); })
+      .Case([&](AvgPool2dGradOp pool) { return emitPool2d(op, OpCode::AvgPool2dGrad, pool); })
       .Case([&](EmbeddingGradOp) { return plain(OpCode::EmbeddingGrad); })
       .Case([&](GeluGradOp gelu) {
         int64_t tanhForm = gelu.getApproximation() == GeluApproximation::tanh;

@@ -41,7 +41,7 @@ std::vector<int> differentiableInputs(const onnx::NodeProto &node) {
   static const std::set<std::string> firstOnly = {
       "Reshape", "Expand", "Tile", "Squeeze", "Unsqueeze", "Slice", "Gather", "Split", "Dropout",
       "ReduceMean", "ReduceSum", "ReduceMax", "Pad", "Pow", "Identity", "Flatten", "Transpose",
-      "Softmax", "LogSoftmax", "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"};
+      "Softmax", "LogSoftmax", "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "Clip"};
   // No input is differentiable: shapes, comparisons, index computations.
   static const std::set<std::string> none = {
       "Shape", "Size", "Range", "ConstantOfShape", "Equal", "Less", "LessOrEqual", "Greater",

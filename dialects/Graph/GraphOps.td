@@ -604,6 +604,104 @@ def Graph_QkvAttentionOp : Graph_Op<"qkv_attention", [Graph_ReducedPrecision,
   }];
 }
 
+//===----------------------------------------------------------------------------------------===//
+// Convolution, pooling and clipping (images are NCHW)
+//===----------------------------------------------------------------------------------------===//
+
+def Graph_Conv2dOp : Graph_Op<"conv2d", [Graph_ReducedPrecision, Graph_WindowKernel, Pure,
+    InferTypeOpAdaptor]> {
+  let summary = "2-D convolution (a cross-correlation, as PyTorch's conv2d) over NCHW images";
+  let description = [{
+    x [N, C, H, W] and weight [O, C / groups, KH, KW] give y [N, O, OH, OW] with
+    y[n, o, i, j] = sum over c, p, q of w[o, c, p, q] * x[n, g C / groups + c,
+    i sh - top + p dh, j sw - left + q dw], where g = o / (O / groups) and x is 0 outside its
+    extent. `padding` is [top, left, bottom, right] (ONNX's order; asymmetric padding allowed),
+    `strides` and `dilations` are [H, W]. groups = C with O a multiple of C is a depthwise
+    convolution. A bias is a graph.add of a [O, 1, 1] tensor. In a mixed-precision model the
+    convolution reads and writes the reduced type and accumulates in f32, as autocast's does.
+    ```mlir
+    %y = graph.conv2d %x, %w strides [2, 2] padding [1, 1, 1, 1]
+        : tensor<8x3x32x32xf32>, tensor<16x3x3x3xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$weight,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$strides,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0, 0, 0}">:$padding,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`strides` $strides^)? (`padding` $padding^)? (`dilations` $dilations^)? (`groups` $groups^)?
+    attr-dict `:` type($input) `,` type($weight)
+  }];
+}
+
+def Graph_MaxPool2dOp : Graph_Op<"max_pool2d", [Graph_FollowPrecision, Graph_WindowKernel, Pure,
+    InferTypeOpAdaptor]> {
+  let summary = "2-D max pooling over NCHW images";
+  let description = [{
+    The maximum of each window (`kernel_size`, `strides`, `dilations` as [H, W]; `padding` as
+    [top, left, bottom, right], each at most half the window; padded positions never win). A NaN
+    in a window is its maximum, as in PyTorch. With `ceil_mode` the output extent rounds up, and
+    a last window that would start in the padding is dropped. Strides have no default (PyTorch's
+    is the kernel size, ONNX's 1).
+    ```mlir
+    %y = graph.max_pool2d %x kernel_size [3, 3] strides [2, 2] padding [1, 1, 1, 1]
+        : tensor<8x16x32x32xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, DenseI64ArrayAttr:$kernel_size,
+                       DenseI64ArrayAttr:$strides,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0, 0, 0}">:$padding,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$dilations,
+                       UnitAttr:$ceil_mode);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `kernel_size` $kernel_size `strides` $strides (`padding` $padding^)?
+    (`dilations` $dilations^)? (`ceil_mode` $ceil_mode^)? attr-dict `:` type($input)
+  }];
+}
+
+def Graph_AvgPool2dOp : Graph_Op<"avg_pool2d", [Graph_FollowPrecision, Graph_WindowKernel, Pure,
+    InferTypeOpAdaptor]> {
+  let summary = "2-D average pooling over NCHW images";
+  let description = [{
+    The mean of each window (`kernel_size`, `strides` as [H, W], `padding` as [top, left, bottom,
+    right], each at most half the window). The divisor is PyTorch's: with `count_include_pad`,
+    the window's extent clipped to the padded input (a ceil_mode window hanging past the padding
+    counts only what lies inside it); without, the input elements it covers. Global average
+    pooling is graph.mean over axes [2, 3].
+    ```mlir
+    %y = graph.avg_pool2d %x kernel_size [2, 2] strides [2, 2] : tensor<8x16x32x32xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, DenseI64ArrayAttr:$kernel_size,
+                       DenseI64ArrayAttr:$strides,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0, 0, 0}">:$padding,
+                       UnitAttr:$ceil_mode, UnitAttr:$count_include_pad);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `kernel_size` $kernel_size `strides` $strides (`padding` $padding^)?
+    (`ceil_mode` $ceil_mode^)? (`count_include_pad` $count_include_pad^)? attr-dict `:` type($input)
+  }];
+}
+
+def Graph_ClipOp : Graph_Op<"clip", [Graph_FollowPrecision, Graph_ElementwiseKernel, Pure,
+    SameOperandsAndResultType]> {
+  let summary = "clamps each element to [min, max]";
+  let description = [{
+    y = min(max(x, min), max); NaN stays NaN. ReLU6 is `min = 0, max = 6`; an infinite bound is
+    no bound. As torch.clamp and ONNX Clip.
+    ```mlir
+    %y = graph.clip %x {min = 0.0 : f64, max = 6.0 : f64} : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, F64Attr:$min, F64Attr:$max);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
 def Graph_CrossEntropyOp : Graph_Op<"cross_entropy", [Graph_Fp32Precision, Graph_StoresFp32,
     Graph_ReductionKernel, Pure, InferTypeOpAdaptor]> {
   let summary = "softmax cross-entropy against integer labels";

@@ -31,6 +31,122 @@ def Graph_GeluGradOp : Graph_Op<"gelu_grad", [Graph_FollowPrecision, Graph_Eleme
   let assemblyFormat = "$approximation $input `,` $grad attr-dict `:` type($input)";
 }
 
+def Graph_ClipGradOp : Graph_Op<"clip_grad", [Graph_FollowPrecision, Graph_ElementwiseKernel,
+    Pure, SameOperandsAndResultType]> {
+  let summary = "gradient of clip";
+  let description = [{
+    dx = dy where min <= x <= max, else 0 (torch.clamp's rule: the bounds pass the gradient).
+    ```mlir
+    %dx = graph.clip_grad %x, %dy {min = 0.0 : f64, max = 6.0 : f64} : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$grad, F64Attr:$min,
+                       F64Attr:$max);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Graph_Conv2dGradInputOp : Graph_Op<"conv2d_grad_input", [Graph_ReducedPrecision,
+    Graph_WindowKernel, Pure]> {
+  let summary = "gradient of graph.conv2d with respect to its input";
+  let description = [{
+    From dy [N, O, OH, OW] and the weight: dx [N, C, H, W], the transposed convolution of dy,
+    with the forward's attributes. The result type names H and W, which a strided convolution's
+    output does not determine; the convolution of the result's shape must give dy's.
+    ```mlir
+    %dx = graph.conv2d_grad_input %dy, %w strides [2, 2] padding [1, 1, 1, 1]
+        : tensor<8x16x16x16xf32>, tensor<16x3x3x3xf32> -> tensor<8x3x32x32xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$grad, Graph_FloatTensor:$weight,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$strides,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0, 0, 0}">:$padding,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $weight (`strides` $strides^)? (`padding` $padding^)? (`dilations` $dilations^)? (`groups` $groups^)?
+    attr-dict `:` type($grad) `,` type($weight) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_Conv2dGradWeightOp : Graph_Op<"conv2d_grad_weight", [Graph_ReducedPrecision,
+    Graph_WindowKernel, Pure]> {
+  let summary = "gradient of graph.conv2d with respect to its weight";
+  let description = [{
+    From x [N, C, H, W] and dy [N, O, OH, OW]: dw [O, C / groups, KH, KW], the sum over the
+    batch and output positions of dy times the input each weight met. The result type names the
+    kernel's extent; its element type is the operands' or f32 (mixed precision: the f32
+    accumulation is written unrounded, as matmul's `-> f32`).
+    ```mlir
+    %dw = graph.conv2d_grad_weight %x, %dy strides [2, 2] padding [1, 1, 1, 1]
+        : tensor<8x3x32x32xbf16>, tensor<8x16x16x16xbf16> -> tensor<16x3x3x3xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$grad,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$strides,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0, 0, 0}">:$padding,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $grad (`strides` $strides^)? (`padding` $padding^)? (`dilations` $dilations^)? (`groups` $groups^)?
+    attr-dict `:` type($input) `,` type($grad) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_MaxPool2dGradOp : Graph_Op<"max_pool2d_grad", [Graph_FollowPrecision,
+    Graph_WindowKernel, Pure, InferTypeOpAdaptor]> {
+  let summary = "gradient of graph.max_pool2d";
+  let description = [{
+    From x and dy: dx, the shape and type of x, where each window's dy goes to the position of
+    its maximum (the first in row-major order among equals, the last NaN if any: PyTorch's
+    choice), summed where windows overlap.
+    ```mlir
+    %dx = graph.max_pool2d_grad %x, %dy kernel_size [2, 2] strides [2, 2]
+        : tensor<8x16x32x32xf32>, tensor<8x16x16x16xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$grad,
+                       DenseI64ArrayAttr:$kernel_size, DenseI64ArrayAttr:$strides,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0, 0, 0}">:$padding,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$dilations,
+                       UnitAttr:$ceil_mode);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $grad `kernel_size` $kernel_size `strides` $strides (`padding` $padding^)?
+    (`dilations` $dilations^)? (`ceil_mode` $ceil_mode^)? attr-dict `:` type($input) `,` type($grad)
+  }];
+}
+
+def Graph_AvgPool2dGradOp : Graph_Op<"avg_pool2d_grad", [Graph_FollowPrecision,
+    Graph_WindowKernel, Pure]> {
+  let summary = "gradient of graph.avg_pool2d";
+  let description = [{
+    From dy: dx, each window's dy divided by the forward's divisor and spread over the input
+    elements the window covers. The result type names the input's shape, which pooling's output
+    does not determine.
+    ```mlir
+    %dx = graph.avg_pool2d_grad %dy kernel_size [2, 2] strides [2, 2]
+        : tensor<8x16x16x16xf32> -> tensor<8x16x32x32xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$grad, DenseI64ArrayAttr:$kernel_size,
+                       DenseI64ArrayAttr:$strides,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0, 0, 0}">:$padding,
+                       UnitAttr:$ceil_mode, UnitAttr:$count_include_pad);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `kernel_size` $kernel_size `strides` $strides (`padding` $padding^)?
+    (`ceil_mode` $ceil_mode^)? (`count_include_pad` $count_include_pad^)? attr-dict
+    `:` type($grad) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def Graph_PadOp : Graph_Op<"pad", [Graph_FollowPrecision, Graph_DataMovementKernel, Pure,
     InferTypeOpAdaptor]> {
   let summary = "surrounds a tensor with zeros (the gradient of graph.slice)";

@@ -269,6 +269,31 @@ void TypedExecutor<T>::execute(const Instruction &instruction, const RunOptions 
                               plan::numElements(shapeOf(operands[0])));
     return;
   }
+  case OpCode::Clip: {
+    const T lo = clipBound<T>(instruction, plan::attr::lower, -1),
+            hi = clipBound<T>(instruction, plan::attr::upper, 1);
+    const T *in = real(operands[0]);
+    T *out = realResult(instruction);
+    for (int64_t e = 0, count = plan::numElements(outShape); e < count; ++e)
+      out[e] = numerics::ops::Clip::apply(in[e], lo, hi);
+    return;
+  }
+  case OpCode::Conv2d: {
+    const Shape &w = shapeOf(operands[1]);
+    kernels::conv2d(real(operands[0]), shapeOf(operands[0]), real(operands[1]), w,
+                    instructionWindow(instruction, {w[2], w[3]}),
+                    plan::get(instruction, plan::attr::groups), realResult(instruction), outShape);
+    return;
+  }
+  case OpCode::MaxPool2d:
+    kernels::maxPool2d(real(operands[0]), shapeOf(operands[0]), instructionWindow(instruction, {}),
+                       realResult(instruction), outShape);
+    return;
+  case OpCode::AvgPool2d:
+    kernels::avgPool2d(real(operands[0]), shapeOf(operands[0]), instructionWindow(instruction, {}),
+                       plan::get(instruction, plan::attr::countIncludePad) != 0,
+                       realResult(instruction), outShape);
+    return;
   // The gradient, optimizer and loss-scaling ops (ExecutorTraining.cpp).
 #define AMPC_TRAINING_OP(Name, ...) case OpCode::Name:
 #define AMPC_IN_PLACE_OP(Name, ...) case OpCode::Name:

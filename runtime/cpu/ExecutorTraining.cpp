@@ -104,6 +104,41 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction, const Run
     return unaryGrad(plan::get(instruction, plan::attr::approximate)
                          ? kernels::UnaryGradOp::GeluTanhGrad
                          : kernels::UnaryGradOp::GeluErfGrad);
+  case OpCode::ClipGrad: {
+    const T lo = clipBound<T>(instruction, plan::attr::lower, -1),
+            hi = clipBound<T>(instruction, plan::attr::upper, 1);
+    const T *x = real(operands[0]), *dy = real(operands[1]);
+    T *dx = realResult(instruction);
+    for (int64_t e = 0, count = plan::numElements(outShape); e < count; ++e)
+      dx[e] = numerics::ops::ClipGrad::apply(x[e], dy[e], lo, hi);
+    return;
+  }
+  case OpCode::Conv2dGradInput: {
+    const Shape &w = shapeOf(operands[1]);
+    kernels::conv2dGradInput(real(operands[0]), shapeOf(operands[0]), real(operands[1]), w,
+                             instructionWindow(instruction, {w[2], w[3]}),
+                             plan::get(instruction, plan::attr::groups), realResult(instruction),
+                             outShape);
+    return;
+  }
+  case OpCode::Conv2dGradWeight:
+    kernels::conv2dGradWeight(real(operands[0]), shapeOf(operands[0]), real(operands[1]),
+                              shapeOf(operands[1]),
+                              instructionWindow(instruction, {outShape[2], outShape[3]}),
+                              plan::get(instruction, plan::attr::groups), realResult(instruction),
+                              outShape);
+    return;
+  case OpCode::MaxPool2dGrad:
+    kernels::maxPool2dGrad(real(operands[0]), shapeOf(operands[0]), real(operands[1]),
+                           shapeOf(operands[1]), instructionWindow(instruction, {}),
+                           realResult(instruction));
+    return;
+  case OpCode::AvgPool2dGrad:
+    kernels::avgPool2dGrad(real(operands[0]), shapeOf(operands[0]),
+                           instructionWindow(instruction, {}),
+                           plan::get(instruction, plan::attr::countIncludePad) != 0,
+                           realResult(instruction), outShape);
+    return;
   case OpCode::Pad: {
     const std::vector<int64_t> &low = plan::get(instruction, plan::attr::low);
     if (plan::isIntegerDType(plan.buffers[operands[0]].dtype)) {

@@ -159,6 +159,49 @@ void embedding(const T *table, int64_t rows, int64_t width, const int64_t *ids, 
                T *out);
 
 //===----------------------------------------------------------------------===//
+// Convolution and pooling over NCHW images (ConvKernels.cpp)
+//===----------------------------------------------------------------------===//
+
+/// y [N, O, OH, OW] = conv2d(x [N, C, H, W], w [O, C / groups, KH, KW]) over \p window (the
+/// window's kernel is the weight's). Each output element is one dot product summed in
+/// (channel, kernel row, kernel column) order, whatever the thread count.
+template <typename T>
+void conv2d(const T *x, const Shape &xShape, const T *w, const Shape &wShape,
+            const plan::Window2d &window, int64_t groups, T *y, const Shape &yShape);
+
+/// dx [N, C, H, W] from dy [N, O, OH, OW] and w: the transposed convolution.
+template <typename T>
+void conv2dGradInput(const T *dy, const Shape &dyShape, const T *w, const Shape &wShape,
+                     const plan::Window2d &window, int64_t groups, T *dx, const Shape &dxShape);
+
+/// dw [O, C / groups, KH, KW] from x and dy, summed over the batch in order.
+template <typename T>
+void conv2dGradWeight(const T *x, const Shape &xShape, const T *dy, const Shape &dyShape,
+                      const plan::Window2d &window, int64_t groups, T *dw, const Shape &dwShape);
+
+/// y [N, C, OH, OW]: each window's maximum (padding never wins; the first maximum in row-major
+/// order, or the last NaN, as PyTorch). A window with no input element gives -inf.
+template <typename T>
+void maxPool2d(const T *x, const Shape &xShape, const plan::Window2d &window, T *y,
+               const Shape &yShape);
+
+/// dx (x's shape): each window's dy added at the position maxPool2d took.
+template <typename T>
+void maxPool2dGrad(const T *x, const Shape &xShape, const T *dy, const Shape &dyShape,
+                   const plan::Window2d &window, T *dx);
+
+/// y [N, C, OH, OW]: each window's sum (row-major order) divided by PyTorch's divisor (the
+/// window clipped to the padded input with \p countIncludePad, else the input elements in it).
+template <typename T>
+void avgPool2d(const T *x, const Shape &xShape, const plan::Window2d &window,
+               bool countIncludePad, T *y, const Shape &yShape);
+
+/// dx [N, C, H, W]: each window's dy / divisor added over its input elements.
+template <typename T>
+void avgPool2dGrad(const T *dy, const Shape &dyShape, const plan::Window2d &window,
+                   bool countIncludePad, T *dx, const Shape &dxShape);
+
+//===----------------------------------------------------------------------===//
 // Reductions (ReductionKernels.cpp)
 //===----------------------------------------------------------------------===//
 

@@ -20,6 +20,7 @@
 #include "runtime/cpu/Executor.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ThreadPool.h"
+#include "runtime/numerics/Elementwise.h"
 #include "runtime/numerics/Float16.h"
 #include "runtime/numerics/LossScale.h"
 #include "runtime/numerics/Philox.h"
@@ -114,6 +115,25 @@ template <typename T> void roundToStorage(T *data, int64_t count, DType dtype) {
         data[i] = bf16 ? numerics::roundToBF16(data[i]) : numerics::roundToF16(data[i]);
     }
   });
+}
+
+/// The window of a validated convolution or pooling instruction (a convolution's kernel is
+/// \p convKernel, its weight's [KH, KW]).
+inline plan::Window2d instructionWindow(const plan::Instruction &instruction,
+                                        const std::vector<int64_t> &convKernel) {
+  std::string error;
+  std::optional<plan::Window2d> window = plan::window2dOf(instruction, convKernel, error);
+  if (!window)
+    throw plan::PlanError(error);
+  return *window;
+}
+
+/// A clip instruction's bound \p key, or -inf / +inf (\p sign) when it has none.
+template <typename T>
+T clipBound(const plan::Instruction &instruction, const plan::AttrKey<double> &key, int sign) {
+  if (plan::has(instruction, key))
+    return static_cast<T>(plan::get(instruction, key));
+  return sign * std::numeric_limits<T>::infinity();
 }
 
 /// Reads a little-endian unsigned integer (Executor.cpp).

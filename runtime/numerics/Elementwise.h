@@ -228,6 +228,24 @@ struct SoftplusGrad {
   }
 };
 
+//===----------------------------------------------------------------------===//
+// With bounds (the clip opcodes: an absent bound is an infinite one)
+//===----------------------------------------------------------------------===//
+
+/// min(max(x, lo), hi); NaN stays NaN (torch.clamp).
+struct Clip {
+  template <typename T> AMPC_HOST_DEVICE static T apply(T x, T lo, T hi) {
+    const T low = x < lo ? lo : x;
+    return low > hi ? hi : low;
+  }
+};
+/// dy where lo <= x <= hi, else 0 (torch.clamp's backward: the bounds pass the gradient).
+struct ClipGrad {
+  template <typename T> AMPC_HOST_DEVICE static T apply(T x, T dy, T lo, T hi) {
+    return x >= lo && x <= hi ? dy : T(0);
+  }
+};
+
 } // namespace ops
 } // namespace ampc::numerics
 

@@ -144,6 +144,11 @@ private:
   void checkLrSchedule();
   void checkOptimizer();
   void checkUpdateLossScale();
+  void checkClip();
+  void checkConv2d();
+  void checkPool2d();
+  /// The window of a convolution or pooling instruction (PlanValidateConv.cpp).
+  Window2d window(const std::vector<int64_t> &convKernel) const;
   /// Fails unless operand \p i is the loss-scaling buffer \p expected.
   void lossScalingOperand(size_t i, uint32_t expected, const char *what) const;
 

@@ -129,4 +129,14 @@ std::string attributeTableMarkdown() {
   return out.str();
 }
 
+std::optional<Window2d> window2dOf(const Instruction &instruction,
+                                   const std::vector<int64_t> &convKernel, std::string &error) {
+  const bool conv = !has(instruction, attr::kernelShape);
+  const std::vector<int64_t> none;
+  return makeWindow2d(conv ? convKernel : get(instruction, attr::kernelShape),
+                      get(instruction, attr::strides), get(instruction, attr::pads),
+                      has(instruction, attr::dilations) ? get(instruction, attr::dilations) : none,
+                      !conv && get(instruction, attr::ceilMode) != 0, error);
+}
+
 } // namespace ampc::plan

@@ -18,7 +18,9 @@
 #define AMPC_RUNTIME_PLAN_PLANATTRS_H
 
 #include "runtime/plan/Plan.h"
+#include "runtime/plan/ShapeRules.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -96,6 +98,12 @@ std::string checkAttributes(const Instruction &instruction);
 
 /// The table as the Markdown of docs/plan-format.md's "Attributes" section.
 std::string attributeTableMarkdown();
+
+/// The window of a convolution or pooling instruction (conv2d*, max_pool2d*, avg_pool2d*) from
+/// its attributes: the kernel from `kernel_shape`, or for a convolution \p convKernel (the
+/// weight's [KH, KW]); nullopt with \p error set when an attribute is out of range.
+std::optional<Window2d> window2dOf(const Instruction &instruction,
+                                   const std::vector<int64_t> &convKernel, std::string &error);
 
 } // namespace ampc::plan
 

@@ -289,6 +289,18 @@ void InstructionChecker::check() {
     return checkOptimizer();
   case OpCode::UpdateLossScale:
     return checkUpdateLossScale();
+  case OpCode::Clip:
+  case OpCode::ClipGrad:
+    return checkClip();
+  case OpCode::Conv2d:
+  case OpCode::Conv2dGradInput:
+  case OpCode::Conv2dGradWeight:
+    return checkConv2d();
+  case OpCode::MaxPool2d:
+  case OpCode::MaxPool2dGrad:
+  case OpCode::AvgPool2d:
+  case OpCode::AvgPool2dGrad:
+    return checkPool2d();
   }
 }
 

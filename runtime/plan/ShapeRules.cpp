@@ -362,6 +362,127 @@ bool checkEmbeddingGrad(const Shape &indices, const Shape &grad, const Shape &ta
   return true;
 }
 
+std::optional<Window2d> makeWindow2d(const std::vector<int64_t> &kernel,
+                                     const std::vector<int64_t> &strides,
+                                     const std::vector<int64_t> &padding,
+                                     const std::vector<int64_t> &dilations, bool ceilMode,
+                                     std::string &error) {
+  Window2d window;
+  window.ceilMode = ceilMode;
+  auto list = [&](const char *name, const std::vector<int64_t> &values, size_t count,
+                  int64_t least, int64_t *out) {
+    if (values.empty() && out != window.kernel)
+      return true; // the default already in *out
+    if (values.size() != count) {
+      error = std::string(name) + " must have " + std::to_string(count) + " entries, got " +
+              shapeToString(values);
+      return false;
+    }
+    for (size_t i = 0; i < count; ++i) {
+      if (values[i] < least) {
+        error = std::string(name) + " must be >= " + std::to_string(least) + ", got " +
+                shapeToString(values);
+        return false;
+      }
+      out[i] = values[i];
+    }
+    return true;
+  };
+  if (!list("kernel size", kernel, 2, 1, window.kernel) ||
+      !list("strides", strides, 2, 1, window.strides) ||
+      !list("padding", padding, 4, 0, window.padding) ||
+      !list("dilations", dilations, 2, 1, window.dilations))
+    return std::nullopt;
+  // Extents far beyond any tensor keep the output-size arithmetic below from overflowing.
+  constexpr int64_t kLimit = int64_t(1) << 31;
+  for (int axis = 0; axis < 2; ++axis)
+    if (window.kernel[axis] > kLimit || window.strides[axis] > kLimit ||
+        window.dilations[axis] > kLimit || window.padBefore(axis) > kLimit ||
+        window.padAfter(axis) > kLimit) {
+      error = "window extents must be below 2^31";
+      return std::nullopt;
+    }
+  return window;
+}
+
+std::optional<int64_t> windowOutputSize(const Window2d &window, int axis, int64_t input,
+                                        std::string &error) {
+  const char *name = axis == 0 ? "height" : "width";
+  const int64_t padded = input + window.padBefore(axis) + window.padAfter(axis);
+  const int64_t span = window.dilations[axis] * (window.kernel[axis] - 1) + 1;
+  if (input < 1 || padded < span) {
+    error = "the window's " + std::string(name) + " (" + std::to_string(span) +
+            " with dilation) exceeds the padded input's (" + std::to_string(padded) + ")";
+    return std::nullopt;
+  }
+  const int64_t stride = window.strides[axis];
+  int64_t out = (padded - span + (window.ceilMode ? stride - 1 : 0)) / stride + 1;
+  // A last window that would start in the trailing padding is dropped.
+  if (window.ceilMode && (out - 1) * stride >= input + window.padBefore(axis))
+    --out;
+  return out;
+}
+
+std::optional<Shape> conv2dShape(const Shape &input, const Shape &weight, Window2d window,
+                                 int64_t groups, std::string &error) {
+  if (input.size() != 4) {
+    error = "convolution input must be [N, C, H, W], got " + shapeToString(input);
+    return std::nullopt;
+  }
+  if (weight.size() != 4) {
+    error = "convolution weight must be [O, C / groups, KH, KW], got " + shapeToString(weight);
+    return std::nullopt;
+  }
+  if (groups < 1) {
+    error = "groups must be >= 1, got " + std::to_string(groups);
+    return std::nullopt;
+  }
+  if (input[1] % groups != 0 || weight[0] % groups != 0) {
+    error = "groups (" + std::to_string(groups) + ") must divide the input channels (" +
+            std::to_string(input[1]) + ") and the output channels (" + std::to_string(weight[0]) +
+            ")";
+    return std::nullopt;
+  }
+  if (weight[1] != input[1] / groups) {
+    error = "convolution weight " + shapeToString(weight) + " must have " +
+            std::to_string(input[1] / groups) + " input channels per group for an input " +
+            shapeToString(input) + " in " + std::to_string(groups) + " group(s)";
+    return std::nullopt;
+  }
+  if (weight[0] < 1 || weight[2] < 1 || weight[3] < 1) {
+    error = "convolution weight " + shapeToString(weight) + " has an empty dimension";
+    return std::nullopt;
+  }
+  window.kernel[0] = weight[2];
+  window.kernel[1] = weight[3];
+  std::optional<int64_t> height = windowOutputSize(window, 0, input[2], error);
+  std::optional<int64_t> width = height ? windowOutputSize(window, 1, input[3], error) : height;
+  if (!width)
+    return std::nullopt;
+  return Shape{input[0], weight[0], *height, *width};
+}
+
+std::optional<Shape> pool2dShape(const Shape &input, const Window2d &window, std::string &error) {
+  if (input.size() != 4) {
+    error = "pooling input must be [N, C, H, W], got " + shapeToString(input);
+    return std::nullopt;
+  }
+  for (int axis = 0; axis < 2; ++axis) {
+    const int64_t span = window.dilations[axis] * (window.kernel[axis] - 1) + 1;
+    if (2 * window.padBefore(axis) > span || 2 * window.padAfter(axis) > span) {
+      error = "padding " + shapeToString(std::vector<int64_t>(window.padding, window.padding + 4)) +
+              " must be at most half the window (" + std::to_string(span) + " along " +
+              (axis == 0 ? "height" : "width") + ")";
+      return std::nullopt;
+    }
+  }
+  std::optional<int64_t> height = windowOutputSize(window, 0, input[2], error);
+  std::optional<int64_t> width = height ? windowOutputSize(window, 1, input[3], error) : height;
+  if (!width)
+    return std::nullopt;
+  return Shape{input[0], input[1], *height, *width};
+}
+
 Shape rowMajorStrides(const Shape &shape) {
   Shape strides(shape.size());
   int64_t stride = 1;

@@ -96,6 +96,52 @@ bool checkEmbeddingGrad(const Shape &indices, const Shape &grad, const Shape &ta
                         std::string &error);
 
 //===----------------------------------------------------------------------===//
+// Windows of 2-D convolution and pooling (NCHW)
+//===----------------------------------------------------------------------===//
+
+/// A window sliding over the two spatial axes of an NCHW tensor: the kernel's extent, strides,
+/// padding (top, left, bottom, right: ONNX's `pads` order) and dilations, each indexed by axis
+/// (0 = H, 1 = W). With ceilMode the output extent rounds up as PyTorch's does, except that a
+/// window starting in the bottom or right padding is dropped.
+struct Window2d {
+  int64_t kernel[2] = {1, 1};
+  int64_t strides[2] = {1, 1};
+  int64_t padding[4] = {0, 0, 0, 0};
+  int64_t dilations[2] = {1, 1};
+  bool ceilMode = false;
+
+  /// The input row (axis 0) or column (axis 1) of output position \p o's first tap; negative
+  /// inside the padding.
+  int64_t start(int axis, int64_t o) const { return o * strides[axis] - padding[axis]; }
+  /// Padding before (axis 0: top, 1: left) and after (bottom, right) the input.
+  int64_t padBefore(int axis) const { return padding[axis]; }
+  int64_t padAfter(int axis) const { return padding[axis + 2]; }
+};
+
+/// A window from attribute lists: \p kernel, \p strides and \p dilations of 2 entries >= 1
+/// (strides and dilations may be empty: all 1), \p padding of 4 entries >= 0 (or empty: none).
+/// A convolution passes its weight's spatial extents as the kernel.
+std::optional<Window2d> makeWindow2d(const std::vector<int64_t> &kernel,
+                                     const std::vector<int64_t> &strides,
+                                     const std::vector<int64_t> &padding,
+                                     const std::vector<int64_t> &dilations, bool ceilMode,
+                                     std::string &error);
+
+/// The output extent along \p axis (0 = H, 1 = W) of an input extent \p input, or nullopt when
+/// the dilated kernel is larger than the padded input.
+std::optional<int64_t> windowOutputSize(const Window2d &window, int axis, int64_t input,
+                                        std::string &error);
+
+/// 2-D convolution: x [N, C, H, W], weight [O, C / groups, KH, KW] -> [N, O, OH, OW]. The
+/// window's kernel extent is the weight's; groups must divide C and O.
+std::optional<Shape> conv2dShape(const Shape &input, const Shape &weight, Window2d window,
+                                 int64_t groups, std::string &error);
+
+/// 2-D pooling: x [N, C, H, W] -> [N, C, OH, OW]. Each padding is at most half its kernel's
+/// dilated extent (PyTorch's rule), so every window holds at least one input element.
+std::optional<Shape> pool2dShape(const Shape &input, const Window2d &window, std::string &error);
+
+//===----------------------------------------------------------------------===//
 // Layout helpers (no checks: for shapes already validated)
 //===----------------------------------------------------------------------===//
 

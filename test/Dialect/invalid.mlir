@@ -1876,3 +1876,281 @@ graph.model @f64_loss {
     return
   }
 }
+
+//===----------------------------------------------------------------------===//
+// graph.conv2d, graph.max_pool2d, graph.avg_pool2d, graph.clip (GraphConvOps.cpp, ShapeRules.cpp)
+//===----------------------------------------------------------------------===//
+
+// -----
+
+graph.model @conv2d_input_rank {
+  graph.input @z : tensor<4xf32>
+  graph.input @x : tensor<2x4x9xf32>
+  graph.input @w : tensor<6x4x3x3xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x9xf32>
+    %w = graph.get_input @w : tensor<6x4x3x3xf32>
+    // expected-error @+1 {{'graph.conv2d' convolution input must be [N, C, H, W], got [2, 4, 9]}}
+    %y = graph.conv2d %x, %w : tensor<2x4x9xf32>, tensor<6x4x3x3xf32>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @conv2d_weight_rank {
+  graph.input @z : tensor<4xf32>
+  graph.input @x : tensor<2x4x9x9xf32>
+  graph.input @w : tensor<6x4x3xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x9x9xf32>
+    %w = graph.get_input @w : tensor<6x4x3xf32>
+    // expected-error @+1 {{'graph.conv2d' convolution weight must be [O, C / groups, KH, KW], got [6, 4, 3]}}
+    %y = graph.conv2d %x, %w : tensor<2x4x9x9xf32>, tensor<6x4x3xf32>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @conv2d_groups_zero {
+  graph.input @z : tensor<4xf32>
+  graph.input @x : tensor<2x4x9x9xf32>
+  graph.input @w : tensor<6x4x3x3xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x9x9xf32>
+    %w = graph.get_input @w : tensor<6x4x3x3xf32>
+    // expected-error @+1 {{'graph.conv2d' groups must be >= 1, got 0}}
+    %y = graph.conv2d %x, %w groups 0 : tensor<2x4x9x9xf32>, tensor<6x4x3x3xf32>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @conv2d_groups_divide {
+  graph.input @z : tensor<4xf32>
+  graph.input @x : tensor<2x4x9x9xf32>
+  graph.input @w : tensor<6x1x3x3xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x9x9xf32>
+    %w = graph.get_input @w : tensor<6x1x3x3xf32>
+    // expected-error @+1 {{'graph.conv2d' groups (4) must divide the input channels (4) and the output channels (6)}}
+    %y = graph.conv2d %x, %w groups 4 : tensor<2x4x9x9xf32>, tensor<6x1x3x3xf32>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @conv2d_weight_channels {
+  graph.input @z : tensor<4xf32>
+  graph.input @x : tensor<2x4x9x9xf32>
+  graph.input @w : tensor<6x4x3x3xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x9x9xf32>
+    %w = graph.get_input @w : tensor<6x4x3x3xf32>
+    // expected-error @+1 {{'graph.conv2d' convolution weight [6, 4, 3, 3] must have 2 input channels per group for an input [2, 4, 9, 9] in 2 group(s)}}
+    %y = graph.conv2d %x, %w groups 2 : tensor<2x4x9x9xf32>, tensor<6x4x3x3xf32>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @conv2d_window_too_large {
+  graph.input @z : tensor<4xf32>
+  graph.input @x : tensor<2x4x5x5xf32>
+  graph.input @w : tensor<6x4x3x3xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x5x5xf32>
+    %w = graph.get_input @w : tensor<6x4x3x3xf32>
+    // expected-error @+1 {{'graph.conv2d' the window's height (7 with dilation) exceeds the padded input's (5)}}
+    %y = graph.conv2d %x, %w dilations [3, 3] : tensor<2x4x5x5xf32>, tensor<6x4x3x3xf32>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @conv2d_strides_count {
+  graph.input @z : tensor<4xf32>
+  graph.input @x : tensor<2x4x9x9xf32>
+  graph.input @w : tensor<6x4x3x3xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x9x9xf32>
+    %w = graph.get_input @w : tensor<6x4x3x3xf32>
+    // expected-error @+1 {{'graph.conv2d' strides must have 2 entries, got [2, 2, 2]}}
+    %y = graph.conv2d %x, %w strides [2, 2, 2] : tensor<2x4x9x9xf32>, tensor<6x4x3x3xf32>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @conv2d_negative_padding {
+  graph.input @z : tensor<4xf32>
+  graph.input @x : tensor<2x4x9x9xf32>
+  graph.input @w : tensor<6x4x3x3xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x9x9xf32>
+    %w = graph.get_input @w : tensor<6x4x3x3xf32>
+    // expected-error @+1 {{'graph.conv2d' padding must be >= 0, got [0, -1, 0, 0]}}
+    %y = graph.conv2d %x, %w padding [0, -1, 0, 0] : tensor<2x4x9x9xf32>, tensor<6x4x3x3xf32>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @conv2d_element_types {
+  graph.input @z : tensor<4xf32>
+  graph.input @x : tensor<2x4x9x9xf32>
+  graph.input @w : tensor<6x4x3x3xbf16>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x9x9xf32>
+    %w = graph.get_input @w : tensor<6x4x3x3xbf16>
+    // expected-error @+1 {{'graph.conv2d' operands have different element types 'f32' and 'bf16'; insert a graph.cast}}
+    %y = graph.conv2d %x, %w : tensor<2x4x9x9xf32>, tensor<6x4x3x3xbf16>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @max_pool2d_padding_half {
+  graph.input @z : tensor<4xf32>
+  graph.input @x : tensor<2x4x9x9xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x9x9xf32>
+    // expected-error @+1 {{'graph.max_pool2d' padding [2, 2, 2, 2] must be at most half the window (3 along height)}}
+    %y = graph.max_pool2d %x kernel_size [3, 3] strides [1, 1] padding [2, 2, 2, 2] : tensor<2x4x9x9xf32>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @max_pool2d_kernel_size {
+  graph.input @z : tensor<4xf32>
+  graph.input @x : tensor<2x4x9x9xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x9x9xf32>
+    // expected-error @+1 {{'graph.max_pool2d' kernel size must have 2 entries, got [3]}}
+    %y = graph.max_pool2d %x kernel_size [3] strides [1, 1] : tensor<2x4x9x9xf32>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @max_pool2d_stride_zero {
+  graph.input @z : tensor<4xf32>
+  graph.input @x : tensor<2x4x9x9xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x9x9xf32>
+    // expected-error @+1 {{'graph.max_pool2d' strides must be >= 1, got [0, 1]}}
+    %y = graph.max_pool2d %x kernel_size [3, 3] strides [0, 1] : tensor<2x4x9x9xf32>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @avg_pool2d_input_rank {
+  graph.input @z : tensor<4xf32>
+  graph.input @x : tensor<4x9x9xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<4x9x9xf32>
+    // expected-error @+1 {{'graph.avg_pool2d' pooling input must be [N, C, H, W], got [4, 9, 9]}}
+    %y = graph.avg_pool2d %x kernel_size [3, 3] strides [1, 1] : tensor<4x9x9xf32>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @avg_pool2d_window_too_large {
+  graph.input @z : tensor<4xf32>
+  graph.input @x : tensor<2x4x2x9xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x2x9xf32>
+    // expected-error @+1 {{'graph.avg_pool2d' the window's height (3 with dilation) exceeds the padded input's (2)}}
+    %y = graph.avg_pool2d %x kernel_size [3, 3] strides [1, 1] : tensor<2x4x2x9xf32>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @clip_bounds_order {
+  graph.input @z : tensor<4xf32>
+  graph.input @x : tensor<2x4xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4xf32>
+    // expected-error @+1 {{'graph.clip' op min (6) must not exceed max (0)}}
+    %y = graph.clip %x {min = 6.0 : f64, max = 0.0 : f64} : tensor<2x4xf32>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @clip_nan_bound {
+  graph.input @z : tensor<4xf32>
+  graph.input @x : tensor<2x4xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4xf32>
+    // expected-error @+1 {{'graph.clip' op bounds must not be NaN}}
+    %y = graph.clip %x {min = 0x7FF8000000000000 : f64, max = 6.0 : f64} : tensor<2x4xf32>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}

@@ -775,3 +775,43 @@ graph.model @call {
     return
   }
 }
+
+// -----
+
+// CHECK-LABEL: graph.model @convolution {
+// CHECK: %[[C:.+]] = graph.conv2d %[[X:.+]], %[[W:.+]] strides [2, 2] padding [1, 0, 2, 1] dilations [1, 2] : tensor<2x4x9x9xf32>, tensor<6x4x3x2xf32>
+// CHECK: %[[D:.+]] = graph.conv2d %[[C]], %[[DW:.+]] groups 6 : tensor<2x6x5x4xf32>, tensor<12x1x1x1xf32>
+// CHECK: %[[K:.+]] = graph.clip %[[D]] {max = 6.000000e+00 : f64, min = 0.000000e+00 : f64} : tensor<2x12x5x4xf32>
+// CHECK: %[[M:.+]] = graph.max_pool2d %[[K]] kernel_size [3, 3] strides [2, 2] padding [1, 1, 1, 1] ceil_mode : tensor<2x12x5x4xf32>
+// CHECK: %[[N:.+]] = graph.max_pool2d %[[K]] kernel_size [2, 2] strides [1, 1] dilations [2, 1] : tensor<2x12x5x4xf32>
+// CHECK: %[[A:.+]] = graph.avg_pool2d %[[M]] kernel_size [2, 2] strides [2, 2] padding [1, 1, 1, 1] ceil_mode count_include_pad : tensor<2x12x3x3xf32>
+// CHECK: graph.mean %[[A]] axes [2, 3] : tensor<2x12x2x2xf32>
+
+// GENERIC-LABEL: "graph.model"() <{sym_name = "convolution"}>
+// GENERIC: "graph.conv2d"(%{{.+}}, %{{.+}}) <{dilations = array<i64: 1, 2>, groups = 1 : i64, padding = array<i64: 1, 0, 2, 1>, strides = array<i64: 2, 2>}> : (tensor<2x4x9x9xf32>, tensor<6x4x3x2xf32>) -> tensor<2x6x5x4xf32>
+// GENERIC: "graph.conv2d"(%{{.+}}, %{{.+}}) <{{.+}}groups = 6 : i64{{.+}}}> : (tensor<2x6x5x4xf32>, tensor<12x1x1x1xf32>) -> tensor<2x12x5x4xf32>
+// GENERIC: "graph.max_pool2d"(%{{.+}}) <{{.+}}> : (tensor<2x12x5x4xf32>) -> tensor<2x12x3x3xf32>
+// GENERIC: "graph.max_pool2d"(%{{.+}}) <{{.+}}> : (tensor<2x12x5x4xf32>) -> tensor<2x12x3x3xf32>
+// GENERIC: "graph.avg_pool2d"(%{{.+}}) <{{.+}}> : (tensor<2x12x3x3xf32>) -> tensor<2x12x2x2xf32>
+graph.model @convolution {
+  graph.param @w : tensor<6x4x3x2xf32> init #graph.zeros
+  graph.param @dw : tensor<12x1x1x1xf32> init #graph.zeros
+  graph.input @x : tensor<2x4x9x9xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x9x9xf32>
+    %w = graph.get_param @w : tensor<6x4x3x2xf32>
+    %dw = graph.get_param @dw : tensor<12x1x1x1xf32>
+    %c = graph.conv2d %x, %w strides [2, 2] padding [1, 0, 2, 1] dilations [1, 2] : tensor<2x4x9x9xf32>, tensor<6x4x3x2xf32>
+    %d = graph.conv2d %c, %dw groups 6 : tensor<2x6x5x4xf32>, tensor<12x1x1x1xf32>
+    %k = graph.clip %d {min = 0.0 : f64, max = 6.0 : f64} : tensor<2x12x5x4xf32>
+    %m = graph.max_pool2d %k kernel_size [3, 3] strides [2, 2] padding [1, 1, 1, 1] ceil_mode : tensor<2x12x5x4xf32>
+    %n = graph.max_pool2d %k kernel_size [2, 2] strides [1, 1] dilations [2, 1] : tensor<2x12x5x4xf32>
+    %a = graph.avg_pool2d %m kernel_size [2, 2] strides [2, 2] padding [1, 1, 1, 1] ceil_mode count_include_pad : tensor<2x12x3x3xf32>
+    %g = graph.mean %a axes [2, 3] : tensor<2x12x2x2xf32>
+    %s = graph.sum %n axes [0, 1, 2, 3] : tensor<2x12x3x3xf32>
+    %t = graph.sum %g axes [0, 1] : tensor<2x12xf32>
+    %l = graph.add %s, %t : tensor<f32>, tensor<f32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}

@@ -1838,3 +1838,182 @@ graph.model @matmul_f16_result {
     return
   }
 }
+
+//===----------------------------------------------------------------------===//
+// graph.conv2d_grad_input, graph.conv2d_grad_weight, graph.max_pool2d_grad,
+// graph.avg_pool2d_grad, graph.clip_grad (GraphConvOps.cpp)
+//===----------------------------------------------------------------------===//
+
+// -----
+
+graph.model @conv2d_grad_input_shape {
+  graph.input @z : tensor<4xf32>
+  graph.input @dy : tensor<2x6x4x4xf32>
+  graph.input @w : tensor<6x4x3x3xf32>
+  func.func @forward() {
+    %dy = graph.get_input @dy : tensor<2x6x4x4xf32>
+    %w = graph.get_input @w : tensor<6x4x3x3xf32>
+    // expected-error @+1 {{'graph.conv2d_grad_input' op gradient [2, 6, 4, 4] does not match the forward result [2, 6, 5, 5] that the result type implies}}
+    %dx = graph.conv2d_grad_input %dy, %w strides [2, 2] padding [1, 1, 1, 1] : tensor<2x6x4x4xf32>, tensor<6x4x3x3xf32> -> tensor<2x4x9x9xf32>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @conv2d_grad_input_element {
+  graph.input @z : tensor<4xf32>
+  graph.input @dy : tensor<2x6x7x7xf32>
+  graph.input @w : tensor<6x4x3x3xf32>
+  func.func @forward() {
+    %dy = graph.get_input @dy : tensor<2x6x7x7xf32>
+    %w = graph.get_input @w : tensor<6x4x3x3xf32>
+    // expected-error @+1 {{'graph.conv2d_grad_input' operands have different element types 'f32' and 'bf16'; insert a graph.cast}}
+    %dx = graph.conv2d_grad_input %dy, %w : tensor<2x6x7x7xf32>, tensor<6x4x3x3xf32> -> tensor<2x4x9x9xbf16>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @conv2d_grad_input_groups {
+  graph.input @z : tensor<4xf32>
+  graph.input @dy : tensor<2x6x7x7xf32>
+  graph.input @w : tensor<6x4x3x3xf32>
+  func.func @forward() {
+    %dy = graph.get_input @dy : tensor<2x6x7x7xf32>
+    %w = graph.get_input @w : tensor<6x4x3x3xf32>
+    // expected-error @+1 {{'graph.conv2d_grad_input' groups (4) must divide the input channels (4) and the output channels (6)}}
+    %dx = graph.conv2d_grad_input %dy, %w groups 4 : tensor<2x6x7x7xf32>, tensor<6x4x3x3xf32> -> tensor<2x4x9x9xf32>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @conv2d_grad_weight_element {
+  graph.input @z : tensor<4xf32>
+  graph.input @x : tensor<2x4x9x9xbf16>
+  graph.input @dy : tensor<2x6x7x7xbf16>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x9x9xbf16>
+    %dy = graph.get_input @dy : tensor<2x6x7x7xbf16>
+    // expected-error @+1 {{'graph.conv2d_grad_weight' op result element type must be the operands' ('bf16') or f32, got 'f16'}}
+    %dw = graph.conv2d_grad_weight %x, %dy : tensor<2x4x9x9xbf16>, tensor<2x6x7x7xbf16> -> tensor<6x4x3x3xf16>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @conv2d_grad_weight_shape {
+  graph.input @z : tensor<4xf32>
+  graph.input @x : tensor<2x4x9x9xf32>
+  graph.input @dy : tensor<2x6x7x7xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x9x9xf32>
+    %dy = graph.get_input @dy : tensor<2x6x7x7xf32>
+    // expected-error @+1 {{'graph.conv2d_grad_weight' op gradient [2, 6, 7, 7] does not match the forward result [2, 6, 8, 8] that the result type implies}}
+    %dw = graph.conv2d_grad_weight %x, %dy : tensor<2x4x9x9xf32>, tensor<2x6x7x7xf32> -> tensor<6x4x2x2xf32>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @max_pool2d_grad_shape {
+  graph.input @z : tensor<4xf32>
+  graph.input @x : tensor<2x4x9x9xf32>
+  graph.input @dy : tensor<2x4x4x4xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x9x9xf32>
+    %dy = graph.get_input @dy : tensor<2x4x4x4xf32>
+    // expected-error @+1 {{'graph.max_pool2d_grad' gradient has shape [2, 4, 4, 4] but the forward result has shape [2, 4, 5, 5]}}
+    %dx = graph.max_pool2d_grad %x, %dy kernel_size [3, 3] strides [2, 2] padding [1, 1, 1, 1] : tensor<2x4x9x9xf32>, tensor<2x4x4x4xf32>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @max_pool2d_grad_padding {
+  graph.input @z : tensor<4xf32>
+  graph.input @x : tensor<2x4x9x9xf32>
+  graph.input @dy : tensor<2x4x4x4xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x9x9xf32>
+    %dy = graph.get_input @dy : tensor<2x4x4x4xf32>
+    // expected-error @+1 {{'graph.max_pool2d_grad' padding [3, 3, 3, 3] must be at most half the window (3 along height)}}
+    %dx = graph.max_pool2d_grad %x, %dy kernel_size [3, 3] strides [2, 2] padding [3, 3, 3, 3] : tensor<2x4x9x9xf32>, tensor<2x4x4x4xf32>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @avg_pool2d_grad_shape {
+  graph.input @z : tensor<4xf32>
+  graph.input @dy : tensor<2x4x4x4xf32>
+  func.func @forward() {
+    %dy = graph.get_input @dy : tensor<2x4x4x4xf32>
+    // expected-error @+1 {{'graph.avg_pool2d_grad' op gradient [2, 4, 4, 4] does not match the forward result [2, 4, 5, 5] that the result type implies}}
+    %dx = graph.avg_pool2d_grad %dy kernel_size [3, 3] strides [2, 2] padding [1, 1, 1, 1] : tensor<2x4x4x4xf32> -> tensor<2x4x9x9xf32>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @avg_pool2d_grad_element {
+  graph.input @z : tensor<4xf32>
+  graph.input @dy : tensor<2x4x5x5xf32>
+  func.func @forward() {
+    %dy = graph.get_input @dy : tensor<2x4x5x5xf32>
+    // expected-error @+1 {{'graph.avg_pool2d_grad' operands have different element types 'f32' and 'f16'; insert a graph.cast}}
+    %dx = graph.avg_pool2d_grad %dy kernel_size [3, 3] strides [2, 2] padding [1, 1, 1, 1] : tensor<2x4x5x5xf32> -> tensor<2x4x9x9xf16>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @clip_grad_bounds_order {
+  graph.input @z : tensor<4xf32>
+  graph.input @x : tensor<2x4xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4xf32>
+    // expected-error @+1 {{'graph.clip_grad' op min (1) must not exceed max (-1)}}
+    %dx = graph.clip_grad %x, %x {min = 1.0 : f64, max = -1.0 : f64} : tensor<2x4xf32>
+    %z = graph.get_input @z : tensor<4xf32>
+    %l = graph.mse_loss %z, %z : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}

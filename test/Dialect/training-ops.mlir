@@ -640,3 +640,52 @@ graph.model @matmul_f32_result {
     return
   }
 }
+
+// -----
+
+// The gradients of the convolution, pooling and clip ops. A convolution's data gradient and an
+// average pooling's gradient name the input's shape in their result type; the weight gradient
+// may write f32 from bf16 operands.
+// CHECK-LABEL: graph.model @convolution_grads {
+// CHECK: graph.conv2d_grad_input %[[DY:.+]], %[[W:.+]] strides [2, 2] padding [1, 0, 2, 1] dilations [1, 2] : tensor<2x6x5x4xf32>, tensor<6x4x3x2xf32> -> tensor<2x4x9x9xf32>
+// CHECK: graph.conv2d_grad_weight %[[X:.+]], %[[DY]] strides [2, 2] padding [1, 0, 2, 1] dilations [1, 2] : tensor<2x4x9x9xf32>, tensor<2x6x5x4xf32> -> tensor<6x4x3x2xf32>
+// CHECK: graph.conv2d_grad_weight %{{.+}}, %{{.+}} groups 2 : tensor<2x4x9x9xbf16>, tensor<2x6x9x9xbf16> -> tensor<6x2x1x1xf32>
+// CHECK: graph.max_pool2d_grad %[[X]], %{{.+}} kernel_size [3, 3] strides [2, 2] padding [1, 1, 1, 1] ceil_mode : tensor<2x4x9x9xf32>, tensor<2x4x5x5xf32>
+// CHECK: graph.avg_pool2d_grad %{{.+}} kernel_size [3, 3] strides [2, 2] padding [1, 1, 1, 1] ceil_mode count_include_pad : tensor<2x4x5x5xf32> -> tensor<2x4x9x9xf32>
+// CHECK: graph.clip_grad %[[X]], %{{.+}} {max = 6.000000e+00 : f64, min = 0.000000e+00 : f64} : tensor<2x4x9x9xf32>
+// GENERIC-LABEL: "graph.model"() <{sym_name = "convolution_grads"}>
+// GENERIC: "graph.conv2d_grad_input"(%{{.+}}, %{{.+}}) <{dilations = array<i64: 1, 2>, groups = 1 : i64, padding = array<i64: 1, 0, 2, 1>, strides = array<i64: 2, 2>}>
+// GENERIC: "graph.max_pool2d_grad"(%{{.+}}, %{{.+}}) <{ceil_mode, dilations = array<i64: 1, 1>, kernel_size = array<i64: 3, 3>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>}> : (tensor<2x4x9x9xf32>, tensor<2x4x5x5xf32>) -> tensor<2x4x9x9xf32>
+graph.model @convolution_grads {
+  graph.input @x : tensor<2x4x9x9xf32>
+  graph.input @w : tensor<6x4x3x2xf32>
+  graph.input @dy : tensor<2x6x5x4xf32>
+  graph.input @hx : tensor<2x4x9x9xbf16>
+  graph.input @hdy : tensor<2x6x9x9xbf16>
+  graph.input @py : tensor<2x4x5x5xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x9x9xf32>
+    %w = graph.get_input @w : tensor<6x4x3x2xf32>
+    %dy = graph.get_input @dy : tensor<2x6x5x4xf32>
+    %hx = graph.get_input @hx : tensor<2x4x9x9xbf16>
+    %hdy = graph.get_input @hdy : tensor<2x6x9x9xbf16>
+    %py = graph.get_input @py : tensor<2x4x5x5xf32>
+    %dx = graph.conv2d_grad_input %dy, %w strides [2, 2] padding [1, 0, 2, 1] dilations [1, 2] : tensor<2x6x5x4xf32>, tensor<6x4x3x2xf32> -> tensor<2x4x9x9xf32>
+    %dw = graph.conv2d_grad_weight %x, %dy strides [2, 2] padding [1, 0, 2, 1] dilations [1, 2] : tensor<2x4x9x9xf32>, tensor<2x6x5x4xf32> -> tensor<6x4x3x2xf32>
+    %hw = graph.conv2d_grad_weight %hx, %hdy groups 2 : tensor<2x4x9x9xbf16>, tensor<2x6x9x9xbf16> -> tensor<6x2x1x1xf32>
+    %mx = graph.max_pool2d_grad %x, %py kernel_size [3, 3] strides [2, 2] padding [1, 1, 1, 1] ceil_mode : tensor<2x4x9x9xf32>, tensor<2x4x5x5xf32>
+    %ax = graph.avg_pool2d_grad %py kernel_size [3, 3] strides [2, 2] padding [1, 1, 1, 1] ceil_mode count_include_pad : tensor<2x4x5x5xf32> -> tensor<2x4x9x9xf32>
+    %cx = graph.clip_grad %x, %mx {min = 0.0 : f64, max = 6.0 : f64} : tensor<2x4x9x9xf32>
+    %s1 = graph.sum %dx axes [0, 1, 2, 3] : tensor<2x4x9x9xf32>
+    %s2 = graph.sum %dw axes [0, 1, 2, 3] : tensor<6x4x3x2xf32>
+    %s3 = graph.sum %hw axes [0, 1, 2, 3] : tensor<6x2x1x1xf32>
+    %s4 = graph.sum %ax axes [0, 1, 2, 3] : tensor<2x4x9x9xf32>
+    %s5 = graph.sum %cx axes [0, 1, 2, 3] : tensor<2x4x9x9xf32>
+    %a = graph.add %s1, %s2 : tensor<f32>, tensor<f32>
+    %b = graph.add %a, %s3 : tensor<f32>, tensor<f32>
+    %c = graph.add %b, %s4 : tensor<f32>, tensor<f32>
+    %l = graph.add %c, %s5 : tensor<f32>, tensor<f32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}

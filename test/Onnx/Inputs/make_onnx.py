@@ -10,6 +10,12 @@ error cases. Prints the expected loss where the model has one (computed here wit
   ops           one model through many rows of the op table (Abs, Trilu, Sigmoid, LogSoftmax,
                 Softmax over axis 0, Gather by constant indices, Gemm with alpha, a vector MatMul, Where of two computed values, ReduceMax, ReduceSum, Flatten,
                 Squeeze, Unsqueeze, Expand, Pow, Reciprocal, Exp, Log, Tanh, Neg, Dropout)
+  windows       the window attributes torch's exporter never writes: Conv with auto_pad
+                SAME_UPPER (asymmetric), explicit asymmetric pads and no bias, MaxPool with
+                SAME_LOWER, AveragePool with count_include_pad and asymmetric pads, Clip with
+                only a min, Pad by an input (expected loss from torch, in float64)
+  conv1d        a Conv over a rank-3 input (not imported: 2-D only)
+  maxpool-indices  a MaxPool whose Indices output is used
   unsupported   a node whose operator ampc does not import (Cos)
   no-scalar     a model whose only output is a matrix
   missing-data  a weight whose external data file is missing
@@ -209,12 +215,76 @@ def ops():
     print("expected loss %.6f" % sum(value.mean() for value in values))
 
 
+def windows():
+    import torch
+    import torch.nn.functional as F
+
+    x = rng.standard_normal((2, 3, 9, 8)).astype(np.float32)
+    w1 = (rng.standard_normal((4, 3, 4, 3)) * 0.3).astype(np.float32)
+    b1 = (rng.standard_normal(4) * 0.1).astype(np.float32)
+    w2 = (rng.standard_normal((6, 4, 3, 3)) * 0.3).astype(np.float32)
+    tensors = {"w1": w1, "b1": b1, "w2": w2,
+               "zero": np.array(0.0, dtype=np.float32),
+               "pads": np.array([0, 0, 1, 0, 0, 0, 0, 2], dtype=np.int64)}
+    n = helper.make_node
+    nodes = [
+        # [2, 3, 9, 8] -> SAME_UPPER, stride 2: [2, 4, 5, 4]; rows padded 1 + 2, columns 0 + 1.
+        n("Conv", ["x", "w1", "b1"], ["c1"], auto_pad="SAME_UPPER", strides=[2, 2]),
+        n("Clip", ["c1", "zero"], ["r1"]),
+        # Asymmetric explicit padding, dilation, no bias: [2, 6, 5, 3].
+        n("Conv", ["r1", "w2"], ["c2"], pads=[2, 1, 0, 2], dilations=[1, 2]),
+        # SAME_LOWER max pooling, stride 1: [2, 6, 5, 3].
+        n("MaxPool", ["c2"], ["m"], kernel_shape=[2, 3], auto_pad="SAME_LOWER"),
+        # Average over padding that counts: [2, 6, 3, 2].
+        n("AveragePool", ["m"], ["a"], kernel_shape=[3, 2], strides=[2, 2], pads=[1, 0, 1, 1],
+          count_include_pad=1),
+        # Zero padding by an input, a row before and two columns after: [2, 6, 4, 4].
+        n("Pad", ["a", "pads"], ["p"]),
+        n("GlobalAveragePool", ["p"], ["g"]),
+        n("ReduceSum", ["g"], ["s"], keepdims=0),
+        n("Mul", ["s", "s"], ["loss"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "windows", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 9, 8])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        [numpy_helper.from_array(value, name) for name, value in tensors.items()])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "windows")
+    x.tofile(os.path.join(out, "windows.x.bin"))
+    t = {name: torch.from_numpy(value).double() for name, value in
+         [("x", x), ("w1", w1), ("b1", b1), ("w2", w2)]}
+    # F.pad's order is (left, right, top, bottom).
+    c1 = F.conv2d(F.pad(t["x"], (0, 1, 1, 2)), t["w1"], t["b1"], stride=2)
+    c2 = F.conv2d(F.pad(c1.clamp(min=0), (1, 2, 2, 0)), t["w2"], dilation=(1, 2))
+    m = F.max_pool2d(F.pad(c2, (1, 1, 1, 0), value=-math.inf), (2, 3), stride=1)
+    a = F.avg_pool2d(F.pad(m, (0, 1, 1, 1)), (3, 2), stride=2)
+    p = F.pad(a, (0, 2, 1, 0))
+    loss = p.mean((2, 3)).sum() ** 2
+    print("expected loss %.6f" % loss.item())
+
+
 if kind == "opset18":
     opset18()
 elif kind == "ops":
     ops()
 elif kind == "function":
     function()
+elif kind == "windows":
+    windows()
+elif kind == "conv1d":
+    w = numpy_helper.from_array(np.ones((2, 4, 3), dtype=np.float32), "w")
+    save(small([helper.make_node("Reshape", ["x", "shape"], ["x3"]),
+                helper.make_node("Conv", ["x3", "w"], ["y"], name="temporal"),
+                helper.make_node("ReduceSum", ["y"], ["loss"], keepdims=0)],
+               scalar_output(), [w, numpy_helper.from_array(np.array([1, 4, 4], dtype=np.int64),
+                                                            "shape")]), "conv1d")
+elif kind == "maxpool-indices":
+    shape = numpy_helper.from_array(np.array([1, 1, 4, 4], dtype=np.int64), "shape")
+    save(small([helper.make_node("Reshape", ["x", "shape"], ["x4"]),
+                helper.make_node("MaxPool", ["x4"], ["y", "where"], kernel_shape=[2, 2],
+                                 name="pool"),
+                helper.make_node("Cast", ["where"], ["wf"], to=TensorProto.FLOAT),
+                helper.make_node("ReduceSum", ["wf"], ["loss"], keepdims=0)],
+               scalar_output(), [shape]), "maxpool-indices")
 elif kind == "unsupported":
     save(small([helper.make_node("Relu", ["x"], ["r"], name="first"),
                 helper.make_node("Cos", ["r"], ["c"], name="my_cos"),

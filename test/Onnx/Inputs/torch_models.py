@@ -219,6 +219,37 @@ class Activations(nn.Module):
         return {"x": x, "labels": labels}
 
 
+class Cnn(nn.Module):
+    """A small convolutional classifier through every window PyTorch's vision models use: a
+    strided, padded convolution with bias, ReLU6 (scaled so both bounds clip), a 3x3/2 max pool
+    with padding and ceil_mode, a depthwise convolution with a channel multiplier and dilation,
+    HardSwish, a grouped 1x1 convolution without bias, a 2x2/2 average pool with ceil_mode, a
+    rectangular kernel, global average pooling, flatten and a linear head."""
+
+    def __init__(self, classes=5):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.dw = nn.Conv2d(8, 16, 3, padding=2, dilation=2, groups=8)
+        self.pw = nn.Conv2d(16, 12, 1, groups=2, bias=False)
+        self.conv3 = nn.Conv2d(12, 10, (3, 2), padding=(1, 0))
+        self.fc = nn.Linear(10, classes)
+
+    def forward(self, x, labels):
+        x = F.relu6(self.conv1(x) * 6.0)
+        x = F.max_pool2d(x, 3, stride=2, padding=1, ceil_mode=True)
+        x = F.hardswish(self.dw(x) * 4.0)
+        x = F.avg_pool2d(self.pw(x), 2, stride=2, ceil_mode=True)
+        x = F.relu(self.conv3(x))
+        x = F.adaptive_avg_pool2d(x, 1).flatten(1)
+        return F.cross_entropy(self.fc(x), labels)
+
+    @staticmethod
+    def batch(generator):
+        x = torch.randn(4, 3, 15, 15, generator=generator)
+        labels = torch.randint(0, 5, (4,), generator=generator)
+        return {"x": x, "labels": labels}
+
+
 def make(name):
     """The model called name, with deterministic initial values."""
     torch.manual_seed(0)
@@ -226,6 +257,8 @@ def make(name):
         return Mlp()
     if name == "activations":
         return Activations()
+    if name == "cnn":
+        return Cnn()
     if name == "gpt":
         return Gpt("masked")
     if name == "gpt-baddbmm":

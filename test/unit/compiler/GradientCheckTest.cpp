@@ -545,6 +545,73 @@ void checkAttention(const Shape &q, const Shape &k, const Shape &v, const Shape 
                                out));
 }
 
+//===----------------------------------------------------------------------===//
+// Convolution, pooling, clip and pad
+//===----------------------------------------------------------------------===//
+
+TEST(GradientCheck, Conv2dStridedPaddedDilated) {
+  // Asymmetric padding, unequal strides and dilations, a rectangular kernel.
+  expectGradientsMatch(opModel({{"x", {2, 3, 7, 6}}, {"w", {4, 3, 3, 2}}},
+                               "    %y = graph.conv2d %x, %w strides [2, 1] padding [1, 0, 2, 1] "
+                               "dilations [1, 2] : tensor<2x3x7x6xf32>, tensor<4x3x3x2xf32>\n",
+                               {2, 4, 4, 5}));
+}
+
+TEST(GradientCheck, Conv2dGroups) {
+  // Depthwise with a channel multiplier of 2, then two groups of a 1x1 convolution.
+  expectGradientsMatch(opModel({{"x", {2, 4, 5, 5}}, {"w", {8, 1, 3, 3}}},
+                               "    %y = graph.conv2d %x, %w padding [1, 1, 1, 1] groups 4 : "
+                               "tensor<2x4x5x5xf32>, tensor<8x1x3x3xf32>\n",
+                               {2, 8, 5, 5}));
+  expectGradientsMatch(opModel({{"x", {1, 4, 4, 4}}, {"w", {6, 2, 1, 1}}},
+                               "    %y = graph.conv2d %x, %w groups 2 : tensor<1x4x4x4xf32>, "
+                               "tensor<6x2x1x1xf32>\n",
+                               {1, 6, 4, 4}));
+}
+
+TEST(GradientCheck, MaxPool2d) {
+  // Overlapping windows with padding and ceil_mode, then dilation; random inputs have no ties.
+  expectGradientsMatch(opModel({{"x", {2, 2, 7, 7}}},
+                               "    %y = graph.max_pool2d %x kernel_size [3, 3] strides [2, 2] "
+                               "padding [1, 1, 1, 1] ceil_mode : tensor<2x2x7x7xf32>\n",
+                               {2, 2, 4, 4}));
+  expectGradientsMatch(opModel({{"x", {2, 2, 7, 7}}},
+                               "    %y = graph.max_pool2d %x kernel_size [2, 2] strides [1, 2] "
+                               "dilations [2, 1] : tensor<2x2x7x7xf32>\n",
+                               {2, 2, 5, 3}));
+}
+
+TEST(GradientCheck, AvgPool2d) {
+  // The divisor with and without the padding, a ceil_mode window hanging past it.
+  expectGradientsMatch(opModel({{"x", {2, 2, 7, 7}}},
+                               "    %y = graph.avg_pool2d %x kernel_size [3, 3] strides [2, 2] "
+                               "padding [1, 1, 1, 1] ceil_mode count_include_pad : "
+                               "tensor<2x2x7x7xf32>\n",
+                               {2, 2, 4, 4}));
+  expectGradientsMatch(opModel({{"x", {2, 2, 6, 5}}},
+                               "    %y = graph.avg_pool2d %x kernel_size [2, 3] strides [2, 2] "
+                               "padding [1, 1, 1, 1] ceil_mode : tensor<2x2x6x5xf32>\n",
+                               {2, 2, 4, 3}));
+}
+
+TEST(GradientCheck, Clip) {
+  // Below, inside and above [-1, 2], at least 0.1 from either bound.
+  GradCheck check;
+  check.parameters = {
+      {"a", {-2.5, -1.6, -1.1, -0.9, -0.4, 0.0, 0.3, 0.8, 1.2, 1.7, 1.9, 2.1, 2.6, 3.3, 5.0}}};
+  expectGradientsMatch(
+      opModel({{"a", {3, 5}, "#graph.zeros"}},
+              "    %y = graph.clip %a {min = -1.0 : f64, max = 2.0 : f64} : tensor<3x5xf32>\n",
+              {3, 5}),
+      check);
+}
+
+TEST(GradientCheck, Pad) {
+  expectGradientsMatch(opModel({{"x", {2, 3}}},
+                               "    %y = graph.pad %x low [1, 0] high [0, 2] : tensor<2x3xf32>\n",
+                               {3, 5}));
+}
+
 TEST(GradientCheck, Attention) {
   checkAttention({2, 3, 4}, {2, 3, 4}, {2, 3, 6}, {2, 3, 6}, "");
   // More keys than queries, and an explicit scale.

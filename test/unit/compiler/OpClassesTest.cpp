@@ -41,7 +41,7 @@ TEST(OpClasses, EachOpDeclaresAtMostOneClassOfEachFamily) {
     int kernel = name.hasTrait<ElementwiseKernel>() + name.hasTrait<DataMovementKernel>() +
                  name.hasTrait<ReductionKernel>() + name.hasTrait<MatmulKernel>() +
                  name.hasTrait<AttentionKernel>() + name.hasTrait<AccumulateKernel>() +
-                 name.hasTrait<OptimizerKernel>();
+                 name.hasTrait<OptimizerKernel>() + name.hasTrait<WindowKernel>();
     EXPECT_LE(precision, 1);
     EXPECT_LE(kernel, 1);
     // An op the precision policy governs computes in some kernel.
@@ -53,14 +53,15 @@ TEST(OpClasses, EachOpDeclaresAtMostOneClassOfEachFamily) {
     governed += precision;
     kernels += kernel;
   }
-  EXPECT_EQ(governed, 52);
-  EXPECT_EQ(kernels, 56);
+  EXPECT_EQ(governed, 61);
+  EXPECT_EQ(kernels, 65);
 }
 
 TEST(OpClasses, DefaultPolicyIsTheOpsDeclarations) {
   EXPECT_EQ(kindsOf(PrecisionClass::Reduced),
             (std::set<std::string>{"matmul", "attention", "attention_grad", "qkv_attention",
-                                   "qkv_attention_grad", "embedding"}));
+                                   "qkv_attention_grad", "embedding", "conv2d",
+                                   "conv2d_grad_input", "conv2d_grad_weight"}));
   EXPECT_EQ(kindsOf(PrecisionClass::Fp32),
             (std::set<std::string>{"softmax", "softmax_grad", "layernorm", "layernorm_grad",
                                    "rmsnorm", "rmsnorm_grad", "cross_entropy", "cross_entropy_grad",
@@ -73,7 +74,9 @@ TEST(OpClasses, DefaultPolicyIsTheOpsDeclarations) {
                                    "silu_grad", "gelu_grad", "hardswish_grad", "transpose",
                                    "reshape",   "broadcast", "slice",        "split",
                                    "concat",    "pad",       "sigmoid",      "sigmoid_grad",
-                                   "hardsigmoid", "hardsigmoid_grad"}));
+                                   "hardsigmoid", "hardsigmoid_grad", "clip", "clip_grad",
+                                   "max_pool2d", "max_pool2d_grad", "avg_pool2d",
+                                   "avg_pool2d_grad"}));
   EXPECT_EQ(kindsOf(PrecisionClass::StoresFp32),
             (std::set<std::string>{"cross_entropy", "mse_loss", "embedding_grad"}));
 
@@ -84,7 +87,7 @@ TEST(OpClasses, DefaultPolicyIsTheOpsDeclarations) {
   EXPECT_EQ(policy.ruleFor("cast"), std::nullopt);
   EXPECT_TRUE(policy.storesFp32("embedding_grad"));
   EXPECT_FALSE(policy.storesFp32("layernorm"));
-  EXPECT_EQ(PrecisionPolicy::knownKinds().size(), 52u);
+  EXPECT_EQ(PrecisionPolicy::knownKinds().size(), 61u);
 }
 
 } // namespace

@@ -59,8 +59,13 @@ TEST(OpCodes, PinnedCodes) {
   EXPECT_EQ(code(OpCode::Sigmoid), 53);
   EXPECT_EQ(code(OpCode::HardsigmoidGrad), 56);
   EXPECT_EQ(code(OpCode::SoftplusGrad), 58);
-  EXPECT_EQ(kNumOpCodes, 59);
-  EXPECT_EQ(code(OpCode::SoftplusGrad), kNumOpCodes - 1);
+  EXPECT_EQ(code(OpCode::Clip), 59);
+  EXPECT_EQ(code(OpCode::ClipGrad), 60);
+  EXPECT_EQ(code(OpCode::Conv2d), 61);
+  EXPECT_EQ(code(OpCode::MaxPool2d), 64);
+  EXPECT_EQ(code(OpCode::AvgPool2dGrad), 67);
+  EXPECT_EQ(kNumOpCodes, 68);
+  EXPECT_EQ(code(OpCode::AvgPool2dGrad), kNumOpCodes - 1);
 }
 
 TEST(OpCodes, PinnedNames) {
@@ -78,7 +83,7 @@ TEST(OpCodes, NamesAreUniqueAndKnown) {
     SCOPED_TRACE(name);
     EXPECT_FALSE(name.empty());
     EXPECT_NE(name, "unknown");
-    EXPECT_EQ(name.find_first_not_of("abcdefghijklmnopqrstuvwxyz_"), std::string::npos);
+    EXPECT_EQ(name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_"), std::string::npos);
     EXPECT_TRUE(names.insert(name).second) << "two opcodes are called " << name;
   }
   EXPECT_STREQ(opCodeName(static_cast<OpCode>(kNumOpCodes)), "unknown");

@@ -161,6 +161,25 @@ plan::Plan everyOpcodePlan() {
   const uint32_t mm =
       b.op(OpCode::MatMul, {h, wUp}, f32, {2, 3, 4},
            {{"transpose_a", int64_t(0)}, {"transpose_b", int64_t(1)}}, "every.mlir:9:7");
+  // Images: mm as [N 2, C 3, H 2, W 2], a 1x1 convolution to 2 channels, clip, both pools.
+  const uint32_t image = b.op(OpCode::Reshape, {mm}, f32, {2, 3, 2, 2});
+  const uint32_t kernel = b.op(OpCode::Reshape, {b.op(OpCode::Slice, {wUp}, f32, {2, 3},
+                                                      {{"starts", V{0, 0}}})},
+                               f32, {2, 3, 1, 1});
+  const Attrs convAttrs = {{"strides", V{1, 1}}, {"pads", V{0, 0, 0, 0}},
+                           {"dilations", V{1, 1}}, {"groups", int64_t(1)}};
+  const uint32_t conv = b.op(OpCode::Conv2d, {image, kernel}, f32, {2, 2, 2, 2}, convAttrs,
+                             "every.mlir:10:3");
+  const uint32_t clipped =
+      b.op(OpCode::Clip, {conv}, f32, {2, 2, 2, 2}, {{"min", 0.0}, {"max", 6.0}});
+  const Attrs maxPoolAttrs = {{"kernel_shape", V{2, 2}}, {"strides", V{1, 1}},
+                              {"pads", V{0, 0, 0, 0}}, {"dilations", V{1, 1}},
+                              {"ceil_mode", int64_t(0)}};
+  const uint32_t maxPooled = b.op(OpCode::MaxPool2d, {clipped}, f32, {2, 2, 1, 1}, maxPoolAttrs);
+  const Attrs avgPoolAttrs = {{"kernel_shape", V{2, 2}}, {"strides", V{2, 2}},
+                              {"pads", V{1, 1, 1, 1}}, {"ceil_mode", int64_t(0)},
+                              {"count_include_pad", int64_t(1)}};
+  const uint32_t avgPooled = b.op(OpCode::AvgPool2d, {clipped}, f32, {2, 2, 2, 2}, avgPoolAttrs);
   b.op(OpCode::Transpose, {mm}, f32, {2, 4, 3}, {{"permutation", V{0, 2, 1}}});
   const uint32_t flat = b.op(OpCode::Reshape, {mm}, f32, {6, 4});
   const uint32_t part = b.op(OpCode::Slice, {flat}, f32, {4, 4}, {{"starts", V{1, 0}}});
@@ -224,6 +243,11 @@ plan::Plan everyOpcodePlan() {
       b.op(OpCode::Max, {drx}, f32, {2, 4}, {{"axes", V{1}}, {"keepdims", int64_t(0)}});
   g = b.op(OpCode::MaxGrad, {drx, maxOut}, f32, {2, 3, 4},
            {{"axes", V{1}}, {"keepdims", int64_t(0)}});
+  b.op(OpCode::ClipGrad, {conv, clipped}, f32, {2, 2, 2, 2}, {{"max", 6.0}});
+  b.op(OpCode::Conv2dGradInput, {conv, kernel}, f32, {2, 3, 2, 2}, convAttrs);
+  b.op(OpCode::Conv2dGradWeight, {image, conv}, f32, {2, 3, 1, 1}, convAttrs);
+  b.op(OpCode::MaxPool2dGrad, {clipped, maxPooled}, f32, {2, 2, 2, 2}, maxPoolAttrs);
+  b.op(OpCode::AvgPool2dGrad, {avgPooled}, f32, {2, 2, 2, 2}, avgPoolAttrs);
   const uint32_t padded = b.op(OpCode::Pad, {part}, f32, {6, 4}, {{"low", V{1, 0}}});
   const uint32_t dtable = b.op(OpCode::EmbeddingGrad, {ids, g}, f32, {5, 4});
   const uint32_t gradTable = b.state("table.grad", {5, 4});

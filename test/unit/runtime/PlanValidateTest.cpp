@@ -251,3 +251,102 @@ TEST(PlanValidate, LossOperandRules) {
 }
 
 } // namespace
+
+namespace {
+
+/// A plan whose loss is the sum of one conv2d / pooling / clip instruction's result.
+struct WindowPlan {
+  PlanBuilder b;
+  void finish(uint32_t y, const V &shape) {
+    V axes(shape.size());
+    for (size_t i = 0; i < axes.size(); ++i)
+      axes[i] = static_cast<int64_t>(i);
+    b.plan.loss = b.op(OpCode::Sum, {y}, DType::F32, {}, {{"axes", axes}, {"keepdims", int64_t(0)}});
+  }
+};
+
+Attrs convAttrs(V strides, V pads, int64_t groups = 1) {
+  return {{"strides", strides}, {"pads", pads}, {"dilations", V{1, 1}}, {"groups", groups}};
+}
+
+TEST(PlanValidate, ConvolutionRules) {
+  WindowPlan valid;
+  uint32_t x = valid.b.input("x", DType::F32, {2, 4, 9, 9});
+  uint32_t w = valid.b.parameter("w", DType::F32, {6, 2, 3, 3}, InitKind::Normal, 0, 0.02);
+  valid.finish(valid.b.op(OpCode::Conv2d, {x, w}, DType::F32, {2, 6, 5, 5},
+                          convAttrs({2, 2}, {1, 1, 1, 1}, 2)),
+               {2, 6, 5, 5});
+  EXPECT_NO_THROW(plan::validatePlan(valid.b.plan));
+
+  // The result shape the window implies, the groups, the window's own attributes.
+  WindowPlan shape;
+  x = shape.b.input("x", DType::F32, {2, 4, 9, 9});
+  w = shape.b.parameter("w", DType::F32, {6, 4, 3, 3}, InitKind::Normal, 0, 0.02);
+  shape.finish(shape.b.op(OpCode::Conv2d, {x, w}, DType::F32, {2, 6, 4, 4},
+                          convAttrs({2, 2}, {1, 1, 1, 1})),
+               {2, 6, 4, 4});
+  expectInvalid(shape.b.plan, {"the convolution of [2, 4, 9, 9] by [6, 4, 3, 3] gives "
+                               "[2, 6, 5, 5], not [2, 6, 4, 4]"});
+
+  WindowPlan groups;
+  x = groups.b.input("x", DType::F32, {2, 4, 9, 9});
+  w = groups.b.parameter("w", DType::F32, {6, 4, 3, 3}, InitKind::Normal, 0, 0.02);
+  groups.finish(groups.b.op(OpCode::Conv2d, {x, w}, DType::F32, {2, 6, 7, 7},
+                            convAttrs({1, 1}, {0, 0, 0, 0}, 3)),
+                {2, 6, 7, 7});
+  expectInvalid(groups.b.plan, {"groups (3) must divide the input channels (4)"});
+
+  WindowPlan pads;
+  x = pads.b.input("x", DType::F32, {2, 4, 9, 9});
+  w = pads.b.parameter("w", DType::F32, {6, 4, 3, 3}, InitKind::Normal, 0, 0.02);
+  pads.finish(pads.b.op(OpCode::Conv2d, {x, w}, DType::F32, {2, 6, 7, 7},
+                        convAttrs({1, 1}, {0, 0, 0})),
+              {2, 6, 7, 7});
+  expectInvalid(pads.b.plan, {"padding must have 4 entries, got [0, 0, 0]"});
+
+  // The data gradient's result is the input it checks.
+  WindowPlan gradient;
+  uint32_t dy = gradient.b.input("dy", DType::F32, {2, 6, 5, 5});
+  w = gradient.b.parameter("w", DType::F32, {6, 4, 3, 3}, InitKind::Normal, 0, 0.02);
+  gradient.finish(gradient.b.op(OpCode::Conv2dGradInput, {dy, w}, DType::F32, {2, 4, 8, 8},
+                                convAttrs({1, 1}, {0, 0, 0, 0})),
+                  {2, 4, 8, 8});
+  expectInvalid(gradient.b.plan, {"the convolution of [2, 4, 8, 8] by [6, 4, 3, 3] gives "
+                                  "[2, 6, 6, 6], not [2, 6, 5, 5]"});
+}
+
+TEST(PlanValidate, PoolingAndClipRules) {
+  WindowPlan pool;
+  uint32_t x = pool.b.input("x", DType::F32, {2, 4, 9, 9});
+  pool.finish(pool.b.op(OpCode::MaxPool2d, {x}, DType::F32, {2, 4, 4, 4},
+                        {{"kernel_shape", V{3, 3}}, {"strides", V{2, 2}}, {"pads", V{1, 1, 1, 1}},
+                         {"dilations", V{1, 1}}, {"ceil_mode", int64_t(0)}}),
+              {2, 4, 4, 4});
+  expectInvalid(pool.b.plan, {"pooling [2, 4, 9, 9] gives [2, 4, 5, 5], not [2, 4, 4, 4]"});
+
+  WindowPlan padding;
+  x = padding.b.input("x", DType::F32, {2, 4, 9, 9});
+  padding.finish(padding.b.op(OpCode::AvgPool2d, {x}, DType::F32, {2, 4, 5, 5},
+                              {{"kernel_shape", V{3, 3}}, {"strides", V{2, 2}},
+                               {"pads", V{2, 2, 2, 2}}, {"ceil_mode", int64_t(0)},
+                               {"count_include_pad", int64_t(0)}}),
+                 {2, 4, 5, 5});
+  expectInvalid(padding.b.plan, {"must be at most half the window"});
+
+  // avg_pool2d takes no dilations.
+  WindowPlan dilated;
+  x = dilated.b.input("x", DType::F32, {2, 4, 9, 9});
+  dilated.finish(dilated.b.op(OpCode::AvgPool2d, {x}, DType::F32, {2, 4, 4, 4},
+                              {{"kernel_shape", V{3, 3}}, {"strides", V{2, 2}},
+                               {"pads", V{0, 0, 0, 0}}, {"ceil_mode", int64_t(0)},
+                               {"count_include_pad", int64_t(0)}, {"dilations", V{1, 1}}}),
+                 {2, 4, 4, 4});
+  expectInvalid(dilated.b.plan, {"avg_pool2d has no attribute 'dilations'"});
+
+  WindowPlan clip;
+  x = clip.b.input("x", DType::F32, {4});
+  clip.finish(clip.b.op(OpCode::Clip, {x}, DType::F32, {4}, {{"min", 6.0}, {"max", 0.0}}), {4});
+  expectInvalid(clip.b.plan, {"attribute 'min' (6) must not exceed 'max' (0)"});
+}
+
+} // namespace

@@ -1,0 +1,86 @@
+//===- PlanValidateConv.cpp - Checks of convolution and pooling -----------===//
+//
+// The InstructionChecker rules of clip, conv2d, max_pool2d, avg_pool2d and their gradients:
+// the window attributes (makeWindow2d) and the shapes they imply (conv2dShape, pool2dShape),
+// the same rules the graph dialect's verifiers apply.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/plan/InstructionChecker.h"
+#include "runtime/plan/ShapeRules.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace ampc::plan::detail {
+
+Window2d InstructionChecker::window(const std::vector<int64_t> &convKernel) const {
+  std::string error;
+  return checked(window2dOf(instruction, convKernel, error), error);
+}
+
+void InstructionChecker::checkClip() {
+  // clip: (x) -> y; clip_grad: (x, dy) -> dx.
+  for (size_t i = 0; i < instruction.operands.size(); ++i)
+    floatOperand(i);
+  if (instruction.op == OpCode::ClipGrad)
+    operandShapeOf(1, 0);
+  floatResult();
+  resultShape(operand(0).shape);
+  if (has(instruction, attr::lower) && has(instruction, attr::upper) &&
+      attribute(attr::lower) > attribute(attr::upper)) {
+    char text[96];
+    std::snprintf(text, sizeof(text), "attribute 'min' (%g) must not exceed 'max' (%g)",
+                  attribute(attr::lower), attribute(attr::upper));
+    fail(text);
+  }
+}
+
+void InstructionChecker::checkConv2d() {
+  // conv2d: (x, w) -> y; conv2d_grad_input: (dy, w) -> dx; conv2d_grad_weight: (x, dy) -> dw.
+  floatOperand(0);
+  floatOperand(1);
+  floatResult();
+  const Shape *input = &operand(0).shape, *weight = &operand(1).shape;
+  const Shape *output = &result().shape;
+  if (instruction.op == OpCode::Conv2dGradInput) {
+    input = &result().shape;
+    output = &operand(0).shape;
+  } else if (instruction.op == OpCode::Conv2dGradWeight) {
+    weight = &result().shape;
+    output = &operand(1).shape;
+  }
+  std::vector<int64_t> kernel = {1, 1};
+  if (weight->size() == 4)
+    kernel = {(*weight)[2], (*weight)[3]};
+  std::string error;
+  Shape expected = checked(
+      conv2dShape(*input, *weight, window(kernel), attribute(attr::groups), error), error);
+  if (*output != expected)
+    fail("the convolution of " + shapeToString(*input) + " by " + shapeToString(*weight) +
+         " gives " + shapeToString(expected) + ", not " + shapeToString(*output));
+}
+
+void InstructionChecker::checkPool2d() {
+  // max_pool2d / avg_pool2d: (x) -> y; max_pool2d_grad: (x, dy) -> dx; avg_pool2d_grad: (dy) -> dx.
+  for (size_t i = 0; i < instruction.operands.size(); ++i)
+    floatOperand(i);
+  floatResult();
+  const bool fromResult = instruction.op == OpCode::AvgPool2dGrad;
+  const Shape &input = fromResult ? result().shape : operand(0).shape;
+  const Shape *output = &result().shape;
+  if (instruction.op == OpCode::MaxPool2dGrad) {
+    resultShape(operand(0).shape);
+    output = &operand(1).shape;
+  } else if (fromResult) {
+    output = &operand(0).shape;
+  }
+  std::string error;
+  Shape expected = checked(pool2dShape(input, window({}), error), error);
+  if (*output != expected)
+    fail("pooling " + shapeToString(input) + " gives " + shapeToString(expected) + ", not " +
+         shapeToString(*output));
+}
+
+} // namespace ampc::plan::detail
