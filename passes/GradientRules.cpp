@@ -309,6 +309,16 @@ GradientBuilder::operandGradients(Operation *op, llvm::ArrayRef<Value> resultGra
                 attention.getCausalAttr(), attention.getScaleAttr());
             return success();
           })
+          .Case([&](BatchNormOp norm) {
+            // Training mode: the batch statistics, recomputed from x; the running statistics
+            // are untrained model state and get no gradient.
+            auto grad = b.create<BatchNormGradOp>(loc, norm.getInput(), norm.getGamma(), g,
+                                                  norm.getEpsilonAttr());
+            grads[0] = grad.getInputGrad();
+            grads[1] = grad.getGammaGrad();
+            grads[2] = grad.getBetaGrad();
+            return success();
+          })
           .Case([&](ClipOp clip) {
             grads[0] = b.create<ClipGradOp>(loc, clip.getInput(), g, clip.getMinAttr(),
                                             clip.getMaxAttr());

@@ -130,8 +130,8 @@ Value GraphAssignPrecisionPass::convert(Value value, Type element) {
 /// policy stores that result in the reduced type.
 ///   - cross_entropy and cross_entropy_grad read the logits (operand 0): a widened copy of the
 ///     logits and an f32 gradient would add the two largest tensors of a language model.
-///   - layernorm and rmsnorm read x (operand 0), and their gradients x and dy (operands 0 and
-///     2, which the gradient ops require to share one type): x is the residual stream, which
+///   - layernorm, rmsnorm and batch_norm read x (operand 0), and their gradients x and dy
+///     (operands 0 and 2, which the gradient ops require to share one type): x is the residual stream, which
 ///     the forward norm and its gradient would otherwise keep as an f32 copy of every layer's
 ///     input from the forward pass to the backward.
 /// None under keep_fp32, for the `fp32` rule only, and none where an operand is not already
@@ -141,9 +141,9 @@ GraphAssignPrecisionPass::operandsReadReduced(Operation *op, PrecisionRule rule)
   llvm::SmallVector<unsigned, 2> operands;
   if (rule != PrecisionRule::Fp32 || op->hasAttr(GraphDialect::kKeepFp32AttrName))
     return operands;
-  if (llvm::isa<CrossEntropyOp, CrossEntropyGradOp, LayerNormOp, RmsNormOp>(op))
+  if (llvm::isa<CrossEntropyOp, CrossEntropyGradOp, LayerNormOp, RmsNormOp, BatchNormOp>(op))
     operands = {0};
-  else if (llvm::isa<LayerNormGradOp, RmsNormGradOp>(op))
+  else if (llvm::isa<LayerNormGradOp, RmsNormGradOp, BatchNormGradOp>(op))
     operands = {0, 2};
   else
     return operands;

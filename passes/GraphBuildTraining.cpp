@@ -274,6 +274,8 @@ void GraphBuildTrainingPass::runOnOperation() {
   else
     roles.push_back("momentum");
   for (ParamOp param : params) {
+    if (param.getUntrained())
+      continue; // model state: graph.update_running_stats writes it
     Value grad = paramGrads.lookup(param.getSymNameAttr());
     if (!grad) {
       param.emitWarning("parameter @")

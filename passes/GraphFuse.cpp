@@ -77,7 +77,7 @@ FusionOpClass classify(Operation *op, FusionRole &role) {
     return FusionOpClass::Accumulate;
   if (op->hasTrait<OptimizerKernel>())
     return FusionOpClass::Optimizer;
-  // Convolution and pooling (WindowKernel) have kernels of their own that nothing fuses into;
+  // Convolution, pooling and batch norm (ImageKernel) have kernels of their own that nothing fuses into;
   // get_param, get_input, constant, loss, grad_seed, get_loss_scale, global_norm, lr_schedule,
   // update_loss_scale, return: no kernel of their own.
   return FusionOpClass::Other;

@@ -59,6 +59,12 @@ try:
         config.available_features.add("torch")
 except (OSError, subprocess.TimeoutExpired):
     pass
+try:
+    if subprocess.run([torch_python, "-c", "import torchvision"], stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL, timeout=120).returncode == 0:
+        config.available_features.add("torchvision")
+except (OSError, subprocess.TimeoutExpired):
+    pass
 config.substitutions.append(("%torch_python", torch_python))
 # The ONNX tests export models with torch.onnx and write ONNX files with the onnx package's helper
 # API (Debian's python3-onnx).

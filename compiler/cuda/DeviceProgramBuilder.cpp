@@ -117,11 +117,11 @@ void Builder::buildFunction(func::FuncOp fn, const std::vector<plan::Instruction
     }
     // Ops the device program has no kernel for yet: the plan trains on the CPU.
     for (Operation *op : group.ops)
-      if (op->hasTrait<WindowKernel>())
+      if (op->hasTrait<ImageKernel>())
         throw DeviceProgramUnsupported(op->getName().getStringRef().str() + " at " +
                                        formatLocation(op->getLoc(), true) +
-                                       " has no GPU kernel yet (convolutions and pooling run on "
-                                       "the CPU backend)");
+                                       " has no GPU kernel yet (convolution, pooling and batch "
+                                       "norm run on the CPU backend)");
     GroupScratch scratch;
     groupIndex = static_cast<int64_t>(out.groups.size());
     buildGroup(group, deviceGroup, scratch);

@@ -357,6 +357,19 @@ LogicalResult Emitter::emitOp(Operation *op) {
             op, OpCode::Dropout, op->getOperands(), dropout.getResult(),
             {plan::attr::p(dropout.getP().convertToDouble()), plan::attr::stream(stream)});
       })
+      .Case([&](BatchNormOp norm) {
+        return addInstruction(op, OpCode::BatchNorm, op->getOperands(), norm.getResult(),
+                              {plan::attr::epsilon(norm.getEpsilon().convertToDouble())});
+      })
+      // The running statistics are updated in place: (mean, var[, count], x).
+      .Case([&](UpdateRunningStatsOp update) {
+        llvm::SmallVector<FlatSymbolRefAttr, 3> updated = {update.getMeanAttr(),
+                                                           update.getVarAttr()};
+        if (update.getCountAttr())
+          updated.push_back(update.getCountAttr());
+        return addInPlace(op, OpCode::UpdateRunningStats, updated, update.getInput(),
+                          {plan::attr::momentum(update.getMomentum().convertToDouble())});
+      })
       .Case([&](ClipOp clip) { return emitClip(op, OpCode::Clip, clip.getMin(), clip.getMax()); })
       .Case([&](Conv2dOp conv) { return emitConv2d(op, OpCode::Conv2d, conv); })
       .Case([&](MaxPool2dOp pool) { return emitPool2d(op, OpCode::MaxPool2d, pool); })
@@ -400,6 +413,10 @@ LogicalResult Emitter::emitTrainingOp(Operation *op) {
 #define AMPC_UNARY_GRAD_OP(Name, ...) .Case([&](Name##Op) { return plain(OpCode::Name); })
 #include "runtime/plan/OpCodes.def"
       .Case([&](SoftmaxGradOp) { return plain(OpCode::SoftmaxGrad); })
+      .Case([&](BatchNormGradOp norm) {
+        return addInstruction(op, OpCode::BatchNormGrad, op->getOperands(), op->getResults(),
+                              {plan::attr::epsilon(real(norm.getEpsilon()))});
+      })
       .Case([&](ClipGradOp clip) {
         return emitClip(op, OpCode::ClipGrad, clip.getMin(), clip.getMax());
       })
@@ -739,7 +756,8 @@ FailureOr<plan::Plan> Emitter::run() {
         parameter.init = plan::InitKind::Given;
         parameter.values = values->second;
       }
-      parameter.weightDecay = param.decays();
+      parameter.weightDecay = param.decays() && !param.getUntrained();
+      parameter.trained = !param.getUntrained();
       result.parameters.push_back(parameter);
       symbolBuffer[param.getSymName()] = *buffer;
     } else if (auto input = llvm::dyn_cast<InputOp>(op)) {

@@ -87,6 +87,13 @@ Value GraphBuilder::tensor(ImportedValue &value, Type element) {
     value.pending = Pending::None;
     break;
   }
+  case Pending::RunningStatistic:
+    throw ImportError("a BatchNormalization's updated running mean or variance is read as a "
+                      "value; ampc updates the running statistics in place, and reads them only "
+                      "as the batch norm's own state");
+  case Pending::DropoutMask:
+    throw ImportError("a Dropout's mask output is read; ampc's dropout draws its mask inside "
+                      "the op (from the seed, the step and its stream) and does not expose it");
   case Pending::Sigmoid:
     // Not the gate of x * sigmoid(x) (graph.silu): a sigmoid of its own.
     value.value = create<graph::SigmoidOp>(value.pendingInput);

@@ -34,7 +34,12 @@ enum class Pending {
   OnePlusErf, ///< 1 + Erf(x / sqrt 2)
   TwiceGelu,  ///< x * (1 + Erf(x / sqrt 2))
   Sigmoid,    ///< Sigmoid(x)
-  LogSoftmax  ///< LogSoftmax(x) over the last axis
+  LogSoftmax, ///< LogSoftmax(x) over the last axis
+  /// A training BatchNormalization's updated running mean or variance: ampc updates them in
+  /// place (graph.update_running_stats), so no op may read them as values.
+  RunningStatistic,
+  /// A Dropout's mask output: the graph's dropout draws its mask inside the op.
+  DropoutMask
 };
 
 /// One ONNX value during import.

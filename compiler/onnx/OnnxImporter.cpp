@@ -42,6 +42,8 @@ std::vector<int> differentiableInputs(const onnx::NodeProto &node) {
       "Reshape", "Expand", "Tile", "Squeeze", "Unsqueeze", "Slice", "Gather", "Split", "Dropout",
       "ReduceMean", "ReduceSum", "ReduceMax", "Pad", "Pow", "Identity", "Flatten", "Transpose",
       "Softmax", "LogSoftmax", "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "Clip"};
+  // Only the data and the affine parameters: the running statistics are model state.
+  static const std::set<std::string> firstThree = {"BatchNormalization"};
   // No input is differentiable: shapes, comparisons, index computations.
   static const std::set<std::string> none = {
       "Shape", "Size", "Range", "ConstantOfShape", "Equal", "Less", "LessOrEqual", "Greater",
@@ -57,10 +59,30 @@ std::vector<int> differentiableInputs(const onnx::NodeProto &node) {
     return {1, 2};
   if (firstOnly.count(op))
     return {0};
+  if (firstThree.count(op))
+    return {0, 1, 2};
   std::vector<int> all(node.input_size());
   for (int i = 0; i < node.input_size(); ++i)
     all[i] = i;
   return all;
+}
+
+/// Whether a BatchNormalization node normalises with its batch's statistics: training_mode 1
+/// (opset 14 on), or the running-statistic outputs of the older opsets.
+bool batchNormTrains(const onnx::NodeProto &node, int64_t opset) {
+  if (opset >= 14)
+    return intAttribute(node, "training_mode", 0) != 0;
+  return node.output_size() > 1;
+}
+
+/// The initializers that training-mode batch norms read as running mean and variance.
+std::set<std::string> runningStatistics(const OnnxFile &file) {
+  std::set<std::string> names;
+  for (const onnx::NodeProto &node : file.model.graph().node())
+    if (node.op_type() == "BatchNormalization" && batchNormTrains(node, file.opset))
+      for (int i = 3; i < std::min(node.input_size(), 5); ++i)
+        names.insert(node.input(i));
+  return names;
 }
 
 /// The names of the values the graph outputs depend on differentiably.
@@ -128,6 +150,9 @@ private:
   void declareInitializers(graph::ModelOp model);
   void convertNodes();
   void markLoss();
+  /// Declares untrained model state \p name (a running statistic) with \p values.
+  void declareRunningStatistic(const std::string &name, const std::vector<int64_t> &shape,
+                               std::vector<float> values);
   /// For an error at node \p failed: a hint when the node is computed from parameters alone.
   std::string bufferHint(int failed) const;
 
@@ -177,6 +202,7 @@ ImportedOnnxModel Importer::run() {
 void Importer::declareInitializers(graph::ModelOp model) {
   const onnx::GraphProto &graph = file.model.graph();
   const std::set<std::string> needed = differentiableValues(file);
+  const std::set<std::string> running = runningStatistics(file);
   std::set<std::string> seen;
   for (const onnx::TensorProto &tensor : graph.initializer()) {
     const std::string what = "initializer '" + tensor.name() + "'";
@@ -186,12 +212,43 @@ void Importer::declareInitializers(graph::ModelOp model) {
     bool finite = true;
     for (double value : host.values)
       finite &= std::isfinite(value);
+    // A training-mode batch norm's running statistics: untrained model state (PyTorch's
+    // buffers), and beside a `NAME.running_mean` the `NAME.num_batches_tracked` PyTorch keeps.
+    if (running.count(tensor.name())) {
+      if (!host.isFloat() || host.shape.size() != 1)
+        throw ImportError(what + " is a batch norm's running statistic, so it must be a float "
+                                 "vector");
+      declareRunningStatistic(tensor.name(), host.shape,
+                              std::vector<float>(host.values.begin(), host.values.end()));
+      const std::string suffix = ".running_mean";
+      const std::string &name = tensor.name();
+      if (name.size() > suffix.size() &&
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        const std::string count = name.substr(0, name.size() - suffix.size()) +
+                                  ".num_batches_tracked";
+        if (!std::any_of(graph.initializer().begin(), graph.initializer().end(),
+                         [&](const onnx::TensorProto &t) { return t.name() == count; }))
+          declareRunningStatistic(count, {}, {0.0f});
+      }
+      continue;
+    }
     const bool trainable = host.isFloat() && !host.shape.empty() && finite &&
                            needed.count(tensor.name()) && !options.constants.count(tensor.name());
     if (!trainable) {
       values[tensor.name()].constant = std::move(host);
       continue;
     }
+    // torch.onnx names a weight after the module unless it made the weight itself: folding a
+    // batch norm into a convolution, or a transpose into a new tensor, while exporting for
+    // evaluation (where it also merges initializers of equal value, tying parameters the module
+    // keeps apart). Training that would train another model.
+    if (tensor.name().rfind("onnx::", 0) == 0)
+      throw ImportError(what + " would be a trained parameter, but torch.onnx made it (an "
+                               "evaluation-mode export folds batch norms and transposes into new, "
+                               "unnamed weights and merges equal ones, so the module's parameters "
+                               "are lost); export the module in train() with torch.onnx.export(..., "
+                               "training=torch.onnx.TrainingMode.TRAINING, "
+                               "do_constant_folding=False)");
     GraphBuilder types(builder, fileLoc);
     auto type = RankedTensorType::get(host.shape, types.elementType(host.dtype));
     builder.create<graph::ParamOp>(fileLoc, tensor.name(), type,
@@ -204,6 +261,15 @@ void Importer::declareInitializers(graph::ModelOp model) {
     if (!seen.count(name))
       throw ImportError("--constant-initializer names '" + name +
                         "', which is not an initializer of the model");
+}
+
+void Importer::declareRunningStatistic(const std::string &name, const std::vector<int64_t> &shape,
+                                       std::vector<float> values) {
+  auto type = RankedTensorType::get(shape, builder.getF32Type());
+  builder.create<graph::ParamOp>(fileLoc, name, type, graph::GivenInitAttr::get(&context), nullptr,
+                                 /*untrained=*/true);
+  given[name] = std::move(values);
+  params.emplace_back(name, type);
 }
 
 void Importer::declareInputs(graph::ModelOp model) {

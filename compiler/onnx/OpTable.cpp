@@ -14,6 +14,8 @@
 #include "compiler/onnx/GraphBuilder.h"
 #include "compiler/onnx/ShapeFolding.h"
 
+#include "mlir/IR/SymbolTable.h"
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -286,12 +288,16 @@ void convertDropout(const NodeContext &c) {
     ratio = c.constantInput(1, "ratio").values.at(0);
   // Dropout is the identity unless the model was exported for training (training_mode true).
   bool training = c.has(2) && c.constantInput(2, "training mode").values.at(0) != 0;
-  if (c.node.output_size() > 1 && !c.node.output(1).empty())
-    throw ImportError("Dropout's mask output is not supported");
   Value x = c.tensor(0);
   if (!training || ratio == 0)
-    return c.result(x);
-  c.result(c.graph.create<graph::DropoutOp>(x, c.graph.builder.getF64FloatAttr(ratio), nullptr));
+    c.result(x);
+  else
+    c.result(c.graph.create<graph::DropoutOp>(x, c.graph.builder.getF64FloatAttr(ratio), nullptr));
+  // torch.onnx names the mask output even when nothing reads it; reading it is an error.
+  if (c.node.output_size() > 1 && !c.node.output(1).empty()) {
+    c.outputs.resize(2);
+    c.outputs[1].pending = Pending::DropoutMask;
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -450,6 +456,50 @@ void convertAveragePool(const NodeContext &c) {
       b.getDenseI64ArrayAttr(window.pads),
       intAttribute(c.node, "ceil_mode", 0) ? b.getUnitAttr() : nullptr,
       intAttribute(c.node, "count_include_pad", 0) ? b.getUnitAttr() : nullptr));
+}
+
+/// BatchNormalization as PyTorch exports a module in train(): graph.batch_norm with the batch's
+/// statistics, then graph.update_running_stats of the running mean and variance (untrained
+/// parameters the importer declared, OnnxImporter.cpp) with PyTorch's momentum, 1 - ONNX's.
+void convertBatchNormalization(const NodeContext &c) {
+  const bool training = c.opset >= 14 ? intAttribute(c.node, "training_mode", 0) != 0
+                                      : c.node.output_size() > 1;
+  if (!training)
+    throw ImportError("BatchNormalization in inference mode: the model was exported for "
+                      "evaluation, so its batch norms would train with frozen statistics (and "
+                      "torch.onnx folds them into the convolutions). Export the module in "
+                      "train() with torch.onnx.export(..., training=torch.onnx.TrainingMode."
+                      "TRAINING, do_constant_folding=False)");
+  Type element = c.floatElement();
+  ImportedValue &mean = c.input(3), &var = c.input(4);
+  if (mean.param.empty() || var.param.empty())
+    throw ImportError("its running mean and variance must be initializers (the module's "
+                      "buffers)");
+  Value x = c.tensor(0, element);
+  Value y = c.graph.create<graph::BatchNormOp>(
+      x, c.tensor(1), c.tensor(2), c.tensor(3), c.tensor(4),
+      c.graph.builder.getF64FloatAttr(floatAttribute(c.node, "epsilon", 1e-5)));
+  OpBuilder &b = c.graph.builder;
+  // The count PyTorch keeps beside NAME.running_mean, when the importer declared it.
+  FlatSymbolRefAttr count;
+  const std::string suffix = ".running_mean";
+  if (mean.param.size() > suffix.size() &&
+      mean.param.compare(mean.param.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    const std::string name =
+        mean.param.substr(0, mean.param.size() - suffix.size()) + ".num_batches_tracked";
+    Operation *model = b.getInsertionBlock()->getParentOp()->getParentOp();
+    if (mlir::SymbolTable::lookupSymbolIn(model, name))
+      count = FlatSymbolRefAttr::get(b.getContext(), name);
+  }
+  b.create<graph::UpdateRunningStatsOp>(
+      c.graph.loc, x, b.getF64FloatAttr(1.0 - floatAttribute(c.node, "momentum", 0.9)),
+      FlatSymbolRefAttr::get(b.getContext(), mean.param),
+      FlatSymbolRefAttr::get(b.getContext(), var.param), count);
+  c.result(y);
+  for (size_t i = 1; i < std::min<size_t>(3, c.node.output_size()); ++i) {
+    c.outputs.resize(i + 1);
+    c.outputs[i].pending = Pending::RunningStatistic;
+  }
 }
 
 /// Pad with zeros (constant mode, value 0): graph.pad; no padding at all is the identity.
@@ -884,6 +934,7 @@ const std::map<std::string, Converter> &converters() {
       {"GlobalAveragePool", convertGlobalAveragePool},
       {"Clip", convertClip},
       {"Pad", convertPad},
+      {"BatchNormalization", convertBatchNormalization},
       {"MatMul", convertMatMul},
       {"Gemm", convertGemm},
       {"Reshape", convertReshape},

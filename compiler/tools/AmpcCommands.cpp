@@ -306,8 +306,11 @@ int evaluateGradients(Options options) {
   executor.randomizeInputs(options.seed);
   for (const auto &[name, data] : given)
     executor.setInput(name, data.data(), data.size());
+  // The micro step in training mode, as a training run takes it: batch norms normalise with the
+  // batch's statistics (their gradients assume it), and a dropout draws its mask from the seed.
   cpu::RunOptions run;
   run.seed = options.seed;
+  run.training = true;
   run.keepTemporaries = false;
   const double loss = executor.run(run);
   safetensors::File file;

@@ -83,8 +83,9 @@ def Graph_MatmulKernel : Graph_OpClass<"MatmulKernel">;
 def Graph_AttentionKernel : Graph_OpClass<"AttentionKernel">;
 def Graph_AccumulateKernel : Graph_OpClass<"AccumulateKernel">;
 def Graph_OptimizerKernel : Graph_OpClass<"OptimizerKernel">;
-// Convolution and pooling: a window slides over NCHW images; a kernel of its own, never fused.
-def Graph_WindowKernel : Graph_OpClass<"WindowKernel">;
+// Convolution, pooling and batch normalisation over [N, C, ...] images: kernels of their own,
+// never fused.
+def Graph_ImageKernel : Graph_OpClass<"ImageKernel">;
 
 //===----------------------------------------------------------------------------------------===//
 // Type constraints

@@ -206,3 +206,81 @@ LogicalResult AvgPool2dGradOp::verify() {
 LogicalResult ClipOp::verify() { return checkBounds(*this, getMin(), getMax()); }
 
 LogicalResult ClipGradOp::verify() { return checkBounds(*this, getMin(), getMax()); }
+
+//===----------------------------------------------------------------------===//
+// Batch normalisation
+//===----------------------------------------------------------------------===//
+
+/// x [N, C, ...] and each of \p channels [C], one element type among the channel operands.
+static LogicalResult checkBatchNorm(std::optional<Location> loc, llvm::StringRef op, Value input,
+                                    ValueRange channels, llvm::ArrayRef<const char *> names) {
+  llvm::SmallVector<plan::Shape> shapes;
+  if (failed(operandShapes(loc, op, input, shapes)) ||
+      failed(operandShapes(loc, op, channels, shapes)) ||
+      failed(sameElementType(loc, op, channels)))
+    return failure();
+  if (shapes[0].size() < 2)
+    return emitOptionalError(loc, "'", op, "' input must be [N, C, ...], got ",
+                             plan::shapeToString(shapes[0]));
+  const plan::Shape expected = {shapes[0][1]};
+  for (size_t i = 1; i < shapes.size(); ++i)
+    if (shapes[i] != expected)
+      return emitOptionalError(loc, "'", op, "' ", names[i - 1], " must be ",
+                               plan::shapeToString(expected), " (the input's channels), got ",
+                               plan::shapeToString(shapes[i]));
+  return success();
+}
+
+LogicalResult BatchNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, llvm::SmallVectorImpl<Type> &results) {
+  if (failed(checkBatchNorm(loc, "graph.batch_norm", adaptor.getInput(),
+                            {adaptor.getGamma(), adaptor.getBeta(), adaptor.getRunningMean(),
+                             adaptor.getRunningVar()},
+                            {"gamma", "beta", "running_mean", "running_var"})))
+    return failure();
+  results.push_back(adaptor.getInput().getType());
+  return success();
+}
+
+LogicalResult BatchNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                llvm::SmallVectorImpl<Type> &results) {
+  if (failed(checkBatchNorm(loc, "graph.batch_norm_grad", adaptor.getInput(), adaptor.getGamma(),
+                            {"gamma"})))
+    return failure();
+  results.push_back(adaptor.getInput().getType());
+  results.push_back(adaptor.getGamma().getType());
+  results.push_back(adaptor.getGamma().getType());
+  return success();
+}
+
+LogicalResult UpdateRunningStatsOp::verify() {
+  auto shape = staticShape(getInput().getType());
+  if (!shape || shape->size() < 2)
+    return emitOpError("input must be [N, C, ...], got ") << getInput().getType();
+  const double momentum = getMomentum().convertToDouble();
+  if (!(momentum >= 0 && momentum <= 1))
+    return emitOpError("momentum must be in [0, 1], got ") << momentum;
+  auto model = (*this)->getParentOfType<ModelOp>();
+  auto check = [&](FlatSymbolRefAttr name, const char *what,
+                   llvm::ArrayRef<int64_t> expected) -> LogicalResult {
+    auto param = model ? mlir::SymbolTable::lookupSymbolIn(model, name.getAttr()) : nullptr;
+    auto untrained = llvm::dyn_cast_or_null<ParamOp>(param);
+    if (!untrained || !untrained.getUntrained())
+      return emitOpError() << what << " @" << name.getValue()
+                           << " must name an untrained graph.param (model state)";
+    if (!untrained.getTensorType().getElementType().isF32() ||
+        untrained.getTensorType().getShape() != expected)
+      return emitOpError() << what << " @" << name.getValue() << " must be "
+                           << RankedTensorType::get(expected, Float32Type::get(getContext()))
+                           << ", is " << untrained.getType();
+    return success();
+  };
+  const int64_t channels = (*shape)[1];
+  if (failed(check(getMeanAttr(), "mean", {channels})) ||
+      failed(check(getVarAttr(), "var", {channels})))
+    return failure();
+  if (getCountAttr() && failed(check(getCountAttr(), "count", {})))
+    return failure();
+  return success();
+}

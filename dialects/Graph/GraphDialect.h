@@ -39,7 +39,7 @@ AMPC_GRAPH_OP_CLASS(MatmulKernel)
 AMPC_GRAPH_OP_CLASS(AttentionKernel)
 AMPC_GRAPH_OP_CLASS(AccumulateKernel)
 AMPC_GRAPH_OP_CLASS(OptimizerKernel)
-AMPC_GRAPH_OP_CLASS(WindowKernel)
+AMPC_GRAPH_OP_CLASS(ImageKernel)
 #undef AMPC_GRAPH_OP_CLASS
 } // namespace ampc::graph
 #include "dialects/Graph/GraphEnums.h.inc"

@@ -128,6 +128,9 @@ LogicalResult ParamOp::verify() {
     if (extent <= 0)
       return emitOpError("parameter @")
              << getSymName() << " has an empty dimension in " << getType();
+  if (getUntrained() && getWeightDecay().value_or(false))
+    return emitOpError("parameter @")
+           << getSymName() << " is untrained, so the optimizer cannot decay it";
   return success();
 }
 

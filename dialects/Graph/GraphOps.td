@@ -82,10 +82,17 @@ def Graph_ParamOp : Graph_Op<"param", [Symbol, HasParent<"ModelOp">]> {
     `weight_decay` overrides the optimizer's default (decay for rank >= 2 parameters, none for
     biases and norm gains). One parameter may be read any number of times (a tied embedding and
     output head read the same parameter).
+    An `untrained` parameter is model state the optimizer never touches (PyTorch's buffers: a
+    batch norm's running statistics and its `num_batches_tracked`): initialised, checkpointed,
+    exported and loaded as the others, written only by graph.update_running_stats.
+    ```mlir
+    graph.param @bn1.running_var : tensor<64xf32> init #graph.ones untrained
+    ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<Graph_FloatTensor>:$type,
-                       Graph_InitializerAttr:$init, OptionalAttr<BoolAttr>:$weight_decay);
-  let assemblyFormat = "$sym_name `:` $type `init` $init attr-dict";
+                       Graph_InitializerAttr:$init, OptionalAttr<BoolAttr>:$weight_decay,
+                       UnitAttr:$untrained);
+  let assemblyFormat = "$sym_name `:` $type `init` $init (`untrained` $untrained^)? attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {
@@ -608,7 +615,7 @@ def Graph_QkvAttentionOp : Graph_Op<"qkv_attention", [Graph_ReducedPrecision,
 // Convolution, pooling and clipping (images are NCHW)
 //===----------------------------------------------------------------------------------------===//
 
-def Graph_Conv2dOp : Graph_Op<"conv2d", [Graph_ReducedPrecision, Graph_WindowKernel, Pure,
+def Graph_Conv2dOp : Graph_Op<"conv2d", [Graph_ReducedPrecision, Graph_ImageKernel, Pure,
     InferTypeOpAdaptor]> {
   let summary = "2-D convolution (a cross-correlation, as PyTorch's conv2d) over NCHW images";
   let description = [{
@@ -636,7 +643,7 @@ def Graph_Conv2dOp : Graph_Op<"conv2d", [Graph_ReducedPrecision, Graph_WindowKer
   }];
 }
 
-def Graph_MaxPool2dOp : Graph_Op<"max_pool2d", [Graph_FollowPrecision, Graph_WindowKernel, Pure,
+def Graph_MaxPool2dOp : Graph_Op<"max_pool2d", [Graph_FollowPrecision, Graph_ImageKernel, Pure,
     InferTypeOpAdaptor]> {
   let summary = "2-D max pooling over NCHW images";
   let description = [{
@@ -662,7 +669,7 @@ def Graph_MaxPool2dOp : Graph_Op<"max_pool2d", [Graph_FollowPrecision, Graph_Win
   }];
 }
 
-def Graph_AvgPool2dOp : Graph_Op<"avg_pool2d", [Graph_FollowPrecision, Graph_WindowKernel, Pure,
+def Graph_AvgPool2dOp : Graph_Op<"avg_pool2d", [Graph_FollowPrecision, Graph_ImageKernel, Pure,
     InferTypeOpAdaptor]> {
   let summary = "2-D average pooling over NCHW images";
   let description = [{
@@ -684,6 +691,54 @@ def Graph_AvgPool2dOp : Graph_Op<"avg_pool2d", [Graph_FollowPrecision, Graph_Win
     $input `kernel_size` $kernel_size `strides` $strides (`padding` $padding^)?
     (`ceil_mode` $ceil_mode^)? (`count_include_pad` $count_include_pad^)? attr-dict `:` type($input)
   }];
+}
+
+def Graph_BatchNormOp : Graph_Op<"batch_norm", [Graph_Fp32Precision, Graph_ImageKernel, Pure,
+    InferTypeOpAdaptor]> {
+  let summary = "batch normalisation over every axis but the channels (axis 1)";
+  let description = [{
+    x [N, C, ...]; gamma, beta, running_mean and running_var [C]. While training, each
+    channel's mean and biased variance over N and the remaining axes normalise it:
+    y = (x - mean) / sqrt(var + epsilon) * gamma + beta. While evaluating, the running
+    statistics take their place. graph.update_running_stats updates them. y has the type of x,
+    which may be bf16 or f16 with f32 parameters: the op computes in f32 and rounds once as it
+    writes, as layernorm.
+    ```mlir
+    %y = graph.batch_norm %x, %g, %b, %rm, %rv {epsilon = 1.0e-05 : f64}
+        : tensor<8x16x32x32xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>,
+          tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$gamma,
+                       Graph_FloatTensor:$beta, Graph_FloatTensor:$running_mean,
+                       Graph_FloatTensor:$running_var,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $gamma `,` $beta `,` $running_mean `,` $running_var attr-dict
+    `:` type($input) `,` type($gamma) `,` type($beta) `,` type($running_mean) `,`
+    type($running_var)
+  }];
+}
+
+def Graph_UpdateRunningStatsOp : Graph_Op<"update_running_stats", [Graph_ImageKernel]> {
+  let summary = "updates a batch norm's running statistics from a batch, while training";
+  let description = [{
+    With m = momentum and the batch's per-channel mean and unbiased variance of x [N, C, ...]
+    (over N and the remaining axes): mean <- (1 - m) mean + m batch_mean,
+    var <- (1 - m) var + m batch_var, and count <- count + 1, as PyTorch's BatchNorm while
+    training. mean, var and the optional count name untrained f32 parameters ([C], [C] and a
+    scalar). While evaluating it does nothing.
+    ```mlir
+    graph.update_running_stats %x {momentum = 1.0e-01 : f64, mean = @bn1.running_mean,
+                                   var = @bn1.running_var, count = @bn1.num_batches_tracked}
+        : tensor<8x16x32x32xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, F64Attr:$momentum, FlatSymbolRefAttr:$mean,
+                       FlatSymbolRefAttr:$var, OptionalAttr<FlatSymbolRefAttr>:$count);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
 }
 
 def Graph_ClipOp : Graph_Op<"clip", [Graph_FollowPrecision, Graph_ElementwiseKernel, Pure,

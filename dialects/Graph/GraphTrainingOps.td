@@ -48,7 +48,7 @@ def Graph_ClipGradOp : Graph_Op<"clip_grad", [Graph_FollowPrecision, Graph_Eleme
 }
 
 def Graph_Conv2dGradInputOp : Graph_Op<"conv2d_grad_input", [Graph_ReducedPrecision,
-    Graph_WindowKernel, Pure]> {
+    Graph_ImageKernel, Pure]> {
   let summary = "gradient of graph.conv2d with respect to its input";
   let description = [{
     From dy [N, O, OH, OW] and the weight: dx [N, C, H, W], the transposed convolution of dy,
@@ -73,7 +73,7 @@ def Graph_Conv2dGradInputOp : Graph_Op<"conv2d_grad_input", [Graph_ReducedPrecis
 }
 
 def Graph_Conv2dGradWeightOp : Graph_Op<"conv2d_grad_weight", [Graph_ReducedPrecision,
-    Graph_WindowKernel, Pure]> {
+    Graph_ImageKernel, Pure]> {
   let summary = "gradient of graph.conv2d with respect to its weight";
   let description = [{
     From x [N, C, H, W] and dy [N, O, OH, OW]: dw [O, C / groups, KH, KW], the sum over the
@@ -98,8 +98,30 @@ def Graph_Conv2dGradWeightOp : Graph_Op<"conv2d_grad_weight", [Graph_ReducedPrec
   let hasVerifier = 1;
 }
 
+def Graph_BatchNormGradOp : Graph_Op<"batch_norm_grad", [Graph_Fp32Precision,
+    Graph_ImageKernel, Pure, InferTypeOpAdaptor, AllTypesMatch<["input", "grad"]>]> {
+  let summary = "gradients of graph.batch_norm while training";
+  let description = [{
+    From x, gamma and dy: dx, dgamma and dbeta, the batch statistics recomputed from x. Per
+    channel, over its M = N * (the other extents) elements, with xhat = (x - mean) * rstd:
+    dbeta = sum dy, dgamma = sum dy * xhat, dx = gamma * rstd * (dy - dbeta / M - xhat *
+    dgamma / M). dx has the type of x and dy, dgamma and dbeta that of gamma.
+    ```mlir
+    %dx, %dg, %db = graph.batch_norm_grad %x, %g, %dy {epsilon = 1.0e-05 : f64}
+        : tensor<8x16x32x32xf32>, tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$gamma,
+                       Graph_FloatTensor:$grad, DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+  let results = (outs Graph_FloatTensor:$input_grad, Graph_FloatTensor:$gamma_grad,
+                      Graph_FloatTensor:$beta_grad);
+  let assemblyFormat = [{
+    $input `,` $gamma `,` $grad attr-dict `:` type($input) `,` type($gamma)
+  }];
+}
+
 def Graph_MaxPool2dGradOp : Graph_Op<"max_pool2d_grad", [Graph_FollowPrecision,
-    Graph_WindowKernel, Pure, InferTypeOpAdaptor]> {
+    Graph_ImageKernel, Pure, InferTypeOpAdaptor]> {
   let summary = "gradient of graph.max_pool2d";
   let description = [{
     From x and dy: dx, the shape and type of x, where each window's dy goes to the position of
@@ -123,7 +145,7 @@ def Graph_MaxPool2dGradOp : Graph_Op<"max_pool2d_grad", [Graph_FollowPrecision,
 }
 
 def Graph_AvgPool2dGradOp : Graph_Op<"avg_pool2d_grad", [Graph_FollowPrecision,
-    Graph_WindowKernel, Pure]> {
+    Graph_ImageKernel, Pure]> {
   let summary = "gradient of graph.avg_pool2d";
   let description = [{
     From dy: dx, each window's dy divided by the forward's divisor and spread over the input

@@ -278,6 +278,14 @@ void TypedExecutor<T>::execute(const Instruction &instruction, const RunOptions 
       out[e] = numerics::ops::Clip::apply(in[e], lo, hi);
     return;
   }
+  case OpCode::BatchNorm: {
+    const Shape &x = shapeOf(operands[0]);
+    kernels::batchNorm(real(operands[0]), x[0], x[1], plan::numElements(x) / (x[0] * x[1]),
+                       real(operands[1]), real(operands[2]), real(operands[3]),
+                       real(operands[4]), plan::get(instruction, plan::attr::epsilon),
+                       options.training, realResult(instruction));
+    return;
+  }
   case OpCode::Conv2d: {
     const Shape &w = shapeOf(operands[1]);
     kernels::conv2d(real(operands[0]), shapeOf(operands[0]), real(operands[1]), w,

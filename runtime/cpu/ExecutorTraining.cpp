@@ -113,6 +113,27 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction, const Run
       dx[e] = numerics::ops::ClipGrad::apply(x[e], dy[e], lo, hi);
     return;
   }
+  case OpCode::BatchNormGrad: {
+    const Shape &x = shapeOf(operands[0]);
+    kernels::batchNormGrad(real(operands[0]), x[0], x[1], plan::numElements(x) / (x[0] * x[1]),
+                           real(operands[1]), real(operands[2]),
+                           plan::get(instruction, plan::attr::epsilon), realResult(instruction, 0),
+                           realResult(instruction, 1), realResult(instruction, 2));
+    return;
+  }
+  case OpCode::UpdateRunningStats: {
+    // (mean, var[, count], x), updated in place; nothing while evaluating.
+    if (!options.training)
+      return;
+    const uint32_t input = operands.back();
+    const Shape &x = shapeOf(input);
+    const bool counts = operands.size() == 4;
+    kernels::updateRunningStats(real(input), x[0], x[1], plan::numElements(x) / (x[0] * x[1]),
+                                plan::get(instruction, plan::attr::momentum),
+                                slots[operands[0]].real.data(), slots[operands[1]].real.data(),
+                                counts ? slots[operands[2]].real.data() : nullptr);
+    return;
+  }
   case OpCode::Conv2dGradInput: {
     const Shape &w = shapeOf(operands[1]);
     kernels::conv2dGradInput(real(operands[0]), shapeOf(operands[0]), real(operands[1]), w,

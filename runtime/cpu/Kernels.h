@@ -201,6 +201,24 @@ template <typename T>
 void avgPool2dGrad(const T *dy, const Shape &dyShape, const plan::Window2d &window,
                    bool countIncludePad, T *dx, const Shape &dxShape);
 
+/// Batch normalisation of x [N, C, inner...] (\p inner elements per image and channel) with
+/// the batch's statistics (\p training) or \p runningMean / \p runningVar.
+template <typename T>
+void batchNorm(const T *x, int64_t batch, int64_t channels, int64_t inner, const T *gamma,
+               const T *beta, const T *runningMean, const T *runningVar, double epsilon,
+               bool training, T *y);
+
+/// dx, dgamma, dbeta of the training-mode batchNorm, the statistics recomputed from x.
+template <typename T>
+void batchNormGrad(const T *x, int64_t batch, int64_t channels, int64_t inner, const T *gamma,
+                   const T *dy, double epsilon, T *dx, T *dgamma, T *dbeta);
+
+/// The running statistics after one training batch: mean <- (1 - m) mean + m batch mean,
+/// var <- (1 - m) var + m unbiased batch variance, *count += 1 (when given).
+template <typename T>
+void updateRunningStats(const T *x, int64_t batch, int64_t channels, int64_t inner,
+                        double momentum, T *mean, T *var, T *count);
+
 //===----------------------------------------------------------------------===//
 // Reductions (ReductionKernels.cpp)
 //===----------------------------------------------------------------------===//

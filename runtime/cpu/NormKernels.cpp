@@ -1,8 +1,9 @@
-//===- NormKernels.cpp - LayerNorm, RmsNorm and softmax over rows ---------===//
+//===- NormKernels.cpp - LayerNorm, RmsNorm, softmax, batch norm ----------===//
 //
 // Row statistics (means, variances, maxima, sums of exponentials) accumulate
 // in the compute type T over one row of the model's width, in index order;
-// rows run in parallel.
+// rows run in parallel. Batch norm's per-channel statistics accumulate in
+// double (as PyTorch's CPU kernels), images in order; channels run in parallel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -86,6 +87,118 @@ template <typename T> void softmax(const T *x, const Shape &shape, bool causal, 
     }
   });
 }
+
+namespace {
+
+/// One channel's mean and the sum of squared deviations over its batch * inner elements,
+/// accumulated in double (as PyTorch's CPU batch norm), images in order.
+template <typename T>
+std::pair<double, double> channelStatistics(const T *x, int64_t batch, int64_t channels,
+                                            int64_t inner, int64_t c) {
+  const double count = double(batch) * double(inner);
+  double sum = 0;
+  for (int64_t n = 0; n < batch; ++n) {
+    const T *row = x + (n * channels + c) * inner;
+    for (int64_t i = 0; i < inner; ++i)
+      sum += double(row[i]);
+  }
+  const double mean = sum / count;
+  double squares = 0;
+  for (int64_t n = 0; n < batch; ++n) {
+    const T *row = x + (n * channels + c) * inner;
+    for (int64_t i = 0; i < inner; ++i)
+      squares += (double(row[i]) - mean) * (double(row[i]) - mean);
+  }
+  return {mean, squares};
+}
+
+} // namespace
+
+template <typename T>
+void batchNorm(const T *x, int64_t batch, int64_t channels, int64_t inner, const T *gamma,
+               const T *beta, const T *runningMean, const T *runningVar, double epsilon,
+               bool training, T *y) {
+  const double count = double(batch) * double(inner);
+  parallelFor(channels, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      double mean = double(runningMean[c]), var = double(runningVar[c]);
+      if (training) {
+        auto [batchMean, squares] = channelStatistics(x, batch, channels, inner, c);
+        mean = batchMean;
+        var = squares / count;
+      }
+      const T invStd = T(1 / std::sqrt(var + epsilon));
+      const T m = T(mean);
+      for (int64_t n = 0; n < batch; ++n) {
+        const T *in = x + (n * channels + c) * inner;
+        T *out = y + (n * channels + c) * inner;
+        for (int64_t i = 0; i < inner; ++i)
+          out[i] = (in[i] - m) * invStd * gamma[c] + beta[c];
+      }
+    }
+  });
+}
+
+template <typename T>
+void batchNormGrad(const T *x, int64_t batch, int64_t channels, int64_t inner, const T *gamma,
+                   const T *dy, double epsilon, T *dx, T *dgamma, T *dbeta) {
+  const double count = double(batch) * double(inner);
+  parallelFor(channels, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      auto [mean, squares] = channelStatistics(x, batch, channels, inner, c);
+      const double invStd = 1 / std::sqrt(squares / count + epsilon);
+      // sum dy and sum dy * (x - mean), in double.
+      double sumDy = 0, dot = 0;
+      for (int64_t n = 0; n < batch; ++n) {
+        const T *in = x + (n * channels + c) * inner;
+        const T *g = dy + (n * channels + c) * inner;
+        for (int64_t i = 0; i < inner; ++i) {
+          sumDy += double(g[i]);
+          dot += double(g[i]) * (double(in[i]) - mean);
+        }
+      }
+      dbeta[c] = T(sumDy);
+      dgamma[c] = T(dot * invStd);
+      // dx = gamma invstd (dy - mean(dy) - (x - mean) invstd^2 mean(dy (x - mean))).
+      const T meanDy = T(sumDy / count), k = T(dot * invStd * invStd / count);
+      const T scale = T(invStd) * gamma[c], m = T(mean);
+      for (int64_t n = 0; n < batch; ++n) {
+        const T *in = x + (n * channels + c) * inner;
+        const T *g = dy + (n * channels + c) * inner;
+        T *out = dx + (n * channels + c) * inner;
+        for (int64_t i = 0; i < inner; ++i)
+          out[i] = (g[i] - meanDy - (in[i] - m) * k) * scale;
+      }
+    }
+  });
+}
+
+template <typename T>
+void updateRunningStats(const T *x, int64_t batch, int64_t channels, int64_t inner,
+                        double momentum, T *mean, T *var, T *count) {
+  const double elements = double(batch) * double(inner);
+  parallelFor(channels, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      auto [batchMean, squares] = channelStatistics(x, batch, channels, inner, c);
+      // PyTorch's unbiased estimate (the biased one for a single element).
+      const double unbiased = squares / std::max(elements - 1, 1.0);
+      mean[c] = T((1 - momentum) * double(mean[c]) + momentum * batchMean);
+      var[c] = T((1 - momentum) * double(var[c]) + momentum * unbiased);
+    }
+  });
+  if (count)
+    *count += T(1);
+}
+
+#define AMPC_BATCH_NORM_KERNELS(T)                                                                 \
+  template void batchNorm<T>(const T *, int64_t, int64_t, int64_t, const T *, const T *,           \
+                             const T *, const T *, double, bool, T *);                             \
+  template void batchNormGrad<T>(const T *, int64_t, int64_t, int64_t, const T *, const T *,       \
+                                 double, T *, T *, T *);                                           \
+  template void updateRunningStats<T>(const T *, int64_t, int64_t, int64_t, double, T *, T *, T *);
+AMPC_BATCH_NORM_KERNELS(float)
+AMPC_BATCH_NORM_KERNELS(double)
+#undef AMPC_BATCH_NORM_KERNELS
 
 template void layerNorm<float>(const float *, int64_t, int64_t, const float *, const float *,
                                double, float *);

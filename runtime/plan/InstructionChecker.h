@@ -147,6 +147,8 @@ private:
   void checkClip();
   void checkConv2d();
   void checkPool2d();
+  void checkBatchNorm();
+  void checkUpdateRunningStats();
   /// The window of a convolution or pooling instruction (PlanValidateConv.cpp).
   Window2d window(const std::vector<int64_t> &convKernel) const;
   /// Fails unless operand \p i is the loss-scaling buffer \p expected.

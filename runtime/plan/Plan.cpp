@@ -147,6 +147,9 @@ std::string describeInstruction(const Instruction &instruction, size_t index) {
 size_t forwardInstructionCount(const Plan &plan) {
   for (size_t index = 0; index < plan.instructions.size(); ++index) {
     const Instruction &instruction = plan.instructions[index];
+    // The running statistics' update does nothing outside training.
+    if (instruction.op == OpCode::UpdateRunningStats)
+      continue;
     for (uint32_t result : instruction.results) {
       const BufferRole role = plan.buffers.at(result).role;
       if (role == BufferRole::Parameter || role == BufferRole::State)

@@ -42,7 +42,7 @@
 namespace ampc::plan {
 
 /// The binary format version this runtime writes and reads.
-inline constexpr uint32_t kFormatVersion = 11;
+inline constexpr uint32_t kFormatVersion = 12;
 
 /// Element type of a buffer. The numeric values are the on-disk codes.
 enum class DType : uint8_t { F32 = 0, BF16 = 1, F16 = 2, I32 = 3, I64 = 4 };
@@ -82,6 +82,9 @@ struct Parameter {
   InitKind init;
   double a = 0, b = 0; ///< Normal: mean, std; Uniform: low, high
   bool weightDecay = true;
+  /// False for model state the optimizer never updates (a batch norm's running statistics):
+  /// written in place by update_running_stats only.
+  bool trained = true;
   /// Given: the initial values, one per element in row-major order (an
   /// imported model's weights); empty for every other kind.
   std::vector<float> values;
@@ -265,7 +268,8 @@ std::string describeDeviceError(const Plan &plan, bool optimizerStep,
 /// a training plan it is the forward pass of the micro step, which a
 /// validation loss runs alone (cpu::RunOptions::forwardOnly). PlanError when
 /// no instruction writes the loss or one in the prefix writes a Parameter or
-/// State buffer (running it alone would change the training state).
+/// State buffer (running it alone would change the training state), other
+/// than update_running_stats, which does nothing outside training.
 size_t forwardInstructionCount(const Plan &plan);
 
 } // namespace ampc::plan

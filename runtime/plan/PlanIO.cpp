@@ -82,7 +82,8 @@ void encodeParameters(const Plan &plan, ByteWriter &out) {
     out.string(parameter.name);
     out.u32(parameter.buffer);
     out.u8(static_cast<uint8_t>(parameter.init));
-    out.u8(parameter.weightDecay ? 1 : 0);
+    // Flags: 1 = weight decay, 2 = untrained (model state).
+    out.u8((parameter.weightDecay ? 1 : 0) | (parameter.trained ? 0 : 2));
     out.f64(parameter.a);
     out.f64(parameter.b);
     // Given: the values follow, as a u64 count of f32.
@@ -221,10 +222,12 @@ void decodeParameters(ByteReader &in, Plan &plan) {
     parameter.name = in.string("parameter name");
     parameter.buffer = in.u32("parameter buffer");
     parameter.init = decodeEnum<InitKind>(in, in.u8("init"), 5, "init kind");
-    uint8_t decay = in.u8("weight decay flag");
-    if (decay > 1)
-      in.fail("bad weight decay flag " + std::to_string(decay));
-    parameter.weightDecay = decay == 1;
+    uint8_t flags = in.u8("parameter flags");
+    if (flags > 2)
+      in.fail("bad parameter flags " + std::to_string(flags) +
+              " (1: weight decay, 2: untrained, not both)");
+    parameter.weightDecay = flags == 1;
+    parameter.trained = flags != 2;
     parameter.a = in.f64("init argument a");
     parameter.b = in.f64("init argument b");
     if (parameter.init == InitKind::Given) {

@@ -301,6 +301,11 @@ void InstructionChecker::check() {
   case OpCode::AvgPool2d:
   case OpCode::AvgPool2dGrad:
     return checkPool2d();
+  case OpCode::BatchNorm:
+  case OpCode::BatchNormGrad:
+    return checkBatchNorm();
+  case OpCode::UpdateRunningStats:
+    return checkUpdateRunningStats();
   }
 }
 
@@ -328,6 +333,8 @@ size_t resultCount(const Instruction &instruction) {
     return operands == 7 || operands == 9 ? results + 1 : results;
   case OpCode::Sgd: // (param, grad, buf, lr, norm[, found, applied][, copy])
     return operands == 6 || operands == 8 ? results + 1 : results;
+  case OpCode::UpdateRunningStats: // (mean, var[, count], x)
+    return operands == 4 ? results + 1 : results;
   default:
     return results;
   }
@@ -643,7 +650,8 @@ void validatePlan(const Plan &plan) {
                          bufferRoleName(plan.buffers[result].role) +
                          "; only temporaries can be written (parameters, "
                          "parameter copies and state only in place, by "
-                         "accumulate, adamw, sgd and update_loss_scale)");
+                         "accumulate, adamw, sgd, update_loss_scale and "
+                         "update_running_stats)");
           if (written[result])
             checker.fail(checker.resultName(i) + " is written a second time");
           for (size_t j = 0; j < i; ++j)

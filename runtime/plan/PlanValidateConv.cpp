@@ -83,4 +83,58 @@ void InstructionChecker::checkPool2d() {
          shapeToString(*output));
 }
 
+void InstructionChecker::checkBatchNorm() {
+  // batch_norm: (x, gamma, beta, running_mean, running_var) -> y;
+  // batch_norm_grad: (x, gamma, dy) -> (dx, dgamma, dbeta).
+  for (size_t i = 0; i < instruction.operands.size(); ++i)
+    floatOperand(i);
+  const Shape &x = operand(0).shape;
+  if (x.size() < 2)
+    fail(operandName(0) + " must be [N, C, ...]");
+  const bool gradient = instruction.op == OpCode::BatchNormGrad;
+  for (size_t i = 1; i < instruction.operands.size(); ++i) {
+    if (gradient && i == 2) {
+      operandShapeOf(2, 0);
+      continue;
+    }
+    if (operand(i).shape != Shape{x[1]})
+      fail(operandName(i) + " must be [" + std::to_string(x[1]) + "] (the channels of x)");
+  }
+  for (size_t i = 0; i < instruction.results.size(); ++i) {
+    floatResult(i);
+    resultShape(i == 0 ? x : Shape{x[1]}, i);
+  }
+  if (attribute(attr::epsilon) < 0)
+    fail("attribute 'epsilon' must be >= 0");
+}
+
+void InstructionChecker::checkUpdateRunningStats() {
+  // (mean, var[, count], x) -> (mean, var[, count]): untrained f32 parameters updated in place.
+  const size_t count = instruction.operands.size();
+  if (count != 3 && count != 4)
+    fail("takes 3 operands (mean, var, x) or 4 (mean, var, count, x), has " +
+         std::to_string(count));
+  floatOperand(count - 1);
+  const Shape &x = operand(count - 1).shape;
+  if (x.size() < 2)
+    fail(operandName(count - 1) + " must be [N, C, ...]");
+  for (size_t i = 0; i + 1 < count; ++i) {
+    operandRole(i, BufferRole::Parameter);
+    const Parameter *state = nullptr;
+    for (const Parameter &parameter : plan.parameters)
+      if (parameter.buffer == instruction.operands[i])
+        state = &parameter;
+    if (!state || state->trained)
+      fail(operandName(i) + " must be an untrained parameter (model state)");
+    if (operand(i).dtype != DType::F32)
+      fail(operandName(i) + " must be f32");
+    const Shape expected = i < 2 ? Shape{x[1]} : Shape{};
+    if (operand(i).shape != expected)
+      fail(operandName(i) + " must have shape " + shapeToString(expected));
+  }
+  const double momentum = attribute(attr::momentum);
+  if (!(momentum >= 0 && momentum <= 1))
+    fail("attribute 'momentum' must be in [0, 1]");
+}
+
 } // namespace ampc::plan::detail

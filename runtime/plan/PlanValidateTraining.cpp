@@ -230,6 +230,9 @@ void InstructionChecker::checkOptimizer() {
   operandRole(0, BufferRole::Parameter);
   if (operand(0).dtype != DType::F32)
     fail(operandName(0) + " must be f32");
+  for (const Parameter &parameter : plan.parameters)
+    if (parameter.buffer == instruction.operands[0] && !parameter.trained)
+      fail(operandName(0) + " is untrained model state, which no optimizer updates");
   for (size_t i = 1; i < tensors; ++i) {
     operandRole(i, BufferRole::State);
     operandShapeOf(i, 0);

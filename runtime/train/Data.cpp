@@ -370,10 +370,10 @@ std::unique_ptr<BatchSource> makeClassificationBatches(const Task &task, uint64_
 std::unique_ptr<BatchSource> makeBatchSource(const Task &task, const DataOptions &options) {
   if (task.kind != TaskKind::Language && !options.path.empty())
     throw DataError(
-        "data files are supported for language models (tokens "
-        "and targets inputs); this model trains on its " +
+        "token files are for language models (tokens and targets inputs); this model trains on "
+        "its " +
         std::string(task.kind == TaskKind::Classification ? "synthetic task" : "random inputs") +
-        ", so drop --data");
+        ", or on NumPy arrays: --data FILE.npz, one array per input, named as the input");
   switch (task.kind) {
   case TaskKind::Language:
     if (options.path.empty())

@@ -11,7 +11,9 @@
 //    synthetic task below.
 //  - Classification models: exactly two inputs, a float input [B, F...] (the
 //    features) and an integer input with use Labels [B] with bound C (the
-//    classes). They train on a synthetic task only.
+//    classes). They train on a synthetic task, or on arrays.
+//
+// Any model trains on NumPy arrays (--data FILE.npz): one per input (makeArrayBatches).
 //
 // Everything else is "unlearnable" here: the runner draws random inputs.
 //
@@ -211,6 +213,15 @@ struct DataOptions {
 /// DataError for a bad file, or a file given for a model that is not a
 /// language model.
 std::unique_ptr<BatchSource> makeBatchSource(const Task &task, const DataOptions &options);
+
+/// Batches of every input of \p plan from NumPy arrays (--data FILE.npz, or FILE.npy for a
+/// model with one input; ArrayData.cpp): one array per input, named as the input, one row per
+/// example along the first dimension, the input's shape after it. Each epoch visits the rows
+/// in an order drawn from (\p seed, epoch) (file order without \p shuffle), a micro-batch at
+/// a time; an epoch's last, partial micro-batch is dropped. Throws DataError, naming the array
+/// and the input, for a missing or extra array, a shape, dtype or value that does not fit.
+std::unique_ptr<BatchSource> makeArrayBatches(const plan::Plan &plan, const std::string &path,
+                                              uint64_t seed, bool shuffle = true);
 
 /// \p values as little-endian elements of the integer \p dtype.
 std::vector<uint8_t> encodeIntegers(plan::DType dtype, const std::vector<int64_t> &values);

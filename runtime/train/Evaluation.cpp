@@ -1,6 +1,7 @@
 //===- Evaluation.cpp - Validation loss and weights of a running backend --===//
 
 #include "runtime/train/Evaluation.h"
+#include "runtime/train/NumpyFile.h"
 
 #include <map>
 
@@ -28,12 +29,17 @@ void writeParameters(const plan::Plan &plan, TrainingBackend &backend,
     backend.writeBuffer(copy.buffer, values.at(parameterOf.at(copy.source)));
 }
 
-ValidationSet::ValidationSet(const Task &task, const std::string &path,
+ValidationSet::ValidationSet(const plan::Plan &plan, const Task &task, const std::string &path,
                              std::optional<DataFormat> format, uint64_t seed, uint64_t batches)
     : batches(batches) {
+  // NumPy arrays feed any model; validation takes their rows in file order.
+  if (isNumpyPath(path)) {
+    source = makeArrayBatches(plan, path, seed, /*shuffle=*/false);
+    return;
+  }
   if (task.kind != TaskKind::Language)
-    throw DataError("--val-data is for language models (tokens and targets inputs); this model "
-                    "reads no token data");
+    throw DataError("--val-data is for language models (tokens and targets inputs) or NumPy "
+                    "arrays (FILE.npz, one per input); this model reads no token data");
   DataOptions options;
   options.path = path;
   options.format = format;

@@ -30,12 +30,14 @@ void writeParameters(const plan::Plan &plan, TrainingBackend &backend,
 
 /// A validation set: K fixed batches of a held-out data file, drawn as the
 /// training batches are (runtime/train/Data.h) with the seed + 1, so every
-/// evaluation sees the same batches.
+/// evaluation sees the same batches; from NumPy arrays, the first K
+/// micro-batches of rows in file order. Batch norms use their running
+/// statistics (evaluation mode).
 class ValidationSet {
 public:
-  /// DataError for a bad file or a model that does not read token data.
-  ValidationSet(const Task &task, const std::string &path, std::optional<DataFormat> format,
-                uint64_t seed, uint64_t batches);
+  /// DataError for a bad file or a model that reads neither token data nor arrays.
+  ValidationSet(const plan::Plan &plan, const Task &task, const std::string &path,
+                std::optional<DataFormat> format, uint64_t seed, uint64_t batches);
 
   /// The mean loss of the K batches from the forward pass alone, without
   /// dropout. The backend's inputs are left set to the last batch.

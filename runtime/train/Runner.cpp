@@ -1,6 +1,7 @@
 //===- Runner.cpp - The training loop of a standalone training executable -===//
 
 #include "runtime/train/Runner.h"
+#include "runtime/train/NumpyFile.h"
 
 #include "runtime/cpu/Executor.h"
 #include "runtime/train/Backend.h"
@@ -57,10 +58,17 @@ RunInputs readRunInputs(const plan::Plan &plan, const RunnerOptions &options, co
   dataOptions.format = options.dataFormat;
   dataOptions.seed = options.seed;
   try {
-    inputs.source = makeBatchSource(task, dataOptions);
+    if (isNumpyPath(options.dataPath)) {
+      if (options.dataFormat)
+        throw DataError("--data-format is for token files; " + options.dataPath +
+                        " holds NumPy arrays");
+      inputs.source = makeArrayBatches(plan, options.dataPath, options.seed);
+    } else {
+      inputs.source = makeBatchSource(task, dataOptions);
+    }
     if (!options.valDataPath.empty())
-      inputs.validation.emplace(task, options.valDataPath, options.dataFormat, options.seed,
-                                options.evalBatches);
+      inputs.validation.emplace(plan, task, options.valDataPath, options.dataFormat,
+                                options.seed, options.evalBatches);
   } catch (const DataError &error) {
     throw TrainingFailure(error.what());
   }

@@ -335,9 +335,11 @@ the loss.
 options:
   --steps N            optimizer steps to run (default 100)
   --seed S             seed for initialisation, data and dropout (default 0)
-  --data FILE          train a language model on FILE instead of its built-in
-                       synthetic task: a nanoGPT .bin file (uint16 tokens) or
-                       text (one token per byte)
+  --data FILE          train on FILE instead of the built-in synthetic task:
+                       NumPy arrays (FILE.npz, one array per model input named
+                       as the input, a row per example; rows shuffled each
+                       epoch), or for a language model a nanoGPT .bin file
+                       (uint16 tokens) or text (one token per byte)
   --data-format F      tokens or text (default: tokens for .bin, else text)
   --log FILE           write one JSON object per step to FILE (JSONL)
   --device D           auto (default): the GPU when the NVIDIA driver loads, a

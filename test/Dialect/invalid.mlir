@@ -2154,3 +2154,102 @@ graph.model @clip_nan_bound {
     return
   }
 }
+
+//===----------------------------------------------------------------------===//
+// graph.batch_norm, graph.update_running_stats, untrained parameters (GraphConvOps.cpp)
+//===----------------------------------------------------------------------===//
+
+// -----
+
+graph.model @batch_norm_channels {
+  graph.input @x : tensor<2x4x3x3xf32>
+  graph.input @c : tensor<4xf32>
+  graph.input @d : tensor<3xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x3x3xf32>
+    %c = graph.get_input @c : tensor<4xf32>
+    %d = graph.get_input @d : tensor<3xf32>
+    // expected-error @+1 {{'graph.batch_norm' running_var must be [4] (the input's channels), got [3]}}
+    %y = graph.batch_norm %x, %c, %c, %c, %d : tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<3xf32>
+    %l = graph.mse_loss %x, %x : tensor<2x4x3x3xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @batch_norm_rank {
+  graph.input @x : tensor<4xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<4xf32>
+    // expected-error @+1 {{'graph.batch_norm' input must be [N, C, ...], got [4]}}
+    %y = graph.batch_norm %x, %x, %x, %x, %x : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+    %l = graph.mse_loss %x, %x : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @update_running_stats_trained {
+  graph.param @mean : tensor<4xf32> init #graph.zeros
+  graph.param @var : tensor<4xf32> init #graph.ones untrained
+  graph.input @x : tensor<2x4x3x3xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x3x3xf32>
+    // expected-error @+1 {{'graph.update_running_stats' op mean @mean must name an untrained graph.param (model state)}}
+    graph.update_running_stats %x {momentum = 0.1 : f64, mean = @mean, var = @var} : tensor<2x4x3x3xf32>
+    %l = graph.mse_loss %x, %x : tensor<2x4x3x3xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @update_running_stats_shape {
+  graph.param @mean : tensor<4xf32> init #graph.zeros untrained
+  graph.param @var : tensor<4xf32> init #graph.ones untrained
+  graph.param @count : tensor<1xf32> init #graph.zeros untrained
+  graph.input @x : tensor<2x4x3x3xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x3x3xf32>
+    // expected-error @+1 {{'graph.update_running_stats' op count @count must be 'tensor<f32>', is 'tensor<1xf32>'}}
+    graph.update_running_stats %x {momentum = 0.1 : f64, mean = @mean, var = @var, count = @count} : tensor<2x4x3x3xf32>
+    %l = graph.mse_loss %x, %x : tensor<2x4x3x3xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @update_running_stats_momentum {
+  graph.param @mean : tensor<4xf32> init #graph.zeros untrained
+  graph.param @var : tensor<4xf32> init #graph.ones untrained
+  graph.input @x : tensor<2x4x3x3xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x3x3xf32>
+    // expected-error @+1 {{'graph.update_running_stats' op momentum must be in [0, 1], got 1.500000e+00}}
+    graph.update_running_stats %x {momentum = 1.5 : f64, mean = @mean, var = @var} : tensor<2x4x3x3xf32>
+    %l = graph.mse_loss %x, %x : tensor<2x4x3x3xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+graph.model @untrained_decays {
+  // expected-error @+1 {{'graph.param' op parameter @mean is untrained, so the optimizer cannot decay it}}
+  graph.param @mean : tensor<4xf32> init #graph.zeros untrained {weight_decay = true}
+  graph.input @x : tensor<4xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<4xf32>
+    %l = graph.mse_loss %x, %x : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}

@@ -815,3 +815,35 @@ graph.model @convolution {
     return
   }
 }
+
+// -----
+
+// A batch norm with its running statistics: untrained parameters, updated in place.
+// CHECK-LABEL: graph.model @batch_norm {
+// CHECK: graph.param @bn.running_mean : tensor<4xf32> init #graph.zeros untrained
+// CHECK: graph.param @bn.num_batches_tracked : tensor<f32> init #graph.zeros untrained
+// CHECK: %[[Y:.+]] = graph.batch_norm %[[X:.+]], %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} {epsilon = 1.000000e-03 : f64} : tensor<2x4x3x3xbf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+// CHECK: graph.update_running_stats %[[X]] {count = @bn.num_batches_tracked, mean = @bn.running_mean, momentum = 1.000000e-01 : f64, var = @bn.running_var} : tensor<2x4x3x3xbf16>
+// GENERIC-LABEL: "graph.model"() <{sym_name = "batch_norm"}>
+// GENERIC: "graph.param"() <{init = #graph.zeros, sym_name = "bn.running_mean", type = tensor<4xf32>, untrained}>
+// GENERIC: "graph.batch_norm"(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) <{epsilon = 1.000000e-03 : f64}> : (tensor<2x4x3x3xbf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4x3x3xbf16>
+graph.model @batch_norm {
+  graph.param @bn.weight : tensor<4xf32> init #graph.ones
+  graph.param @bn.bias : tensor<4xf32> init #graph.zeros
+  graph.param @bn.running_mean : tensor<4xf32> init #graph.zeros untrained
+  graph.param @bn.running_var : tensor<4xf32> init #graph.ones untrained
+  graph.param @bn.num_batches_tracked : tensor<f32> init #graph.zeros untrained
+  graph.input @x : tensor<2x4x3x3xbf16>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x3x3xbf16>
+    %g = graph.get_param @bn.weight : tensor<4xf32>
+    %b = graph.get_param @bn.bias : tensor<4xf32>
+    %rm = graph.get_param @bn.running_mean : tensor<4xf32>
+    %rv = graph.get_param @bn.running_var : tensor<4xf32>
+    %y = graph.batch_norm %x, %g, %b, %rm, %rv {epsilon = 1.0e-03 : f64} : tensor<2x4x3x3xbf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+    graph.update_running_stats %x {momentum = 0.1 : f64, mean = @bn.running_mean, var = @bn.running_var, count = @bn.num_batches_tracked} : tensor<2x4x3x3xbf16>
+    %l = graph.sum %y axes [0, 1, 2, 3] : tensor<2x4x3x3xbf16>
+    graph.loss %l : tensor<bf16>
+    return
+  }
+}

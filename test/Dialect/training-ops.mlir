@@ -689,3 +689,24 @@ graph.model @convolution_grads {
     return
   }
 }
+
+// -----
+
+// CHECK-LABEL: graph.model @batch_norm_grad {
+// CHECK: %{{.+}}, %{{.+}}, %{{.+}} = graph.batch_norm_grad %{{.+}}, %{{.+}}, %{{.+}} : tensor<2x4x3x3xbf16>, tensor<4xf32>
+// GENERIC-LABEL: "graph.model"() <{sym_name = "batch_norm_grad"}>
+// GENERIC: "graph.batch_norm_grad"(%{{.+}}, %{{.+}}, %{{.+}}) <{epsilon = 1.000000e-05 : f64}> : (tensor<2x4x3x3xbf16>, tensor<4xf32>, tensor<2x4x3x3xbf16>) -> (tensor<2x4x3x3xbf16>, tensor<4xf32>, tensor<4xf32>)
+graph.model @batch_norm_grad {
+  graph.input @x : tensor<2x4x3x3xbf16>
+  graph.input @g : tensor<4xf32>
+  graph.input @dy : tensor<2x4x3x3xbf16>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x3x3xbf16>
+    %g = graph.get_input @g : tensor<4xf32>
+    %dy = graph.get_input @dy : tensor<2x4x3x3xbf16>
+    %dx, %dg, %db = graph.batch_norm_grad %x, %g, %dy : tensor<2x4x3x3xbf16>, tensor<4xf32>
+    %l = graph.sum %dg axes [0] : tensor<4xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}

@@ -1,9 +1,14 @@
-"""compare_torch.py MODEL DIR AMPC_EVAL_OUTPUT GRADS.safetensors [--tolerance T]
+"""compare_torch.py MODEL DIR AMPC_EVAL_OUTPUT GRADS.safetensors [--tolerance T] [--double]
 
 Compares `ampc eval --grads` of DIR/MODEL.onnx with PyTorch on the same weights and batch: the loss
-(ampc's printed figure and the one in the gradient file's metadata) and every parameter's
-gradient, relative to the largest gradient of that parameter. Prints one summary line; exits 1
+(ampc's printed figure and the one in the gradient file's metadata, within min(T, 1e-5)) and every
+parameter's gradient, relative to the largest gradient of that parameter, or to 1e-4 of the
+model's largest gradient when the parameter's is smaller (a bias just before a batch norm, whose
+exact gradient is 0 and whose computed one is rounding noise). Prints one summary line; exits 1
 when anything differs by more than the tolerance.
+
+--double runs PyTorch in float64: the oracle for deep networks with batch norms, where PyTorch's
+own float32 gradients are off by 1e-3 (its convolutions and batch-norm backward in float32).
 """
 
 import os
@@ -35,6 +40,9 @@ def main():
         else 1e-5
     model = torch_models.make(model_name)
     batch = torch.load(os.path.join(directory, model_name + ".batch.pt"))
+    if "--double" in sys.argv:
+        model = model.double()
+        batch = {k: v.double() if v.is_floating_point() else v for k, v in batch.items()}
     loss = model(*batch.values())
     loss.backward()
     with open(eval_output) as f:
@@ -42,17 +50,19 @@ def main():
     grads, metadata = read_safetensors(grads_path)
     failures = []
     loss_difference = abs(float(metadata["loss"]) - loss.item()) / abs(loss.item())
-    if loss_difference > tolerance or abs(printed - loss.item()) > 1e-6 * abs(loss.item()) + 5e-7:
+    if loss_difference > min(tolerance, 1e-5) or \
+            abs(printed - loss.item()) > 1e-6 * abs(loss.item()) + 5e-7:
         failures.append("loss: ampc %.8g, torch %.8g" % (float(metadata["loss"]), loss.item()))
     worst, worst_name = 0.0, ""
+    largest = max(p.grad.abs().max().item() for p in model.parameters() if p.grad is not None)
     names = {name for name, _ in model.named_parameters()}
     for name, parameter in model.named_parameters():
         if name not in grads:
             failures.append("no gradient for " + name)
             continue
         reference = parameter.grad
-        scale = reference.abs().max().item() or 1.0
-        difference = (grads[name] - reference).abs().max().item() / scale
+        scale = max(reference.abs().max().item(), 1e-4 * largest) or 1.0
+        difference = (grads[name].to(reference.dtype) - reference).abs().max().item() / scale
         if difference > worst:
             worst, worst_name = difference, name
         if difference > tolerance:

@@ -250,6 +250,56 @@ class Cnn(nn.Module):
         return {"x": x, "labels": labels}
 
 
+class CnnBn(nn.Module):
+    """Batch norms as torchvision's ResNets use them: a conv-BN-ReLU stem, a residual block of
+    two conv-BN (one with momentum 0.2) around an identity shortcut, max pooling, global
+    pooling and a linear head."""
+
+    def __init__(self, classes=5):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn0 = nn.BatchNorm2d(8)
+        self.conv1 = nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(8, momentum=0.2)
+        self.fc = nn.Linear(8, classes)
+
+    def forward(self, x, labels):
+        x = F.relu(self.bn0(self.stem(x)))
+        y = F.relu(self.bn1(self.conv1(x)))
+        x = F.relu(x + self.bn2(self.conv2(y)))
+        x = F.max_pool2d(x, 2)
+        return F.cross_entropy(self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1)), labels)
+
+    @staticmethod
+    def batch(generator):
+        x = torch.randn(8, 3, 10, 10, generator=generator)
+        labels = torch.randint(0, 5, (8,), generator=generator)
+        return {"x": x, "labels": labels}
+
+
+class Vision(nn.Module):
+    """A torchvision classifier (ResNet, MobileNet) returning its mean cross-entropy, in train()
+    mode so its batch norms use and update batch statistics; small images keep it quick."""
+
+    def __init__(self, arch, classes=10, size=64, batch=4):
+        super().__init__()
+        import torchvision
+        # No dropout, so PyTorch's step and ampc's take the same values.
+        options = {} if arch.startswith("resnet") else {"dropout": 0.0}
+        self.net = getattr(torchvision.models, arch)(num_classes=classes, **options)
+        self.size, self.rows, self.classes = size, batch, classes
+
+    def forward(self, x, labels):
+        return F.cross_entropy(self.net(x), labels)
+
+    def batch(self, generator):
+        x = torch.randn(self.rows, 3, self.size, self.size, generator=generator)
+        labels = torch.randint(0, self.classes, (self.rows,), generator=generator)
+        return {"x": x, "labels": labels}
+
+
 def make(name):
     """The model called name, with deterministic initial values."""
     torch.manual_seed(0)
@@ -259,6 +309,10 @@ def make(name):
         return Activations()
     if name == "cnn":
         return Cnn()
+    if name == "cnn-bn":
+        return CnnBn()
+    if name in ("resnet18", "mobilenet_v2", "mobilenet_v3_small"):
+        return Vision(name)
     if name == "gpt":
         return Gpt("masked")
     if name == "gpt-baddbmm":

@@ -160,8 +160,9 @@ std::map<std::string, double> checkGradients(const plan::Plan &compiled, const G
   // Every accumulator is read before the finite-difference runs, which add to them.
   std::map<std::string, std::vector<double>> grads;
   for (const plan::Parameter &parameter : compiled.parameters)
-    grads[parameter.name] =
-        executor.bufferValues(plan::findBuffer(compiled, parameter.name + ".grad"));
+    if (parameter.trained)
+      grads[parameter.name] =
+          executor.bufferValues(plan::findBuffer(compiled, parameter.name + ".grad"));
 
   std::optional<cpu::Executor> forwardExecutor;
   if (forward) {
@@ -179,6 +180,8 @@ std::map<std::string, double> checkGradients(const plan::Plan &compiled, const G
 
   std::mt19937_64 rng(17);
   for (const plan::Parameter &parameter : compiled.parameters) {
+    if (!parameter.trained)
+      continue; // model state (running statistics): no gradient
     const std::vector<double> &grad = grads[parameter.name];
     std::vector<double> values = executor.parameterValues(parameter.name);
     EXPECT_EQ(grad.size(), values.size()) << parameter.name;
@@ -592,6 +595,34 @@ TEST(GradientCheck, AvgPool2d) {
                                "    %y = graph.avg_pool2d %x kernel_size [2, 3] strides [2, 2] "
                                "padding [1, 1, 1, 1] ceil_mode : tensor<2x2x6x5xf32>\n",
                                {2, 2, 4, 3}));
+}
+
+TEST(GradientCheck, BatchNorm) {
+  // Training mode: the batch's statistics over N and the spatial axes, per channel; the
+  // running statistics are untrained parameters and get no gradient. The update of the running
+  // statistics runs in every finite-difference run but never feeds the loss.
+  const std::string decls =
+      "  graph.param @rm : tensor<3xf32> init #graph.zeros untrained\n"
+      "  graph.param @rv : tensor<3xf32> init #graph.ones untrained\n";
+  const std::string body =
+      "    %rm = graph.get_param @rm : tensor<3xf32>\n"
+      "    %rv = graph.get_param @rv : tensor<3xf32>\n"
+      "    %y = graph.batch_norm %x, %g, %b, %rm, %rv {epsilon = 0.01 : f64} : tensor<2x3x2x2xf32>, "
+      "tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>\n"
+      "    graph.update_running_stats %x {momentum = 0.1 : f64, mean = @rm, var = @rv} : "
+      "tensor<2x3x2x2xf32>\n";
+  expectGradientsMatch(opModel({{"x", {2, 3, 2, 2}},
+                                {"g", {3}, "#graph.normal<mean = 1.0, std = 0.5>"},
+                                {"b", {3}}},
+                               body, {2, 3, 2, 2}, Reduce::Sum, decls));
+  // [N, C] (BatchNorm1d): statistics over the batch alone.
+  expectGradientsMatch(opModel({{"x", {4, 3}}, {"g", {3}, "#graph.normal<mean = 1.0, std = 0.5>"},
+                                {"b", {3}}},
+                               "    %rm = graph.get_param @rm : tensor<3xf32>\n"
+                               "    %rv = graph.get_param @rv : tensor<3xf32>\n"
+                               "    %y = graph.batch_norm %x, %g, %b, %rm, %rv : tensor<4x3xf32>, "
+                               "tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>\n",
+                               {4, 3}, Reduce::Sum, decls));
 }
 
 TEST(GradientCheck, Clip) {

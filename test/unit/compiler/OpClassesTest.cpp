@@ -41,7 +41,7 @@ TEST(OpClasses, EachOpDeclaresAtMostOneClassOfEachFamily) {
     int kernel = name.hasTrait<ElementwiseKernel>() + name.hasTrait<DataMovementKernel>() +
                  name.hasTrait<ReductionKernel>() + name.hasTrait<MatmulKernel>() +
                  name.hasTrait<AttentionKernel>() + name.hasTrait<AccumulateKernel>() +
-                 name.hasTrait<OptimizerKernel>() + name.hasTrait<WindowKernel>();
+                 name.hasTrait<OptimizerKernel>() + name.hasTrait<ImageKernel>();
     EXPECT_LE(precision, 1);
     EXPECT_LE(kernel, 1);
     // An op the precision policy governs computes in some kernel.
@@ -53,8 +53,8 @@ TEST(OpClasses, EachOpDeclaresAtMostOneClassOfEachFamily) {
     governed += precision;
     kernels += kernel;
   }
-  EXPECT_EQ(governed, 61);
-  EXPECT_EQ(kernels, 65);
+  EXPECT_EQ(governed, 63);
+  EXPECT_EQ(kernels, 68);
 }
 
 TEST(OpClasses, DefaultPolicyIsTheOpsDeclarations) {
@@ -66,7 +66,8 @@ TEST(OpClasses, DefaultPolicyIsTheOpsDeclarations) {
             (std::set<std::string>{"softmax", "softmax_grad", "layernorm", "layernorm_grad",
                                    "rmsnorm", "rmsnorm_grad", "cross_entropy", "cross_entropy_grad",
                                    "mse_loss", "exp", "log", "sqrt", "rsqrt", "sum", "mean", "max",
-                                   "max_grad", "embedding_grad", "softplus", "softplus_grad"}));
+                                   "max_grad", "embedding_grad", "softplus", "softplus_grad",
+                                   "batch_norm", "batch_norm_grad"}));
   EXPECT_EQ(kindsOf(PrecisionClass::Follow),
             (std::set<std::string>{"add",       "sub",       "mul",          "div",
                                    "neg",       "relu",      "silu",         "hardswish",
@@ -87,7 +88,7 @@ TEST(OpClasses, DefaultPolicyIsTheOpsDeclarations) {
   EXPECT_EQ(policy.ruleFor("cast"), std::nullopt);
   EXPECT_TRUE(policy.storesFp32("embedding_grad"));
   EXPECT_FALSE(policy.storesFp32("layernorm"));
-  EXPECT_EQ(PrecisionPolicy::knownKinds().size(), 61u);
+  EXPECT_EQ(PrecisionPolicy::knownKinds().size(), 63u);
 }
 
 } // namespace

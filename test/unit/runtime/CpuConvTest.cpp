@@ -1,9 +1,10 @@
-//===- CpuConvTest.cpp - convolution, pooling and clip by hand ------------===//
+//===- CpuConvTest.cpp - convolution, pooling, clip, batch norm by hand ---===//
 //
 // Hand-computed values of the conv2d, max_pool2d, avg_pool2d and clip opcodes and their
 // gradients on the CPU backend: padding (asymmetric, and windows that lie mostly in it),
 // strides, groups, PyTorch's choices for ties and NaN in max pooling, its divisor in average
-// pooling (with and without the padding, and a ceil_mode window hanging past the input).
+// pooling (with and without the padding, and a ceil_mode window hanging past the input); batch
+// norm with the batch's statistics and the running ones, and the update of the latter.
 //
 //===----------------------------------------------------------------------===//
 
@@ -141,6 +142,62 @@ TEST(CpuConv, ClipAndItsGradient) {
                    {{DType::F32, {5}, {-1, 0, 6, 6.5, nan}}, {DType::F32, {5}, {1, 1, 1, 1, 1}}},
                    {5}, {{"min", -1.0}, {"max", 6.0}});
   expectNear(dx, {1, 1, 1, 0, 0}, 0);
+}
+
+TEST(CpuConv, BatchNormBatchAndRunningStatistics) {
+  // One channel of 1, 3, 5, 7 over two images: mean 4, biased variance 5.
+  const double eps = 1e-5;
+  const std::vector<TensorSpec> operands = {{DType::F32, {2, 1, 1, 2}, {1, 3, 5, 7}},
+                                            {DType::F32, {1}, {2}},   // gamma
+                                            {DType::F32, {1}, {0.5}}, // beta
+                                            {DType::F32, {1}, {1}},   // running mean
+                                            {DType::F32, {1}, {4}}};  // running variance
+  cpu::RunOptions training;
+  training.training = true;
+  auto out = runOp(OpCode::BatchNorm, operands, DType::F32, {2, 1, 1, 2}, {{"epsilon", eps}},
+                   cpu::Precision::F64, training);
+  std::vector<double> expected;
+  for (double x : {1, 3, 5, 7})
+    expected.push_back((x - 4) / std::sqrt(5 + eps) * 2 + 0.5);
+  expectNear(out, expected, 1e-15);
+  // Evaluating: the running statistics.
+  out = runOp(OpCode::BatchNorm, operands, DType::F32, {2, 1, 1, 2}, {{"epsilon", eps}},
+              cpu::Precision::F64);
+  expected.clear();
+  for (double x : {1, 3, 5, 7})
+    expected.push_back((x - 1) / std::sqrt(4 + eps) * 2 + 0.5);
+  expectNear(out, expected, 1e-15);
+}
+
+TEST(CpuConv, UpdateRunningStatisticsWhileTrainingOnly) {
+  // mean <- 0.9 * 1 + 0.1 * 4; var <- 0.9 * 4 + 0.1 * 20 / 3 (unbiased); count <- 2 + 1.
+  PlanBuilder b;
+  const uint32_t x = b.input("x", DType::F32, {2, 1, 1, 2});
+  const uint32_t mean = b.parameter("mean", DType::F32, {1}, plan::InitKind::Ones);
+  const uint32_t var = b.parameter("var", DType::F32, {1}, plan::InitKind::Ones);
+  const uint32_t count = b.parameter("count", DType::F32, {});
+  for (plan::Parameter &parameter : b.plan.parameters) {
+    parameter.trained = false;
+    parameter.weightDecay = false;
+  }
+  b.instruction(OpCode::UpdateRunningStats, {mean, var, count, x}, {mean, var, count},
+                {{"momentum", 0.1}});
+  b.plan.loss = b.op(OpCode::Sum, {x}, DType::F32, {},
+                     {{"axes", Shape{0, 1, 2, 3}}, {"keepdims", int64_t(0)}});
+  cpu::Executor executor(b.plan, cpu::Precision::F64);
+  executor.initializeParameters(0);
+  executor.setParameterValues("var", {4});
+  executor.setParameterValues("count", {2});
+  const std::vector<uint8_t> bytes = encodeValues(DType::F32, {1, 3, 5, 7});
+  executor.setInput("x", bytes.data(), bytes.size());
+  executor.run({}); // evaluating: unchanged
+  expectNear(executor.parameterValues("mean"), {1}, 0);
+  cpu::RunOptions training;
+  training.training = true;
+  executor.run(training);
+  expectNear(executor.parameterValues("mean"), {0.9 + 0.4}, 1e-15);
+  expectNear(executor.parameterValues("var"), {0.9 * 4 + 0.1 * 20.0 / 3}, 1e-15);
+  expectNear(executor.parameterValues("count"), {3}, 0);
 }
 
 } // namespace

@@ -64,8 +64,10 @@ TEST(OpCodes, PinnedCodes) {
   EXPECT_EQ(code(OpCode::Conv2d), 61);
   EXPECT_EQ(code(OpCode::MaxPool2d), 64);
   EXPECT_EQ(code(OpCode::AvgPool2dGrad), 67);
-  EXPECT_EQ(kNumOpCodes, 68);
-  EXPECT_EQ(code(OpCode::AvgPool2dGrad), kNumOpCodes - 1);
+  EXPECT_EQ(code(OpCode::BatchNorm), 68);
+  EXPECT_EQ(code(OpCode::UpdateRunningStats), 70);
+  EXPECT_EQ(kNumOpCodes, 71);
+  EXPECT_EQ(code(OpCode::UpdateRunningStats), kNumOpCodes - 1);
 }
 
 TEST(OpCodes, PinnedNames) {
@@ -131,7 +133,7 @@ TEST(OpCodes, AritiesFitTheKinds) {
   }
   // Only these write parameters, parameter copies and state (docs/plan-format.md, Validation).
   EXPECT_EQ(inPlace, (std::set<OpCode>{OpCode::Accumulate, OpCode::AdamW, OpCode::Sgd,
-                                       OpCode::UpdateLossScale}));
+                                       OpCode::UpdateLossScale, OpCode::UpdateRunningStats}));
 }
 
 } // namespace

@@ -281,9 +281,9 @@ TEST(PlanIO, RejectsBadMagic) {
   EXPECT_NE(readError("").find("empty"), std::string::npos);
 }
 
-TEST(PlanIO, WritesVersion11) {
+TEST(PlanIO, WritesVersion12) {
   const std::string bytes = encode(everyOpcodePlan());
-  EXPECT_EQ(bytes.substr(8, 4), std::string("\x0b\x00\x00\x00", 4));
+  EXPECT_EQ(bytes.substr(8, 4), std::string("\x0c\x00\x00\x00", 4));
   // Nine sections, PREC then DEVP (an empty device program) last.
   EXPECT_EQ(bytes.substr(12, 4), std::string("\x09\x00\x00\x00", 4));
   const size_t precision = bytes.find("PREC"), device = bytes.rfind("DEVP");
@@ -299,38 +299,41 @@ TEST(PlanIO, WritesVersion11) {
 TEST(PlanIO, RejectsWrongVersion) {
   // Version 1 (forward-only plans, before training fields existed), version
   // 3 (before the device program), version 4 (uncompressed device modules),
-  // 5 to 10, and any future version are refused with
+  // 5 to 11, and any future version are refused with
   // the same actionable message.
   std::string bytes = encode(everyOpcodePlan());
   bytes[8] = 1; // the u32 version follows the magic
-  EXPECT_EQ(readError(bytes), "plan format version 1, this runtime reads version 11: recompile "
+  EXPECT_EQ(readError(bytes), "plan format version 1, this runtime reads version 12: recompile "
                               "the model with a matching ampc");
   bytes[8] = 3; // before the device program
-  EXPECT_EQ(readError(bytes), "plan format version 3, this runtime reads version 11: recompile "
+  EXPECT_EQ(readError(bytes), "plan format version 3, this runtime reads version 12: recompile "
                               "the model with a matching ampc");
   bytes[8] = 4; // before the compressed device modules
-  EXPECT_EQ(readError(bytes), "plan format version 4, this runtime reads version 11: recompile "
+  EXPECT_EQ(readError(bytes), "plan format version 4, this runtime reads version 12: recompile "
                               "the model with a matching ampc");
   bytes[8] = 5; // before given initial values
-  EXPECT_EQ(readError(bytes), "plan format version 5, this runtime reads version 11: recompile "
+  EXPECT_EQ(readError(bytes), "plan format version 5, this runtime reads version 12: recompile "
                               "the model with a matching ampc");
   bytes[8] = 6; // before the rows per block of attention steps
-  EXPECT_EQ(readError(bytes), "plan format version 6, this runtime reads version 11: recompile "
+  EXPECT_EQ(readError(bytes), "plan format version 6, this runtime reads version 12: recompile "
                               "the model with a matching ampc");
   bytes[8] = 7; // before attention's saved log-sum-exp
-  EXPECT_EQ(readError(bytes), "plan format version 7, this runtime reads version 11: recompile "
+  EXPECT_EQ(readError(bytes), "plan format version 7, this runtime reads version 12: recompile "
                               "the model with a matching ampc");
   bytes[8] = 8; // before the attention operands' layouts
-  EXPECT_EQ(readError(bytes), "plan format version 8, this runtime reads version 11: recompile "
+  EXPECT_EQ(readError(bytes), "plan format version 8, this runtime reads version 12: recompile "
                               "the model with a matching ampc");
   bytes[8] = 9; // before the dgelu matmul epilogue
-  EXPECT_EQ(readError(bytes), "plan format version 9, this runtime reads version 11: recompile "
+  EXPECT_EQ(readError(bytes), "plan format version 9, this runtime reads version 12: recompile "
                               "the model with a matching ampc");
   bytes[8] = 10; // before the activation opcodes and the attribute table
-  EXPECT_EQ(readError(bytes), "plan format version 10, this runtime reads version 11: recompile "
+  EXPECT_EQ(readError(bytes), "plan format version 10, this runtime reads version 12: recompile "
                               "the model with a matching ampc");
-  bytes[8] = 12;
-  EXPECT_EQ(readError(bytes), "plan format version 12, this runtime reads version 11: recompile "
+  bytes[8] = 11; // before the untrained parameter flag
+  EXPECT_EQ(readError(bytes), "plan format version 11, this runtime reads version 12: recompile "
+                              "the model with a matching ampc");
+  bytes[8] = 13;
+  EXPECT_EQ(readError(bytes), "plan format version 13, this runtime reads version 12: recompile "
                               "the model with a matching ampc");
 }
 
@@ -364,7 +367,7 @@ std::string version1File() {
 
 TEST(PlanIO, RejectsVersion1Files) {
   EXPECT_EQ(readError(version1File()),
-            "plan format version 1, this runtime reads version 11: recompile "
+            "plan format version 1, this runtime reads version 12: recompile "
             "the model with a matching ampc");
 }
 

@@ -180,6 +180,19 @@ plan::Plan everyOpcodePlan() {
                               {"pads", V{1, 1, 1, 1}}, {"ceil_mode", int64_t(0)},
                               {"count_include_pad", int64_t(1)}};
   const uint32_t avgPooled = b.op(OpCode::AvgPool2d, {clipped}, f32, {2, 2, 2, 2}, avgPoolAttrs);
+  // A batch norm over the convolution's 2 channels, its running statistics untrained.
+  const uint32_t channelGain = b.op(OpCode::Slice, {gamma}, f32, {2}, {{"starts", V{0}}});
+  const uint32_t runningMean = b.parameter("bn.running_mean", f32, {2});
+  const uint32_t runningVar = b.parameter("bn.running_var", f32, {2}, plan::InitKind::Ones);
+  for (size_t i = b.plan.parameters.size() - 2; i < b.plan.parameters.size(); ++i) {
+    b.plan.parameters[i].trained = false;
+    b.plan.parameters[i].weightDecay = false;
+  }
+  const uint32_t normalized =
+      b.op(OpCode::BatchNorm, {conv, channelGain, channelGain, runningMean, runningVar}, f32,
+           {2, 2, 2, 2}, {{"epsilon", 1e-5}});
+  b.instruction(OpCode::UpdateRunningStats, {runningMean, runningVar, conv},
+                {runningMean, runningVar}, {{"momentum", 0.1}});
   b.op(OpCode::Transpose, {mm}, f32, {2, 4, 3}, {{"permutation", V{0, 2, 1}}});
   const uint32_t flat = b.op(OpCode::Reshape, {mm}, f32, {6, 4});
   const uint32_t part = b.op(OpCode::Slice, {flat}, f32, {4, 4}, {{"starts", V{1, 0}}});
@@ -243,6 +256,10 @@ plan::Plan everyOpcodePlan() {
       b.op(OpCode::Max, {drx}, f32, {2, 4}, {{"axes", V{1}}, {"keepdims", int64_t(0)}});
   g = b.op(OpCode::MaxGrad, {drx, maxOut}, f32, {2, 3, 4},
            {{"axes", V{1}}, {"keepdims", int64_t(0)}});
+  b.instruction(OpCode::BatchNormGrad, {conv, channelGain, normalized},
+                {b.buffer("bn_dx", f32, {2, 2, 2, 2}), b.buffer("bn_dgamma", f32, {2}),
+                 b.buffer("bn_dbeta", f32, {2})},
+                {{"epsilon", 1e-5}});
   b.op(OpCode::ClipGrad, {conv, clipped}, f32, {2, 2, 2, 2}, {{"max", 6.0}});
   b.op(OpCode::Conv2dGradInput, {conv, kernel}, f32, {2, 3, 2, 2}, convAttrs);
   b.op(OpCode::Conv2dGradWeight, {image, conv}, f32, {2, 3, 1, 1}, convAttrs);

@@ -357,8 +357,8 @@ TEST(TrainData, DataFilesAreForLanguageModelsOnly) {
       [&] {
         train::makeBatchSource(train::analyzeTask(classifierTrainingPlan(8, 5, 3, 0.1)), options);
       },
-      "data files are supported for language models (tokens and targets "
-      "inputs); this model trains on its synthetic task");
+      "token files are for language models (tokens and targets inputs); this model trains on its "
+      "synthetic task, or on NumPy arrays: --data FILE.npz");
   // Without --data an unlearnable model gets no source: random inputs.
   EXPECT_FALSE(
       train::makeBatchSource(train::analyzeTask(regressionTrainingPlan(8, 4, 2, 0.1)), {}));

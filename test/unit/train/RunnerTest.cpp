@@ -403,7 +403,7 @@ TEST(TrainRunner, DataAndLogErrorsStopBeforeTraining) {
   classifierData.dataPath = dir.path("x.bin");
   Captured c = runInProcess(classifierTrainingPlan(8, 4, 3, 0.1), classifierData);
   EXPECT_EQ(c.status, 1);
-  EXPECT_NE(c.err.find("data files are supported for language models"), std::string::npos);
+  EXPECT_NE(c.err.find("token files are for language models"), std::string::npos);
 }
 
 TEST(TrainRunner, FullDiskWhileLoggingIsAnError) {
