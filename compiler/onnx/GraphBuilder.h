@@ -50,6 +50,9 @@ struct ImportedValue {
   std::optional<HostTensor> constant;
   /// Set when the value is a parameter read (graph.get_param): its name.
   std::string param;
+  /// A boolean tensor held as f32 0 and 1 (a bool graph input, such as a key padding mask, and
+  /// what data movement and Cast to bool make of it): Where and Not take it as a condition.
+  bool mask = false;
   /// A pattern step not built yet, and the x it applies to.
   Pending pending = Pending::None;
   mlir::Value pendingInput;

@@ -164,6 +164,8 @@ private:
   std::map<std::string, ImportedValue> values;
   /// Symbol declarations to create get_param / get_input for, in order.
   std::vector<std::pair<std::string, RankedTensorType>> params, inputs;
+  /// The bool graph inputs, held as f32 0 and 1.
+  std::set<std::string> masks;
   GivenValues given;
 };
 
@@ -188,8 +190,10 @@ ImportedOnnxModel Importer::run() {
     value.param = name;
     value.constant.reset();
   }
-  for (const auto &[name, type] : inputs)
+  for (const auto &[name, type] : inputs) {
     values[name].value = builder.create<graph::GetInputOp>(fileLoc, type, name);
+    values[name].mask = masks.count(name) > 0;
+  }
   convertNodes();
   markLoss();
   builder.create<func::ReturnOp>(fileLoc);
@@ -285,7 +289,11 @@ void Importer::declareInputs(graph::ModelOp model) {
       throw ImportError("graph input '" + input.name() + "' is not a tensor");
     const onnx::TypeProto::Tensor &tensor = input.type().tensor_type();
     GraphBuilder types(builder, fileLoc);
-    Type element = types.elementType(tensor.elem_type());
+    // A bool input (a key padding mask) is an f32 input of 0 and 1.
+    const bool mask = tensor.elem_type() == onnx::TensorProto::BOOL;
+    if (mask)
+      masks.insert(input.name());
+    Type element = mask ? builder.getF32Type() : types.elementType(tensor.elem_type());
     std::vector<int64_t> shape;
     auto given = options.inputShapes.find(input.name());
     if (given != options.inputShapes.end()) {
@@ -392,6 +400,13 @@ void Importer::convertNodes() {
         if (i >= static_cast<int>(results.size()))
           throw ImportError("output " + std::to_string(i) + " ('" + node.output(i) +
                             "') is not supported");
+        // Moving a mask's elements, or casting it to bool, keeps it a mask.
+        static const std::set<std::string> keepsMask = {"Reshape", "Expand", "Unsqueeze",
+                                                        "Squeeze", "Transpose", "Flatten",
+                                                        "Identity", "Cast", "Slice"};
+        if (!operands.empty() && operands[0] && operands[0]->mask &&
+            keepsMask.count(node.op_type()))
+          results[i].mask = true;
         values[node.output(i)] = results[i];
       }
     } catch (const ImportError &error) {

@@ -186,7 +186,31 @@ void convertReciprocal(const NodeContext &c) {
 /// Where(condition, x, y) with a condition known at import time. A constant fill of -inf (or a
 /// huge negative number, as masked_fill writes for attention masks) becomes an additive mask, so
 /// that softmax sees -inf where the condition says; otherwise x * c + y * (1 - c).
+/// Where with a condition computed from a bool input (a mask m of 0 and 1): m * a + (1 - m) * b,
+/// an infinite constant branch taken as the largest finite float of its sign, so 0 * fill
+/// stays 0 and an additive attention mask still zeroes its softmax weights.
+void convertMaskedWhere(const NodeContext &c) {
+  Type element = c.floatElement();
+  auto branch = [&](int i) -> Value {
+    if (std::optional<double> fill = scalarConstant(c.input(i)); fill && std::isinf(*fill))
+      return c.graph.scalar(*fill > 0 ? std::numeric_limits<float>::max()
+                                      : -std::numeric_limits<float>::max(),
+                            Float32Type::get(c.graph.builder.getContext()));
+    return c.tensor(i, element);
+  };
+  Value m = c.tensor(0), a = branch(1), b = branch(2);
+  Type f32 = GraphBuilder::tensorType(m).getElementType();
+  Value notM = c.graph.create<graph::SubOp>(c.graph.scalar(1.0, f32), m);
+  Value chosen = c.graph.create<graph::AddOp>(c.graph.create<graph::MulOp>(m, a),
+                                              c.graph.create<graph::MulOp>(notM, b));
+  c.result(GraphBuilder::tensorType(chosen).getElementType() == element
+               ? chosen
+               : c.graph.cast(chosen, element));
+}
+
 void convertWhere(const NodeContext &c) {
+  if (c.input(0).mask)
+    return convertMaskedWhere(c);
   const HostTensor &condition = c.constantInput(0, "condition");
   Type element = c.floatElement();
   auto fillOf = [&](int i) -> std::optional<double> {
@@ -279,8 +303,15 @@ void convertHardSigmoid(const NodeContext &c) {
 
 void convertCast(const NodeContext &c) {
   const int32_t to = static_cast<int32_t>(intAttribute(c.node, "to", onnx::TensorProto::FLOAT));
+  // A mask stays the 0 and 1 it is; a cast of it to a number gives those.
+  if (c.input(0).mask && (to == onnx::TensorProto::BOOL || HostTensor::isFloatType(to)))
+    return c.result(c.tensor(0));
+  if (to == onnx::TensorProto::BOOL)
+    throw ImportError("a Cast to bool of a tensor computed from the model's inputs; ampc holds "
+                      "booleans only as masks that come from bool inputs");
   c.result(c.graph.cast(c.tensor(0), c.graph.elementType(to)));
 }
+
 
 void convertDropout(const NodeContext &c) {
   double ratio = floatAttribute(c.node, "ratio", 0.5);

@@ -25,7 +25,8 @@ generator = torch.Generator().manual_seed(1)
 batch = model.batch(generator)
 torch.save(batch, os.path.join(out, name + ".batch.pt"))
 for key, value in batch.items():
-    array = value.numpy()
+    # ampc holds a bool input (a padding mask) as f32 0 and 1.
+    array = value.float().numpy() if value.dtype == torch.bool else value.numpy()
     array.astype(array.dtype.newbyteorder("<")).tofile(os.path.join(out, name + "." + key + ".bin"))
 # Exporting in training mode runs the module once, which moves its batch norms' running
 # statistics; the file gets the values the module had before, as the tests' PyTorch runs start

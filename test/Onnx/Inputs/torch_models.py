@@ -279,6 +279,49 @@ class CnnBn(nn.Module):
         return {"x": x, "labels": labels}
 
 
+class Encoder(nn.Module):
+    """A text classifier on torch.nn.TransformerEncoder, the module PyTorch users reach for:
+    token embeddings, two encoder layers (post- or pre-norm, relu or gelu), mean pooling over
+    the tokens and a linear head. No dropout, so PyTorch's step and ampc's take the same values.
+    With a patch embedding (a strided convolution) instead of tokens it is a small vision
+    transformer."""
+
+    def __init__(self, norm_first=False, activation="relu", patches=False, d=32, classes=3,
+                 padding_mask=False):
+        super().__init__()
+        self.patches, self.padding_mask = patches, padding_mask
+        if patches:
+            self.embed = nn.Conv2d(3, d, 4, stride=4)
+            self.position = nn.Parameter(torch.randn(1, 16, d) * 0.02)
+        else:
+            self.embed = nn.Embedding(50, d)
+        layer = nn.TransformerEncoderLayer(d, 4, 2 * d, dropout=0.0, activation=activation,
+                                           batch_first=True, norm_first=norm_first)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = nn.Linear(d, classes)
+        self.classes = classes
+
+    def forward(self, x, labels, pad=None):
+        if self.patches:
+            h = self.embed(x).flatten(2).transpose(1, 2) + self.position
+        else:
+            h = self.embed(x)
+        return F.cross_entropy(self.head(self.encoder(h, src_key_padding_mask=pad).mean(1)),
+                               labels)
+
+    def batch(self, generator):
+        if self.patches:
+            x = torch.randn(4, 3, 16, 16, generator=generator)
+        else:
+            x = torch.randint(0, 50, (4, 10), generator=generator)
+        labels = torch.randint(0, self.classes, (4,), generator=generator)
+        if not self.padding_mask:
+            return {"x": x, "labels": labels}
+        # Rows of 10, 8, 6 and 9 tokens: the rest is padding, masked out of attention.
+        pad = torch.arange(10).unsqueeze(0) >= torch.tensor([[10], [8], [6], [9]])
+        return {"x": x, "labels": labels, "pad": pad}
+
+
 class Vision(nn.Module):
     """A torchvision classifier (ResNet, MobileNet) returning its mean cross-entropy, in train()
     mode so its batch norms use and update batch statistics; small images keep it quick."""
@@ -311,6 +354,14 @@ def make(name):
         return Cnn()
     if name == "cnn-bn":
         return CnnBn()
+    if name == "encoder":
+        return Encoder()
+    if name == "encoder-pre-gelu":
+        return Encoder(norm_first=True, activation="gelu")
+    if name == "encoder-mask":
+        return Encoder(padding_mask=True)
+    if name == "vit":
+        return Encoder(norm_first=True, activation="gelu", patches=True)
     if name in ("resnet18", "mobilenet_v2", "mobilenet_v3_small"):
         return Vision(name)
     if name == "gpt":
