@@ -2,6 +2,8 @@
 
 #include "runtime/train/Weights.h"
 
+#include <cmath>
+#include <cstring>
 #include <set>
 
 namespace ampc::train {
@@ -16,6 +18,32 @@ namespace {
 std::string describeParameter(const plan::Plan &plan, const plan::Parameter &parameter) {
   return "'" + parameter.name + "' " +
          safetensors::formatShape(plan.buffers[parameter.buffer].shape);
+}
+
+/// Appends \p tensor's values to \p values when it holds little-endian integers (I64, I32,
+/// I16, I8 or U8); false for any other dtype.
+bool integerCounts(const safetensors::Tensor &tensor, ParameterValues &values) {
+  int width = 0;
+  if (tensor.dtype == "I64")
+    width = 8;
+  else if (tensor.dtype == "I32")
+    width = 4;
+  else if (tensor.dtype == "I16")
+    width = 2;
+  else if (tensor.dtype == "I8" || tensor.dtype == "U8")
+    width = 1;
+  if (!width)
+    return false;
+  std::vector<double> out(tensor.bytes.size() / size_t(width));
+  for (size_t i = 0; i < out.size(); ++i) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, tensor.bytes.data() + i * size_t(width), size_t(width));
+    if (tensor.dtype != "U8" && width < 8 && (bits >> (width * 8 - 1)) & 1)
+      bits |= ~uint64_t(0) << (width * 8);
+    out[i] = double(int64_t(bits));
+  }
+  values.push_back(std::move(out));
+  return true;
 }
 
 } // namespace
@@ -62,6 +90,14 @@ ParameterValues matchWeights(const plan::Plan &plan, const safetensors::File &fi
       fail(path, "tensor '" + parameter.name + "' has shape " +
                      safetensors::formatShape(tensor->shape) +
                      ", the model's parameter has shape " + safetensors::formatShape(shape));
+    // Model state PyTorch keeps as integers (num_batches_tracked, int64) is a float here.
+    if (!parameter.trained && integerCounts(*tensor, values)) {
+      for (double value : values.back())
+        if (std::fabs(value) > 16777216.0)
+          fail(path, "tensor '" + parameter.name + "' holds " + std::to_string(int64_t(value)) +
+                         ", beyond the integers the model's f32 state holds exactly (2^24)");
+      continue;
+    }
     try {
       const std::vector<float> floats = safetensors::toFloats(*tensor);
       values.emplace_back(floats.begin(), floats.end());
