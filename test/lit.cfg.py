@@ -53,27 +53,23 @@ if nvidia_smi:
 # the reference model the GPU benchmark runs (bench/torch_gpt.py). Debian's interpreter is named
 # explicitly: another python3 may come first on PATH without torch.
 torch_python = "/usr/bin/python3"
-try:
-    if subprocess.run([torch_python, "-c", "import torch"], stdout=subprocess.DEVNULL,
-                      stderr=subprocess.DEVNULL, timeout=120).returncode == 0:
-        config.available_features.add("torch")
-except (OSError, subprocess.TimeoutExpired):
-    pass
-try:
-    if subprocess.run([torch_python, "-c", "import torchvision"], stdout=subprocess.DEVNULL,
-                      stderr=subprocess.DEVNULL, timeout=120).returncode == 0:
-        config.available_features.add("torchvision")
-except (OSError, subprocess.TimeoutExpired):
-    pass
+
+
+def python_imports(module):
+    """Whether Debian's interpreter imports module."""
+    try:
+        return subprocess.run([torch_python, "-c", "import " + module], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+# torchvision (python3-torchvision) gives the vision models; the ONNX tests export models with
+# torch.onnx and write ONNX files with the onnx package's helper API (Debian's python3-onnx).
+for module in ("torch", "torchvision", "onnx"):
+    if python_imports(module):
+        config.available_features.add(module)
 config.substitutions.append(("%torch_python", torch_python))
-# The ONNX tests export models with torch.onnx and write ONNX files with the onnx package's helper
-# API (Debian's python3-onnx).
-try:
-    if subprocess.run([torch_python, "-c", "import onnx"], stdout=subprocess.DEVNULL,
-                      stderr=subprocess.DEVNULL, timeout=120).returncode == 0:
-        config.available_features.add("onnx")
-except (OSError, subprocess.TimeoutExpired):
-    pass
 # The word "ampc" as an argument (torch_gpt.py --init ampc), past the tool substitution above.
 config.substitutions.append(("%word_ampc", "ampc"))
 

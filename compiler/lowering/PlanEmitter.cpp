@@ -194,7 +194,13 @@ LogicalResult Emitter::emitConstant(ConstantOp op) {
     for (size_t i = 0; i < bytes; ++i)
       constant.bytes.push_back(static_cast<uint8_t>(word >> (8 * i)));
   };
-  if (llvm::isa<FloatType>(dense.getElementType())) {
+  // A splat is written once (the plan's splat constants), however large the tensor.
+  if (dense.isSplat()) {
+    if (llvm::isa<FloatType>(dense.getElementType()))
+      append(dense.getSplatValue<llvm::APFloat>().bitcastToAPInt());
+    else
+      append(dense.getSplatValue<llvm::APInt>());
+  } else if (llvm::isa<FloatType>(dense.getElementType())) {
     for (const llvm::APFloat &value : dense.getValues<llvm::APFloat>())
       append(value.bitcastToAPInt());
   } else {

@@ -16,6 +16,7 @@
 #include "compiler/report/MetricsPlot.h"
 #include "compiler/report/PrecisionReport.h"
 #include "compiler/report/RematReport.h"
+#include "compiler/support/Format.h"
 #include "passes/RematAdapter.h"
 #include "runtime/cpu/Executor.h"
 #include "runtime/plan/GradientBuckets.h"
@@ -93,6 +94,19 @@ std::optional<plan::Plan> compileTrainingStep(LoadedModel &loaded, const Options
     return std::nullopt;
   if (!options.emitMlir.empty() && !emitMlir(*loaded.module, options.emitMlir))
     return std::nullopt;
+  // A step no machine could hold is refused with its figures now, not when it runs out of
+  // memory: 64 TiB is more than any one machine's memory, host or device.
+  constexpr int64_t kMachineLimit = int64_t(1) << 46;
+  if (const MemoryTotals totals = memoryTotals(loaded.model); totals.peak > kMachineLimit) {
+    loaded.model.emitError("the training step needs ")
+        << formatBytes(totals.peak) << " at its peak (persistent "
+        << formatBytes(totals.persistent.total()) << ", largest arena "
+        << formatBytes(std::max(totals.microStepArena, totals.optimizerStepArena))
+        << "), more than any machine holds (" << formatBytes(kMachineLimit)
+        << "); make the model or its micro-batch smaller "
+           "(`ampc report memory` breaks it down)";
+    return std::nullopt;
+  }
   PlanProvenance provenance;
   auto compiled = emitPlan(loaded.model, &provenance, &loaded.given);
   if (failed(compiled))

@@ -18,6 +18,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace mlir;
@@ -75,7 +76,39 @@ checkNoRecursion(func::FuncOp func,
   return success();
 }
 
+/// Whether \p type has at most 2^50 elements, the plan's limit for one tensor: extents whose
+/// product would wrap 64 bits are compared, never multiplied past the limit.
+static bool withinElementLimit(Type type) {
+  auto tensor = llvm::dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return true;
+  constexpr int64_t kLimit = int64_t(1) << 50;
+  int64_t elements = 1;
+  for (int64_t extent : tensor.getShape()) {
+    if (extent > 0 && elements > kLimit / extent)
+      return false;
+    elements *= std::max<int64_t>(extent, 0);
+  }
+  return true;
+}
+
 LogicalResult ModelOp::verifyRegions() {
+  // Sizes are checked before anything multiplies them: every declared and computed tensor.
+  WalkResult sizes = walk([&](Operation *op) {
+    llvm::SmallVector<Type> types(op->getResultTypes());
+    if (auto param = llvm::dyn_cast<ParamOp>(op))
+      types.push_back(param.getType());
+    else if (auto input = llvm::dyn_cast<InputOp>(op))
+      types.push_back(input.getType());
+    for (Type type : types)
+      if (!withinElementLimit(type)) {
+        op->emitOpError() << type << " has more than 2^50 elements, ampc's limit for one tensor";
+        return WalkResult::interrupt();
+      }
+    return WalkResult::advance();
+  });
+  if (sizes.wasInterrupted())
+    return failure();
   llvm::DenseMap<Operation *, llvm::SmallVector<func::CallOp>> calls;
   for (Operation &op : getBodyBlock()) {
     auto param = llvm::dyn_cast<ParamOp>(op);

@@ -209,20 +209,26 @@ void conv2dGradWeight(const T *x, const Shape &xShape, const T *dy, const Shape 
       group(g);
 }
 
+/// Calls \p body(plane, i, j) for output position (i, j) of every [N, C] plane; planes run
+/// in parallel, each one's positions in order.
+template <typename Body>
+void forEachPooled(const Shape &xShape, int64_t outH, int64_t outW, const Body &body) {
+  parallelFor(xShape[0] * xShape[1], 1, [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane)
+      for (int64_t i = 0; i < outH; ++i)
+        for (int64_t j = 0; j < outW; ++j)
+          body(plane, i, j);
+  });
+}
+
 template <typename T>
 void maxPool2d(const T *x, const Shape &xShape, const plan::Window2d &window, T *y,
                const Shape &yShape) {
   const int64_t height = xShape[2], width = xShape[3], outH = yShape[2], outW = yShape[3];
-  parallelFor(xShape[0] * xShape[1], 1, [&](int64_t begin, int64_t end) {
-    for (int64_t plane = begin; plane < end; ++plane) {
-      const T *in = x + plane * height * width;
-      T *out = y + plane * outH * outW;
-      for (int64_t i = 0; i < outH; ++i)
-        for (int64_t j = 0; j < outW; ++j) {
-          const int64_t at = maxIndex(in, height, width, window, i, j);
-          out[i * outW + j] = at < 0 ? -std::numeric_limits<T>::infinity() : in[at];
-        }
-    }
+  forEachPooled(xShape, outH, outW, [&](int64_t plane, int64_t i, int64_t j) {
+    const T *in = x + plane * height * width;
+    const int64_t at = maxIndex(in, height, width, window, i, j);
+    y[(plane * outH + i) * outW + j] = at < 0 ? -std::numeric_limits<T>::infinity() : in[at];
   });
 }
 
@@ -230,19 +236,11 @@ template <typename T>
 void maxPool2dGrad(const T *x, const Shape &xShape, const T *dy, const Shape &dyShape,
                    const plan::Window2d &window, T *dx) {
   const int64_t height = xShape[2], width = xShape[3], outH = dyShape[2], outW = dyShape[3];
-  parallelFor(xShape[0] * xShape[1], 1, [&](int64_t begin, int64_t end) {
-    for (int64_t plane = begin; plane < end; ++plane) {
-      const T *in = x + plane * height * width;
-      const T *grad = dy + plane * outH * outW;
-      T *out = dx + plane * height * width;
-      std::fill(out, out + height * width, T(0));
-      for (int64_t i = 0; i < outH; ++i)
-        for (int64_t j = 0; j < outW; ++j) {
-          const int64_t at = maxIndex(in, height, width, window, i, j);
-          if (at >= 0)
-            out[at] += grad[i * outW + j];
-        }
-    }
+  std::fill(dx, dx + plan::numElements(xShape), T(0));
+  forEachPooled(xShape, outH, outW, [&](int64_t plane, int64_t i, int64_t j) {
+    const int64_t at = maxIndex(x + plane * height * width, height, width, window, i, j);
+    if (at >= 0)
+      dx[plane * height * width + at] += dy[(plane * outH + i) * outW + j];
   });
 }
 
@@ -250,20 +248,14 @@ template <typename T>
 void avgPool2d(const T *x, const Shape &xShape, const plan::Window2d &window,
                bool countIncludePad, T *y, const Shape &yShape) {
   const int64_t height = xShape[2], width = xShape[3], outH = yShape[2], outW = yShape[3];
-  parallelFor(xShape[0] * xShape[1], 1, [&](int64_t begin, int64_t end) {
-    for (int64_t plane = begin; plane < end; ++plane) {
-      const T *in = x + plane * height * width;
-      T *out = y + plane * outH * outW;
-      for (int64_t i = 0; i < outH; ++i)
-        for (int64_t j = 0; j < outW; ++j) {
-          const AvgWindow a = avgWindow(window, height, width, i, j, countIncludePad);
-          T sum = 0;
-          for (int64_t h = a.h0; h < a.h1; ++h)
-            for (int64_t c = a.w0; c < a.w1; ++c)
-              sum += in[h * width + c];
-          out[i * outW + j] = a.divisor > 0 ? sum / T(a.divisor) : T(0);
-        }
-    }
+  forEachPooled(xShape, outH, outW, [&](int64_t plane, int64_t i, int64_t j) {
+    const T *in = x + plane * height * width;
+    const AvgWindow a = avgWindow(window, height, width, i, j, countIncludePad);
+    T sum = 0;
+    for (int64_t h = a.h0; h < a.h1; ++h)
+      for (int64_t c = a.w0; c < a.w1; ++c)
+        sum += in[h * width + c];
+    y[(plane * outH + i) * outW + j] = a.divisor > 0 ? sum / T(a.divisor) : T(0);
   });
 }
 
@@ -271,22 +263,16 @@ template <typename T>
 void avgPool2dGrad(const T *dy, const Shape &dyShape, const plan::Window2d &window,
                    bool countIncludePad, T *dx, const Shape &dxShape) {
   const int64_t height = dxShape[2], width = dxShape[3], outH = dyShape[2], outW = dyShape[3];
-  parallelFor(dxShape[0] * dxShape[1], 1, [&](int64_t begin, int64_t end) {
-    for (int64_t plane = begin; plane < end; ++plane) {
-      const T *grad = dy + plane * outH * outW;
-      T *out = dx + plane * height * width;
-      std::fill(out, out + height * width, T(0));
-      for (int64_t i = 0; i < outH; ++i)
-        for (int64_t j = 0; j < outW; ++j) {
-          const AvgWindow a = avgWindow(window, height, width, i, j, countIncludePad);
-          if (a.divisor <= 0)
-            continue;
-          const T share = grad[i * outW + j] / T(a.divisor);
-          for (int64_t h = a.h0; h < a.h1; ++h)
-            for (int64_t c = a.w0; c < a.w1; ++c)
-              out[h * width + c] += share;
-        }
-    }
+  std::fill(dx, dx + plan::numElements(dxShape), T(0));
+  forEachPooled(dxShape, outH, outW, [&](int64_t plane, int64_t i, int64_t j) {
+    const AvgWindow a = avgWindow(window, height, width, i, j, countIncludePad);
+    if (a.divisor <= 0)
+      return;
+    const T share = dy[(plane * outH + i) * outW + j] / T(a.divisor);
+    T *out = dx + plane * height * width;
+    for (int64_t h = a.h0; h < a.h1; ++h)
+      for (int64_t c = a.w0; c < a.w1; ++c)
+        out[h * width + c] += share;
   });
 }
 

@@ -153,8 +153,21 @@ public:
     copyOf.assign(plan.buffers.size(), -1);
     for (const plan::ParameterCopy &copy : plan.parameterCopies)
       copyOf[copy.source] = copy.buffer;
-    for (const plan::Constant &constant : plan.constants)
-      decodeInto(constant.buffer, constant.bytes.data());
+    for (const plan::Constant &constant : plan.constants) {
+      if (!plan::isSplat(plan, constant)) {
+        decodeInto(constant.buffer, constant.bytes.data());
+        continue;
+      }
+      // A splat: one element, repeated.
+      Slot &slot = slots[constant.buffer];
+      const Buffer &buffer = plan.buffers[constant.buffer];
+      decodeInto(slot, buffer.dtype, 1, constant.bytes.data());
+      const int64_t count = plan::numElements(buffer);
+      if (plan::isIntegerDType(buffer.dtype))
+        slot.integer.assign(static_cast<size_t>(count), slot.integer[0]);
+      else
+        slot.real.assign(static_cast<size_t>(count), slot.real[0]);
+    }
     resetState();
   }
 

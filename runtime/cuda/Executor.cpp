@@ -155,9 +155,21 @@ Executor::Impl::Impl(const plan::Plan &source, Device &device, const ExecutorOpt
   chooseMatmulAlgorithms();
   // The same for attention: cuDNN's or ours, each timed on the steps' buffers.
   chooseAttention();
-  for (const plan::Constant &constant : plan.constants)
-    device.copyToDevice(addresses.buffers[constant.buffer], constant.bytes.data(),
-                        constant.bytes.size());
+  for (const plan::Constant &constant : plan.constants) {
+    if (!plan::isSplat(plan, constant)) {
+      device.copyToDevice(addresses.buffers[constant.buffer], constant.bytes.data(),
+                          constant.bytes.size());
+      continue;
+    }
+    // A splat: its element repeated, uploaded a chunk of up to 1 MiB at a time.
+    const size_t total = plan::numElements(plan.buffers[constant.buffer]) * constant.bytes.size();
+    std::vector<uint8_t> chunk;
+    while (chunk.size() < std::min<size_t>(total, size_t(1) << 20))
+      chunk.insert(chunk.end(), constant.bytes.begin(), constant.bytes.end());
+    for (size_t at = 0; at < total; at += chunk.size())
+      device.copyToDevice(addresses.buffers[constant.buffer] + at, chunk.data(),
+                          std::min(chunk.size(), total - at));
+  }
   device.memsetAsync(microRecord, 0, 2 * sizeof(plan::DeviceErrorRecord));
   device.memsetAsync(metrics, 0, metricsBytes(plan));
   resetState();

@@ -164,4 +164,9 @@ size_t forwardInstructionCount(const Plan &plan) {
   throw PlanError("no instruction writes the loss '" + plan.buffers.at(plan.loss).name + "'");
 }
 
+bool isSplat(const Plan &plan, const Constant &constant) {
+  const Buffer &buffer = plan.buffers.at(constant.buffer);
+  return numElements(buffer) > 1 && constant.bytes.size() == dtypeBytes(buffer.dtype);
+}
+
 } // namespace ampc::plan

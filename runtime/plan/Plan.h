@@ -110,9 +110,13 @@ struct Input {
 /// Constant data for a buffer with role Constant.
 struct Constant {
   uint32_t buffer;
-  /// Little-endian, row-major, in the buffer's dtype.
+  /// Little-endian, row-major, in the buffer's dtype: every element, or one element that every
+  /// element repeats (a splat; see isSplat).
   std::vector<uint8_t> bytes;
 };
+
+/// Whether \p constant holds one element for a buffer of more (a splat constant).
+bool isSplat(const Plan &plan, const Constant &constant);
 
 /// A reduced-precision copy of a parameter: buffer (role ParameterCopy,
 /// dtype BF16 or F16) holds source (a Parameter buffer of the same shape)

@@ -458,9 +458,11 @@ void checkTables(const Plan &plan) {
     claim(constant.buffer, BufferRole::Constant, what);
     const Buffer &buffer = plan.buffers[constant.buffer];
     uint64_t expected = static_cast<uint64_t>(numElements(buffer)) * dtypeBytes(buffer.dtype);
-    if (constant.bytes.size() != expected)
+    // Every element, or one that all repeat (a splat).
+    if (constant.bytes.size() != expected && constant.bytes.size() != dtypeBytes(buffer.dtype))
       fail(what + " has " + std::to_string(constant.bytes.size()) + " bytes, but " +
-           describeBuffer(plan, constant.buffer) + " needs " + std::to_string(expected));
+           describeBuffer(plan, constant.buffer) + " needs " + std::to_string(expected) +
+           " (or " + std::to_string(dtypeBytes(buffer.dtype)) + ", a splat)");
   }
   checkParameterCopies(plan, claim);
   for (uint32_t id = 0; id < bufferCount; ++id)

@@ -11,6 +11,7 @@ when anything differs by more than the tolerance.
 own float32 gradients are off by 1e-3 (its convolutions and batch-norm backward in float32).
 """
 
+import json
 import os
 import re
 import sys
@@ -32,6 +33,19 @@ def read_safetensors(path):
         assert dtype == "F32", (name, dtype)
         tensors[name] = torch.frombuffer(bytearray(data), dtype=torch.float32).reshape(shape)
     return tensors, metadata
+
+
+def compare_losses(log_path, losses, tolerance, failures):
+    """The largest relative difference between PyTorch's per-step losses and those of ampc's
+    metrics log; appends to failures when the counts or values differ."""
+    with open(log_path) as f:
+        ampc_losses = [json.loads(line)["loss"] for line in f if '"loss"' in line]
+    if len(ampc_losses) != len(losses):
+        failures.append("ampc logged %d losses for %d steps" % (len(ampc_losses), len(losses)))
+    difference = max(abs(a - t) / abs(t) for a, t in zip(ampc_losses, losses))
+    if difference > tolerance:
+        failures.append("relative loss difference %.3g" % difference)
+    return difference
 
 
 def main():

@@ -11,7 +11,6 @@ file every parameter and every buffer (running means and variances, num_batches_
 (default 1e-4).
 """
 
-import json
 import os
 import sys
 
@@ -21,7 +20,7 @@ import torch
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 import torch_models  # noqa: E402
-from compare_torch import read_safetensors  # noqa: E402
+from compare_torch import compare_losses, read_safetensors  # noqa: E402
 
 
 def main():
@@ -42,14 +41,8 @@ def main():
         optimizer.zero_grad(set_to_none=True)
         losses.append(loss.item())
 
-    with open(log_path) as f:
-        ampc_losses = [json.loads(line)["loss"] for line in f if '"loss"' in line]
     failures = []
-    if len(ampc_losses) != steps:
-        failures.append("ampc logged %d losses for %d steps" % (len(ampc_losses), steps))
-    loss_difference = max(abs(a - t) / abs(t) for a, t in zip(ampc_losses, losses))
-    if loss_difference > tolerance:
-        failures.append("relative loss difference %.3g" % loss_difference)
+    loss_difference = compare_losses(log_path, losses, tolerance, failures)
     trained, _ = read_safetensors(weights_path)
     worst, worst_name, moved = 0.0, "", 0.0
     initial = dict(torch_models.make(name).state_dict())

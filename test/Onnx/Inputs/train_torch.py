@@ -10,7 +10,6 @@ per parameter). Prints one summary line; exits 1 when anything differs by more t
 tolerance (default 1e-4).
 """
 
-import json
 import os
 import sys
 import types
@@ -22,7 +21,7 @@ sys.path.insert(0, here)
 sys.path.insert(0, os.path.join(here, "..", "..", "..", "bench"))
 import torch_gpt  # noqa: E402
 import torch_models  # noqa: E402
-from compare_torch import read_safetensors  # noqa: E402
+from compare_torch import compare_losses, read_safetensors  # noqa: E402
 
 
 def main():
@@ -52,14 +51,8 @@ def main():
         optimizer.zero_grad(set_to_none=True)
         losses.append(loss.item())
 
-    with open(log_path) as f:
-        ampc_losses = [json.loads(line)["loss"] for line in f if '"loss"' in line]
     failures = []
-    if len(ampc_losses) != steps:
-        failures.append("ampc logged %d losses for %d steps" % (len(ampc_losses), steps))
-    loss_difference = max(abs(a - t) / abs(t) for a, t in zip(ampc_losses, losses))
-    if loss_difference > tolerance:
-        failures.append("relative loss difference %.3g" % loss_difference)
+    loss_difference = compare_losses(log_path, losses, tolerance, failures)
     trained, _ = read_safetensors(weights_path)
     worst, worst_name, moved = 0.0, "", 0.0
     initial = torch_models.make(name)
