@@ -8,13 +8,15 @@ set -euo pipefail
 # cairo draws the plots of `ampc plot` and `ampc report memory --plot` (found with pkg-config);
 # nlohmann-json parses the metrics logs `ampc plot` reads. libonnx-dev (with libprotobuf-dev) reads
 # ONNX files for `ampc import`; python3-onnx writes the tests' ONNX files.
+# pybind11-dev and python3-dev build the Python package (python/).
 # libminizip-dev reads the zip archives of NumPy's .npz files (--data FILE.npz).
 # Open MPI launches data parallel runs (mpirun) and the tests of them; training executables open
 # its libmpi.so.40 at run time only when mpirun or srun started them, so they link no MPI.
 packages=(cmake ninja-build g++ make python3 llvm-19-dev libmlir-19-dev mlir-19-tools
           llvm-19-tools libboost-graph-dev googletest libgtest-dev zlib1g-dev python3-torch
           python3-torchvision pkg-config libcairo2-dev nlohmann-json3-dev libonnx-dev
-          libprotobuf-dev python3-onnx openmpi-bin libopenmpi-dev libminizip-dev)
+          libprotobuf-dev python3-onnx openmpi-bin libopenmpi-dev libminizip-dev
+          pybind11-dev python3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

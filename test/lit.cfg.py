@@ -70,6 +70,11 @@ for module in ("torch", "torchvision", "onnx"):
     if python_imports(module):
         config.available_features.add(module)
 config.substitutions.append(("%torch_python", torch_python))
+# The Python package, when the build made it (pybind11-dev and python3-dev present).
+ampc_python = os.path.join(config.ampc_obj_root, "python")
+if os.path.exists(os.path.join(ampc_python, "ampc", "__init__.py")):
+    config.available_features.add("ampc-python")
+config.substitutions.append(("%ampc_python_path", ampc_python))
 # The word "ampc" as an argument (torch_gpt.py --init ampc), past the tool substitution above.
 config.substitutions.append(("%word_ampc", "ampc"))
 

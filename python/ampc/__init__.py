@@ -1,0 +1,209 @@
+"""ampc from Python: compile a model, train it from your own loop, get its weights back.
+
+    import ampc
+    trainer = ampc.compile(model, (x, y), precision="fp32", accum_steps=4, lr=3e-4)
+    for batch in loader:
+        result = trainer.step(*batch)          # one optimizer step; result.loss
+    model.load_state_dict(trainer.state_dict())
+
+`model` is a torch.nn.Module whose forward returns the loss (exported here with torch.onnx in
+training mode, constant folding off), an ONNX file or a graph-dialect model file. Compilation
+runs the `ampc` tool (`ampc plan --train`, the options of `ampc compile` under Python names);
+training runs the plan in this process through the runtime (`_ampc`, no MLIR), on the CPU.
+Failures raise ampc.Error with ampc's one-line message.
+"""
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import tempfile
+
+from . import _ampc
+
+Error = _ampc.Error
+
+__all__ = ["compile", "Trainer", "StepResult", "Error"]
+
+
+def _tool():
+    """The `ampc` executable: $AMPC, else the build tree's, else the one on PATH."""
+    if os.environ.get("AMPC"):
+        return os.environ["AMPC"]
+    here = os.path.dirname(os.path.abspath(__file__))
+    built = os.path.join(here, "..", "..", "compiler", "ampc")
+    if os.path.exists(built):
+        return os.path.normpath(built)
+    found = shutil.which("ampc")
+    if not found:
+        raise Error("cannot find the ampc tool: set AMPC to its path")
+    return found
+
+
+def _numpy(value):
+    """value as a NumPy array without a copy where its layout allows (CPU torch tensors too)."""
+    if hasattr(value, "detach"):  # a torch tensor
+        value = value.detach()
+        if value.dtype.is_floating_point and str(value.dtype) != "torch.float32":
+            value = value.float()
+        if str(value.dtype) == "torch.bool":
+            value = value.float()
+        return value.cpu().numpy()
+    import numpy
+    return numpy.asarray(value)
+
+
+def _export(module, example_inputs, path, input_names):
+    """Exports module (its forward returning the loss) as torch.onnx does for training: train()
+    mode, no constant folding, its buffers as they were (the export runs the module once)."""
+    import inspect
+    import torch
+    if input_names is None:
+        parameters = list(inspect.signature(module.forward).parameters)
+        input_names = parameters[:len(example_inputs)]
+    buffers = {name: value.clone() for name, value in module.named_buffers()}
+    module.train()
+    torch.onnx.export(module, tuple(example_inputs), path, input_names=list(input_names),
+                      output_names=["loss"], opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    with torch.no_grad():
+        for name, value in module.named_buffers():
+            value.copy_(buffers[name])
+    if buffers:
+        import onnx
+        from onnx import numpy_helper
+        exported = onnx.load(path)
+        for initializer in exported.graph.initializer:
+            if initializer.name in buffers:
+                initializer.CopyFrom(numpy_helper.from_array(buffers[initializer.name].numpy(),
+                                                             initializer.name))
+        onnx.save(exported, path)
+    return list(input_names)
+
+
+@dataclasses.dataclass
+class StepResult:
+    """What one optimizer step did."""
+    loss: float
+    grad_norm: float
+    lr: float
+    #: The loss scale the step used (fp16), 0 without loss scaling.
+    loss_scale: float
+    #: Whether an overflow made the step skip its update (fp16).
+    skipped: bool
+
+
+class Trainer:
+    """A compiled model in training: step() takes a whole batch, micro_step() one micro-batch."""
+
+    def __init__(self, plan_path, seed=0, total_steps=0):
+        self._plan = _ampc.PlanTrainer(plan_path, seed)
+        self._inputs = self._plan.inputs()
+        self._pending = 0
+        self._step = 0
+        self._micro = 0
+        self._total_steps = total_steps
+        self.accum_steps = self._plan.accumulation_steps
+
+    @property
+    def input_names(self):
+        return [name for name, _, _ in self._inputs]
+
+    def _arrays(self, inputs, rows=None):
+        if len(inputs) != len(self._inputs):
+            raise Error("the model takes %d inputs (%s), got %d" % (
+                len(self._inputs), ", ".join(self.input_names), len(inputs)))
+        return {name: _numpy(value) for (name, _, _), value in zip(self._inputs, inputs)}
+
+    def micro_step(self, *inputs):
+        """Runs one micro-batch forward and backward into the gradient accumulators; the
+        optimizer step follows the accum_steps-th. Returns its StepResult then, else None."""
+        self._plan.micro_step(self._arrays(inputs), self._micro)
+        self._micro += 1
+        self._pending += 1
+        if self._pending < self.accum_steps:
+            return None
+        self._pending = 0
+        metrics = self._plan.optimizer_step(self._step, self._total_steps)
+        self._step += 1
+        return StepResult(metrics["loss"], metrics["grad_norm"], metrics["lr"],
+                          metrics["loss_scale"], bool(metrics["skipped"]))
+
+    def step(self, *inputs):
+        """One optimizer step on one batch: each input holds accum_steps x the micro-batch rows,
+        split into micro-batches in order."""
+        if self._pending:
+            raise Error("%d micro-batches of this step were given with micro_step(); finish the "
+                        "step with micro_step()" % self._pending)
+        arrays = [_numpy(value) for value in inputs]
+        if len(arrays) != len(self._inputs):
+            raise Error("the model takes %d inputs (%s), got %d" % (
+                len(self._inputs), ", ".join(self.input_names), len(arrays)))
+        result = None
+        for k in range(self.accum_steps):
+            parts = []
+            for (name, _, shape), array in zip(self._inputs, arrays):
+                rows = shape[0]
+                if array.ndim != len(shape) or array.shape[0] != rows * self.accum_steps:
+                    raise Error("input '%s' takes %d rows per step (%d micro-batch%s of %s), "
+                                "got shape %s" % (name, rows * self.accum_steps, self.accum_steps,
+                                                  "" if self.accum_steps == 1 else "es",
+                                                  list(shape), list(array.shape)))
+                parts.append(array[k * rows:(k + 1) * rows])
+            result = self.micro_step(*parts)
+        return result
+
+    def evaluate(self, *inputs):
+        """The loss of one micro-batch, forward only, in evaluation mode (running statistics)."""
+        return self._plan.evaluate(self._arrays(inputs))
+
+    def state_dict(self):
+        """Parameters (fp32 master weights) and running statistics under the model's names, as
+        torch tensors when torch is importable (module.load_state_dict takes them)."""
+        state = self._plan.state_dict()
+        try:
+            import torch
+        except ImportError:
+            return state
+        return {name: torch.from_numpy(value) for name, value in state.items()}
+
+    def load_state_dict(self, state, strict=True):
+        """Sets parameters and running statistics from a state_dict (PyTorch's names)."""
+        self._plan.load_state_dict({name: _numpy(value) for name, value in state.items()},
+                                   strict)
+
+
+def compile(model, example_inputs=None, *, precision="bf16", accum_steps=1, lr=None,
+            optimizer=None, weight_decay=None, momentum=None, clip_norm=None,
+            memory_budget=None, input_names=None, seed=0, total_steps=0, extra_args=()):
+    """Compiles model for training and returns its Trainer.
+
+    model: a torch.nn.Module whose forward returns the scalar loss (with example_inputs, the
+    batch of one micro step), an ONNX file or a graph-dialect model file. The options are
+    `ampc compile`'s: precision ("bf16", "fp16", "fp32"), accum_steps, lr, optimizer ("adamw",
+    "sgd"), weight_decay, momentum, clip_norm, memory_budget ("50%"); extra_args passes others.
+    The parameters start from the module's (or the file's) values.
+    """
+    work = tempfile.mkdtemp(prefix="ampc-")
+    if isinstance(model, (str, os.PathLike)):
+        source = os.fspath(model)
+    else:
+        if example_inputs is None:
+            raise Error("compiling a torch module needs example_inputs, the batch of one micro "
+                        "step")
+        source = os.path.join(work, "model.onnx")
+        _export(model, example_inputs, source, input_names)
+    args = [_tool(), "plan", source, "--train", "-o", os.path.join(work, "model.plan"),
+            "--precision", precision, "--accum-steps", str(accum_steps)]
+    for flag, value in [("--lr", lr), ("--optimizer", optimizer), ("--weight-decay", weight_decay),
+                        ("--momentum", momentum), ("--clip-norm", clip_norm),
+                        ("--memory-budget", memory_budget)]:
+        if value is not None:
+            args += [flag, str(value)]
+    args += list(extra_args)
+    run = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if run.returncode != 0:
+        lines = [line for line in run.stderr.splitlines() if "error" in line] or \
+            run.stderr.splitlines() or ["ampc exited with status %d" % run.returncode]
+        raise Error(lines[0])
+    return Trainer(os.path.join(work, "model.plan"), seed=seed, total_steps=total_steps)
