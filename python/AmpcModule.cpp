@@ -4,7 +4,7 @@
 // which python/ampc/__init__.py runs) loaded into a training backend, driven micro step by
 // micro step from NumPy arrays. It links the runtime only, never MLIR. Errors the runtime
 // reports (a plan, input or weights that do not fit) become ampc.Error with the runtime's
-// one-line message; a step runs with the GIL released.
+// one-line message; a step runs with the GIL released, one call at a time per trainer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +22,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 namespace py = pybind11;
@@ -82,23 +83,16 @@ public:
   /// Sets every input from \p arrays (name -> array of the input's shape), then runs one micro
   /// step (forward, backward, accumulation) with the GIL released.
   void microStep(const std::map<std::string, py::array> &arrays, uint64_t step) {
-    for (const plan::Input &input : plan.inputs) {
-      auto found = arrays.find(input.name);
-      if (found == arrays.end())
-        raise("no value for input '" + input.name + "'");
-      setInput(input, found->second);
-    }
-    if (arrays.size() != plan.inputs.size())
-      for (const auto &[name, array] : arrays)
-        if (std::none_of(plan.inputs.begin(), plan.inputs.end(),
-                         [&](const plan::Input &input) { return input.name == name; }))
-          raise("'" + name + "' is not an input of the model");
+    std::vector<std::pair<std::string, std::vector<uint8_t>>> inputs = encodeInputs(arrays);
     cpu::RunOptions options;
     options.seed = seed;
     options.step = step;
     options.training = true;
     options.keepTemporaries = false;
-    run([&] { backend->runMicroStep(options); });
+    run([&] {
+      setInputs(inputs);
+      backend->runMicroStep(options);
+    });
   }
 
   /// Runs the optimizer step; returns the step's metrics.
@@ -124,25 +118,29 @@ public:
 
   /// The loss of one batch from the forward pass alone (evaluation mode).
   double evaluate(const std::map<std::string, py::array> &arrays) {
-    for (const plan::Input &input : plan.inputs) {
-      auto found = arrays.find(input.name);
-      if (found == arrays.end())
-        raise("no value for input '" + input.name + "'");
-      setInput(input, found->second);
-    }
+    std::vector<std::pair<std::string, std::vector<uint8_t>>> inputs = encodeInputs(arrays);
     cpu::RunOptions options;
     options.seed = seed;
     options.training = false;
     double loss = 0;
-    run([&] { loss = backend->evaluateLoss(options); });
+    run([&] {
+      setInputs(inputs);
+      loss = backend->evaluateLoss(options);
+    });
     return loss;
   }
 
   /// Every parameter (fp32 master weights and untrained state), by name, as float32 arrays.
   py::dict stateDict() {
+    std::vector<std::vector<double>> all(plan.parameters.size());
+    run([&] {
+      for (size_t i = 0; i < plan.parameters.size(); ++i)
+        all[i] = backend->readBuffer(plan.parameters[i].buffer);
+    });
     py::dict out;
-    for (const plan::Parameter &parameter : plan.parameters) {
-      const std::vector<double> values = backend->readBuffer(parameter.buffer);
+    for (size_t p = 0; p < plan.parameters.size(); ++p) {
+      const plan::Parameter &parameter = plan.parameters[p];
+      const std::vector<double> &values = all[p];
       const std::vector<int64_t> &shape = plan.buffers[parameter.buffer].shape;
       py::array_t<float> array(std::vector<py::ssize_t>(shape.begin(), shape.end()));
       float *data = array.mutable_data();
@@ -161,6 +159,8 @@ public:
     for (const auto &[name, array] : state)
       if (!byName.count(name))
         raise("'" + name + "' is not a parameter of the model @" + plan.modelName);
+    // Every value is checked before any is written: a mistake changes nothing.
+    std::vector<std::pair<uint32_t, std::vector<double>>> writes;
     for (const plan::Parameter &parameter : plan.parameters) {
       auto found = state.find(parameter.name);
       if (found == state.end()) {
@@ -173,12 +173,16 @@ public:
       if (std::vector<int64_t>(values.shape(), values.shape() + values.ndim()) != shape)
         raise("'" + parameter.name + "' has shape " + shapeText(values) +
               ", the model's parameter " + plan::shapeToString(shape));
-      backend->writeBuffer(parameter.buffer,
-                           std::vector<double>(values.data(), values.data() + values.size()));
+      writes.emplace_back(parameter.buffer,
+                          std::vector<double>(values.data(), values.data() + values.size()));
     }
-    // Copies follow their parameters (the CPU backend refreshes them as it sets them).
-    for (const plan::ParameterCopy &copy : plan.parameterCopies)
-      backend->writeBuffer(copy.buffer, backend->readBuffer(copy.source));
+    run([&] {
+      for (const auto &[buffer, values] : writes)
+        backend->writeBuffer(buffer, values);
+      // Copies follow their parameters (the CPU backend refreshes them as it sets them).
+      for (const plan::ParameterCopy &copy : plan.parameterCopies)
+        backend->writeBuffer(copy.buffer, backend->readBuffer(copy.source));
+    });
   }
 
 private:
@@ -186,7 +190,24 @@ private:
     return plan::shapeToString(std::vector<int64_t>(array.shape(), array.shape() + array.ndim()));
   }
 
-  void setInput(const plan::Input &input, const py::array &array) {
+  /// Each input's bytes in its dtype, checked (shape, kind, range), with the GIL held.
+  std::vector<std::pair<std::string, std::vector<uint8_t>>>
+  encodeInputs(const std::map<std::string, py::array> &arrays) const {
+    for (const auto &[name, array] : arrays)
+      if (std::none_of(plan.inputs.begin(), plan.inputs.end(),
+                       [&](const plan::Input &input) { return input.name == name; }))
+        raise("'" + name + "' is not an input of the model");
+    std::vector<std::pair<std::string, std::vector<uint8_t>>> out;
+    for (const plan::Input &input : plan.inputs) {
+      auto found = arrays.find(input.name);
+      if (found == arrays.end())
+        raise("no value for input '" + input.name + "'");
+      out.emplace_back(input.name, encodeInput(input, found->second));
+    }
+    return out;
+  }
+
+  std::vector<uint8_t> encodeInput(const plan::Input &input, const py::array &array) const {
     const plan::Buffer &buffer = plan.buffers[input.buffer];
     const std::vector<int64_t> shape(array.shape(), array.shape() + array.ndim());
     if (shape != buffer.shape)
@@ -200,29 +221,36 @@ private:
     if (!integer && kind != 'f' && kind != 'i' && kind != 'u' && kind != 'b')
       raise("input '" + input.name + "' takes numbers, got " +
             std::string(py::str(array.dtype())));
-    // The input's element type in C order: no copy when the array already is.
-    py::array converted = integer
-                              ? py::array(py::array_t<int64_t, py::array::c_style |
-                                                                   py::array::forcecast>(array))
-                              : py::array(py::array_t<float, py::array::c_style |
-                                                                 py::array::forcecast>(array));
-    std::vector<uint8_t> bytes;
-    if (buffer.dtype == plan::DType::I32) {
-      const int64_t *values = static_cast<const int64_t *>(converted.data());
-      bytes.resize(size_t(converted.size()) * 4);
-      for (py::ssize_t i = 0; i < converted.size(); ++i) {
-        const int32_t value = static_cast<int32_t>(values[i]);
-        std::memcpy(bytes.data() + 4 * i, &value, 4);
+    if (integer) {
+      if (kind == 'u' && array.itemsize() == 8) {
+        py::array_t<uint64_t, py::array::c_style | py::array::forcecast> wide(array);
+        for (py::ssize_t i = 0; i < wide.size(); ++i)
+          if (wide.data()[i] > uint64_t(INT64_MAX))
+            raise("input '" + input.name + "' element " + std::to_string(i) +
+                  " exceeds int64");
       }
-    } else if (buffer.dtype == plan::DType::I64 || buffer.dtype == plan::DType::F32) {
-      backend->setInput(input.name, converted.data(), size_t(converted.nbytes()));
-      return;
-    } else {
-      const float *values = static_cast<const float *>(converted.data());
-      bytes = train::encodeReals(buffer.dtype,
-                                 std::vector<double>(values, values + converted.size()));
+      py::array_t<int64_t, py::array::c_style | py::array::forcecast> values(array);
+      std::vector<int64_t> ints(values.data(), values.data() + values.size());
+      if (buffer.dtype == plan::DType::I32)
+        for (size_t i = 0; i < ints.size(); ++i)
+          if (ints[i] < INT32_MIN || ints[i] > INT32_MAX)
+            raise("input '" + input.name + "' element " + std::to_string(i) + " is " +
+                  std::to_string(ints[i]) + ", outside i32");
+      return train::encodeIntegers(buffer.dtype, ints);
     }
-    backend->setInput(input.name, bytes.data(), bytes.size());
+    py::array_t<float, py::array::c_style | py::array::forcecast> values(array);
+    if (buffer.dtype == plan::DType::F32) {
+      const uint8_t *bytes = reinterpret_cast<const uint8_t *>(values.data());
+      return std::vector<uint8_t>(bytes, bytes + values.nbytes());
+    }
+    return train::encodeReals(buffer.dtype,
+                              std::vector<double>(values.data(), values.data() + values.size()));
+  }
+
+  /// Sets the encoded inputs (the GIL released, the trainer locked).
+  void setInputs(const std::vector<std::pair<std::string, std::vector<uint8_t>>> &inputs) {
+    for (const auto &[name, bytes] : inputs)
+      backend->setInput(name, bytes.data(), bytes.size());
   }
 
   /// Runs \p body without the GIL, turning the runtime's exceptions into ampc.Error.
@@ -230,6 +258,8 @@ private:
     std::string failure;
     {
       py::gil_scoped_release release;
+      // One call at a time: another thread may call in while this one runs without the GIL.
+      std::lock_guard<std::mutex> lock(mutex);
       try {
         body();
       } catch (const std::exception &error) {
@@ -243,6 +273,7 @@ private:
   plan::Plan plan;
   std::unique_ptr<train::TrainingBackend> backend;
   uint64_t seed;
+  std::mutex mutex;
 };
 
 } // namespace

@@ -538,7 +538,8 @@ void convertPad(const NodeContext &c) {
   const std::string mode = stringAttribute(c.node, "mode", "constant");
   if (mode != "constant")
     throw ImportError("Pad in mode '" + mode + "' is not supported (only constant zeros)");
-  if (c.has(2) && c.constantInput(2, "constant value").values.at(0) != 0)
+  if ((c.has(2) && c.constantInput(2, "constant value").values.at(0) != 0) ||
+      floatAttribute(c.node, "value", 0.0) != 0)
     throw ImportError("Pad with a nonzero constant value is not supported");
   Value x = c.tensor(0);
   const int64_t rank = GraphBuilder::tensorType(x).getRank();

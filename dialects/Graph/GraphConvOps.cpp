@@ -284,3 +284,15 @@ LogicalResult UpdateRunningStatsOp::verify() {
     return failure();
   return success();
 }
+
+/// A batch norm's epsilon: finite and >= 0 (the plan's rule, checked where the model is written).
+static LogicalResult checkEpsilon(Operation *op, llvm::APFloat epsilon) {
+  const double value = epsilon.convertToDouble();
+  if (!std::isfinite(value) || value < 0)
+    return op->emitOpError("epsilon must be finite and >= 0");
+  return success();
+}
+
+LogicalResult BatchNormOp::verify() { return checkEpsilon(*this, getEpsilon()); }
+
+LogicalResult BatchNormGradOp::verify() { return checkEpsilon(*this, getEpsilon()); }

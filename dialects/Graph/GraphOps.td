@@ -719,6 +719,7 @@ def Graph_BatchNormOp : Graph_Op<"batch_norm", [Graph_Fp32Precision, Graph_Image
     `:` type($input) `,` type($gamma) `,` type($beta) `,` type($running_mean) `,`
     type($running_var)
   }];
+  let hasVerifier = 1;
 }
 
 def Graph_UpdateRunningStatsOp : Graph_Op<"update_running_stats", [Graph_ImageKernel]> {

@@ -118,6 +118,7 @@ def Graph_BatchNormGradOp : Graph_Op<"batch_norm_grad", [Graph_Fp32Precision,
   let assemblyFormat = [{
     $input `,` $gamma `,` $grad attr-dict `:` type($input) `,` type($gamma)
   }];
+  let hasVerifier = 1;
 }
 
 def Graph_MaxPool2dGradOp : Graph_Op<"max_pool2d_grad", [Graph_FollowPrecision,

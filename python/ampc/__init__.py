@@ -62,6 +62,7 @@ def _export(module, example_inputs, path, input_names):
         parameters = list(inspect.signature(module.forward).parameters)
         input_names = parameters[:len(example_inputs)]
     buffers = {name: value.clone() for name, value in module.named_buffers()}
+    was_training = module.training
     module.train()
     torch.onnx.export(module, tuple(example_inputs), path, input_names=list(input_names),
                       output_names=["loss"], opset_version=17,
@@ -69,6 +70,7 @@ def _export(module, example_inputs, path, input_names):
     with torch.no_grad():
         for name, value in module.named_buffers():
             value.copy_(buffers[name])
+    module.train(was_training)
     if buffers:
         import onnx
         from onnx import numpy_helper
@@ -201,9 +203,13 @@ def compile(model, example_inputs=None, *, precision="bf16", accum_steps=1, lr=N
         if value is not None:
             args += [flag, str(value)]
     args += list(extra_args)
-    run = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if run.returncode != 0:
-        lines = [line for line in run.stderr.splitlines() if "error" in line] or \
-            run.stderr.splitlines() or ["ampc exited with status %d" % run.returncode]
-        raise Error(lines[0])
-    return Trainer(os.path.join(work, "model.plan"), seed=seed, total_steps=total_steps)
+    try:
+        run = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if run.returncode != 0:
+            lines = [line for line in run.stderr.splitlines() if "error" in line] or \
+                run.stderr.splitlines() or ["ampc exited with status %d" % run.returncode]
+            raise Error(lines[0])
+        # The trainer holds the plan once loaded; the files go.
+        return Trainer(os.path.join(work, "model.plan"), seed=seed, total_steps=total_steps)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

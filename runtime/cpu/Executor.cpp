@@ -280,7 +280,7 @@ void TypedExecutor<T>::execute(const Instruction &instruction, const RunOptions 
   }
   case OpCode::BatchNorm: {
     const Shape &x = shapeOf(operands[0]);
-    kernels::batchNorm(real(operands[0]), x[0], x[1], plan::numElements(x) / (x[0] * x[1]),
+    kernels::batchNorm(real(operands[0]), x[0], x[1], innerExtent(x),
                        real(operands[1]), real(operands[2]), real(operands[3]),
                        real(operands[4]), plan::get(instruction, plan::attr::epsilon),
                        options.training, realResult(instruction));

@@ -115,7 +115,7 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction, const Run
   }
   case OpCode::BatchNormGrad: {
     const Shape &x = shapeOf(operands[0]);
-    kernels::batchNormGrad(real(operands[0]), x[0], x[1], plan::numElements(x) / (x[0] * x[1]),
+    kernels::batchNormGrad(real(operands[0]), x[0], x[1], innerExtent(x),
                            real(operands[1]), real(operands[2]),
                            plan::get(instruction, plan::attr::epsilon), realResult(instruction, 0),
                            realResult(instruction, 1), realResult(instruction, 2));
@@ -128,7 +128,7 @@ void TypedExecutor<T>::executeTraining(const Instruction &instruction, const Run
     const uint32_t input = operands.back();
     const Shape &x = shapeOf(input);
     const bool counts = operands.size() == 4;
-    kernels::updateRunningStats(real(input), x[0], x[1], plan::numElements(x) / (x[0] * x[1]),
+    kernels::updateRunningStats(real(input), x[0], x[1], innerExtent(x),
                                 plan::get(instruction, plan::attr::momentum),
                                 slots[operands[0]].real.data(), slots[operands[1]].real.data(),
                                 counts ? slots[operands[2]].real.data() : nullptr);

@@ -128,6 +128,11 @@ inline plan::Window2d instructionWindow(const plan::Instruction &instruction,
   return *window;
 }
 
+/// The elements of one image and channel of an [N, C, ...] tensor (0 when N or C is).
+inline int64_t innerExtent(const Shape &shape) {
+  return shape[0] * shape[1] == 0 ? 0 : plan::numElements(shape) / (shape[0] * shape[1]);
+}
+
 /// A clip instruction's bound \p key, or -inf / +inf (\p sign) when it has none.
 template <typename T>
 T clipBound(const plan::Instruction &instruction, const plan::AttrKey<double> &key, int sign) {

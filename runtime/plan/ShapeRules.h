@@ -138,7 +138,8 @@ std::optional<Shape> conv2dShape(const Shape &input, const Shape &weight, Window
                                  int64_t groups, std::string &error);
 
 /// 2-D pooling: x [N, C, H, W] -> [N, C, OH, OW]. Each padding is at most half its kernel's
-/// dilated extent (PyTorch's rule), so every window holds at least one input element.
+/// dilated extent (PyTorch's rule); with dilation a window may still hold no input element
+/// (max pooling gives it -inf, average pooling 0).
 std::optional<Shape> pool2dShape(const Shape &input, const Window2d &window, std::string &error);
 
 //===----------------------------------------------------------------------===//

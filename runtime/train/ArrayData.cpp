@@ -52,7 +52,7 @@ void checkFeed(const plan::Plan &plan, const plan::Input &input, const NumpyArra
   const std::string what = path + ": array '" + array.name + "' (" + array.dtypeName() + " " +
                            shapeText(array.shape) + ") for input '" + input.name + "' (" +
                            plan::dtypeName(buffer.dtype) + " " + shapeText(buffer.shape) + ")";
-  if (buffer.shape.empty())
+  if (buffer.shape.empty() || buffer.shape[0] < 1)
     throw DataError(what + ": the input has no batch dimension to take rows along");
   if (array.shape.size() != buffer.shape.size() ||
       !std::equal(buffer.shape.begin() + 1, buffer.shape.end(), array.shape.begin() + 1))

@@ -272,10 +272,22 @@ std::vector<NumpyArray> readNumpyFile(const std::string &path) {
       if (unzGetCurrentFileInfo64(zip, &info, name, sizeof(name), nullptr, 0, nullptr, 0) !=
           UNZ_OK)
         throw DataError(path + ": the .npz archive's directory is corrupt");
-      const std::string member = name;
+      // minizip leaves a name that fills the buffer unterminated.
+      if (info.size_filename >= sizeof(name))
+        throw DataError(path + ": a member's name is " + std::to_string(info.size_filename) +
+                        " bytes long; array names are shorter");
+      const std::string member(name, info.size_filename);
       const std::string what = path + ", member " + member;
       if (!endsWith(member, ".npy"))
         throw DataError(what + ": not a .npy array (a .npz archive holds NAME.npy members)");
+      // The declared size is the archive's claim: a stored member is as large as it is stored,
+      // and deflate expands at most 1032-fold, so nothing is allocated on a claim alone.
+      const bool stored = info.compression_method == 0;
+      if ((stored && info.uncompressed_size != info.compressed_size) ||
+          (!stored && info.uncompressed_size / 1032 > info.compressed_size + 1))
+        throw DataError(what + ": its declared size (" + std::to_string(info.uncompressed_size) +
+                        " bytes) does not fit its compressed size (" +
+                        std::to_string(info.compressed_size) + "); the archive is corrupt");
       std::vector<uint8_t> bytes = readMember(zip, info.uncompressed_size, what);
       NumpyArray array = parseNpy(bytes.data(), bytes.size(), what);
       array.name = member.substr(0, member.size() - 4);

@@ -2253,3 +2253,19 @@ graph.model @untrained_decays {
     return
   }
 }
+
+// -----
+
+graph.model @batch_norm_epsilon {
+  graph.input @x : tensor<2x4x3x3xf32>
+  graph.input @c : tensor<4xf32>
+  func.func @forward() {
+    %x = graph.get_input @x : tensor<2x4x3x3xf32>
+    %c = graph.get_input @c : tensor<4xf32>
+    // expected-error @+1 {{'graph.batch_norm' op epsilon must be finite and >= 0}}
+    %y = graph.batch_norm %x, %c, %c, %c, %c {epsilon = -1.0 : f64} : tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+    %l = graph.mse_loss %x, %x : tensor<2x4x3x3xf32>
+    graph.loss %l : tensor<f32>
+    return
+  }
+}
