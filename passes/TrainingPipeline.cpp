@@ -65,6 +65,8 @@ TrainingPipelineConfig TrainingPipelineOptions::config() const {
   scaling.mode = lossScaling;
   scaling.initialScale = initialLossScale;
   scaling.growthInterval = lossScaleGrowthInterval;
+  scaling.growthFactor = lossScaleGrowthFactor;
+  scaling.backoffFactor = lossScaleBackoffFactor;
   scaling.minScale = lossScaleFloor;
   scaling.debugNonfinite = debugNonfinite;
   config.classifier.chunkBytes = classifierChunk;

@@ -113,8 +113,14 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
                                   llvm::cl::desc("the first (or static) scale"),
                                   llvm::cl::init(65536.0)};
   Option<int64_t> lossScaleGrowthInterval{*this, "loss-scale-growth-interval",
-                                          llvm::cl::desc("finite steps before the scale doubles"),
+                                          llvm::cl::desc("finite steps before the scale grows"),
                                           llvm::cl::init(2000)};
+  Option<double> lossScaleGrowthFactor{*this, "loss-scale-growth-factor",
+                                       llvm::cl::desc("the scale's growth after the interval"),
+                                       llvm::cl::init(2.0)};
+  Option<double> lossScaleBackoffFactor{*this, "loss-scale-backoff-factor",
+                                        llvm::cl::desc("the scale's cut after an overflow"),
+                                        llvm::cl::init(0.5)};
   Option<double> lossScaleFloor{*this, "loss-scale-floor", llvm::cl::desc("the smallest scale"),
                                 llvm::cl::init(1.0)};
   Option<bool> debugNonfinite{*this, "debug-nonfinite",

@@ -40,6 +40,21 @@ struct RealParser : cl::parser<double> {
   }
 };
 
+/// GradScaler's factors: growth above 1 (--loss-scale-growth-factor), backoff in (0, 1)
+/// (--loss-scale-backoff-factor), as torch.cuda.amp.GradScaler requires.
+struct ScaleFactorParser : cl::parser<double> {
+  using cl::parser<double>::parser;
+  bool parse(cl::Option &, llvm::StringRef name, llvm::StringRef text, double &value) {
+    if (text.getAsDouble(value))
+      return usageError("--" + name + " expects a number, got '" + text + "'");
+    const bool growth = name.contains("growth");
+    if (growth ? !(value > 1) : !(value > 0 && value < 1))
+      return usageError("--" + name + (growth ? " must be above 1" : " must be in (0, 1)") +
+                        ", got '" + text + "'");
+    return false;
+  }
+};
+
 /// Integers of the pass options (int64_t). cl::parser<long> is final: this parses long long,
 /// which llvm::cl converts on assignment.
 struct CountParser : cl::parser<long long> {

@@ -299,7 +299,15 @@ cl::opt<double, true, RealParser> initialLossScale("initial-loss-scale",
 cl::opt<int64_t, true, CountParser> lossScaleGrowthInterval(
     "loss-scale-growth-interval", cl::location(pipeline.scaling.growthInterval),
     cl::sub(pipelineCommands), cl::cat(precisionCategory), cl::value_desc("N"),
-    cl::desc("Finite steps before the scale doubles (default 2000)"));
+    cl::desc("Finite steps before the scale grows (default 2000)"));
+cl::opt<double, true, ScaleFactorParser> lossScaleGrowthFactor(
+    "loss-scale-growth-factor", cl::location(pipeline.scaling.growthFactor),
+    cl::sub(pipelineCommands), cl::cat(precisionCategory), cl::value_desc("X"),
+    cl::desc("The scale is multiplied by X after the growth interval (default 2)"));
+cl::opt<double, true, ScaleFactorParser> lossScaleBackoffFactor(
+    "loss-scale-backoff-factor", cl::location(pipeline.scaling.backoffFactor),
+    cl::sub(pipelineCommands), cl::cat(precisionCategory), cl::value_desc("X"),
+    cl::desc("The scale is multiplied by X after an overflow (default 0.5)"));
 cl::opt<double, true, RealParser>
     lossScaleFloor("loss-scale-floor", cl::location(pipeline.scaling.minScale),
                    cl::sub(pipelineCommands), cl::cat(precisionCategory), cl::value_desc("X"),

@@ -177,13 +177,17 @@ class Trainer:
 
 def compile(model, example_inputs=None, *, precision="bf16", accum_steps=1, lr=None,
             optimizer=None, weight_decay=None, momentum=None, clip_norm=None,
-            memory_budget=None, input_names=None, seed=0, total_steps=0, extra_args=()):
+            memory_budget=None, loss_scaling=None, init_scale=None, growth_factor=None,
+            backoff_factor=None, growth_interval=None, input_names=None, seed=0,
+            total_steps=0, extra_args=()):
     """Compiles model for training and returns its Trainer.
 
     model: a torch.nn.Module whose forward returns the scalar loss (with example_inputs, the
     batch of one micro step), an ONNX file or a graph-dialect model file. The options are
     `ampc compile`'s: precision ("bf16", "fp16", "fp32"), accum_steps, lr, optimizer ("adamw",
-    "sgd"), weight_decay, momentum, clip_norm, memory_budget ("50%"); extra_args passes others.
+    "sgd"), weight_decay, momentum, clip_norm, memory_budget ("50%"), and loss scaling as
+    GradScaler's (loss_scaling "auto", "dynamic", "none" or "static=S"; init_scale,
+    growth_factor, backoff_factor, growth_interval); extra_args passes others.
     The parameters start from the module's (or the file's) values.
     """
     work = tempfile.mkdtemp(prefix="ampc-")
@@ -199,7 +203,11 @@ def compile(model, example_inputs=None, *, precision="bf16", accum_steps=1, lr=N
             "--precision", precision, "--accum-steps", str(accum_steps)]
     for flag, value in [("--lr", lr), ("--optimizer", optimizer), ("--weight-decay", weight_decay),
                         ("--momentum", momentum), ("--clip-norm", clip_norm),
-                        ("--memory-budget", memory_budget)]:
+                        ("--memory-budget", memory_budget), ("--loss-scaling", loss_scaling),
+                        ("--initial-loss-scale", init_scale),
+                        ("--loss-scale-growth-factor", growth_factor),
+                        ("--loss-scale-backoff-factor", backoff_factor),
+                        ("--loss-scale-growth-interval", growth_interval)]:
         if value is not None:
             args += [flag, str(value)]
     args += list(extra_args)
