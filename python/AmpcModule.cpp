@@ -54,12 +54,26 @@ py::dtype numpyDtype(plan::DType dtype) {
 
 class Trainer {
 public:
-  Trainer(const std::string &planPath, uint64_t seed) : seed(seed) {
+  /// \p device as the executables' --device: "auto" (the GPU when there is one and the plan
+  /// has GPU code, else the CPU, with note() saying why), "cpu" or "cuda" (the GPU or an error).
+  Trainer(const std::string &planPath, uint64_t seed, const std::string &device) : seed(seed) {
+    if (device != "auto" && device != "cpu" && device != "cuda")
+      raise("device is 'auto', 'cpu' or 'cuda', got '" + device + "'");
     try {
       plan = plan::loadPlan(planPath);
       if (plan.optimizerInstructions.empty())
         raise(planPath + " is not a training plan (write it with `ampc plan --train`)");
-      backend = train::makeCpuBackend(plan);
+      const train::DeviceChoice choice =
+          train::chooseDevice(device, !plan.device.empty(), /*cpuFallback=*/false, [&] {
+            train::GpuProbe probe;
+            backend = train::tryMakeCudaBackend(plan, probe);
+            return probe;
+          });
+      if (!choice.error.empty())
+        raise(choice.error);
+      if (!choice.useCuda)
+        backend = train::makeCpuBackend(plan);
+      deviceNote = choice.note;
       backend->initializeParameters(seed);
     } catch (const py::error_already_set &) {
       throw;
@@ -67,6 +81,11 @@ public:
       raise(error.what());
     }
   }
+
+  /// "cpu" or "cuda".
+  std::string device() const { return backend->device(); }
+  /// Why auto chose the CPU ("" when it did not fall back).
+  std::string note() const { return deviceNote; }
 
   /// (name, NumPy dtype, shape) of each input, in the plan's order.
   std::vector<std::tuple<std::string, py::dtype, std::vector<int64_t>>> inputs() const {
@@ -273,6 +292,7 @@ private:
   plan::Plan plan;
   std::unique_ptr<train::TrainingBackend> backend;
   uint64_t seed;
+  std::string deviceNote;
   std::mutex mutex;
 };
 
@@ -285,8 +305,13 @@ PYBIND11_MODULE(_ampc, m) {
   py::class_<Trainer>(m, "PlanTrainer",
                       "A training plan loaded into the CPU backend, driven one micro step at a "
                       "time.")
-      .def(py::init<const std::string &, uint64_t>(), py::arg("plan_path"), py::arg("seed") = 0,
-           "Loads the training plan at plan_path and initialises its parameters from seed.")
+      .def(py::init<const std::string &, uint64_t, const std::string &>(), py::arg("plan_path"),
+           py::arg("seed") = 0, py::arg("device") = "auto",
+           "Loads the training plan at plan_path on device ('auto', 'cpu' or 'cuda', as the "
+           "executables' --device) and initialises its parameters from seed.")
+      .def_property_readonly("device", &Trainer::device, "Where the plan runs: cpu or cuda.")
+      .def_property_readonly("note", &Trainer::note,
+                             "Why 'auto' chose the CPU; empty when it did not fall back.")
       .def("inputs", &Trainer::inputs, "(name, dtype, shape) of each model input.")
       .def_property_readonly("accumulation_steps", &Trainer::accumulationSteps,
                              "Micro steps per optimizer step, as the plan was compiled.")

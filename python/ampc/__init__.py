@@ -9,7 +9,8 @@
 `model` is a torch.nn.Module whose forward returns the loss (exported here with torch.onnx in
 training mode, constant folding off), an ONNX file or a graph-dialect model file. Compilation
 runs the `ampc` tool (`ampc plan --train`, the options of `ampc compile` under Python names);
-training runs the plan in this process through the runtime (`_ampc`, no MLIR), on the CPU.
+training runs the plan in this process through the runtime (`_ampc`, no MLIR), on the GPU or
+the CPU as the training executables choose.
 Failures raise ampc.Error with ampc's one-line message.
 """
 
@@ -98,8 +99,11 @@ class StepResult:
 class Trainer:
     """A compiled model in training: step() takes a whole batch, micro_step() one micro-batch."""
 
-    def __init__(self, plan_path, seed=0, total_steps=0):
-        self._plan = _ampc.PlanTrainer(plan_path, seed)
+    def __init__(self, plan_path, seed=0, total_steps=0, device="auto"):
+        self._plan = _ampc.PlanTrainer(plan_path, seed, device)
+        #: "cpu" or "cuda"; with device="auto", note says why it is the CPU.
+        self.device = self._plan.device
+        self.note = self._plan.note
         self._inputs = self._plan.inputs()
         self._pending = 0
         self._step = 0
@@ -179,7 +183,7 @@ def compile(model, example_inputs=None, *, precision="bf16", accum_steps=1, lr=N
             optimizer=None, weight_decay=None, momentum=None, clip_norm=None,
             memory_budget=None, loss_scaling=None, init_scale=None, growth_factor=None,
             backoff_factor=None, growth_interval=None, input_names=None, seed=0,
-            total_steps=0, extra_args=()):
+            total_steps=0, device="auto", extra_args=()):
     """Compiles model for training and returns its Trainer.
 
     model: a torch.nn.Module whose forward returns the scalar loss (with example_inputs, the
@@ -187,7 +191,9 @@ def compile(model, example_inputs=None, *, precision="bf16", accum_steps=1, lr=N
     `ampc compile`'s: precision ("bf16", "fp16", "fp32"), accum_steps, lr, optimizer ("adamw",
     "sgd"), weight_decay, momentum, clip_norm, memory_budget ("50%"), and loss scaling as
     GradScaler's (loss_scaling "auto", "dynamic", "none" or "static=S"; init_scale,
-    growth_factor, backoff_factor, growth_interval); extra_args passes others.
+    growth_factor, backoff_factor, growth_interval); extra_args passes others. device is the
+    executables' --device: "auto" (the GPU when there is one and the plan has GPU code, else the
+    CPU: Trainer.note says why), "cpu" or "cuda" (the GPU, or ampc.Error saying why not).
     The parameters start from the module's (or the file's) values.
     """
     work = tempfile.mkdtemp(prefix="ampc-")
@@ -218,6 +224,7 @@ def compile(model, example_inputs=None, *, precision="bf16", accum_steps=1, lr=N
                 run.stderr.splitlines() or ["ampc exited with status %d" % run.returncode]
             raise Error(lines[0])
         # The trainer holds the plan once loaded; the files go.
-        return Trainer(os.path.join(work, "model.plan"), seed=seed, total_steps=total_steps)
+        return Trainer(os.path.join(work, "model.plan"), seed=seed, total_steps=total_steps,
+                       device=device)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -116,6 +116,13 @@ def errors():
             return self.fc(x)
 
     expect(lambda: ampc.compile(NotALoss(), (inputs[0],)), "no scalar output to train")
+    expect(lambda: ampc.compile(model, inputs, device="tpu"),
+           "device is 'auto', 'cpu' or 'cuda', got 'tpu'")
+    # Without a GPU, "auto" trains on the CPU and says why; "cuda" is an error saying why.
+    auto = ampc.compile(model, inputs, precision="fp32")
+    print("auto: %s (%s)" % (auto.device, auto.note or "no fallback"))
+    if auto.device == "cpu":
+        expect(lambda: ampc.compile(model, inputs, precision="fp32", device="cuda"), "")
 
 
 {"adamw": lambda: (adamw("mlp"), adamw("cnn-bn")), "accumulate": accumulate,
