@@ -14,6 +14,7 @@ the CPU as the training executables choose.
 Failures raise ampc.Error with ampc's one-line message.
 """
 
+import atexit
 import dataclasses
 import os
 import shutil
@@ -24,7 +25,7 @@ from . import _ampc
 
 Error = _ampc.Error
 
-__all__ = ["compile", "Trainer", "StepResult", "Error"]
+__all__ = ["compile", "Trainer", "StepResult", "Report", "Error"]
 
 
 def _tool():
@@ -96,10 +97,21 @@ class StepResult:
     skipped: bool
 
 
+@dataclasses.dataclass
+class Report:
+    """An `ampc report`: its text, and its table's rows as dicts (the precision report's: op,
+    location, compute, accumulate, storage, rule)."""
+    text: str
+    rows: list
+
+    def __str__(self):
+        return self.text
+
+
 class Trainer:
     """A compiled model in training: step() takes a whole batch, micro_step() one micro-batch."""
 
-    def __init__(self, plan_path, seed=0, total_steps=0, device="auto"):
+    def __init__(self, plan_path, seed=0, total_steps=0, device="auto", report_args=None):
         self._plan = _ampc.PlanTrainer(plan_path, seed, device)
         #: "cpu" or "cuda"; with device="auto", note says why it is the CPU.
         self.device = self._plan.device
@@ -109,6 +121,7 @@ class Trainer:
         self._step = 0
         self._micro = 0
         self._total_steps = total_steps
+        self._report_args = report_args
         self.accum_steps = self._plan.accumulation_steps
 
     @property
@@ -163,6 +176,31 @@ class Trainer:
         """The loss of one micro-batch, forward only, in evaluation mode (running statistics)."""
         return self._plan.evaluate(self._arrays(inputs))
 
+    def report(self, kind="precision"):
+        """`ampc report KIND` of the compiled model ("precision" or "memory"), as a Report: its
+        text, and for precision its rows (op, location, compute, accumulate, storage, rule)."""
+        if kind not in ("precision", "memory"):
+            raise Error("report is 'precision' or 'memory', got '%s'" % kind)
+        if self._report_args is None:
+            raise Error("this trainer was not made by ampc.compile, so it has no model to report")
+        source, options = self._report_args
+        run = subprocess.run([_tool(), "report", kind, source] + options, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        if run.returncode != 0:
+            raise Error((run.stderr.strip().splitlines() or ["ampc report failed"])[0])
+        rows = []
+        if kind == "precision":
+            header = None
+            for line in run.stdout.splitlines():
+                fields = line.split()
+                if fields[:2] == ["op", "location"]:
+                    header = fields
+                elif header and len(fields) == len(header):
+                    rows.append(dict(zip(header, fields)))
+                elif header and not fields:
+                    header = None
+        return Report(run.stdout, rows)
+
     def state_dict(self):
         """Parameters (fp32 master weights) and running statistics under the model's names, as
         torch tensors when torch is importable (module.load_state_dict takes them)."""
@@ -203,10 +241,12 @@ def compile(model, example_inputs=None, *, precision="bf16", accum_steps=1, lr=N
         if example_inputs is None:
             raise Error("compiling a torch module needs example_inputs, the batch of one micro "
                         "step")
-        source = os.path.join(work, "model.onnx")
+        # The export stays (for Trainer.report) until the process ends.
+        exports = tempfile.mkdtemp(prefix="ampc-model-")
+        atexit.register(shutil.rmtree, exports, ignore_errors=True)
+        source = os.path.join(exports, "model.onnx")
         _export(model, example_inputs, source, input_names)
-    args = [_tool(), "plan", source, "--train", "-o", os.path.join(work, "model.plan"),
-            "--precision", precision, "--accum-steps", str(accum_steps)]
+    options = ["--precision", precision, "--accum-steps", str(accum_steps)]
     for flag, value in [("--lr", lr), ("--optimizer", optimizer), ("--weight-decay", weight_decay),
                         ("--momentum", momentum), ("--clip-norm", clip_norm),
                         ("--memory-budget", memory_budget), ("--loss-scaling", loss_scaling),
@@ -215,8 +255,9 @@ def compile(model, example_inputs=None, *, precision="bf16", accum_steps=1, lr=N
                         ("--loss-scale-backoff-factor", backoff_factor),
                         ("--loss-scale-growth-interval", growth_interval)]:
         if value is not None:
-            args += [flag, str(value)]
-    args += list(extra_args)
+            options += [flag, str(value)]
+    options += list(extra_args)
+    args = [_tool(), "plan", source, "--train", "-o", os.path.join(work, "model.plan")] + options
     try:
         run = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if run.returncode != 0:
@@ -225,6 +266,6 @@ def compile(model, example_inputs=None, *, precision="bf16", accum_steps=1, lr=N
             raise Error(lines[0])
         # The trainer holds the plan once loaded; the files go.
         return Trainer(os.path.join(work, "model.plan"), seed=seed, total_steps=total_steps,
-                       device=device)
+                       device=device, report_args=(source, options))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -125,5 +125,19 @@ def errors():
         expect(lambda: ampc.compile(model, inputs, precision="fp32", device="cuda"), "")
 
 
+def report():
+    model = torch_models.make("cnn-bn")
+    inputs = tuple(model.batch(torch.Generator().manual_seed(1)).values())
+    trainer = ampc.compile(model, inputs, precision="bf16")
+    precision = trainer.report("precision")
+    convolutions = [row for row in precision.rows if row["op"] == "conv2d"]
+    norms = [row for row in precision.rows if row["op"] == "batch_norm"]
+    print("precision: %d rows; conv2d %s/%s/%s (%s), batch_norm %s/%s/%s (%s)" % (
+        len(precision.rows), convolutions[0]["compute"], convolutions[0]["accumulate"],
+        convolutions[0]["storage"], convolutions[0]["rule"], norms[0]["compute"],
+        norms[0]["accumulate"], norms[0]["storage"], norms[0]["rule"]))
+    print(str(trainer.report("memory")).splitlines()[0])
+
+
 {"adamw": lambda: (adamw("mlp"), adamw("cnn-bn")), "accumulate": accumulate,
- "errors": errors}[sys.argv[1]]()
+ "errors": errors, "report": report}[sys.argv[1]]()
