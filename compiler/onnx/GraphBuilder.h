@@ -136,6 +136,16 @@ private:
   std::string inferenceError;
 };
 
+/// The `NAME.num_batches_tracked` PyTorch keeps beside a batch norm's `NAME.running_mean`, or
+/// "" when \p runningMean is not so named.
+inline std::string batchCountName(const std::string &runningMean) {
+  const std::string suffix = ".running_mean";
+  if (runningMean.size() <= suffix.size() ||
+      runningMean.compare(runningMean.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return "";
+  return runningMean.substr(0, runningMean.size() - suffix.size()) + ".num_batches_tracked";
+}
+
 /// Whether the op table converts \p opType (of the default domain).
 bool isImportedOp(const std::string &opType);
 

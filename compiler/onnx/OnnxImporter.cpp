@@ -224,16 +224,11 @@ void Importer::declareInitializers(graph::ModelOp model) {
                                  "vector");
       declareRunningStatistic(tensor.name(), host.shape,
                               std::vector<float>(host.values.begin(), host.values.end()));
-      const std::string suffix = ".running_mean";
-      const std::string &name = tensor.name();
-      if (name.size() > suffix.size() &&
-          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-        const std::string count = name.substr(0, name.size() - suffix.size()) +
-                                  ".num_batches_tracked";
-        if (!std::any_of(graph.initializer().begin(), graph.initializer().end(),
-                         [&](const onnx::TensorProto &t) { return t.name() == count; }))
-          declareRunningStatistic(count, {}, {0.0f});
-      }
+      const std::string count = batchCountName(tensor.name());
+      if (!count.empty() &&
+          !std::any_of(graph.initializer().begin(), graph.initializer().end(),
+                       [&](const onnx::TensorProto &t) { return t.name() == count; }))
+        declareRunningStatistic(count, {}, {0.0f});
       continue;
     }
     const bool trainable = host.isFloat() && !host.shape.empty() && finite &&

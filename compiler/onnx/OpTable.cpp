@@ -513,15 +513,10 @@ void convertBatchNormalization(const NodeContext &c) {
   OpBuilder &b = c.graph.builder;
   // The count PyTorch keeps beside NAME.running_mean, when the importer declared it.
   FlatSymbolRefAttr count;
-  const std::string suffix = ".running_mean";
-  if (mean.param.size() > suffix.size() &&
-      mean.param.compare(mean.param.size() - suffix.size(), suffix.size(), suffix) == 0) {
-    const std::string name =
-        mean.param.substr(0, mean.param.size() - suffix.size()) + ".num_batches_tracked";
-    Operation *model = b.getInsertionBlock()->getParentOp()->getParentOp();
-    if (mlir::SymbolTable::lookupSymbolIn(model, name))
-      count = FlatSymbolRefAttr::get(b.getContext(), name);
-  }
+  const std::string name = batchCountName(mean.param);
+  Operation *model = b.getInsertionBlock()->getParentOp()->getParentOp();
+  if (!name.empty() && mlir::SymbolTable::lookupSymbolIn(model, name))
+    count = FlatSymbolRefAttr::get(b.getContext(), name);
   b.create<graph::UpdateRunningStatsOp>(
       c.graph.loc, x, b.getF64FloatAttr(1.0 - floatAttribute(c.node, "momentum", 0.9)),
       FlatSymbolRefAttr::get(b.getContext(), mean.param),

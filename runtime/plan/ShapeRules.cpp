@@ -369,10 +369,11 @@ std::optional<Window2d> makeWindow2d(const std::vector<int64_t> &kernel,
                                      std::string &error) {
   Window2d window;
   window.ceilMode = ceilMode;
+  // An empty list keeps the default already in *out, except the kernel's, which has none.
   auto list = [&](const char *name, const std::vector<int64_t> &values, size_t count,
-                  int64_t least, int64_t *out) {
-    if (values.empty() && out != window.kernel)
-      return true; // the default already in *out
+                  int64_t least, int64_t *out, bool required = false) {
+    if (values.empty() && !required)
+      return true;
     if (values.size() != count) {
       error = std::string(name) + " must have " + std::to_string(count) + " entries, got " +
               shapeToString(values);
@@ -388,7 +389,7 @@ std::optional<Window2d> makeWindow2d(const std::vector<int64_t> &kernel,
     }
     return true;
   };
-  if (!list("kernel size", kernel, 2, 1, window.kernel) ||
+  if (!list("kernel size", kernel, 2, 1, window.kernel, /*required=*/true) ||
       !list("strides", strides, 2, 1, window.strides) ||
       !list("padding", padding, 4, 0, window.padding) ||
       !list("dilations", dilations, 2, 1, window.dilations))

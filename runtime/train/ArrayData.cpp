@@ -141,13 +141,18 @@ public:
     std::vector<InputData> out;
     for (const Feed &feed : feeds) {
       InputData data{feed.input.name, {}};
-      if (plan::isIntegerDType(feed.dtype)) {
-        std::vector<int64_t> values;
+      // The picked rows' elements, read by \p element (integer or real).
+      auto gather = [&](auto element) {
+        std::vector<decltype(element(int64_t(0)))> values;
         values.reserve(size_t(microBatch * feed.rowElements));
         for (int64_t row : picked)
           for (int64_t e = 0; e < feed.rowElements; ++e)
-            values.push_back(feed.array.integer(row * feed.rowElements + e));
-        data.bytes = encodeIntegers(feed.dtype, values);
+            values.push_back(element(row * feed.rowElements + e));
+        return values;
+      };
+      if (plan::isIntegerDType(feed.dtype)) {
+        data.bytes = encodeIntegers(
+            feed.dtype, gather([&](int64_t i) { return feed.array.integer(i); }));
       } else if (feed.dtype == plan::DType::F32 && feed.array.kind == 'f' &&
                  feed.array.itemSize == 4) {
         // The common case: f32 rows copied as they are.
@@ -157,12 +162,8 @@ public:
                       feed.array.data.data() + picked[r] * feed.rowElements * 4,
                       size_t(feed.rowElements) * 4);
       } else {
-        std::vector<double> values;
-        values.reserve(size_t(microBatch * feed.rowElements));
-        for (int64_t row : picked)
-          for (int64_t e = 0; e < feed.rowElements; ++e)
-            values.push_back(feed.array.real(row * feed.rowElements + e));
-        data.bytes = encodeReals(feed.dtype, values);
+        data.bytes =
+            encodeReals(feed.dtype, gather([&](int64_t i) { return feed.array.real(i); }));
       }
       out.push_back(std::move(data));
     }
@@ -172,7 +173,8 @@ public:
   std::string describe() const override {
     return path + " (" + withCommas(rows) + " rows of " + std::to_string(feeds.size()) +
            " array" + (feeds.size() == 1 ? "" : "s") + ", " + withCommas(batchesPerEpoch) +
-           (batchesPerEpoch == 1 ? " micro-batch" : " micro-batches") + " per epoch" + (shuffle ? ", shuffled each epoch" : ", in order") + ")";
+           (batchesPerEpoch == 1 ? " micro-batch" : " micro-batches") + " per epoch" +
+           (shuffle ? ", shuffled each epoch" : ", in order") + ")";
   }
 
 private:

@@ -48,6 +48,26 @@ def compare_losses(log_path, losses, tolerance, failures):
     return difference
 
 
+def compare_trained(weights_path, final, initial, tolerance, failures):
+    """Compares ampc's --export-weights file with PyTorch's final tensors (name -> tensor),
+    absolutely; appends to failures. Returns (tensors in the file, how far the tensors moved
+    from initial, the largest difference, its tensor)."""
+    trained, _ = read_safetensors(weights_path)
+    worst, worst_name, moved = 0.0, "", 0.0
+    for name, value in final.items():
+        if name not in trained:
+            failures.append("no trained value for " + name)
+            continue
+        value = value.detach().double()
+        difference = (trained[name].double() - value).abs().max().item()
+        moved = max(moved, (value - initial[name].detach().double()).abs().max().item())
+        if difference > worst:
+            worst, worst_name = difference, name
+    if worst > tolerance:
+        failures.append("%s differs by %.3g" % (worst_name, worst))
+    return len(trained), moved, worst, worst_name
+
+
 def main():
     model_name, directory, eval_output, grads_path = sys.argv[1:5]
     tolerance = float(sys.argv[sys.argv.index("--tolerance") + 1]) if "--tolerance" in sys.argv \

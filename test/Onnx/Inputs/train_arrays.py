@@ -20,7 +20,7 @@ import torch
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 import torch_models  # noqa: E402
-from compare_torch import compare_losses, read_safetensors  # noqa: E402
+from compare_torch import compare_losses, compare_trained  # noqa: E402
 
 
 def main():
@@ -43,21 +43,9 @@ def main():
 
     failures = []
     loss_difference = compare_losses(log_path, losses, tolerance, failures)
-    trained, _ = read_safetensors(weights_path)
-    worst, worst_name, moved = 0.0, "", 0.0
-    initial = dict(torch_models.make(name).state_dict())
     state = model.state_dict()
-    for key, value in state.items():
-        if key not in trained:
-            failures.append("no trained value for " + key)
-            continue
-        value = value.detach().double()
-        difference = (trained[key].double() - value).abs().max().item()
-        moved = max(moved, (value - initial[key].double()).abs().max().item())
-        if difference > worst:
-            worst, worst_name = difference, key
-    if worst > tolerance:
-        failures.append("%s differs by %.3g" % (worst_name, worst))
+    _, moved, worst, worst_name = compare_trained(
+        weights_path, state, dict(torch_models.make(name).state_dict()), tolerance, failures)
     if failures:
         print("FAIL: " + "; ".join(failures))
         sys.exit(1)

@@ -21,7 +21,7 @@ sys.path.insert(0, here)
 sys.path.insert(0, os.path.join(here, "..", "..", "..", "bench"))
 import torch_gpt  # noqa: E402
 import torch_models  # noqa: E402
-from compare_torch import compare_losses, read_safetensors  # noqa: E402
+from compare_torch import compare_losses, compare_trained  # noqa: E402
 
 
 def main():
@@ -53,26 +53,15 @@ def main():
 
     failures = []
     loss_difference = compare_losses(log_path, losses, tolerance, failures)
-    trained, _ = read_safetensors(weights_path)
-    worst, worst_name, moved = 0.0, "", 0.0
-    initial = torch_models.make(name)
-    for (pname, parameter), (_, start) in zip(model.named_parameters(),
-                                              initial.named_parameters()):
-        if pname not in trained:
-            failures.append("no trained weights for " + pname)
-            continue
-        difference = (trained[pname] - parameter.detach()).abs().max().item()
-        moved = max(moved, (parameter.detach() - start.detach()).abs().max().item())
-        if difference > worst:
-            worst, worst_name = difference, pname
-    if worst > tolerance:
-        failures.append("%s differs by %.3g" % (worst_name, worst))
+    count, moved, worst, worst_name = compare_trained(
+        weights_path, dict(model.named_parameters()),
+        dict(torch_models.make(name).named_parameters()), tolerance, failures)
     if failures:
         print("FAIL: " + "; ".join(failures))
         sys.exit(1)
     print("ok: %s: %d steps, losses %.4f -> %.4f, largest relative loss difference %.2g; "
           "%d parameters moved by up to %.2g, largest difference %.2g (%s), tolerance %g"
-          % (name, steps, losses[0], losses[-1], loss_difference, len(trained), moved, worst,
+          % (name, steps, losses[0], losses[-1], loss_difference, count, moved, worst,
              worst_name, tolerance))
 
 
