@@ -11,8 +11,10 @@
 #include "runtime/plan/Plan.h"
 #include "runtime/plan/SafeTensors.h"
 #include "runtime/train/Backend.h"
+#include "runtime/train/Checkpoint.h"
 #include "runtime/train/Data.h"
 #include "runtime/train/Evaluation.h"
+#include "runtime/train/RunCheckpoint.h"
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -23,6 +25,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <sstream>
 #include <string>
 
 namespace py = pybind11;
@@ -101,11 +105,13 @@ public:
 
   /// Sets every input from \p arrays (name -> array of the input's shape), then runs one micro
   /// step (forward, backward, accumulation) with the GIL released.
-  void microStep(const std::map<std::string, py::array> &arrays, uint64_t step) {
-    std::vector<std::pair<std::string, std::vector<uint8_t>>> inputs = encodeInputs(arrays);
+  void microStep(const std::map<std::string, py::array> &arrays, uint64_t step,
+                 uint64_t totalSteps) {
+    const std::vector<EncodedInput> inputs = encodeInputs(arrays);
     cpu::RunOptions options;
     options.seed = seed;
     options.step = step;
+    options.totalSteps = totalSteps;
     options.training = true;
     options.keepTemporaries = false;
     run([&] {
@@ -137,7 +143,7 @@ public:
 
   /// The loss of one batch from the forward pass alone (evaluation mode).
   double evaluate(const std::map<std::string, py::array> &arrays) {
-    std::vector<std::pair<std::string, std::vector<uint8_t>>> inputs = encodeInputs(arrays);
+    const std::vector<EncodedInput> inputs = encodeInputs(arrays);
     cpu::RunOptions options;
     options.seed = seed;
     options.training = false;
@@ -204,29 +210,94 @@ public:
     });
   }
 
+  /// Writes the training state after optimizer step \p step to \p directory: the plan as
+  /// model.plan and a checkpoint step-NNNNNN.ckpt in the executables' format (master weights,
+  /// copies, optimizer moments, loss-scale counters) whose metadata holds \p meta beside the
+  /// plan's identity. Both files are written atomically; returns the checkpoint's path.
+  std::string save(const std::string &directory, uint64_t step,
+                   const std::map<std::string, std::string> &meta) {
+    train::Checkpoint checkpoint;
+    checkpoint.meta = meta;
+    checkpoint.meta["format"] = "ampc training checkpoint";
+    checkpoint.meta["plan_hash"] = train::planHash(plan);
+    checkpoint.meta["model"] = plan.modelName;
+    checkpoint.meta["device"] = backend->device();
+    checkpoint.meta["seed"] = std::to_string(seed);
+    checkpoint.meta["step"] = std::to_string(step);
+    checkpoint.meta["accumulation_steps"] = std::to_string(plan.accumulationSteps);
+    checkpoint.meta["gradient_accumulators"] = "zero (written at an optimizer-step boundary)";
+    checkpoint.meta["training"] = plan.trainingSummary;
+    const std::string name = train::checkpointFileName(step);
+    run([&] {
+      train::captureBuffers(plan, *backend, checkpoint);
+      std::ostringstream planBytes;
+      plan::writePlan(plan, planBytes);
+      train::makeDirectories(directory);
+      train::writeFileAtomically(directory, "model.plan", planBytes.str());
+      train::writeFileAtomically(directory, name, train::encodeCheckpoint(checkpoint));
+    });
+    return directory + "/" + name;
+  }
+
+  /// Restores the state \p file (a checkpoint of this plan, on this backend) holds, and the
+  /// seed it was trained with; returns its metadata.
+  std::map<std::string, std::string> restore(const std::string &file) {
+    train::Checkpoint checkpoint;
+    run([&] {
+      checkpoint = train::decodeCheckpoint(train::readWholeFile(file), file);
+      const std::string where = "cannot resume from " + file + ": ";
+      if (checkpoint.value("plan_hash", file) != train::planHash(plan))
+        throw train::CheckpointError(where + "it was written by a plan with hash " +
+                                     checkpoint.value("plan_hash", file) + " (model @" +
+                                     checkpoint.value("model", file) + "), this plan has hash " +
+                                     train::planHash(plan));
+      if (checkpoint.value("device", file) != backend->device())
+        throw train::CheckpointError(where + "it was written on the " +
+                                     checkpoint.value("device", file) +
+                                     " backend, whose numerics differ from the " +
+                                     backend->device() + " backend's (load it with device='" +
+                                     checkpoint.value("device", file) + "')");
+      train::restoreBuffers(plan, *backend, checkpoint, file);
+      // Dropout's random numbers continue from the saved run's seed.
+      seed = std::stoull(checkpoint.value("seed", file));
+    });
+    return checkpoint.meta;
+  }
+
 private:
   static std::string shapeText(const py::array &array) {
     return plan::shapeToString(std::vector<int64_t>(array.shape(), array.shape() + array.ndim()));
   }
 
   /// Each input's bytes in its dtype, checked (shape, kind, range), with the GIL held.
-  std::vector<std::pair<std::string, std::vector<uint8_t>>>
-  encodeInputs(const std::map<std::string, py::array> &arrays) const {
+  /// An input's bytes in its dtype: the caller's array itself when it is already a C-ordered
+  /// array of that dtype (held here so it outlives the step), else a converted copy.
+  struct EncodedInput {
+    std::string name;
+    std::optional<py::array> held;
+    std::vector<uint8_t> converted;
+    const void *data() const { return held ? held->data() : converted.data(); }
+    size_t size() const { return held ? static_cast<size_t>(held->nbytes()) : converted.size(); }
+  };
+
+  std::vector<EncodedInput> encodeInputs(const std::map<std::string, py::array> &arrays) const {
     for (const auto &[name, array] : arrays)
       if (std::none_of(plan.inputs.begin(), plan.inputs.end(),
                        [&](const plan::Input &input) { return input.name == name; }))
         raise("'" + name + "' is not an input of the model");
-    std::vector<std::pair<std::string, std::vector<uint8_t>>> out;
+    std::vector<EncodedInput> out;
     for (const plan::Input &input : plan.inputs) {
       auto found = arrays.find(input.name);
       if (found == arrays.end())
         raise("no value for input '" + input.name + "'");
-      out.emplace_back(input.name, encodeInput(input, found->second));
+      EncodedInput &encoded = out.emplace_back();
+      encoded.name = input.name;
+      encodeInput(input, found->second, encoded);
     }
     return out;
   }
 
-  std::vector<uint8_t> encodeInput(const plan::Input &input, const py::array &array) const {
+  void encodeInput(const plan::Input &input, const py::array &array, EncodedInput &out) const {
     const plan::Buffer &buffer = plan.buffers[input.buffer];
     const std::vector<int64_t> shape(array.shape(), array.shape() + array.ndim());
     if (shape != buffer.shape)
@@ -240,7 +311,18 @@ private:
     if (!integer && kind != 'f' && kind != 'i' && kind != 'u' && kind != 'b')
       raise("input '" + input.name + "' takes numbers, got " +
             std::string(py::str(array.dtype())));
+    // The caller's bytes as they lie: C order, little-endian (this runtime's byte order).
+    const bool asIs =
+        (array.flags() & py::array::c_style) != 0 && array.dtype().byteorder() != '>';
+    if (buffer.dtype == plan::DType::F32 && kind == 'f' && array.itemsize() == 4 && asIs) {
+      out.held = array; // no copy: the runtime reads the caller's floats
+      return;
+    }
     if (integer) {
+      if (buffer.dtype == plan::DType::I64 && kind == 'i' && array.itemsize() == 8 && asIs) {
+        out.held = array;
+        return;
+      }
       if (kind == 'u' && array.itemsize() == 8) {
         py::array_t<uint64_t, py::array::c_style | py::array::forcecast> wide(array);
         for (py::ssize_t i = 0; i < wide.size(); ++i)
@@ -255,21 +337,22 @@ private:
           if (ints[i] < INT32_MIN || ints[i] > INT32_MAX)
             raise("input '" + input.name + "' element " + std::to_string(i) + " is " +
                   std::to_string(ints[i]) + ", outside i32");
-      return train::encodeIntegers(buffer.dtype, ints);
+      out.converted = train::encodeIntegers(buffer.dtype, ints);
+      return;
     }
     py::array_t<float, py::array::c_style | py::array::forcecast> values(array);
     if (buffer.dtype == plan::DType::F32) {
-      const uint8_t *bytes = reinterpret_cast<const uint8_t *>(values.data());
-      return std::vector<uint8_t>(bytes, bytes + values.nbytes());
+      out.held = values;
+      return;
     }
-    return train::encodeReals(buffer.dtype,
-                              std::vector<double>(values.data(), values.data() + values.size()));
+    out.converted = train::encodeReals(
+        buffer.dtype, std::vector<double>(values.data(), values.data() + values.size()));
   }
 
   /// Sets the encoded inputs (the GIL released, the trainer locked).
-  void setInputs(const std::vector<std::pair<std::string, std::vector<uint8_t>>> &inputs) {
-    for (const auto &[name, bytes] : inputs)
-      backend->setInput(name, bytes.data(), bytes.size());
+  void setInputs(const std::vector<EncodedInput> &inputs) {
+    for (const EncodedInput &input : inputs)
+      backend->setInput(input.name, input.data(), input.size());
   }
 
   /// Runs \p body without the GIL, turning the runtime's exceptions into ampc.Error.
@@ -316,13 +399,18 @@ PYBIND11_MODULE(_ampc, m) {
       .def_property_readonly("accumulation_steps", &Trainer::accumulationSteps,
                              "Micro steps per optimizer step, as the plan was compiled.")
       .def("micro_step", &Trainer::microStep, py::arg("inputs"), py::arg("step"),
-           "Sets the inputs (name -> array of the input's shape) and runs one micro step.")
+           py::arg("total_steps") = 0, "Sets the inputs (name -> array of the input's shape) and runs one micro step.")
       .def("optimizer_step", &Trainer::optimizerStep, py::arg("step"), py::arg("total_steps"),
            "Runs the optimizer step; returns its loss, grad_norm, lr, loss_scale and skipped.")
       .def("evaluate", &Trainer::evaluate, py::arg("inputs"),
            "The loss of one batch from the forward pass alone, in evaluation mode.")
       .def("state_dict", &Trainer::stateDict,
            "Every parameter and running statistic by name, as float32 arrays.")
+      .def("save", &Trainer::save, py::arg("directory"), py::arg("step"), py::arg("meta"),
+           "Writes model.plan and the checkpoint after optimizer step `step` to directory, "
+           "with meta in its metadata; returns the checkpoint's path.")
+      .def("restore", &Trainer::restore, py::arg("file"),
+           "Restores a checkpoint of this plan; returns its metadata.")
       .def("load_state_dict", &Trainer::loadStateDict, py::arg("state"), py::arg("strict") = true,
            "Sets parameters from name -> array.");
 }

@@ -5,6 +5,7 @@
     for batch in loader:
         result = trainer.step(*batch)          # one optimizer step; result.loss
     model.load_state_dict(trainer.state_dict())
+    trainer.save("run")                        # resume later with ampc.load("run")
 
 `model` is a torch.nn.Module whose forward returns the loss (exported here with torch.onnx in
 training mode, constant folding off), an ONNX file or a graph-dialect model file. Compilation
@@ -16,16 +17,19 @@ Failures raise ampc.Error with ampc's one-line message.
 
 import atexit
 import dataclasses
+import glob
 import os
+import re
 import shutil
 import subprocess
 import tempfile
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from . import _ampc
 
 Error = _ampc.Error
 
-__all__ = ["compile", "Trainer", "StepResult", "Report", "Error"]
+__all__ = ["compile", "load", "Trainer", "StepResult", "Report", "Error"]
 
 
 def _tool():
@@ -111,7 +115,8 @@ class Report:
 class Trainer:
     """A compiled model in training: step() takes a whole batch, micro_step() one micro-batch."""
 
-    def __init__(self, plan_path, seed=0, total_steps=0, device="auto", report_args=None):
+    def __init__(self, plan_path: str, seed: int = 0, total_steps: int = 0,
+                 device: str = "auto", report_args: Optional[tuple] = None) -> None:
         self._plan = _ampc.PlanTrainer(plan_path, seed, device)
         #: "cpu" or "cuda"; with device="auto", note says why it is the CPU.
         self.device = self._plan.device
@@ -125,7 +130,7 @@ class Trainer:
         self.accum_steps = self._plan.accumulation_steps
 
     @property
-    def input_names(self):
+    def input_names(self) -> List[str]:
         return [name for name, _, _ in self._inputs]
 
     def _arrays(self, inputs, rows=None):
@@ -134,10 +139,10 @@ class Trainer:
                 len(self._inputs), ", ".join(self.input_names), len(inputs)))
         return {name: _numpy(value) for (name, _, _), value in zip(self._inputs, inputs)}
 
-    def micro_step(self, *inputs):
+    def micro_step(self, *inputs: Any) -> Optional[StepResult]:
         """Runs one micro-batch forward and backward into the gradient accumulators; the
         optimizer step follows the accum_steps-th. Returns its StepResult then, else None."""
-        self._plan.micro_step(self._arrays(inputs), self._micro)
+        self._plan.micro_step(self._arrays(inputs), self._micro, self._total_steps)
         self._micro += 1
         self._pending += 1
         if self._pending < self.accum_steps:
@@ -148,7 +153,7 @@ class Trainer:
         return StepResult(metrics["loss"], metrics["grad_norm"], metrics["lr"],
                           metrics["loss_scale"], bool(metrics["skipped"]))
 
-    def step(self, *inputs):
+    def step(self, *inputs: Any) -> StepResult:
         """One optimizer step on one batch: each input holds accum_steps x the micro-batch rows,
         split into micro-batches in order."""
         if self._pending:
@@ -172,11 +177,11 @@ class Trainer:
             result = self.micro_step(*parts)
         return result
 
-    def evaluate(self, *inputs):
+    def evaluate(self, *inputs: Any) -> float:
         """The loss of one micro-batch, forward only, in evaluation mode (running statistics)."""
         return self._plan.evaluate(self._arrays(inputs))
 
-    def report(self, kind="precision"):
+    def report(self, kind: str = "precision") -> Report:
         """`ampc report KIND` of the compiled model ("precision" or "memory"), as a Report: its
         text, and for precision its rows (op, location, compute, accumulate, storage, rule)."""
         if kind not in ("precision", "memory"):
@@ -201,7 +206,7 @@ class Trainer:
                     header = None
         return Report(run.stdout, rows)
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         """Parameters (fp32 master weights) and running statistics under the model's names, as
         torch tensors when torch is importable (module.load_state_dict takes them)."""
         state = self._plan.state_dict()
@@ -211,17 +216,76 @@ class Trainer:
             return state
         return {name: torch.from_numpy(value) for name, value in state.items()}
 
-    def load_state_dict(self, state, strict=True):
+    @property
+    def steps_done(self) -> int:
+        """The optimizer steps taken (counting those a loaded checkpoint had taken)."""
+        return self._step
+
+    def save(self, path: Union[str, os.PathLike]) -> str:
+        """Writes the training state to the folder path, as the training executables' checkpoints
+        (docs/checkpoint-format.md): model.plan and step-NNNNNN.ckpt, each written atomically.
+        ampc.load(path) continues bit for bit. Only between optimizer steps (not with micro-batches
+        of a step pending). Returns the checkpoint's path."""
+        if self._pending:
+            raise Error("%d micro-batches of step %d were given with micro_step(); save after the "
+                        "step's last" % (self._pending, self._step + 1))
+        meta = {"micro_step": str(self._micro), "total_steps": str(self._total_steps),
+                "saved_by": "ampc python"}
+        if self._report_args is not None:
+            meta["source"] = self._report_args[0]
+            meta["compile_options"] = " ".join(self._report_args[1])
+        return self._plan.save(os.fspath(path), self._step, meta)
+
+    def load_state_dict(self, state: Dict[str, Any], strict: bool = True) -> None:
         """Sets parameters and running statistics from a state_dict (PyTorch's names)."""
         self._plan.load_state_dict({name: _numpy(value) for name, value in state.items()},
                                    strict)
 
 
-def compile(model, example_inputs=None, *, precision="bf16", accum_steps=1, lr=None,
-            optimizer=None, weight_decay=None, momentum=None, clip_norm=None,
-            memory_budget=None, loss_scaling=None, init_scale=None, growth_factor=None,
-            backoff_factor=None, growth_interval=None, input_names=None, seed=0,
-            total_steps=0, device="auto", extra_args=()):
+def load(path: Union[str, os.PathLike], device: str = "auto") -> Trainer:
+    """The Trainer that Trainer.save wrote to the folder path (its newest checkpoint), or to the
+    checkpoint file path (model.plan beside it), ready to continue bit for bit: weights,
+    optimizer moments, loss scale, step counts and seed as they were. device as compile's; the
+    checkpoint must come from the same backend (the numerics of the CPU's and the GPU's differ).
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        found = []
+        for name in glob.glob(os.path.join(path, "step-*.ckpt")):
+            match = re.fullmatch(r"step-(\d+)\.ckpt", os.path.basename(name))
+            if match:
+                found.append((int(match.group(1)), name))
+        if not found:
+            raise Error("%s: no checkpoint (step-NNNNNN.ckpt) to load" % path)
+        checkpoint = max(found)[1]
+        folder = path
+    else:
+        checkpoint = path
+        folder = os.path.dirname(path) or "."
+        if not os.path.exists(path):
+            raise Error("%s: no such checkpoint" % path)
+    plan = os.path.join(folder, "model.plan")
+    if not os.path.exists(plan):
+        raise Error("%s: no model.plan beside the checkpoint (Trainer.save writes both)" % folder)
+    trainer = Trainer(plan, device=device)
+    meta = trainer._plan.restore(checkpoint)
+    trainer._step = int(meta["step"])
+    trainer._micro = int(meta.get("micro_step", trainer._step * trainer.accum_steps))
+    trainer._total_steps = int(meta.get("total_steps", "0"))
+    if "source" in meta and os.path.exists(meta["source"]):
+        trainer._report_args = (meta["source"], meta.get("compile_options", "").split())
+    return trainer
+
+
+def compile(model: Any, example_inputs: Optional[Sequence[Any]] = None, *,
+            precision: str = "bf16", accum_steps: int = 1, lr: Optional[float] = None,
+            optimizer: Optional[str] = None, weight_decay: Optional[float] = None,
+            momentum: Optional[float] = None, clip_norm: Optional[float] = None,
+            memory_budget: Optional[str] = None, loss_scaling: Optional[str] = None,
+            init_scale: Optional[float] = None, growth_factor: Optional[float] = None,
+            backoff_factor: Optional[float] = None, growth_interval: Optional[int] = None,
+            input_names: Optional[Sequence[str]] = None, seed: int = 0, total_steps: int = 0,
+            device: str = "auto", extra_args: Sequence[str] = ()) -> Trainer:
     """Compiles model for training and returns its Trainer.
 
     model: a torch.nn.Module whose forward returns the scalar loss (with example_inputs, the

@@ -7,12 +7,22 @@ PyTorch. CHECK is one of:
              of rank >= 2, gradients clipped to norm 1) on the same batches, within 1e-5; the
              trained weights load back into the module with load_state_dict(strict=True).
   accumulate 4 micro-batches of B (accum_steps=4) train as one batch of 4B does, within 1e-6.
+  bf16       the MLP and the CNN with batch norms trained 20 steps in bf16 follow torch's
+             autocast(bfloat16) + AdamW within 2% of the loss (the executables' bf16 tolerance).
+  scaler     fp16 with GradScaler's knobs set (init_scale 2^12, growth_factor 3, backoff_factor
+             0.25, growth_interval 3) and non-finite inputs at chosen steps: exactly those steps
+             are skipped, and the scale follows torch.cuda.amp.GradScaler's update rule
+             (torch._amp_update_scale_, written out below) step for step, exactly.
+  resume     Trainer.save after 4 steps, ampc.load, 4 more steps: the losses, loss scales and
+             every tensor equal those of the run that went on without stopping, bit for bit
+             (fp16 with dropout and a skipped step; bf16 with batch norms' running statistics).
   errors     wrong shapes, dtypes and input counts, a model file that does not exist and a
              module whose forward does not return a scalar raise ampc.Error with the message.
 """
 
 import copy
 import os
+import shutil
 import sys
 
 import torch
@@ -84,20 +94,142 @@ def accumulate():
     print("ok: 4 micro-batches of 8 train as a batch of 32: weights within %.2g" % worst)
 
 
+def bf16(name, steps=20, tolerance=0.02):
+    model = torch_models.make(name)
+    reference = copy.deepcopy(model)
+    data = batches(model, steps)
+    trainer = ampc.compile(model, data[0], precision="bf16")
+    optimizer = torch_adamw(reference)
+    worst = 0.0
+    for inputs in data:
+        result = trainer.step(*inputs)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = reference(*inputs)
+        loss.float().backward()
+        torch.nn.utils.clip_grad_norm_(list(reference.parameters()), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        worst = max(worst, abs(result.loss - loss.item()) / abs(loss.item()))
+    if not worst <= tolerance:
+        sys.exit("FAIL: %s bf16: losses %.3g apart (tolerance %g)" % (name, worst, tolerance))
+    print("ok: %s: %d bf16 steps follow torch autocast(bfloat16), losses within %.2g"
+          % (name, steps, worst))
+
+
+def torch_update_scale(scale, tracker, found_inf, growth, backoff, interval):
+    """torch.cuda.amp.GradScaler.update's rule (torch._amp_update_scale_): back off and reset on
+    a non-finite gradient; else count, and grow after `interval` finite steps in a row (unless
+    the grown scale would not be finite)."""
+    if found_inf:
+        return scale * backoff, 0
+    tracker += 1
+    if tracker == interval:
+        grown = scale * growth
+        return (grown if grown != float("inf") else scale), 0
+    return scale, tracker
+
+
+def scaler():
+    model = torch_models.make("mlp")
+    data = batches(model, 16)
+    overflow = {2, 3, 9}
+    trainer = ampc.compile(model, data[0], precision="fp16", loss_scaling="dynamic",
+                           init_scale=4096, growth_factor=3.0, backoff_factor=0.25,
+                           growth_interval=3)
+    scale, tracker = 4096.0, 0
+    for step, (x, labels) in enumerate(data):
+        if step in overflow:
+            x = x.clone()
+            x[0, 0] = float("inf")
+        result = trainer.step(x, labels)
+        if result.loss_scale != scale or result.skipped != (step in overflow):
+            sys.exit("FAIL: step %d: scale %g skipped %s, GradScaler: %g skipped %s" % (
+                step, result.loss_scale, result.skipped, scale, step in overflow))
+        scale, tracker = torch_update_scale(scale, tracker, step in overflow, 3.0, 0.25, 3)
+    print("ok: 16 fp16 steps, overflows at steps 2, 3, 9 skipped; scales as GradScaler's, "
+          "ending at %g" % scale)
+
+
+class DropoutMlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(12, 32)
+        self.drop = torch.nn.Dropout(0.25)
+        self.fc2 = torch.nn.Linear(32, 5)
+
+    def forward(self, x, labels):
+        return torch.nn.functional.cross_entropy(self.fc2(self.drop(torch.relu(self.fc1(x)))),
+                                                 labels)
+
+
+def resume(work):
+    # name, model, batches, options, the step given a non-finite input (fp16: skipped)
+    cases = [("dropout-mlp fp16", DropoutMlp, torch_models.make("mlp").batch,
+              dict(precision="fp16", growth_interval=2), 2),
+             ("cnn-bn bf16", lambda: torch_models.make("cnn-bn"), None, dict(precision="bf16"),
+              None)]
+    for name, make, batch, options, overflow in cases:
+        torch.manual_seed(0)
+        model = make()
+        generator = torch.Generator().manual_seed(5)
+        data = [tuple((batch or model.batch)(generator).values()) for _ in range(8)]
+        if overflow is not None:
+            data[overflow] = (torch.full_like(data[overflow][0], float("inf")),) + \
+                data[overflow][1:]
+        whole = ampc.compile(model, data[0], seed=7, **options)
+        first = [whole.step(*inputs) for inputs in data[:4]]
+        folder = os.path.join(work, name.split()[0])
+        saved = whole.save(folder)
+        rest = [whole.step(*inputs) for inputs in data[4:]]
+        loaded = ampc.load(folder)
+        again = [loaded.step(*inputs) for inputs in data[4:]]
+        if [(r.loss, r.loss_scale, r.skipped) for r in rest] != \
+                [(r.loss, r.loss_scale, r.skipped) for r in again]:
+            sys.exit("FAIL: %s: resumed losses %s, unbroken %s" % (
+                name, [r.loss for r in again], [r.loss for r in rest]))
+        a, b = whole.state_dict(), loaded.state_dict()
+        if any(not torch.equal(a[k], b[k]) for k in a):
+            sys.exit("FAIL: %s: the resumed tensors differ" % name)
+        print("ok: %s: saved %s after step %d (skipped: %s), 4 steps after ampc.load equal the "
+              "unbroken run's bit for bit (%d tensors)" % (
+                  name, os.path.basename(saved), loaded.steps_done - 4,
+                  [r.skipped for r in first], len(a)))
+    # Mistakes: saving mid-step, a folder without checkpoints, another plan's checkpoint.
+    model = torch_models.make("mlp")
+    inputs = tuple(model.batch(torch.Generator().manual_seed(1)).values())
+    trainer = ampc.compile(model, inputs, precision="fp32", accum_steps=2)
+    trainer.micro_step(*inputs)
+    expect(lambda: trainer.save(os.path.join(work, "mid")), "save after the step's last")
+    os.makedirs(os.path.join(work, "empty"), exist_ok=True)
+    expect(lambda: ampc.load(os.path.join(work, "empty")), "no checkpoint")
+    shutil.copy(os.path.join(work, "cnn-bn", "model.plan"), os.path.join(work, "dropout-mlp"))
+    expect(lambda: ampc.load(os.path.join(work, "dropout-mlp")), "was written by a plan with hash")
+
+
+def expect(call, fragment):
+    try:
+        call()
+    except ampc.Error as error:
+        assert fragment in str(error), str(error)
+        print("error: " + str(error))
+        return
+    sys.exit("FAIL: no error for " + fragment)
+
+
 def errors():
     model = torch_models.make("mlp")
     inputs = tuple(model.batch(torch.Generator().manual_seed(1)).values())
     trainer = ampc.compile(model, inputs, precision="fp32")
-
-    def expect(call, fragment):
-        try:
-            call()
-        except ampc.Error as error:
-            assert fragment in str(error), str(error)
-            print("error: " + str(error))
-            return
-        sys.exit("FAIL: no error for " + fragment)
-
+    # Any layout and numeric dtype trains as the tensors do (C-ordered float32 and int64 arrays
+    # are read in place, others converted).
+    import numpy
+    x, labels = inputs[0].numpy(), inputs[1].numpy()
+    layouts = [(x, labels), (x.astype(">f4"), labels.astype(">i8")),
+               (numpy.asfortranarray(x.astype(numpy.float64)), labels.astype(numpy.int32))]
+    losses = [ampc.compile(model, inputs, precision="fp32").step(*arrays).loss
+              for arrays in layouts]
+    assert len(set(losses)) == 1, losses
+    print("layouts: %d give loss %.6f" % (len(losses), losses[0]))
     expect(lambda: trainer.step(torch.zeros(16, 12), inputs[1]),
            "input 'x' takes 8 rows per step (1 micro-batch of [8, 12]), got shape [16, 12]")
     expect(lambda: trainer.micro_step(torch.zeros(8, 11), inputs[1]),
@@ -140,4 +272,5 @@ def report():
 
 
 {"adamw": lambda: (adamw("mlp"), adamw("cnn-bn")), "accumulate": accumulate,
- "errors": errors, "report": report}[sys.argv[1]]()
+ "bf16": lambda: (bf16("mlp"), bf16("cnn-bn")), "scaler": scaler,
+ "resume": lambda: resume(sys.argv[2]), "errors": errors, "report": report}[sys.argv[1]]()
