@@ -430,7 +430,9 @@ def weights(a):
         if sa != sb:
             problems.append(f"{name}: shape {sb} against {sa}")
             continue
-        diff = max([abs(x - y) for x, y in zip(va, vb)] + [0.0])
+        diffs = [abs(x - y) for x, y in zip(va, vb)]
+        # A NaN on either side is a difference (max() would drop one after the first).
+        diff = float("nan") if any(d != d for d in diffs) else max(diffs + [0.0])
         worst = max(worst, diff)
         if not diff <= a.tolerance:
             problems.append(f"{name}: values differ by up to {diff:.2e}")

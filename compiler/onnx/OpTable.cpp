@@ -126,16 +126,25 @@ void convertReciprocal(const NodeContext &c) {
 /// huge negative number, as masked_fill writes for attention masks) becomes an additive mask, so
 /// that softmax sees -inf where the condition says; otherwise x * c + y * (1 - c).
 /// Where with a condition computed from a bool input (a mask m of 0 and 1): m * a + (1 - m) * b,
-/// an infinite constant branch taken as the largest finite float of its sign, so 0 * fill
-/// stays 0 and an additive attention mask still zeroes its softmax weights.
+/// the infinite elements of a constant branch (a fill, or a causal mask of 0 and -inf) taken as
+/// the largest finite float of their sign, so 0 * fill stays 0 and an additive attention mask
+/// still zeroes its softmax weights.
 void convertMaskedWhere(const NodeContext &c) {
   Type element = c.floatElement();
   auto branch = [&](int i) -> Value {
-    if (std::optional<double> fill = scalarConstant(c.input(i)); fill && std::isinf(*fill))
-      return c.graph.scalar(*fill > 0 ? std::numeric_limits<float>::max()
-                                      : -std::numeric_limits<float>::max(),
-                            Float32Type::get(c.graph.builder.getContext()));
-    return c.tensor(i, element);
+    if (!c.input(i).isConstant())
+      return c.tensor(i, element);
+    HostTensor finite = *c.input(i).constant;
+    bool clamped = false;
+    for (double &value : finite.values)
+      if (std::isinf(value)) {
+        value = value > 0 ? std::numeric_limits<float>::max() : -std::numeric_limits<float>::max();
+        clamped = true;
+      }
+    if (!clamped)
+      return c.tensor(i, element);
+    finite.dtype = onnx::TensorProto::FLOAT;
+    return c.graph.constant(finite, Float32Type::get(c.graph.builder.getContext()));
   };
   Value m = c.tensor(0), a = branch(1), b = branch(2);
   Type f32 = GraphBuilder::tensorType(m).getElementType();

@@ -35,6 +35,12 @@ import torch_models  # noqa: E402
 torch.set_num_threads(1)
 
 
+def worst_of(values):
+    """The largest of values, NaN when any is (max() would drop a NaN after the first)."""
+    values = list(values)
+    return float("nan") if any(v != v for v in values) else max(values)
+
+
 def batches(model, steps, rows=None):
     generator = torch.Generator().manual_seed(11)
     out = []
@@ -66,11 +72,12 @@ def adamw(name, steps=20, tolerance=1e-5):
         torch.nn.utils.clip_grad_norm_(list(reference.parameters()), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        worst_loss = max(worst_loss, abs(result.loss - loss.item()) / abs(loss.item()))
+        worst_loss = worst_of([worst_loss, abs(result.loss - loss.item()) / abs(loss.item())])
     state = trainer.state_dict()
     expected = reference.state_dict()
-    worst = max((state[k].double() - v.double()).abs().max().item() for k, v in expected.items())
-    if worst_loss > tolerance or worst > tolerance:
+    worst = worst_of((state[k].double() - v.double()).abs().max().item()
+                     for k, v in expected.items())
+    if not (worst_loss <= tolerance and worst <= tolerance):  # NaN fails
         sys.exit("FAIL: %s: losses %.3g, weights %.3g apart" % (name, worst_loss, worst))
     model.load_state_dict(state, strict=True)
     print("ok: %s: %d AdamW steps, losses within %.2g, %d tensors within %.2g; loaded back"
@@ -86,10 +93,10 @@ def accumulate():
     whole = ampc.compile(model, data[0], precision="fp32")
     for inputs in data:
         a, b = micro.step(*inputs), whole.step(*inputs)
-        assert abs(a.loss - b.loss) <= 1e-6 * abs(b.loss), (a.loss, b.loss)
+        assert abs(a.loss - b.loss) <= 1e-6 * abs(b.loss), (a.loss, b.loss)  # NaN fails
     sa, sb = micro.state_dict(), whole.state_dict()
-    worst = max((sa[k] - sb[k]).abs().max().item() for k in sa)
-    if worst > 1e-6:
+    worst = worst_of((sa[k] - sb[k]).abs().max().item() for k in sa)
+    if not worst <= 1e-6:
         sys.exit("FAIL: accumulation: weights %.3g apart" % worst)
     print("ok: 4 micro-batches of 8 train as a batch of 32: weights within %.2g" % worst)
 
@@ -109,7 +116,7 @@ def bf16(name, steps=20, tolerance=0.02):
         torch.nn.utils.clip_grad_norm_(list(reference.parameters()), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        worst = max(worst, abs(result.loss - loss.item()) / abs(loss.item()))
+        worst = worst_of([worst, abs(result.loss - loss.item()) / abs(loss.item())])
     if not worst <= tolerance:
         sys.exit("FAIL: %s bf16: losses %.3g apart (tolerance %g)" % (name, worst, tolerance))
     print("ok: %s: %d bf16 steps follow torch autocast(bfloat16), losses within %.2g"

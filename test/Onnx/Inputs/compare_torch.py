@@ -42,8 +42,10 @@ def compare_losses(log_path, losses, tolerance, failures):
         ampc_losses = [json.loads(line)["loss"] for line in f if '"loss"' in line]
     if len(ampc_losses) != len(losses):
         failures.append("ampc logged %d losses for %d steps" % (len(ampc_losses), len(losses)))
-    difference = max(abs(a - t) / abs(t) for a, t in zip(ampc_losses, losses))
-    if difference > tolerance:
+    differences = [abs(a - t) / abs(t) for a, t in zip(ampc_losses, losses)]
+    # A NaN loss is the largest difference (max() would drop one after the first).
+    difference = float("nan") if any(d != d for d in differences) else max(differences)
+    if not difference <= tolerance:  # NaN fails
         failures.append("relative loss difference %.3g" % difference)
     return difference
 
@@ -61,9 +63,9 @@ def compare_trained(weights_path, final, initial, tolerance, failures):
         value = value.detach().double()
         difference = (trained[name].double() - value).abs().max().item()
         moved = max(moved, (value - initial[name].detach().double()).abs().max().item())
-        if difference > worst:
+        if not difference <= worst:  # NaN is the worst
             worst, worst_name = difference, name
-    if worst > tolerance:
+    if not worst <= tolerance:
         failures.append("%s differs by %.3g" % (worst_name, worst))
     return len(trained), moved, worst, worst_name
 
@@ -84,8 +86,9 @@ def main():
     grads, metadata = read_safetensors(grads_path)
     failures = []
     loss_difference = abs(float(metadata["loss"]) - loss.item()) / abs(loss.item())
-    if loss_difference > min(tolerance, 1e-5) or \
-            abs(printed - loss.item()) > 1e-6 * abs(loss.item()) + 5e-7:
+    # Written so that a NaN anywhere fails.
+    if not loss_difference <= min(tolerance, 1e-5) or \
+            not abs(printed - loss.item()) <= 1e-6 * abs(loss.item()) + 5e-7:
         failures.append("loss: ampc %.8g, torch %.8g" % (float(metadata["loss"]), loss.item()))
     worst, worst_name = 0.0, ""
     largest = max(p.grad.abs().max().item() for p in model.parameters() if p.grad is not None)
@@ -97,9 +100,9 @@ def main():
         reference = parameter.grad
         scale = max(reference.abs().max().item(), 1e-4 * largest) or 1.0
         difference = (grads[name].to(reference.dtype) - reference).abs().max().item() / scale
-        if difference > worst:
+        if not difference <= worst:
             worst, worst_name = difference, name
-        if difference > tolerance:
+        if not difference <= tolerance:
             failures.append("%s: relative gradient difference %.3g" % (name, difference))
     extra = set(grads) - names
     if extra:

@@ -322,6 +322,51 @@ class Encoder(nn.Module):
         return {"x": x, "labels": labels, "pad": pad}
 
 
+class Decoder(nn.Module):
+    """A sequence-to-sequence model on torch.nn.TransformerDecoder: the source tokens' embeddings
+    as the memory, two decoder layers (post- or pre-norm, relu or gelu) with a causal tgt_mask,
+    optional key-padding masks (bool inputs) on the targets and the memory, or an additive float
+    attention mask given as an input instead of the causal one, and a per-token cross-entropy
+    head. No dropout, so PyTorch's step and ampc's take the same values."""
+
+    def __init__(self, norm_first=False, activation="relu", padding_masks=False,
+                 float_mask=False, d=32, vocab=40):
+        super().__init__()
+        self.padding_masks, self.float_mask, self.vocab = padding_masks, float_mask, vocab
+        self.source = nn.Embedding(vocab, d)
+        self.target = nn.Embedding(vocab, d)
+        layer = nn.TransformerDecoderLayer(d, 4, 2 * d, dropout=0.0, activation=activation,
+                                           batch_first=True, norm_first=norm_first)
+        self.decoder = nn.TransformerDecoder(layer, 2)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, src, tgt, labels, *masks):
+        steps = tgt.shape[1]
+        if self.float_mask:
+            tgt_mask, pads = masks[0], (None, None)
+        else:
+            tgt_mask = torch.triu(torch.full((steps, steps), float("-inf")), diagonal=1)
+            pads = masks if self.padding_masks else (None, None)
+        h = self.decoder(self.target(tgt), self.source(src), tgt_mask=tgt_mask,
+                         tgt_key_padding_mask=pads[0], memory_key_padding_mask=pads[1])
+        return F.cross_entropy(self.head(h).reshape(-1, self.vocab), labels.reshape(-1))
+
+    def batch(self, generator):
+        src = torch.randint(0, self.vocab, (3, 9), generator=generator)
+        tgt = torch.randint(0, self.vocab, (3, 7), generator=generator)
+        labels = torch.randint(0, self.vocab, (3, 7), generator=generator)
+        batch = {"src": src, "tgt": tgt, "labels": labels}
+        if self.float_mask:
+            # Causal, plus a learned-bias-like additive term: any float mask works.
+            bias = torch.randn(7, 7, generator=generator) * 0.5
+            batch["mask"] = torch.triu(torch.full((7, 7), -1e9), diagonal=1) + bias
+        elif self.padding_masks:
+            # Targets of 7, 5 and 6 tokens, sources of 9, 6 and 8 (trailing padding).
+            batch["tgt_pad"] = torch.arange(7).unsqueeze(0) >= torch.tensor([[7], [5], [6]])
+            batch["src_pad"] = torch.arange(9).unsqueeze(0) >= torch.tensor([[9], [6], [8]])
+        return batch
+
+
 class Vision(nn.Module):
     """A torchvision classifier (ResNet, MobileNet) returning its mean cross-entropy, in train()
     mode so its batch norms use and update batch statistics; small images keep it quick."""
@@ -360,6 +405,14 @@ def make(name):
         return Encoder(norm_first=True, activation="gelu")
     if name == "encoder-mask":
         return Encoder(padding_mask=True)
+    if name == "decoder":
+        return Decoder()
+    if name == "decoder-pre-gelu":
+        return Decoder(norm_first=True, activation="gelu")
+    if name == "decoder-masks":
+        return Decoder(padding_masks=True)
+    if name == "decoder-float-mask":
+        return Decoder(norm_first=True, float_mask=True)
     if name == "vit":
         return Encoder(norm_first=True, activation="gelu", patches=True)
     if name in ("resnet18", "mobilenet_v2", "mobilenet_v3_small"):
