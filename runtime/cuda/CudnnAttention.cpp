@@ -477,13 +477,7 @@ CudnnEngineProbe probeCudnnAttention(const CudnnAttentionProblem &problem,
   std::optional<Descriptor> device;
   try {
     api = &cudnnApi();
-    // A release without device descriptions rejects the descriptor type or its attribute.
-    const char *doing = "describing a GPU to cuDNN";
-    device.emplace(*api, CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR, doing);
-    setAttribute(*api, device->get(), AMPC_CUDNN_ATTR(CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION),
-                 CUDNN_TYPE_CHAR, static_cast<int64_t>(deviceJson.size()), deviceJson.data(),
-                 doing);
-    api->check(api->cudnnBackendFinalize(device->get()), "cudnnBackendFinalize(device)", doing);
+    device.emplace(describeDevice(*api, deviceJson));
   } catch (const CudaError &error) {
     probe.unavailable = error.what();
     return probe;

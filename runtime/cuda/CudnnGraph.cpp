@@ -65,7 +65,7 @@ void loadInto(CudnnApi &api) {
   if (api.version / 10000 != 9)
     throw CudaError(CudaErrorKind::Cudnn, api.library + " is cuDNN " +
                                               formatCudnnVersion(api.version) +
-                                              ", but the attention graphs need cuDNN 9.x");
+                                              ", but ampc's cuDNN graphs need cuDNN 9.x");
   library.release();
 }
 
@@ -194,9 +194,20 @@ void GraphBuilder::finish(cudnnHandle_t handle, cudnnBackendDescriptor_t deviceP
     }
   }
   throw CudaError(CudaErrorKind::Cudnn,
-                  "no cuDNN engine runs this attention problem (" + std::to_string(tried) +
-                      " engine configurations tried); last: " + lastFailure,
+                  std::string("no cuDNN engine found while ") + doing + " (" +
+                      std::to_string(tried) + " engine configurations tried); last: " +
+                      lastFailure,
                   lastStatus);
+}
+
+Descriptor describeDevice(const CudnnApi &api, const std::string &deviceJson) {
+  // A release without device descriptions rejects the descriptor type or its attribute.
+  const char *doing = "describing a GPU to cuDNN";
+  Descriptor device(api, CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR, doing);
+  setAttribute(api, device.get(), AMPC_CUDNN_ATTR(CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION),
+               CUDNN_TYPE_CHAR, static_cast<int64_t>(deviceJson.size()), deviceJson.data(), doing);
+  api.check(api.cudnnBackendFinalize(device.get()), "cudnnBackendFinalize(device)", doing);
+  return device;
 }
 
 void execute(const CudnnApi &api, cudnnHandle_t handle, const BuiltGraph &graph,

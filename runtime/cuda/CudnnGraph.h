@@ -265,6 +265,88 @@ public:
     addOperation(op, "a reshape operation");
   }
 
+  /// The three operations of a 2-D cross-correlation, each with f32 accumulation and
+  /// alpha 1, beta 0.
+  enum class ConvolutionPass { Forward, BackwardData, BackwardFilter };
+  /// Forward: y = conv(x, w); BackwardData: x is dx = conv^T(y = dy, w); BackwardFilter: w is
+  /// dw from x and y = dy. \p stride, \p dilation and the paddings are (height, width).
+  void convolution(ConvolutionPass pass, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t w,
+                   cudnnBackendDescriptor_t y, const std::array<int64_t, 2> &stride,
+                   const std::array<int64_t, 2> &dilation,
+                   const std::array<int64_t, 2> &padBegin, const std::array<int64_t, 2> &padEnd) {
+    cudnnBackendDescriptor_t desc = create(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+    const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+    const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    const int64_t spatialDims = 2;
+    set(desc, AMPC_CUDNN_ATTR(CUDNN_ATTR_CONVOLUTION_COMP_TYPE), CUDNN_TYPE_DATA_TYPE, 1,
+        &compute);
+    set(desc, AMPC_CUDNN_ATTR(CUDNN_ATTR_CONVOLUTION_CONV_MODE), CUDNN_TYPE_CONVOLUTION_MODE, 1,
+        &mode);
+    set(desc, AMPC_CUDNN_ATTR(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS), CUDNN_TYPE_INT64, 1,
+        &spatialDims);
+    set(desc, AMPC_CUDNN_ATTR(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES), CUDNN_TYPE_INT64, 2,
+        stride.data());
+    set(desc, AMPC_CUDNN_ATTR(CUDNN_ATTR_CONVOLUTION_DILATIONS), CUDNN_TYPE_INT64, 2,
+        dilation.data());
+    set(desc, AMPC_CUDNN_ATTR(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS), CUDNN_TYPE_INT64, 2,
+        padBegin.data());
+    set(desc, AMPC_CUDNN_ATTR(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS), CUDNN_TYPE_INT64, 2,
+        padEnd.data());
+    finalize(desc, "the convolution descriptor");
+    const float alpha = 1.0f, beta = 0.0f;
+    cudnnBackendDescriptor_t op = nullptr;
+    switch (pass) {
+    case ConvolutionPass::Forward:
+      op = create(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA), CUDNN_TYPE_FLOAT,
+          1, &alpha);
+      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA), CUDNN_TYPE_FLOAT, 1,
+          &beta);
+      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC),
+          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &desc);
+      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X),
+          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W),
+          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w);
+      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y),
+          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+      addOperation(op, "a convolution forward operation");
+      return;
+    case ConvolutionPass::BackwardData:
+      op = create(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR);
+      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA), CUDNN_TYPE_FLOAT,
+          1, &alpha);
+      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA), CUDNN_TYPE_FLOAT,
+          1, &beta);
+      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC),
+          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &desc);
+      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX),
+          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W),
+          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w);
+      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY),
+          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+      addOperation(op, "a convolution backward-data operation");
+      return;
+    case ConvolutionPass::BackwardFilter:
+      op = create(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
+      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA),
+          CUDNN_TYPE_FLOAT, 1, &alpha);
+      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA), CUDNN_TYPE_FLOAT,
+          1, &beta);
+      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC),
+          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &desc);
+      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X),
+          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW),
+          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w);
+      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY),
+          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+      addOperation(op, "a convolution backward-filter operation");
+      return;
+    }
+  }
+
   /// Finalizes the graph, asks the heuristics (mode A, then FALLBACK) for engine configurations
   /// and keeps the first whose execution plan finalizes, for the GPU of \p handle, or (a null
   /// handle) the GPU that \p deviceProp describes: cuDNN's device-less compilation, which
@@ -322,6 +404,11 @@ private:
   std::vector<cudnnBackendDescriptor_t> operations;
   int64_t nextVirtualUid = kFirstVirtualUid;
 };
+
+/// A GPU described to cuDNN by its JSON device description (deviceVer, multiProcessorCount,
+/// ...), finalized, for device-less compilation (GraphBuilder::finish without a handle). Throws
+/// CudaError(Cudnn) when this cuDNN has no device descriptions.
+Descriptor describeDevice(const CudnnApi &api, const std::string &deviceJson);
 
 /// Binds \p count (uid, pointer) pairs and the workspace, and enqueues \p graph's plan.
 void execute(const CudnnApi &api, cudnnHandle_t handle, const BuiltGraph &graph,
