@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +25,12 @@ int injectedWriteError() {
   if (std::strcmp(name, "EDQUOT") == 0)
     return EDQUOT;
   return ENOSPC;
+}
+
+/// Whether the testing aid asks for a kill while \p name is written.
+bool injectedKill(const std::string &name) {
+  const char *chosen = std::getenv(kInjectKillWritingVariable);
+  return chosen && *chosen && name == chosen;
 }
 
 } // namespace
@@ -77,8 +84,9 @@ void writeFileAtomically(const std::string &path, const std::string &bytes,
                     std::strerror(error));
   }
   const int injected = injectedWriteError();
+  const bool kill = injectedKill(name);
   size_t written = 0;
-  const size_t limit = injected ? bytes.size() / 2 : bytes.size();
+  const size_t limit = injected || kill ? bytes.size() / 2 : bytes.size();
   while (written < limit) {
     const ssize_t n = ::write(fd, bytes.data() + written, limit - written);
     if (n < 0 && errno == EINTR)
@@ -93,6 +101,10 @@ void writeFileAtomically(const std::string &path, const std::string &bytes,
   if (injected) {
     ::close(fd);
     fail(injected, "write");
+  }
+  if (kill) {
+    ::fsync(fd);
+    ::raise(SIGKILL);
   }
   if (::fsync(fd) != 0) {
     const int error = errno;

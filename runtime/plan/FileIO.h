@@ -44,6 +44,12 @@ std::string directoryOf(const std::string &path);
 /// would.
 inline constexpr const char *kInjectWriteErrorVariable = "AMPC_INJECT_WRITE_ERROR";
 
+/// Testing aid: when the environment variable AMPC_INJECT_KILL_WRITING names a file (its last
+/// path component, e.g. step-000006.ckpt), writeFileAtomically writing that file stops the
+/// process with SIGKILL half way through its temporary file (written and synced up to there),
+/// as a kill during a checkpoint write would, at a point a test can choose.
+inline constexpr const char *kInjectKillWritingVariable = "AMPC_INJECT_KILL_WRITING";
+
 } // namespace ampc::files
 
 #endif // AMPC_RUNTIME_PLAN_FILEIO_H

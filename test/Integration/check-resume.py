@@ -3,7 +3,9 @@
 #
 #   check-resume.py kill TRAIN DIR STEPS KILLS [FLAGS...]
 #       Runs TRAIN --steps STEPS uninterrupted (the reference), then repeatedly starts it with
-#       --checkpoint-every 1 --resume latest and kills it with SIGKILL at a random instant (a
+#       --checkpoint-every 1 --resume latest and kills it with SIGKILL: the first run half way
+#       through writing the checkpoint of step STEPS / 2 (AMPC_INJECT_KILL_WRITING, so at least
+#       one kill lands during a write whatever the timing), the others at a random instant (a
 #       random step after the newest checkpoint, plus up to 40 ms, so some kills land during
 #       checkpoint writes), at least KILLS times in all, each killed run resumed until one
 #       finishes on its own. Every
@@ -83,6 +85,27 @@ def main():
         ref_log, ref_ckpt = reference(train, root, steps, flags)
         rng = random.Random(20240601)
         kills = during_write = trials = 0
+        # The arranged kill: half way through the temporary file of step STEPS / 2's checkpoint.
+        trials += 1
+        directory = os.path.join(root, "run1")
+        log = os.path.join(root, "run1.jsonl")
+        command = [train, "--steps", str(steps), "--quiet", "--log", log, "--checkpoint-dir",
+                   directory, "--checkpoint-every", "1", "--keep", "2", "--resume",
+                   "latest"] + flags
+        victim = "step-%06d.ckpt" % (steps // 2)
+        killed = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                env=dict(os.environ, AMPC_INJECT_KILL_WRITING=victim))
+        partial = [name for name in os.listdir(directory) if name.startswith("." + victim)]
+        if killed.returncode != -signal.SIGKILL or not partial or \
+                os.path.exists(os.path.join(directory, victim)):
+            fail(f"the arranged kill: status {killed.returncode}, files {os.listdir(directory)}")
+        kills += 1
+        during_write += 1
+        arranged = f"{partial[0]} left half written"
+        finished = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        if finished.returncode != 0:
+            fail(f"resuming after the arranged kill: {finished.stderr.decode()}")
+        compare(ref_log, ref_ckpt, log, final_checkpoint(directory, steps), "the arranged kill")
         while kills < kills_wanted:
             trials += 1
             directory = os.path.join(root, f"run{trials}")
@@ -121,7 +144,8 @@ def main():
                 break
             compare(ref_log, ref_ckpt, log, final_checkpoint(directory, steps), f"run {trials}")
         print(f"kill: {kills} SIGKILLs in {trials} runs ({during_write} during a checkpoint "
-              f"write); every resumed run matches the uninterrupted one")
+              f"write, one arranged: {arranged}); every resumed run matches the uninterrupted "
+              f"one")
     else:
         name, flags = sys.argv[5], sys.argv[6:]
         number = getattr(signal, "SIG" + name)
