@@ -1,6 +1,7 @@
 //===- Distributed.cpp - Data-parallel training across ranks --------------===//
 
 #include "runtime/train/Distributed.h"
+#include "runtime/plan/PlanAttrs.h"
 #include "runtime/train/Sharding.h"
 
 #include <algorithm>
@@ -105,6 +106,16 @@ DataParallel::DataParallel(const plan::Plan &plan, std::unique_ptr<Communicator>
         std::to_string(ranks);
   local = std::max<uint64_t>(1, accumulation / ranks);
   bounds = shardBounds(layout, size());
+  for (const plan::Instruction &instruction : plan.instructions)
+    if (instruction.op == plan::OpCode::UpdateRunningStats) {
+      // Operands (mean, var[, count], x).
+      RunningStats &stats = runningStats.emplace_back();
+      stats.mean = instruction.operands[0];
+      stats.var = instruction.operands[1];
+      if (instruction.operands.size() == 4)
+        stats.count = instruction.operands[2];
+      stats.momentum = plan::get(instruction, plan::attr::momentum);
+    }
   if (shard) {
     owned.assign(plan.buffers.size(), false);
     const size_t me = static_cast<size_t>(rank());
@@ -208,6 +219,50 @@ void DataParallel::injectFailures(const RunnerOptions &options, uint64_t step) {
   for (const auto &[at, rank] : options.injectStop)
     if (at == step + 1 && rank == this->rank())
       std::raise(SIGTERM); // the runner's handler asks to stop after this step
+}
+
+void DataParallel::beginStep(TrainingBackend &backend) {
+  for (RunningStats &stats : runningStats) {
+    stats.startMean = backend.readBuffer(stats.mean);
+    stats.startVar = backend.readBuffer(stats.var);
+    if (stats.count != plan::kNoBuffer)
+      stats.startCount = backend.readBuffer(stats.count);
+  }
+}
+
+void DataParallel::combineRunningStats(TrainingBackend &backend, uint64_t step) {
+  if (runningStats.empty() || size() == 1)
+    return;
+  // Every buffer's weighted difference, flat, summed over the ranks in one exchange.
+  std::vector<float> flat;
+  for (const RunningStats &stats : runningStats) {
+    const double keep = 1 - stats.momentum;
+    const double ownDecay = std::pow(keep, double(local));
+    const double laterDecay = std::pow(keep, double(local) * double(size() - 1 - rank()));
+    for (auto [buffer, start] : {std::pair{stats.mean, &stats.startMean},
+                                 std::pair{stats.var, &stats.startVar}}) {
+      const std::vector<double> now = backend.readBuffer(buffer);
+      for (size_t i = 0; i < now.size(); ++i)
+        flat.push_back(float(laterDecay * (now[i] - ownDecay * (*start)[i])));
+    }
+    if (stats.count != plan::kNoBuffer)
+      flat.push_back(float(backend.readBuffer(stats.count)[0] - stats.startCount[0]));
+  }
+  communicator->allReduceSum(flat, "the running statistics of optimizer step " +
+                                       std::to_string(step + 1));
+  size_t at = 0;
+  for (const RunningStats &stats : runningStats) {
+    const double allDecay = std::pow(1 - stats.momentum, double(local) * double(size()));
+    for (auto [buffer, start] : {std::pair{stats.mean, &stats.startMean},
+                                 std::pair{stats.var, &stats.startVar}}) {
+      std::vector<double> combined(start->size());
+      for (size_t i = 0; i < combined.size(); ++i)
+        combined[i] = allDecay * (*start)[i] + double(flat[at++]);
+      backend.writeBuffer(buffer, combined);
+    }
+    if (stats.count != plan::kNoBuffer)
+      backend.writeBuffer(stats.count, {stats.startCount[0] + double(flat[at++])});
+  }
 }
 
 bool DataParallel::reduceGradients(TrainingBackend &backend, uint64_t step, bool stopRequested) {

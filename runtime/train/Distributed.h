@@ -29,6 +29,15 @@
 // shards are gathered first), so a checkpoint of N ranks resumes on any M
 // that divides K.
 //
+// Running statistics (batch norms' mean, variance and count) are updated in
+// place by every micro step: r <- (1 - m) r + m s_k. A rank sees only its own
+// micro-batches, so after the optimizer step's micro steps the ranks combine
+// theirs into what one process would hold after all K updates in order:
+// with L = K / N micro steps a rank, starting from r0,
+//   r_K = (1 - m)^K r0 + sum over ranks q of (1 - m)^((N - 1 - q) L) (r_q - (1 - m)^L r0)
+// where r_q is rank q's value after its own L updates (an all-reduce of the
+// weighted differences, in rank order); the count adds the ranks' increments.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef AMPC_RUNTIME_TRAIN_DISTRIBUTED_H
@@ -151,6 +160,13 @@ public:
   /// rank asked to stop after this step.
   bool reduceGradients(TrainingBackend &backend, uint64_t step, bool stopRequested);
 
+  /// At the start of optimizer step \p step's micro steps: remembers the
+  /// running statistics they start from (nothing without any).
+  void beginStep(TrainingBackend &backend);
+  /// After the micro steps: every rank's running statistics become what one
+  /// process would hold after all K micro steps in order (see above).
+  void combineRunningStats(TrainingBackend &backend, uint64_t step);
+
   /// What the CPU backend's optimizer step needs with ZeRO-1: the owned
   /// parameters and the sum of the squared norms over the ranks. No change
   /// without sharding.
@@ -180,6 +196,14 @@ private:
   std::string sizeProblem; ///< checkWorldSize's message, "" when none
   /// A GPU backend's own gradient exchange (NCCL), or null.
   DeviceGradientSync *deviceSync = nullptr;
+  /// The micro step's update_running_stats: its buffers (count kNoBuffer when
+  /// there is none) and momentum, and their values at the step's start.
+  struct RunningStats {
+    uint32_t mean = 0, var = 0, count = plan::kNoBuffer;
+    double momentum = 0;
+    std::vector<double> startMean, startVar, startCount;
+  };
+  std::vector<RunningStats> runningStats;
 };
 
 /// Starts the data-parallel side of a run from the environment the launcher

@@ -266,14 +266,17 @@ int TrainingRun::run() {
       if (profiled && step == firstProfiled)
         backend->startProfiling();
       stepBegan = std::chrono::steady_clock::now();
-      if (parallel)
+      if (parallel) {
         parallel->injectFailures(options, step);
+        parallel->beginStep(*backend);
+      }
       runMicroSteps(step);
       cpu::RunOptions optimizer = runOptions(step);
       // Data parallel: the ranks sum their gradients and agree on skipping
       // the step (overflow) and on stopping after it (a signal).
       bool stopAll = false;
       if (parallel) {
+        parallel->combineRunningStats(*backend, step);
         stopAll = parallel->reduceGradients(*backend, step, stopSignal != 0);
         parallel->prepareOptimizerStep(optimizer);
       }

@@ -9,6 +9,10 @@
 #       (a run repeated on the same world size gives the same bits).
 #   check-data-parallel.py same-weights CKPT CKPT
 #       The two checkpoints hold the same buffers (weights, optimizer state), byte for byte.
+#   check-data-parallel.py running-stats RTOL REF CKPT [CKPT...]
+#       Every CKPT holds REF's running statistics (the buffers named *running_mean,
+#       *running_var, *num_batches_tracked) within RTOL of their largest magnitude; prints how
+#       many and the largest relative difference.
 #   check-data-parallel.py launch N COMMAND...
 #       Starts N copies of COMMAND as torchrun does (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
 #       MASTER_PORT: a free port), waits for all (at most 60 s), prints rank 0's stdout, then every
@@ -92,6 +96,31 @@ def same_weights(first, second):
     print(f"same weights: {len(a)} buffers")
 
 
+def running_stats(rtol, reference, checkpoints):
+    import struct
+    names = ("running_mean", "running_var", "num_batches_tracked")
+    ref = {k: v for k, v in sections(reference).items() if k.endswith(names)}
+    if not ref:
+        fail(f"{reference} holds no running statistics")
+    worst = 0.0
+    for path in checkpoints:
+        other = sections(path)
+        for name, data in ref.items():
+            if name not in other or len(other[name]) != len(data):
+                fail(f"{path}: no {name} of {reference}'s size")
+            # Float buffers (the count too) are F32 sections.
+            a = struct.unpack(f"<{len(data) // 4}f", data)
+            b = struct.unpack(f"<{len(data) // 4}f", other[name])
+            scale = max(max(abs(x) for x in a), 1e-30)
+            difference = max(abs(x - y) for x, y in zip(a, b)) / scale
+            if not difference <= rtol:
+                fail(f"{path}: {name} differs by {difference:.3g} (relative to its largest "
+                     f"value {scale:.3g}), tolerance {rtol:g}")
+            worst = max(worst, difference)
+    print(f"running statistics: {len(ref)} buffers of {len(checkpoints)} checkpoints within "
+          f"{worst:.2g} of {os.path.basename(reference)}'s")
+
+
 def launch(ranks, command):
     import tempfile
     import time
@@ -150,6 +179,8 @@ def fails(seconds, command):
 if __name__ == "__main__":
     if len(sys.argv) >= 5 and sys.argv[1] == "compare":
         compare(float(sys.argv[2]), sys.argv[3], sys.argv[4:])
+    elif len(sys.argv) >= 5 and sys.argv[1] == "running-stats":
+        running_stats(float(sys.argv[2]), sys.argv[3], sys.argv[4:])
     elif len(sys.argv) >= 4 and sys.argv[1] == "launch":
         launch(int(sys.argv[2]), sys.argv[3:])
     elif len(sys.argv) >= 4 and sys.argv[1] == "fails":
@@ -159,4 +190,5 @@ if __name__ == "__main__":
     elif len(sys.argv) == 4 and sys.argv[1] == "identical":
         identical(sys.argv[2], sys.argv[3])
     else:
-        fail("usage: compare RTOL REF LOG... | identical LOG LOG | same-weights CKPT CKPT | launch N COMMAND... | fails SECONDS COMMAND...")
+        fail("usage: compare RTOL REF LOG... | identical LOG LOG | same-weights CKPT CKPT | "
+             "running-stats RTOL REF CKPT... | launch N COMMAND... | fails SECONDS COMMAND...")
