@@ -9,6 +9,7 @@
 #include "compiler/tools/AmpcCommands.h"
 
 #include "compiler/cuda/DeviceCode.h"
+#include "compiler/cuda/DeviceProgramBuilder.h"
 #include "compiler/lowering/ModelLoader.h"
 #include "compiler/lowering/PlanEmitter.h"
 #include "compiler/onnx/OnnxImporter.h"
@@ -16,6 +17,7 @@
 #include "compiler/report/MetricsPlot.h"
 #include "compiler/report/PrecisionReport.h"
 #include "compiler/report/RematReport.h"
+#include "compiler/report/TimeReport.h"
 #include "compiler/support/Format.h"
 #include "passes/RematAdapter.h"
 #include "runtime/cpu/Executor.h"
@@ -125,10 +127,38 @@ std::optional<plan::Plan> compileTrainingStep(LoadedModel &loaded, const Options
   return std::move(*compiled);
 }
 
+/// `ampc report time`: the whole pipeline (with --memory-budget, if given), the plan and its
+/// device program (its kernels generated, not compiled), then the time model's report.
+bool reportTime(LoadedModel &loaded, const Options &options) {
+  const plan::GpuModel *gpu = plan::findGpuModel(options.gpu);
+  if (!gpu) {
+    llvm::errs() << "ampc: error: --gpu " << options.gpu << " is not a GPU the time model knows ("
+                 << plan::gpuModelNames() << ")\n";
+    return false;
+  }
+  if (failed(runTrainingPipeline(loaded, options.pipeline, graph::PipelinePart::All)))
+    return false;
+  PlanProvenance provenance;
+  auto compiled = emitPlan(loaded.model, &provenance, &loaded.given);
+  if (failed(compiled))
+    return false;
+  try {
+    compiled->device = buildDeviceProgram(loaded.model, *compiled, provenance).program;
+  } catch (const DeviceProgramUnsupported &error) {
+    llvm::errs() << "ampc: error: no device program to time: " << error.what() << "\n";
+    return false;
+  }
+  printTimeReport(*compiled, *gpu, llvm::outs());
+  llvm::outs().flush();
+  return true;
+}
+
 /// `ampc report`: the training pipeline without a budget, then the report of the final IR (the
 /// step the device runs). The remat section decides its budgets on the step as written, before
 /// rematerialization and fusion, as graph-plan-remat does.
 bool reportTrainingStep(LoadedModel &loaded, const Options &options) {
+  if (options.report == "time")
+    return reportTime(loaded, options);
   graph::TrainingPipelineConfig config = options.pipeline;
   config.memoryBudget.clear(); // The report's budgets are a list, decided below.
   if (failed(runTrainingPipeline(loaded, config, graph::PipelinePart::TrainingStep)))

@@ -42,8 +42,10 @@ struct Options {
   /// The training pipeline's options: training, precision, loss scaling and the memory budget
   /// (one for compile and plan, a comma-separated list for report memory).
   graph::TrainingPipelineConfig pipeline;
-  /// What `ampc report` prints: "precision" or "memory".
+  /// What `ampc report` prints: "precision", "memory" or "time".
   std::string report;
+  /// --gpu NAME (report time): the GPU the time model describes.
+  std::string gpu = "h200";
   /// --plot FILE.png (report memory with a budget).
   std::string plot;
   /// --world-size N (report memory): the per-rank memory of data-parallel runs; 0 for none.

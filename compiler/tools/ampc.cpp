@@ -9,6 +9,8 @@
 //                                          the dtypes of every op of the training step
 //   ampc report memory MODEL.mlir [TRAINING...] [PRECISION...] [--memory-budget B,...]
 //                                          where the training step's memory goes
+//   ampc report time MODEL.mlir [TRAINING...] [PRECISION...] [--gpu NAME]
+//                                          the device step's predicted time on a GPU
 //   ampc eval MODEL.mlir|MODEL.plan [--seed N] [--weights FILE] [--input NAME=FILE]...
 //             [--precision f32|f64] [--grads FILE.safetensors]
 //                                          evaluate the loss (and gradients) on the CPU backend
@@ -344,6 +346,10 @@ cl::opt<std::string> gradBucketSize(
     cl::desc("Data parallel runs on GPUs all-reduce the gradients in buckets of about SIZE\n"
              "(bytes, 4MiB, 25MiB; default 25MiB), each as soon as the backward pass has\n"
              "finished it"));
+cl::opt<std::string> gpu("gpu", cl::sub(reportCommand), cl::cat(memoryCategory),
+                         cl::value_desc("NAME"), cl::init("h200"),
+                         cl::desc("report time: the GPU whose step time is predicted (h200, "
+                                  "h100; default h200)"));
 cl::opt<int64_t, false, CountParser>
     worldSize("world-size", cl::sub(reportCommand), cl::cat(memoryCategory), cl::value_desc("N"),
               cl::desc("report memory: also what each of N data-parallel ranks holds, with and "
@@ -462,7 +468,7 @@ std::string overview(cl::SubCommand *command) {
   ampc verify MODEL.mlir
   ampc plan MODEL.mlir -o PLAN [--train] [options]
   ampc compile MODEL.mlir -o BINARY [options]
-  ampc report precision|memory MODEL.mlir [options]
+  ampc report precision|memory|time MODEL.mlir [options]
   ampc eval MODEL.mlir|PLAN [--seed N] [--weights FILE] [--input NAME=FILE]...
             [--precision f32|f64]
   ampc plot METRICS.jsonl... -o FILE.png|FILE.svg [--size WxH]
@@ -489,7 +495,10 @@ runtime plus the plan, no MLIR at run time. Run it with
 and stores in, the rule that decided each, and the totals (casts, bytes converted, reduced
 FLOPs). 'ampc report memory' prints the persistent buffers by kind, the arena of each step
 function, the peak and the largest values live at it; with --memory-budget, what
-rematerialization does for each budget (and a plot with --plot).
+rematerialization does for each budget (and a plot with --plot). 'ampc report time' predicts
+the device step's time on a GPU (--gpu h200|h100) without one: per step group, per kind and
+for the whole step, each beside its floor (bytes at a device copy's bandwidth, FLOPs at the
+tensor cores' peak).
 )";
   if (command == &plotCommand)
     return text + R"(
@@ -625,12 +634,17 @@ Options checkedOptions(cl::SubCommand *command) {
   std::vector<std::string> positional;
   if (command == &reportCommand) {
     if (reportArguments.empty() ||
-        (reportArguments.front() != "precision" && reportArguments.front() != "memory"))
+        (reportArguments.front() != "precision" && reportArguments.front() != "memory" &&
+         reportArguments.front() != "time"))
       throw UsageError{"'ampc report' needs what to report: 'ampc report precision "
-                       "MODEL.mlir' or 'ampc report memory MODEL.mlir'"};
+                       "MODEL.mlir', 'ampc report memory MODEL.mlir' or 'ampc report time "
+                       "MODEL.mlir'"};
     options.report = reportArguments.front();
     if (options.report != "memory" && flags::worldSize.getNumOccurrences())
       throw UsageError{"--world-size is for 'ampc report memory'"};
+    if (options.report != "time" && flags::gpu.getNumOccurrences())
+      throw UsageError{"--gpu is for 'ampc report time'"};
+    options.gpu = flags::gpu;
     positional.assign(reportArguments.begin() + 1, reportArguments.end());
   } else if (command == &evalCommand) {
     positional.assign(evalArguments.begin(), evalArguments.end());
@@ -714,6 +728,11 @@ Options checkedOptions(cl::SubCommand *command) {
   if (givenMlirOption("mlir-pass-pipeline-local-reproducer") &&
       !givenMlirOption("mlir-disable-threading"))
     throw UsageError{"--mlir-pass-pipeline-local-reproducer needs --mlir-disable-threading"};
+  if (command == &reportCommand && options.report == "time" &&
+      (llvm::StringRef(pipeline.memoryBudget).contains(',') || flags::plot.getNumOccurrences()))
+    throw UsageError{std::string(flags::plot.getNumOccurrences() ? "--plot is"
+                                                                 : "a list of budgets is") +
+                     " for 'ampc report memory'; 'ampc report time' takes one --memory-budget"};
   if (command == &reportCommand && options.report == "precision" &&
       (flags::memoryBudget.getNumOccurrences() || flags::plot.getNumOccurrences()))
     throw UsageError{

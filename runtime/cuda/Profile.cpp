@@ -1,8 +1,7 @@
 //===- Profile.cpp - Where a training step's GPU time goes ----------------===//
 //
-// The cost of a step group (bytes of the distinct buffers it reads plus those
-// it writes, flops of its matmuls and attention), the rows that fold groups
-// of the same code at the same source location together, and the text of the
+// The rows that fold groups of the same code at the same source location
+// together, with their cost (runtime/plan/StepTime.h), and the text of the
 // `--profile` report. Needs only the plan and the times, never the device.
 //
 //===----------------------------------------------------------------------===//
@@ -12,66 +11,14 @@
 #include "runtime/plan/Plan.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
-#include <iterator>
 #include <map>
-#include <set>
 #include <tuple>
 
 namespace ampc::cuda {
 
 namespace {
-
-double attentionFlops(const plan::AttentionStep &step) {
-  double flops =
-      4.0 * static_cast<double>(step.batch) * step.heads * step.queries * step.keys * step.headDim;
-  if (step.causal)
-    flops /= 2;
-  return step.pass == plan::AttentionPass::Forward ? flops : 2.5 * flops;
-}
-
-/// "m.mlir:190:13 <- 243:11" and "m.mlir:190:13 (called from m.mlir:243:11)" ->
-/// "m.mlir:190:13".
-std::string withoutCallSite(const std::string &location) {
-  return location.substr(0, std::min(location.find(" <- "), location.find(" (called from ")));
-}
-
-std::string groupLocations(const plan::DeviceGroup &group,
-                           const std::vector<plan::Instruction> &list) {
-  std::vector<std::string> seen;
-  for (uint32_t index : group.instructions) {
-    if (index >= list.size() || list[index].location.empty())
-      continue;
-    const std::string location = withoutCallSite(list[index].location);
-    if (std::find(seen.begin(), seen.end(), location) == seen.end())
-      seen.push_back(location);
-  }
-  std::string text;
-  for (size_t i = 0; i < seen.size() && i < 3; ++i)
-    text += (i ? ", " : "") + seen[i];
-  if (seen.size() > 3)
-    text += " (+" + std::to_string(seen.size() - 3) + ")";
-  return text.empty() ? "-" : text;
-}
-
-/// "[16384x2304x768 bf16->bf16 gelu_aux_bias] " for each matmul of \p group (m x n x k, the
-/// input and output types, the epilogue, "+=" when it accumulates), so a slow matmul row says
-/// which problem it is.
-std::string matmulShapes(const plan::Plan &plan, const plan::DeviceGroup &group) {
-  static const char *const epilogues[] = {"",       " bias", " gelu_bias", " gelu_aux_bias",
-                                          " bgrad", " dgelu"};
-  std::string text;
-  for (const plan::DeviceStep &step : group.steps)
-    if (const auto *mm = std::get_if<plan::MatmulStep>(&step)) {
-      const auto epilogue = static_cast<size_t>(mm->epilogue);
-      text += "[" + std::to_string(mm->m) + "x" + std::to_string(mm->n) + "x" +
-              std::to_string(mm->k) + (mm->batch > 1 ? " batch " + std::to_string(mm->batch) : "") +
-              " " + plan::dtypeName(plan.buffers[mm->a].dtype) + "->" +
-              plan::dtypeName(plan.buffers[mm->d].dtype) + (mm->beta != 0 ? " +=" : "") +
-              (epilogue < std::size(epilogues) ? epilogues[epilogue] : " ?") + "] ";
-    }
-  return text;
-}
 
 bool hasStep(const plan::DeviceGroup &group, size_t index) {
   for (const plan::DeviceStep &step : group.steps)
@@ -88,31 +35,6 @@ std::string format(const char *pattern, double value) {
 
 } // namespace
 
-GroupCost groupCost(const plan::Plan &plan, const plan::DeviceGroup &group) {
-  GroupCost cost;
-  std::set<uint32_t> reads, writes;
-  for (uint32_t id : readBuffers(group))
-    reads.insert(id);
-  for (uint32_t id : writtenBuffers(group))
-    writes.insert(id);
-  // A matmul accumulating into D (C = D, beta 1) reads D too, which readBuffers leaves out.
-  for (const plan::DeviceStep &step : group.steps)
-    if (const auto *matmul = std::get_if<plan::MatmulStep>(&step); matmul && matmul->beta != 0)
-      reads.insert(matmul->c);
-  for (const std::set<uint32_t> *buffers : {&reads, &writes})
-    for (uint32_t id : *buffers)
-      if (id < plan.buffers.size())
-        cost.bytes += static_cast<uint64_t>(plan::numElements(plan.buffers[id])) *
-                      plan::dtypeBytes(plan.buffers[id].dtype);
-  for (const plan::DeviceStep &step : group.steps) {
-    if (const auto *matmul = std::get_if<plan::MatmulStep>(&step))
-      cost.flops += 2.0 * static_cast<double>(matmul->m) * matmul->n * matmul->k * matmul->batch;
-    else if (const auto *attention = std::get_if<plan::AttentionStep>(&step))
-      cost.flops += attentionFlops(*attention);
-  }
-  return cost;
-}
-
 std::vector<ProfileRow> profileRows(const plan::Plan &plan, const std::vector<GroupTime> &times) {
   using Key = std::tuple<int, std::string, std::string, uint64_t, double>;
   std::map<Key, ProfileRow> rows;
@@ -124,8 +46,7 @@ std::vector<ProfileRow> profileRows(const plan::Plan &plan, const std::vector<Gr
     const plan::DeviceGroup &group = program.groups[time.group];
     const GroupCost cost = groupCost(plan, group);
     const std::string locations =
-        matmulShapes(plan, group) +
-        groupLocations(group, micro ? plan.instructions : plan.optimizerInstructions);
+        plan::groupDescription(plan, group, micro ? plan.instructions : plan.optimizerInstructions);
     const double perStep = micro ? static_cast<double>(plan.accumulationSteps) : 1.0;
     ProfileRow &row = rows[Key(micro ? 0 : 1, group.kind, locations, cost.bytes, cost.flops)];
     if (row.instances == 0) {
@@ -221,6 +142,54 @@ std::string formatProfile(const plan::Plan &plan, const std::vector<ProfileRow> 
               (floor ? format(" (%.0f%% of the floor)", 100 * bytes[i] / seconds / copyBandwidth)
                      : std::string());
     text += "\n";
+  }
+  return text;
+}
+
+std::string formatTimeModel(const plan::Plan &plan, const std::vector<GroupTime> &times,
+                            const std::string &deviceName) {
+  std::string lower;
+  for (char c : deviceName)
+    lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const plan::GpuModel *gpu = nullptr;
+  for (const char *name : {"h200", "h100"})
+    if (lower.find(name) != std::string::npos)
+      gpu = plan::findGpuModel(name);
+  if (!gpu)
+    return "";
+  // Per kind: measured and predicted ms per optimizer step.
+  std::map<std::string, std::pair<double, double>> kinds;
+  double measured = 0, predicted = 0;
+  for (const GroupTime &time : times) {
+    const bool micro = time.function == PlanFunction::MicroStep;
+    const plan::DeviceFunction &program = micro ? plan.device.microStep : plan.device.optimizerStep;
+    if (time.group >= program.groups.size() || time.runs == 0)
+      continue;
+    const plan::DeviceGroup &group = program.groups[time.group];
+    const double perStep = micro ? static_cast<double>(plan.accumulationSteps) : 1.0;
+    const double ms = time.milliseconds / static_cast<double>(time.runs) * perStep;
+    const double model = plan::predictGroupTime(plan, group, *gpu).seconds * 1e3 * perStep;
+    kinds[group.kind].first += ms;
+    kinds[group.kind].second += model;
+    measured += ms;
+    predicted += model;
+  }
+  if (measured <= 0)
+    return "";
+  std::string text = "time model (" + gpu->name + ", ampc report time): " +
+                     format("%.2f ms", predicted) + " predicted for " +
+                     format("%.2f ms", measured) + " measured, " +
+                     format("%.2fx", predicted / measured) + "; by kind:\n";
+  std::vector<std::pair<std::string, std::pair<double, double>>> sorted(kinds.begin(), kinds.end());
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto &a, const auto &b) {
+    return a.second.first > b.second.first;
+  });
+  char line[256];
+  for (const auto &[kind, pair] : sorted) {
+    std::snprintf(line, sizeof(line), "  %-18s measured %9.3f ms, model %9.3f ms, %5.2fx\n",
+                  kind.c_str(), pair.first, pair.second,
+                  pair.first > 0 ? pair.second / pair.first : 0.0);
+    text += line;
   }
   return text;
 }

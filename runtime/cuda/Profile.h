@@ -18,6 +18,7 @@
 
 #include "runtime/cuda/Executor.h"
 #include "runtime/plan/Plan.h"
+#include "runtime/plan/StepTime.h"
 
 #include <cstdint>
 #include <string>
@@ -25,21 +26,9 @@
 
 namespace ampc::cuda {
 
-/// What one run of a step group must move and compute.
-struct GroupCost {
-  /// Bytes of every distinct buffer the group reads plus those of every
-  /// distinct buffer it writes: the least it must move, what a copy's
-  /// "read + written" bandwidth is compared with. A buffer read and
-  /// written (an optimizer's parameters and moments, an accumulator, a
-  /// matmul adding into D) counts twice; a view counts as its own buffer.
-  uint64_t bytes = 0;
-  /// 2 m n k per matmul; attention forward 4 B H Tq Tk D, backward 2.5x
-  /// that (halved when causal; FlashAttention-2's count of the gradient's
-  /// work, which a backward reading the saved o and lse does without a
-  /// forward). Elementwise arithmetic is not counted.
-  double flops = 0;
-};
-GroupCost groupCost(const plan::Plan &plan, const plan::DeviceGroup &group);
+/// What a step group moves and computes (runtime/plan/StepTime.h).
+using plan::GroupCost;
+using plan::groupCost;
 
 /// One row of the report: groups with the same function, kind, cost and
 /// source locations (call sites aside).
@@ -70,6 +59,12 @@ std::vector<ProfileRow> profileRows(const plan::Plan &plan, const std::vector<Gr
 std::string formatProfile(const plan::Plan &plan, const std::vector<ProfileRow> &rows, size_t top,
                           uint64_t profiledSteps, double stepMilliseconds,
                           double copyBandwidth = 0);
+
+/// The time model's prediction (runtime/plan/StepTime.h) beside the measured \p times, per kind
+/// and for the step, with the ratio, when \p deviceName is a GPU the model knows ("NVIDIA
+/// H200" is h200); "" otherwise.
+std::string formatTimeModel(const plan::Plan &plan, const std::vector<GroupTime> &times,
+                            const std::string &deviceName);
 
 /// The matmuls whose cuBLASLt algorithm was chosen by timing, slowest first: the first
 /// candidate's and the chosen one's time per run and the speed-up, then the total over the

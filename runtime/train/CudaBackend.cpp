@@ -127,6 +127,7 @@ public:
     const plan::Plan &plan = executor.plan();
     return cuda::formatProfile(plan, cuda::profileRows(plan, executor.groupTimes()), top, steps,
                                stepMilliseconds, copyBandwidth) +
+           cuda::formatTimeModel(plan, executor.groupTimes(), gpu->info().name) +
            cuda::formatMatmulChoices(executor.matmulChoices()) +
            cuda::formatAttentionChoices(executor.attentionChoices());
   }

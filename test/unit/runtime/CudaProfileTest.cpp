@@ -137,6 +137,66 @@ TEST(CudaProfile, RowsSumLayersPerOptimizerStep) {
   EXPECT_NE(floored.find("of the floor)"), std::string::npos) << floored;
 }
 
+// The time model (runtime/plan/StepTime.h) on hand-built groups: a memory-bound group takes its
+// bytes at its kind's share of the copy bandwidth plus the launch; a matmul its FLOPs at its
+// kind's throughput plus the launch, or its bytes at the full copy bandwidth when that is
+// longer; the floor is the larger of bytes at the copy bandwidth and FLOPs at the tensor peak.
+TEST(CudaProfile, TimeModelPredictsFromBytesAndFlops) {
+  const plan::Plan plan = profiledPlan();
+  const plan::GpuModel *h200 = plan::findGpuModel("h200");
+  ASSERT_TRUE(h200);
+  EXPECT_EQ(plan::findGpuModel("a100"), nullptr);
+  EXPECT_LT(plan::findGpuModel("h100")->copyBandwidth, h200->copyBandwidth);
+
+  const plan::DeviceGroup &elementwise = plan.device.microStep.groups[2];
+  const plan::PredictedTime moved = plan::predictGroupTime(plan, elementwise, *h200);
+  const double bytes = 2.0 * 64 * 16 * 4;
+  EXPECT_DOUBLE_EQ(moved.seconds, h200->launchSeconds +
+                                      bytes / (h200->efficiency.at("elementwise") *
+                                               h200->copyBandwidth));
+  EXPECT_DOUBLE_EQ(moved.floorSeconds, bytes / h200->copyBandwidth);
+  EXPECT_STREQ(moved.bound, "launch"); // 8 KB: the launch dominates
+
+  // A large matmul is compute-bound at its kind's throughput.
+  plan::Plan large = plan;
+  large.buffers[0].shape = {4096, 4096};
+  large.buffers[1].shape = {4096, 4096};
+  large.buffers[2].shape = {4096, 4096};
+  plan::DeviceGroup matmul = large.device.microStep.groups[0];
+  auto &product = std::get<plan::MatmulStep>(matmul.steps[0]);
+  product.m = product.n = product.k = 4096;
+  const double flops = 2.0 * 4096 * 4096 * 4096;
+  const plan::PredictedTime computed = plan::predictGroupTime(large, matmul, *h200);
+  EXPECT_DOUBLE_EQ(computed.seconds,
+                   h200->launchSeconds + flops / h200->matmulThroughput.at("matmul"));
+  EXPECT_DOUBLE_EQ(computed.floorSeconds, flops / h200->tensorPeak);
+  EXPECT_STREQ(computed.bound, "compute");
+  // The same matmul as a bias gradient runs at that kind's (lower) throughput.
+  matmul.kind = "bias_grad";
+  EXPECT_GT(plan::predictGroupTime(large, matmul, *h200).seconds, computed.seconds);
+  // A kind the model has no figure for takes the default efficiency.
+  plan::DeviceGroup copy = elementwise;
+  copy.kind = "copy";
+  EXPECT_DOUBLE_EQ(plan::predictGroupTime(plan, copy, *h200).seconds,
+                   h200->launchSeconds + bytes / (h200->defaultEfficiency * h200->copyBandwidth));
+}
+
+// On a GPU the model knows, --profile ends with its prediction beside the measured time, per
+// kind; on another GPU it says nothing.
+TEST(CudaProfile, ProfileComparesTheTimeModelPerKind) {
+  const plan::Plan plan = profiledPlan();
+  const std::vector<GroupTime> times = {{PlanFunction::MicroStep, 0, 4.0, 4},
+                                        {PlanFunction::MicroStep, 1, 6.0, 4},
+                                        {PlanFunction::MicroStep, 2, 1.0, 4},
+                                        {PlanFunction::OptimizerStep, 0, 3.0, 2}};
+  const std::string text = formatTimeModel(plan, times, "NVIDIA H200");
+  EXPECT_NE(text.find("time model (h200, ampc report time): "), std::string::npos) << text;
+  EXPECT_NE(text.find("predicted for 7.00 ms measured"), std::string::npos) << text;
+  EXPECT_NE(text.find("  matmul             measured     5.000 ms, model"), std::string::npos)
+      << text;
+  EXPECT_EQ(formatTimeModel(plan, times, "NVIDIA A100-SXM4-80GB"), "");
+}
+
 TEST(CudaProfile, MatmulChoicesListTheSlowestProblemFirstWithTheGain) {
   EXPECT_EQ(formatMatmulChoices({}), "");
   MatmulChoice small{"matmul m=64 n=64 k=64 bf16 x bf16 -> bf16", 3, 0, 0.010, 0.010};
