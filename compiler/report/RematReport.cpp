@@ -5,6 +5,7 @@
 #include "compiler/report/Plot.h"
 #include "compiler/support/Format.h"
 #include "passes/RematAdapter.h"
+#include "runtime/plan/StepTime.h"
 
 #include "llvm/Support/Format.h"
 
@@ -23,6 +24,23 @@ std::string percentOf(double part, double whole) {
   std::string text;
   llvm::raw_string_ostream(text) << llvm::format("%.2f%%", whole > 0 ? 100.0 * part / whole : 0.0);
   return text;
+}
+
+/// An op's time on \p gpu by the time model's rates (runtime/plan/StepTime.h): a matmul's or
+/// attention's FLOPs at their throughput, any other op's operand and result bytes at the
+/// memory-bound groups' share of the copy bandwidth. What a recomputed value costs is its
+/// bytes far more often than its FLOPs (a layer norm, a GELU).
+double modelledSeconds(Operation *op, const plan::GpuModel &gpu) {
+  if (llvm::isa<MatmulOp>(op))
+    return estimateFlops(op) / gpu.matmulThroughput.at("matmul");
+  if (llvm::isa<AttentionOp, QkvAttentionOp>(op))
+    return estimateFlops(op) / gpu.attentionForward;
+  double bytes = 0;
+  for (Value operand : op->getOperands())
+    bytes += double(bytesOf(operand.getType()));
+  for (Value result : op->getResults())
+    bytes += double(bytesOf(result.getType()));
+  return bytes / (gpu.defaultEfficiency * gpu.copyBandwidth);
 }
 
 /// "gelu at line 213 (12x)" for the clones of a plan, grouped by op and source line.
@@ -181,6 +199,19 @@ bool printRematReport(ModelOp model, const std::vector<std::string> &budgets,
      << percentOf(shown->extraFlops, graph->stepFlops) << " FLOPs ("
      << llvm::format("%.3g", shown->extraFlops) << " of " << llvm::format("%.3g", graph->stepFlops)
      << " per micro step, " << percentOf(plan.matmulCost, graph->stepFlops) << " in matmuls)\n";
+  // The clones' and the step's time by the time model, on the GPU it was fitted to.
+  const plan::GpuModel &gpu = *plan::findGpuModel("h200");
+  double extraSeconds = 0, stepSeconds = 0;
+  for (const RematStep &step : plan.schedule)
+    if (step.isClone)
+      extraSeconds += modelledSeconds(graph->ops[step.op], gpu);
+  for (Operation *op : graph->ops)
+    if (!op->hasTrait<OpTrait::IsTerminator>())
+      stepSeconds += modelledSeconds(op, gpu);
+  os << "predicted extra time on an H200 (ampc report time's rates): +"
+     << llvm::format("%.3f", extraSeconds * 1e3) << " ms per micro step, +"
+     << percentOf(extraSeconds, stepSeconds) << " of its "
+     << llvm::format("%.3f", stepSeconds * 1e3) << " ms op by op\n";
   auto grouped = recomputedGroups(*graph, plan);
   os << "recomputed values (" << grouped.size() << " distinct ops):\n";
   for (auto [name, count] : grouped)
