@@ -473,25 +473,18 @@ CudnnEngineProbe probeCudnnAttention(const CudnnAttentionProblem &problem,
   if (!invalid.empty())
     throw CudaError(CudaErrorKind::InvalidArgument, "cuDNN attention: " + invalid);
   CudnnEngineProbe probe;
-  const CudnnApi *api = nullptr;
-  std::optional<Descriptor> device;
-  try {
-    api = &cudnnApi();
-    device.emplace(describeDevice(*api, deviceJson));
-  } catch (const CudaError &error) {
-    probe.unavailable = error.what();
+  const ProbeDevice gpu = openProbeDevice(deviceJson);
+  if (!gpu.device) {
+    probe.unavailable = gpu.unavailable;
     return probe;
   }
   probe.available = true;
   auto build = [&](auto buildGraph, std::string &failure, int &status) {
-    BuiltGraph graph;
-    try {
-      buildGraph(*api, nullptr, problem, graph, device->get());
-    } catch (const CudaError &error) {
-      failure = error.what();
-      status = error.code();
-    }
-    graph.clear();
+    gpu.probe(
+        [&](const CudnnApi &api, BuiltGraph &graph, cudnnBackendDescriptor_t device) {
+          buildGraph(api, nullptr, problem, graph, device);
+        },
+        failure, status);
   };
   build(buildForward, probe.forward, probe.forwardStatus);
   build(buildBackward, probe.backward, probe.backwardStatus);

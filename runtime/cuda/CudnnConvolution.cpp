@@ -7,7 +7,6 @@
 #include "runtime/cuda/Errors.h"
 
 #include <algorithm>
-#include <optional>
 
 namespace ampc::cuda {
 
@@ -215,37 +214,25 @@ CudnnConvolutionProbe probeCudnnConvolution(const CudnnConvolutionProblem &probl
                                             const std::string &deviceJson) {
   checkProblem(problem);
   CudnnConvolutionProbe probe;
-  const CudnnApi *api = nullptr;
-  std::optional<Descriptor> device;
-  try {
-    api = &cudnnApi();
-    device.emplace(describeDevice(*api, deviceJson));
-  } catch (const CudaError &error) {
-    probe.unavailable = error.what();
+  const ProbeDevice gpu = openProbeDevice(deviceJson);
+  if (!gpu.device) {
+    probe.unavailable = gpu.unavailable;
     return probe;
   }
   probe.available = true;
-  auto build = [&](Pass pass, std::string &failure, int &status) {
-    BuiltGraph graph;
-    try {
-      buildPass(*api, nullptr, problem, pass, graph, device->get());
-    } catch (const CudaError &error) {
-      failure = error.what();
-      status = error.code();
-    }
-    graph.clear();
-  };
-  build(Pass::Forward, probe.forward, probe.forwardStatus);
-  build(Pass::BackwardData, probe.backwardData, probe.backwardDataStatus);
+  for (Pass pass : {Pass::Forward, Pass::BackwardData})
+    gpu.probe(
+        [&](const CudnnApi &api, BuiltGraph &graph, cudnnBackendDescriptor_t device) {
+          buildPass(api, nullptr, problem, pass, graph, device);
+        },
+        pass == Pass::Forward ? probe.forward : probe.backwardData,
+        pass == Pass::Forward ? probe.forwardStatus : probe.backwardDataStatus);
   // As the constructor builds it: dw in f32 where an engine takes that graph.
-  BuiltGraph graph;
-  try {
-    buildBackwardFilter(*api, nullptr, problem, graph, probe.weightGradF32, device->get());
-  } catch (const CudaError &error) {
-    probe.backwardFilter = error.what();
-    probe.backwardFilterStatus = error.code();
-  }
-  graph.clear();
+  gpu.probe(
+      [&](const CudnnApi &api, BuiltGraph &graph, cudnnBackendDescriptor_t device) {
+        buildBackwardFilter(api, nullptr, problem, graph, probe.weightGradF32, device);
+      },
+      probe.backwardFilter, probe.backwardFilterStatus);
   return probe;
 }
 
@@ -263,8 +250,7 @@ CudnnConvolution::CudnnConvolution(const CudnnConvolutionProblem &problem, CUstr
 
 CudnnConvolution::~CudnnConvolution() = default;
 std::string CudnnConvolution::description() const { return ""; }
-bool CudnnConvolution::weightGradF32() const { return state->weightGradF32; }
-
+bool CudnnConvolution::weightGradF32() const { return false; }
 size_t CudnnConvolution::workspaceBytes() const { return 0; }
 void CudnnConvolution::forward(CUdeviceptr, CUdeviceptr, CUdeviceptr, CUdeviceptr) const {}
 void CudnnConvolution::backwardData(CUdeviceptr, CUdeviceptr, CUdeviceptr, CUdeviceptr) const {}

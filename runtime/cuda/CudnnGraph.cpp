@@ -210,6 +210,18 @@ Descriptor describeDevice(const CudnnApi &api, const std::string &deviceJson) {
   return device;
 }
 
+ProbeDevice openProbeDevice(const std::string &deviceJson) {
+  ProbeDevice probe;
+  try {
+    probe.api = &cudnnApi();
+    probe.device.emplace(describeDevice(*probe.api, deviceJson));
+  } catch (const CudaError &error) {
+    probe.unavailable = error.what();
+    probe.device.reset();
+  }
+  return probe;
+}
+
 void execute(const CudnnApi &api, cudnnHandle_t handle, const BuiltGraph &graph,
              const int64_t *uids, void *const *pointers, int64_t count, void *workspace,
              const char *doing) {

@@ -18,6 +18,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -293,58 +294,44 @@ public:
     set(desc, AMPC_CUDNN_ATTR(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS), CUDNN_TYPE_INT64, 2,
         padEnd.data());
     finalize(desc, "the convolution descriptor");
+    // Each pass's descriptor and the attributes of its alpha, beta, convolution and the
+    // tensors in the order x (or dx), w (or dw), y (or dy).
+    struct PassAttributes {
+      cudnnBackendDescriptorType_t type;
+      const char *what;
+      std::array<std::pair<cudnnBackendAttributeName_t, const char *>, 6> names;
+    };
+#define AMPC_CUDNN_CONV_ATTRS(PREFIX, X, W, Y)                                                     \
+  {{{CUDNN_ATTR_OPERATION_CONVOLUTION_##PREFIX##_ALPHA,                                            \
+     "CUDNN_ATTR_OPERATION_CONVOLUTION_" #PREFIX "_ALPHA"},                                        \
+    {CUDNN_ATTR_OPERATION_CONVOLUTION_##PREFIX##_BETA,                                             \
+     "CUDNN_ATTR_OPERATION_CONVOLUTION_" #PREFIX "_BETA"},                                         \
+    {CUDNN_ATTR_OPERATION_CONVOLUTION_##PREFIX##_CONV_DESC,                                        \
+     "CUDNN_ATTR_OPERATION_CONVOLUTION_" #PREFIX "_CONV_DESC"},                                    \
+    {CUDNN_ATTR_OPERATION_CONVOLUTION_##PREFIX##_##X,                                              \
+     "CUDNN_ATTR_OPERATION_CONVOLUTION_" #PREFIX "_" #X},                                          \
+    {CUDNN_ATTR_OPERATION_CONVOLUTION_##PREFIX##_##W,                                              \
+     "CUDNN_ATTR_OPERATION_CONVOLUTION_" #PREFIX "_" #W},                                          \
+    {CUDNN_ATTR_OPERATION_CONVOLUTION_##PREFIX##_##Y,                                              \
+     "CUDNN_ATTR_OPERATION_CONVOLUTION_" #PREFIX "_" #Y}}}
+    static const PassAttributes passes[] = {
+        {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+         "a convolution forward operation", AMPC_CUDNN_CONV_ATTRS(FORWARD, X, W, Y)},
+        {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+         "a convolution backward-data operation", AMPC_CUDNN_CONV_ATTRS(BWD_DATA, DX, W, DY)},
+        {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+         "a convolution backward-filter operation", AMPC_CUDNN_CONV_ATTRS(BWD_FILTER, X, DW, DY)}};
+#undef AMPC_CUDNN_CONV_ATTRS
+    const PassAttributes &chosen = passes[static_cast<int>(pass)];
     const float alpha = 1.0f, beta = 0.0f;
-    cudnnBackendDescriptor_t op = nullptr;
-    switch (pass) {
-    case ConvolutionPass::Forward:
-      op = create(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
-      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA), CUDNN_TYPE_FLOAT,
-          1, &alpha);
-      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA), CUDNN_TYPE_FLOAT, 1,
-          &beta);
-      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC),
-          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &desc);
-      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X),
-          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
-      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W),
-          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w);
-      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y),
-          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
-      addOperation(op, "a convolution forward operation");
-      return;
-    case ConvolutionPass::BackwardData:
-      op = create(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR);
-      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA), CUDNN_TYPE_FLOAT,
-          1, &alpha);
-      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA), CUDNN_TYPE_FLOAT,
-          1, &beta);
-      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC),
-          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &desc);
-      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX),
-          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
-      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W),
-          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w);
-      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY),
-          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
-      addOperation(op, "a convolution backward-data operation");
-      return;
-    case ConvolutionPass::BackwardFilter:
-      op = create(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
-      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA),
-          CUDNN_TYPE_FLOAT, 1, &alpha);
-      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA), CUDNN_TYPE_FLOAT,
-          1, &beta);
-      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC),
-          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &desc);
-      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X),
-          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
-      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW),
-          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w);
-      set(op, AMPC_CUDNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY),
-          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
-      addOperation(op, "a convolution backward-filter operation");
-      return;
-    }
+    cudnnBackendDescriptor_t op = create(chosen.type);
+    set(op, chosen.names[0].first, chosen.names[0].second, CUDNN_TYPE_FLOAT, 1, &alpha);
+    set(op, chosen.names[1].first, chosen.names[1].second, CUDNN_TYPE_FLOAT, 1, &beta);
+    const cudnnBackendDescriptor_t operands[] = {desc, x, w, y};
+    for (int i = 0; i < 4; ++i)
+      set(op, chosen.names[2 + i].first, chosen.names[2 + i].second,
+          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &operands[i]);
+    addOperation(op, chosen.what);
   }
 
   /// Finalizes the graph, asks the heuristics (mode A, then FALLBACK) for engine configurations
@@ -409,6 +396,28 @@ private:
 /// ...), finalized, for device-less compilation (GraphBuilder::finish without a handle). Throws
 /// CudaError(Cudnn) when this cuDNN has no device descriptions.
 Descriptor describeDevice(const CudnnApi &api, const std::string &deviceJson);
+
+/// cuDNN opened and a GPU described to it for a device-less probe, or why that cannot be done
+/// here (no library, or a release without device descriptions).
+struct ProbeDevice {
+  const CudnnApi *api = nullptr;
+  std::optional<Descriptor> device;
+  std::string unavailable;
+
+  /// Builds one graph with \p build(api, graph, deviceProp) and records in \p failure and
+  /// \p status how it ended: "" when its plan finalized, else the error and its cudnnStatus_t.
+  template <typename Build> void probe(Build build, std::string &failure, int &status) const {
+    BuiltGraph graph;
+    try {
+      build(*api, graph, device->get());
+    } catch (const CudaError &error) {
+      failure = error.what();
+      status = error.code();
+    }
+    graph.clear();
+  }
+};
+ProbeDevice openProbeDevice(const std::string &deviceJson);
 
 /// Binds \p count (uid, pointer) pairs and the workspace, and enqueues \p graph's plan.
 void execute(const CudnnApi &api, cudnnHandle_t handle, const BuiltGraph &graph,

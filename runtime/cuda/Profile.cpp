@@ -33,21 +33,33 @@ std::string format(const char *pattern, double value) {
   return text;
 }
 
+/// The group \p time measured, with how often its function runs per optimizer step (a micro
+/// step's accumulationSteps times), or null for a time that names no group or never ran.
+const plan::DeviceGroup *timedGroup(const plan::Plan &plan, const GroupTime &time,
+                                    double &perStep) {
+  const bool micro = time.function == PlanFunction::MicroStep;
+  const plan::DeviceFunction &program = micro ? plan.device.microStep : plan.device.optimizerStep;
+  if (time.group >= program.groups.size() || time.runs == 0)
+    return nullptr;
+  perStep = micro ? static_cast<double>(plan.accumulationSteps) : 1.0;
+  return &program.groups[time.group];
+}
+
 } // namespace
 
 std::vector<ProfileRow> profileRows(const plan::Plan &plan, const std::vector<GroupTime> &times) {
   using Key = std::tuple<int, std::string, std::string, uint64_t, double>;
   std::map<Key, ProfileRow> rows;
   for (const GroupTime &time : times) {
-    const bool micro = time.function == PlanFunction::MicroStep;
-    const plan::DeviceFunction &program = micro ? plan.device.microStep : plan.device.optimizerStep;
-    if (time.group >= program.groups.size() || time.runs == 0)
+    double perStep = 1;
+    const plan::DeviceGroup *timed = timedGroup(plan, time, perStep);
+    if (!timed)
       continue;
-    const plan::DeviceGroup &group = program.groups[time.group];
+    const plan::DeviceGroup &group = *timed;
+    const bool micro = time.function == PlanFunction::MicroStep;
     const GroupCost cost = groupCost(plan, group);
     const std::string locations =
         plan::groupDescription(plan, group, micro ? plan.instructions : plan.optimizerInstructions);
-    const double perStep = micro ? static_cast<double>(plan.accumulationSteps) : 1.0;
     ProfileRow &row = rows[Key(micro ? 0 : 1, group.kind, locations, cost.bytes, cost.flops)];
     if (row.instances == 0) {
       row.function = time.function;
@@ -161,12 +173,11 @@ std::string formatTimeModel(const plan::Plan &plan, const std::vector<GroupTime>
   std::map<std::string, std::pair<double, double>> kinds;
   double measured = 0, predicted = 0;
   for (const GroupTime &time : times) {
-    const bool micro = time.function == PlanFunction::MicroStep;
-    const plan::DeviceFunction &program = micro ? plan.device.microStep : plan.device.optimizerStep;
-    if (time.group >= program.groups.size() || time.runs == 0)
+    double perStep = 1;
+    const plan::DeviceGroup *timed = timedGroup(plan, time, perStep);
+    if (!timed)
       continue;
-    const plan::DeviceGroup &group = program.groups[time.group];
-    const double perStep = micro ? static_cast<double>(plan.accumulationSteps) : 1.0;
+    const plan::DeviceGroup &group = *timed;
     const double ms = time.milliseconds / static_cast<double>(time.runs) * perStep;
     const double model = plan::predictGroupTime(plan, group, *gpu).seconds * 1e3 * perStep;
     kinds[group.kind].first += ms;

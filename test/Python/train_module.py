@@ -58,21 +58,30 @@ def torch_adamw(model):
                              lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
 
 
-def adamw(name, steps=20, tolerance=1e-5):
+def train_both(name, precision, steps=20):
+    """Trains torch_models' \p name through ampc (\p precision) and with torch.optim.AdamW
+    (under autocast(bfloat16) for bf16) on the same batches; returns the largest relative loss
+    difference, ampc's trainer, the torch module and the untouched module."""
     model = torch_models.make(name)
     reference = copy.deepcopy(model)
     data = batches(model, steps)
-    trainer = ampc.compile(model, data[0], precision="fp32")
+    trainer = ampc.compile(model, data[0], precision=precision)
     optimizer = torch_adamw(reference)
-    worst_loss = 0.0
+    worst = 0.0
     for inputs in data:
         result = trainer.step(*inputs)
-        loss = reference(*inputs)
-        loss.backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = reference(*inputs)
+        loss.float().backward()
         torch.nn.utils.clip_grad_norm_(list(reference.parameters()), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        worst_loss = worst_of([worst_loss, abs(result.loss - loss.item()) / abs(loss.item())])
+        worst = worst_of([worst, abs(result.loss - loss.item()) / abs(loss.item())])
+    return worst, trainer, reference, model
+
+
+def adamw(name, steps=20, tolerance=1e-5):
+    worst_loss, trainer, reference, model = train_both(name, "fp32", steps)
     state = trainer.state_dict()
     expected = reference.state_dict()
     worst = worst_of((state[k].double() - v.double()).abs().max().item()
@@ -102,21 +111,7 @@ def accumulate():
 
 
 def bf16(name, steps=20, tolerance=0.02):
-    model = torch_models.make(name)
-    reference = copy.deepcopy(model)
-    data = batches(model, steps)
-    trainer = ampc.compile(model, data[0], precision="bf16")
-    optimizer = torch_adamw(reference)
-    worst = 0.0
-    for inputs in data:
-        result = trainer.step(*inputs)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = reference(*inputs)
-        loss.float().backward()
-        torch.nn.utils.clip_grad_norm_(list(reference.parameters()), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        worst = worst_of([worst, abs(result.loss - loss.item()) / abs(loss.item())])
+    worst = train_both(name, "bf16", steps)[0]
     if not worst <= tolerance:
         sys.exit("FAIL: %s bf16: losses %.3g apart (tolerance %g)" % (name, worst, tolerance))
     print("ok: %s: %d bf16 steps follow torch autocast(bfloat16), losses within %.2g"
