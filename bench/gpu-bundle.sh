@@ -64,8 +64,8 @@ cp "$tests/ampc_attention_bench" "$out/tests/"
 cp -r "$tests/gpu-test-plans" "$tests/kernel-include" "$out/tests/"
 
 # Scripts and data.
-cp "$repo"/bench/{run.sh,bench.py,agree.py,torch_gpt.py,make_tokens.py,safetensors_io.py,attention_torch.py} \
-  "$out/bench/"
+cp "$repo"/bench/{run.sh,bench.py,agree.py,make_tokens.py,safetensors_io.py,attention_torch.py} \
+  "$repo"/bench/{torch_gpt.py,torch_gpt_model.py,torch_gpt_data.py,ampc_random.py} "$out/bench/"
 cp "$repo/bench/run.sh" "$out/run.sh"
 cp "$repo/examples/gpt/make_gpt.py" "$out/examples/gpt/"
 data=${AMPC_BENCH_DATA:-$build/bench-data}
