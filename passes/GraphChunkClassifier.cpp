@@ -265,19 +265,17 @@ void rewrite(Classifier &c, int64_t chunks) {
   dead.insert(c.grad);
   dead.insert(c.loss);
   dead.insert(c.matmul);
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (Operation *op : dead.takeVector()) {
-      if (!op->use_empty()) {
-        dead.insert(op);
-        continue;
-      }
-      for (Value operand : op->getOperands())
-        if (auto reshape = operand.getDefiningOp<ReshapeOp>())
-          dead.insert(reshape);
-      op->erase();
-      progress = true;
-    }
+  // One unused op at a time leaves the set and is erased, so none is looked at once erased (a
+  // reshape read by an erased op may be in the set already); ops still in use stay.
+  for (auto unused = llvm::find_if(dead, [](Operation *op) { return op->use_empty(); });
+       unused != dead.end();
+       unused = llvm::find_if(dead, [](Operation *op) { return op->use_empty(); })) {
+    Operation *op = *unused;
+    dead.remove(op);
+    for (Value operand : op->getOperands())
+      if (auto reshape = operand.getDefiningOp<ReshapeOp>())
+        dead.insert(reshape);
+    op->erase();
   }
 }
 

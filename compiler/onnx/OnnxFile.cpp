@@ -61,6 +61,11 @@ namespace {
 /// A model-local function by (domain, name).
 using Functions = std::map<std::pair<std::string, std::string>, const onnx::FunctionProto *>;
 
+/// The most nodes and calls local functions may expand to. Each level of nesting multiplies: 24
+/// functions of two calls each, in a 2 KB file, would expand to 2^23 nodes. Exported models
+/// expand to a few thousand (a 126-layer decoder to about 25,000).
+constexpr size_t kMaxExpandedNodes = size_t(1) << 18;
+
 /// Appends \p node to \p out, or, when it calls a local function, the function's body with its
 /// values renamed apart ("CALL/N/value"), its formal inputs and outputs bound to the call's, and
 /// attribute references resolved from the call's attributes; nested calls expand the same way.
@@ -74,6 +79,10 @@ void expandNode(const onnx::NodeProto &node, const Functions &functions,
   if (depth > 32)
     throw ImportError("local function " + node.op_type() + " calls itself (32 levels deep)");
   const onnx::FunctionProto &body = *function->second;
+  if (out.size() + static_cast<size_t>(calls) >= kMaxExpandedNodes)
+    throw ImportError("the model's local functions expand to more than " +
+                      std::to_string(kMaxExpandedNodes) + " nodes and calls (calls of " +
+                      node.op_type() + " nested too deep or too often)");
   const std::string prefix =
       (node.name().empty() ? body.name() : node.name()) + "/" + std::to_string(calls++) + "/";
   std::map<std::string, std::string> bound;

@@ -162,6 +162,8 @@ private:
   OpBuilder builder;
   Location fileLoc;
   std::map<std::string, ImportedValue> values;
+  /// Elements of the constants folded so far (options.maxFoldedElements).
+  int64_t foldedElements = 0;
   /// Symbol declarations to create get_param / get_input for, in order.
   std::vector<std::pair<std::string, RankedTensorType>> params, inputs;
   /// The bool graph inputs, held as f32 0 and 1.
@@ -376,6 +378,13 @@ void Importer::convertNodes() {
         folded = foldNode(node, hosts, file.opset);
         if (!folded && !isImportedOp(node.op_type()))
           throw ImportError("unsupported operator " + node.op_type());
+        for (size_t i = 0; folded && i < folded->size(); ++i) {
+          foldedElements += (*folded)[i].numElements();
+          if (foldedElements > options.maxFoldedElements)
+            throw ImportError("the model's constants evaluated at import time (shapes, masks) "
+                              "hold more than " + std::to_string(options.maxFoldedElements) +
+                              " elements in all");
+        }
       }
       if (folded) {
         for (HostTensor &tensor : *folded) {

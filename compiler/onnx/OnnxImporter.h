@@ -36,6 +36,9 @@ struct OnnxImportOptions {
   /// The weights file the imported model names (its `weights` attribute); the ONNX file's own
   /// name when empty.
   std::string weightsName;
+  /// The most elements the constants evaluated at import time (shapes, masks) may hold in all,
+  /// 2 GiB as doubles: each may have 2^26, and a few bytes of ConstantOfShape ask for that.
+  int64_t maxFoldedElements = int64_t(1) << 28;
 };
 
 /// An imported model and its parameters' initial values.

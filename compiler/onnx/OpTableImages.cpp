@@ -57,7 +57,16 @@ NodeWindow nodeWindow(const NodeContext &c, const std::vector<int64_t> &input,
   const std::string autoPad = stringAttribute(c.node, "auto_pad", "NOTSET");
   if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
     // Output extent ceil(in / stride); the padding that needs, the odd one at the end (UPPER)
-    // or the start (LOWER).
+    // or the start (LOWER). The extents are the file's: checked as plan::makeWindow2d checks
+    // them (below 2^31, strides and dilations at least 1) before they are divided by or
+    // multiplied.
+    constexpr int64_t kLimit = int64_t(1) << 31;
+    for (int axis = 0; axis < 2; ++axis)
+      if (window.strides[axis] < 1 || window.dilations[axis] < 1 || kernel[axis] < 1 ||
+          input[2 + axis] < 0 || window.strides[axis] > kLimit || window.dilations[axis] > kLimit ||
+          kernel[axis] > kLimit || input[2 + axis] > kLimit)
+        throw ImportError("auto_pad " + autoPad + " needs strides, dilations and kernel extents "
+                          "of at least 1 and input and window extents below 2^31");
     for (int axis = 0; axis < 2; ++axis) {
       const int64_t in = input[2 + axis], stride = window.strides[axis];
       const int64_t out = (in + stride - 1) / stride;

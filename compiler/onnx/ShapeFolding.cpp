@@ -191,9 +191,17 @@ int64_t normalizeAxis(int64_t axis, int64_t rank) {
 std::vector<int64_t> reshapeTarget(const std::vector<int64_t> &input,
                                    const std::vector<int64_t> &requested, bool allowZero) {
   std::vector<int64_t> shape = requested;
+  // The extents come from the file: a product past int64 is an error, not a wrapped count.
+  auto times = [&](int64_t a, int64_t b) {
+    int64_t product;
+    if (__builtin_mul_overflow(a, b, &product))
+      throw ImportError("cannot reshape " + shapeText(input) + " to " + shapeText(requested) +
+                        ": an element count overflows 64 bits");
+    return product;
+  };
   int64_t known = 1, inferred = -1, total = 1;
   for (int64_t dim : input)
-    total *= dim;
+    total = times(total, dim);
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 0 && !allowZero) {
       if (i >= input.size())
@@ -208,7 +216,7 @@ std::vector<int64_t> reshapeTarget(const std::vector<int64_t> &input,
     } else if (shape[i] < 0) {
       throw ImportError("reshape target " + shapeText(requested) + " has a negative dimension");
     } else {
-      known *= shape[i];
+      known = times(known, shape[i]);
     }
   }
   if (inferred >= 0) {
@@ -218,7 +226,7 @@ std::vector<int64_t> reshapeTarget(const std::vector<int64_t> &input,
   }
   int64_t count = 1;
   for (int64_t dim : shape)
-    count *= dim;
+    count = times(count, dim);
   if (count != total)
     throw ImportError("cannot reshape " + shapeText(input) + " (" + std::to_string(total) +
                       " elements) to " + shapeText(shape));

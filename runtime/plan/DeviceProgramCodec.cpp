@@ -348,6 +348,11 @@ void decodeDevice(ByteReader &in, Plan &plan) {
               " bytes of records, but they "
               "hold " +
               std::to_string(rawSize));
+    // Deflate expands at most 1032-fold: a larger size is corrupt, and allocating it would let
+    // a few bytes of plan claim 4 GiB of memory.
+    if (rawSize / 1032 > packedSize)
+      in.fail("the module records' size " + std::to_string(rawSize) +
+              " is more than zlib inflates " + std::to_string(packedSize) + " bytes to");
     std::vector<uint8_t> raw(rawSize);
     uLongf inflated = rawSize;
     const int status = uncompress(raw.data(), &inflated, packed.data(), packedSize);

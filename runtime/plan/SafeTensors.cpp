@@ -15,13 +15,19 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <set>
 
 namespace ampc::safetensors {
 
 namespace {
 
+/// Headers are written in the tensors' order (ordered_json) and parsed into std::map-backed
+/// objects: ordered_json looks keys up by a linear scan, which makes parsing a header of n
+/// entries take n^2 steps, hours for one of the 100 MB a header may have. The order the
+/// tensors are kept in comes from their offsets, not from the header.
 using Json = nlohmann::ordered_json;
+using ParsedJson = nlohmann::json;
 
 /// Headers larger than this are refused (the format's own limit is 100 MB).
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
@@ -38,15 +44,16 @@ uint64_t readU64(const std::string &bytes) {
 }
 
 /// A non-negative JSON integer, or fail naming \p what.
-uint64_t integer(const Json &value, const std::string &file, const std::string &what) {
+uint64_t integer(const ParsedJson &value, const std::string &file, const std::string &what) {
   if (!value.is_number_unsigned())
     fail(file, what + " is not a non-negative integer");
   return value.get<uint64_t>();
 }
 
-Tensor decodeEntry(const std::string &name, const Json &entry, const std::string &bytes,
-                   uint64_t dataStart, const std::string &file,
-                   std::vector<std::pair<uint64_t, uint64_t>> &ranges) {
+/// The tensor \p entry describes, without its bytes; its [begin, end) offsets, checked to lie
+/// inside the \p available data bytes, are appended to \p ranges.
+Tensor decodeEntry(const std::string &name, const ParsedJson &entry, uint64_t available,
+                   const std::string &file, std::vector<std::pair<uint64_t, uint64_t>> &ranges) {
   const std::string where = "tensor '" + name + "'";
   if (!entry.is_object())
     fail(file, where + " is not a JSON object");
@@ -64,19 +71,18 @@ Tensor decodeEntry(const std::string &name, const Json &entry, const std::string
   if (!entry["shape"].is_array())
     fail(file, where + ": \"shape\" is not an array");
   uint64_t count = 1;
-  for (const Json &dim : entry["shape"]) {
+  for (const ParsedJson &dim : entry["shape"]) {
     const uint64_t size = integer(dim, file, where + ": a dimension");
     if (size > (1ull << 40) || (size && count > (1ull << 40) / size))
       fail(file, where + " has an impossibly large shape");
     count *= size;
     tensor.shape.push_back(static_cast<int64_t>(size));
   }
-  const Json &offsets = entry["data_offsets"];
+  const ParsedJson &offsets = entry["data_offsets"];
   if (!offsets.is_array() || offsets.size() != 2)
     fail(file, where + ": \"data_offsets\" is not [begin, end]");
   const uint64_t begin = integer(offsets[0], file, where + ": data_offsets[0]");
   const uint64_t end = integer(offsets[1], file, where + ": data_offsets[1]");
-  const uint64_t available = bytes.size() - dataStart;
   if (begin > end || end > available)
     fail(file, where + " has data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
                    "] outside the " + std::to_string(available) +
@@ -85,7 +91,6 @@ Tensor decodeEntry(const std::string &name, const Json &entry, const std::string
     fail(file, where + " has " + std::to_string(end - begin) + " bytes for shape " +
                    formatShape(tensor.shape) + " of " + tensor.dtype + " (" +
                    std::to_string(count * width) + " expected)");
-  tensor.bytes = bytes.substr(dataStart + begin, end - begin);
   ranges.emplace_back(begin, end);
   return tensor;
 }
@@ -126,10 +131,11 @@ File decode(const std::string &bytes, const std::string &file) {
   if (headerBytes > kMaxHeaderBytes || headerBytes > bytes.size() - 8)
     fail(file, "not a safetensors file: its header length " + std::to_string(headerBytes) +
                    " exceeds the file's " + std::to_string(bytes.size()) + " bytes");
-  Json header;
+  ParsedJson header;
   try {
-    header = Json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(headerBytes));
-  } catch (const Json::exception &error) {
+    header =
+        ParsedJson::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(headerBytes));
+  } catch (const ParsedJson::exception &error) {
     fail(file,
          std::string("not a safetensors file: its header is not JSON (") + error.what() + ")");
   }
@@ -149,23 +155,33 @@ File decode(const std::string &bytes, const std::string &file) {
       }
       continue;
     }
-    result.tensors.push_back(decodeEntry(name, entry, bytes, dataStart, file, ranges));
+    result.tensors.push_back(decodeEntry(name, entry, bytes.size() - dataStart, file, ranges));
   }
   // nlohmann keeps the last of two equal keys; the file must not have them.
   std::set<std::string> names;
   for (const Tensor &tensor : result.tensors)
     if (!names.insert(tensor.name).second)
       fail(file, "tensor '" + tensor.name + "' appears twice");
-  std::sort(ranges.begin(), ranges.end());
-  for (size_t i = 1; i < ranges.size(); ++i)
-    if (ranges[i].first < ranges[i - 1].second)
+  std::vector<std::pair<uint64_t, uint64_t>> sorted = ranges;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 1; i < sorted.size(); ++i)
+    if (sorted[i].first < sorted[i - 1].second)
       fail(file, "two tensors' data_offsets overlap");
+  // Only ranges inside the data that do not overlap are copied: at most the file's size in all,
+  // however many entries name the same bytes.
+  for (size_t i = 0; i < result.tensors.size(); ++i)
+    result.tensors[i].bytes =
+        bytes.substr(dataStart + ranges[i].first, ranges[i].second - ranges[i].first);
   // File order is data order.
-  std::stable_sort(result.tensors.begin(), result.tensors.end(),
-                   [&](const Tensor &a, const Tensor &b) {
-                     return header[a.name]["data_offsets"][0].get<uint64_t>() <
-                            header[b.name]["data_offsets"][0].get<uint64_t>();
-                   });
+  std::vector<size_t> order(result.tensors.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return ranges[a].first < ranges[b].first; });
+  std::vector<Tensor> tensors;
+  tensors.reserve(order.size());
+  for (size_t i : order)
+    tensors.push_back(std::move(result.tensors[i]));
+  result.tensors = std::move(tensors);
   return result;
 }
 

@@ -192,6 +192,10 @@ Checkpoint decodeCheckpoint(const std::string &bytes, const std::string &file) {
   Reader table(bytes, kHeaderBytes, body, file);
   Checkpoint checkpoint;
   bool sawMeta = false;
+  // The sections' bytes are copied out of the file: together they may not be larger than it
+  // (the writer stores each once), or a table naming one range many times would allocate many
+  // times the file's size.
+  uint64_t sectionBytes = 0;
   for (uint32_t i = 0; i < count; ++i) {
     CheckpointSection section;
     section.name = table.takeString(table.take(4));
@@ -216,6 +220,11 @@ Checkpoint decodeCheckpoint(const std::string &bytes, const std::string &file) {
     if (offset > body || size > body - offset)
       throw CheckpointError(where + "section '" + section.name +
                             "' lies outside the file (corrupt table)");
+    sectionBytes += size;
+    if (sectionBytes > body)
+      throw CheckpointError(where + "its sections hold more bytes than the file (" +
+                            std::to_string(sectionBytes) + " up to section '" + section.name +
+                            "', " + std::to_string(body) + " in the file): corrupt table");
     if (section.type != SectionType::Text && size != elements * elementBytes(section.type))
       throw CheckpointError(where + "section '" + section.name + "' holds " + std::to_string(size) +
                             " bytes for " + std::to_string(elements) + " elements");

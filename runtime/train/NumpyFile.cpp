@@ -252,10 +252,12 @@ std::vector<NumpyArray> readNumpyFile(const std::string &path) {
     array.name = stem.substr(0, stem.size() - 4);
     return {std::move(array)};
   }
+  uint64_t archiveBytes;
   {
-    std::ifstream probe(path, std::ios::binary);
+    std::ifstream probe(path, std::ios::binary | std::ios::ate);
     if (!probe)
       throw DataError("cannot read data file " + path + ": " + std::strerror(errno));
+    archiveBytes = static_cast<uint64_t>(std::max<std::streamoff>(probe.tellg(), 0));
   }
   unzFile zip = unzOpen64(path.c_str());
   if (!zip)
@@ -281,8 +283,13 @@ std::vector<NumpyArray> readNumpyFile(const std::string &path) {
       if (!endsWith(member, ".npy"))
         throw DataError(what + ": not a .npy array (a .npz archive holds NAME.npy members)");
       // The declared size is the archive's claim: a stored member is as large as it is stored,
-      // and deflate expands at most 1032-fold, so nothing is allocated on a claim alone.
+      // and deflate expands at most 1032-fold, so nothing is allocated on a claim alone. The
+      // compressed size is a claim too: it must fit in the archive.
       const bool stored = info.compression_method == 0;
+      if (info.compressed_size > archiveBytes)
+        throw DataError(what + ": its compressed size (" + std::to_string(info.compressed_size) +
+                        " bytes) is larger than the archive (" + std::to_string(archiveBytes) +
+                        " bytes); the archive is corrupt");
       if ((stored && info.uncompressed_size != info.compressed_size) ||
           (!stored && info.uncompressed_size / 1032 > info.compressed_size + 1))
         throw DataError(what + ": its declared size (" + std::to_string(info.uncompressed_size) +

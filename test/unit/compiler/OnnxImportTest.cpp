@@ -61,6 +61,10 @@ TEST(OnnxShapeFolding, ShapeRules) {
   EXPECT_EQ(reshapeTarget({2, 16, 32}, {0, 0, 4, -1}, false), (std::vector<int64_t>{2, 16, 4, 8}));
   EXPECT_EQ(reshapeTarget({2, 16}, {-1}, false), (std::vector<int64_t>{32}));
   EXPECT_THROW(reshapeTarget({2, 16}, {5, -1}, false), ImportError);
+  // Element counts past int64 are errors, not wrapped products.
+  constexpr int64_t kHuge = int64_t(1) << 62;
+  EXPECT_THROW(reshapeTarget({kHuge, 8}, {-1}, false), ImportError);
+  EXPECT_THROW(reshapeTarget({4}, {kHuge, kHuge, -1}, false), ImportError);
   EXPECT_EQ(unsqueezeShape({4, 8}, {0, -1}), (std::vector<int64_t>{1, 4, 8, 1}));
   EXPECT_EQ(squeezeShape({1, 4, 1}, {}), (std::vector<int64_t>{4}));
   EXPECT_THROW(squeezeShape({1, 4}, {1}), ImportError);
@@ -198,6 +202,127 @@ TEST(OnnxImport, ErrorsNameTheNode) {
   EXPECT_EQ(message, "node 3 'trig' (Cos, opset 17): unsupported operator Cos on values computed "
                      "from the model's inputs or parameters");
   std::filesystem::remove(path);
+}
+
+/// The message of the one error importing \p model reports.
+std::string importError(const onnx::ModelProto &model, const std::string &name,
+                        const OnnxImportOptions &options = {}) {
+  mlir::MLIRContext context;
+  registerModelDialects(context);
+  const std::string path = writeModel(model, name);
+  std::string message;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diagnostic) {
+    message = diagnostic.str();
+    return mlir::success();
+  });
+  EXPECT_TRUE(failed(importOnnxModel(path, context, options)));
+  std::filesystem::remove(path);
+  return message;
+}
+
+TEST(OnnxImport, ImportTimeConstantsAreBoundedInAll) {
+  // Two ConstantOfShape nodes of 32 x 32 (1,024 elements each), each within the limit of one
+  // constant, against a budget of 1,500 in all: the second is an error.
+  onnx::ModelProto model = maskedModel();
+  onnx::GraphProto *graph = model.mutable_graph();
+  onnx::TensorProto *shape = graph->add_initializer();
+  shape->set_name("shape");
+  shape->set_data_type(onnx::TensorProto::INT64);
+  shape->add_dims(2);
+  shape->add_int64_data(32);
+  shape->add_int64_data(32);
+  *graph->add_node() = node("ConstantOfShape", {"shape"}, {"c0"});
+  *graph->add_node() = node("ConstantOfShape", {"shape"}, {"c1"});
+  OnnxImportOptions options;
+  options.maxFoldedElements = 1500;
+  EXPECT_NE(importError(model, "ampc-onnx-constants.onnx", options)
+                .find("(ConstantOfShape, opset 17): the model's constants "
+                      "evaluated at import time (shapes, masks) hold more than 1500 elements in "
+                      "all"),
+            std::string::npos);
+}
+
+TEST(OnnxImport, SamePaddingNeedsPositiveStrides) {
+  // A Conv over x [1, 1, 4, 4] with auto_pad SAME_UPPER and a zero stride: an error, not a
+  // division by zero while resolving the padding.
+  onnx::ModelProto model = maskedModel();
+  onnx::GraphProto *graph = model.mutable_graph();
+  graph->clear_node();
+  onnx::TensorProto *weight = graph->add_initializer();
+  weight->set_name("conv.weight");
+  weight->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t dim : {1, 1, 3, 3})
+    weight->add_dims(dim);
+  for (int i = 0; i < 9; ++i)
+    weight->add_float_data(1);
+  auto *shape = graph->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  shape->clear_dim();
+  for (int64_t dim : {1, 1, 4, 4})
+    shape->add_dim()->set_dim_value(dim);
+  onnx::NodeProto conv = node("Conv", {"x", "conv.weight"}, {"h"});
+  onnx::AttributeProto *pad = conv.add_attribute();
+  pad->set_name("auto_pad");
+  pad->set_type(onnx::AttributeProto::STRING);
+  pad->set_s("SAME_UPPER");
+  onnx::AttributeProto *strides = conv.add_attribute();
+  strides->set_name("strides");
+  strides->set_type(onnx::AttributeProto::INTS);
+  strides->add_ints(0);
+  strides->add_ints(0);
+  *graph->add_node() = conv;
+  onnx::NodeProto mean = node("ReduceMean", {"h"}, {"loss"});
+  intAttribute(mean, "keepdims", 0);
+  *graph->add_node() = mean;
+  EXPECT_NE(importError(model, "ampc-onnx-same-stride0.onnx")
+                .find("auto_pad SAME_UPPER needs strides, dilations and kernel extents of at "
+                      "least 1"),
+            std::string::npos);
+}
+
+TEST(OnnxImport, LocalFunctionExpansionIsBounded) {
+  // F0 calls F1 twice, F1 calls F2 twice, ..., F23 is one Relu: 2^23 nodes from a 2 KB file.
+  // The import stops at 2^18 nodes and calls with one error.
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(17);
+  onnx::OperatorSetIdProto *local = model.add_opset_import();
+  local->set_domain("local");
+  local->set_version(1);
+  constexpr int kLevels = 24;
+  for (int level = 0; level < kLevels; ++level) {
+    onnx::FunctionProto *function = model.add_functions();
+    function->set_domain("local");
+    function->set_name("F" + std::to_string(level));
+    function->add_input("x");
+    function->add_output("y");
+    function->add_opset_import()->set_version(17);
+    if (level == kLevels - 1) {
+      *function->add_node() = node("Relu", {"x"}, {"y"});
+      continue;
+    }
+    const std::string callee = "F" + std::to_string(level + 1);
+    for (auto [input, output] : {std::pair{"x", "t"}, std::pair{"t", "y"}}) {
+      onnx::NodeProto call = node(callee, {input}, {output});
+      call.set_domain("local");
+      *function->add_node() = call;
+    }
+  }
+  onnx::GraphProto *graph = model.mutable_graph();
+  graph->set_name("nested");
+  onnx::ValueInfoProto *x = graph->add_input();
+  x->set_name("x");
+  x->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  x->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(4);
+  onnx::NodeProto call = node("F0", {"x"}, {"y"});
+  call.set_domain("local");
+  *graph->add_node() = call;
+  onnx::NodeProto sum = node("ReduceSum", {"y"}, {"loss"});
+  intAttribute(sum, "keepdims", 0);
+  *graph->add_node() = sum;
+  graph->add_output()->set_name("loss");
+  EXPECT_NE(importError(model, "ampc-onnx-nested.onnx")
+                .find("the model's local functions expand to more than 262144 nodes and calls"),
+            std::string::npos);
 }
 
 } // namespace

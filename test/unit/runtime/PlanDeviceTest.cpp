@@ -371,6 +371,14 @@ TEST(PlanDevice, RejectsCorruptCompressedModules) {
     EXPECT_NE(readError(corrupted).find("do not inflate to their"), std::string::npos)
         << delta << ": " << readError(corrupted);
   }
+  // A records size no zlib stream of this length inflates to (4 GiB) is refused before it is
+  // allocated.
+  corrupted = bytes;
+  corrupted.replace(rawSize, 4, std::string("\xf0\xff\xff\xff", 4));
+  EXPECT_NE(readError(corrupted).find("the module records' size 4294967280 is more than zlib "
+                                      "inflates"),
+            std::string::npos)
+      << readError(corrupted);
 }
 
 TEST(PlanDevice, RejectsEveryTruncationOfTheDeviceSection) {

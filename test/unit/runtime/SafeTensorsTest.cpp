@@ -129,6 +129,29 @@ TEST(SafeTensors, MalformedFilesAreErrorsNamingTheCause) {
             "w.safetensors: metadata 'k' is not a string");
 }
 
+TEST(SafeTensors, EntriesNamingTheSameBytesAreRefusedBeforeCopying) {
+  // 10,000 entries naming the same 1 MiB would copy 10 GiB out of the file: the ranges are
+  // checked, and refused as overlapping, before any byte is copied.
+  std::string header = "{";
+  for (int i = 0; i < 10000; ++i)
+    header += (i ? ",\"t" : "\"t") + std::to_string(i) +
+              R"(":{"dtype":"U8","shape":[1048576],"data_offsets":[0,1048576]})";
+  header += "}";
+  EXPECT_EQ(errorOf(handMade(header, std::string(1 << 20, '\0'))),
+            "w.safetensors: two tensors' data_offsets overlap");
+}
+
+TEST(SafeTensors, HeadersOfManyEntriesDecode) {
+  // 100,000 empty tensors: a header parsed with ordered_json's linear key lookups took minutes.
+  std::string header = "{";
+  for (int i = 0; i < 100000; ++i)
+    header += (i ? ",\"t" : "\"t") + std::to_string(i) +
+              R"(":{"dtype":"F32","shape":[0],"data_offsets":[0,0]})";
+  header += "}";
+  const File file = decode(handMade(header, ""), "w.safetensors");
+  EXPECT_EQ(file.tensors.size(), 100000u);
+}
+
 TEST(SafeTensors, EveryTruncationIsAnError) {
   File file;
   file.tensors.push_back(fromFloats("w", {4}, {1, 2, 3, 4}));

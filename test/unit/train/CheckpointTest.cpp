@@ -127,6 +127,33 @@ TEST(Checkpoint, TruncationAtEveryPrefixIsAnError) {
             "complete");
 }
 
+TEST(Checkpoint, SectionsMayNotHoldMoreThanTheFile) {
+  // Eight sections naming the same 64 KiB of a 64 KiB file would copy 512 KiB out of it (and
+  // thousands, gigabytes): their bytes together may not exceed the file's.
+  auto fixed = [](uint64_t value, int size) {
+    std::string out;
+    for (int i = 0; i < size; ++i)
+      out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+    return out;
+  };
+  const std::string meta = "step 1\n";
+  const uint32_t sections = 8;
+  const uint64_t size = 64 << 10;
+  const uint64_t metaAt = 16 + (4 + 4 + 1 + 4 + 16) + sections * (4 + 1 + 1 + 4 + 8 + 16);
+  std::string bytes = "AMPCCKPT" + fixed(1, 4) + fixed(sections + 1, 4);
+  bytes += fixed(4, 4) + "meta" + std::string(1, '\0') + fixed(0, 4) + fixed(metaAt, 8) +
+           fixed(meta.size(), 8);
+  for (uint32_t i = 0; i < sections; ++i)
+    bytes += fixed(1, 4) + "w" + std::string(1, '\1') + fixed(1, 4) + fixed(size / 4, 8) +
+             fixed(metaAt + meta.size(), 8) + fixed(size, 8);
+  ASSERT_EQ(bytes.size(), metaAt);
+  bytes += meta + std::string(size, '\0');
+  bytes += fixed(train::crc32Of(bytes), 4) + "DONE";
+  EXPECT_NE(decodeError(bytes).find("its sections hold more bytes than the file"),
+            std::string::npos)
+      << decodeError(bytes);
+}
+
 TEST(Checkpoint, VersionAndMagicMismatch) {
   std::string bytes = train::encodeCheckpoint(sampleCheckpoint());
   std::string newer = bytes;
