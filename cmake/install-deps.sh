@@ -12,11 +12,14 @@ set -euo pipefail
 # libminizip-dev reads the zip archives of NumPy's .npz files (--data FILE.npz).
 # Open MPI launches data parallel runs (mpirun) and the tests of them; training executables open
 # its libmpi.so.40 at run time only when mpirun or srun started them, so they link no MPI.
+# clang-19 and libfuzzer-19-dev build the fuzz targets (fuzz/, `make fuzz`); libclang-rt-19-dev
+# holds the sanitizers' and libFuzzer's runtimes (only recommended by clang, so named here).
 packages=(cmake ninja-build g++ make python3 llvm-19-dev libmlir-19-dev mlir-19-tools
           llvm-19-tools libboost-graph-dev googletest libgtest-dev zlib1g-dev python3-torch
           python3-torchvision pkg-config libcairo2-dev nlohmann-json3-dev libonnx-dev
           libprotobuf-dev python3-onnx openmpi-bin libopenmpi-dev libminizip-dev
-          pybind11-dev python3-dev)
+          pybind11-dev python3-dev clang-19 libfuzzer-19-dev
+          libclang-rt-19-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
