@@ -108,12 +108,7 @@ public:
   void microStep(const std::map<std::string, py::array> &arrays, uint64_t step,
                  uint64_t totalSteps) {
     const std::vector<EncodedInput> inputs = encodeInputs(arrays);
-    cpu::RunOptions options;
-    options.seed = seed;
-    options.step = step;
-    options.totalSteps = totalSteps;
-    options.training = true;
-    options.keepTemporaries = false;
+    const cpu::RunOptions options = runOptions(step, totalSteps, /*training=*/true);
     run([&] {
       setInputs(inputs);
       backend->runMicroStep(options);
@@ -122,11 +117,7 @@ public:
 
   /// Runs the optimizer step; returns the step's metrics.
   py::dict optimizerStep(uint64_t step, uint64_t totalSteps) {
-    cpu::RunOptions options;
-    options.seed = seed;
-    options.step = step;
-    options.totalSteps = totalSteps;
-    options.training = true;
+    const cpu::RunOptions options = runOptions(step, totalSteps, /*training=*/true);
     train::BackendMetrics metrics;
     run([&] {
       backend->runOptimizerStep(options);
@@ -144,9 +135,7 @@ public:
   /// The loss of one batch from the forward pass alone (evaluation mode).
   double evaluate(const std::map<std::string, py::array> &arrays) {
     const std::vector<EncodedInput> inputs = encodeInputs(arrays);
-    cpu::RunOptions options;
-    options.seed = seed;
-    options.training = false;
+    const cpu::RunOptions options = runOptions(0, 0, /*training=*/false);
     double loss = 0;
     run([&] {
       setInputs(inputs);
@@ -265,6 +254,18 @@ public:
   }
 
 private:
+  /// A backend run at \p step of \p totalSteps with this trainer's seed; temporaries are not
+  /// kept.
+  cpu::RunOptions runOptions(uint64_t step, uint64_t totalSteps, bool training) const {
+    cpu::RunOptions options;
+    options.seed = seed;
+    options.step = step;
+    options.totalSteps = totalSteps;
+    options.training = training;
+    options.keepTemporaries = false;
+    return options;
+  }
+
   static std::string shapeText(const py::array &array) {
     return plan::shapeToString(std::vector<int64_t>(array.shape(), array.shape() + array.ndim()));
   }
